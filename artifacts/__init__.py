@@ -1,0 +1,1 @@
+"""Frozen configurations, manifests and small reference outputs."""

@@ -1,0 +1,1 @@
+"""Probe stage: trajectories, segmentation and answer probes (heavy deps imported lazily)."""
