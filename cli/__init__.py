@@ -1,0 +1,33 @@
+"""The `otbench` command line: thin click commands over otbench.analysis / otbench.probe."""
+
+import importlib
+
+import click
+
+# Each command lives in its own private module and is registered here; the
+# modules import their libraries lazily so `otbench --help` stays fast.
+_COMMANDS = {
+    "_data": ("import_cmd", "export_cmd", "validate_cmd"),
+    "_simulate": ("simulate_cmd",),
+    "_metrics": ("metrics_cmd",),
+    "_frontier": ("frontier_cmd",),
+    "_demo": ("demo_cmd",),
+}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="otbench")
+def main() -> None:
+    """otbench: measure overthinking in reasoning models and the oracle
+    frontiers of termination strategies (see README.md)."""
+
+
+for _mod, _names in _COMMANDS.items():
+    try:
+        _m = importlib.import_module(f"{__name__}.{_mod}")
+    except ModuleNotFoundError as e:  # a command module not written yet
+        if e.name != f"{__name__}.{_mod}":
+            raise
+        continue
+    for _name in _names:
+        main.add_command(getattr(_m, _name))
