@@ -208,7 +208,17 @@ def _check_column(file: str, table: pa.Table, name: str, typ: pa.DataType) -> No
     elif not ok and pa.types.is_string(typ):
         ok = pa.types.is_string(got) or pa.types.is_large_string(got) or pa.types.is_null(got)
     if not ok:
-        raise MeasurementSetError(file, f"column {name!r} must be {typ}, got {got}")
+        raise MeasurementSetError(file, f"column {name!r} must be {_describe(typ)}, got {got}")
+
+
+def _describe(typ: pa.DataType) -> str:
+    if pa.types.is_list(typ):
+        return "a list of " + ("integers" if pa.types.is_integer(typ.value_type) else "floats")
+    if pa.types.is_integer(typ):
+        return "an integer column"
+    if pa.types.is_boolean(typ):
+        return "a boolean column"
+    return "a string column"
 
 
 def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
