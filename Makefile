@@ -1,0 +1,27 @@
+# Two commands for a newcomer (see README.md):
+#   make demo   set up .venv and run the main job on the embedded default
+#   make test   set up .venv and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/otbench demo
+
+# pytest exits 5 when it collects no test; that is not a failure of the suite.
+test: $(VENV)/.installed
+	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+bench: $(VENV)/.installed
+	for f in benchmarks/*.py; do $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) otbench-demo
