@@ -1,0 +1,366 @@
+"""Run untrusted Python against tests inside a bubblewrap sandbox (SPEC §3.4, code grading).
+
+Isolation, strongest first, and why each piece is there:
+
+* **bubblewrap** (`bwrap`, Debian package `bubblewrap`) builds fresh user, PID,
+  network, mount, IPC, UTS and cgroup namespaces: the program sees an empty
+  root with read-only `/usr`, `/lib*` (the interpreter), its own read-only box
+  directory (code, harness, test inputs) and a size-limited tmpfs at `/tmp`
+  (its working directory). No home directory, no `/etc`, no `/work`, no host
+  processes, no network but its own down-to-loopback namespace. `--disable-userns`
+  forbids nested user namespaces; `--die-with-parent` plus the PID namespace
+  tear every process down when the sandbox ends.
+* **an unprivileged host uid**: when the grader runs as root, bwrap is started
+  as uid/gid 65534 (`nobody`), so nothing in the sandbox is root on the host
+  and the kernel enforces `RLIMIT_NPROC` (it skips it for root).
+* **rlimits** set inside the sandbox: processes (`RLIMIT_NPROC`, counted per
+  user namespace, so per sandbox), address space (`RLIMIT_AS`), CPU seconds,
+  output file size, no core files.
+* **wall clock** on the host: the whole process group is SIGKILLed at the
+  deadline (and the PID namespace with it).
+
+Without `bwrap` nothing runs: the result is `sandbox_error` with the install
+hint, never an unsandboxed run. Memory use is bounded per process, so the
+worst case of a program that forks up to the limit and fills each process is
+`processes x memory_bytes` (defaults: 8 x 1 GiB); cgroups would bound the sum
+but are not reliably writable on the project's machines.
+"""
+
+import dataclasses
+import functools
+import json
+import os
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
+_NOBODY = 65534
+_HARNESS = Path(__file__).with_name("_sandbox_harness.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits for one sandboxed run.
+
+    Attributes:
+        wall_s: wall-clock seconds per test (LiveCodeBench uses 6).
+        cpu_s: CPU seconds per test process (RLIMIT_CPU, whole seconds).
+        total_wall_s: wall-clock cap for the whole run, all tests together.
+        memory_bytes: address-space limit per process (RLIMIT_AS).
+        processes: process/thread limit for the sandbox (RLIMIT_NPROC), the
+            harness and bwrap's own init included.
+        output_bytes: largest stdout (or return value JSON) per test.
+        tmpfs_bytes: size of the writable `/tmp` (the working directory).
+    """
+
+    wall_s: float = 6.0
+    cpu_s: int = 6
+    total_wall_s: float = 120.0
+    memory_bytes: int = 1 << 30
+    processes: int = 8
+    output_bytes: int = 8 << 20
+    tmpfs_bytes: int = 64 << 20
+
+
+class TestOutcome(NamedTuple):
+    """How one test ended inside the sandbox.
+
+    Attributes:
+        kind: "exit" | "signal" | "timeout" | "memory" | "output_limit".
+        code: exit status, or minus the signal number.
+        output: stdout bytes (stdin/stdout tests) or return-value JSON (functional).
+    """
+
+    kind: str
+    code: int
+    output: bytes
+
+
+class SandboxRun(NamedTuple):
+    """Result of `run_tests`.
+
+    Attributes:
+        outcomes: one per test that ran, in test order; stops after the
+            first test the caller's `accept` rejected or that failed.
+        error: "" when the sandbox worked; otherwise why it could not run
+            (the grade is then `sandbox_error`).
+        timed_out: the total wall-clock cap was hit.
+        output_limit: the harness stream exceeded its cap.
+    """
+
+    outcomes: tuple[TestOutcome, ...]
+    error: str
+    timed_out: bool
+    output_limit: bool
+
+
+def _reachable_by_sandbox(path: str) -> bool:
+    """Can the sandbox's unprivileged host uid traverse to and read `path`?"""
+    if os.geteuid() != 0:
+        return os.access(path, os.R_OK)
+    p = Path(path)
+    for d in [*reversed(p.parents), p]:
+        try:
+            mode = d.stat().st_mode
+        except OSError:
+            return False
+        if not mode & (stat.S_IXOTH if d != p or d.is_dir() else stat.S_IROTH):
+            return False
+    return True
+
+
+def sandbox_python(python: str | None = None) -> tuple[str, str] | None:
+    """The interpreter the sandbox runs, and the prefix bound read-only for it.
+
+    `python` if given; otherwise the running interpreter when the sandbox's
+    unprivileged uid can reach it, else the system `/usr/bin/python3` (a
+    pyenv Python under a 0700 `/root` is not reachable, and binding its
+    parents would expose the home directory). None if there is none.
+    """
+    if python is not None:
+        candidates = [python]
+    else:
+        candidates = [sys.executable, "/usr/bin/python3"]
+    for exe in candidates:
+        real = os.path.realpath(exe)
+        if not os.path.isfile(real) or not os.access(real, os.X_OK):
+            continue
+        if real == os.path.realpath(sys.executable):
+            prefix = os.path.realpath(sys.base_prefix)
+        else:
+            prefix = str(Path(real).parent.parent)  # <prefix>/bin/python3.X
+        if _reachable_by_sandbox(real) and _reachable_by_sandbox(prefix):
+            return real, prefix
+    return None
+
+
+def _bwrap_argv(bwrap: str, box: str, limits: SandboxLimits, exe: str, prefix: str
+                ) -> tuple[list[str], list[int]]:
+    """The bwrap command line and the directory fds it needs (caller closes them)."""
+    argv = [
+        bwrap,
+        "--unshare-all", "--unshare-user", "--disable-userns",
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--uid", str(_NOBODY), "--gid", str(_NOBODY), "--hostname", "sandbox",
+        "--ro-bind", "/usr", "/usr",
+    ]
+    for d in ("/lib", "/lib64", "/lib32", "/bin"):
+        if os.path.islink(d):  # merged-/usr systems: /lib -> usr/lib
+            argv += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            argv += ["--ro-bind", d, d]
+    if not any(prefix == p or prefix.startswith(p + "/") for p in ("/usr", "/lib", "/lib64", "/bin")):
+        argv += ["--ro-bind", prefix, prefix]  # e.g. a Python under /opt
+    # The box goes in by descriptor: bwrap then needs no path lookup of its own.
+    fds = []
+    fds.append(os.open(box, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+    argv += [
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",
+        "--ro-bind-fd", str(fds[-1]), "/box",
+        "--remount-ro", "/",
+        "--chdir", "/tmp", "--clearenv",
+        "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+        "--setenv", "LANG", "C.UTF-8",
+        exe, "-I", "-S", "-B", "-X", "utf8", "/box/harness.py",
+    ]
+    return argv, fds
+
+
+def _bwrap_path(bwrap: str | None) -> str | None:
+    if bwrap is not None:
+        return bwrap if os.access(bwrap, os.X_OK) else None
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=8)
+def sandbox_status(bwrap: str | None = None, python: str | None = None) -> str:
+    """"" if sandboxed runs work on this machine, else why not (a self-test, cached per process)."""
+    run = run_tests("import sys\nprint(sys.stdin.read().strip())\n", ["ok"],
+                    mode="stdin", limits=SandboxLimits(wall_s=10, total_wall_s=20), bwrap=bwrap,
+                    python=python, _check=False)
+    if run.error:
+        return run.error
+    if len(run.outcomes) != 1 or run.outcomes[0] != TestOutcome("exit", 0, b"ok\n"):
+        return f"sandbox self-test failed: got {run.outcomes!r}"
+    return ""
+
+
+def _drop_privileges() -> dict:
+    # Root on the host: start bwrap as nobody so the sandbox is unprivileged
+    # and RLIMIT_NPROC applies. Done by subprocess in C (no preexec_fn), which
+    # is safe even in a multi-threaded caller.
+    if os.geteuid() == 0:
+        return {"user": _NOBODY, "group": _NOBODY, "extra_groups": []}
+    return {}
+
+
+def run_tests(code: str, inputs: Sequence[str], *, mode: str, fn_name: str | None = None,
+              limits: SandboxLimits = SandboxLimits(), bwrap: str | None = None,
+              python: str | None = None, accept=None, _check: bool = True) -> SandboxRun:
+    """Run `code` on each input in a fresh sandbox; stop at the first failure.
+
+    Args:
+        code: Python source (already known to compile).
+        inputs: one stdin text per test (`mode="stdin"`) or, for
+            `mode="functional"`, one JSON value per line per argument.
+        fn_name: the function (or `Solution` method) to call in functional mode.
+        limits: resource limits.
+        bwrap: path to the bwrap binary (default: `bwrap` on PATH).
+        python: interpreter to run inside (default: see `sandbox_python`).
+        accept: `accept(i, outcome) -> bool`, called as each test that
+            exited normally arrives; the run stops at the first `False` (no need to
+            run the rest once a test failed).
+
+    Returns:
+        A `SandboxRun`; `error` is non-empty when the sandbox itself could not
+        run, in which case nothing of the program ran at all.
+    """
+    path = _bwrap_path(bwrap)
+    if path is None:
+        return SandboxRun((), f"bubblewrap not found ({bwrap or 'bwrap on PATH'}): {INSTALL_HINT}",
+                          False, False)
+    interp = sandbox_python(python)
+    if interp is None:
+        which = python or "the running one or /usr/bin/python3"
+        return SandboxRun((), f"no Python interpreter the sandbox user can run ({which}); "
+                              "install python3", False, False)
+    if _check:
+        status = sandbox_status(bwrap, python)
+        if status:
+            return SandboxRun((), status, False, False)
+    with tempfile.TemporaryDirectory(prefix="otbench-sandbox-") as box:
+        _write_box(box, code, inputs, mode, fn_name, limits)
+        return _run_box(path, box, len(inputs), limits, accept, *interp)
+
+
+def _write_box(box: str, code: str, inputs: Sequence[str], mode: str, fn_name: str | None,
+               limits: SandboxLimits) -> None:
+    # The box is bound read-only; the sandbox's unprivileged host uid must be
+    # able to read it, so as root it is handed to that uid (mode 0700), and
+    # no other local user can read it.
+    os.mkdir(os.path.join(box, "in"), 0o700)
+    spec = {
+        "mode": mode, "fn_name": fn_name, "tests": len(inputs),
+        "limits": {
+            "wall_s": float(limits.wall_s), "cpu_s": int(limits.cpu_s),
+            "memory_bytes": int(limits.memory_bytes), "processes": int(limits.processes),
+            "output_bytes": int(limits.output_bytes),
+        },
+    }
+    files = {"spec.json": json.dumps(spec), "solution.py": code,
+             "harness.py": _HARNESS.read_text(encoding="utf-8")}
+    files.update({f"in/{i}": text for i, text in enumerate(inputs)})
+    for name, text in files.items():
+        p = os.path.join(box, name)
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(p, 0o600)
+    if os.geteuid() == 0:
+        for root, dirs, names in os.walk(box):
+            for name in [*dirs, *names]:
+                os.chown(os.path.join(root, name), _NOBODY, _NOBODY)
+        os.chown(box, _NOBODY, _NOBODY)
+
+
+def _run_box(bwrap: str, box: str, n_tests: int, limits: SandboxLimits, accept, exe: str,
+             prefix: str) -> SandboxRun:
+    argv, fds = _bwrap_argv(bwrap, box, limits, exe, prefix)
+    # Frame stream cap: every test's output plus headers, and some slack.
+    cap = n_tests * (limits.output_bytes + 256) + 4096
+    deadline = time.monotonic() + min(limits.total_wall_s, n_tests * (limits.wall_s + 1.0) + 10.0)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
+                                pass_fds=fds, **_drop_privileges())
+    except OSError as e:
+        return SandboxRun((), f"could not start bubblewrap: {e}", False, False)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    buf = bytearray()
+    err = bytearray()
+    outcomes: list[TestOutcome] = []
+    ready = False
+    timed_out = over = False
+    stop = False
+    streams = {proc.stdout.fileno(): buf, proc.stderr.fileno(): err}
+    try:
+        while streams and not stop:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            rlist, _, _ = select.select(list(streams), [], [], left)
+            for fd in rlist:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    del streams[fd]
+                    continue
+                target = streams[fd]
+                if target is err:
+                    if len(err) < 8192:
+                        err += chunk[: 8192 - len(err)]
+                    continue
+                buf += chunk
+                if len(buf) > cap:
+                    over = stop = True
+                    break
+            # Parse complete frames.
+            while not stop:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    break
+                try:
+                    header = json.loads(buf[:nl])
+                    size = int(header["nbytes"])
+                except (ValueError, KeyError, TypeError):
+                    stop = True  # not the harness speaking: the program broke the stream
+                    break
+                if len(buf) < nl + 1 + size:
+                    break
+                payload = bytes(buf[nl + 1: nl + 1 + size])
+                del buf[: nl + 1 + size]
+                if header.get("ready"):
+                    ready = True
+                    continue
+                o = TestOutcome(str(header.get("kind")), int(header.get("code", 0)), payload)
+                outcomes.append(o)
+                if o.kind != "exit" or o.code != 0:
+                    stop = True
+                elif accept is not None and not accept(len(outcomes) - 1, o):
+                    stop = True
+                elif len(outcomes) >= n_tests:
+                    stop = True
+    finally:
+        _kill(proc)
+    if not ready:
+        if timed_out:
+            return SandboxRun((), "", True, False)
+        msg = err.decode("utf-8", "replace").strip().splitlines()
+        return SandboxRun((), "sandbox did not start: " + (msg[0] if msg else
+                                                           f"bwrap exited with {proc.returncode}"),
+                          False, False)
+    return SandboxRun(tuple(outcomes), "", timed_out, over)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL bwrap's process group; the PID namespace takes the rest down with it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    for f in (proc.stdout, proc.stderr):
+        try:
+            f.close()
+        except OSError:
+            pass
+    proc.wait()
