@@ -284,28 +284,42 @@ class _FBEvents:
 
 
 def fb_events(cell: CellData) -> _FBEvents:
-    """Sort each question's step events once; occurrences reuse the order."""
+    """Sort each question's step events by L once; every occurrence reuses the order."""
     T, K = cell.L.shape
-    qrow = np.repeat(np.arange(cell.num_questions, dtype=np.int64), np.diff(cell.qoff))
-    if K == 1:           # every trajectory has n = 0: no events
+    Q = cell.num_questions
+    R = np.diff(cell.qoff)
+    if K == 1 or T == 0:             # every trajectory has n = 0: no events
         z = np.zeros(0, dtype=np.int64)
-        return _FBEvents(np.zeros(cell.num_questions + 1, dtype=np.int64), z, z, z, z)
-    row = np.repeat(np.arange(T, dtype=np.int64), K - 1)
-    value = cell.L[:, 1:].reshape(-1)
-    dL = np.diff(cell.L, axis=1).reshape(-1)
-    dC = np.diff(cell.C, axis=1).reshape(-1)
+        return _FBEvents(np.zeros(Q + 1, dtype=np.int64), z, z, z, z)
+    # A question's events are its rows' (k >= 1) positions; lay them out as
+    # one row per question, padded, and sort each row by L (small rows: a
+    # per-row argsort is much faster than one global lexsort).
+    Rmax = int(R.max())
+    width = Rmax * (K - 1)
+    qi = np.repeat(np.arange(Q), R)
+    slot = np.arange(T) - np.repeat(cell.qoff[:-1], R)          # row within question
+    dL = np.diff(cell.L, axis=1)
+    dC = np.diff(cell.C, axis=1)
     # An event with dL = dC = 0 (every padded position, and zero-length steps
     # whose C does not change) changes no sum: the caps it would add have the
     # state of an earlier cap, which stays a candidate. Zero-length steps that
     # change C are kept: the latest position under the cap moves onto them.
     real = (dL != 0) | (dC != 0)
-    row, value, dL, dC = row[real], value[real], dL[real], dC[real]
-    q = qrow[row]
-    order = np.lexsort((value, q))
-    q = q[order]
-    eoff = np.zeros(cell.num_questions + 1, dtype=np.int64)
-    np.cumsum(np.bincount(q, minlength=cell.num_questions), out=eoff[1:])
-    return _FBEvents(eoff=eoff, row=row[order], value=value[order], dL=dL[order], dC=dC[order])
+    big = np.iinfo(np.int64).max
+    val = np.full((Q, width), big, dtype=np.int64)
+    col = slot[:, None] * (K - 1) + np.arange(K - 1)[None, :]
+    val[qi[:, None], col] = np.where(real, cell.L[:, 1:], big)
+    order = np.argsort(val, axis=1, kind="stable")
+    count = real.sum(axis=1)
+    E = np.bincount(qi, weights=count, minlength=Q).astype(np.int64)
+    take = np.arange(width)[None, :] < E[:, None]
+    flat = (order + (np.arange(Q) * width)[:, None])[take]     # flat index into [Q, width]
+    q, c = flat // width, flat % width
+    row = cell.qoff[q] + c // (K - 1)
+    k = c % (K - 1)
+    eoff = np.zeros(Q + 1, dtype=np.int64)
+    np.cumsum(E, out=eoff[1:])
+    return _FBEvents(eoff=eoff, row=row, value=cell.L[row, k + 1], dL=dL[row, k], dC=dC[row, k])
 
 
 def fb_actions(cell: CellData, occ: Occurrences, events: _FBEvents | None = None) -> Actions:
@@ -316,39 +330,43 @@ def fb_actions(cell: CellData, occ: Occurrences, events: _FBEvents | None = None
     multiplicity: a cumulative sum over the question's events in `L` order,
     read at the last event of each distinct `L`. The cap 0 is a candidate
     (it is in the union of measured `L`: `L(0) = 0`); it includes the events
-    of zero-length leading steps.
+    of zero-length leading steps. No sorting per occurrence: the order comes
+    from `fb_events`, so bootstrap replicates cost one pass over the events.
     """
     ev = fb_events(cell) if events is None else events
     rows, o = occurrence_rows(cell, occ)
     O = occ.question.shape[0]
     m = occ.mult
+    R = np.diff(cell.qoff)[occ.question]
     base_r = np.bincount(o, weights=m * cell.C[rows, 0], minlength=O).astype(np.int64)
     E = np.diff(ev.eoff)[occ.question]                 # events per occurrence
+    # Items of occurrence o: its base candidate, then its question's events
+    # in L order, so the items are sorted by (occurrence, L) and the base
+    # precedes the events with L = 0 (the cap 0 includes them).
+    ioff = np.cumsum(E + 1) - (E + 1)
+    n_items = int((E + 1).sum())
     eo = np.repeat(np.arange(O, dtype=np.int64), E)
-    eidx = np.repeat(ev.eoff[occ.question] - (np.cumsum(E) - E), E) + np.arange(eo.shape[0])
+    j = np.arange(eo.shape[0]) - np.repeat(np.cumsum(E) - E, E)   # event rank in occurrence
+    eidx = ev.eoff[occ.question][eo] + j
     erow = ev.row[eidx]
     # Multiplicity of the event's row: `m` holds each occurrence's rows
     # contiguously in the question's row order.
-    R = np.diff(cell.qoff)[occ.question]
-    item_start = np.cumsum(R) - R
-    w = m[item_start[eo] + (erow - cell.qoff[occ.question][eo])]
-    # Candidates: one "base" candidate per occurrence at value 0, then the
-    # events. The base sorts before the events of value 0, and the candidate
-    # read after the last item of each (occurrence, value) run includes them.
-    n_items = O + eo.shape[0]
-    cand_o = np.concatenate([np.arange(O, dtype=np.int64), eo])
-    cand_v = np.concatenate([np.zeros(O, dtype=np.int64), ev.value[eidx]])
-    d_cost = np.concatenate([np.zeros(O, dtype=np.int64), w * ev.dL[eidx]])
-    d_rew = np.concatenate([base_r, w * ev.dC[eidx]])
-    is_event = np.concatenate([np.zeros(O, dtype=np.int64), np.ones(eo.shape[0], dtype=np.int64)])
-    order = np.lexsort((np.arange(n_items), is_event, cand_v, cand_o))
-    cand_o, cand_v = cand_o[order], cand_v[order]
-    cum_c = _segment_cumsum(d_cost[order], cand_o)
-    cum_r = _segment_cumsum(d_rew[order], cand_o)
+    w = m[(np.cumsum(R) - R)[eo] + (erow - cell.qoff[occ.question][eo])]
+    item_o = np.repeat(np.arange(O, dtype=np.int64), E + 1)
+    value = np.zeros(n_items, dtype=np.int64)
+    d_cost = np.zeros(n_items, dtype=np.int64)
+    d_rew = np.zeros(n_items, dtype=np.int64)
+    d_rew[ioff] = base_r
+    at = ioff[eo] + 1 + j
+    value[at] = ev.value[eidx]
+    d_cost[at] = w * ev.dL[eidx]
+    d_rew[at] = w * ev.dC[eidx]
+    cum_c = _segment_cumsum(d_cost, item_o)
+    cum_r = _segment_cumsum(d_rew, item_o)
     last = np.ones(n_items, dtype=bool)
-    last[:-1] = (cand_o[1:] != cand_o[:-1]) | (cand_v[1:] != cand_v[:-1])
+    last[:-1] = (item_o[1:] != item_o[:-1]) | (value[1:] != value[:-1])
     # Costs are sums of non-negative changes in L order: non-decreasing.
-    off, c, r = prune_sorted(cand_o[last], cum_c[last], cum_r[last], O)
+    off, c, r = prune_sorted(item_o[last], cum_c[last], cum_r[last], O)
     return _finish(occ.problem, off, c, r, occ.num_problems)
 
 

@@ -139,4 +139,4 @@ def grade_code(answer: str, tests: Sequence[CodeTest], *, fn_name: str | None = 
     if len(run.outcomes) < n:
         return Grade.wrong(Status.RUNTIME_ERROR,
                            f"the program stopped the test harness after {len(run.outcomes)} of {n} tests")
-    return Grade.ok(f"{n} tests passed")
+    return Grade.ok(f"{n} test{'' if n == 1 else 's'} passed")
