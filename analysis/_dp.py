@@ -145,6 +145,12 @@ def _compiled(front: int, tile: int, batched: bool):
     return jax.jit(fn, donate_argnums=0)
 
 
+def _defaults(tile, lanes, block):
+    """Module defaults read at call time (tests shrink them to exercise many tiles/blocks)."""
+    return (TILE if tile is None else tile, LANES if lanes is None else lanes,
+            BLOCK if block is None else block)
+
+
 def _next_pow2(x: int) -> int:
     return 1 << max(int(x) - 1, 0).bit_length()
 
@@ -159,9 +165,12 @@ class Plan(NamedTuple):
     front: int
     cap: int             # state entries after the front (a multiple of the tile)
     dtype: type
+    tile: int            # state entries per tile
+    block: int           # units per kernel call
 
 
-def plan(acts: Actions, *, tile: int = TILE, lanes: int = LANES, block: int = BLOCK,
+def plan(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
+         block: int | None = None,
          min_cap: int = 0, min_front: int = 16, min_chunks: int = 1,
          max_total_cost: int | None = None) -> Plan:
     """Order, pack and schedule the units of a batch of problems.
@@ -178,6 +187,7 @@ def plan(acts: Actions, *, tile: int = TILE, lanes: int = LANES, block: int = BL
       max_total_cost: an upper bound of every problem's total cost (its
         full-thinking tokens); selects int32 when below 2**30.
     """
+    tile, lanes, block = _defaults(tile, lanes, block)
     B = acts.num_problems
     count = acts.count
     nontriv = count - 1
@@ -219,7 +229,7 @@ def plan(acts: Actions, *, tile: int = TILE, lanes: int = LANES, block: int = BL
     cost[prob[a_unit], pos[a_unit], k // lanes, k % lanes] = acts.cost[a_idx]
     reward[prob[a_unit], pos[a_unit], k // lanes, k % lanes] = acts.reward[a_idx]
     return Plan(cost=cost, reward=reward, chunks=chunks, tiles=tiles.astype(np.int32),
-                front=front, cap=cap, dtype=dtype)
+                front=front, cap=cap, dtype=dtype, tile=tile, block=block)
 
 
 def initial_state(batch: int | None, front: int, cap: int, dtype) -> np.ndarray:
@@ -231,20 +241,20 @@ def initial_state(batch: int | None, front: int, cap: int, dtype) -> np.ndarray:
     return buf
 
 
-def run(p: Plan, *, tile: int = TILE, block: int = BLOCK, batched: bool | None = None) -> jax.Array:
-    """Execute a plan: int[problem, front + cap] final buffers (device array).
+def run(p: Plan, *, batched: bool | None = None) -> jax.Array:
+    """Execute a plan: the final buffers, int[problem, front + cap] when batched,
+    else int[front + cap] (a device array; dispatch is asynchronous).
 
     Problems are vmapped when there is more than one (or `batched=True`);
     a single problem uses the unbatched kernel (no gathers on CPU).
     """
+    tile, block = p.tile, p.block
     B, npos = p.chunks.shape
     if batched is None:
         batched = B != 1
     fn = _compiled(p.front, tile, batched)
-    if batched:
-        state = DPState(jnp.asarray(initial_state(B, p.front, p.cap, p.dtype)))
-    else:
-        state = DPState(jnp.asarray(initial_state(None, p.front, p.cap, p.dtype)))
+    # device_put, not jnp ops: no eager dispatch on the host path.
+    state = DPState(jax.device_put(initial_state(B if batched else None, p.front, p.cap, p.dtype)))
     for s in range(0, npos, block):
         sl = slice(s, s + block)
         if not p.tiles[sl].any():
@@ -254,11 +264,11 @@ def run(p: Plan, *, tile: int = TILE, block: int = BLOCK, batched: bool | None =
         else:
             blk = UnitBlock(p.cost[0, sl], p.reward[0, sl], p.chunks[0, sl], p.tiles[sl])
         state = fn(state, blk)
-    return state.buf if batched else state.buf[None]
+    return state.buf
 
 
-def solve(acts: Actions, *, tile: int = TILE, lanes: int = LANES, block: int = BLOCK,
-          min_cap: int = 0, max_total_cost: int | None = None,
+def solve(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
+          block: int | None = None, min_cap: int = 0, max_total_cost: int | None = None,
           batched: bool | None = None) -> list[np.ndarray]:
     """Minimum-cost states of every problem in `acts`.
 
@@ -269,7 +279,7 @@ def solve(acts: Actions, *, tile: int = TILE, lanes: int = LANES, block: int = B
     """
     p = plan(acts, tile=tile, lanes=lanes, block=block, min_cap=min_cap,
              max_total_cost=max_total_cost)
-    buf = np.asarray(run(p, tile=tile, block=block, batched=batched))
+    buf = np.asarray(run(p, batched=batched)).reshape((acts.num_problems, -1))
     tops = acts.top_total()
     return [buf[b, p.front:p.front + int(tops[b]) + 1].astype(np.int64)
             for b in range(acts.num_problems)]

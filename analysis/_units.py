@@ -163,6 +163,7 @@ class CellData:
 
     Attributes:
       L, C: int64[traj, pos] as in `MeasurementSet`, padded to the cell's max n.
+      n: int64[traj] number of steps.
       probes: int64[traj] probes per position.
       qoff: int64[question + 1] row range of each local question (rows are
         sorted by question, SPEC §2).
@@ -171,6 +172,7 @@ class CellData:
 
     L: np.ndarray
     C: np.ndarray
+    n: np.ndarray
     probes: np.ndarray
     qoff: np.ndarray
     question: np.ndarray
@@ -197,6 +199,7 @@ def cell_data(L: np.ndarray, C: np.ndarray, n: np.ndarray, probes: np.ndarray,
     qoff = np.r_[starts, q.size].astype(np.int64)
     return CellData(L=np.ascontiguousarray(L[:, :k], dtype=np.int64),
                     C=np.ascontiguousarray(C[:, :k], dtype=np.int64),
+                    n=np.asarray(n, dtype=np.int64),
                     probes=np.asarray(probes, dtype=np.int64),
                     qoff=qoff, question=q[starts])
 
@@ -232,11 +235,13 @@ def dee_actions(cell: CellData, occ: Occurrences) -> Actions:
     keep = occ.mult > 0
     rows = np.repeat(rows[keep], occ.mult[keep])     # a draw of m is m units
     prob = np.repeat(occ.problem[o][keep], occ.mult[keep])
-    U, K = rows.shape[0], cell.L.shape[1]
-    # L is non-decreasing along k, so the candidates are already sorted by
-    # (unit, cost); padded positions repeat the endpoint and collapse.
-    unit = np.repeat(np.arange(U, dtype=np.int64), K)
-    off, c, r = prune_sorted(unit, cell.L[rows].reshape(-1), cell.C[rows].reshape(-1), U)
+    U = rows.shape[0]
+    # Candidates are the measured positions k <= n (padding only repeats the
+    # endpoint). L is non-decreasing along k, so they are already sorted by
+    # (unit, cost).
+    valid = np.arange(cell.L.shape[1])[None, :] <= cell.n[rows][:, None]
+    unit = np.repeat(np.arange(U, dtype=np.int64), cell.n[rows] + 1)
+    off, c, r = prune_sorted(unit, cell.L[rows][valid], cell.C[rows][valid], U)
     return _finish(prob, off, c, r, occ.num_problems)
 
 
@@ -285,41 +290,25 @@ class _FBEvents:
 
 def fb_events(cell: CellData) -> _FBEvents:
     """Sort each question's step events by L once; every occurrence reuses the order."""
-    T, K = cell.L.shape
     Q = cell.num_questions
-    R = np.diff(cell.qoff)
-    if K == 1 or T == 0:             # every trajectory has n = 0: no events
-        z = np.zeros(0, dtype=np.int64)
-        return _FBEvents(np.zeros(Q + 1, dtype=np.int64), z, z, z, z)
-    # A question's events are its rows' (k >= 1) positions; lay them out as
-    # one row per question, padded, and sort each row by L (small rows: a
-    # per-row argsort is much faster than one global lexsort).
-    Rmax = int(R.max())
-    width = Rmax * (K - 1)
-    qi = np.repeat(np.arange(Q), R)
-    slot = np.arange(T) - np.repeat(cell.qoff[:-1], R)          # row within question
     dL = np.diff(cell.L, axis=1)
     dC = np.diff(cell.C, axis=1)
     # An event with dL = dC = 0 (every padded position, and zero-length steps
     # whose C does not change) changes no sum: the caps it would add have the
     # state of an earlier cap, which stays a candidate. Zero-length steps that
     # change C are kept: the latest position under the cap moves onto them.
-    real = (dL != 0) | (dC != 0)
-    big = np.iinfo(np.int64).max
-    val = np.full((Q, width), big, dtype=np.int64)
-    col = slot[:, None] * (K - 1) + np.arange(K - 1)[None, :]
-    val[qi[:, None], col] = np.where(real, cell.L[:, 1:], big)
-    order = np.argsort(val, axis=1, kind="stable")
-    count = real.sum(axis=1)
-    E = np.bincount(qi, weights=count, minlength=Q).astype(np.int64)
-    take = np.arange(width)[None, :] < E[:, None]
-    flat = (order + (np.arange(Q) * width)[:, None])[take]     # flat index into [Q, width]
-    q, c = flat // width, flat % width
-    row = cell.qoff[q] + c // (K - 1)
-    k = c % (K - 1)
+    row, k = np.nonzero((dL != 0) | (dC != 0))
+    value = cell.L[row, k + 1]
+    q = np.repeat(np.arange(Q, dtype=np.int64), np.diff(cell.qoff))[row]
+    # Rows are sorted by question and each row's L is non-decreasing, so the
+    # keys arrive as sorted runs, which a stable (merge) sort exploits; ties
+    # keep (row, k) order, so the result is deterministic.
+    order = np.argsort(q * (int(cell.L[:, -1].max(initial=0)) + 1) + value, kind="stable")
+    row, k = row[order], k[order]
     eoff = np.zeros(Q + 1, dtype=np.int64)
-    np.cumsum(E, out=eoff[1:])
-    return _FBEvents(eoff=eoff, row=row, value=cell.L[row, k + 1], dL=dL[row, k], dC=dC[row, k])
+    np.cumsum(np.bincount(q, minlength=Q), out=eoff[1:])
+    return _FBEvents(eoff=eoff, row=row.astype(np.int64), value=value[order],
+                     dL=dL[row, k], dC=dC[row, k])
 
 
 def fb_actions(cell: CellData, occ: Occurrences, events: _FBEvents | None = None) -> Actions:

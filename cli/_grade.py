@@ -16,18 +16,22 @@ def read_requests(path: str) -> list[tuple[int, object]]:
 
     out = []
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror})") from None
     with f:
-        for no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+        for no, raw in enumerate(f, 1):
             where = f"{path}:{no}"
             try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{where}: not UTF-8 text") from None
+            if not line.strip():
+                continue
+            try:
                 row = json.loads(line)
-            except ValueError as e:
-                raise DataError(f"{where}: not valid JSON ({e.args[0]})") from None
+            except json.JSONDecodeError as e:
+                raise DataError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
             if not isinstance(row, dict):
                 raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
             unknown = sorted(set(row) - _KEYS)

@@ -120,14 +120,18 @@ def _rows(path: str) -> Iterator[tuple[str, Any]]:
         return
     if not path.endswith(".jsonl"):
         raise DatasetError(f"{path}: expected a .jsonl or .parquet file")
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DatasetError(f"{path}:{i}: not UTF-8 text") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-            except ValueError as e:
-                raise DatasetError(f"{path}:{i}: not valid JSON ({e.args[0]})") from None
+            except json.JSONDecodeError as e:
+                raise DatasetError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
             yield f"{path}:{i}", row
 
 
@@ -315,14 +319,17 @@ def load_benchmark(benchmark: str, path: str, *, seed: int = 0,
     return _map_rows(benchmark, _rows(path), seed=seed, contest_dates=contest_dates)
 
 
-def load_group(files: Mapping[str, str], **kw) -> list[Question]:
-    """Load several benchmark files (benchmark -> path) and pool them by reporting group.
+def load_group(files: Mapping[str, str] | Sequence[tuple[str, str]], **kw) -> list[Question]:
+    """Load several benchmark files and pool them by reporting group.
 
+    `files` maps benchmark -> path, or is a sequence of (benchmark, path)
+    pairs when one benchmark comes in several files (AIME 2025 I and II).
     E.g. `{"AIME2024": a, "AIME2025": b, "AIME2026": c}` gives the one AIME
-    group. Ids must stay unique within each group.
+    group. Ids must stay unique within each group across files.
     """
+    pairs = list(files.items()) if isinstance(files, Mapping) else list(files)
     out, seen = [], {}
-    for benchmark, path in files.items():
+    for benchmark, path in pairs:
         for q in load_benchmark(benchmark, path, **kw):
             key = (q.group, q.id)
             if key in seen:

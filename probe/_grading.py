@@ -31,6 +31,18 @@ class GradeConfig:
     thinking_end: tuple[str, ...] = THINKING_END
     thinking_start: tuple[str, ...] = THINKING_START
 
+    def __post_init__(self):
+        t = self.math_timeout_s
+        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+            # whole seconds: math-verify's timeout is signal.alarm(int)
+            raise ValueError(f"`math_timeout_s` must be an integer >= 1, got {t!r}.")
+        if not isinstance(self.limits, SandboxLimits):
+            raise ValueError(f"`limits` must be a SandboxLimits, got {type(self.limits).__name__}.")
+        for name in ("thinking_end", "thinking_start"):
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or not all(isinstance(m, str) and m for m in v):
+                raise ValueError(f"`{name}` must be a tuple of non-empty strings, got {v!r}.")
+
 
 class GradeRequest(NamedTuple):
     """One response to grade (the batch form of `grade`'s arguments).

@@ -105,16 +105,17 @@ def grade_code(answer: str, tests: Sequence[CodeTest], *, fn_name: str | None = 
         for i, t in enumerate(tests):
             try:
                 json.loads(t.output)
+                [json.loads(line) for line in t.input.split("\n") if line.strip()]
             except ValueError:
                 return Grade.wrong(Status.REFERENCE_ERROR,
-                                   f"test {i + 1}: expected output is not JSON")
+                                   f"test {i + 1}: functional input lines and output must be JSON")
     code = extract_code(answer)
     if code is None:
         return Grade.wrong(Status.NO_ANSWER, "no Python code block after the thinking")
     try:
         # Compiling runs none of the program; a syntax error needs no sandbox.
         compile(code, "solution.py", "exec")
-    except (SyntaxError, ValueError) as e:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         return Grade.wrong(Status.PARSE_ERROR, f"the code does not compile: {type(e).__name__}")
     n = len(tests)
     verdicts: list[bool] = []

@@ -17,8 +17,32 @@ from ._grading import GradeConfig, GradeRequest, grade_request, make_request
 from ._grading_types import Grade, Status
 
 
+def _become_subreaper() -> None:
+    # bwrap's outer process exits without reaping the sandbox's init, which is
+    # then adopted by the nearest subreaper (else the host's PID 1, which in a
+    # container may never reap). The worker adopts and reaps them itself.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _reap() -> None:
+    """Reap adopted zombies; between requests the worker has no child of its own."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def _worker(conn, config: GradeConfig) -> None:
     """Worker main loop: receive (index, request), send (index, Grade); None stops."""
+    _become_subreaper()
     while True:
         try:
             msg = conn.recv()
@@ -31,6 +55,7 @@ def _worker(conn, config: GradeConfig) -> None:
             g = grade_request(req, config)
         except Exception as e:  # a grader bug must not lose the request
             g = Grade.wrong(Status.GRADER_ERROR, f"{type(e).__name__}: {e}"[:200])
+        _reap()
         conn.send((index, g))
 
 

@@ -16,14 +16,22 @@ Isolation, strongest first, and why each piece is there:
 * **rlimits** set inside the sandbox: processes (`RLIMIT_NPROC`, counted per
   user namespace, so per sandbox), address space (`RLIMIT_AS`), CPU seconds,
   output file size, no core files.
-* **wall clock** on the host: the whole process group is SIGKILLed at the
-  deadline (and the PID namespace with it).
+* **wall clock**: per test inside (the harness SIGKILLs the test's process
+  group) and for the whole run on the host, which SIGKILLs the sandbox's init
+  (ending its PID namespace, so every process in it) and then bwrap's
+  process group.
+* **expected outputs never enter the sandbox**: the host compares outputs
+  itself and stops at the first failing test, so a program cannot read the
+  answers it is graded against.
 
 Without `bwrap` nothing runs: the result is `sandbox_error` with the install
 hint, never an unsandboxed run. Memory use is bounded per process, so the
 worst case of a program that forks up to the limit and fills each process is
 `processes x memory_bytes` (defaults: 8 x 1 GiB); cgroups would bound the sum
-but are not reliably writable on the project's machines.
+but are not reliably writable on the project's machines. No seccomp filter is
+installed (the namespaces already remove the network and the host's files).
+The interpreter inside is the running one when the unprivileged uid can reach
+it, else `/usr/bin/python3` (see `sandbox_python`; record it with a run).
 """
 
 import dataclasses
@@ -56,7 +64,7 @@ class SandboxLimits:
         total_wall_s: wall-clock cap for the whole run, all tests together.
         memory_bytes: address-space limit per process (RLIMIT_AS).
         processes: process/thread limit for the sandbox (RLIMIT_NPROC), the
-            harness and bwrap's own init included.
+            harness and bwrap's own init included (so at least 4).
         output_bytes: largest stdout (or return value JSON) per test.
         tmpfs_bytes: size of the writable `/tmp` (the working directory).
     """
@@ -68,6 +76,17 @@ class SandboxLimits:
     processes: int = 8
     output_bytes: int = 8 << 20
     tmpfs_bytes: int = 64 << 20
+
+    def __post_init__(self):
+        for name in ("wall_s", "total_wall_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                raise ValueError(f"`{name}` must be a positive number of seconds, got {v!r}.")
+        for name, least in (("cpu_s", 1), ("memory_bytes", 64 << 20), ("processes", 4),
+                            ("output_bytes", 1), ("tmpfs_bytes", 1 << 20)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise ValueError(f"`{name}` must be an integer >= {least}, got {v!r}.")
 
 
 class TestOutcome(NamedTuple):
@@ -274,25 +293,33 @@ def _write_box(box: str, code: str, inputs: Sequence[str], mode: str, fn_name: s
 def _run_box(bwrap: str, box: str, n_tests: int, limits: SandboxLimits, accept, exe: str,
              prefix: str) -> SandboxRun:
     argv, fds = _bwrap_argv(bwrap, box, limits, exe, prefix)
+    # bwrap reports the host pid of the sandbox's init on --info-fd; killing
+    # that init ends the PID namespace (every process in the sandbox) and lets
+    # bwrap reap it and exit, so no orphaned zombies are left to the host's init.
+    info_r, info_w = os.pipe()
+    argv[1:1] = ["--info-fd", str(info_w)]
     # Frame stream cap: every test's output plus headers, and some slack.
     cap = n_tests * (limits.output_bytes + 256) + 4096
     deadline = time.monotonic() + min(limits.total_wall_s, n_tests * (limits.wall_s + 1.0) + 10.0)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
-                                pass_fds=fds, **_drop_privileges())
+                                pass_fds=[*fds, info_w], **_drop_privileges())
     except OSError as e:
+        os.close(info_r)
         return SandboxRun((), f"could not start bubblewrap: {e}", False, False)
     finally:
-        for fd in fds:
+        for fd in [*fds, info_w]:
             os.close(fd)
     buf = bytearray()
     err = bytearray()
+    info = bytearray()
+    init = None  # pidfd of the sandbox's init
     outcomes: list[TestOutcome] = []
     ready = False
     timed_out = over = False
     stop = False
-    streams = {proc.stdout.fileno(): buf, proc.stderr.fileno(): err}
+    streams = {proc.stdout.fileno(): buf, proc.stderr.fileno(): err, info_r: info}
     try:
         while streams and not stop:
             left = deadline - time.monotonic()
@@ -302,13 +329,21 @@ def _run_box(bwrap: str, box: str, n_tests: int, limits: SandboxLimits, accept, 
             rlist, _, _ = select.select(list(streams), [], [], left)
             for fd in rlist:
                 chunk = os.read(fd, 1 << 16)
+                target = streams[fd]
                 if not chunk:
                     del streams[fd]
+                    if target is info:
+                        init = _open_init(info, proc.pid)
                     continue
-                target = streams[fd]
                 if target is err:
                     if len(err) < 8192:
                         err += chunk[: 8192 - len(err)]
+                    continue
+                if target is info:
+                    if len(info) < 4096:
+                        info += chunk
+                        if init is None and info.rstrip().endswith(b"}"):
+                            init = _open_init(info, proc.pid)
                     continue
                 buf += chunk
                 if len(buf) > cap:
@@ -338,10 +373,10 @@ def _run_box(bwrap: str, box: str, n_tests: int, limits: SandboxLimits, accept, 
                     stop = True
                 elif accept is not None and not accept(len(outcomes) - 1, o):
                     stop = True
-                elif len(outcomes) >= n_tests:
-                    stop = True
+                # After the last test the harness exits by itself: read on to EOF.
     finally:
-        _kill(proc)
+        _kill(proc, init)
+        os.close(info_r)
     if not ready:
         if timed_out:
             return SandboxRun((), "", True, False)
@@ -352,15 +387,49 @@ def _run_box(bwrap: str, box: str, n_tests: int, limits: SandboxLimits, accept, 
     return SandboxRun(tuple(outcomes), "", timed_out, over)
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    """SIGKILL bwrap's process group; the PID namespace takes the rest down with it."""
+def _open_init(info: bytearray, bwrap_pid: int) -> int | None:
+    """pidfd of the sandbox's init from bwrap's info JSON, verified to be bwrap's child."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        pid = int(json.loads(bytes(info))["child-pid"])
+        fd = os.pidfd_open(pid)
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    # The pidfd pins the process; make sure it is the one bwrap started.
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            ppid = next((int(line.split()[1]) for line in f if line.startswith("PPid:")), -1)
     except OSError:
-        pass
+        ppid = -1
+    if ppid != bwrap_pid:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _kill(proc: subprocess.Popen, init: int | None) -> None:
+    """End the sandbox: SIGKILL its init (the PID namespace goes with it), let bwrap
+    reap it and exit, and SIGKILL bwrap's process group if it lingers."""
+    if proc.poll() is None and init is not None:
+        try:
+            signal.pidfd_send_signal(init, signal.SIGKILL)
+        except OSError:
+            pass
     for f in (proc.stdout, proc.stderr):
         try:
             f.close()
         except OSError:
             pass
+    try:
+        proc.wait(timeout=2.0)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
     proc.wait()
+    if init is not None:
+        # bwrap may exit before its init has; wait (bounded) for the init to
+        # end so that a subreaper caller (the grading workers) can reap it now.
+        select.select([init], [], [], 2.0)
+        os.close(init)

@@ -107,6 +107,11 @@ def _child(spec: dict, code_obj, index: int, out_path: str) -> None:
 
 
 def main() -> None:
+    # `-S` skips `site`, which is what defines the `exit()` / `quit()` builtins
+    # that contest solutions often call.
+    import builtins
+
+    builtins.exit = builtins.quit = sys.exit
     out = os.fdopen(os.dup(1), "wb")
     devnull = os.open("/dev/null", os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -123,8 +128,13 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (lim["processes"], lim["processes"]))
     with open("/box/solution.py", encoding="utf-8") as f:
         source = f.read()
-    code_obj = compile(source, "solution.py", "exec")
     _frame(out, {"ready": True})
+    try:
+        code_obj = compile(source, "solution.py", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        # The host compiled it; an older interpreter in here may not.
+        _frame(out, {"test": 0, "kind": "exit", "code": _EXIT_EXCEPTION})
+        return
     out_path = "/tmp/.otbench-out"
     for i in range(spec["tests"]):
         start = time.monotonic()

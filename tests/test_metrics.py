@@ -310,7 +310,7 @@ def test_trajectory_kernel_matches_twin(rows):
         assert float(tm.endpoint[t]) == float(pn) and float(tm.zero_step[t]) == float(p0)
 
 
-@settings(max_examples=30)
+@settings(max_examples=25)
 @given(ragged_sets(), EDGES)
 def test_metrics_match_reference(rows, edges):
     result = metrics(build(rows), bin_edges=edges)
@@ -318,7 +318,7 @@ def test_metrics_match_reference(rows, edges):
     json.dumps(result, allow_nan=False)       # JSON-able, no NaN
 
 
-@settings(max_examples=25)
+@settings(max_examples=12)
 @given(ragged_sets(), st.data())
 def test_weights_equal_explicitly_repeated_rows(rows, data):
     """Multiplicity weights (bootstrap form) == metrics of the set with rows and
@@ -393,13 +393,16 @@ def test_unweighted_segment_is_excluded_not_zero():
 
 # -- Spearman ------------------------------------------------------------------------
 
+_spearman_jit = jax.jit(spearman)
+
+
 @settings(max_examples=60)
 @given(st.integers(0, 12).flatmap(lambda m: st.tuples(
     st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -3.0, 7.5]), min_size=m, max_size=m),
     st.lists(st.sampled_from([0.0, 0.1, 0.1, 2.0, -1.0]), min_size=m, max_size=m))))
 def test_spearman_matches_scipy(xy):
     x, y = xy
-    got = float(spearman(jnp.asarray(x, dtype=jnp.float64), jnp.asarray(y, dtype=jnp.float64)))
+    got = float(_spearman_jit(jnp.asarray(x, dtype=jnp.float64), jnp.asarray(y, dtype=jnp.float64)))
     if len(x) < 2 or len(set(x)) < 2 or len(set(y)) < 2:
         assert math.isnan(got)                 # documented: undefined -> NaN
         return
@@ -416,14 +419,16 @@ def test_spearman_nan_input_is_nan():
 
 # -- transformations --------------------------------------------------------------
 
-def _tree_equal(a, b):
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-
-
-@settings(max_examples=8)
+# Each example compiles the kernels for its own shapes (and eager mode every
+# primitive), so the slow transformation tests use few examples; the twins
+# above cover the values.
+@settings(max_examples=2)
 @given(ragged_sets())
 def test_jit_and_eager_identical(rows):
+    """Integer results (k*, L, change counts) and per-trajectory fractions (one
+    division each) are identical; aggregated means may differ in the last bit,
+    because XLA fuses the jitted graph (e.g. a division by a count becomes a
+    multiplication by its reciprocal), so they are compared to 4 ulp."""
     ms = build(rows)
     layout, _ = build_layout(ms)
     args = (jnp.asarray(ms.L), jnp.asarray(ms.C), jnp.asarray(ms.n), jnp.asarray(ms.probes))
@@ -431,16 +436,21 @@ def test_jit_and_eager_identical(rows):
     w = jnp.ones(ms.num_trajectories, dtype=jnp.float64)
     u = jnp.ones(layout.num_segments, dtype=jnp.float64)
     tm = trajectory_metrics(*args)
-    jitted = (tm, summarize(tm, jnp.asarray(ms.y), w, u, layout),
-              local_change_counts(*args[:3], edges))
+    s = summarize(tm, jnp.asarray(ms.y), w, u, layout)
+    lc = local_change_counts(*args[:3], edges)
     with jax.disable_jit():
         tm_e = trajectory_metrics(*args)
-        eager = (tm_e, summarize(tm_e, jnp.asarray(ms.y), w, u, layout),
-                 local_change_counts(*args[:3], edges))
-    _tree_equal(jitted, eager)
+        s_e = summarize(tm_e, jnp.asarray(ms.y), w, u, layout)
+        lc_e = local_change_counts(*args[:3], edges)
+    for x, y in zip(jax.tree.leaves((tm, lc)), jax.tree.leaves((tm_e, lc_e))):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for x, y in zip(s, s_e):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=4 * np.finfo(np.float64).eps,
+                                   atol=0, equal_nan=True)
 
 
-@settings(max_examples=8)
+@settings(max_examples=4)
 @given(ragged_sets(), st.data())
 def test_vmap_over_replicates_equals_loop(rows, data):
     ms = build(rows)

@@ -1,0 +1,47 @@
+"""Per-sample seeds derived from what a sample is, never from run order (SPEC §3.1).
+
+    seed = int(sha256("otbench.seed/1" US model US benchmark US question US
+                      trajectory US phase [US position])[:8], big-endian) >> 2
+
+where US is the unit separator U+001F, every field is written as text
+(integers in decimal), and the top 62 bits are kept so that `seed + j`
+(the seed of sample `j` of a request with `n` samples; vLLM's convention,
+which the transformers engine follows too) stays below 2^63. The same
+inputs give the same seed on any machine, any Python, any batch order.
+
+Phases: "think" (the trajectory), "answer" (its original answer), "probe"
+(answer probes; these also take the probing position `k`).
+"""
+
+import hashlib
+
+PHASES = ("think", "answer", "probe")
+_TAG = "otbench.seed/1"
+_US = "\x1f"
+
+
+def derive_seed(model: str, benchmark: str, question: str, trajectory: int, phase: str,
+                position: int | None = None) -> int:
+    """The seed of one request (sample `j` of it uses `seed + j`).
+
+    >>> derive_seed("m", "math", "q1", 0, "think") == derive_seed("m", "math", "q1", 0, "think")
+    True
+    >>> derive_seed("m", "math", "q1", 0, "probe", 3) != derive_seed("m", "math", "q1", 0, "probe", 4)
+    True
+    """
+    if phase not in PHASES:
+        raise ValueError(f"`phase` must be one of {', '.join(PHASES)}, got {phase!r}.")
+    if (phase == "probe") != (position is not None):
+        raise ValueError("`position` is required for phase 'probe' and only for it.")
+    if isinstance(trajectory, bool) or int(trajectory) != trajectory or trajectory < 0:
+        raise ValueError(f"`trajectory` must be a non-negative integer, got {trajectory!r}.")
+    for name, v in (("model", model), ("benchmark", benchmark), ("question", question)):
+        if not isinstance(v, str) or _US in v:
+            raise ValueError(f"`{name}` must be a string without U+001F, got {v!r}.")
+    fields = [_TAG, model, benchmark, question, str(int(trajectory)), phase]
+    if position is not None:
+        if isinstance(position, bool) or int(position) != position or position < 0:
+            raise ValueError(f"`position` must be a non-negative integer, got {position!r}.")
+        fields.append(str(int(position)))
+    digest = hashlib.sha256(_US.join(fields).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") >> 2
