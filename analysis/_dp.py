@@ -155,6 +155,20 @@ def _next_pow2(x: int) -> int:
     return 1 << max(int(x) - 1, 0).bit_length()
 
 
+class Shape(NamedTuple):
+    """Lower bounds that make every problem of a run compile to one kernel shape."""
+
+    front: int     # front padding (>= every offset action reward), a power of two
+    chunks: int    # chunk capacity per unit, a power of two
+    cap: int       # state entries (>= every reach + 1)
+    dtype: type    # np.int32 or np.int64
+
+
+def dtype_for(max_total_cost: int) -> type:
+    """int32 while sentinel + any cost stays below 2**31 (every total < 2**30), else int64."""
+    return np.int32 if max_total_cost < SENTINEL32 else np.int64
+
+
 class Plan(NamedTuple):
     """Host-side packed schedule of a batch of problems (numpy)."""
 
@@ -172,7 +186,7 @@ class Plan(NamedTuple):
 def plan(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
          block: int | None = None,
          min_cap: int = 0, min_front: int = 16, min_chunks: int = 1,
-         max_total_cost: int | None = None) -> Plan:
+         max_total_cost: int | None = None, shape: Shape | None = None) -> Plan:
     """Order, pack and schedule the units of a batch of problems.
 
     Units without a non-identity action (a single action) add only their base
@@ -186,8 +200,11 @@ def plan(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
         share a single compiled shape (see `shape_bounds`).
       max_total_cost: an upper bound of every problem's total cost (its
         full-thinking tokens); selects int32 when below 2**30.
+      shape: bounds for a whole run (overrides the three minimums and the dtype).
     """
     tile, lanes, block = _defaults(tile, lanes, block)
+    if shape is not None:
+        min_cap, min_front, min_chunks = shape.cap, shape.front, shape.chunks
     B = acts.num_problems
     count = acts.count
     nontriv = count - 1
@@ -214,7 +231,9 @@ def plan(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
     if max_total_cost is None:
         max_total_cost = int(np.bincount(acts.unit_problem, weights=acts.cost[acts.offsets[1:] - 1],
                                          minlength=B).max(initial=0))
-    dtype = np.int32 if max_total_cost < SENTINEL32 else np.int64
+    dtype = dtype_for(max_total_cost) if shape is None else shape.dtype
+    if dtype == np.int32 and max_total_cost >= SENTINEL32:
+        raise ValueError(f"int32 state cannot hold a total cost of {max_total_cost}")
     nc = max(min_chunks, _next_pow2(int(nch.max(initial=1))))
     cost = np.zeros((B, npos_pad, nc, lanes), dtype=dtype)
     reward = np.zeros((B, npos_pad, nc, lanes), dtype=np.int32)
@@ -230,6 +249,18 @@ def plan(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
     reward[prob[a_unit], pos[a_unit], k // lanes, k % lanes] = acts.reward[a_idx]
     return Plan(cost=cost, reward=reward, chunks=chunks, tiles=tiles.astype(np.int32),
                 front=front, cap=cap, dtype=dtype, tile=tile, block=block)
+
+
+def warm(shape: Shape, *, tile: int | None = None, lanes: int | None = None,
+         block: int | None = None) -> None:
+    """Compile the unbatched kernel for `shape` (a call that updates no tile)."""
+    tile, lanes, block = _defaults(tile, lanes, block)
+    front = shape.front
+    cap = _next_pow2(-(-shape.cap // tile)) * tile          # as `plan` rounds it
+    fn = _compiled(front, tile, False)
+    z = np.zeros((block, shape.chunks, lanes), dtype=shape.dtype)
+    blk = UnitBlock(z, z.astype(np.int32), np.zeros(block, np.int32), np.zeros(block, np.int32))
+    jax.block_until_ready(fn(DPState(jax.device_put(initial_state(None, front, cap, shape.dtype))), blk))
 
 
 def initial_state(batch: int | None, front: int, cap: int, dtype) -> np.ndarray:

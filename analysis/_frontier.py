@@ -29,6 +29,7 @@ question this equals the SPEC §4 mean over trajectories and questions.
 
 import dataclasses
 import math
+import threading
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -376,8 +377,7 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
                           total_probes=int(t["probes"][0]), endpoint=int(t["endpoint"][0])))
     tokens = np.asarray([c.total_tokens for c in cells], dtype=np.int64)
     B = budgets(grid, tokens)                                      # [cell, grid]
-    acts = {(s, i): actions(s, d, d.point()) for s in strategies for i, d in enumerate(data)}
-    states = _solve_all(acts, max_total_cost=int(tokens.max()))
+    states, bases = _solve_cells(data, strategies, max_total_cost=int(tokens.max()))
     cell_model = ms.cell_model[[c.index for c in cells]]
     probes = np.asarray([c.total_probes for c in cells], dtype=np.int64)
     endpoint = np.asarray([c.endpoint for c in cells], dtype=np.int64)
@@ -387,7 +387,7 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
         r1 = np.zeros(len(cells), dtype=np.int64)
         par = []
         for i in range(len(cells)):
-            g, base = states[(s, i)], int(acts[(s, i)].base_total()[0])
+            g, base = states[(s, i)], bases[(s, i)]
             rw[i] = query(g, base, B[i])
             r1[i] = query(g, base, tokens[i])
             if pareto:
@@ -408,29 +408,50 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
                           strategies=out, synthetic=bool(ms.synthetic))
 
 
-def _solve_all(acts: dict[Any, Actions], *, max_total_cost: int) -> dict[Any, np.ndarray]:
-    """Solve many single problems with one compiled kernel shape.
+def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
+                 max_total_cost: int) -> tuple[dict, dict]:
+    """Point-estimate states of every (strategy, cell), pipelined on one compiled shape.
 
-    All problems share the largest capacity, front and chunk count, so the
-    kernel compiles once per run; their device work is dispatched
-    asynchronously before any result is read back.
+    The shape (front, chunk capacity, state capacity, dtype) is fixed up
+    front from bounds that hold for every strategy -- an action's offset
+    reward is at most its unit's probes, a state spans at most the cell's
+    probes -- so the kernel compiles once per run, in a background thread,
+    while the host builds the first units; each cell's device work is then
+    dispatched asynchronously while the host builds the next cell's units.
+
+    Returns:
+      ({(strategy, i): g int64[top + 1]}, {(strategy, i): base reward int}).
     """
-    if not acts:
-        return {}
-    lanes = _dp._defaults(None, None, None)[1]
-    cap = max(int(a.top_total().max(initial=0)) + 1 for a in acts.values())
-    front = max(int(a.reward.max(initial=0)) for a in acts.values())
-    nch = max(int((-(-(a.count - 1) // lanes)).max(initial=1)) for a in acts.values())
-    kw = dict(min_cap=cap, min_front=max(16, _dp._next_pow2(front)),
-              min_chunks=_dp._next_pow2(max(nch, 1)), max_total_cost=max_total_cost)
-    plans = {k: _dp.plan(a, **kw) for k, a in acts.items()}
-    bufs = {k: _dp.run(p) for k, p in plans.items()}          # async dispatch
-    out = {}
-    for k, a in acts.items():
-        p, buf = plans[k], np.asarray(bufs[k]).reshape(-1)
+    _, lanes, _ = _dp._defaults(None, None, None)
+    unit_reward = 0
+    cap = 1
+    for d in data:
+        per_q = np.add.reduceat(d.probes, d.qoff[:-1]) if d.num_questions else d.probes
+        unit_reward = max(unit_reward, int(per_q.max(initial=0)), int(d.probes.max(initial=0)))
+        cap = max(cap, int(d.probes.sum()) + 1)
+    shape = _dp.Shape(front=max(16, _dp._next_pow2(unit_reward)),
+                      chunks=_dp._next_pow2(-(-unit_reward // lanes)), cap=cap,
+                      dtype=_dp.dtype_for(max_total_cost))
+    compiling = threading.Thread(target=_dp.warm, args=(shape,), daemon=True)
+    compiling.start()
+    waiting, pending = [], []
+    # FB first: its units take the longest to build, which hides the compile;
+    # work is dispatched as soon as the kernel is compiled, never waited for.
+    for s in sorted(strategies, key=("fb", "dee", "dr").index):
+        for i, d in enumerate(data):
+            a = actions(s, d, d.point())
+            waiting.append(((s, i), a, _dp.plan(a, shape=shape)))
+            if not compiling.is_alive():
+                pending += [(k, a_, p, _dp.run(p)) for k, a_, p in waiting]   # asynchronous
+                waiting = []
+    compiling.join()
+    pending += [(k, a_, p, _dp.run(p)) for k, a_, p in waiting]
+    states, bases = {}, {}
+    for key, a, p, buf in pending:
         top = int(a.top_total()[0])
-        out[k] = buf[p.front:p.front + top + 1].astype(np.int64)
-    return out
+        states[key] = np.asarray(buf)[p.front:p.front + top + 1].astype(np.int64)
+        bases[key] = int(a.base_total()[0])
+    return states, bases
 
 
 # -- bootstrap entry point ----------------------------------------------------

@@ -11,6 +11,7 @@ _COMMANDS = {
     "_simulate": ("simulate_cmd",),
     "_metrics": ("metrics_cmd",),
     "_frontier": ("frontier_cmd",),
+    "_grade": ("grade_cmd",),
     "_demo": ("demo_cmd",),
 }
 
