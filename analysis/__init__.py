@@ -1,12 +1,21 @@
 """otbench.analysis: the measurement set and the JAX analysis core (no torch here)."""
 
+from ._aggregate import (Layout, LayoutNames, aggregate, build_layout, segment_mean,
+                         segment_pair_mad, spearman)
 from ._build import MeasurementSetError, from_dense, from_ragged, ragged
 from ._io import content_hash, load, load_table, read_manifest, save
+from ._metrics import (DEFAULT_BIN_EDGES, METRICS, LocalChangeCounts, Summary,
+                       TrajectoryMetrics, format_metrics, local_change_counts, metrics,
+                       summarize, trajectory_metrics)
 from ._simulate import simulate
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
 __all__ = [
-    "SCHEMA", "SPLITS", "MeasurementSet", "MeasurementSetError",
-    "content_hash", "from_dense", "from_ragged", "load", "load_table",
-    "ragged", "read_manifest", "save", "simulate",
+    "DEFAULT_BIN_EDGES", "METRICS", "SCHEMA", "SPLITS",
+    "Layout", "LayoutNames", "LocalChangeCounts", "MeasurementSet", "MeasurementSetError",
+    "Summary", "TrajectoryMetrics",
+    "aggregate", "build_layout", "content_hash", "format_metrics", "from_dense",
+    "from_ragged", "load", "load_table", "local_change_counts", "metrics", "ragged",
+    "read_manifest", "save", "segment_mean", "segment_pair_mad", "simulate", "spearman",
+    "summarize", "trajectory_metrics",
 ]

@@ -422,7 +422,7 @@ def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
     Returns:
       ({(strategy, i): g int64[top + 1]}, {(strategy, i): base reward int}).
     """
-    _, lanes, _ = _dp._defaults(None, None, None)
+    _, lanes, _, _ = _dp._defaults(None, None, None)
     unit_reward = 0
     cap = 1
     for d in data:

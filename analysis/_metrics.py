@@ -106,7 +106,9 @@ def summarize(tm: TrajectoryMetrics, y: jax.Array, weight: jax.Array,
     over `(weight, q_weight)` replicates (probe curves, hence `tm`, stay
     fixed). Questions whose total weight is 0 are dropped from every metric;
     questions with fewer than two draws are dropped from `pairwise_or` and
-    `pairwise_ad` only.
+    `pairwise_ad` only. A question drawn several times (`q_weight > 1`)
+    pools its draws for the pairwise metrics; for pairs within each
+    occurrence only, give occurrences their own segments (`_aggregate`).
 
     Args:
       tm: per-trajectory metrics, `[traj]` each.
@@ -129,6 +131,10 @@ def summarize(tm: TrajectoryMetrics, y: jax.Array, weight: jax.Array,
     agg = jax.vmap(aggregate, in_axes=(0, 0, None))(q_value, q_w, layout)
     return Summary(cell=agg.cell, model=agg.model, group=agg.group, macro=agg.macro,
                    spearman_or_ad=spearman(agg.cell[0], agg.cell[1]))
+
+
+_COMPARE_BINS = 64
+"""Up to this many bins, `local_change_counts` bins by comparing with every edge."""
 
 
 class LocalChangeCounts(NamedTuple):
@@ -156,15 +162,22 @@ def local_change_counts(L: jax.Array, C: jax.Array, n: jax.Array,
       L, C: int32[traj, pos] padded rows (SPEC §2); n: int32[traj].
       edges: int64[bin] strictly increasing, `edges[0] == 0`.
     """
-    L = L.astype(jnp.int64)
     C = C.astype(jnp.int32)
-    d = C[:, 1:] - C[:, :-1]
+    d = C[:, 1:] - C[:, :-1]                                   # change at k = 1..K-1
     k = jnp.arange(1, L.shape[1], dtype=jnp.int32)
     valid = k[None, :] <= n.astype(jnp.int32)[:, None]
-    b = (jnp.searchsorted(edges.astype(jnp.int64), L[:, 1:], side="right") - 1).reshape(-1)
+    Lk = L[:, 1:].astype(jnp.int64)
+    e = edges.astype(jnp.int64)
     nb = edges.shape[0]
+    if nb <= _COMPARE_BINS:
+        # Bin = number of edges[1:] at or below L(k) (edges[0] = 0 <= L): a
+        # fused compare-and-count, measured ~3x faster on CPU than a binary
+        # search for the default 17 bins; its cost grows with the bin count.
+        b = jnp.sum(Lk[:, :, None] >= e[None, None, 1:], axis=2, dtype=jnp.int32)
+    else:
+        b = (jnp.searchsorted(e, Lk, side="right") - 1).astype(jnp.int32)
+    b = b.reshape(-1)
 
-    # Three scatters measured faster on CPU than one into 3 * bins slots.
     def tally(mask):
         return jax.ops.segment_sum((valid & mask).astype(jnp.int64).reshape(-1), b, nb)
 
@@ -223,8 +236,24 @@ def metrics(ms: MeasurementSet, *, bin_edges: Sequence[int] | None = None) -> di
         the last bin is open.
 
     Returns:
-      ``{"schema", "synthetic", "cells", "by_model", "by_group", "macro",
-      "spearman_or_ad", "local_changes"}``; see the README for the layout.
+      A dict (JSON-able, `null` for missing values)::
+
+        {"schema": "otbench.metrics/1", "synthetic": bool,
+         "cells": [{"model", "group", "n_questions", "n_trajectories",
+                    <metric>: float | None, ...}, ...],   # sorted (model, group)
+         "by_model": {model: {<metric>: ...}}, "by_group": {group: {...}},
+         "macro": {<metric>: ...}, "spearman_or_ad": float | None,
+         "local_changes": {"bin_edges": [int], "positive": [...],
+                           "negative": [...], "flat": [...],
+                           "neg_pos_ratio": [...]}}
+
+      with <metric> in `METRICS`: `or`, `ad` (fractions), `full_acc` (mean
+      original correctness `y`), `tokens` (mean `L(n)`), `endpoint_acc`
+      (`P(n)`), `zero_step_acc` (`P(0)`), `pairwise_or`, `pairwise_ad`
+      (mean absolute difference over a question's trajectory pairs).
+      `n_questions` counts the cell's questions, `n_trajectories` its rows.
+      Local-change lists have one entry per bin; bin `i` is
+      `[bin_edges[i], bin_edges[i+1])`, the last `[bin_edges[-1], inf)`.
     """
     edges = _metrics_iv(ms, bin_edges)
     layout, names = build_layout(ms)

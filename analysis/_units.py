@@ -82,13 +82,18 @@ class Actions:
 
     def base_total(self) -> np.ndarray:
         """int64[problem] sum of the base rewards: the reward at zero cost."""
-        return np.bincount(self.unit_problem, weights=self.base,
-                           minlength=self.num_problems).astype(np.int64)
+        return isum(self.unit_problem, self.base, self.num_problems)
 
     def top_total(self) -> np.ndarray:
         """int64[problem] largest reward tokens can buy beyond the base."""
-        return np.bincount(self.unit_problem, weights=self.top,
-                           minlength=self.num_problems).astype(np.int64)
+        return isum(self.unit_problem, self.top, self.num_problems)
+
+
+def isum(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """int64[size] exact sums of int64 `values` by `index` (bincount's float weights are not)."""
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, index, np.asarray(values, dtype=np.int64))
+    return out
 
 
 def prune_sorted(unit: np.ndarray, cost: np.ndarray, reward: np.ndarray,
@@ -223,7 +228,7 @@ def totals(cell: CellData, occ: Occurrences) -> dict[str, np.ndarray]:
     m = occ.mult
 
     def tot(v):
-        return np.bincount(p, weights=m * v[rows], minlength=occ.num_problems).astype(np.int64)
+        return isum(p, m * v[rows], occ.num_problems)
 
     return {"tokens": tot(cell.L[:, -1]), "probes": tot(cell.probes),
             "endpoint": tot(cell.C[:, -1])}
@@ -258,7 +263,7 @@ def dr_actions(cell: CellData, occ: Occurrences) -> Actions:
     m = occ.mult
 
     def s(v):
-        return np.bincount(o, weights=m * v[rows], minlength=O).astype(np.int64)
+        return isum(o, m * v[rows], O)
 
     zero_r = s(_zero_position_reward(cell))
     full_c, full_r = s(cell.L[:, -1]), s(cell.C[:, -1])
@@ -327,7 +332,7 @@ def fb_actions(cell: CellData, occ: Occurrences, events: _FBEvents | None = None
     O = occ.question.shape[0]
     m = occ.mult
     R = np.diff(cell.qoff)[occ.question]
-    base_r = np.bincount(o, weights=m * cell.C[rows, 0], minlength=O).astype(np.int64)
+    base_r = isum(o, m * cell.C[rows, 0], O)
     E = np.diff(ev.eoff)[occ.question]                 # events per occurrence
     # Items of occurrence o: its base candidate, then its question's events
     # in L order, so the items are sorted by (occurrence, L) and the base

@@ -19,11 +19,11 @@ def metrics_cmd(directory: Path, json_out: Path | None) -> None:
 
     try:
         ms = load(directory)
-    except MeasurementSetError as e:
+        result = metrics(ms)   # raises ValueError only for a set without rows
+    except (MeasurementSetError, ValueError) as e:
         # One line naming the file and the rule; a traceback adds nothing.
         click.echo("Error: " + " ".join(str(e).split()), err=True)
         raise click.exceptions.Exit(2) from None
-    result = metrics(ms)
     click.echo(format_metrics(result), nl=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

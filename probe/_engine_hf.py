@@ -91,7 +91,8 @@ class HFEngine:
                 past = res.past_key_values
                 logits = res.logits[:, -1, :].float()
                 if sampling.temperature == 0.0:
-                    nxt = torch.argmax(logits, dim=-1).tolist()
+                    # Greedy still sees the presence penalty (as in vLLM).
+                    nxt = torch.argmax(logits - sampling.presence_penalty * seen, dim=-1).tolist()
                 else:
                     probs = self._filter(logits, seen, sampling).cpu()
                     nxt = [int(torch.multinomial(probs[j], 1, generator=gens[j]).item())

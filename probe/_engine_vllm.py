@@ -81,14 +81,25 @@ class VLLMEngine:
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
         if not requests:
             return []
-        prompts = [self._TokensPrompt(prompt_token_ids=list(map(int, r.prompt))) for r in requests]
-        params = [self._params(sampling, r) for r in requests]
-        outs = self._llm.generate(prompts, params, use_tqdm=False)
+        # vLLM refuses n > 1 with greedy decoding; send such requests as n
+        # single-sample requests (sample j keeps seed + j, unused when greedy).
+        split = sampling.temperature == 0.0
+        flat: list[GenRequest] = []
+        for r in requests:
+            if split and r.n > 1:
+                flat.extend(r._replace(n=1, seed=int(r.seed) + j) for j in range(r.n))
+            else:
+                flat.append(r)
+        prompts = [self._TokensPrompt(prompt_token_ids=list(map(int, r.prompt))) for r in flat]
+        params = [self._params(sampling, r) for r in flat]
+        outs = iter(self._llm.generate(prompts, params, use_tqdm=False))
         result = []
-        for r, out in zip(requests, outs):
+        for r in requests:
             stops = set(int(s) for s in r.stop_ids)
             comps = []
-            for o in sorted(out.outputs, key=lambda o: o.index):
+            group = [next(outs) for _ in range(r.n)] if split and r.n > 1 else [next(outs)]
+            samples = [o for out in group for o in sorted(out.outputs, key=lambda o: o.index)]
+            for o in samples:
                 ids = tuple(int(t) for t in o.token_ids)
                 stop = None
                 if o.finish_reason == "stop":

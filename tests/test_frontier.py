@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otbench.analysis import _dp, _units, from_ragged, ragged
-from otbench.analysis._frontier import (FrontierHierarchyError, budget_grid, check_hierarchy,
+from otbench.analysis._frontier import (FrontierHierarchyError, budget_grid, budgets, check_hierarchy,
                                         frontier_replicates, frontiers, summarize, Cell)
 
 STRATS = ("dr", "fb", "dee")
@@ -193,8 +193,8 @@ def test_kernel_many_tiles_lanes_and_blocks(trajs):
         base = int(acts.base_total()[0])
         # g[r] = least cost reaching a total reward >= base + r, up to the maximum.
         want = [min(c for c, rr in pts if rr >= base + r) for r in range(pts[-1][1] - base + 1)]
-        for tile, lanes, block in ((2, 1, 1), (4, 2, 3), (8, 4, 2)):
-            g = _dp.solve(acts, tile=tile, lanes=lanes, block=block)[0]
+        for tile, lanes, block, slots in ((2, 1, 1, 1), (4, 2, 3, 2), (8, 4, 5, 3)):
+            g = _dp.solve(acts, tile=tile, lanes=lanes, block=block, slots=slots)[0]
             assert g.tolist() == want, (s, tile)
 
 
@@ -418,17 +418,18 @@ def small_plan(seed, tile=4, min_cap=0):
     ms = build(random_trajs(rng, models=1, groups=(3,), R=(2, 3), P=(2, 3), nmax=4))
     d = _units.cell_data(ms.L, ms.C, ms.n, ms.probes, ms.question)
     a = _units.actions("dee", d, d.point())
-    return a, _dp.plan(a, tile=tile, lanes=2, block=8, min_cap=min_cap, min_chunks=4, min_front=16)
+    return a, _dp.plan(a, tile=tile, lanes=2, block=8, slots=6, min_cap=min_cap, min_front=16)
 
 
 def test_jit_and_eager_identical():
     a, p = small_plan(0, min_cap=64)
+    assert len(p.blocks) > 1
     jitted = np.asarray(_dp.run(p))
     state = _dp.DPState(jax.numpy.asarray(_dp.initial_state(None, p.front, p.cap, p.dtype)))
     with jax.disable_jit():
-        for s in range(0, p.chunks.shape[1], p.block):
-            sl = slice(s, s + p.block)
-            blk = _dp.UnitBlock(p.cost[0, sl], p.reward[0, sl], p.chunks[0, sl], p.tiles[sl])
+        for start, stop in p.blocks:
+            b = _dp.block_inputs(p, start, stop)
+            blk = _dp.UnitBlock(b.cost[0], b.reward[0], b.first[0], b.chunks[0], b.tiles)
             state = _dp.scan_units(state, blk, front=p.front, tile=p.tile)
     assert np.array_equal(np.asarray(state.buf), jitted)
     assert jitted[p.front + int(a.top_total()[0]) + 1:].min() == _dp.SENTINEL32
@@ -437,7 +438,8 @@ def test_jit_and_eager_identical():
 def test_no_recompilation_for_same_padded_shape():
     a1, p1 = small_plan(1, min_cap=64)
     a2, p2 = small_plan(2, min_cap=64)
-    assert p1.cost.shape[2:] == p2.cost.shape[2:] and p1.cap == p2.cap and p1.front == p2.front
+    assert (p1.slots, p1.cap, p1.front, p1.block) == (p2.slots, p2.cap, p2.front, p2.block)
+    assert a1.num_units != a2.num_units                   # different cells, same padded shape
     fn = _dp._compiled(p1.front, p1.tile, False)
     _dp.run(p1)
     size = fn._cache_size()
@@ -465,7 +467,7 @@ def test_vmap_over_cells_equals_separate_solves():
             cost=np.concatenate([a.cost for a in datas]),
             reward=np.concatenate([a.reward for a in datas]),
             base=np.concatenate([a.base for a in datas]), num_problems=len(datas))
-        together = _dp.solve(batch, batched=True, tile=4, block=3)
+        together = _dp.solve(batch, batched=True, tile=4, block=3, slots=4)
         assert all(np.array_equal(x, y) for x, y in zip(per, together)), s
 
 
@@ -595,3 +597,53 @@ def test_replicate_messages():
         frontier_replicates(ms, 3, "dr", weights=np.ones((1, Q), dtype=int))
     with pytest.raises(ValueError, match=r"`batch` must be a positive integer, got 0"):
         frontier_replicates(ms, 0, "dr", weights=np.ones((1, Q), dtype=int), batch=0)
+
+
+# -- sizes, dtypes and module defaults ------------------------------------------------------
+
+def test_int64_state_for_totals_past_2_30():
+    big = 2 ** 31 - 1                   # the largest L the measurement set admits (int32)
+    ms = build([("m", "g", "q", 0, 2, [0, 2 ** 30, big], [0, 1, 2]),
+                ("m", "g", "q", 1, 2, [0, 5, big], [1, 0, 2]),
+                ("m", "g", "r", 0, 3, [0, big], [3, 0])])
+    res = frontiers(ms, grid=11, pareto=True)
+    assert _dp.dtype_for(res.cells[0].total_tokens) == np.int64
+    check_against_reference(ms, res, budget_grid(11))
+
+
+def test_budgets_exact_with_python_integers_when_int64_would_overflow():
+    grid = budget_grid([0, 0.123456789012345, 1])
+    T = np.array([3 * (2 ** 31 - 1), 7], dtype=np.int64)
+    got = budgets(grid, T)
+    want = [[(b.numerator * int(t)) // b.denominator for b in grid] for t in T]
+    assert got.tolist() == want
+    assert grid[1].numerator * int(T[0]) > 2 ** 63          # the int64 product would overflow
+
+
+def test_result_independent_of_tile_lanes_and_block(monkeypatch):
+    rng = np.random.default_rng(13)
+    ms = build(random_trajs(rng, models=2, groups=(3, 2), R=(1, 5), P=(1, 5), nmax=6))
+    want = frontiers(ms, grid=21, pareto=True)
+    monkeypatch.setattr(_dp, "TILE", 4)
+    monkeypatch.setattr(_dp, "LANES", 2)
+    monkeypatch.setattr(_dp, "BLOCK", 3)
+    monkeypatch.setattr(_dp, "SLOTS", 2)
+    got = frontiers(ms, grid=21, pareto=True)
+    for s in STRATS:
+        assert np.array_equal(got.strategies[s].reward, want.strategies[s].reward)
+        for (c1, r1), (c2, r2) in zip(got.strategies[s].pareto, want.strategies[s].pareto):
+            assert np.array_equal(c1, c2) and np.array_equal(r1, r2)
+
+
+@settings(max_examples=10)
+@given(trajectory_sets(max_models=1, max_groups=1, max_q=3, max_r=3, max_n=4),
+       st.integers(0, 2 ** 32 - 1))
+def test_random_draws_equal_explicit_repetition(trajs, seed):
+    ms = build(trajs)
+    draws = two_stage_draws(ms, np.random.default_rng(seed), 3)
+    for s in STRATS:
+        rep = frontier_replicates(ms, 0, s, draws=draws, grid=6)
+        for b in range(draws.shape[0]):
+            occ = [d[d >= 0] for d in draws[b]]
+            want = frontiers(explicit(ms, 0, occ), strategies=[s], grid=6).strategies[s]
+            assert rep.reward[b].tolist() == want.reward[0].tolist(), (s, b)

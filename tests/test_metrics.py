@@ -88,7 +88,9 @@ def ragged_sets(draw):
     return [rows[i] for i in perm]
 
 
-EDGES = st.sampled_from([None, [0], [0, 5], [0, 3, 64, 700], [0, 2048, 4096]])
+# More than 64 edges takes the binary-search branch of `local_change_counts`.
+EDGES = st.sampled_from([None, [0], [0, 5], [0, 3, 64, 700], [0, 2048, 4096],
+                         list(range(0, 700, 10))])
 
 
 # -- plain-Python twins --------------------------------------------------------
@@ -491,6 +493,13 @@ def test_default_bins_put_long_progress_in_the_open_bin():
     assert lc["positive"][16] == 0.5 and lc["negative"][16] == 0.5
     assert lc["neg_pos_ratio"][16] == 1.0 and lc["neg_pos_ratio"][15] is None
     assert lc["positive"][1] is None
+
+
+def test_many_bins_match_reference():
+    """Over 64 edges `local_change_counts` switches to a binary search; same tallies."""
+    edges = list(range(0, 1000, 5))
+    rows = tiny_rows()
+    assert_matches_reference(metrics(build(rows), bin_edges=edges), ref_metrics(rows, edges))
 
 
 # -- argument validation -------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""`otbench probe ...`: run a probe job, audit a tokenizer's boundaries, re-segment stored trajectories (SPEC §3)."""
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ._common import DataError, write_json
+
+
+@click.group("probe")
+def probe_group() -> None:
+    """Generate trajectories and answer probes with an inference engine (SPEC §3)."""
+
+
+@probe_group.command("run")
+@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Job TOML (model, engine, data, probe, sampling, grader).")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+              help="Directory for the measurement set.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing OUT.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar with tokens/s on stderr.")
+def run_cmd(config: Path, out: Path, overwrite: bool, progress: bool) -> None:
+    """Probe the questions of a job and write the measurement set to OUT."""
+    from otbench.probe._family import ArtifactError
+    from otbench.probe._job import JobError, load_job
+
+    try:
+        job = load_job(config)
+    except (JobError, ArtifactError) as e:
+        raise DataError(str(e)) from None
+    from otbench.probe._execute import run_job
+
+    try:
+        summary = run_job(job, out, overwrite=overwrite, progress=progress)
+    except FileExistsError as e:
+        raise DataError(str(e)) from None
+    click.echo(_summary_text(summary))
+
+
+def _summary_text(summary) -> str:
+    c = summary.manifest["counts"]
+    r = summary.run
+    hit = r.get("cache_hit_rate")
+    lines = [
+        f"wrote {summary.out}: {c['trajectories']} trajectories, {c['questions']} questions, "
+        f"{c['thinking_tokens']} thinking tokens, up to {c['max_steps']} steps",
+        f"  trajectories: {r['think']['generated']} tokens at {r['think']['tokens_per_s']:.0f} tok/s; "
+        f"probes: {r['probe']['generated']} tokens at {r['probe']['tokens_per_s']:.0f} tok/s"
+        + (f"; prefix-cache hits {100 * hit:.1f}%" if hit is not None else ""),
+        f"  engine start {r['engine_start_s']:.1f} s, total {r['total_s']:.1f} s "
+        f"(details in {summary.out / 'run.json'})",
+    ]
+    return "\n".join(lines)
+
+
+@probe_group.command("audit-tokenizer")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--top", default=5, show_default=True, type=click.IntRange(min=0),
+              help="Forms listed per kind.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the audit as JSON.")
+def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
+    """Boundary vocabulary of the Hugging Face tokenizer in PATH: size and forms by kind (SPEC §3.2)."""
+    import os
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    from otbench.probe._vocab import KINDS, audit, build_vocabulary
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: not a loadable tokenizer ({' '.join(str(e).split())[:200]})") from None
+    result = audit(build_vocabulary(tok), top=top)
+    click.echo(f"{path}: {result['size']} boundary ids of {result['vocab_size']} "
+               f"(tokenizer sha256 {result['tokenizer_hash'][:12]})")
+    for k in KINDS:
+        entry = result["kinds"][k]
+        forms = ", ".join(f"{f!r} x{n}" for f, n in entry["forms"])
+        click.echo(f"  {k:10s} {entry['count']:6d}" + (f"  {forms}" if forms else ""))
+    if json_out is not None:
+        write_json(result, str(json_out))
+
+
+def _parse_bs(value: str) -> list[int]:
+    try:
+        bs = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated positive integers, got {value!r}") from None
+    if not bs or any(b < 1 for b in bs):
+        raise click.BadParameter(f"expected comma-separated positive integers, got {value!r}")
+    return bs
+
+
+@probe_group.command("resegment")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--b", "b_values", default="128,256,512", show_default=True,
+              help="Target step lengths (comma-separated).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the distributions as JSON.")
+def resegment_cmd(directory: Path, b_values: str, json_out: Path | None) -> None:
+    """Realized step-length distributions of the stored trajectories at other b (no regeneration)."""
+    from otbench.analysis._build import MeasurementSetError
+    from otbench.probe._resegment import resegment
+
+    bs = _parse_bs(b_values)
+    try:
+        result = resegment(directory, bs)
+    except (MeasurementSetError, ValueError) as e:
+        raise DataError(str(e)) from None
+    click.echo(f"{directory}: {result['trajectories']} trajectories, {result['tokens']} thinking tokens "
+               f"({result['boundary_ids']} boundary ids); stored b = {result['stored_b']}")
+    if result["check"] is not None:
+        ch = result["check"]
+        click.echo(f"  b = {result['stored_b']} reproduces the stored positions of "
+                   f"{ch['matches']}/{ch['trajectories']} trajectories")
+    click.echo(f"  {'b':>6s} {'steps':>8s} {'mean':>8s} {'p10':>6s} {'p50':>6s} {'p90':>6s} "
+               f"{'min':>6s} {'max':>7s}")
+    for row in result["distributions"]:
+        click.echo(f"  {row['b']:6d} {row['steps']:8d} {row['mean']:8.1f} {row['p10']:6d} "
+                   f"{row['p50']:6d} {row['p90']:6d} {row['min']:6d} {row['max']:7d}")
+    if json_out is not None:
+        write_json(result, str(json_out))
+
+
+if __name__ == "__main__":  # pragma: no cover - vLLM workers re-import entry modules
+    probe_group(sys.argv[1:])

