@@ -415,10 +415,10 @@ def test_invariant_to_question_and_trajectory_order(trajs, rnd):
 
 def small_plan(seed, tile=4, min_cap=0):
     rng = np.random.default_rng(seed)
-    ms = build(random_trajs(rng, models=1, groups=(3,), R=(2, 3), P=(2, 3), nmax=4))
+    ms = build(random_trajs(rng, models=1, groups=(4,), R=(2, 4), P=(3, 6), nmax=6))
     d = _units.cell_data(ms.L, ms.C, ms.n, ms.probes, ms.question)
     a = _units.actions("dee", d, d.point())
-    return a, _dp.plan(a, tile=tile, lanes=2, block=8, slots=6, min_cap=min_cap, min_front=16)
+    return a, _dp.plan(a, tile=tile, lanes=2, block=4, slots=3, min_cap=min_cap, min_front=16)
 
 
 def test_jit_and_eager_identical():
