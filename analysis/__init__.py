@@ -3,6 +3,10 @@
 from ._aggregate import (Layout, LayoutNames, aggregate, build_layout, segment_mean,
                          segment_pair_mad, spearman)
 from ._build import MeasurementSetError, from_dense, from_ragged, ragged
+from ._frontier import (Cell, FrontierHierarchyError, FrontierResult, StrategyFrontier,
+                        check_hierarchy, frontiers)
+from ._frontier_budgets import budget_grid
+from ._frontier_replicates import ReplicateFrontiers, frontier_replicates
 from ._io import content_hash, load, load_table, read_manifest, save
 from ._metrics import (DEFAULT_BIN_EDGES, METRICS, LocalChangeCounts, Summary,
                        TrajectoryMetrics, format_metrics, local_change_counts, metrics,
@@ -13,7 +17,9 @@ from ._types import SCHEMA, SPLITS, MeasurementSet
 __all__ = [
     "DEFAULT_BIN_EDGES", "METRICS", "SCHEMA", "SPLITS",
     "Layout", "LayoutNames", "LocalChangeCounts", "MeasurementSet", "MeasurementSetError",
-    "Summary", "TrajectoryMetrics",
+    "Summary", "TrajectoryMetrics", "Cell", "FrontierHierarchyError", "FrontierResult",
+    "StrategyFrontier", "ReplicateFrontiers", "budget_grid", "check_hierarchy",
+    "frontier_replicates", "frontiers",
     "aggregate", "build_layout", "content_hash", "format_metrics", "from_dense",
     "from_ragged", "load", "load_table", "local_change_counts", "metrics", "ragged",
     "read_manifest", "save", "segment_mean", "segment_pair_mad", "simulate", "spearman",

@@ -102,9 +102,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Int, Int32
 
 from ._units import Actions, isum
+
+try:    # shapes in annotations (STYLE.md); checked when tests run with jaxtyping
+    from jaxtyping import Array, Int, Int32
+except ImportError:     # jaxtyping is a test extra: annotations degrade to jax.Array
+    class _Shaped:
+        def __class_getitem__(cls, item):
+            return jax.Array
+
+    Array, Int, Int32 = jax.Array, _Shaped, _Shaped
 
 # Exact integer DP: int64 is needed for totals past 2**30 and for the host
 # side budget arithmetic; enable it where this kernel is imported.
@@ -129,7 +137,8 @@ SENTINEL64 = 2 ** 62
 class DPState(NamedTuple):
     """Scan carry of the DP kernel."""
 
-    buf: Int[Array, " buf"]  # int32|int64[front + cap]: `front` zeros, then g[0..cap-1] (sentinel = unreachable)
+    # int32|int64[front + cap]: `front` zeros, then g[0..cap-1] (sentinel = unreachable)
+    buf: Int[Array, " buf"]
 
 
 class UnitBlock(NamedTuple):
@@ -322,7 +331,8 @@ def warm(shape: Shape, *, tile: int | None = None, lanes: int | None = None,
     z = np.zeros(block, np.int32)
     blk = UnitBlock(np.zeros((slots, lanes), dtype=shape.dtype), np.zeros((slots, lanes), np.int32),
                     z, z, z)
-    jax.block_until_ready(fn(DPState(jax.device_put(initial_state(None, shape.front, cap, shape.dtype))), blk))
+    state = DPState(jax.device_put(initial_state(None, shape.front, cap, shape.dtype)))
+    jax.block_until_ready(fn(state, blk))
 
 
 def initial_state(batch: int | None, front: int, cap: int, dtype) -> np.ndarray:

@@ -16,9 +16,12 @@ Reading of "retains no thinking" (DR's zero action): each trajectory stops
 at its *latest* position with `L(k) = 0`, i.e. DR's two actions are exactly
 FB's smallest cap (0) and its largest cap. On data from the SPEC §3.2
 segmentation every step has at least one token, so this is `k = 0` as SPEC §5
-writes; on inputs that start with zero-length steps it is the only reading
-under which the feasible sets are nested (`DR ⊆ FB ⊆ DEE`) and the hierarchy
-`F_DR <= F_FB <= F_DEE` holds on every input, as SPEC §5 requires.
+writes. On inputs that start with zero-length steps (valid under SPEC §2),
+`k = 0` read literally would not be an FB action -- FB's cap 0 moves such a
+trajectory onto its zero-length step, whose `C` may be lower -- so the
+feasible sets would not be nested and `F_DR <= F_FB` could fail on valid
+input (tests/test_frontier.py shows a case). With this reading
+`DR ⊆ FB ⊆ DEE` and the hierarchy SPEC §5 requires holds on every input.
 
 Pruning (SPEC §5): per unit keep, for each cost, the best reward, then only
 actions whose reward strictly rises with cost. The result per unit is sorted

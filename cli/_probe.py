@@ -111,7 +111,12 @@ def resegment_cmd(directory: Path, b_values: str, json_out: Path | None) -> None
     except (MeasurementSetError, ValueError) as e:
         raise DataError(str(e)) from None
     click.echo(f"{directory}: {result['trajectories']} trajectories, {result['tokens']} thinking tokens "
-               f"({result['boundary_ids']} boundary ids); stored b = {result['stored_b']}")
+               f"({result['boundary_ids']} boundary ids, rule {result['boundary_rule']}); "
+               f"stored b = {result['stored_b']}")
+    if result["audit"] is not None:
+        a = result["audit"]
+        click.echo(f"  boundary events {a['events']}; LF-LF pairs spanning two tokens {a['cross']} "
+                   f"({a['unmarked']} not at a boundary id)")
     if result["check"] is not None:
         ch = result["check"]
         click.echo(f"  b = {result['stored_b']} reproduces the stored positions of "

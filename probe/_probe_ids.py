@@ -56,10 +56,29 @@ class ProbeFormat:
     signal_id: int
     think_stop_ids: tuple[int, ...]
     answer_stop_ids: tuple[int, ...]
+    boundary_rule: str = "vocab"
+
+    @property
+    def span(self) -> tuple | None:
+        """The (ends_newline, starts_newline) tables under "vocab+span", else None."""
+        if self.boundary_rule == "vocab+span":
+            return (self.vocab.ends_newline, self.vocab.starts_newline)
+        return None
+
+    def is_span_end(self, thinking: Sequence[int], length: int) -> bool:
+        """Whether the block ending at `length` ends by a double LF spanning two tokens."""
+        return (self.boundary_rule == "vocab+span" and length >= 2
+                and bool(self.vocab.ends_newline[int(thinking[length - 2])])
+                and bool(self.vocab.starts_newline[int(thinking[length - 1])]))
 
     # -- prompts ---------------------------------------------------------------
     def retained(self, prompt: Sequence[int], thinking: Sequence[int], length: int) -> list[int]:
-        """prompt + thinking[:length], the last boundary token replaced by its content ids."""
+        """prompt + thinking[:length], the last boundary token replaced by its content ids.
+
+        A block that ends by a spanning double LF ("vocab+span" rule) ends on
+        a token that starts with a line feed; its content (the text before
+        its first line feed) is empty, so it is dropped.
+        """
         if not 0 <= length <= len(thinking):
             raise ValueError(f"`length` must be in 0..{len(thinking)}, got {length}")
         ids = list(prompt)
@@ -69,6 +88,8 @@ class ProbeFormat:
         last = int(thinking[length - 1])
         if self.vocab.mask[last]:
             ids.extend(self.vocab.content[last])
+        elif self.is_span_end(thinking, length):
+            pass
         else:
             ids.append(last)
         return ids
@@ -110,8 +131,14 @@ class ProbeFormat:
         return self.probe_prompt(prompt, thinking, len(thinking))
 
 
-def compile_format(family: Family, tokenizer, vocab: Vocabulary) -> ProbeFormat:
-    """Encode the family's fixed strings once with `tokenizer` and check they fit."""
+def compile_format(family: Family, tokenizer, vocab: Vocabulary, *,
+                   boundary_rule: str = "vocab") -> ProbeFormat:
+    """Encode the family's fixed strings once with `tokenizer` and check they fit.
+
+    `boundary_rule` is "vocab" (SPEC §3.2) or "vocab+span" (`_segment.SPAN_RULES`).
+    """
+    if boundary_rule not in ("vocab", "vocab+span"):
+        raise ValueError(f"`boundary_rule` must be 'vocab' or 'vocab+span', got {boundary_rule!r}.")
     end_ids = _encode(tokenizer, family.thinking_end)
     signal_id = _single(tokenizer, family.signal_token, "the signal token")
     answer_stop = tuple(_single(tokenizer, s, "the answer stop string") for s in family.answer_stop)
@@ -127,4 +154,5 @@ def compile_format(family: Family, tokenizer, vocab: Vocabulary) -> ProbeFormat:
         separator_ids=_encode(tokenizer, family.separator),
         answer_prefix_ids=_encode(tokenizer, family.answer_prefix),
         signal_id=signal_id, think_stop_ids=think_stop, answer_stop_ids=answer_stop,
+        boundary_rule=boundary_rule,
     )

@@ -13,13 +13,15 @@ from typing import Any
 import numpy as np
 
 from ._segment import boundary_mask, segment_flat
+from ._vocab import count_events
 
 
 def resegment(path: str | os.PathLike, bs: Sequence[int]) -> dict[str, Any]:
     """Step-length distributions (tokens per realized step) of every stored trajectory for each `b`.
 
-    Returns a JSON-ready dict: counts, `check` (None when the set records no
-    `b`), and per `b` the number of steps and the mean / p10 / p50 / p90 /
+    Uses the set's recorded boundary rule. Returns a JSON-ready dict: counts,
+    `audit` (boundary events and LF-LF pairs spanning tokens, `count_events`),
+    `check` (None when the set records no `b`), and per `b` the number of steps and the mean / p10 / p50 / p90 /
     min / max step length (percentiles by the "lower" rule, so they are
     observed lengths). Empty trajectories contribute no steps.
     """
@@ -40,18 +42,28 @@ def resegment(path: str | os.PathLike, bs: Sequence[int]) -> dict[str, Any]:
     off = th.offsets.to_numpy().astype(np.int64)
     off = off - off[0]
     boundary = np.asarray(prov["boundary_ids"], dtype=np.int64)
-    size = int(max(ids.max(initial=-1), boundary.max(initial=-1))) + 1
+    nl_end = np.asarray(prov.get("newline_end_ids", []), dtype=np.int64)
+    nl_start = np.asarray(prov.get("newline_start_ids", []), dtype=np.int64)
+    size = int(max(ids.max(initial=-1), boundary.max(initial=-1), nl_end.max(initial=-1),
+                   nl_start.max(initial=-1))) + 1
     mask = boundary_mask(size, boundary)
+    ends_nl, starts_nl = boundary_mask(size, nl_end), boundary_mask(size, nl_start)
+    rule = prov.get("boundary_rule", "vocab")
+    if rule == "vocab+span" and not ("newline_end_ids" in prov and "newline_start_ids" in prov):
+        raise MeasurementSetError(f"{path}/manifest.json", "boundary rule 'vocab+span' needs "
+                                  "'newline_end_ids' and 'newline_start_ids' in the provenance")
+    span = (ends_nl, starts_nl) if rule == "vocab+span" else None
+    audit = count_events(ids, off, mask, ends_nl, starts_nl) if nl_end.size else None
     stored_b = (prov.get("probe") or {}).get("b")
     check = None
     if stored_b is not None:
-        flat, o = segment_flat(ids, off, mask, int(stored_b))
+        flat, o = segment_flat(ids, off, mask, int(stored_b), span=span)
         stored = table.column("L").to_pylist()
         matches = sum(flat[o[t]:o[t + 1]].tolist() == stored[t] for t in range(len(stored)))
         check = {"trajectories": len(stored), "matches": int(matches)}
     rows = []
     for b in bs:
-        flat, o = segment_flat(ids, off, mask, int(b))
+        flat, o = segment_flat(ids, off, mask, int(b), span=span)
         steps = np.concatenate([np.diff(flat[o[t]:o[t + 1]]) for t in range(len(o) - 1)]) \
             if len(o) > 1 else np.zeros(0, dtype=np.int64)
         if steps.size:
@@ -63,5 +75,6 @@ def resegment(path: str | os.PathLike, bs: Sequence[int]) -> dict[str, Any]:
             rows.append({"b": int(b), "steps": 0, "mean": 0.0, "p10": 0, "p50": 0, "p90": 0,
                          "min": 0, "max": 0})
     return {"trajectories": int(table.num_rows), "tokens": int(ids.size),
-            "boundary_ids": int(boundary.size), "stored_b": stored_b, "check": check,
+            "boundary_ids": int(boundary.size), "boundary_rule": rule, "audit": audit,
+            "stored_b": stored_b, "check": check,
             "distributions": rows}

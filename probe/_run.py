@@ -176,7 +176,7 @@ def probe_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequ
     off = np.zeros(len(units) + 1, dtype=np.int64)
     np.cumsum(lens, out=off[1:])
     flat = np.fromiter((t for c in thinking for t in c.token_ids), dtype=np.int64, count=int(off[-1]))
-    L_flat, L_off = segment_flat(flat, off, fmt.vocab.mask, b)
+    L_flat, L_off = segment_flat(flat, off, fmt.vocab.mask, b, span=fmt.span)
     Ls = [tuple(int(x) for x in L_flat[L_off[i]:L_off[i + 1]]) for i in range(len(units))]
 
     # 3. answers and probes (one call), signals (another)

@@ -10,7 +10,8 @@ target, the adjacent pair with the smallest combined token count is merged
 ``L = [0, len(step 1), len(step 1) + len(step 2), ..., L(n)]``.
 
 Nothing is ever decoded: the scan is one vectorised membership test of the
-ids against a boolean lookup table, and the merge runs on block lengths
+ids against a boolean lookup table (plus, under the optional "vocab+span"
+rule, one test of adjacent pairs; see `SPAN_RULES`), and the merge runs on block lengths
 with a binary heap (O(B log B) per trajectory, never a quadratic rescan).
 The heap kernel is compiled with numba when it is installed (the probe
 extra brings it) and runs as plain Python otherwise; both give identical
@@ -59,6 +60,41 @@ def initial_blocks(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     if ends.size == 0 or ends[-1] != ids.size:
         ends = np.append(ends, ids.size)           # trailing tokens form the last block
     return np.diff(ends, prepend=0).astype(np.int64)
+
+
+SPAN_RULES = ("vocab", "vocab+span")
+"""Boundary rules: "vocab" is SPEC §3.2 (a block ends after every id in B);
+"vocab+span" also ends a block after a token that starts with a line feed
+when the token before it (in the same trajectory) ends with one: a double
+LF spanning two tokens. Tokenizers whose pre-tokenizer splits "\n\n" before
+a word into two "\n" tokens (GPT-2-style, e.g. SmolLM2) write paragraph
+breaks that way, and the vocabulary rule alone never sees them. For the
+paper's tokenizers no double LF spans tokens (its audit), so the two rules
+agree there; `_vocab.count_events` measures it on stored data."""
+
+
+def boundary_flags(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray,
+                   span: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """bool[total]: a block ends right after token `i` (see `SPAN_RULES`).
+
+    Args:
+      ids: int[total] token ids of all rows, concatenated; offsets: int64[T+1].
+      mask: bool[vocab] the boundary vocabulary.
+      span: None for the "vocab" rule, or (ends_newline, starts_newline)
+        bool[vocab] tables for "vocab+span".
+    """
+    ids = np.asarray(ids)
+    if ids.size == 0:
+        return np.zeros(0, dtype=bool)
+    flags = mask[ids]
+    if span is not None:
+        ends_nl, starts_nl = span
+        pair = np.zeros(ids.size, dtype=bool)
+        pair[1:] = ends_nl[ids[:-1]] & starts_nl[ids[1:]]
+        starts = np.asarray(offsets[:-1], dtype=np.int64)
+        pair[starts[starts < ids.size]] = False       # never across rows
+        flags = flags | pair
+    return flags
 
 
 def _merge_python(lengths: np.ndarray, target: int) -> np.ndarray:
@@ -254,6 +290,7 @@ def _numba_kernel():
 
 
 def segment_flat(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray, b: int, *,
+                 span: tuple[np.ndarray, np.ndarray] | None = None,
                  backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """Segment many trajectories at once: ragged positions `L` for every row.
 
@@ -262,6 +299,8 @@ def segment_flat(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray, b: int,
       offsets: int64[T + 1] row start offsets into `ids`.
       mask: bool[vocab] boundary lookup table.
       b: target average step length in tokens.
+      span: (ends_newline, starts_newline) tables for the "vocab+span" rule
+        (`SPAN_RULES`); None for SPEC §3.2's vocabulary rule.
       backend: "auto" (numba when installed and the batch has at least
         `NUMBA_MIN_TOKENS` tokens), "numba" or "python"; all give identical results.
 
@@ -278,7 +317,7 @@ def segment_flat(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray, b: int,
     if ids.size and (ids.min() < 0 or ids.max() >= mask.shape[0]):
         raise ValueError(f"token ids must lie in 0..{mask.shape[0] - 1} (the vocabulary), got "
                          f"{int(ids.min())}..{int(ids.max())}.")
-    is_b = mask[ids] if ids.size else np.zeros(0, dtype=bool)
+    is_b = boundary_flags(ids, offsets, mask, span)
     # numba compiles once per machine (~4 s, then cached); below this size the
     # plain-Python heap (~20 M tokens/s) finishes before compilation would.
     use_numba = backend == "numba" or (backend == "auto" and ids.size >= NUMBA_MIN_TOKENS)
@@ -293,8 +332,9 @@ def segment_flat(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray, b: int,
                   offsets - base, np.int64(b))
 
 
-def segment(ids: np.ndarray, mask: np.ndarray, b: int, *, backend: str = "auto") -> np.ndarray:
+def segment(ids: np.ndarray, mask: np.ndarray, b: int, *, span=None, backend: str = "auto") -> np.ndarray:
     """int64[n + 1] step positions `L` of one trajectory (`L[0] = 0`, `L[n]` = its length)."""
     ids = np.asarray(ids)
-    flat, _ = segment_flat(ids, np.array([0, ids.size], dtype=np.int64), mask, b, backend=backend)
+    flat, _ = segment_flat(ids, np.array([0, ids.size], dtype=np.int64), mask, b, span=span,
+                           backend=backend)
     return flat

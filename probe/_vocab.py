@@ -94,6 +94,8 @@ class Vocabulary:
       mask: bool[size] boundary lookup table (`_segment.boundary_mask`).
       ends_newline: bool[size] the id's form ends with a line feed (the probe
         omits the family's separator after such a token).
+      starts_newline: bool[size] the id's form starts with a line feed (with
+        `ends_newline`, the "vocab+span" boundary rule of `_segment`).
       content: boundary id -> token ids of its content form (`content_form`),
         possibly empty.
       tokenizer_hash: `tokenizer_hash` of the tokenizer.
@@ -104,6 +106,7 @@ class Vocabulary:
     boundary_ids: np.ndarray
     mask: np.ndarray
     ends_newline: np.ndarray
+    starts_newline: np.ndarray
     content: dict[int, tuple[int, ...]]
     tokenizer_hash: str
 
@@ -130,6 +133,7 @@ def build_vocabulary(tokenizer, vocab_size: int | None = None) -> Vocabulary:
     mask = np.zeros(size, dtype=bool)
     mask[boundary] = True
     ends = np.fromiter((f.endswith("\n") for f in forms), dtype=bool, count=size)
+    starts = np.fromiter((f.startswith("\n") for f in forms), dtype=bool, count=size)
     content: dict[int, tuple[int, ...]] = {}
     cache: dict[str, tuple[int, ...]] = {}
     for i in boundary:
@@ -142,7 +146,7 @@ def build_vocabulary(tokenizer, vocab_size: int | None = None) -> Vocabulary:
         content[i] = cache[text]
     return Vocabulary(size=size, forms=tuple(forms),
                       boundary_ids=np.asarray(boundary, dtype=np.int32), mask=mask,
-                      ends_newline=ends, content=content,
+                      ends_newline=ends, starts_newline=starts, content=content,
                       tokenizer_hash=tokenizer_hash(tokenizer))
 
 
@@ -165,21 +169,27 @@ def audit(vocab: Vocabulary, *, top: int = 10) -> dict:
     return out
 
 
-def count_events(thinking: Sequence[np.ndarray], vocab: Vocabulary) -> dict:
-    """Occurrences of boundary ids in stored trajectories, and LF-LF pairs that span two tokens.
+def count_events(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray, ends_newline: np.ndarray,
+                 starts_newline: np.ndarray) -> dict[str, int]:
+    """Boundary audit of stored trajectories (the paper's Events / Cross / Unmarked columns).
 
-    A pair spanning tokens (a token ending in LF followed by one starting with
-    LF) is a paragraph break that the id-level rule cannot see; the paper's
-    audit found none, and this count lets a user check their own data.
+    Args:
+      ids: int[total] thinking ids of all trajectories; offsets: int64[T+1].
+      mask, ends_newline, starts_newline: bool[vocab] tables (`Vocabulary`).
+
+    Returns:
+      {"events": occurrences of boundary ids, "cross": adjacent token pairs
+      whose LF-LF spans the two tokens, "unmarked": those crossings whose
+      right token is not itself a boundary id}. A crossing is a paragraph
+      break the vocabulary rule cannot see; the paper's audit found none for
+      its tokenizers, and this lets a user check their own data.
     """
-    starts_nl = np.fromiter((f.startswith("\n") for f in vocab.forms), dtype=bool, count=vocab.size)
-    events = cross = unmarked = 0
-    for ids in thinking:
-        ids = np.asarray(ids, dtype=np.int64)
-        if ids.size == 0:
-            continue
-        events += int(vocab.mask[ids].sum())
-        pair = vocab.ends_newline[ids[:-1]] & starts_nl[ids[1:]]
-        cross += int(pair.sum())
-        unmarked += int((pair & ~vocab.mask[ids[1:]]).sum())
-    return {"events": events, "cross": cross, "unmarked": unmarked}
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        return {"events": 0, "cross": 0, "unmarked": 0}
+    pair = np.zeros(ids.size, dtype=bool)
+    pair[1:] = ends_newline[ids[:-1]] & starts_newline[ids[1:]]
+    starts = np.asarray(offsets[:-1], dtype=np.int64)
+    pair[starts[starts < ids.size]] = False
+    return {"events": int(mask[ids].sum()), "cross": int(pair.sum()),
+            "unmarked": int((pair & ~mask[ids]).sum())}

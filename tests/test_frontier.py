@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otbench.analysis import _dp, _units, from_ragged, ragged
-from otbench.analysis._frontier import (FrontierHierarchyError, budget_grid, budgets, check_hierarchy,
-                                        frontier_replicates, frontiers, summarize, Cell)
+from otbench.analysis._frontier import Cell, FrontierHierarchyError, check_hierarchy, frontiers
+from otbench.analysis._frontier_budgets import budget_grid, budgets, summarize
+from otbench.analysis._frontier_replicates import frontier_replicates
 
 STRATS = ("dr", "fb", "dee")
 
@@ -290,7 +291,8 @@ def test_hand_example():
     assert res.strategies["dee"].reward[0].tolist() == [2, 2, 2, 4, 4]
     assert res.a_full == 0.75
     dee = res.strategies["dee"]
-    assert dee.ceiling == 1.0 and dee.beta_sat == pytest.approx(4 / 7) and dee.beta_match == pytest.approx(4 / 7)
+    assert dee.ceiling == 1.0
+    assert dee.beta_sat == dee.beta_match == float(Fraction(4, 7))
     assert res.strategies["fb"].beta_match == 1.0 and res.strategies["dr"].ceiling == 0.75
     assert [p.tolist() for p in res.strategies["fb"].pareto[0]] == [[0, 3, 7], [0, 1, 3]]
     # On the default grid the first budget with cost 4 allowed is ceil(4/7 * 1000) / 1000.
@@ -535,7 +537,8 @@ def test_two_stage_draws_equal_explicit_repetition_and_batches():
         # vmap over replicates equals a loop, whatever the batch size.
         for batch in (1, 2):
             part = frontier_replicates(ms, 0, s, draws=draws, grid=11, batch=batch)
-            assert np.array_equal(part.reward, full.reward) and np.array_equal(part.reward_one, full.reward_one)
+            assert np.array_equal(part.reward, full.reward)
+            assert np.array_equal(part.reward_one, full.reward_one)
 
 
 # -- validation messages ---------------------------------------------------------------------
@@ -582,10 +585,12 @@ def test_replicate_messages():
          rf"`weights` must be integer \[rep, {Q}\] \(questions of the cell\), got shape \(2, {Q + 1}\)"),
         (dict(weights=-np.ones((2, Q), dtype=int)), r"`weights` must be non-negative"),
         (dict(weights=np.zeros((2, Q), dtype=int)), r"every replicate must draw at least one unit"),
-        (dict(draws=np.zeros((2, 3), dtype=int)), r"`draws` must be an integer array \[rep, occurrence, draw\]"),
+        (dict(draws=np.zeros((2, 3), dtype=int)),
+         r"`draws` must be an integer array \[rep, occurrence, draw\]"),
         (dict(draws=np.full((1, 1, 1), -2)), r"`draws` must hold rows of the set or -1"),
         (dict(draws=np.full((1, 1, 1), T + 5)), r"`draws` must hold rows of cell 0 \(or -1 for no draw\)"),
-        (dict(draws=np.array([[[0, T - 1]]])), r"every occurrence in `draws` must draw rows of a single question"),
+        (dict(draws=np.array([[[0, T - 1]]])),
+         r"every occurrence in `draws` must draw rows of a single question"),
         (dict(draws=np.full((1, 2, 2), -1)), r"every replicate must draw at least one unit"),
     ]
     for kw, msg in cases:
