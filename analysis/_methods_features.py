@@ -54,7 +54,6 @@ def units_of(ms: MeasurementSet, stored: Mapping[str, Mapping] | None = None
     depend on the input order. `stored` (from `read_question_features`)
     adds stored feature vectors per unit.
     """
-    T = ms.num_trajectories
     key = ms.cell.astype(np.int64) * max(ms.num_questions, 1) + ms.question
     _, first, unit = np.unique(key, return_index=True, return_inverse=True)
     unit = unit.reshape(-1).astype(np.int64)
@@ -76,7 +75,6 @@ def units_of(ms: MeasurementSet, stored: Mapping[str, Mapping] | None = None
             rows.append(v)
         feats[name] = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
         feats[name].setflags(write=False)
-    del T
     table = UnitTable(model=model, group=group,
                       dataset=tuple(ms.question_dataset[q] for q in qs.tolist()),
                       question_id=qid,
