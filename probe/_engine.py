@@ -34,6 +34,8 @@ class GenRequest(NamedTuple):
       seed: the request seed (`_seeds.derive_seed`).
       max_tokens: new-token limit per sample.
       stop_ids: ids that end a sample (the stop id is not part of the output).
+      ignore_eos: generate exactly `max_tokens` (no stop ids, no end-of-sequence);
+        for throughput benchmarks that must compare equal token counts.
     """
 
     prompt: Sequence[int]
@@ -41,6 +43,7 @@ class GenRequest(NamedTuple):
     seed: int
     max_tokens: int
     stop_ids: Sequence[int]
+    ignore_eos: bool = False
 
 
 class Completion(NamedTuple):

@@ -75,7 +75,7 @@ class HFEngine:
     def _run(self, prompt: Sequence[int], r: GenRequest, sampling: Sampling) -> list[Completion]:
         torch = self._torch
         n = r.n
-        stops = set(int(s) for s in r.stop_ids) | self._eos
+        stops = set() if r.ignore_eos else set(int(s) for s in r.stop_ids) | self._eos
         gens = [torch.Generator(device="cpu").manual_seed(int(r.seed) + j) for j in range(n)]
         ids = torch.tensor([list(prompt)] * n, dtype=torch.long, device=self._device)
         out: list[list[int]] = [[] for _ in range(n)]

@@ -27,8 +27,10 @@ def _prepare_environment(config: EngineConfig) -> None:
     # vLLM's usage-statistics reporter would try the network.
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    # vLLM logs every engine step at INFO; the probe prints its own progress.
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # vLLM logs every engine step (at INFO, on stdout); the probe prints its own
+    # progress, and stdout stays for results. Override with these variables.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
 
 class VLLMEngine:
@@ -84,7 +86,8 @@ class VLLMEngine:
             temperature=sampling.temperature, top_p=sampling.top_p,
             top_k=sampling.top_k if sampling.top_k > 0 else 0,
             presence_penalty=sampling.presence_penalty,
-            stop_token_ids=list(r.stop_ids), detokenize=False,
+            stop_token_ids=[] if r.ignore_eos else list(r.stop_ids), ignore_eos=r.ignore_eos,
+            detokenize=False,
         )
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:

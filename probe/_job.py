@@ -10,7 +10,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     [engine]
     kind = "vllm"                    # or "transformers"
     dtype = "bfloat16"
-    max_model_len = 2048
+    max_model_len = 2048             # default: the family's context limit
     block_size = 32
 
     [data]
@@ -141,6 +141,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     for k in e:
         if k not in known:
             raise JobError(f"unknown key engine.{k} (expected one of {', '.join(sorted(known))})")
+    e.setdefault("max_model_len", family.limits.context)
     engine = EngineConfig(kind=kind, model=path, **e)
 
     d = dict(cfg.get("data", {"source": "arithmetic"}))

@@ -1,8 +1,10 @@
 """Question sources of a probe job: embedded offline data or benchmark files (`_datasets`).
 
-`sums` are the embedded demo's questions: two-operand sums and differences
-small enough that a 135M-parameter model answers some of them, so its
-accuracy curves are not flat zeros. Every draw is SHA-256 of
+`sums` are the embedded demo's questions: one-digit sums and differences.
+SmolLM2-135M rarely answers them right away (asked for the answer with no
+reasoning it tends to repeat an operand) but often writes the right result
+while reasoning ("3 + 4 = 7") and then wanders on, so its STP curves rise
+and fall: a small real instance of what the probe measures. Every draw is SHA-256 of
 ("otbench/sums/v1", seed, question, slot): identical on any machine.
 """
 
@@ -17,7 +19,7 @@ def _draw(seed: int, *key) -> int:
 
 
 def sum_questions(n: int, *, seed: int = 0, group: str = "SUMS") -> list:
-    """`n` seeded questions "What is a + b?" / "What is a - b?" (operands 1..30, exact answers).
+    """`n` seeded questions "What is a + b?" / "What is a - b?" (operands 1..9, exact answers).
 
     >>> [q.text for q in sum_questions(2, seed=0)] == [q.text for q in sum_questions(2, seed=0)]
     True
@@ -28,7 +30,7 @@ def sum_questions(n: int, *, seed: int = 0, group: str = "SUMS") -> list:
         raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
     out = []
     for i in range(n):
-        a, b = 1 + _draw(seed, i, 0) % 30, 1 + _draw(seed, i, 1) % 30
+        a, b = 1 + _draw(seed, i, 0) % 9, 1 + _draw(seed, i, 1) % 9
         if _draw(seed, i, 2) % 2:
             text, value = f"What is {a} + {b}?", a + b
         else:

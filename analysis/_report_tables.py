@@ -1,0 +1,312 @@
+"""Report tables: one table model rendered as CSV, LaTeX (booktabs) and HTML heat-tables (issue 8).
+
+A `Table` holds display cells (what a reader sees in LaTeX and HTML, in
+display units: %, pp, tokens) and, separately, machine rows for CSV (same
+units, more digits, empty string for a missing value), because a CSV cell
+should parse as one number while a display cell may read
+``64.3 [60.1, 68.0]``. Every renderer is a pure function of the table, so
+the same inputs give byte-identical files.
+
+Builders turn the analysis documents into tables:
+* `matrix_table`: a Table-1/Table-3 style model x group matrix with the
+  "Avg." row (equal weight over models) and column (equal weight over
+  groups) from an ``otbench.metrics/1`` document, optionally with
+  ``otbench.bootstrap/1`` intervals shown beside each value in HTML;
+* `interval_table`: the Tables 4-6 layout (intervals only);
+* smaller tables for frontiers, local changes, thinning, OTBench and step
+  lengths.
+"""
+
+import dataclasses
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SYNTHETIC_NOTE = "SYNTHETIC DATA (simulated, not model outputs)"
+MISSING = "n/a"
+"""Display text of a value without data (never a silent zero)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One display cell: `text` (LaTeX/HTML), `value` (heat shading), `sub` (HTML second line)."""
+
+    text: str
+    value: float | None = None
+    sub: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A report table (see the module docstring).
+
+    Attributes:
+      name: file stem, e.g. ``table1_or`` (``tables/<name>.csv`` / ``.tex``).
+      title: short heading.
+      caption: one sentence: what the numbers are, their units, the weights.
+      header: column headings of the display table (first: the row label).
+      rows: display rows, each `len(header)` cells (first: the row label).
+      csv_header, csv_rows: the machine form (strings, already formatted).
+      heat: shade the numeric body cells in HTML (matrix tables).
+      rule_before_last: a rule above the last row (the "Avg." row).
+    """
+
+    name: str
+    title: str
+    caption: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    csv_header: tuple[str, ...]
+    csv_rows: tuple[tuple[str, ...], ...]
+    heat: bool = False
+    rule_before_last: bool = False
+
+
+# -- number formatting --------------------------------------------------------------
+
+def fmt(v: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    """Display text of a value in display units; `MISSING` for None."""
+    return MISSING if v is None else f"{v * scale:.{digits}f}"
+
+
+def csv_num(v: float | None, scale: float = 1.0, digits: int = 4) -> str:
+    """CSV text of a value (more digits than the display); empty for None."""
+    return "" if v is None else f"{v * scale:.{digits}f}"
+
+
+def fmt_interval(iv: Sequence[float | None] | None, scale: float, digits: int) -> str:
+    if iv is None or iv[0] is None or iv[1] is None:
+        return MISSING
+    return f"[{iv[0] * scale:.{digits}f}, {iv[1] * scale:.{digits}f}]"
+
+
+# -- builders -------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class MetricSpec:
+    """How one metric of the metrics document is shown."""
+
+    key: str          # key in otbench.metrics/1 (and otbench.bootstrap/1 when it has one)
+    label: str        # e.g. "OR (%)"
+    scale: float      # fraction -> display unit
+    digits: int
+
+
+METRIC_SPECS = {
+    "or": MetricSpec("or", "OR (%)", 100.0, 1),
+    "ad": MetricSpec("ad", "AD (pp)", 100.0, 2),
+    "full_acc": MetricSpec("full_acc", "original full-thinking accuracy (%)", 100.0, 2),
+    "tokens": MetricSpec("tokens", "mean thinking tokens L(n) (tokens)", 1.0, 0),
+    "endpoint_acc": MetricSpec("endpoint_acc", "STP endpoint accuracy P(n) (%)", 100.0, 2),
+    "zero_step_acc": MetricSpec("zero_step_acc", "zero-step accuracy P(0) (%)", 100.0, 2),
+    "pairwise_or": MetricSpec("pairwise_or", "within-question mean pairwise |ΔOR| (pp)", 100.0, 2),
+    "pairwise_ad": MetricSpec("pairwise_ad", "within-question mean pairwise |ΔAD| (pp)", 100.0, 2),
+}
+
+
+def _axes(metrics_doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    return list(metrics_doc["by_model"]), list(metrics_doc["by_group"])
+
+
+def _interval_lookup(boot: Mapping[str, Any] | None, key: str):
+    """(cell, model, group, macro) interval getters from a bootstrap document.
+
+    ``otbench.bootstrap/1`` has cell and macro intervals; optional
+    ``by_model`` / ``by_group`` maps (same keys) fill the Avg. column / row.
+    """
+    if boot is None:
+        return None
+    cells = {(c["model"], c["group"]): c.get(key) for c in boot.get("cells", [])}
+    by_model = {m: v.get(key) for m, v in (boot.get("by_model") or {}).items()}
+    by_group = {g: v.get(key) for g, v in (boot.get("by_group") or {}).items()}
+    macro = (boot.get("macro") or {}).get(key)
+    return cells, by_model, by_group, macro
+
+
+def matrix_table(name: str, metrics_doc: Mapping[str, Any], key: str, *, title: str,
+                 caption: str, boot: Mapping[str, Any] | None = None) -> Table:
+    """Model x group matrix of one metric with the Avg. row and column (Tables 1 and 3).
+
+    Rows are the document's models (sorted) plus "Avg." (equal weight over
+    models), columns its groups plus "Avg." (equal weight over groups); a
+    (model, group) pair without trajectories shows "-" (CSV: empty). With a
+    bootstrap document that has intervals for `key`, each HTML cell shows
+    the interval below the value; CSV and LaTeX keep the point values only
+    (the intervals have their own tables, `interval_table`).
+    """
+    spec = METRIC_SPECS[key]
+    models, groups = _axes(metrics_doc)
+    by_cell = {(c["model"], c["group"]): c[key] for c in metrics_doc["cells"]}
+    iv = _interval_lookup(boot, key)
+
+    def cell(v, interval=None, present=True) -> Cell:
+        if not present:
+            return Cell("-")
+        sub = None if iv is None or interval is None else fmt_interval(interval, spec.scale,
+                                                                        spec.digits)
+        return Cell(fmt(v, spec.scale, spec.digits), None if v is None else v * spec.scale, sub)
+
+    header = ("model",) + tuple(groups) + ("Avg.",)
+    rows, csv_rows = [], []
+    for m in models:
+        r = [Cell(m)]
+        c = [m]
+        for g in groups:
+            present = (m, g) in by_cell
+            v = by_cell.get((m, g))
+            r.append(cell(v, None if iv is None else iv[0].get((m, g)), present))
+            c.append(csv_num(v, spec.scale) if present else "")
+        v = metrics_doc["by_model"][m][key]
+        r.append(cell(v, None if iv is None else iv[1].get(m)))
+        c.append(csv_num(v, spec.scale))
+        rows.append(tuple(r))
+        csv_rows.append(tuple(c))
+    r, c = [Cell("Avg.")], ["Avg."]
+    for g in groups:
+        v = metrics_doc["by_group"][g][key]
+        r.append(cell(v, None if iv is None else iv[2].get(g)))
+        c.append(csv_num(v, spec.scale))
+    v = metrics_doc["macro"][key]
+    r.append(cell(v, None if iv is None else iv[3]))
+    c.append(csv_num(v, spec.scale))
+    rows.append(tuple(r))
+    csv_rows.append(tuple(c))
+    return Table(name=name, title=title, caption=caption, header=header, rows=tuple(rows),
+                 csv_header=header, csv_rows=tuple(csv_rows), heat=True, rule_before_last=True)
+
+
+def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str, Any], key: str,
+                   *, title: str, caption: str) -> Table:
+    """Tables 4-6: bootstrap 2.5/97.5 percentile intervals in the matrix layout.
+
+    The model and group axes follow the metrics document, so the interval
+    table lines up with the point table. CSV: two columns per group,
+    ``<group> lo`` and ``<group> hi``.
+    """
+    spec = METRIC_SPECS[key]
+    models, groups = _axes(metrics_doc)
+    cells, by_model, by_group, macro = _interval_lookup(boot, key)
+
+    def show(interval) -> Cell:
+        return Cell(fmt_interval(interval, spec.scale, spec.digits))
+
+    def csv_pair(interval) -> list[str]:
+        if interval is None:
+            return ["", ""]
+        return [csv_num(interval[0], spec.scale), csv_num(interval[1], spec.scale)]
+
+    header = ("model",) + tuple(groups) + ("Avg.",)
+    csv_header = ("model",) + tuple(f"{g} {e}" for g in groups + ["Avg."] for e in ("lo", "hi"))
+    rows, csv_rows = [], []
+    for label, per_group, avg in ([(m, [cells.get((m, g)) for g in groups], by_model.get(m))
+                                   for m in models]
+                                  + [("Avg.", [by_group.get(g) for g in groups], macro)]):
+        rows.append((Cell(label),) + tuple(show(x) for x in per_group) + (show(avg),))
+        csv_rows.append((label,) + tuple(s for x in per_group + [avg] for s in csv_pair(x)))
+    return Table(name=name, title=title, caption=caption, header=header, rows=tuple(rows),
+                 csv_header=csv_header, csv_rows=tuple(csv_rows), rule_before_last=True)
+
+
+def simple_table(name: str, *, title: str, caption: str, header: Sequence[str],
+                 rows: Sequence[Sequence[tuple[str, str | tuple[str, ...]]]],
+                 csv_header: Sequence[str] | None = None) -> Table:
+    """A plain table from rows of (display text, CSV text) pairs.
+
+    A CSV text may be a tuple of strings: it fills several CSV columns (e.g.
+    an interval's lo and hi), named by `csv_header`.
+    """
+    def flat(r):
+        return tuple(x for _, c in r for x in (c if isinstance(c, tuple) else (c,)))
+
+    csv_rows = tuple(flat(r) for r in rows)
+    ch = tuple(header if csv_header is None else csv_header)
+    if any(len(r) != len(ch) for r in csv_rows):
+        raise ValueError(f"table {name}: CSV rows do not match the {len(ch)} CSV columns")
+    return Table(name=name, title=title, caption=caption, header=tuple(header),
+                 rows=tuple(tuple(Cell(d) for d, _ in r) for r in rows),
+                 csv_header=ch, csv_rows=csv_rows)
+
+
+# -- renderers --------------------------------------------------------------------------
+
+def _csv_field(s: str) -> str:
+    if any(ch in s for ch in ',"\n\r'):
+        return '"' + s.replace('"', '""') + '"'
+    return s
+
+
+def to_csv(t: Table, *, synthetic: bool) -> str:
+    """RFC-4180 CSV (``\\n`` line ends); a synthetic set gets a leading ``#`` comment line.
+
+    Read it with ``pandas.read_csv(path, comment="#")``.
+    """
+    lines = [f"# {SYNTHETIC_NOTE}"] if synthetic else []
+    lines.append(",".join(_csv_field(h) for h in t.csv_header))
+    lines += [",".join(_csv_field(c) for c in r) for r in t.csv_rows]
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}", "Δ": r"$\Delta$", "β": r"$\beta$",
+                  "≥": r"$\geq$", "≤": r"$\leq$", "–": "--", "·": r"$\cdot$", "|": r"$|$"}
+
+
+def latex_escape(s: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
+
+
+def to_latex(t: Table, *, synthetic: bool) -> str:
+    """A ``table`` environment with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}``)."""
+    caption = t.caption + (" Synthetic data (simulated, not model outputs)." if synthetic else "")
+    align = "l" + "r" * (len(t.header) - 1)
+    out = [f"% otbench report table {t.name}; needs \\usepackage{{booktabs}}"]
+    if synthetic:
+        out.append(f"% {SYNTHETIC_NOTE}")
+    out += [r"\begin{table}[t]", r"\centering",
+            f"\\caption{{{latex_escape(caption)}}}",
+            f"\\label{{tab:otbench-{t.name.replace('_', '-')}}}",
+            f"\\begin{{tabular}}{{{align}}}", r"\toprule",
+            " & ".join(latex_escape(h) for h in t.header) + r" \\", r"\midrule"]
+    for i, r in enumerate(t.rows):
+        if t.rule_before_last and i == len(t.rows) - 1 and len(t.rows) > 1:
+            out.append(r"\midrule")
+        out.append(" & ".join(latex_escape(c.text) for c in r) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(out) + "\n"
+
+
+def _heat_color(x: float) -> str:
+    """Background for a position `x` in [0, 1]: white to a light blue (dark text stays legible)."""
+    lo, hi = (255, 255, 255), (107, 174, 214)
+    rgb = tuple(round(a + (b - a) * x) for a, b in zip(lo, hi))
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+def to_html(t: Table) -> str:
+    """The table as an HTML ``<table>`` (heat shading from the model x group body cells).
+
+    Shading spans the range of the body cells (not the Avg. row / column),
+    so the averages are shaded on the same scale and never stretch it.
+    """
+    e = html.escape
+    body = [c.value for r in t.rows[:-1 if t.rule_before_last else None]
+            for c in r[1:-1 if t.heat else None] if c.value is not None]
+    lo, hi = (min(body), max(body)) if body else (0.0, 0.0)
+    out = [f'<table class="tbl{" heat" if t.heat else ""}" id="{e(t.name)}">',
+           "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in t.header) + "</tr></thead>",
+           "<tbody>"]
+    for i, r in enumerate(t.rows):
+        cls = ' class="avg"' if t.rule_before_last and i == len(t.rows) - 1 else ""
+        tds = [f"<th>{e(r[0].text)}</th>"]
+        for j, c in enumerate(r[1:], start=1):
+            style = ""
+            if t.heat and c.value is not None:
+                x = 0.5 if hi <= lo else min(1.0, max(0.0, (c.value - lo) / (hi - lo)))
+                style = f' style="background:{_heat_color(x)}"'
+            avg = ' class="avg"' if t.heat and j == len(r) - 1 else ""
+            sub = f'<br><span class="ci">{e(c.sub)}</span>' if c.sub else ""
+            tds.append(f"<td{avg}{style}>{e(c.text)}{sub}</td>")
+        out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
