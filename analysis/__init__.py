@@ -11,7 +11,14 @@ from ._io import content_hash, load, load_table, read_manifest, save
 from ._metrics import (DEFAULT_BIN_EDGES, METRICS, LocalChangeCounts, Summary,
                        TrajectoryMetrics, format_metrics, local_change_counts, metrics,
                        summarize, trajectory_metrics)
+from ._methods import (BUILTINS, BudgetMethod, ExitMethod, MethodError, OnlineView,
+                       RoutingMethod, UnitTable, load_method)
+from ._methods_baselines import PredictiveScheduling, ThinkBrake, ThinkSwitcher
+from ._methods_features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
+from ._otbench import BenchResult, compare as bench_compare, evaluate as bench_evaluate
 from ._simulate import simulate
+from ._splits import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file, assign_splits,
+                      question_splits, read_split_file, split_questions, write_split_file)
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
 __all__ = [
@@ -20,6 +27,12 @@ __all__ = [
     "Summary", "TrajectoryMetrics", "Cell", "FrontierHierarchyError", "FrontierResult",
     "StrategyFrontier", "ReplicateFrontiers", "budget_grid", "check_hierarchy",
     "frontier_replicates", "frontiers",
+    "BUILTINS", "BenchResult", "BudgetMethod", "DEFAULT_RATIOS", "DEFAULT_SEED", "ExitMethod",
+    "HashedText", "MethodError", "OnlineView", "PredictiveScheduling", "RoutingMethod",
+    "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable", "apply_split_file",
+    "assign_splits", "bench_compare", "bench_evaluate", "load_method", "question_splits",
+    "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
+    "write_split_file",
     "aggregate", "build_layout", "content_hash", "format_metrics", "from_dense",
     "from_ragged", "load", "load_table", "local_change_counts", "metrics", "ragged",
     "read_manifest", "save", "segment_mean", "segment_pair_mad", "simulate", "spearman",

@@ -24,8 +24,9 @@ A *method* is any object with
   gives its training units with them);
 * optionally a default `θ` sweep: ``thetas`` (a sequence), or
   ``theta_grid(n) -> sequence`` / ``theta_range = (lo, hi)`` for
-  ``--theta-grid N``; ``name`` and ``config()`` (JSON-able, recorded in
-  the output) are optional too.
+  ``--theta-grid N``; ``name``, ``signals`` (the recorded per-position
+  signals a DEE method needs, checked up front) and ``config()`` (JSON
+  data, recorded in the output) are optional too.
 
 DR and FB decisions see a `UnitTable`: question text, group, dataset, the
 model, and stored question-level features -- never a label or outcome.
@@ -34,7 +35,11 @@ lock step and hands the method an `OnlineView` built from buffers that the
 walker fills one position at a time, so at boundary `k` nothing later than
 `k` exists in memory the view can reach, and no `C`, `y` or `n` ever does
 (see `OnlineView`). The walker never asks at a trajectory's last position:
-reaching it is the model ending its thinking, observable online.
+reaching it is the model ending its thinking, observable online. Every walk
+(one per `θ`) starts at ``k = 0``; a method keeping per-trajectory state
+keyed by ``view.rows`` resets it there. Decisions must use only their own
+trajectory's row: the evaluator re-walks a few trajectories alone and
+rejects a method whose decisions change (`_otbench_walk.check_independent`).
 
 Plug-ins load by ``"module:object"`` (the object may be a class, which is
 instantiated without arguments, an instance, or a zero-argument factory);
@@ -70,7 +75,7 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class UnitTable:
     """Decision units of a split, one per (model, question) pair with trajectories.
 

@@ -279,34 +279,53 @@ def ridge_fit(X: np.ndarray, Y: np.ndarray, lam: float) -> Ridge:
     return Ridge(w=w, b=ym - xm @ w, lam=float(lam))
 
 
-def ridge_path(X: np.ndarray, Y: np.ndarray, lambdas: Sequence[float]) -> list[Ridge]:
+@dataclasses.dataclass(frozen=True)
+class _Gram:
+    """Eigendecomposition of the smaller Gram matrix of a centered design (see `ridge_path`)."""
+
+    xm: np.ndarray       # float64[dim] column means
+    Xc: np.ndarray       # float64[n, dim] centered design
+    e: np.ndarray        # float64[r] eigenvalues, r = min(n, dim)
+    V: np.ndarray        # float64[r, r] eigenvectors
+    dual: bool           # True: decomposed Xc Xcᵀ (n < dim)
+
+    @staticmethod
+    def of(X: np.ndarray) -> "_Gram":
+        X = np.asarray(X, dtype=np.float64)
+        xm = X.mean(axis=0)
+        Xc = X - xm
+        dual = Xc.shape[1] > Xc.shape[0]
+        e, V = np.linalg.eigh(Xc @ Xc.T if dual else Xc.T @ Xc)
+        return _Gram(xm=xm, Xc=Xc, e=e, V=V, dual=dual)
+
+
+def ridge_path(X: np.ndarray, Y: np.ndarray, lambdas: Sequence[float],
+               gram: "_Gram | None" = None) -> list[Ridge]:
     """`ridge_fit` for every penalty from one eigendecomposition of the smaller Gram matrix.
 
     With `Xcᵀ Xc = V diag(e) Vᵀ`, `w(lam) = V diag(1 / (e + lam)) Vᵀ Xcᵀ Yc`;
     with more columns than rows, `Xc Xcᵀ = Q diag(e) Qᵀ` and `w(lam) = Xcᵀ Q
     diag(1 / (e + lam)) Qᵀ Yc`. Both are the normal-equation minimizer, for
-    all penalties at the cost of one decomposition (tests compare with
-    `ridge_fit`).
+    all penalties at the cost of one decomposition, which `gram` may supply
+    when several targets share a design (tests compare with `ridge_fit`).
     """
-    X = np.asarray(X, dtype=np.float64)
+    g = _Gram.of(X) if gram is None else gram
     Y = np.asarray(Y, dtype=np.float64)
-    xm, ym = X.mean(axis=0), Y.mean(axis=0)
-    Xc, Yc = X - xm, Y - ym
-    n, d = Xc.shape
-    dual = d > n
-    e, V = np.linalg.eigh(Xc @ Xc.T if dual else Xc.T @ Xc)
-    rhs = V.T @ (Yc if dual else Xc.T @ Yc)
+    ym = Y.mean(axis=0)
+    Yc = Y - ym
+    rhs = g.V.T @ (Yc if g.dual else g.Xc.T @ Yc)
     out = []
     for lam in lambdas:
-        w = V @ (rhs / (e + lam)[:, None])
-        if dual:
-            w = Xc.T @ w
-        out.append(Ridge(w=w, b=ym - xm @ w, lam=float(lam)))
+        w = g.V @ (rhs / (g.e + lam)[:, None])
+        if g.dual:
+            w = g.Xc.T @ w
+        out.append(Ridge(w=w, b=ym - g.xm @ w, lam=float(lam)))
     return out
 
 
 def ridge_select(X: np.ndarray, Y: np.ndarray, Xv: np.ndarray, Yv: np.ndarray,
-                 lambdas: Sequence[float] = DEFAULT_LAMBDAS) -> tuple[Ridge, list[float]]:
+                 lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+                 gram: _Gram | None = None) -> tuple[Ridge, list[float]]:
     """Fit on (X, Y) for every penalty; keep the one with the least validation MSE.
 
     Ties go to the larger penalty (the simpler model). Without validation
@@ -314,8 +333,8 @@ def ridge_select(X: np.ndarray, Y: np.ndarray, Xv: np.ndarray, Yv: np.ndarray,
     penalty; empty without validation).
     """
     if len(Xv) == 0:
-        return ridge_path(X, Y, [lambdas[len(lambdas) // 2]])[0], []
-    fits = ridge_path(X, Y, lambdas)
+        return ridge_path(X, Y, [lambdas[len(lambdas) // 2]], gram)[0], []
+    fits = ridge_path(X, Y, lambdas, gram)
     mse = [float(np.mean((r.predict(Xv) - Yv) ** 2)) for r in fits]
     best = min(range(len(lambdas)), key=lambda i: (mse[i], -lambdas[i]))
     return fits[best], mse
@@ -350,10 +369,18 @@ class PerModelRidge:
             self.pooled, _ = ridge_select(X, Y, Xv, Yv, self.lambdas)
             self.chosen["*"] = self.pooled.lam
         vm = np.asarray(vunits.model)
+        # Models usually share their training questions, hence their design:
+        # decompose each distinct design once.
+        grams: list[tuple[np.ndarray, _Gram]] = []
         for name in sorted(set(units.model)):
             sel = np.asarray(units.model) == name
             vsel = vm == name
-            r, _ = ridge_select(X[sel], Y[sel], Xv[vsel], Yv[vsel], self.lambdas)
+            Xs = X[sel]
+            g = next((g for x, g in grams if x.shape == Xs.shape and np.array_equal(x, Xs)), None)
+            if g is None:
+                g = _Gram.of(Xs)
+                grams.append((Xs, g))
+            r, _ = ridge_select(Xs, Y[sel], Xv[vsel], Yv[vsel], self.lambdas, g)
             self.fits[name] = r
             self.chosen[name] = r.lam
 

@@ -41,6 +41,7 @@ excluded (SPEC §6.1).
 """
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -209,85 +210,119 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
     spec = method if isinstance(method, str) else None
     m = load_method(method, **dict(options or {}))
     label = repr(method_name(m, spec))
-    strategy = m.strategy
-    train = ms.take(np.flatnonzero(ms.split == 0))
-    val = ms.take(np.flatnonzero(ms.split == 1))
-    # The evaluated split is built only after the method has been fit and
-    # its sweep fixed (SPEC §6.1: test is touched only for the final numbers).
-    for sig in getattr(m, "signals", ()) or ():
-        if sig not in ms.signals:
-            raise MethodError(f"method {label} needs the per-position signal {sig!r}; the set "
-                              f"records: {', '.join(sorted(ms.signals)) or 'none'}")
-    if callable(getattr(m, "fit", None)):
-        if _takes_stored(m.fit):
-            m.fit(train, val, stored_features=stored_features)
-        else:
-            m.fit(train, val)
-    sweep = method_thetas(m, label, thetas, theta_grid, DEFAULT_THETA_POINTS)
+    sweep = _fit_and_sweep(ms, m, label, thetas, theta_grid, stored_features)
+    # The evaluated split is built only now, after the method has been fit
+    # and its sweep fixed (SPEC §6.1: test is touched only for the final numbers).
     test = ms.take(np.flatnonzero(ms.split == s))
-    unit, units = units_of(test, stored_features)
-    cells = _cell_totals(test, strategy)
-    rows_audit = walk.audit_rows(test.num_trajectories, audit) if strategy == "dee" else None
+    cells = _cell_totals(test, m.strategy)
+    cost, reward, front = _sweep_cells(test, m, label, sweep, cells, stored_features, audit)
 
-    t_idx = np.arange(test.num_trajectories)
-    cost_g = np.zeros((len(sweep), len(cells)), dtype=np.int64)
-    rew_g = np.zeros_like(cost_g)
-    front_g = np.zeros_like(cost_g)
-    for i, theta in enumerate(sweep):
-        k = _POSITIONS[strategy](test, unit, units, m, theta, label)
-        if rows_audit is not None:
-            walk.check_independent(test, unit, units, m, theta, label, k, rows_audit)
-        L_k = test.L[t_idx, k].astype(np.int64)
-        C_k = test.C[t_idx, k].astype(np.int64)
-        for c, ct in enumerate(cells):
-            cost_g[i, c] = int(L_k[ct.rows].sum())
-            rew_g[i, c] = int(C_k[ct.rows].sum())
-            pc, pr = ct.pareto
-            front_g[i, c] = int(pr[np.searchsorted(pc, cost_g[i, c], side="right") - 1])
-    if np.any(front_g < rew_g):   # impossible for a feasible action: a bug, never data
-        raise AssertionError("a method point lies above its strategy's exact frontier")
-
-    # -- per cell ---------------------------------------------------------------
-    cell_results = []
-    per_cell = []          # exact (mean tokens, rel cost, acc, frontier acc) per θ
+    # -- per cell: exact (mean tokens, rel cost, acc, frontier acc) per θ -----------
+    cell_results, per_cell = [], []
     for c, ct in enumerate(cells):
         ntraj = ct.rows.size
-        tok = [_frac(cost_g[i, c], ntraj) for i in range(len(sweep))]
-        rel = [_frac(cost_g[i, c], ct.tokens) for i in range(len(sweep))]
-        acc = [_frac(rew_g[i, c], ct.probes) for i in range(len(sweep))]
-        fr = [_frac(front_g[i, c], ct.probes) for i in range(len(sweep))]
-        per_cell.append((tok, rel, acc, fr))
-        keep = nondominated(rel, acc)
-        pts = tuple(_point(th, tok[i], rel[i], acc[i], fr[i], keep[i]) for i, th in enumerate(sweep))
-        q = int(np.unique(test.question[ct.rows]).size)
+        vals = tuple([_frac(x[i, c], d) for i in range(len(sweep))]
+                     for x, d in ((cost, ntraj), (cost, ct.tokens), (reward, ct.probes),
+                                  (front, ct.probes)))
+        per_cell.append(vals)
+        pts, summ = _points(sweep, vals, _frac(ct.zero, ct.probes))
         cell_results.append(CellResult(
-            model=ct.model, group=ct.group, trajectories=int(ntraj), questions=q,
-            total_tokens=ct.tokens, points=pts,
-            summary=_summary(acc, fr, _frac(ct.zero, ct.probes), keep)))
+            model=ct.model, group=ct.group, trajectories=int(ntraj),
+            questions=int(np.unique(test.question[ct.rows]).size),
+            total_tokens=ct.tokens, points=pts, summary=summ))
 
-    # -- macro (equal-weight chain, exact) ------------------------------------------
+    # -- macro: the equal-weight chain, exact -------------------------------------
     w = _weights([ct.model_index for ct in cells])
-    macro = [[sum((w[c] * per_cell[c][j][i] for c in range(len(cells))), Fraction(0))
-              for i in range(len(sweep))] for j in range(4)]
-    tok, rel, acc, fr = macro
-    keep = nondominated(rel, acc)
-    points = tuple(_point(th, tok[i], rel[i], acc[i], fr[i], keep[i]) for i, th in enumerate(sweep))
-    zero = sum((w[c] * _frac(ct.zero, ct.probes) for c, ct in enumerate(cells)), Fraction(0))
-    full = sum((w[c] * _frac(ct.endpoint, ct.probes) for c, ct in enumerate(cells)), Fraction(0))
-    f_one = sum((w[c] * _frac(ct.pareto[1][-1], ct.probes) for c, ct in enumerate(cells)), Fraction(0))
-    config = {"method_config": m.config() if callable(getattr(m, "config", None)) else None,
-              "thetas": list(sweep), "audit_rows": 0 if rows_audit is None else int(rows_audit.size),
+
+    def chain(per: Sequence[Fraction]) -> Fraction:
+        return sum((wc * v for wc, v in zip(w, per)), Fraction(0))
+
+    macro = tuple([chain([per_cell[c][j][i] for c in range(len(cells))]) for i in range(len(sweep))]
+                  for j in range(4))
+    zero = chain([_frac(ct.zero, ct.probes) for ct in cells])
+    points, summary = _points(sweep, macro, zero)
+    reference = {"a_zero": float(zero),
+                 "a_full": float(chain([_frac(ct.endpoint, ct.probes) for ct in cells])),
+                 "frontier_at_full": float(chain([_frac(ct.pareto[1][-1], ct.probes)
+                                                  for ct in cells]))}
+    config = {"method_config": _method_config(m, label), "thetas": list(sweep),
+              "audit_rows": int(walk.audit_rows(test.num_trajectories, audit).size)
+              if m.strategy == "dee" else 0,
               "splits": dict(ms.provenance.get("split", {})) if isinstance(ms.provenance, Mapping) else {},
               "spec": spec if spec is not None else method_name(m),
               "options": {k: v if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
                           for k, v in sorted(dict(options or {}).items())}}
     if spec in BUILTINS:
         config["builtin"] = BUILTINS[spec]
-    return BenchResult(
-        method=method_name(m, spec), strategy=strategy, split=split, points=points,
-        summary=_summary(acc, fr, zero, keep), cells=tuple(cell_results),
-        reference={"a_zero": float(zero), "a_full": float(full), "frontier_at_full": float(f_one)},
-        config=config, synthetic=bool(ms.synthetic))
+    return BenchResult(method=method_name(m, spec), strategy=m.strategy, split=split,
+                       points=points, summary=summary, cells=tuple(cell_results),
+                       reference=reference, config=config, synthetic=bool(ms.synthetic))
+
+
+def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_grid: Any,
+                   stored_features: Any) -> tuple[float, ...]:
+    """Check declared signals, fit on train / validation, and fix the `θ` sweep."""
+    for sig in getattr(m, "signals", ()) or ():
+        if sig not in ms.signals:
+            raise MethodError(f"method {label} needs the per-position signal {sig!r}; the set "
+                              f"records: {', '.join(sorted(ms.signals)) or 'none'}")
+    if callable(getattr(m, "fit", None)):
+        train = ms.take(np.flatnonzero(ms.split == 0))
+        val = ms.take(np.flatnonzero(ms.split == 1))
+        if _takes_stored(m.fit):
+            m.fit(train, val, stored_features=stored_features)
+        else:
+            m.fit(train, val)
+    return method_thetas(m, label, thetas, theta_grid, DEFAULT_THETA_POINTS)
+
+
+def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float],
+                 cells: Sequence["_CellTotals"], stored_features: Any, audit: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """int64[θ, cell] method cost, method reward, and frontier reward at that cost."""
+    unit, units = units_of(test, stored_features)
+    rows_audit = walk.audit_rows(test.num_trajectories, audit) if m.strategy == "dee" else None
+    t_idx = np.arange(test.num_trajectories)
+    cost = np.zeros((len(sweep), len(cells)), dtype=np.int64)
+    reward = np.zeros_like(cost)
+    front = np.zeros_like(cost)
+    for i, theta in enumerate(sweep):
+        k = _POSITIONS[m.strategy](test, unit, units, m, theta, label)
+        if rows_audit is not None:
+            walk.check_independent(test, unit, units, m, theta, label, k, rows_audit)
+        L_k = test.L[t_idx, k].astype(np.int64)
+        C_k = test.C[t_idx, k].astype(np.int64)
+        for c, ct in enumerate(cells):
+            cost[i, c] = int(L_k[ct.rows].sum())
+            reward[i, c] = int(C_k[ct.rows].sum())
+            pc, pr = ct.pareto
+            # The frontier at the exact cost: the largest Pareto reward whose
+            # minimum cost fits (pc[0] = 0, so the index is never -1).
+            front[i, c] = int(pr[np.searchsorted(pc, cost[i, c], side="right") - 1])
+    if np.any(front < reward):   # impossible for a feasible action: a bug, never data
+        raise AssertionError("a method point lies above its strategy's exact frontier")
+    return cost, reward, front
+
+
+def _points(sweep: Sequence[float], vals: Sequence[Sequence[Fraction]], zero: Fraction
+            ) -> tuple[tuple[Point, ...], dict[str, Any]]:
+    """Points and summary from exact (mean tokens, rel cost, acc, frontier acc) per θ."""
+    tok, rel, acc, fr = vals
+    keep = nondominated(rel, acc)
+    pts = tuple(_point(th, tok[i], rel[i], acc[i], fr[i], keep[i]) for i, th in enumerate(sweep))
+    return pts, _summary(acc, fr, zero, keep)
+
+
+def _method_config(m: Any, label: str) -> Any:
+    if not callable(getattr(m, "config", None)):
+        return None
+    cfg = m.config()
+    try:
+        json.dumps(cfg, allow_nan=False)
+    except (TypeError, ValueError):
+        raise MethodError(f"method {label}: config() must return JSON data (dicts, lists, "
+                          f"strings, finite numbers), got {cfg!r}") from None
+    return cfg
 
 
 def _takes_stored(fit: Any) -> bool:

@@ -159,7 +159,7 @@ def examples_figure(ms: MeasurementSet, pt: PerTrajectory, rows: Sequence[int]):
         _draw_curve(ax, ms, pt, r)
         m, g, q, s = _tag(ms, r)
         # The numbers go in the title, where they can never hide the curve.
-        ax.set_title(f"{g}: {m} · q {q} · traj {s}\nOR = {100 * pt.ratio[r]:.1f}%, "
+        ax.set_title(f"{g} · {m}\nquestion {q}, trajectory {s}\nOR = {100 * pt.ratio[r]:.1f}%, "
                      f"AD = {100 * pt.degradation[r]:.2f} pp, n = {int(ms.n[r])} steps",
                      fontsize=8)
         ax.set_ylim(-4, 104)

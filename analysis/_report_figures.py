@@ -25,7 +25,11 @@ from typing import Any
 
 import numpy as np
 
-DPI = 150
+DPI = 144
+SNAP = 8
+"""Figure sizes are snapped to 1/8 inch: with `DPI` 144, inches x DPI is then an
+exact integer in binary floating point, so the PNG size is exactly `size_px`
+(Agg truncates a fractional pixel size, which would make it off by one)."""
 RC = {
     "font.family": "DejaVu Sans", "mathtext.fontset": "dejavusans",
     "font.size": 9.0, "axes.titlesize": 9.5, "axes.labelsize": 9.0, "legend.fontsize": 7.5,
@@ -69,17 +73,33 @@ class FigureInfo:
         return f"figures/{self.name}.png"
 
 
+def snap(figsize: tuple[float, float]) -> tuple[float, float]:
+    """`figsize` rounded to 1/`SNAP` inch (at least one step)."""
+    return tuple(max(1, round(x * SNAP)) / SNAP for x in figsize)
+
+
 def size_px(figsize: tuple[float, float]) -> tuple[int, int]:
-    """PNG size of a figure of `figsize` inches at `DPI` (what Agg renders)."""
-    return int(round(figsize[0] * DPI)), int(round(figsize[1] * DPI))
+    """PNG size in pixels of a figure of `figsize` inches (snapped) at `DPI`."""
+    w, h = snap(figsize)
+    return int(w * DPI), int(h * DPI)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from a PNG file's IHDR chunk."""
+    import struct
+
+    head = Path(path).read_bytes()[:24]
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        raise ValueError(f"{path}: not a PNG file")
+    return struct.unpack(">II", head[16:24])
 
 
 def new_figure(figsize: tuple[float, float]):
-    """A pyplot-free Figure with an Agg canvas (call inside `figure_style`)."""
+    """A pyplot-free Figure with an Agg canvas, size snapped (call inside `figure_style`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize, dpi=DPI)
+    fig = Figure(figsize=snap(figsize), dpi=DPI)
     FigureCanvasAgg(fig)
     return fig
 
@@ -100,8 +120,21 @@ def save(fig, out_dir: Path, name: str, *, title: str, caption: str, trajectorie
     # No "Software" entry (it names the matplotlib version) and Agg writes no
     # timestamp: the bytes depend only on the drawing.
     fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
+    if png_size(path) != (w, h):    # a bug in the sizing, never a data problem
+        raise AssertionError(f"{path}: PNG is {png_size(path)}, expected {(w, h)}")
     return FigureInfo(name=name, title=title, caption=caption, trajectories=int(trajectories),
                       width=w, height=h)
+
+
+def arr(values: Sequence[float | None], scale: float = 1.0) -> np.ndarray:
+    """float64 array from a JSON list; None (undefined) becomes NaN, which plots as a gap."""
+    return scale * np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
+def coverage(boot: Mapping[str, Any]) -> str:
+    """The coverage label, e.g. "95%", from the document's percentiles (default 2.5 / 97.5)."""
+    lo, hi = boot.get("percentiles") or (2.5, 97.5)
+    return f"{hi - lo:g}%"
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -170,7 +203,8 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
                             ha="center", va="center", fontsize=6, color=color)
         cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
         cb.set_label(label)
-        ax.set_title(label + (" with 95% bootstrap intervals" if iv is not None else ""))
+        ax.set_title(label + (f" with {coverage(boot)} bootstrap intervals" if iv is not None
+                              else ""))
     return fig
 
 
@@ -303,8 +337,9 @@ def frontier_figure(frontier_doc: Mapping[str, Any]):
 def bands_figure(frontier_doc: Mapping[str, Any], boot: Mapping[str, Any]):
     """Per strategy: point frontier, bootstrap median and 2.5-97.5 % pointwise band."""
     fr = boot["frontiers"]
+    cov = coverage(boot)
     strategies = [s for s in ("dr", "fb", "dee") if s in fr]
-    gb = 100.0 * np.asarray(fr["grid"], dtype=np.float64)
+    gb = arr(fr["grid"], 100.0)
     beta = 100.0 * np.asarray(frontier_doc["grid"], dtype=np.float64)
     a_full = 100.0 * frontier_doc["a_full"]
     fig = new_figure((3.6 * len(strategies) + 0.6, 4.2))
@@ -312,10 +347,9 @@ def bands_figure(frontier_doc: Mapping[str, Any], boot: Mapping[str, Any]):
     for ax, s in zip(axes, strategies):
         c = STRATEGY_COLORS[s]
         b = fr[s]
-        ax.fill_between(gb, 100.0 * np.asarray(b["lo"], dtype=np.float64),
-                        100.0 * np.asarray(b["hi"], dtype=np.float64), color=c, alpha=0.25,
-                        lw=0, step="post", label="95% pointwise band")
-        ax.plot(gb, 100.0 * np.asarray(b["median"], dtype=np.float64), color=c, lw=1.0, ls="--",
+        ax.fill_between(gb, arr(b["lo"], 100.0), arr(b["hi"], 100.0), color=c, alpha=0.25,
+                        lw=0, step="post", label=f"{cov} pointwise band")
+        ax.plot(gb, arr(b["median"], 100.0), color=c, lw=1.0, ls="--",
                 drawstyle="steps-post", label="bootstrap median")
         pf = frontier_doc["strategies"].get(s)
         if pf is not None:
@@ -327,7 +361,7 @@ def bands_figure(frontier_doc: Mapping[str, Any], boot: Mapping[str, Any]):
             ax.errorbar([100.0 * (bm[0] + bm[1]) / 2], [a_full],
                         xerr=[[100.0 * (bm[1] - bm[0]) / 2]], fmt="none", ecolor="black",
                         capsize=4, lw=1.4,
-                        label=f"β_match 95%: [{100 * bm[0]:.1f}, {100 * bm[1]:.1f}]%")
+                        label=f"β_match {cov}: [{100 * bm[0]:.1f}, {100 * bm[1]:.1f}]%")
         ax.set_xlim(0, 100)
         ax.set_title(STRATEGY_NAMES[s])
         ax.set_xlabel("relative token budget β (%)")
@@ -392,7 +426,7 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
     probes = thin.get("probes") or {}
     trajs = thin.get("trajectories") or {}
     rows = (["probes"] if probes else []) + (["trajectories"] if trajs else [])
-    fig = new_figure((10.0, 3.3 * len(rows) + 0.5))
+    fig = new_figure((11.0, 3.4 * len(rows) + 0.5))
     axes = fig.subplots(len(rows), 3, squeeze=False)
     macro = metrics_doc["macro"]
     for r, what in enumerate(rows):
@@ -409,12 +443,12 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                     a.axhline(scale * macro[key], color="black", ls="--", lw=0.8,
                               label="all probes (Table 1)")
                 a.set_xticks(m)
-                a.set_xlabel("answer probes per position m (probes)")
+                a.set_xlabel("answer probes per position m (count)")
                 a.set_ylabel(lab)
                 a.legend(loc="best")
             ax[0].set_title("probe thinning: OR")
             ax[1].set_title("probe thinning: AD")
-            ax[2].set_title("probe thinning: earliest-maximizer retention")
+            ax[2].set_title("probe thinning: k* retention")
         else:
             rs = sorted(trajs, key=int)
             rr = np.asarray([int(k) for k in rs])
@@ -433,7 +467,7 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                 a.set_xscale("log", base=2)
                 a.set_xticks(rr, [str(v) for v in rr])
                 a.minorticks_off()
-                a.set_xlabel("trajectories per (model, question) r (trajectories)")
+                a.set_xlabel("trajectories per question r (count)")
                 a.set_ylabel(lab)
                 a.legend(loc="best")
             ax[0].set_title("trajectory thinning: OR")
@@ -445,7 +479,7 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
             ax[2].set_xscale("log", base=2)
             ax[2].set_xticks(rr, [str(v) for v in rr])
             ax[2].minorticks_off()
-            ax[2].set_xlabel("trajectories per (model, question) r (trajectories)")
+            ax[2].set_xlabel("trajectories per question r (count)")
             ax[2].set_ylabel("2.5–97.5% range width (pp)")
             ax[2].set_title("trajectory thinning: range width")
             ax[2].legend(loc="best")

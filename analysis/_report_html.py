@@ -82,8 +82,11 @@ def render(*, title: str, synthetic: bool, meta: Sequence[tuple[str, str]],
         for kind, item in s.blocks:
             if kind == "figure":
                 nfig += 1
+                # Shown at 3/4 of the pixel size: the PNGs are drawn at 144 dpi, so
+                # text lands near the page's text size and stays sharp on HiDPI screens.
+                w, h = (item.width * 3) // 4, (item.height * 3) // 4
                 out.append(f'<figure id="{e(item.name)}"><img src="{e(item.file)}" '
-                           f'width="{item.width}" height="{item.height}" alt="{e(item.title)}">'
+                           f'width="{w}" height="{h}" alt="{e(item.title)}">'
                            f"<figcaption><b>Figure {nfig}.</b> {e(item.caption)}</figcaption>"
                            "</figure>")
             elif kind == "table":

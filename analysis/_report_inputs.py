@@ -152,10 +152,12 @@ def _interval_ok(x: Any) -> bool:
                          and all(v is None or isinstance(v, (int, float)) for v in x))
 
 
-def bootstrap_misfit(doc: Any, cells: SetCells) -> str | None:
+def bootstrap_misfit(doc: Any, cells: SetCells, synthetic: bool) -> str | None:
     """Why a bootstrap document cannot be shown for this set (None when it can)."""
     if _schema_of(doc) != SCHEMAS["bootstrap"]:
         return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['bootstrap']!r}"
+    if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
+        return "its synthetic flag differs from the set's"
     try:
         keys = {(c["model"], c["group"]) for c in doc["cells"]}
         ok = all(_interval_ok(c.get(k)) for c in doc["cells"] for k in ("or", "ad", "full_acc",
@@ -175,10 +177,12 @@ def bootstrap_misfit(doc: Any, cells: SetCells) -> str | None:
     return None
 
 
-def thinning_misfit(doc: Any, cells: SetCells) -> str | None:
+def thinning_misfit(doc: Any, cells: SetCells, synthetic: bool) -> str | None:
     """Why a thinning document cannot be shown (None when it can)."""
     if _schema_of(doc) != SCHEMAS["thinning"]:
         return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['thinning']!r}"
+    if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
+        return "its synthetic flag differs from the set's"
     probes = doc.get("probes") or {}
     trajs = doc.get("trajectories") or {}
     if not probes and not trajs:
@@ -215,7 +219,10 @@ def bench_docs(doc: Any) -> list[dict[str, Any]] | None:
     return None
 
 
-def bench_misfit(doc: dict[str, Any], cells: SetCells) -> str | None:
+def bench_misfit(doc: dict[str, Any], cells: SetCells, synthetic: bool) -> str | None:
+    """Why an ``otbench.bench/1`` document cannot be shown (None when it can)."""
+    if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
+        return "its synthetic flag differs from the set's"
     if doc.get("strategy") not in ("dr", "fb", "dee"):
         return f"strategy {doc.get('strategy')!r} is not dr, fb or dee"
     try:
@@ -326,8 +333,8 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
         sources.append(src)
         return doc
 
-    b_doc = expensive("bootstrap", bootstrap, lambda d: bootstrap_misfit(d, cells))
-    t_doc = expensive("thinning", thinning, lambda d: thinning_misfit(d, cells))
+    b_doc = expensive("bootstrap", bootstrap, lambda d: bootstrap_misfit(d, cells, bool(ms.synthetic)))
+    t_doc = expensive("thinning", thinning, lambda d: thinning_misfit(d, cells, bool(ms.synthetic)))
 
     bench: list[dict[str, Any]] = []
     if otbench:
@@ -339,7 +346,7 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
                                        f"{SCHEMAS['bench']!r} or {SCHEMAS['bench_compare']!r}, "
                                        f"got {_schema_of(doc)!r}")
             for d in docs:
-                why = bench_misfit(d, cells)
+                why = bench_misfit(d, cells, bool(ms.synthetic))
                 if why is not None:
                     raise ReportInputError(f"{src.name or 'an OTBench document'}: method "
                                            f"{d.get('method')!r} cannot be used: {why}")
@@ -358,7 +365,7 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
                 continue
             docs = bench_docs(doc)
             bad = ("not an OTBench document" if docs is None
-                   else next((w for w in (bench_misfit(d, cells) for d in docs) if w), None))
+                   else next((w for w in (bench_misfit(d, cells, bool(ms.synthetic)) for d in docs) if w), None))
             if bad:
                 notes.append(f"otbench: {p.name} skipped ({bad})")
                 continue

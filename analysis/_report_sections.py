@@ -32,7 +32,8 @@ def matrices_section(ctx) -> Section:
     reps = f"{b['replicates']:,} " if b and isinstance(b.get("replicates"), int) else ""
     sec = Section("matrices", "Overthinking matrices",
                   f"Per model × benchmark group; {_WEIGHTS} (SPEC §4).")
-    ci = (f"; 95% percentile intervals from {reps}paired bootstrap replicates" if b else "")
+    ci = (f"; {figs.coverage(b)} percentile intervals from {reps}paired bootstrap replicates"
+          if b else "")
     sec.figure(ctx.fig(
         "fig1a_overthinking",
         lambda: figs.matrix_figure(m, ("or", "ad"), ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2),
@@ -80,16 +81,18 @@ def matrices_section(ctx) -> Section:
         ctx.missing(sec, "No bootstrap intervals (Tables 4–6): run `otbench bootstrap DIR --frontiers "
                          "--json DIR/results/bootstrap.json` and rebuild the report.")
         return sec
-    for name, key, title in (("table4_or_ci", "or", "95% intervals of OR (%)"),
-                             ("table5_ad_ci", "ad", "95% intervals of AD (pp)"),
+    cov = figs.coverage(b)
+    lo, hi = b.get("percentiles") or (2.5, 97.5)
+    for name, key, title in (("table4_or_ci", "or", f"{cov} intervals of OR (%)"),
+                             ("table5_ad_ci", "ad", f"{cov} intervals of AD (pp)"),
                              ("table6_full_acc_ci", "full_acc",
-                              "95% intervals of original full-thinking accuracy (%)"),
-                             ("table_tokens_ci", "tokens", "95% intervals of mean thinking tokens"),
+                              f"{cov} intervals of original full-thinking accuracy (%)"),
+                             ("table_tokens_ci", "tokens", f"{cov} intervals of mean thinking tokens"),
                              ("table_endpoint_acc_ci", "endpoint_acc",
-                              "95% intervals of STP endpoint accuracy P(n) (%)")):
+                              f"{cov} intervals of STP endpoint accuracy P(n) (%)")):
         sec.table(ctx.table(tabs.interval_table(
             name, b, m, key, title=title,
-            caption=f"2.5/97.5 percentiles over {reps}two-stage paired bootstrap replicates "
+            caption=f"{lo:g}/{hi:g} percentiles over {reps}two-stage paired bootstrap replicates "
                     f"(questions, then trajectories; probe labels fixed; seed {b.get('seed')}); "
                     "Avg. entries from replicate-level averages where the bootstrap reports them.")))
     return sec
@@ -161,32 +164,40 @@ def frontier_section(ctx) -> Section:
                 f"from {_n(T)} trajectories.",
         trajectories=T))
     bf = (b or {}).get("frontiers") if b else None
-    rows = []
+    cov = figs.coverage(b) if b else "95%"
+
+    def ci(x) -> tuple[str, tuple[str, str]]:
+        if not x or None in x:
+            return tabs.fmt_interval(x, 100.0, 1), ("", "")
+        return tabs.fmt_interval(x, 100.0, 1), (tabs.csv_num(x[0], 100.0), tabs.csv_num(x[1], 100.0))
+
+    header, csv_header, rows = ["strategy"], ["strategy"], []
+    for label, key in (("β_match", "beta_match"), ("ceiling", "ceiling"), ("β_sat", "beta_sat")):
+        header += [f"{label} (%)"] + ([f"{label} {cov}"] if bf else [])
+        csv_header += [f"{key} (%)"] + ([f"{key} lo (%)", f"{key} hi (%)"] if bf else [])
     for s in ("dr", "fb", "dee"):
         sf = f["strategies"].get(s)
         if sf is None:
             continue
-        iv = (bf or {}).get(s, {}).get("beta_match")
-        r = [(s.upper(), s)] + [_pct(sf["beta_match"])]
-        r.append((tabs.fmt_interval(iv, 100.0, 1) if bf else tabs.MISSING,
-                  ("", "") if not iv or None in iv else
-                  (tabs.csv_num(iv[0], 100.0), tabs.csv_num(iv[1], 100.0))))
-        r += [_pct(sf["ceiling"], 2), _pct(sf["beta_sat"])]
+        r = [(s.upper(), s)]
+        for key, digits in (("beta_match", 1), ("ceiling", 2), ("beta_sat", 1)):
+            r.append(_pct(sf[key], digits))
+            if bf:
+                r.append(ci((bf.get(s) or {}).get(key)))
         rows.append(r)
     sec.table(ctx.table(tabs.simple_table(
         "table_frontiers", title="Frontier summaries",
         caption=f"β_match = min β with F_C(β) ≥ A_full ({100 * f['a_full']:.2f}%), ceiling F_C(1), "
                 "β_sat = min β with F_C(β) = F_C(1), all in %; \"never\" when not reached on the "
-                "grid; β_match interval from the bootstrap when present.",
-        header=["strategy", "β_match (%)", "β_match 95%", "ceiling (%)", "β_sat (%)"],
-        csv_header=["strategy", "beta_match (%)", "beta_match lo (%)", "beta_match hi (%)",
-                    "ceiling (%)", "beta_sat (%)"], rows=rows)))
+                "grid" + (f"; {cov} bootstrap intervals (\"n/a\" for an end that is never reached)"
+                          if bf else "") + ".",
+        header=header, csv_header=csv_header, rows=rows)))
     if bf and any(s in bf for s in ("dr", "fb", "dee")):
         reps = b.get("replicates")
         sec.figure(ctx.fig(
             "fig5_frontier_bands", lambda: figs.bands_figure(f, b),
             title="Bootstrap uncertainty of the oracle frontiers",
-            caption=f"Pointwise 2.5–97.5% bands and medians of the macro frontiers over "
+            caption=f"Pointwise {figs.coverage(b)} bands and medians of the macro frontiers over "
                     f"{reps if reps is not None else 'the'} replicates on {len(bf['grid'])} "
                     f"budgets, each replicate normalized by its own full-thinking cost; from "
                     f"{_n(T)} trajectories.",
@@ -279,7 +290,9 @@ def otbench_section(ctx) -> Section:
         title="OTBench methods against their strategies' oracle frontiers",
         caption=f"{len(bench)} method(s) on the {'/'.join(splits)} split: operating points "
                 f"(joined: non-dominated curve; hollow: dominated) and the oracle at each point's "
-                f"per-cell costs (crosses); from {_n(T)} trajectories.",
+                f"per-cell costs (crosses, against which the gap is measured; the frontier curve "
+                f"gives every cell the same β, so uneven spending can plot above it); from "
+                f"{_n(T)} trajectories.",
         trajectories=T))
     rows = []
     for d in bench:

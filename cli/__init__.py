@@ -12,6 +12,7 @@ _COMMANDS = {
     "_metrics": ("metrics_cmd",),
     "_frontier": ("frontier_cmd",),
     "_grade": ("grade_cmd",),
+    "_otbench": ("split_cmd", "bench_cmd"),
     "_demo": ("demo_cmd",),
 }
 

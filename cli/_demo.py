@@ -19,9 +19,9 @@ DEMO_JOB = {
     "model": {"name": "smollm2-135m-instruct"},
     "engine": {"kind": "vllm", "dtype": "bfloat16", "max_model_len": 1024, "block_size": 32,
                "kv_cache_gib": 2},
-    "data": {"source": "sums", "n": 8, "seed": 0},
-    "probe": {"R": 2, "P": 4, "b": 32, "thinking_limit": 160, "answer_limit": 12,
-              "units_per_batch": 16},
+    "data": {"source": "sums", "n": 12, "seed": 0},
+    "probe": {"R": 3, "P": 4, "b": 32, "thinking_limit": 160, "answer_limit": 12,
+              "units_per_batch": 12},
     "grader": {"kind": "auto"},
 }
 

@@ -1,6 +1,5 @@
 """`otbench probe ...`: run a probe job, audit a tokenizer's boundaries, re-segment stored trajectories (SPEC §3)."""
 
-import json
 import sys
 from pathlib import Path
 

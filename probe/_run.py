@@ -214,7 +214,7 @@ def probe_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequ
     # 4. grading: every answer, plus the reply itself for finished generic trajectories
     items: list[GradeItem] = []
     prefix = list(fmt.answer_prefix_ids)
-    for (i, k), comps in zip(where, outs):
+    for (i, _), comps in zip(where, outs):
         q = questions[units[i][0]]
         for c in comps:
             text = tokenizer.decode(prefix + list(c.token_ids), skip_special_tokens=True)

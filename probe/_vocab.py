@@ -9,7 +9,6 @@ and ``encode(text, add_special_tokens=False)`` (Hugging Face tokenizers).
 import dataclasses
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
 
 import numpy as np
 

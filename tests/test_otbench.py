@@ -104,7 +104,7 @@ def test_oracle_replay_has_zero_gap_on_simulated_set(strategy):
             assert p.rel_cost <= BETAS[j]
 
 
-@settings(max_examples=15)
+@settings(max_examples=40)
 @given(bench_sets())
 def test_oracle_replay_has_zero_gap_on_random_sets(ms):
     test = _test_split_of(ms)
@@ -247,7 +247,7 @@ def check_against_twin(ms, res, kind, strategy, thetas):
     assert res.summary == check_points(res.points, macro, zero)
 
 
-@settings(max_examples=12)
+@settings(max_examples=40)
 @given(bench_sets())
 def test_evaluator_matches_plain_twin(ms):
     thetas = [0.0, 0.25, 0.5, 1.0, 2.0]

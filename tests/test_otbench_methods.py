@@ -106,7 +106,7 @@ def _perturb_after(ms, pos, rng):
                                y=np.where(test, 1 - ms.y, ms.y).astype(np.int8))
 
 
-@settings(max_examples=25)
+@settings(max_examples=40)
 @given(bench_sets())
 def test_decisions_do_not_depend_on_the_future_or_labels(ms):
     test = ms.take(np.flatnonzero(ms.split == 2))
@@ -177,13 +177,16 @@ def _method(strategy, fn):
      r"decision per unit\)"),
     ("dr", lambda u: np.ones(len(u)), r"route\(units, theta\) must return booleans, got dtype float64"),
     ("dr", lambda u: None, r"route\(units, theta\) returned shape \(\), expected"),
-    ("fb", lambda u: np.full(len(u), -1.0), r"budget\(units, theta\) caps must be >= 0 \(inf = no cap\), got -1.0"),
+    ("fb", lambda u: np.full(len(u), -1.0),
+     r"budget\(units, theta\) caps must be >= 0 \(inf = no cap\), got -1.0"),
     ("fb", lambda u: np.full(len(u), np.nan), r"caps must be >= 0 \(inf = no cap\), got nan"),
-    ("fb", lambda u: np.array(["a"] * len(u)), r"budget\(units, theta\) must return numbers, got dtype <U1"),
+    ("fb", lambda u: np.array(["a"] * len(u)),
+     r"budget\(units, theta\) must return numbers, got dtype <U1"),
     ("fb", lambda u: np.ones(len(u), dtype=bool), r"must return numbers, got dtype bool"),
     ("dee", lambda v: np.zeros(len(v) + 2, dtype=bool),
      r"stop\(view, theta\) returned shape .* \(one stop/continue decision per active trajectory\)"),
-    ("dee", lambda v: np.zeros(len(v), dtype=int), r"stop\(view, theta\) must return booleans, got dtype int64"),
+    ("dee", lambda v: np.zeros(len(v), dtype=int),
+     r"stop\(view, theta\) must return booleans, got dtype int64"),
 ])
 def test_decision_violations(strategy, fn, msg):
     with pytest.raises(MethodError, match=msg):
@@ -320,3 +323,13 @@ def test_readme_plugin_example():
         assert p.rel_cost == pytest.approx(np.mean(per_cell), abs=1e-12)
     lines = (ROOT / "artifacts" / "otbench" / "patient_brake.py").read_text().splitlines()
     assert len(lines) <= 22
+
+
+def test_config_must_be_json():
+    m = _method("dr", lambda u: np.ones(len(u), dtype=bool))
+    type(m).config = lambda self: {"x": object()}
+    with pytest.raises(MethodError, match=r"config\(\) must return JSON data"):
+        evaluate(split_set(), m, thetas=[0.0])
+    type(m).config = lambda self: {"x": float("nan")}
+    with pytest.raises(MethodError, match=r"config\(\) must return JSON data"):
+        evaluate(split_set(), m, thetas=[0.0])

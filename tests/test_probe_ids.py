@@ -13,15 +13,14 @@ import pytest
 from otbench.probe._family import (ArtifactError, family_from_dict, list_entries, load_family,
                                    load_instructions, load_model)
 
-transformers = pytest.importorskip("transformers")
-
-from otbench.probe._probe_ids import FormatError, compile_format  # noqa: E402
-from otbench.probe._tiny import build_tokenizer  # noqa: E402
-from otbench.probe._vocab import build_vocabulary  # noqa: E402
+from otbench.probe._probe_ids import FormatError, compile_format
+from otbench.probe._tiny import build_tokenizer
+from otbench.probe._vocab import build_vocabulary
 
 
 @pytest.fixture(scope="module")
 def tok():
+    pytest.importorskip("transformers")      # the tiny tokenizer is a transformers fast tokenizer
     return build_tokenizer(0)
 
 

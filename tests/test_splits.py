@@ -17,7 +17,6 @@ from otbench.analysis._splits import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_
                                       assign_splits, question_splits, ratios_iv,
                                       read_split_file, split_counts, split_key,
                                       split_questions, write_split_file)
-from otbench.analysis._types import SPLITS
 
 ROOT = Path(__file__).resolve().parents[1]
 

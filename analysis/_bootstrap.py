@@ -1,0 +1,511 @@
+"""Two-stage paired bootstrap of the overthinking metrics and the exact frontiers (SPEC §7).
+
+Design (SPEC §7): within each benchmark group resample as many questions as
+the group has, with replacement, one draw shared by every model (AIME is one
+pool: it is one group); then, within every selected (model, question)
+occurrence, draw that pair's `R` trajectories with replacement. Probe curves
+stay fixed, so per-trajectory OR, AD, `y`, `L(n)` and `P(n)` are computed
+once and only the draws change. Each replicate recomputes every cell value
+(mean over its occurrences of the occurrence means), the equal-weight model
+and group averages and the macro average (SPEC §4 chain); percentiles of the
+replicates (default 2.5 / 97.5, linear interpolation as `numpy.percentile`)
+are the intervals. With `frontiers=True` the exact DR, FB and DEE frontiers
+of every cell are re-solved on the same draws (paired), with budgets
+normalized by the replicate's own full-thinking tokens, on the 101-point
+grid; the replicate distributions of the macro frontier, `A_full`, the
+ceilings, `β_match` and `β_sat` are kept, and their percentiles reported
+pointwise.
+
+A model that lacks a drawn question has no occurrence there; a cell none of
+whose questions was drawn in a replicate is undefined (NaN) in it, and so is
+every average over it; percentiles use the replicates where a value is
+defined (`defined` counts them). `β_match` / `β_sat` that are never reached
+count as +inf, and an interval end at +inf is reported as None ("never").
+
+Reproducibility: replicate `i` is a pure function of `(seed, i)`
+(`_bootstrap_draws`); its statistics are exact integer sums, so results are
+bit-identical for any batch size, device count, and across a checkpoint and
+resume (`_bootstrap_checkpoint`).
+"""
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ._aggregate import LayoutNames, build_layout
+from ._bootstrap_checkpoint import Checkpointer
+from ._bootstrap_draws import fixed_point, replicate_kernel, resampling
+from ._bootstrap_frontiers import Pipeline, cell_infos
+from ._frontier import Cell, check_hierarchy
+from ._frontier_budgets import budget_grid, summarize as frontier_summary
+from ._metrics import METRICS, summarize, trajectory_metrics
+from ._types import MeasurementSet
+from ._units import STRATEGIES
+
+jax.config.update("jax_enable_x64", True)   # uint64 draws, int64 sums
+
+SCHEMA = "otbench.bootstrap/1"
+REPLICATES = 10_000
+SEED = 20260721
+PERCENTILES = (2.5, 97.5)
+BOOT_METRICS = ("or", "ad", "full_acc", "tokens", "endpoint_acc")
+"""Bootstrapped metrics (keys of `_metrics.METRICS`), in the order of the metric axis."""
+BATCH = 1000
+"""Default replicates per kernel call without frontiers (~0.5 GB at paper scale)."""
+FRONTIER_BATCH = {"cpu": 16}
+FRONTIER_BATCH_ACCELERATOR = 1024
+"""Default replicates per frontier job: large batches amortize the DP's
+sequential passes on an accelerator; on CPU the passes cost the same per
+replicate, and small batches keep memory and checkpoint intervals small."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FrontierBootstrap:
+    """Replicate distributions of the frontiers (axis 0: replicates; strategies in `strategies` order)."""
+
+    grid: tuple[Fraction, ...]
+    strategies: tuple[str, ...]
+    reward: np.ndarray       # int64[rep, strategy, cell, grid] best total reward at β * T_rep
+    reward_one: np.ndarray   # int64[rep, strategy, cell] at β = 1
+    tokens: np.ndarray       # int64[rep, cell] the replicate's full-thinking tokens T
+    probes: np.ndarray       # int64[rep, cell] the replicate's total probes
+    endpoint: np.ndarray     # int64[rep, cell] the replicate's sum of C(n)
+    macro: np.ndarray        # float64[rep, strategy, grid] F_C(β)
+    a_full: np.ndarray       # float64[rep] macro STP endpoint accuracy
+    ceiling: np.ndarray      # float64[rep, strategy] F_C(1)
+    beta_match: np.ndarray   # float64[rep, strategy]; NaN: never reached
+    beta_sat: np.ndarray     # float64[rep, strategy]; NaN: never reached
+
+    @property
+    def acc(self) -> np.ndarray:
+        """float64[rep, strategy, cell, grid] cell frontier accuracy (fraction)."""
+        return self.reward / self.probes[:, None, :, None].astype(np.float64)
+
+    @property
+    def beta(self) -> np.ndarray:
+        return np.asarray([float(b) for b in self.grid], dtype=np.float64)
+
+
+@dataclasses.dataclass(frozen=True)
+class BootstrapResult:
+    """Replicate distributions of the bootstrap (axis 0: replicates).
+
+    Values are fractions (OR, AD, accuracies) and tokens, as in `metrics`;
+    the metric axis follows `BOOT_METRICS`; cells, models and groups follow
+    `names` (the `_aggregate` layout).
+    """
+
+    replicates: int
+    seed: int
+    percentiles: tuple[float, float]
+    names: LayoutNames
+    estimate_cell: np.ndarray    # float64[metric, cell] point estimate (all data once)
+    estimate_model: np.ndarray   # float64[metric, model]
+    estimate_group: np.ndarray   # float64[metric, group]
+    estimate_macro: np.ndarray   # float64[metric]
+    cell: np.ndarray             # float64[rep, metric, cell]
+    model: np.ndarray            # float64[rep, metric, model]
+    group: np.ndarray            # float64[rep, metric, group]
+    macro: np.ndarray            # float64[rep, metric]
+    frontiers: FrontierBootstrap | None
+    synthetic: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The `otbench.bootstrap/1` document (fractions and tokens; null = undefined / never)."""
+        q = self.percentiles
+        iv = _json_interval
+
+        def keyed(x):             # x: [rep, metric] -> {metric: [lo, hi]}
+            lohi = percentile(x, q)
+            return {k: iv(lohi[:, j]) for j, k in enumerate(BOOT_METRICS)}
+
+        cells = []
+        for c, (m, g) in enumerate(self.names.cells):
+            entry = {"model": m, "group": g, "defined": int(np.sum(~np.isnan(self.cell[:, 0, c])))}
+            entry.update(keyed(self.cell[:, :, c]))
+            entry["estimate"] = {k: _num(self.estimate_cell[j, c]) for j, k in enumerate(BOOT_METRICS)}
+            cells.append(entry)
+        out = {
+            "schema": SCHEMA, "replicates": int(self.replicates), "seed": int(self.seed),
+            "synthetic": bool(self.synthetic), "percentiles": list(q),
+            "cells": cells,
+            "by_model": {m: keyed(self.model[:, :, i]) for i, m in enumerate(self.names.models)},
+            "by_group": {g: keyed(self.group[:, :, i]) for i, g in enumerate(self.names.groups)},
+            "macro": keyed(self.macro),
+            "estimate": {"macro": {k: _num(v) for k, v in zip(BOOT_METRICS, self.estimate_macro)}},
+        }
+        f = self.frontiers
+        if f is not None:
+            fr: dict[str, Any] = {"grid": f.beta.tolist(), "a_full": iv(percentile(f.a_full, q))}
+            for k, s in enumerate(f.strategies):
+                acc = f.acc[:, k]                                       # [rep, cell, grid]
+                lo, hi = percentile(f.macro[:, k], q)
+                fr[s] = {
+                    "lo": _json_list(lo), "hi": _json_list(hi),
+                    "median": _json_list(percentile(f.macro[:, k], (50.0,))[0]),
+                    "beta_match": iv(percentile(_never(f.beta_match[:, k]), q)),
+                    "ceiling": iv(percentile(f.ceiling[:, k], q)),
+                    "beta_sat": iv(percentile(_never(f.beta_sat[:, k]), q)),
+                    "cells": [{"model": m, "group": g,
+                               "lo": _json_list(percentile(acc[:, c], q)[0]),
+                               "hi": _json_list(percentile(acc[:, c], q)[1]),
+                               "median": _json_list(percentile(acc[:, c], (50.0,))[0])}
+                              for c, (m, g) in enumerate(self.names.cells)],
+                }
+            out["frontiers"] = fr
+        return out
+
+
+def percentile(x: np.ndarray, q: Sequence[float]) -> np.ndarray:
+    """Percentiles over axis 0, linear interpolation (`numpy.percentile`'s default).
+
+    NaN marks an undefined replicate and is left out (per column); +inf is a
+    value ("never"): an interpolation that touches it is +inf. A column
+    without defined replicates gives NaN.
+
+    Returns:
+      float64[len(q), ...].
+    """
+    x = np.sort(np.asarray(x, dtype=np.float64), axis=0)           # NaN sorts last
+    n = np.sum(~np.isnan(x), axis=0)
+    out = []
+    for p in q:
+        h = (n - 1) * (p / 100.0)
+        lo = np.floor(h).astype(np.int64)
+        hi = np.ceil(h).astype(np.int64)
+        t = h - lo
+        a = np.take_along_axis(x, np.maximum(lo, 0)[None], axis=0)[0]
+        b = np.take_along_axis(x, np.maximum(hi, 0)[None], axis=0)[0]
+        with np.errstate(invalid="ignore"):
+            v = np.where(t == 0, a, np.where(np.isinf(b), np.inf, a + (b - a) * t))
+        out.append(np.where(n > 0, v, np.nan))
+    return np.stack(out, axis=0)
+
+
+def _never(beta: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(beta), np.inf, beta)
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _json_interval(lohi: np.ndarray) -> list[float | None]:
+    return [_num(lohi[0]), _num(lohi[1])]
+
+
+def _json_list(x: np.ndarray) -> list[float | None]:
+    return [_num(v) for v in x]
+
+
+def chain(cell: np.ndarray, cell_model: np.ndarray, cell_group: np.ndarray, num_models: int,
+          num_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Equal-weight averages (SPEC §4) of cell values `[..., cell]`: model, group, macro.
+
+    Sums run over cells in a fixed order (elementwise over the leading
+    axes), so a replicate's averages do not depend on how many replicates
+    are computed together. NaN cells propagate (as `_aggregate.aggregate`).
+    """
+    lead = cell.shape[:-1]
+    model = np.zeros(lead + (num_models,))
+    group = np.zeros(lead + (num_groups,))
+    nm = np.zeros(num_models)
+    ng = np.zeros(num_groups)
+    for c in range(cell.shape[-1]):
+        model[..., cell_model[c]] += cell[..., c]
+        group[..., cell_group[c]] += cell[..., c]
+        nm[cell_model[c]] += 1
+        ng[cell_group[c]] += 1
+    model /= nm
+    group /= ng
+    macro = np.zeros(lead)
+    for m in range(num_models):
+        macro += model[..., m]
+    return model, group, macro / num_models
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    replicates: int
+    seed: int
+    frontiers: bool
+    grid: tuple[Fraction, ...]
+    batch: int | None
+    checkpoint_dir: Path | None
+    checkpoint_every: int
+    resume: bool
+    workers: int | None
+    percentiles: tuple[float, float]
+
+
+def _int_iv(name: str, value: Any, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo \
+            or (hi is not None and value >= hi):
+        rule = f"an integer >= {lo}" + ("" if hi is None else f" and < 2**{hi.bit_length() - 1}")
+        raise ValueError(f"`{name}` must be {rule}, got {value!r}")
+    return int(value)
+
+
+def _bootstrap_iv(ms, replicates, seed, frontiers, grid, batch, checkpoint_dir,
+                  checkpoint_every, resume, workers, percentiles) -> _Config:
+    """Validate `bootstrap`'s arguments; messages are pinned by tests/test_bootstrap.py."""
+    if not isinstance(ms, MeasurementSet):
+        raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
+    if ms.num_trajectories == 0:
+        raise ValueError("`ms` has no trajectories")
+    replicates = _int_iv("replicates", replicates, 1)
+    seed = _int_iv("seed", seed, 0, 2 ** 64)
+    batch = None if batch is None else _int_iv("batch", batch, 1)
+    checkpoint_every = _int_iv("checkpoint_every", checkpoint_every, 1)
+    workers = None if workers is None else _int_iv("workers", workers, 0)
+    if resume and checkpoint_dir is None:
+        raise ValueError("`resume` needs a `checkpoint_dir`")
+    try:
+        q = tuple(float(p) for p in percentiles)
+    except (TypeError, ValueError):
+        q = ()
+    if len(q) != 2 or not (0 <= q[0] < q[1] <= 100):
+        raise ValueError(f"`percentiles` must be two increasing numbers in [0, 100], got {percentiles!r}")
+    return _Config(replicates=replicates, seed=seed, frontiers=bool(frontiers),
+                   grid=budget_grid(grid), batch=batch,
+                   checkpoint_dir=None if checkpoint_dir is None else Path(checkpoint_dir),
+                   checkpoint_every=checkpoint_every, resume=bool(resume), workers=workers,
+                   percentiles=q)
+
+
+def _platform(devices) -> str:
+    return devices[0].platform
+
+
+def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = SEED,
+              frontiers: bool = False, grid: int | Sequence[Any] = 101, batch: int | None = None,
+              checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 10,
+              resume: bool = False, workers: int | None = None,
+              percentiles: Sequence[float] = PERCENTILES,
+              progress: Callable[[int], None] | None = None,
+              devices: Sequence[Any] | None = None) -> BootstrapResult:
+    """Two-stage paired bootstrap of OR, AD, accuracies and tokens, optionally the frontiers (SPEC §7).
+
+    Args:
+      ms: the measurement set.
+      replicates: number of bootstrap replicates (default 10,000).
+      seed: stream seed, `0 <= seed < 2**64` (default 20260721).
+      frontiers: also re-solve the exact DR / FB / DEE frontiers of every
+        cell in every replicate.
+      grid: frontier budgets (default the 101-point bootstrap grid).
+      batch: replicates per vmapped call (bounds memory; never changes a
+        result). Default 1,000, with frontiers 16 on CPU and 1,024 on an
+        accelerator. Rounded up to a multiple of the device count.
+      checkpoint_dir: write an orbax checkpoint there every
+        `checkpoint_every` batches and at the end.
+      resume: continue the latest checkpoint in `checkpoint_dir` (same data
+        and settings); the result equals an uninterrupted run.
+      workers: worker processes that build frontier units (default: none on
+        CPU, where the DP needs the cores; `cpu_count - 1` otherwise).
+      percentiles: the interval's two percentiles.
+      progress: called with the number of replicates done after each batch.
+      devices: devices to shard replicate batches over (default all).
+
+    Returns:
+      `BootstrapResult` with every replicate value.
+    """
+    cfg = _bootstrap_iv(ms, replicates, seed, frontiers, grid, batch, checkpoint_dir,
+                        checkpoint_every, resume, workers, percentiles)
+    devs = list(jax.devices() if devices is None else devices)
+    mesh = Mesh(np.asarray(devs), ("rep",))
+    rep_sharding = NamedSharding(mesh, PartitionSpec("rep"))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    platform = _platform(devs)
+    B = cfg.batch or (FRONTIER_BATCH.get(platform, FRONTIER_BATCH_ACCELERATOR)
+                      if cfg.frontiers else BATCH)
+    B = -(-B // len(devs)) * len(devs)
+    workers = cfg.workers if cfg.workers is not None else (
+        0 if platform == "cpu" else max(1, (os.cpu_count() or 2) - 1))
+
+    layout, names = build_layout(ms)
+    res = resampling(ms, layout, names)
+    tm = trajectory_metrics(jnp.asarray(ms.L), jnp.asarray(ms.C), jnp.asarray(ms.n),
+                            jnp.asarray(ms.probes))
+    per_row = np.stack([np.asarray(tm.ratio), np.asarray(tm.degradation),
+                        np.asarray(ms.y, dtype=np.float64),
+                        np.asarray(tm.tokens, dtype=np.float64), np.asarray(tm.endpoint)])
+    table, F = fixed_point(per_row, res, np.asarray(layout.seg))
+    kernel = replicate_kernel(res, rep_sharding, replicated, rows=cfg.frontiers)
+    tables = jax.device_put(res.tables, replicated)
+    table_d = jax.device_put(jnp.asarray(table), replicated)
+    seed_d = jax.device_put(jnp.asarray(cfg.seed, dtype=jnp.uint64), replicated)
+
+    N, C = cfg.replicates, res.num_cells
+    strategies = STRATEGIES
+    arrays = {"sums": np.zeros((N, C, len(BOOT_METRICS)), dtype=np.int64),
+              "count": np.zeros((N, C), dtype=np.int32)}
+    if cfg.frontiers:
+        G, S = len(cfg.grid), len(strategies)
+        arrays.update(reward=np.zeros((N, S, C, G), dtype=np.int64),
+                      reward_one=np.zeros((N, S, C), dtype=np.int64),
+                      tokens=np.zeros((N, C), dtype=np.int64),
+                      probes=np.zeros((N, C), dtype=np.int64),
+                      endpoint=np.zeros((N, C), dtype=np.int64))
+    ckpt = None
+    if cfg.checkpoint_dir is not None:
+        from ._io import content_hash
+
+        ckpt = Checkpointer(cfg.checkpoint_dir, {
+            "schema": SCHEMA, "content": content_hash(ms), "replicates": N, "seed": cfg.seed,
+            "frontiers": cfg.frontiers, "grid": [str(b) for b in cfg.grid] if cfg.frontiers else None,
+        }, resume=cfg.resume)
+    try:
+        done = ckpt.restore(arrays) if ckpt is not None else 0
+        if progress is not None and done:
+            progress(done)
+        cells = [Cell(index=int(i), model=m, group=g, total_tokens=0, total_probes=0, endpoint=0)
+                 for i, (m, g) in zip(names.cell_index, names.cells)]
+        infos = cell_infos(ms, names.cell_index, res.cell_model, res.cell_group,
+                           res.group_slots) if cfg.frontiers else None
+        batches = 0
+
+        def finished(upto: int) -> None:
+            nonlocal batches
+            batches += 1
+            if progress is not None:
+                progress(upto)
+            if ckpt is not None and batches % cfg.checkpoint_every == 0 and upto < N:
+                ckpt.save(upto, arrays)
+
+        def store_frontiers(start: int, k: int, fb) -> None:
+            check_hierarchy({s: fb.reward[:k, i].reshape(k * C, -1) for i, s in enumerate(strategies)},
+                            {s: fb.reward_one[:k, i].reshape(-1) for i, s in enumerate(strategies)},
+                            cfg.grid, cells * k)
+            sl = slice(start, start + k)
+            arrays["reward"][sl], arrays["reward_one"][sl] = fb.reward[:k], fb.reward_one[:k]
+            arrays["tokens"][sl], arrays["probes"][sl] = fb.tokens[:k], fb.probes[:k]
+            arrays["endpoint"][sl] = fb.endpoint[:k]
+
+        pipeline = Pipeline(infos, cfg.grid, strategies, workers, devs) if cfg.frontiers else None
+        try:
+            prev = None
+            for start in range(done, N, B):
+                k = min(B, N - start)
+                reps = jax.device_put(np.arange(start, start + B, dtype=np.uint64), rep_sharding)
+                out = kernel(reps, seed_d, tables, table_d)
+                arrays["sums"][start:start + k] = np.asarray(out.sums)[:k]
+                arrays["count"][start:start + k] = np.asarray(out.count)[:k]
+                if pipeline is None:
+                    finished(start + k)
+                    continue
+                jobs = pipeline.submit(np.asarray(out.rows))
+                if prev is not None:
+                    store_frontiers(prev[0], prev[1], pipeline.finish(prev[2]))
+                    finished(prev[0] + prev[1])
+                prev = (start, k, jobs)
+            if prev is not None:
+                store_frontiers(prev[0], prev[1], pipeline.finish(prev[2]))
+                finished(prev[0] + prev[1])
+        finally:
+            if pipeline is not None:
+                pipeline.close()
+        if ckpt is not None:
+            ckpt.save(N, arrays)
+    finally:
+        if ckpt is not None:
+            ckpt.close()
+
+    # -- replicate values --------------------------------------------------
+    count = arrays["count"].astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cell = (arrays["sums"].astype(np.float64) * np.exp2(-F.astype(np.float64))
+                / count[:, :, None])                                        # [rep, cell, metric]
+    cell = np.where(count[:, :, None] > 0, cell, np.nan).transpose(0, 2, 1)
+    model, group, macro = chain(cell, res.cell_model, res.cell_group, layout.num_models,
+                                layout.num_groups)
+    idx = [METRICS.index(k) for k in BOOT_METRICS]
+    point = summarize(tm, jnp.asarray(ms.y), jnp.ones(ms.num_trajectories, dtype=jnp.float64),
+                      jnp.ones(layout.num_segments, dtype=jnp.float64), layout)
+    fb = None
+    if cfg.frontiers:
+        cm = res.cell_model
+        summ = [frontier_summary(cfg.grid, arrays["reward"][:, i], arrays["reward_one"][:, i],
+                                 arrays["endpoint"], arrays["probes"], cm)
+                for i in range(len(strategies))]
+        fb = FrontierBootstrap(
+            grid=cfg.grid, strategies=strategies, reward=arrays["reward"],
+            reward_one=arrays["reward_one"], tokens=arrays["tokens"], probes=arrays["probes"],
+            endpoint=arrays["endpoint"], macro=np.stack([s.macro for s in summ], axis=1),
+            a_full=summ[0].a_full, ceiling=np.stack([s.ceiling for s in summ], axis=1),
+            beta_match=np.stack([s.beta_match for s in summ], axis=1),
+            beta_sat=np.stack([s.beta_sat for s in summ], axis=1))
+    if np.isnan(cell).any():
+        warnings.warn("some cells have no drawn question in some replicates; their intervals "
+                      "use the replicates where they are defined (see `defined`)", stacklevel=2)
+    return BootstrapResult(
+        replicates=N, seed=cfg.seed, percentiles=cfg.percentiles, names=names,
+        estimate_cell=np.asarray(point.cell)[idx], estimate_model=np.asarray(point.model)[idx],
+        estimate_group=np.asarray(point.group)[idx], estimate_macro=np.asarray(point.macro)[idx],
+        cell=cell, model=model, group=group, macro=macro, frontiers=fb,
+        synthetic=bool(ms.synthetic))
+
+
+def _fmt_iv(lohi, scale: float, digits: int) -> str:
+    lo, hi = lohi
+    if np.isnan(lo) or np.isnan(hi):
+        return "n/a"
+    return f"[{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+
+
+def _matrix(title: str, r: BootstrapResult, j: int, scale: float, digits: int) -> list[str]:
+    q = r.percentiles
+    groups, models = list(r.names.groups), list(r.names.models)
+    by_cell = {cell: percentile(r.cell[:, j, c], q) for c, cell in enumerate(r.names.cells)}
+    rows = [["model"] + groups + ["Avg."]]
+    for i, m in enumerate(models):
+        rows.append([m] + ["-" if (m, g) not in by_cell else _fmt_iv(by_cell[(m, g)], scale, digits)
+                           for g in groups]
+                    + [_fmt_iv(percentile(r.model[:, j, i], q), scale, digits)])
+    rows.append(["Avg."] + [_fmt_iv(percentile(r.group[:, j, i], q), scale, digits)
+                            for i in range(len(groups))]
+                + [_fmt_iv(percentile(r.macro[:, j], q), scale, digits)])
+    widths = [max(len(x[k]) for x in rows) for k in range(len(rows[0]))]
+    return [title] + ["  ".join([x[0].ljust(widths[0])]
+                                + [v.rjust(w) for v, w in zip(x[1:], widths[1:])]) for x in rows]
+
+
+def format_bootstrap(r: BootstrapResult) -> str:
+    """Interval matrices in the layout of the paper's Tables 4-6 (models x groups, Avg. row/column)."""
+    lo, hi = r.percentiles
+    head = (f"Two-stage paired bootstrap: {r.replicates:,} replicates, seed {r.seed}, "
+            f"{lo:g}-{hi:g} percentile intervals")
+    lines = ([("SYNTHETIC DATA (simulated, not model outputs)")] if r.synthetic else []) + [head, ""]
+    for title, key, scale, digits in (
+            ("Overthinking Ratio OR (%)", "or", 100.0, 1),
+            ("Accuracy Degradation AD (pp)", "ad", 100.0, 2),
+            ("Original full-thinking accuracy (%)", "full_acc", 100.0, 2),
+            ("Mean full thinking tokens L(n)", "tokens", 1.0, 0),
+            ("STP endpoint accuracy P(n) (%)", "endpoint_acc", 100.0, 2)):
+        lines += _matrix(title, r, BOOT_METRICS.index(key), scale, digits) + [""]
+    f = r.frontiers
+    if f is not None:
+        q = r.percentiles
+
+        def beta(x):
+            a, b = percentile(_never(x), q)
+            return "[" + ", ".join("never" if not np.isfinite(v) else f"{100 * v:.1f}%"
+                                   for v in (a, b)) + "]"
+
+        lines.append(f"Oracle frontiers, {len(f.grid)}-point grid: A_full "
+                     f"{_fmt_iv(percentile(f.a_full, q), 100.0, 2)}%")
+        lines.append(f"{'strategy':8s}  {'beta_match':>16s}  {'ceiling (%)':>16s}  {'beta_sat':>16s}")
+        for k, s in enumerate(f.strategies):
+            lines.append(f"{s.upper():8s}  {beta(f.beta_match[:, k]):>16s}  "
+                         f"{_fmt_iv(percentile(f.ceiling[:, k], q), 100.0, 2):>16s}  "
+                         f"{beta(f.beta_sat[:, k]):>16s}")
+    return "\n".join(lines) + "\n"
