@@ -16,6 +16,7 @@ from ._methods import (BUILTINS, BudgetMethod, ExitMethod, MethodError, OnlineVi
 from ._methods_baselines import PredictiveScheduling, ThinkBrake, ThinkSwitcher
 from ._methods_features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
 from ._otbench import BenchResult, compare as bench_compare, evaluate as bench_evaluate
+from ._report import ReportError, write_report
 from ._simulate import simulate
 from ._splits import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file, assign_splits,
                       question_splits, read_split_file, split_questions, write_split_file)
@@ -32,7 +33,7 @@ __all__ = [
     "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable", "apply_split_file",
     "assign_splits", "bench_compare", "bench_evaluate", "load_method", "question_splits",
     "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
-    "write_split_file",
+    "write_split_file", "ReportError", "write_report",
     "aggregate", "build_layout", "content_hash", "format_metrics", "from_dense",
     "from_ragged", "load", "load_table", "local_change_counts", "metrics", "ragged",
     "read_manifest", "save", "segment_mean", "segment_pair_mad", "simulate", "spearman",

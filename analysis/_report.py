@@ -51,11 +51,13 @@ from typing import Any
 
 import numpy as np
 
-from . import _report_curves as curves
 from . import _report_figures as figs
 from . import _report_tables as tabs
 from ._report_html import Section, render
 from ._report_inputs import Doc, Inputs, ReportInputError, gather
+from ._report_sections import (frontier_section, local_section, matrices_section,
+                               otbench_section, sensitivity_section, steps_section,
+                               trajectories_section)
 from ._types import MeasurementSet
 
 SCHEMA = "otbench.report/1"
@@ -209,10 +211,6 @@ class _Ctx:
 
 def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
            say: Callable[[str], None]) -> None:
-    from ._report_sections import (frontier_section, local_section, matrices_section,
-                                   otbench_section, sensitivity_section, steps_section,
-                                   trajectories_section)
-
     ctx = _Ctx(ms=ms, inputs=inputs, out=out, say=say, synthetic=bool(ms.synthetic))
     T = ms.num_trajectories
     sections = [matrices_section(ctx), local_section(ctx), frontier_section(ctx),

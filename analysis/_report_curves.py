@@ -24,8 +24,6 @@ a report never depends on a random draw or on someone's choice:
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -126,8 +124,8 @@ def _draw_curve(ax, ms: MeasurementSet, pt: PerTrajectory, r: int, *, marks: boo
     ax.plot([x[k]], [y[k]], marker="*", ms=9 if small else 12, color="#ff7f0e", mec="black",
             mew=0.5, ls="none", zorder=5)
     if marks and y[k] > y[-1]:
-        ax.annotate("", xy=(x[-1], y[-1]), xytext=(x[-1], y[k]),
-                    arrowprops={"arrowstyle": "<->", "color": "#d62728", "lw": 1.0})
+        # A plain vertical bar (arrowheads would swamp a drop of a few points).
+        ax.plot([x[-1], x[-1]], [y[-1], y[k]], color="#d62728", lw=1.8, solid_capstyle="butt")
         ax.plot([x[k], x[-1]], [y[k], y[k]], ls=":", color="#d62728", lw=0.8)
 
 
@@ -273,6 +271,8 @@ def step_lengths(path: str | os.PathLike) -> StepLengths | str:
 
 def step_length_figure(sl: StepLengths):
     """Fig. 9: per model, the distribution of realized step lengths for each b (log-spaced bins)."""
+    from matplotlib.ticker import FuncFormatter
+
     models = list(sl.steps)
     cols = min(3, len(models))
     nrows = -(-len(models) // cols)
@@ -294,6 +294,7 @@ def step_length_figure(sl: StepLengths):
             ax.stairs(100.0 * counts / v.size, edges, color=colors[i % 3], lw=1.4, label=lab)
             ax.axvline(b, color=colors[i % 3], ls=":", lw=0.9)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_title(m, fontsize=8)
         ax.set_xlabel("realized step length (tokens, log scale)")
         ax.set_ylabel("share of the model's steps (%)")

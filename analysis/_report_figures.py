@@ -19,6 +19,7 @@ Figures built here (the trajectory-level ones live in `_report_curves`):
 import contextlib
 import dataclasses
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,10 @@ def save(fig, out_dir: Path, name: str, *, title: str, caption: str, trajectorie
         fig.text(0.5, 0.5, f"{SYNTHETIC_MARK}\nsimulated, not model outputs", ha="center",
                  va="center", rotation=20, fontsize=26, color="#c0392b", alpha=0.12,
                  zorder=100, in_layout=False)
-    fig.suptitle(title, fontweight="bold")
+    # Wrapped to the figure's width (about 9 bold 11-pt characters per inch), so a
+    # long title on a narrow figure is never cut at the edge.
+    fig.suptitle(textwrap.fill(title, width=max(20, int(fig.get_size_inches()[0] * 9))),
+                 fontweight="bold")
     path = Path(out_dir) / "figures" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     w, h = size_px(tuple(fig.get_size_inches()))
@@ -144,8 +148,8 @@ def _pct(x: float | None, digits: int = 1) -> str:
 # -- Tables 1 / 3 as heat maps ----------------------------------------------------------
 
 def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: Sequence[str],
-                  scales: Sequence[float], digits: Sequence[int], cmaps: Sequence[str],
-                  boot: Mapping[str, Any] | None = None):
+                  units: Sequence[str], scales: Sequence[float], digits: Sequence[int],
+                  cmaps: Sequence[str], boot: Mapping[str, Any] | None = None):
     """Model x group heat maps (one panel per key) with the Avg. row and column.
 
     Values are annotated; with a bootstrap document, each cell also shows
@@ -159,10 +163,11 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
     # the width follows the longest model name and the number of groups.
     label_w = min(2.8, 0.5 + 0.062 * max(len(m) for m in models))
     panel_h = 0.9 + (0.5 if boot else 0.38) * rows
-    figsize = (round(label_w + 0.78 * cols + 1.1, 2), round(0.5 + panel_h * len(keys), 2))
+    figsize = (max(6.0, label_w + 0.78 * cols + 1.1), 0.5 + (panel_h + (0.2 if boot else 0.0)) * len(keys))
     fig = new_figure(figsize)
     axes = fig.subplots(len(keys), 1, squeeze=False)[:, 0]
-    for ax, key, label, scale, dg, cmap in zip(axes, keys, labels, scales, digits, cmaps):
+    for ax, key, label, unit, scale, dg, cmap in zip(axes, keys, labels, units, scales, digits,
+                                                     cmaps):
         M = np.full((rows, cols), np.nan)
         for i, m in enumerate(models):
             for j, g in enumerate(groups):
@@ -202,8 +207,8 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
                     ax.text(j, i + 0.22, f"[{lo * scale:.{dg}f}, {hi * scale:.{dg}f}]",
                             ha="center", va="center", fontsize=6, color=color)
         cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
-        cb.set_label(label)
-        ax.set_title(label + (f" with {coverage(boot)} bootstrap intervals" if iv is not None
+        cb.set_label(unit)
+        ax.set_title(label + (f"\nwith {coverage(boot)} bootstrap intervals" if iv is not None
                               else ""))
     return fig
 
@@ -342,7 +347,7 @@ def bands_figure(frontier_doc: Mapping[str, Any], boot: Mapping[str, Any]):
     gb = arr(fr["grid"], 100.0)
     beta = 100.0 * np.asarray(frontier_doc["grid"], dtype=np.float64)
     a_full = 100.0 * frontier_doc["a_full"]
-    fig = new_figure((3.6 * len(strategies) + 0.6, 4.2))
+    fig = new_figure((max(6.5, 3.6 * len(strategies) + 0.6), 4.2))
     axes = fig.subplots(1, len(strategies), sharey=True, squeeze=False)[0]
     for ax, s in zip(axes, strategies):
         c = STRATEGY_COLORS[s]
@@ -382,7 +387,7 @@ def otbench_figure(bench: Sequence[Mapping[str, Any]],
     a small cross joined to the point by a thin line.
     """
     strategies = [s for s in ("dr", "fb", "dee") if any(d["strategy"] == s for d in bench)]
-    fig = new_figure((3.9 * len(strategies) + 0.6, 4.4))
+    fig = new_figure((max(6.5, 3.9 * len(strategies) + 0.6), 4.4))
     axes = fig.subplots(1, len(strategies), sharey=True, squeeze=False)[0]
     markers = ("o", "^", "D", "v", "P", "X")
     for ax, s in zip(axes, strategies):

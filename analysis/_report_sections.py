@@ -36,7 +36,9 @@ def matrices_section(ctx) -> Section:
           if b else "")
     sec.figure(ctx.fig(
         "fig1a_overthinking",
-        lambda: figs.matrix_figure(m, ("or", "ad"), ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2),
+        lambda: figs.matrix_figure(m, ("or", "ad"), ("Overthinking Ratio OR (%)",
+                                                     "Accuracy Degradation AD (pp)"),
+                                   ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2),
                                    ("Blues", "Reds"), boot=b),
         title="Overthinking Ratio and Accuracy Degradation",
         caption=f"OR (% of thinking tokens after the earliest accuracy maximum k*) and AD "
@@ -55,8 +57,10 @@ def matrices_section(ctx) -> Section:
     sec.figure(ctx.fig(
         "fig1b_baselines",
         lambda: figs.matrix_figure(m, ("full_acc", "tokens"),
-                                   ("original accuracy (%)", "mean thinking tokens (tokens)"),
-                                   (100.0, 1.0), (1, 0), ("Greens", "Purples"), boot=b),
+                                   ("original full-thinking accuracy (%)",
+                                    "mean thinking tokens L(n) (tokens)"),
+                                   ("accuracy (%)", "tokens"), (100.0, 1.0), (1, 0),
+                                   ("Greens", "Purples"), boot=b),
         title="Original full-thinking accuracy and thinking length",
         caption=f"Accuracy of the trajectories' own final answers (%) and mean full thinking "
                 f"length L(n) (tokens) per model and group{ci}; from {_n(T)} trajectories.",
@@ -219,7 +223,7 @@ def _cells_of(test) -> dict[tuple[str, str], tuple[int, int]]:
     return out
 
 
-def test_split_frontiers(ms, bench: Sequence[Mapping[str, Any]]
+def evaluated_split_frontiers(ms, bench: Sequence[Mapping[str, Any]]
                          ) -> tuple[dict[str, dict | None], dict[str, int], list[str]]:
     """Per strategy: the oracle frontier document on the methods' evaluated split.
 
@@ -280,7 +284,7 @@ def otbench_section(ctx) -> Section:
                          "DIR/results/otbench.json` and rebuild the report.")
         return sec
     ctx.say("OTBench: test-split oracle frontiers")
-    fronts, ntraj, notes = test_split_frontiers(ctx.ms, bench)
+    fronts, ntraj, notes = evaluated_split_frontiers(ctx.ms, bench)
     for n in notes:
         ctx.missing(sec, n)
     T = max([sum(int(c.get("trajectories", 0)) for c in d.get("cells", [])) for d in bench] + [0])
@@ -332,11 +336,12 @@ def sensitivity_section(ctx) -> Section:
     probes, trajs = th.get("probes") or {}, th.get("trajectories") or {}
     parts = []
     if probes:
-        parts.append(f"expected OR, AD and earliest-maximizer retention at m = "
+        parts.append(f"Expected OR, AD and earliest-maximizer retention at m = "
                      f"{', '.join(sorted(probes, key=int))} probes")
     if trajs:
         draws = th.get("draws") or (th.get("trajectories_config") or {}).get("draws")
-        parts.append(f"2.5–97.5% ranges of macro OR and AD at r = {', '.join(sorted(trajs, key=int))} "
+        parts.append(f"{'R' if not parts else 'r'}anges (2.5–97.5%) of macro OR and AD at r = "
+                     f"{', '.join(sorted(trajs, key=int))} "
                      f"trajectories" + (f" over {draws:,} draws" if isinstance(draws, int) else ""))
     sec.figure(ctx.fig(
         "fig6_sensitivity", lambda: figs.thinning_figure(th, ctx.inputs.metrics),

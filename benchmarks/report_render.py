@@ -13,8 +13,9 @@ Steps, each timed:
    off and writes a screenshot; the script checks the PNG is a PNG of the
    window size and that the DOM it rendered holds every figure.
 
-Bootstrap and thinning documents are used when passed (`--bootstrap`,
-`--thinning`), so their figures can be checked too.
+The bootstrap document comes from `otbench.analysis._bootstrap` (``--replicates``,
+with frontiers; 0 skips it) unless one is passed with ``--bootstrap``; a
+thinning document is used when passed with ``--thinning``.
 
     python benchmarks/report_render.py [--out /tmp/otbench-report-render] [--height 2400]
 """
@@ -22,7 +23,6 @@ Bootstrap and thinning documents are used when passed (`--bootstrap`,
 import argparse
 import json
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -32,13 +32,6 @@ from pathlib import Path
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--hide-scrollbars"]
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    head = path.read_bytes()[:24]
-    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
-        raise SystemExit(f"{path}: not a PNG")
-    return struct.unpack(">II", head[16:24])
 
 
 def chromium(args: list[str], profile: Path, timeout: float = 120.0) -> subprocess.CompletedProcess:
@@ -56,10 +49,13 @@ def main() -> None:
     ap.add_argument("--height", type=int, default=2400)
     ap.add_argument("--bootstrap", type=Path, default=None)
     ap.add_argument("--thinning", type=Path, default=None)
+    ap.add_argument("--replicates", type=int, default=200,
+                    help="bootstrap replicates (with frontiers) when no --bootstrap is given")
     a = ap.parse_args()
 
     from otbench.analysis import frontiers, metrics, save, simulate
     from otbench.analysis._report import write_report
+    from otbench.analysis._report_figures import png_size
 
     if a.out.exists():
         shutil.rmtree(a.out)
@@ -88,6 +84,17 @@ def main() -> None:
         doc = compare_json(compare(assign_splits(ms)))
         (results / "otbench.json").write_text(json.dumps(doc))
         times["otbench compare (3 built-ins)"] = time.perf_counter() - t
+
+    if a.bootstrap is None and a.replicates > 0:
+        try:
+            from otbench.analysis._bootstrap import bootstrap
+        except ImportError as e:
+            print(f"bootstrap not available ({e}); Tables 4-6 and Fig. 5 will be notes")
+        else:
+            t = time.perf_counter()
+            doc = bootstrap(ms, replicates=a.replicates, frontiers=True).to_json()
+            (results / "bootstrap.json").write_text(json.dumps(doc))
+            times[f"bootstrap ({a.replicates} replicates, frontiers)"] = time.perf_counter() - t
 
     report = a.out / "report"
     kw = dict(bootstrap=a.bootstrap, thinning=a.thinning)

@@ -13,6 +13,7 @@ _COMMANDS = {
     "_frontier": ("frontier_cmd",),
     "_grade": ("grade_cmd",),
     "_otbench": ("split_cmd", "bench_cmd"),
+    "_report": ("report_cmd",),
     "_demo": ("demo_cmd",),
 }
 

@@ -47,7 +47,12 @@ class GenRequest(NamedTuple):
 
 
 class Completion(NamedTuple):
-    """One sample: generated ids without the stop id; `stop_id` None when it hit `max_tokens`."""
+    """One sample: generated ids without the stop id.
+
+    `stop_id` is the id that ended it (a requested stop id or the model's
+    end-of-sequence), None when it hit `max_tokens`, and -1 when the engine
+    reports a stop it does not attribute to an id.
+    """
 
     token_ids: tuple[int, ...]
     stop_id: int | None

@@ -51,7 +51,9 @@ class UnitResult:
       group, dataset, question: the question's group, source dataset and id.
       trajectory: trajectory index `r` (0..R-1).
       prompt, thinking: token ids (thinking without the stop token).
-      finished: thinking ended by itself (False: cut at the thinking limit).
+      finished: thinking ended by itself on the family's thinking-stop token
+        (False: cut at the thinking limit, or ended on another token such as
+        end-of-turn inside the thinking; `stop_id` tells which).
       stop_id: the token that ended the thinking (None at the limit).
       answer: ids of the original answer (after the family's answer prefix;
         for a finished generic-chat trajectory the reply itself is the answer

@@ -26,7 +26,8 @@ SAMPLED = Sampling(temperature=1.0, top_p=0.9, top_k=40, presence_penalty=0.5)
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("tiny"), seed=0)
+    # One fixed folder per session: `build_tiny_model` reuses it (test_probe_job too).
+    return build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-qwen3", seed=0)
 
 
 @pytest.fixture(scope="session")

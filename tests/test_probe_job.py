@@ -199,12 +199,13 @@ def test_measurement_set_from_units(tmp_path: Path):
 # -- the CLI end to end (transformers engine; vLLM is covered in test_probe_engines) -------
 
 
-def test_probe_cli(tmp_path: Path):
+def test_probe_cli(tmp_path: Path, tmp_path_factory):
     pytest.importorskip("transformers")
     from otbench.cli._probe import probe_group
     from otbench.probe._tiny import build_tiny_model
 
-    model = build_tiny_model(tmp_path / "tiny", seed=0)
+    # the session's tiny model folder (shared with test_probe_engines; built once)
+    model = build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-qwen3", seed=0)
     cfg = tmp_path / "job.toml"
     cfg.write_text(f"""
 [model]

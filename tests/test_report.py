@@ -26,8 +26,8 @@ from otbench.analysis._report import ReportError, write_report
 from otbench.analysis._report_curves import (PerTrajectory, example_question, example_rows,
                                              pair_mad, step_length_bs, step_lengths)
 from otbench.analysis._report_figures import DPI, SNAP, local_change_edges, png_size, size_px
-from otbench.analysis._report_inputs import CACHE_FILES, ReportInputError
-from otbench.analysis._report_sections import test_split_frontiers
+from otbench.analysis._report_inputs import CACHE_FILES, ReportInputError, gather
+from otbench.analysis._report_sections import evaluated_split_frontiers
 from otbench.analysis._report_tables import interval_table, matrix_table, to_csv, to_html, to_latex
 from otbench.analysis._splits import assign_splits
 from otbench.cli._report import report_cmd
@@ -36,12 +36,21 @@ ALL_FIGURES = ("fig1a_overthinking", "fig1b_baselines", "fig2_local_changes", "f
                "fig5_frontier_bands", "fig4_otbench", "fig6_sensitivity", "fig7_stp_examples",
                "fig8_question_trajectories", "fig9_step_lengths")
 BOUNDARY = (7, 9)    # boundary token ids of the hand-built token set
+NL_END, NL_START = (3,), (4,)   # "vocab+span": the pair (3, 4) is a boundary too
 B0 = 8               # its recorded target step length
 
 
 # -- inputs built here ------------------------------------------------------------------------
 
-def token_set(synthetic: bool = False):
+def _span(rule: str):
+    from otbench.probe._segment import boundary_mask
+
+    if rule == "vocab":
+        return None
+    return boundary_mask(50, NL_END), boundary_mask(50, NL_START)
+
+
+def token_set(synthetic: bool = False, rule: str = "vocab"):
     """A small set whose positions come from segmenting stored token ids (as the probe does).
 
     2 models x 2 groups x 3 questions, R = 3 (one question R = 1, one trajectory
@@ -58,7 +67,10 @@ def token_set(synthetic: bool = False):
         for s in range(1 if (g, q) == ("G2", "q3") else 3):
             n_tok = 0 if (m, g, q, s) == ("model-a", "G1", "q1", 0) else int(rng.integers(5, 70))
             ids = rng.integers(0, 50, n_tok).astype(np.int64)
-            L = segment(ids, mask, B0)
+            if n_tok > 10:                       # a spanning pair, a boundary under "vocab+span"
+                j = int(rng.integers(1, n_tok - 2))
+                ids[j:j + 2] = (NL_END[0], NL_START[0])
+            L = segment(ids, mask, B0, span=_span(rule))
             C = rng.integers(0, 5, L.size)
             rows.append(dict(model=m, group=g, question=f"{g}-{q}", traj=s, ids=ids, L=L, C=C,
                              y=int(rng.integers(0, 2))))
@@ -69,7 +81,8 @@ def token_set(synthetic: bool = False):
         probes=np.full(len(rows), 4, dtype=np.int64),
         L=ragged([r["L"] for r in rows], np.int64), C=ragged([r["C"] for r in rows], np.int64),
         y=np.array([r["y"] for r in rows], dtype=np.int64), synthetic=synthetic,
-        provenance={"boundary_ids": list(BOUNDARY), "boundary_rule": "vocab", "probe": {"b": B0}})
+        provenance={"boundary_ids": list(BOUNDARY), "boundary_rule": rule, "probe": {"b": B0},
+                    "newline_end_ids": list(NL_END), "newline_start_ids": list(NL_START)})
     tokens = pa.table({
         "model": pa.array([r["model"] for r in rows], pa.string()),
         "thinking": pa.array([r["ids"].tolist() for r in rows], pa.list_(pa.int32())),
@@ -217,9 +230,10 @@ def test_pngs_have_the_recorded_size_and_are_not_blank(full_report):
         img = matplotlib.image.imread(path)
         assert img.shape[:2] == (h, w)
         # Drawn: many distinct colours, and a sizeable share of non-white pixels.
-        rgb = img[..., :3].reshape(-1, 3)
-        assert np.unique(np.round(rgb * 255).astype(int), axis=0).shape[0] > 50
-        assert np.mean(rgb.min(axis=1) < 0.9) > 0.03
+        rgb = np.round(img[..., :3] * 255).astype(np.int64).reshape(-1, 3)
+        packed = (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
+        assert np.unique(packed).size > 50
+        assert np.mean(rgb.min(axis=1) < 230) > 0.03
     # 4.8 in snaps to 4.75 in (38/8): 7.5 x 144 = 1080, 4.75 x 144 = 684 pixels.
     assert size_px((7.5, 4.8)) == (1080, 684)
 
@@ -307,24 +321,39 @@ def test_synthetic_sets_are_marked_everywhere_and_real_ones_nowhere(tmp_path, fu
 
 def test_cached_metrics_and_frontiers_are_reused_only_when_they_fit(tmp_path):
     ms = simulate("tiny", 0)
+    res = tmp_path / "results"
+    res.mkdir()
+    m, f = metrics(ms), frontiers(ms, grid=11).to_json()
+    (res / CACHE_FILES["metrics"]).write_text(json.dumps(m))
+    (res / CACHE_FILES["frontier"]).write_text(json.dumps(f))
+    got = gather(ms, results_dir=res, grid=11)
+    assert got.metrics == m and got.frontier == f and got.notes == ()
+    assert {s.kind: (s.origin, s.name) for s in got.sources} == {
+        "metrics": ("cached", "metrics.json"), "frontier": ("cached", "frontier.json")}
+    # Another grid, and metrics of another set: both recomputed, with a note each.
+    (res / "metrics.json").write_text(json.dumps(metrics(simulate("tiny", 1))))
+    got = gather(ms, results_dir=res, grid=21)
+    assert got.metrics == m and len(got.frontier["grid"]) == 21
+    assert {s.kind: s.origin for s in got.sources} == {"metrics": "computed", "frontier": "computed"}
+    assert got.notes == (
+        "metrics: metrics.json not used (its cells or their question/trajectory counts differ "
+        "from the set's); recomputed",
+        "frontier: frontier.json not used (its budget grid (11 points) is not the requested one "
+        "(21 points)); recomputed")
+    # A set whose trajectories changed keeps its cells and counts but not its token totals.
+    f2 = json.loads(json.dumps(f))
+    f2["strategies"]["fb"]["cells"][0]["total_tokens"] += 1
+    assert gather(ms, results_dir=None, grid=11, frontier_doc=f2).notes == (
+        "frontier: the given document not used (its fb cells or their token/probe totals differ "
+        "from the set's); recomputed",)
+    # The whole report reads the cache beside a set directory.
     d = tmp_path / "set"
     save(ms, d)
     (d / "results").mkdir()
-    m, f = metrics(ms), frontiers(ms, grid=11).to_json()
-    (d / "results" / CACHE_FILES["metrics"]).write_text(json.dumps(m))
-    (d / "results" / CACHE_FILES["frontier"]).write_text(json.dumps(f))
+    (d / "results" / "frontier.json").write_text(json.dumps(f))
     man = json.loads((write_report(d, tmp_path / "a", grid=11).parent / "report.json").read_text())
-    assert {s["kind"]: (s["origin"], s["name"]) for s in man["inputs"]} == {
-        "metrics": ("cached", "metrics.json"), "frontier": ("cached", "frontier.json")}
-    # Another grid, and metrics of another set: both recomputed, with a note each.
-    other = metrics(simulate("tiny", 1))
-    (d / "results" / "metrics.json").write_text(json.dumps(other))
-    man = json.loads((write_report(d, tmp_path / "b", grid=21).parent / "report.json").read_text())
     assert {s["kind"]: s["origin"] for s in man["inputs"]} == {"metrics": "computed",
-                                                                "frontier": "computed"}
-    assert any("metrics: metrics.json not used (its cells" in n for n in man["notes"])
-    assert any("frontier: frontier.json not used (its budget grid (11 points) is not the "
-               "requested one (21 points))" in n for n in man["notes"])
+                                                                "frontier": "cached"}
 
 
 def test_given_documents_that_do_not_fit_raise_and_discovered_ones_are_skipped(tmp_path):
@@ -334,43 +363,50 @@ def test_given_documents_that_do_not_fit_raise_and_discovered_ones_are_skipped(t
     bad["schema"] = "otbench.thinning/0"
     p = tmp_path / "thin.json"
     p.write_text(json.dumps(bad))
+    kw = dict(results_dir=None, grid=11, metrics_doc=m)
     with pytest.raises(ReportInputError, match=r"thin\.json: cannot be used for this set: schema is "
                                                 r"'otbench\.thinning/0', expected 'otbench\.thinning/1'"):
-        write_report(ms, tmp_path / "r", thinning=p)
+        gather(ms, thinning=p, **kw)
     wrong_cells = bootstrap_doc(m, frontiers(ms, grid=11).to_json())
     wrong_cells["cells"] = wrong_cells["cells"][1:]
     with pytest.raises(ReportInputError, match="its cells are not the set's cells"):
-        write_report(ms, tmp_path / "r", bootstrap=wrong_cells)
+        gather(ms, bootstrap=wrong_cells, **kw)
+    real = thinning_doc(m)
+    real["synthetic"] = False                      # the set is synthetic
+    with pytest.raises(ReportInputError, match="its synthetic flag differs from the set's"):
+        gather(ms, thinning=real, **kw)
     with pytest.raises(ReportInputError, match="schema must be 'otbench.bench/1'"):
-        write_report(ms, tmp_path / "r", otbench=[{"schema": "nope"}])
+        gather(ms, otbench=[{"schema": "nope"}], **kw)
     with pytest.raises(ReportInputError, match="no such thinning result file"):
-        write_report(ms, tmp_path / "r", thinning=tmp_path / "missing.json")
+        gather(ms, thinning=tmp_path / "missing.json", **kw)
     res = tmp_path / "res"
     res.mkdir()
     (res / "thinning.json").write_text(json.dumps(bad))
     (res / "bootstrap.json").write_text("{not json")
-    man = json.loads((write_report(ms, tmp_path / "r", results_dir=res).parent
-                      / "report.json").read_text())
-    assert any(n.startswith("thinning: thinning.json skipped (schema is") for n in man["notes"])
-    assert any(n.startswith("ignored bootstrap.json: ") and "not valid JSON" in n
-               for n in man["notes"])
+    got = gather(ms, **dict(kw, results_dir=res))
+    assert got.thinning is None and got.bootstrap is None
+    assert any(n.startswith("thinning: thinning.json skipped (schema is") for n in got.notes)
+    assert any(n.startswith("ignored bootstrap.json: ") and "not valid JSON" in n for n in got.notes)
+    # The same documents, fitting, are used.
+    (res / "thinning.json").write_text(json.dumps(thinning_doc(m)))
+    assert gather(ms, **dict(kw, results_dir=res)).thinning == thinning_doc(m)
 
 
-def test_test_split_frontiers_are_rebuilt_only_when_the_cells_match(token_dir):
+def test_evaluated_split_frontiers_are_rebuilt_only_when_the_cells_match(token_dir):
     _, ms = token_dir
     doc = bench_doc(ms)
-    fr, ntraj, notes = test_split_frontiers(ms, [doc])
+    fr, ntraj, notes = evaluated_split_frontiers(ms, [doc])
     test = ms.take(np.flatnonzero(ms.split == 2))
     assert notes == [] and ntraj == {"dee": test.num_trajectories}
     assert fr["dee"]["strategies"]["dee"]["macro"] == \
         frontiers(test, strategies=["dee"], grid=1001).to_json()["strategies"]["dee"]["macro"]
     # Without a stored split, the seeded split recorded by the result is rebuilt.
     unsplit = dataclasses.replace(ms, split=np.full_like(ms.split, -1))
-    fr2, _, notes2 = test_split_frontiers(unsplit, [doc])
+    fr2, _, notes2 = evaluated_split_frontiers(unsplit, [doc])
     assert notes2 == [] and fr2["dee"]["strategies"]["dee"]["macro"] == fr["dee"]["strategies"]["dee"]["macro"]
     # A result whose cells differ from every candidate split: no curve, a note.
     doc["cells"][0]["total_tokens"] += 1
-    fr3, _, notes3 = test_split_frontiers(ms, [doc])
+    fr3, _, notes3 = evaluated_split_frontiers(ms, [doc])
     assert fr3 == {"dee": None} and "could not be reconstructed" in notes3[0]
 
 
@@ -470,23 +506,28 @@ def test_local_change_edges_rule(max_tokens):
 
 # -- step lengths ------------------------------------------------------------------------------------
 
-def test_step_lengths_reproduce_stored_steps_and_the_per_trajectory_segmenter(token_dir):
+@pytest.mark.parametrize("rule", ["vocab", "vocab+span"])
+def test_step_lengths_reproduce_stored_steps_and_the_per_trajectory_segmenter(rule, tmp_path):
     from otbench.probe._segment import boundary_mask, segment
 
-    d, ms = token_dir
-    sl = step_lengths(d)
+    ms, tokens, rows = token_set(rule=rule)
+    save(ms, tmp_path / "s", extra_tables={"tokens": tokens})
+    sl = step_lengths(tmp_path / "s")
     assert sl.b0 == B0 and sl.bs == step_length_bs(B0) == (4, 8, 16)
     assert sl.trajectories == ms.num_trajectories
     mask = boundary_mask(50, BOUNDARY)
-    _, _, rows = token_set()
     for model in ("model-a", "model-b"):
         mine = [r for r in rows if r["model"] == model]
         # At the recorded b the realized steps are exactly the stored positions' differences.
         stored = np.sort(np.concatenate([np.diff(r["L"]) for r in mine]))
         assert np.array_equal(np.sort(sl.steps[model][B0]), stored)
         for b in sl.bs:
-            twin = np.concatenate([np.diff(segment(r["ids"], mask, b)) for r in mine])
+            twin = np.concatenate([np.diff(segment(r["ids"], mask, b, span=_span(rule)))
+                                   for r in mine])
             assert np.array_equal(np.sort(sl.steps[model][b]), np.sort(twin))
+    if rule == "vocab+span":     # the span rule changes the segmentation of this data
+        _, _, plain = token_set(rule="vocab")
+        assert any(not np.array_equal(a["L"], b["L"]) for a, b in zip(rows, plain))
 
 
 def test_step_lengths_say_why_they_are_missing(tmp_path):
@@ -512,17 +553,19 @@ def test_matrix_table_values_layout_and_renderings():
     m = metrics(ms)
     t = matrix_table("t", m, "or", title="OR", caption="c.")
     assert t.header == ("model", "G&1", "G2", "Avg.")
-    assert [c.text for c in t.rows[1]] == ["b", "-", "0.0", "0.0"]
-    # OR of (a_1, G&1): k* = 0, so 100 %; (a_1, G2): k* = 1, (10-5)/10 = 50 %.
+    # OR by hand: (a_1, G&1) has k* = 0, so 100 %; (a_1, G2) k* = 1, (10 - 5) / 10 = 50 %;
+    # (b, G2) is flat, k* = 0, 100 %. Avg. column: a_1 (100 + 50) / 2, b 100; Avg. row:
+    # G&1 100 (a_1 only), G2 (50 + 100) / 2; macro over models (75 + 100) / 2.
     assert [c.text for c in t.rows[0]] == ["a_1", "100.0", "50.0", "75.0"]
-    assert [c.text for c in t.rows[2]] == ["Avg.", "100.0", "25.0", "37.5"]
+    assert [c.text for c in t.rows[1]] == ["b", "-", "100.0", "100.0"]
+    assert [c.text for c in t.rows[2]] == ["Avg.", "100.0", "75.0", "87.5"]
     parsed = list(csv.reader(io.StringIO(to_csv(t, synthetic=False))))
-    assert parsed[0] == ["model", "G&1", "G2", "Avg."] and parsed[2] == ["b", "", "0.0000", "0.0000"]
+    assert parsed[0] == ["model", "G&1", "G2", "Avg."] and parsed[2] == ["b", "", "100.0000", "100.0000"]
     tex = to_latex(t, synthetic=False)
     assert r"a\_1 & 100.0 & 50.0 & 75.0 \\" in tex and r"G\&1" in tex and "\\midrule\nAvg." in tex
     page = to_html(t)
-    # Shading spans the body (0..100): the 100.0 cell is the darkest, 0.0 white.
-    assert 'style="background:#6baed6">100.0' in page and 'style="background:#ffffff">0.0' in page
+    # Shading spans the body (50..100): 100.0 is the darkest, 50.0 white.
+    assert 'style="background:#6baed6">100.0' in page and 'style="background:#ffffff">50.0' in page
     assert "G&amp;1" in page
 
 
@@ -567,3 +610,15 @@ def test_importing_the_analysis_and_the_command_does_not_load_matplotlib():
     code = ("import sys, otbench.analysis, otbench.analysis._report, otbench.cli._report; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_single_trajectory_without_steps(tmp_path):
+    # One question, R = 1, n = 0, L(n) = 0: no local changes, no small multiples; the rest draws.
+    ms = from_ragged(model=["m"], group=["g"], question=["q"], trajectory=np.array([0]),
+                     probes=np.array([4]), L=ragged([[0]], np.int64), C=ragged([[2]], np.int64),
+                     y=np.array([1]))
+    man = json.loads((write_report(ms, tmp_path / "r").parent / "report.json").read_text())
+    assert [f["name"] for f in man["figures"]] == ["fig1a_overthinking", "fig1b_baselines",
+                                                  "fig3_frontiers", "fig7_stp_examples"]
+    assert "No local changes: every trajectory has n = 0 steps." in man["notes"]
+    assert any(n.startswith("No within-question small multiples (Fig. 8)") for n in man["notes"])
