@@ -29,11 +29,14 @@ positions, ~1e-13 at K = 129; tests compare with `Fraction` arithmetic to
 unthinned metrics exactly (tested with `==`).
 
 Positions past `n` are padding and are excluded (their factors are 1).
-Rows are processed grouped by `n` in power-of-two widths, so the padded
-width follows each row's own length (mean 25 of 129 positions at paper
-scale) with a handful of compiled shapes.
+Rows are processed grouped by length in a few padded widths (16, 32, 64,
+all), so the padded work follows each row's own length (mean 25 of 129
+positions at paper scale) with at most four compiled shapes, in blocks of
+128 rows whose `[pos, rows, x]` slabs stay in cache (a scan over 92,448 rows
+at once was memory-bound: 4x slower on this CPU).
 """
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -55,10 +58,6 @@ except ImportError:     # jaxtyping is a test extra: annotations degrade to jax.
 
 # Probabilities are float64 (1e-12 agreement with exact fractions); needs x64.
 jax.config.update("jax_enable_x64", True)
-
-CHUNK = 2048
-"""Rows per kernel call (fixed, so a width compiles once)."""
-
 
 def hypergeom_tables(probes: Sequence[int], m: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact pmf and cdf of the thinned count, correctly rounded to float64.
@@ -93,54 +92,94 @@ def hypergeom_tables(probes: Sequence[int], m: int, width: int) -> tuple[np.ndar
 
 
 class Expected(NamedTuple):
-    """Per-trajectory expectations under thinning (one row; vmapped: `[traj]`)."""
+    """Per-trajectory expectations under thinning (`[traj]` each)."""
 
-    ratio: Float64[Array, ""]        # E[OR], fraction
-    degradation: Float64[Array, ""]  # E[AD], fraction
-    retention: Float64[Array, ""]    # Pr(thinned k* == full k*)
-
-
-def _exclusive_cumprod(a: jax.Array, reverse: bool) -> jax.Array:
-    """Exclusive cumulative product along axis 0 (from the end when `reverse`)."""
-    # associative_scan, not cumprod: measured 6x faster on CPU (cumprod
-    # lowers to a windowed reduction).
-    one = jnp.ones_like(a[:1])
-    if reverse:
-        return jnp.concatenate([jax.lax.associative_scan(jnp.multiply, a[1:], reverse=True, axis=0),
-                                one], axis=0)
-    return jnp.concatenate([one, jax.lax.associative_scan(jnp.multiply, a[:-1], axis=0)], axis=0)
+    ratio: Float64[Array, " traj"]        # E[OR], fraction
+    degradation: Float64[Array, " traj"]  # E[AD], fraction
+    retention: Float64[Array, " traj"]    # Pr(thinned k* == full k*)
 
 
-def expected_row(L: Int32[Array, " pos"], C: Int32[Array, " pos"], n: Int32[Array, ""],
-                 pidx: Int32[Array, ""], probes: Int32[Array, ""], m: Float64[Array, ""],
-                 pmf: Float64[Array, "p c x"], cdf: Float64[Array, "p c x"]) -> Expected:
-    """Exact expectations of one padded row (see the module docstring)."""
-    K = C.shape[0]
+class Tables(NamedTuple):
+    """Flat kernel tables: row `p * (Pmax + 2) + c` for population index `p`, count `c`.
+
+    The last row of each population block (`c = Pmax + 1`) is the padding
+    sentinel: pmf 0 and both cdfs 1, so positions past `n` drop out of every
+    product and sum without masks.
+    """
+
+    pmf: Float64[Array, "row x"]     # Pr(X = x)
+    cdf: Float64[Array, "row x"]     # Pr(X <= x)
+    below: Float64[Array, "row x"]   # Pr(X < x) = Pr(X <= x - 1)
+
+
+def kernel_tables(pmf: np.ndarray, cdf: np.ndarray) -> Tables:
+    """`Tables` from `hypergeom_tables` output (adds the sentinel row and `below`)."""
+    nP, _, X = pmf.shape
+    pmf = np.concatenate([pmf, np.zeros((nP, 1, X))], axis=1)
+    cdf = np.concatenate([cdf, np.ones((nP, 1, X))], axis=1)
+    below = np.concatenate([np.zeros_like(cdf[..., :1]), cdf[..., :-1]], axis=-1)
+    below[:, -1] = 1.0
+    return Tables(*(jnp.asarray(a.reshape(-1, X), dtype=jnp.float64) for a in (pmf, cdf, below)))
+
+
+def _exclusive_products(a: Float64[Array, "pos rows x"], reverse: bool) -> Float64[Array, "pos rows x"]:
+    """`prod_{i<j} a[i]` (`prod_{i>j}` when `reverse`) along positions.
+
+    A `lax.scan` over positions: every step multiplies one materialized
+    `[rows, x]` slab. An unrolled chain let XLA fuse each position's product
+    into its consumers (quadratic recomputation), and cumprod /
+    associative_scan measured 2-6x slower on CPU.
+    """
+    def step(c, x):
+        return c * x, c
+
+    return jax.lax.scan(step, jnp.ones_like(a[0]), a, reverse=reverse)[1]
+
+
+def expected_block(L: Int32[Array, "rows pos"], C: Int32[Array, "rows pos"], n: Int32[Array, " rows"],
+                   base: Int32[Array, " rows"], probes: Int32[Array, " rows"], m: Float64[Array, ""],
+                   t: Tables, cext: int) -> Expected:
+    """Exact expectations of a block of padded rows (see the module docstring).
+
+    Args:
+      base: int32[rows] first table row of each row's population (`p * cext`).
+      cext: rows per population block of `t` (`Pmax + 2`, static).
+    """
+    rows, K = C.shape
     k = jnp.arange(K, dtype=jnp.int32)
-    valid = k <= n
-    f = pmf[pidx, C]                                         # [pos, x]  Pr(X_k = x)
-    F = cdf[pidx, C]                                         # [pos, x]  Pr(X_k <= x)
-    below = jnp.concatenate([jnp.zeros_like(F[:, :1]), F[:, :-1]], axis=1)   # Pr(X_k < x)
-    F = jnp.where(valid[:, None], F, 1.0)
-    below = jnp.where(valid[:, None], below, 1.0)
-    joint = (f * _exclusive_cumprod(below, False) * _exclusive_cumprod(F, True)
-             * valid[:, None].astype(jnp.float64))           # Pr(k~ = j, X_j = x)
-    p = jnp.sum(joint, axis=1)                               # Pr(k~ = j)
-    x = jnp.arange(f.shape[1], dtype=jnp.float64)
-    ex = jnp.sum(joint * x[None, :])                         # E[X_k~]
-    l_n = L[n]
+    valid = k[None, :] <= n[:, None]                          # [rows, pos]
+    idx = (base[:, None] + jnp.where(valid, C, cext - 1)).T   # [pos, rows]: positions major
+    f = jnp.take(t.pmf, idx, axis=0)                          # [pos, rows, x] Pr(X_k = x)
+    F = jnp.take(t.cdf, idx, axis=0)                          # Pr(X_k <= x)
+    below = jnp.take(t.below, idx, axis=0)                    # Pr(X_k < x)
+    joint = f * _exclusive_products(below, False) * _exclusive_products(F, True)
+    p = jnp.sum(joint, axis=2).T                              # [rows, pos] Pr(k~ = j)
+    x = jnp.arange(f.shape[2], dtype=jnp.float64)
+    ex = jnp.sum(jnp.sum(joint * x[None, None, :], axis=2), axis=0)   # [rows] E[X_k~]
+    r = jnp.arange(rows)
+    l_n = L[r, n]
     has = l_n > 0
-    ratio = jnp.where(has, (l_n - L).astype(jnp.float64)
-                      / jnp.where(has, l_n, 1).astype(jnp.float64), 0.0)
-    k_star = jnp.argmax(jnp.where(valid, C, -1))             # full curve, earliest maximum
+    ratio = jnp.where(has[:, None], (l_n[:, None] - L).astype(jnp.float64)
+                      / jnp.where(has, l_n, 1).astype(jnp.float64)[:, None], 0.0)
+    k_star = jnp.argmax(jnp.where(valid, C, -1), axis=1)      # full curve, earliest maximum
     P = probes.astype(jnp.float64)
     # (E[X] * P / m - C(n)) / P: with m = P this is (C(k*) - C(n)) / P, the
     # unthinned AD to the last bit.
-    return Expected(ratio=jnp.sum(p * ratio), degradation=(ex * (P / m) - C[n]) / P,
-                    retention=p[k_star])
+    return Expected(ratio=jnp.sum(p * ratio, axis=1),
+                    degradation=(ex * (P / m) - C[r, n]) / P,
+                    retention=p[r, k_star])
 
 
-_kernel = jax.jit(jax.vmap(expected_row, in_axes=(0, 0, 0, 0, 0, None, None, None)))
+BLOCK = 128
+"""Rows per scan block: a block's `[pos, rows, x]` slabs stay in cache."""
+WIDTHS = (16, 32, 64)
+"""Padded widths (positions); longer rows use the full width. Few widths, few compiles."""
+
+
+@functools.partial(jax.jit, static_argnums=7)
+def _blocks(L, C, n, base, probes, m, t, cext):
+    """`expected_block` over `[block, rows, ...]` inputs, one block at a time (`lax.map`)."""
+    return jax.lax.map(lambda a: expected_block(*a, m, t, cext), (L, C, n, base, probes))
 
 
 def expected(L: np.ndarray, C: np.ndarray, n: np.ndarray, probes: np.ndarray, m: int) -> Expected:
@@ -152,20 +191,21 @@ def expected(L: np.ndarray, C: np.ndarray, n: np.ndarray, probes: np.ndarray, m:
     """
     T = int(n.shape[0])
     values = sorted(set(np.asarray(probes).tolist()))
-    pidx_all = np.searchsorted(values, probes).astype(np.int32)
-    width = max(values) + 1                      # one count axis for every m: one compile per width
-    pmf, cdf = (jnp.asarray(a) for a in hypergeom_tables(values, m, width))
+    cext = max(values) + 2
+    base = (np.searchsorted(values, probes) * cext).astype(np.int32)   # table row of count 0
+    t = kernel_tables(*hypergeom_tables(values, m, max(values) + 1))
     out = np.zeros((3, T))
-    order = np.argsort(n, kind="stable")
-    bucket = np.maximum(1, 1 << np.ceil(np.log2(np.asarray(n, dtype=np.float64)[order] + 1)).astype(np.int64))
-    bucket = np.minimum(bucket, C.shape[1])
-    for w in np.unique(bucket):
-        rows = order[bucket == w]
-        for s in range(0, rows.shape[0], CHUNK):
-            r = rows[s:s + CHUNK]
-            pad = np.r_[r, np.full(CHUNK - r.shape[0], r[0])]      # fixed shape; padding dropped
-            res = _kernel(jnp.asarray(L[pad, :w], dtype=jnp.int32), jnp.asarray(C[pad, :w], dtype=jnp.int32),
-                          jnp.asarray(n[pad], dtype=jnp.int32), jnp.asarray(pidx_all[pad]),
-                          jnp.asarray(probes[pad], dtype=jnp.int32), jnp.float64(m), pmf, cdf)
-            out[:, r] = np.stack([np.asarray(a) for a in res])[:, :r.shape[0]]
+    K = C.shape[1]
+    widths = sorted({min(w, K) for w in WIDTHS} | {K})
+    width = np.asarray(widths)[np.searchsorted(widths, np.asarray(n) + 1)]
+    for w in widths:
+        rows = np.flatnonzero(width == w)
+        if rows.size == 0:
+            continue
+        nb = -(-rows.size // BLOCK)
+        pad = np.r_[rows, np.full(nb * BLOCK - rows.size, rows[0])]     # padding rows dropped
+        res = _blocks(*(jnp.asarray(a, dtype=jnp.int32).reshape((nb, BLOCK) + a.shape[1:])
+                        for a in (L[pad, :w], C[pad, :w], n[pad], base[pad], probes[pad])),
+                      jnp.float64(m), t, cext)
+        out[:, rows] = np.stack([np.asarray(a).reshape(-1) for a in res])[:, :rows.size]
     return Expected(ratio=out[0], degradation=out[1], retention=out[2])

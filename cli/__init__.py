@@ -14,6 +14,7 @@ _COMMANDS = {
     "_grade": ("grade_cmd",),
     "_otbench": ("split_cmd", "bench_cmd"),
     "_report": ("report_cmd",),
+    "_probe": ("probe_group",),
     "_demo": ("demo_cmd",),
 }
 

