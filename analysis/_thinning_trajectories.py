@@ -48,21 +48,29 @@ class SelectState(NamedTuple):
     total: Int64[Array, "seg metric"]   # fixed-point sum of the kept rows
 
 
+UNROLL = 64
+"""Up to this many slots the selection loop is unrolled (measured ~10x faster
+than a scan for 16 slots on CPU); longer segments use `lax.scan`."""
+
+
 def select_sums(u: UInt64[Array, "seg slot"], size: Int32[Array, " seg"], keep: Int32[Array, " seg"],
                 table: Int64[Array, "seg slot metric"]) -> Int64[Array, "seg metric"]:
     """Sum of `table` over the slots Algorithm S keeps (`keep` of the `size` valid slots)."""
-    def step(s: SelectState, x):
-        i, ui, ti = x
+    def step(s: SelectState, i, ui, ti):
         left = size - i                                         # valid slots from i on
         take = (left > 0) & (pick(ui, jnp.maximum(left, 1)) < s.need)
         return SelectState(s.need - take.astype(jnp.int32),
-                           s.total + jnp.where(take[:, None], ti, 0)), None
+                           s.total + jnp.where(take[:, None], ti, 0))
 
     slots = u.shape[1]
-    init = SelectState(keep, jnp.zeros((u.shape[0], table.shape[2]), dtype=jnp.int64))
-    out, _ = jax.lax.scan(step, init, (jnp.arange(slots, dtype=jnp.int32), u.T,
-                                       jnp.transpose(table, (1, 0, 2))))
-    return out.total
+    s = SelectState(keep, jnp.zeros((u.shape[0], table.shape[2]), dtype=jnp.int64))
+    if slots <= UNROLL:
+        for i in range(slots):
+            s = step(s, i, u[:, i], table[:, i])
+        return s.total
+    s, _ = jax.lax.scan(lambda c, x: (step(c, *x), None), s,
+                        (jnp.arange(slots, dtype=jnp.int32), u.T, jnp.transpose(table, (1, 0, 2))))
+    return s.total
 
 
 @functools.partial(jax.jit, static_argnames=("num_cells", "rmax", "per_draw"))
