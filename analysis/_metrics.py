@@ -345,7 +345,14 @@ def format_metrics(result: dict[str, Any]) -> str:
     lines += ["", "Local changes dP(k) by token progress L(k) (% of changes in the bin)",
               f"{'L(k) bin':>16}  {'pos':>6}  {'neg':>6}  {'flat':>6}  {'neg/pos':>7}"]
     edges = lc["bin_edges"]
-    for i, lo in enumerate(edges):
+    # Bins past the last one holding any change are left out of the text (the
+    # JSON keeps them all): a short-reasoning set would print pages of n/a.
+    filled = [i for i, v in enumerate(lc["flat"]) if v is not None]
+    shown = range(filled[-1] + 1 if filled else 0)
+    if len(shown) < len(edges):
+        lines.append(f"{'':>16}  (bins from L(k) >= {edges[len(shown)]} hold no change)")
+    for i in shown:
+        lo = edges[i]
         span = f"[{lo}, {edges[i + 1]})" if i + 1 < len(edges) else f">= {lo}"
         lines.append(f"{span:>16}  {_fmt(lc['positive'][i], 100.0, 1):>6}  "
                      f"{_fmt(lc['negative'][i], 100.0, 1):>6}  {_fmt(lc['flat'][i], 100.0, 1):>6}  "

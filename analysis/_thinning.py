@@ -160,7 +160,11 @@ def trajectory_thinning(ms: MeasurementSet, trajectories: Sequence[int] = TRAJEC
     cells, macros = [], []
     for a, r in enumerate(trajectories):
         table, F = fixed_point(values, res, seg, divisor=np.minimum(res.seg_size, r))
-        sums = cell_sums(res, table, r, a * int(draws), int(draws), int(seed))   # [draw, cell, metric]
+        if np.all(res.seg_size <= r):
+            # Every draw keeps every row: the draws are identical, whatever the random numbers.
+            sums = np.repeat(cell_sums(res, table, r, a * int(draws), 1, int(seed)), draws, axis=0)
+        else:
+            sums = cell_sums(res, table, r, a * int(draws), int(draws), int(seed))   # [draw, cell, metric]
         cell = (sums.astype(np.float64) * np.exp2(-F.astype(np.float64))
                 / nseg_cell[None, :, None]).transpose(0, 2, 1)                  # [draw, metric, cell]
         _, _, macro = chain(cell, res.cell_model, res.cell_group, layout.num_models,
