@@ -82,13 +82,14 @@ class FrontierBootstrap:
     macro: np.ndarray        # float64[rep, strategy, grid] F_C(β)
     a_full: np.ndarray       # float64[rep] macro STP endpoint accuracy
     ceiling: np.ndarray      # float64[rep, strategy] F_C(1)
-    beta_match: np.ndarray   # float64[rep, strategy]; NaN: never reached
-    beta_sat: np.ndarray     # float64[rep, strategy]; NaN: never reached
+    beta_match: np.ndarray   # float64[rep, strategy]; NaN: never reached (or undefined)
+    beta_sat: np.ndarray     # float64[rep, strategy]; NaN: never reached (or undefined)
 
     @property
     def acc(self) -> np.ndarray:
-        """float64[rep, strategy, cell, grid] cell frontier accuracy (fraction)."""
-        return self.reward / self.probes[:, None, :, None].astype(np.float64)
+        """float64[rep, strategy, cell, grid] cell frontier accuracy (fraction; NaN: no draw)."""
+        p = self.probes[:, None, :, None].astype(np.float64)
+        return np.where(p > 0, self.reward / np.where(p > 0, p, 1.0), np.nan)
 
     @property
     def beta(self) -> np.ndarray:
@@ -433,17 +434,7 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
                       jnp.ones(layout.num_segments, dtype=jnp.float64), layout)
     fb = None
     if cfg.frontiers:
-        cm = res.cell_model
-        summ = [frontier_summary(cfg.grid, arrays["reward"][:, i], arrays["reward_one"][:, i],
-                                 arrays["endpoint"], arrays["probes"], cm)
-                for i in range(len(strategies))]
-        fb = FrontierBootstrap(
-            grid=cfg.grid, strategies=strategies, reward=arrays["reward"],
-            reward_one=arrays["reward_one"], tokens=arrays["tokens"], probes=arrays["probes"],
-            endpoint=arrays["endpoint"], macro=np.stack([s.macro for s in summ], axis=1),
-            a_full=summ[0].a_full, ceiling=np.stack([s.ceiling for s in summ], axis=1),
-            beta_match=np.stack([s.beta_match for s in summ], axis=1),
-            beta_sat=np.stack([s.beta_sat for s in summ], axis=1))
+        fb = _frontier_result(cfg.grid, strategies, arrays, res.cell_model)
     if np.isnan(cell).any():
         warnings.warn("some cells have no drawn question in some replicates; their intervals "
                       "use the replicates where they are defined (see `defined`)", stacklevel=2)
@@ -453,6 +444,28 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
         estimate_group=np.asarray(point.group)[idx], estimate_macro=np.asarray(point.macro)[idx],
         cell=cell, model=model, group=group, macro=macro, frontiers=fb,
         synthetic=bool(ms.synthetic))
+
+
+def _frontier_result(grid, strategies, arrays, cell_model) -> FrontierBootstrap:
+    """Exact macro summaries per replicate; a replicate in which some cell drew no
+    question has undefined (NaN) macro values, like the metric averages."""
+    N, S, _, G = arrays["reward"].shape
+    ok = np.all(arrays["probes"] > 0, axis=1)                        # [rep]
+    macro = np.full((N, S, G), np.nan)
+    a_full = np.full(N, np.nan)
+    ceiling, beta_match, beta_sat = (np.full((N, S), np.nan) for _ in range(3))
+    for i in range(S):
+        if not ok.any():
+            break
+        summ = frontier_summary(grid, arrays["reward"][ok, i], arrays["reward_one"][ok, i],
+                                arrays["endpoint"][ok], arrays["probes"][ok], cell_model)
+        macro[ok, i], ceiling[ok, i] = summ.macro, summ.ceiling
+        beta_match[ok, i], beta_sat[ok, i] = summ.beta_match, summ.beta_sat
+        a_full[ok] = summ.a_full
+    return FrontierBootstrap(
+        grid=grid, strategies=strategies, reward=arrays["reward"], reward_one=arrays["reward_one"],
+        tokens=arrays["tokens"], probes=arrays["probes"], endpoint=arrays["endpoint"], macro=macro,
+        a_full=a_full, ceiling=ceiling, beta_match=beta_match, beta_sat=beta_sat)
 
 
 def _fmt_iv(lohi, scale: float, digits: int) -> str:

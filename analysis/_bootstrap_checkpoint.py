@@ -79,6 +79,8 @@ class Checkpointer:
     def save(self, done: int, arrays: dict[str, np.ndarray]) -> None:
         """Write a checkpoint of the first `done` replicates (step = done)."""
         ocp = self._ocp
+        if done in self.manager.all_steps():
+            return                 # already saved (a resumed, finished run)
         self.manager.save(done, args=ocp.args.Composite(
             meta=ocp.args.JsonSave({"fingerprint": self.fingerprint, "done": int(done)}),
             state=ocp.args.StandardSave({k: np.asarray(a) for k, a in arrays.items()})),

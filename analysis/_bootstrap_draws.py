@@ -49,6 +49,7 @@ less than `2**-F`, i.e. ~1e-16 relative, far below anything reported.
 """
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -289,12 +290,19 @@ def replicate_kernel(res: Resampling, sharding: Any, replicated: Any, *, rows: b
 
     `rep` and the outputs are sharded over the devices of `sharding` (batch
     axis); the tables are replicated. With `rows=False` the drawn rows are
-    not materialized (`Replicates.rows` is None).
+    not materialized (`Replicates.rows` is None). Kernels are cached by
+    layout, so sets of the same shape compile once per process.
     """
-    statics = dict(slots=res.slots, models=res.models, rmax=res.rmax,
-                   words_per_replicate=res.words_per_replicate)
-    cm, cg, gs = (tuple(int(x) for x in res.cell_model), tuple(int(x) for x in res.cell_group),
-                  res.group_slots)
+    return _replicate_kernel(res.slots, res.models, res.rmax, res.words_per_replicate,
+                             tuple(int(x) for x in res.cell_model),
+                             tuple(int(x) for x in res.cell_group), res.group_slots,
+                             sharding, replicated, rows)
+
+
+@functools.cache
+def _replicate_kernel(slots, models, rmax, words_per_replicate, cm, cg, gs, sharding, replicated,
+                      rows):
+    statics = dict(slots=slots, models=models, rmax=rmax, words_per_replicate=words_per_replicate)
 
     def one(rep, seed, t, table):
         seg, items = occurrence_items(rep, seed, t, **statics)

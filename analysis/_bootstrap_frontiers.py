@@ -23,6 +23,7 @@ for 10,000 replicates:
 
 import concurrent.futures
 import dataclasses
+import functools
 import multiprocessing
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
@@ -152,6 +153,24 @@ def _query(buf: jax.Array, budget: jax.Array, front: int) -> jax.Array:
     return jax.vmap(lambda gi, bi: jnp.searchsorted(gi, bi, side="right"))(g, budget)
 
 
+@functools.cache
+def _query_fn(sharding):
+    return jax.jit(_query, static_argnums=2, out_shardings=sharding)
+
+
+@functools.cache
+def _initial_fn(B: int, front: int, cap: int, dtype: str, sharding):
+    """`_dp.initial_state` made on the devices (no host transfer of the state)."""
+    sent = _dp.SENTINEL32 if dtype == "int32" else _dp.SENTINEL64
+
+    def make():
+        k = jnp.arange(front + cap, dtype=jnp.int32)
+        row = jnp.where(k <= front, 0, sent).astype(dtype)
+        return jnp.broadcast_to(row[None, :], (B, front + cap))
+
+    return jax.jit(make, out_shardings=sharding)
+
+
 class Runner:
     """Runs DP plans sharded over the replicate axis of a device mesh."""
 
@@ -161,28 +180,12 @@ class Runner:
         self.rep = NamedSharding(self.mesh, PartitionSpec("rep"))
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
         self.size = len(devs)
-        self._query = jax.jit(_query, static_argnums=2, out_shardings=self.rep)
-        self._init: dict[tuple, Any] = {}
-
-    def initial(self, B: int, front: int, cap: int, dtype) -> jax.Array:
-        """`_dp.initial_state` made on the devices (no host transfer of the state)."""
-        key = (B, front, cap, np.dtype(dtype).name)
-        if key not in self._init:
-            sent = _dp.SENTINEL32 if dtype == np.int32 else _dp.SENTINEL64
-
-            def make():
-                k = jnp.arange(front + cap, dtype=jnp.int32)
-                row = jnp.where(k <= front, 0, sent).astype(dtype)
-                return jnp.broadcast_to(row[None, :], (B, front + cap))
-
-            self._init[key] = jax.jit(make, out_shardings=self.rep)
-        return self._init[key]()
 
     def run(self, p: _dp.Plan, budget: np.ndarray) -> jax.Array:
         """Device array int[rep, budget]: `searchsorted(g, budget, 'right')` after the DP."""
         B = p.chunks.shape[0]
         fn = _dp._compiled(p.front, p.tile, True)
-        state = _dp.DPState(self.initial(B, p.front, p.cap, p.dtype))
+        state = _dp.DPState(_initial_fn(B, p.front, p.cap, np.dtype(p.dtype).name, self.rep)())
         put = jax.device_put
         for start, stop in p.blocks:
             blk = _dp.block_inputs(p, start, stop)
@@ -190,7 +193,7 @@ class Runner:
                                 put(blk.first, self.rep), put(blk.chunks, self.rep),
                                 put(blk.tiles, self.replicated))
             state = fn(state, blk)
-        return self._query(state.buf, put(budget.astype(p.dtype), self.rep), p.front)
+        return _query_fn(self.rep)(state.buf, put(budget.astype(p.dtype), self.rep), p.front)
 
 
 @dataclasses.dataclass(frozen=True)

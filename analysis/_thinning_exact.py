@@ -14,7 +14,8 @@ with `f_i` / `F_i` the pmf / cdf of `X_i`. Exclusive prefix products of
 in `O(positions * m)` per trajectory. Then, exactly as expectations (no Monte
 Carlo):
 
-* `E[OR] = sum_j Pr(k~ = j) * (L(n) - L(j)) / L(n)` (0 when `L(n) = 0`);
+* `E[OR] = (L(n) - E[L(k~)]) / L(n)`, `E[L(k~)] = sum_j Pr(k~ = j) L(j)`
+  (0 when `L(n) = 0`);
 * `E[AD] = E[X_k~] / m - C(n) / P` (linearity: `E[X_n] = m C(n) / P`),
   the AD of the thinned curve in its own probe units;
 * retention `= Pr(k~ = k*)`, `k*` the earliest maximizer of the full curve.
@@ -157,16 +158,16 @@ def expected_block(L: Int32[Array, "rows pos"], C: Int32[Array, "rows pos"], n: 
     x = jnp.arange(f.shape[2], dtype=jnp.float64)
     ex = jnp.sum(jnp.sum(joint * x[None, None, :], axis=2), axis=0)   # [rows] E[X_k~]
     r = jnp.arange(rows)
-    l_n = L[r, n]
+    l_n = L[r, n].astype(jnp.float64)
     has = l_n > 0
-    ratio = jnp.where(has[:, None], (l_n[:, None] - L).astype(jnp.float64)
-                      / jnp.where(has, l_n, 1).astype(jnp.float64)[:, None], 0.0)
+    # E[OR] = (L(n) - E[L(k~)]) / L(n), and (E[X] P / m - C(n)) / P for AD:
+    # with m = P the expectations are the point values and these are the
+    # unthinned formulas of `_metrics`, to the last bit.
+    l_star = jnp.sum(p * L.astype(jnp.float64), axis=1)      # E[L(k~)]
+    ratio = jnp.where(has, (l_n - l_star) / jnp.where(has, l_n, 1.0), 0.0)
     k_star = jnp.argmax(jnp.where(valid, C, -1), axis=1)      # full curve, earliest maximum
     P = probes.astype(jnp.float64)
-    # (E[X] * P / m - C(n)) / P: with m = P this is (C(k*) - C(n)) / P, the
-    # unthinned AD to the last bit.
-    return Expected(ratio=jnp.sum(p * ratio, axis=1),
-                    degradation=(ex * (P / m) - C[r, n]) / P,
+    return Expected(ratio=ratio, degradation=(ex * (P / m) - C[r, n]) / P,
                     retention=p[r, k_star])
 
 

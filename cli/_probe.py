@@ -18,10 +18,27 @@ def probe_group() -> None:
               help="Job TOML (model, engine, data, probe, sampling, grader).")
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path),
               help="Directory for the measurement set.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing OUT.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing OUT (and empty its journal).")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run: reuse the units committed in the journal.")
+@click.option("--journal", "journal", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder where each finished unit is committed (default: OUT.journal beside OUT).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Engine workers; more than one runs them as Ray actors.")
+@click.option("--ray-address", "ray_address", default=None,
+              help="Join this Ray cluster ('auto', HOST:PORT, ray://...); default: local.")
+@click.option("--worker-cpus", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Ray CPUs per worker.")
+@click.option("--worker-gpus", default=None, type=click.FloatRange(min=0),
+              help="Ray GPUs per worker [default: the tensor-parallel size on a GPU cluster, else 0].")
 @click.option("--progress/--no-progress", default=True, help="Progress bar with tokens/s on stderr.")
-def run_cmd(config: Path, out: Path, overwrite: bool, progress: bool) -> None:
-    """Probe the questions of a job and write the measurement set to OUT."""
+def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Path | None, workers: int,
+            ray_address: str | None, worker_cpus: float, worker_gpus: float | None, progress: bool) -> None:
+    """Probe the questions of a job and write the measurement set to OUT.
+
+    Every finished work unit is committed to the journal as it completes, so
+    a crashed or killed run continues with `--resume` and gives the same set.
+    """
     from otbench.probe._family import ArtifactError
     from otbench.probe._job import JobError, load_job
 
@@ -30,10 +47,15 @@ def run_cmd(config: Path, out: Path, overwrite: bool, progress: bool) -> None:
     except (JobError, ArtifactError) as e:
         raise DataError(str(e)) from None
     from otbench.probe._execute import run_job
+    from otbench.probe._ray import RayMissingError
+    from otbench.probe._resume import JournalError
 
+    journal = journal if journal is not None else out.parent / f"{out.name}.journal"
     try:
-        summary = run_job(job, out, overwrite=overwrite, progress=progress)
-    except FileExistsError as e:
+        summary = run_job(job, out, overwrite=overwrite, progress=progress, journal=journal,
+                          resume=resume, workers=workers, ray_address=ray_address,
+                          worker_cpus=worker_cpus, worker_gpus=worker_gpus)
+    except (FileExistsError, JournalError, RayMissingError) as e:
         raise DataError(str(e)) from None
     click.echo(_summary_text(summary))
 
@@ -51,6 +73,11 @@ def _summary_text(summary) -> str:
         f"  engine start {r['engine_start_s']:.1f} s, total {r['total_s']:.1f} s "
         f"(details in {summary.out / 'run.json'})",
     ]
+    if "journal" in r:
+        j = r["journal"]
+        bad = len(j["quarantined"])
+        lines.append(f"  journal {j['path']}: {j['reused']} units reused, {j['committed']} committed"
+                     + (f", {bad} damaged records redone" if bad else ""))
     return "\n".join(lines)
 
 

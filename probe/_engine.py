@@ -132,6 +132,10 @@ class Engine(Protocol):
     def signals(self, contexts: Sequence[Sequence[int]], token_id: int) -> list[Signal]:
         """Next-token log-probabilities of `token_id` and of the best other token after each context."""
 
+    def choice_logprobs(self, contexts: Sequence[Sequence[int]],
+                        token_ids: Sequence[int]) -> list[list[float]]:
+        """Full-vocabulary next-token log-probabilities of `token_ids` after each context (SPEC §8)."""
+
     def cache_stats(self) -> dict[str, int] | None:
         """Cumulative prefix-cache {"queries": tokens looked up, "hits": tokens served}, or None."""
 

@@ -128,6 +128,25 @@ class HFEngine:
                 res.append(Signal(end, float(lp[other]), other))
         return res
 
+    def choice_logprobs(self, contexts: Sequence[Sequence[int]],
+                        token_ids: Sequence[int]) -> list[list[float]]:
+        """Next-token log-probabilities of `token_ids` after each context (SPEC §8 readout).
+
+        One plain forward pass per context; the log-softmax over the full
+        vocabulary is taken in float64 from the model's logits, so
+        probabilities far below float32's resolution keep their value.
+        """
+        torch = self._torch
+        ids = torch.tensor([int(t) for t in token_ids], dtype=torch.long)
+        res = []
+        with torch.inference_mode():
+            for c in contexts:
+                x = torch.tensor([list(c)], dtype=torch.long, device=self._device)
+                logits = self._model(input_ids=x).logits[0, -1].double().cpu()
+                lp = torch.log_softmax(logits, dim=-1)
+                res.append([float(v) for v in lp[ids]])
+        return res
+
     def cache_stats(self) -> dict[str, int] | None:
         return None
 

@@ -158,6 +158,28 @@ class VLLMEngine:
             res.append(Signal(float(lp[token_id].logprob), float(lp[other].logprob), other))
         return res
 
+    def choice_logprobs(self, contexts: Sequence[Sequence[int]],
+                        token_ids: Sequence[int]) -> list[list[float]]:
+        """Next-token log-probabilities of `token_ids` after each context (SPEC §8 readout).
+
+        A one-token greedy generation per context that asks for exactly these
+        ids' log-probabilities (`logprob_token_ids`): vLLM normalizes them over
+        the full vocabulary from the raw logits (its default "raw_logprobs"
+        mode), before any sampling transform. All contexts go in one call, so
+        the prefix cache serves what they share.
+        """
+        if not contexts:
+            return []
+        want = [int(t) for t in token_ids]
+        sp = self._SamplingParams(n=1, max_tokens=1, temperature=0.0,
+                                  logprob_token_ids=sorted(set(want)), detokenize=False)
+        prompts = [self._TokensPrompt(prompt_token_ids=list(map(int, c))) for c in contexts]
+        res = []
+        for out in self._llm.generate(prompts, sp, use_tqdm=False):
+            lp = out.outputs[0].logprobs[0]
+            res.append([float(lp[t].logprob) for t in want])
+        return res
+
     def cache_stats(self) -> dict[str, int] | None:
         q = h = 0
         for m in self._llm.get_metrics():
