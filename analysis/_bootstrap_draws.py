@@ -10,7 +10,7 @@ same seed gives bit-identical replicates on any batch size and device count,
 and a resumed run continues the same streams. It passes BigCrush and costs a
 few integer operations per word -- threefry (`jax.random`) was measured 9x
 slower on this CPU, too slow for 10,000 replicates of 92,448 draws in the
-10 s budget. Each 64-bit word gives two 32-bit numbers, low half first.
+10 s budget. Each 64-bit word gives two 32-bit numbers (see Layout).
 
 Mapping to an index. A 32-bit `u` picks `floor(u * n / 2**32)` in
 `0..n-1` (exact integer arithmetic): every index has probability
@@ -40,7 +40,7 @@ which costs a shuffle per word on CPU):
 
 Exact sums. Every per-trajectory value `v` enters as the integer
 `round(v * 2**F / R)` (`F` per metric, the largest that keeps any cell sum
-below `2**62`: about 53 bits for fractions, 38 for token counts at paper
+below `2**62`: 52 bits for fractions, 37 for token counts at paper
 scale), so the replicate statistics are integer sums, identical under any
 summation order, batch shape or device -- the bit-identity above does not
 rest on how a compiler orders float reductions. The cell value is

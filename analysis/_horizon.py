@@ -125,10 +125,13 @@ def _scores(ro: Readouts, gold: np.ndarray, valid: np.ndarray) -> dict[str, np.n
     g_shape[0 if len(shape) == 2 else 1] = gold.shape[0]
     g = np.broadcast_to(gold.reshape(g_shape), shape)
     v = np.broadcast_to(valid.reshape(g_shape + [O]), shape + (O,))
-    lp = np.where(ro.avail[..., None], ro.logp, 0.0)   # placeholders where absent
-    s = K.readout_scores(jnp.asarray(lp.reshape(-1, O)), jnp.asarray(g.reshape(-1)),
-                         jnp.asarray(v.reshape(-1, O)))
-    out = {f: np.asarray(getattr(s, f)).reshape(shape) for f in s._fields}
+    lp = np.where(ro.avail[..., None], ro.logp, 0.0).reshape(-1, O)   # placeholders where absent
+    n = lp.shape[0]
+    pad = max(64, 1 << (max(n, 1) - 1).bit_length()) - n    # few compiled shapes
+    s = K.readout_scores(jnp.asarray(np.pad(lp, ((0, pad), (0, 0)))),
+                         jnp.asarray(np.pad(g.reshape(-1), (0, pad))),
+                         jnp.asarray(np.pad(v.reshape(-1, O), ((0, pad), (0, 0)), constant_values=True)))
+    out = {f: np.asarray(getattr(s, f))[:n].reshape(shape) for f in s._fields}
     ok = ro.avail & (out["mass"] > 0)
     out["correct"] = (out["argmax"] == g) & ok
     out["ok"] = ok
@@ -138,11 +141,6 @@ def _scores(ro: Readouts, gold: np.ndarray, valid: np.ndarray) -> dict[str, np.n
 def _summ(est: float, draws: np.ndarray) -> dict[str, Any]:
     e = None if not np.isfinite(est) else float(est)
     return {"estimate": e, "ci": inf.interval(draws) if e is not None else None}
-
-
-def _boot(x, a, st: Settings, scheme="item") -> inf.Boot:
-    return inf.bootstrap(x, a, replicates=st.replicates, seed=st.seed, scheme=scheme,
-                         batch=st.batch)
 
 
 def _stack(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -183,6 +181,14 @@ class _Group:
         self.term = {ctx: (Readouts(*(f[:, sel] for f in ro)),
                            _scores(Readouts(*(f[:, sel] for f in ro)), self.gold, self.valid))
                      for ctx, ro in run.terminal.items()}
+        self._res: dict[str, inf.Resampler] = {}
+
+    def boot(self, x: np.ndarray, a: np.ndarray, scheme: str = "item") -> inf.Boot:
+        """Bootstrap of stacked statistics over this group's items (weights drawn once per scheme)."""
+        if scheme not in self._res:
+            self._res[scheme] = inf.Resampler(self.sel.size, self.run.R, replicates=self.st.replicates,
+                                              seed=self.st.seed, scheme=scheme, batch=self.st.batch)
+        return inf.bootstrap(x, a, resampler=self._res[scheme])
 
     # per-arm outcome grids [item, rep, horizon]
     def done(self, z):
@@ -236,7 +242,7 @@ def _calibration(gr: _Group, st: Settings) -> list[dict[str, Any]]:
         parts.append((np.broadcast_to(gr.y[z][..., None], o3.shape), o3))
         names.append("natural")
         x, a = _stack([(p[0], p[1]) for p in parts])
-        b = _boot(x, a, st)
+        b = gr.boot(x, a)
         survivors = (gr.active(z) & o3).sum(axis=(0, 1))
         items = int(obs.any(axis=1).sum())
         for h, B in enumerate(st.horizons):
@@ -255,7 +261,7 @@ def _contrast_block(gr: _Group, st: Settings, A: int, Bz: int, readout: str, sch
     xb, ab = gr.outcome(Bz, readout)
     pair = aa & ab
     x, a = _stack([(xa - xb, pair), (xa, pair), (xb, pair)])
-    return _boot(x, a, st, scheme), pair, xa, xb
+    return gr.boot(x, a, scheme), pair, xa, xb
 
 
 def _contrasts(gr: _Group, st: Settings) -> tuple[list, list, list]:
@@ -337,7 +343,13 @@ def _strata(gr: _Group, st: Settings, A, Bz, an, bn, rd, pair, xa, xb) -> list[d
         parts += [(ind, pair), (d * ind, pair)]
     parts.append((d, pair))
     x, a = _stack(parts)
-    b = _boot(x, a, st)
+    b = gr.boot(x, a)
+    # Built-in check: contributions add up to the total, in the estimate and in
+    # every replicate (the statistic is linear in the outcomes; float rounding only).
+    for est, tot in ((b.estimate[None, :], b.estimate[None, 8 * nH:]), (b.draws, b.draws[:, 8 * nH:])):
+        parts_sum = sum(est[:, (2 * s + 1) * nH:(2 * s + 2) * nH] for s in order)
+        if not np.allclose(parts_sum, tot, rtol=1e-9, atol=1e-12, equal_nan=True):
+            raise AssertionError("stratum contributions do not add up to the total contrast")
     rows = []
     for h, B in enumerate(st.horizons):
         total = b.estimate[8 * nH + h]
@@ -373,7 +385,7 @@ def _score_rows(gr: _Group, st: Settings) -> tuple[list, list]:
             okl = ok & np.isfinite(ll)       # a gold letter without probability: infinite loss
             x, a = _stack([(ll, okl), (sc["brier"][z], ok), (sc["mass"][z], ok),
                            ((sc["q_true"][z] < st.tail).astype(np.float64), ok), (sc["correct"][z], ok)])
-            b = _boot(x, a, st)
+            b = gr.boot(x, a)
             per_arm[(ctx, z)] = (ok, ll, sc["brier"][z])
             for h, B in enumerate(st.horizons):
                 rows.append({"arm": arm, "context": ctx, "B": int(B),
@@ -396,7 +408,7 @@ def _score_rows(gr: _Group, st: Settings) -> tuple[list, list]:
                 continue
             pl = p & np.isfinite(lla) & np.isfinite(llb)
             x, a = _stack([(np.where(pl, lla - llb, 0.0), pl), (bra - brb, p)])
-            b = _boot(x, a, st)
+            b = gr.boot(x, a)
             for h, B in enumerate(st.horizons):
                 contrasts.append({"a": an, "b": bn, "context": ctx, "B": int(B),
                                   "pairs": int(p[..., h].sum()),
@@ -435,7 +447,7 @@ def _matched(gr: _Group, st: Settings) -> list[dict[str, Any]]:
         if cont.any():
             parts.append((tro.cont_correct[c].astype(np.float64) - mro.cont_correct, cont))
         x, a = _stack(parts)
-        b = _boot(x, a, st)
+        b = gr.boot(x, a)
         names = ["delta", "acc_lower", "acc_upper", "bound_low", "bound_high", "delta_high_active",
                  "log_loss_diff", "brier_diff", "tail_lower", "tail_upper"]
         if cont.any():
@@ -477,7 +489,7 @@ def _controls(gr: _Group, st: Settings) -> list[dict[str, Any]]:
         for v in ctl:
             xc = flat(ctl[v]["correct"][z].astype(np.float64))
             x, a = _stack([(xo - xc, co), (xo, co), (xc, co)])
-            b = _boot(x, a, st)
+            b = gr.boot(x, a)
             has = co.any(axis=1)
             dm = np.where(co, xo - xc, 0.0).sum(axis=1)[has] / co.sum(axis=1)[has]
             sf = inf.sign_flip(dm, draws=st.replicates, seed=st.seed)
@@ -519,7 +531,7 @@ def _dense(gr: _Group, st: Settings) -> dict[str, Any] | None:
         c3 = np.broadcast_to(comp[z][..., None], (I, R, T))
         x, a = _stack([(lo[z], c3), (correct[z], c3), (stable[z], c3),
                        (auc_lo[z], comp[z]), (auc_st[z], comp[z])])
-        b = _boot(x, a, st)
+        b = gr.boot(x, a)
         curves.append({"arm": arm, "items": int(comp[z].any(axis=1).sum()),
                        "log_odds": [_summ(b.estimate[k], b.draws[:, k]) for k in range(T)],
                        "correct": [_summ(b.estimate[T + k], b.draws[:, T + k]) for k in range(T)],
@@ -537,7 +549,7 @@ def _dense(gr: _Group, st: Settings) -> dict[str, Any] | None:
         if auc_lo_act is not None and both.any():
             parts.append((auc_lo_act[a_] - auc_lo_act[b_], both))
         x, a = _stack(parts)
-        b = _boot(x, a, st)
+        b = gr.boot(x, a)
         d = {"a": an, "b": bn, "pairs": int(p.sum()),
              "auc_log_odds": _summ(b.estimate[0], b.draws[:, 0]),
              "auc_stable": _summ(b.estimate[1], b.draws[:, 1])}

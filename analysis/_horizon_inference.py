@@ -60,12 +60,26 @@ class Boot:
     scheme: str
 
 
-def _bootstrap_iv(x, a, replicates, batch, seed, scheme) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x, dtype=np.float64)
-    a = np.asarray(a, dtype=bool)
-    if x.ndim != 3 or a.shape != x.shape:
-        raise InferenceError(f"`x` and `a` must be [item, rep, k] arrays of one shape, got "
-                             f"{x.shape} and {a.shape}")
+class Resampler:
+    """The bootstrap weights of one item set, drawn once and reused by every statistic.
+
+    Attributes:
+      n_items, n_reps, replicates, seed, scheme, batch: what was drawn.
+      batches: `_horizon_kernels.Weights` per batch of `batch` replicates
+        (the last batch is drawn in full and cut when used).
+    """
+
+    def __init__(self, n_items: int, n_reps: int, *, replicates: int = REPLICATES, seed: int = SEED,
+                 scheme: str = "item", batch: int = BATCH):
+        _resampler_iv(replicates, batch, seed, scheme)
+        self.n_items, self.n_reps = int(n_items), int(n_reps)
+        self.replicates, self.seed, self.scheme, self.batch = replicates, seed, scheme, batch
+        self.batches = [K.draw_weights(jnp.uint64(seed), jnp.uint64(start), batch, self.n_items,
+                                       self.n_reps, scheme == "two-way")
+                        for start in range(0, replicates, batch)]
+
+
+def _resampler_iv(replicates, batch, seed, scheme) -> None:
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 0:
         raise InferenceError(f"`replicates` must be a non-negative integer, got {replicates!r}")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
@@ -74,37 +88,57 @@ def _bootstrap_iv(x, a, replicates, batch, seed, scheme) -> tuple[np.ndarray, np
         raise InferenceError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
     if scheme not in ("item", "two-way"):
         raise InferenceError(f"`scheme` must be 'item' or 'two-way', got {scheme!r}")
-    if np.any(a & ~np.isfinite(x)):
-        raise InferenceError("`x` must be finite where `a` is True")
-    return x, a
+
+
+def _pad_k(k: int) -> int:
+    # Statistic stacks are padded to a power of two (at least 8) so that the
+    # jitted kernels compile for a handful of shapes, not one per stack.
+    return max(8, 1 << (max(k, 1) - 1).bit_length())
 
 
 def bootstrap(x: np.ndarray, a: np.ndarray, *, replicates: int = REPLICATES, seed: int = SEED,
-              scheme: str = "item", batch: int = BATCH) -> Boot:
+              scheme: str = "item", batch: int = BATCH, resampler: Resampler | None = None) -> Boot:
     """Estimate and replicates of the means of item means of `x[item, rep, k]` where `a` (module docstring).
 
     `batch` bounds memory (replicates per kernel call) and never changes a
-    replicate: replicate `b` is a pure function of `(seed, b)`.
+    replicate: replicate `b` is a pure function of `(seed, b)`. A
+    `resampler` (drawn once for the item set) replaces `replicates`, `seed`,
+    `scheme` and `batch`.
     """
-    x, a = _bootstrap_iv(x, a, replicates, batch, seed, scheme)
+    x = np.asarray(x, dtype=np.float64)
+    a = np.asarray(a, dtype=bool)
+    if x.ndim != 3 or a.shape != x.shape:
+        raise InferenceError(f"`x` and `a` must be [item, rep, k] arrays of one shape, got "
+                             f"{x.shape} and {a.shape}")
+    if np.any(a & ~np.isfinite(x)):
+        raise InferenceError("`x` must be finite where `a` is True")
     I, R, k = x.shape
-    xj, aj = jnp.asarray(x), jnp.asarray(a)
-    est = np.asarray(K.item_means(xj, aj, K.point_weights(I, R)))[0]
-    out = np.empty((replicates, k), dtype=np.float64)
-    if scheme == "item":
+    if resampler is None:
+        resampler = Resampler(I, R, replicates=replicates, seed=seed, scheme=scheme, batch=batch)
+    elif resampler.n_items != I or (resampler.scheme == "two-way" and resampler.n_reps != R):
+        # (the item scheme never resamples replicates, so any rep axis fits it)
+        raise InferenceError(f"the resampler is for {resampler.n_items} items x {resampler.n_reps} "
+                             f"replicates, got data of {I} x {R}")
+    kp = _pad_k(k)
+    xp = np.zeros((I, R, kp), dtype=np.float64)
+    ap = np.zeros((I, R, kp), dtype=bool)
+    xp[..., :k] = np.where(a, x, 0.0)
+    ap[..., :k] = a
+    xj, aj = jnp.asarray(xp), jnp.asarray(ap)
+    est = np.asarray(K.item_means(xj, aj, K.point_weights(I, R)))[0, :k]
+    n = resampler.replicates
+    out = np.empty((n, k), dtype=np.float64)
+    if resampler.scheme == "item":
         num = jnp.sum(jnp.where(aj, xj, 0.0), axis=1)
         den = jnp.sum(aj, axis=1)
         has = den > 0
         m = jnp.where(has, num / jnp.where(has, den, 1), 0.0)
-    for start in range(0, replicates, batch):
-        w = K.draw_weights(seed, start, batch, I, R, scheme == "two-way")
-        if scheme == "item":
-            got = K.item_means_fixed(m, has, w.item)
-        else:
-            got = K.item_means(xj, aj, w)
-        stop = min(start + batch, replicates)
-        out[start:stop] = np.asarray(got)[: stop - start]
-    return Boot(est, out, seed, scheme)
+    for j, w in enumerate(resampler.batches):
+        start = j * resampler.batch
+        got = K.item_means_fixed(m, has, w.item) if resampler.scheme == "item" else K.item_means(xj, aj, w)
+        stop = min(start + resampler.batch, n)
+        out[start:stop] = np.asarray(got)[: stop - start, :k]
+    return Boot(est, out, resampler.seed, resampler.scheme)
 
 
 def interval(draws: np.ndarray, percentiles: Sequence[float] = (2.5, 97.5)) -> list:
@@ -160,15 +194,15 @@ class McNemar:
     """McNemar's test of paired binary outcomes.
 
     Attributes:
-      b: pairs where the first outcome is 1 and the second 0.
-      c: pairs where the first is 0 and the second 1.
+      n10: pairs where the first outcome is 1 and the second 0.
+      n01: pairs where the first is 0 and the second 1.
       statistic: the continuity-corrected chi-square (None for the exact test).
       p: two-sided p-value.
       method: "exact" (binomial, discordant count < 25) or "chi2-cc".
     """
 
-    b: int
-    c: int
+    n10: int
+    n01: int
     statistic: float | None
     p: float
     method: str
@@ -239,8 +273,12 @@ def sign_flip(d: np.ndarray, *, draws: int = REPLICATES, seed: int = SEED) -> Si
         raise InferenceError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
     if v.size == 0:
         return None
-    dj = jnp.asarray(v)
-    tol = jnp.float64(1e-12)
+    # Zero padding to a multiple of 64 (the draws' word width) keeps every
+    # item's sign bit where it is and lets the kernel compile for few lengths;
+    # the comparison is of sums, so the tolerance scales with the item count.
+    n_pad = max(64, -(-v.size // 64) * 64)
+    dj = jnp.asarray(np.pad(v, (0, n_pad - v.size)))
+    tol = jnp.float64(1e-12 * v.size)
     total = 0
     for first in range(0, draws, 1024):
         n = min(1024, draws - first)

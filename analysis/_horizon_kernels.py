@@ -24,6 +24,7 @@ mapped to an index by `floor(u * n / 2**32)`. Replicates never depend on the
 batch they are computed in.
 """
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -64,7 +65,8 @@ def _counts(idx: jax.Array, n: int) -> jax.Array:
     return jax.vmap(lambda row: jnp.zeros(n, jnp.int64).at[row].add(1))(idx)
 
 
-def draw_weights(seed: int, first: int, count: int, n_items: int, n_reps: int,
+@functools.partial(jax.jit, static_argnames=("count", "n_items", "n_reps", "two_way"))
+def draw_weights(seed: jax.Array, first: jax.Array, count: int, n_items: int, n_reps: int,
                  two_way: bool) -> Weights:
     """Weights of bootstrap replicates `first .. first + count - 1` (see module docstring).
 
@@ -74,8 +76,9 @@ def draw_weights(seed: int, first: int, count: int, n_items: int, n_reps: int,
     hi = (n_items + 1) // 2
     hr = (n_reps + 1) // 2 if two_way else 0
     W = max(hi + hr, 1)
-    b = jnp.arange(first, first + count, dtype=jnp.uint64)
-    w = jax.vmap(lambda i: words(jnp.uint64(seed), i * jnp.uint64(W) + jnp.uint64(1), W))(b)
+    b = jnp.asarray(first, jnp.uint64) + jnp.arange(count, dtype=jnp.uint64)
+    s = jnp.asarray(seed, jnp.uint64)
+    w = jax.vmap(lambda i: words(s, i * jnp.uint64(W) + jnp.uint64(1), W))(b)
     items = pick(numbers(w[:, :hi], n_items), jnp.uint64(max(n_items, 1)))
     ci = _counts(items, n_items)
     if two_way:
@@ -187,19 +190,20 @@ def trapezoid_mean(values: Float64[Array, "row check"], t: np.ndarray) -> Float6
 @jax.jit
 def sign_flip_extreme(d: Float64[Array, " item"], seed: jax.Array, first: jax.Array,
                       tol: jax.Array) -> Bool[Array, " 1024"]:
-    """Whether each of the sign-flip draws `first .. first + 1023` is at least as extreme as `mean(d)`.
+    """Whether each of the sign-flip draws `first .. first + 1023` is at least as extreme as the data.
 
     Draw `j` flips item `i` when bit `i % 64` of SplitMix64 word
     `j * ceil(I / 64) + i // 64 + 1` of stream `seed` is set; it is extreme
-    when `|mean(s d)| >= |mean(d)| - tol`.
+    when `|sum(s d)| >= |sum(d)| - tol` (sums: the mean's common divisor
+    cancels, so `d` may be padded with zeros to a fixed length).
     """
     n = d.shape[0]
     per = (n + 63) // 64
     j = first.astype(jnp.uint64) + jnp.arange(1024, dtype=jnp.uint64)
     w = jax.vmap(lambda k: words(seed.astype(jnp.uint64), k * jnp.uint64(per) + jnp.uint64(1), per))(j)
     i = jnp.arange(n)
-    bits = (w[:, i // 64] >> (i % 64).astype(jnp.uint64)) & jnp.uint64(1)
+    bits = (w[:, i // 64] >> (i % 64).astype(jnp.uint64)[None, :]) & jnp.uint64(1)
     s = 1.0 - 2.0 * bits.astype(jnp.float64)
-    obs = jnp.abs(jnp.mean(d))
-    stat = jnp.abs(jnp.mean(s * d[None, :], axis=1))
+    obs = jnp.abs(jnp.sum(d))
+    stat = jnp.abs(jnp.sum(s * d[None, :], axis=1))
     return stat >= obs - tol

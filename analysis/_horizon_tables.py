@@ -1,0 +1,157 @@
+"""Display tables of a matched-horizon analysis document (``otbench.horizon/1``), paper layouts (SPEC §8).
+
+Each builder returns `(title, header, rows)` with display strings: rates in
+percent, contrasts in percentage points, intervals as ``[lo, hi]``, "—" for
+an undefined value. `format_text` renders one as aligned plain text (the
+CLI); the report turns the same rows into its HTML/CSV/LaTeX tables.
+
+* `calibration_table`: the fixed-stop calibration layout (arm, `B`, `n`,
+  survival, survivor-only, terminal-aware and natural full-trace accuracy);
+* `contrast_table`: the paired-contrast layout (`B`, items, both arms'
+  accuracies, `Δ` with its pointwise interval, the simultaneous band and
+  the log2-B trapezoid summary on the first row of each contrast);
+* `strata_table`, `scores_table`, `matched_table`, `controls_table`,
+  `agreement_table`.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+DASH = "—"
+
+Table = tuple[str, tuple[str, ...], list[tuple[str, ...]]]
+
+
+def pct(s: Mapping | None, digits: int = 1, *, sign: bool = False) -> str:
+    """`estimate [lo, hi]` of a summary (fractions) in percent (points when `sign`)."""
+    if s is None or s.get("estimate") is None:
+        return DASH
+    f = f"{{:{'+' if sign else ''}.{digits}f}}"
+    text = f.format(100 * s["estimate"])
+    ci = s.get("ci")
+    if ci:
+        text += f" [{f.format(100 * ci[0])}, {f.format(100 * ci[1])}]"
+    return text
+
+
+def num(s: Mapping | None, digits: int = 3, *, sign: bool = False) -> str:
+    """`estimate [lo, hi]` in the value's own unit."""
+    if s is None or s.get("estimate") is None:
+        return DASH
+    f = f"{{:{'+' if sign else ''}.{digits}f}}"
+    text = f.format(s["estimate"])
+    if s.get("ci"):
+        text += f" [{f.format(s['ci'][0])}, {f.format(s['ci'][1])}]"
+    return text
+
+
+def band(b: Sequence[float] | None) -> str:
+    return DASH if b is None else f"[{100 * b[0]:+.1f}, {100 * b[1]:+.1f}]"
+
+
+def calibration_table(doc: Mapping[str, Any]) -> Table:
+    header = ("group", "arm", "B", "n", "survivors", "survival (%)", "survivor-only acc. (%)",
+              "terminal-aware acc. (%)", "correct completion (%)", "natural full-trace acc. (%)")
+    rows = []
+    for g in doc["groups"]:
+        for r in g["calibration"]:
+            rows.append((g["group"], r["arm"], f"{r['B']:,}", str(r["items"]), str(r["survivors"]),
+                         pct(r["survival"]), pct(r.get("survivor_only")), pct(r.get("terminal_aware")),
+                         pct(r["completion"]), pct(r["natural"])))
+    return ("Fixed-stop calibration: survival, survivor-only and terminal-aware accuracy", header, rows)
+
+
+def contrast_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
+    header = ("group", "contrast", "B", "items", "pairs", "A acc. (%)", "B acc. (%)", "Δ (pp) [95% CI]",
+              "simultaneous 95% band", "family band", "two-way CI", "AUC over log2 B (pp)")
+    rows = []
+    for g in doc["groups"]:
+        for c in g["contrasts"]:
+            if c["readout"] != readout:
+                continue
+            for j, h in enumerate(c["horizons"]):
+                rows.append((g["group"], f"{c['a']} − {c['b']}", f"{h['B']:,}", str(h["items"]),
+                             str(h["pairs"]), pct(h["acc_a"]), pct(h["acc_b"]), pct(h["delta"], sign=True),
+                             band(h["band"]), band(h.get("family_band")),
+                             band(h.get("two_way_ci")), pct(c["auc"], sign=True) if j == 0 else ""))
+    return (f"Paired contrasts at matched horizons ({readout} readout)", header, rows)
+
+
+def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
+    header = ("group", "contrast", "B", "stratum", "pairs", "share (%)", "within-stratum Δ (pp)",
+              "contribution (pp)", "total (pp)")
+    rows = []
+    for g in doc["groups"]:
+        for s in g["strata"]:
+            if s["readout"] != readout:
+                continue
+            rows.append((g["group"], f"{s['a']} − {s['b']}", f"{s['B']:,}", s["stratum"].replace("_", " "),
+                         str(s["pairs"]), pct(s["share"]), pct(s["within"], sign=True),
+                         pct(s["contribution"], sign=True),
+                         DASH if s["total"] is None else f"{100 * s['total']:+.1f}"))
+    return (f"Termination-stratum decomposition ({readout} readout)", header, rows)
+
+
+def scores_table(doc: Mapping[str, Any]) -> Table:
+    header = ("group", "arm", "context", "B", "readouts", "log loss (nats)", "Brier", "valid mass (%)",
+              "q_true < tail (%)", "argmax acc. (%)")
+    rows = []
+    for g in doc["groups"]:
+        for s in g["scores"]:
+            rows.append((g["group"], s["arm"], s["context"], f"{s['B']:,}", str(s["readouts"]),
+                         num(s["log_loss"]), num(s["brier"]), pct(s["mass"]), pct(s["tail_share"]),
+                         pct(s["accuracy"])))
+    return ("Proper scores of the candidate-logit readout", header, rows)
+
+
+def matched_table(doc: Mapping[str, Any]) -> Table:
+    header = ("group", "lower − upper", "pairs", "replayable", "missing", "lower acc. (%)",
+              "upper acc. (%)", "Δ (pp)", "worst-case bounds (pp)", "upper-active Δ (pp)",
+              "continuation Δ (pp)", "log-loss diff.", "Brier diff.")
+    rows = []
+    for g in doc["groups"]:
+        for m in g["matched"]:
+            lo, hi = m["bound_low"]["estimate"], m["bound_high"]["estimate"]
+            rows.append((g["group"], f"{m['lower']} − {m['upper']}", str(m["pairs"]), str(m["replayable"]),
+                         str(m["missing"]), pct(m["acc_lower"]), pct(m["acc_upper"]),
+                         pct(m["delta"], sign=True),
+                         DASH if lo is None else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
+                         pct(m["delta_high_active"], sign=True), pct(m.get("delta_continuation"), sign=True),
+                         num(m["log_loss_diff"], sign=True), num(m["brier_diff"], sign=True)))
+    return ("Matched horizon chosen by the lower arm (its terminal length)", header, rows)
+
+
+def controls_table(doc: Mapping[str, Any]) -> Table:
+    header = ("group", "arm", "control", "items", "readouts", "original acc. (%)", "control acc. (%)",
+              "original − control (pp)", "sign-flip p")
+    rows = []
+    for g in doc["groups"]:
+        for c in g["controls"]:
+            if "error" in c:
+                rows.append((g["group"], DASH, c["error"], "", "", "", "", "", ""))
+                continue
+            rows.append((g["group"], c["arm"], c["control"], str(c["items"]), str(c["readouts"]),
+                         pct(c["acc_original"]), pct(c["acc_control"]), pct(c["delta"], sign=True),
+                         DASH if c["sign_flip_p"] is None else f"{c['sign_flip_p']:.4f}"))
+    return ("Length-matched prefix controls (budgets pooled within item)", header, rows)
+
+
+def agreement_table(doc: Mapping[str, Any]) -> Table:
+    header = ("group", "arm", "finished", "compared", "agree", "agreement (%)")
+    rows = []
+    for g in doc["groups"]:
+        for a in g["agreement"]:
+            rows.append((g["group"], a["arm"], str(a["finished"]), str(a["compared"]), str(a["agree"]),
+                         DASH if a["agreement"] is None else f"{100 * a['agreement']:.1f}"))
+    return ("Terminal replay: candidate-logit answer vs the parsed natural answer", header, rows)
+
+
+def format_text(table: Table) -> str:
+    """Aligned plain text of a table (title line, header, rows)."""
+    title, header, rows = table
+    if not rows:
+        return f"{title}: no rows\n"
+    w = [max(len(str(r[j])) for r in [header, *rows]) for j in range(len(header))]
+    line = lambda r: "  ".join(str(c).rjust(w[j]) if j > 1 else str(c).ljust(w[j])  # noqa: E731
+                               for j, c in enumerate(r)).rstrip()
+    return "\n".join([title, line(header), *[line(r) for r in rows]]) + "\n"
