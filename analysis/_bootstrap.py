@@ -43,7 +43,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ._aggregate import LayoutNames, build_layout
 from ._bootstrap_checkpoint import Checkpointer
-from ._bootstrap_draws import fixed_point, replicate_kernel, resampling
+from ._bootstrap_draws import fixed_point, packed_table, packing, replicate_kernel, resampling
 from ._bootstrap_frontiers import Pipeline, cell_infos
 from ._frontier import Cell, check_hierarchy
 from ._frontier_budgets import budget_grid, summarize as frontier_summary
@@ -340,8 +340,17 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
     per_row = np.stack([np.asarray(tm.ratio), np.asarray(tm.degradation),
                         np.asarray(ms.y, dtype=np.float64),
                         np.asarray(tm.tokens, dtype=np.float64), np.asarray(tm.endpoint)])
-    table, F = fixed_point(per_row, res, np.asarray(layout.seg))
-    kernel = replicate_kernel(res, rep_sharding, replicated, rows=cfg.frontiers)
+    rr = np.arange(ms.num_trajectories)
+    k_star = np.asarray(tm.k_star)
+    ints = np.stack([np.asarray(ms.y, dtype=np.int64), ms.C[rr, ms.n].astype(np.int64),
+                     (ms.C[rr, k_star] - ms.C[rr, ms.n]).astype(np.int64),
+                     ms.L[rr, ms.n].astype(np.int64)])
+    pk = packing(ints, ms.probes, res)
+    if pk is None:        # fields too wide to pack: one fixed-point column per metric
+        table, F = fixed_point(per_row, res, np.asarray(layout.seg))
+    else:
+        table, F = packed_table(per_row[0], ints, res, np.asarray(layout.seg), pk)
+    kernel = replicate_kernel(res, rep_sharding, replicated, rows=cfg.frontiers, pk=pk)
     tables = jax.device_put(res.tables, replicated)
     table_d = jax.device_put(jnp.asarray(table), replicated)
     seed_d = jax.device_put(jnp.asarray(cfg.seed, dtype=jnp.uint64), replicated)

@@ -117,6 +117,7 @@ class Tables(NamedTuple):
     slot_n: UInt64[Array, " slot"]       # pool size Q_g of the slot's group
     seg_of: Int32[Array, "model question"]  # segment of (model, question), -1 if absent
     size: Int32[Array, " seg"]           # R: trajectories of each segment
+    probes: Int32[Array, " seg"]         # P of each segment (constant within one, SPEC §2)
     rows: Int32[Array, " item"]          # global row of item seg * Rmax + r, -1 for padding
 
 
@@ -166,6 +167,8 @@ def resampling(ms: MeasurementSet, layout: Layout, names: LayoutNames) -> Resamp
     # Global question of each segment (rows of a segment share it).
     seg_question = np.zeros(nseg, dtype=np.int64)
     seg_question[seg] = np.asarray(ms.question, dtype=np.int64)
+    seg_probes = np.zeros(nseg, dtype=np.int64)
+    seg_probes[seg] = np.asarray(ms.probes, dtype=np.int64)        # one P per segment
     size = names.seg_size.astype(np.int64)
     rmax = int(size.max(initial=1))
     # Row r of a segment: its rows in set order (sorted by trajectory).
@@ -187,12 +190,77 @@ def resampling(ms: MeasurementSet, layout: Layout, names: LayoutNames) -> Resamp
         slot_n=jnp.asarray(np.repeat(sizes, sizes), dtype=jnp.uint64),
         seg_of=jnp.asarray(seg_of, dtype=jnp.int32),
         size=jnp.asarray(size, dtype=jnp.int32),
+        probes=jnp.asarray(seg_probes, dtype=jnp.int32),
         rows=jnp.asarray(rows, dtype=jnp.int32))
     W = -(-S // 2) + M * S * (-(-rmax // 2))
     return Resampling(tables=tables, slots=S, models=M, rmax=rmax,
                       group_slots=tuple((int(f), int(n)) for f, n in zip(first, sizes)),
                       cell_model=cell_model, cell_group=cell_group, seg_cell=seg_cell,
                       seg_size=size, words_per_replicate=W)
+
+
+def exponents(bound_values: np.ndarray, res: Resampling) -> np.ndarray:
+    """int64[metric] the largest `F <= 60` keeping `Q_g * max|v| * 2**F < 2**(SUM_BITS - 1)`."""
+    most = max([n for _, n in res.group_slots], default=1)
+    F = []
+    for m in np.asarray(bound_values, dtype=np.float64):
+        bound = most * float(m)
+        F.append(60 if bound == 0 else int(min(60, SUM_BITS - 1 - math.ceil(math.log2(bound)))))
+    F = np.asarray(F, dtype=np.int64)
+    if np.any(F < 0):
+        raise ValueError("values too large for exact int64 bootstrap sums")
+    return F
+
+
+@dataclasses.dataclass(frozen=True)
+class Packing:
+    """Integer per-row fields packed into one int64 table column (static, hashable).
+
+    The fields (`y`, `C(n)`, `C(k*) - C(n)`, `L(n)`) are non-negative
+    integers; each gets enough bits for its sum over one occurrence's `R`
+    draws, so draws are summed packed and unpacked once per occurrence. The
+    occurrence mean is then `floor(sum * 2**F / div)` with `div = R` (y,
+    tokens) or `R * P` (the probe fractions; P is constant within a segment).
+    """
+
+    shifts: tuple[int, int, int, int]
+    widths: tuple[int, int, int, int]
+    F: tuple[int, int, int, int]
+
+
+def packing(ints: np.ndarray, probes: np.ndarray, res: Resampling) -> Packing | None:
+    """`Packing` of int fields [4, traj] (y, C(n), C(k*) - C(n), L(n)), or None if over 63 bits."""
+    rmax = res.rmax
+    pmax = int(np.max(probes, initial=1))
+    lmax = int(np.max(ints[3], initial=0))
+    widths = (int(rmax).bit_length(), int(rmax * pmax).bit_length(),
+              int(rmax * pmax).bit_length(), int(rmax * lmax).bit_length())
+    if sum(widths) > 63:
+        return None
+    shifts = tuple(int(x) for x in np.cumsum((0,) + widths[:-1]))
+    cell_F = exponents(np.asarray([1.0, 1.0, 1.0, float(lmax)]), res)
+    # The scaled occurrence sum `sum << F` must fit int64 as well.
+    F = tuple(int(min(f, SUM_BITS - w)) for f, w in zip(cell_F, widths))
+    return Packing(shifts=shifts, widths=widths, F=F)
+
+
+def packed_table(ratio: np.ndarray, ints: np.ndarray, res: Resampling, seg: np.ndarray,
+                 pk: Packing) -> tuple[np.ndarray, np.ndarray]:
+    """Two-column table (OR fixed-point, packed int fields) and F in `BOOT` metric order.
+
+    Metric order of the returned F: or, ad, full_acc, tokens, endpoint_acc.
+    """
+    or_table, F_or = fixed_point(ratio[None, :], res, seg)
+    packed = np.zeros(ints.shape[1], dtype=np.int64)
+    for v, sh in zip(np.asarray(ints, dtype=np.int64), pk.shifts):
+        packed |= v << sh
+    table = np.zeros((res.zero_item + 1, 2), dtype=np.int64)
+    table[:, 0] = or_table[:, 0]
+    rows = np.asarray(res.tables.rows, dtype=np.int64)
+    have = rows >= 0
+    table[have, 1] = packed[rows[have]]
+    y, e, d, ln = pk.F
+    return table, np.asarray([F_or[0], d, y, ln, e], dtype=np.int64)
 
 
 def fixed_point(values: np.ndarray, res: Resampling, seg: np.ndarray,
@@ -212,14 +280,7 @@ def fixed_point(values: np.ndarray, res: Resampling, seg: np.ndarray,
     values = np.asarray(values, dtype=np.float64)
     seg = np.asarray(seg, dtype=np.int64)
     div = res.seg_size if divisor is None else np.asarray(divisor, dtype=np.int64)
-    most = max([n for _, n in res.group_slots], default=1)
-    F = []
-    for v in values:
-        bound = most * float(np.abs(v).max(initial=0.0))
-        F.append(60 if bound == 0 else int(min(60, SUM_BITS - 1 - math.ceil(math.log2(bound)))))
-    F = np.asarray(F, dtype=np.int64)
-    if np.any(F < 0):
-        raise ValueError("values too large for exact int64 bootstrap sums")
+    F = exponents(np.abs(values).max(axis=1, initial=0.0), res)
     scaled = np.rint(values * np.exp2(F)[:, None] / div[seg][None, :]).astype(np.int64)
     table = np.zeros((res.zero_item + 1, values.shape[0]), dtype=np.int64)
     order = np.asarray(res.tables.rows, dtype=np.int64)
@@ -260,15 +321,34 @@ class CellSums(NamedTuple):
     count: Int32[Array, " cell"]        # occurrences (drawn questions the model has)
 
 
+def unpack(raw: Int64[Array, "model slot col"], seg: Int32[Array, "model slot"], t: Tables,
+           pk: Packing) -> Int64[Array, "model slot metric"]:
+    """Occurrence sums in the metric order (or, ad, full_acc, tokens, endpoint_acc) from packed columns."""
+    has = seg >= 0
+    s0 = jnp.where(has, seg, 0)
+    R = jnp.where(has, t.size[s0], 1).astype(jnp.int64)
+    RP = R * jnp.where(has, t.probes[s0], 1).astype(jnp.int64)
+    packed = raw[..., 1]
+    y, e, d, ln = (((packed >> sh) & ((1 << w) - 1)) << f
+                   for sh, w, f in zip(pk.shifts, pk.widths, pk.F))
+    # Exact integer floor division: deterministic on every device.
+    return jnp.stack([raw[..., 0], d // RP, y // R, ln // R, e // RP], axis=-1)
+
+
 def cell_sums(items: Int32[Array, "model slot draw"], seg: Int32[Array, "model slot"],
-              table: Int64[Array, "item metric"], cell_model: Sequence[int],
-              cell_group: Sequence[int], group_slots: Sequence[tuple[int, int]]) -> CellSums:
+              table: Int64[Array, "item col"], t: Tables, cell_model: Sequence[int],
+              cell_group: Sequence[int], group_slots: Sequence[tuple[int, int]],
+              pk: Packing | None = None) -> CellSums:
     """Sum the drawn values of every occurrence, then the occurrences of every cell.
 
     Group slot ranges are static, so a cell sum is a sum over a static slice
-    of its model's occurrences; all sums are int64 (exact).
+    of its model's occurrences; all sums are int64 (exact). With a `Packing`
+    the table has two columns (OR, packed integer fields), which halves the
+    gathered bytes per draw (the kernel's main cost on CPU).
     """
-    occ = jnp.sum(table[items], axis=2)                     # [model, slot, metric]
+    occ = jnp.sum(table[items], axis=2)                     # [model, slot, col]
+    if pk is not None:
+        occ = unpack(occ, seg, t, pk)
     has = (seg >= 0).astype(jnp.int32)
     per_group = [(jnp.sum(occ[:, f:f + n], axis=1), jnp.sum(has[:, f:f + n], axis=1))
                  for f, n in group_slots]
@@ -285,28 +365,30 @@ class Replicates(NamedTuple):
     rows: Int32[Array, "rep model slot draw"] | None   # global rows drawn (-1: none); frontiers only
 
 
-def replicate_kernel(res: Resampling, sharding: Any, replicated: Any, *, rows: bool):
+def replicate_kernel(res: Resampling, sharding: Any, replicated: Any, *, rows: bool,
+                     pk: Packing | None = None):
     """Jitted `(rep uint64[B], seed uint64[], tables, value table) -> Replicates`, vmapped over `rep`.
 
     `rep` and the outputs are sharded over the devices of `sharding` (batch
     axis); the tables are replicated. With `rows=False` the drawn rows are
-    not materialized (`Replicates.rows` is None). Kernels are cached by
-    layout, so sets of the same shape compile once per process.
+    not materialized (`Replicates.rows` is None). `pk` selects the packed
+    two-column value table (`packed_table`). Kernels are cached by layout,
+    so sets of the same shape compile once per process.
     """
     return _replicate_kernel(res.slots, res.models, res.rmax, res.words_per_replicate,
                              tuple(int(x) for x in res.cell_model),
                              tuple(int(x) for x in res.cell_group), res.group_slots,
-                             sharding, replicated, rows)
+                             sharding, replicated, rows, pk)
 
 
 @functools.cache
 def _replicate_kernel(slots, models, rmax, words_per_replicate, cm, cg, gs, sharding, replicated,
-                      rows):
+                      rows, pk):
     statics = dict(slots=slots, models=models, rmax=rmax, words_per_replicate=words_per_replicate)
 
     def one(rep, seed, t, table):
         seg, items = occurrence_items(rep, seed, t, **statics)
-        cs = cell_sums(items, seg, table, cm, cg, gs)
+        cs = cell_sums(items, seg, table, t, cm, cg, gs, pk)
         return Replicates(cs.sums, cs.count, t.rows[items] if rows else None)
 
     return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)),

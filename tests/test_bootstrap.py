@@ -160,13 +160,16 @@ def test_drawn_rows_match_python_twin_and_eager_single_replicate():
             assert np.all(rows[m, s, len(want):] == -1)
         absent = {(m, s) for m in range(res.models) for s in range(res.slots)} - set(drawn)
         assert all(np.all(rows[m, s] == -1) for m, s in absent)
+        if i > 0:
+            continue                                    # eager execution is slow: one replicate
         # The same replicate, eager and unbatched: identical integers.
         with jax.disable_jit():
             seg, items = bd.occurrence_items(jnp.uint64(i), jnp.uint64(5), res.tables, slots=res.slots,
                                              models=res.models, rmax=res.rmax,
                                              words_per_replicate=res.words_per_replicate)
-            cs = bd.cell_sums(items, seg, jnp.asarray(table), tuple(res.cell_model.tolist()),
-                              tuple(res.cell_group.tolist()), res.group_slots)
+            cs = bd.cell_sums(items, seg, jnp.asarray(table), res.tables,
+                              tuple(res.cell_model.tolist()), tuple(res.cell_group.tolist()),
+                              res.group_slots)
         assert np.array_equal(np.asarray(cs.sums), np.asarray(out.sums[i]))
         assert np.array_equal(np.asarray(res.tables.rows)[np.asarray(items)], rows)
 
