@@ -47,7 +47,7 @@ from ._bootstrap_draws import fixed_point, packed_table, packing, replicate_kern
 from ._bootstrap_frontiers import Pipeline, cell_infos
 from ._frontier import Cell, check_hierarchy
 from ._frontier_budgets import budget_grid, summarize as frontier_summary
-from ._metrics import METRICS, summarize, trajectory_metrics
+from ._metrics import trajectory_metrics
 from ._types import MeasurementSet
 from ._units import STRATEGIES
 
@@ -59,6 +59,8 @@ SEED = 20260721
 PERCENTILES = (2.5, 97.5)
 BOOT_METRICS = ("or", "ad", "full_acc", "tokens", "endpoint_acc")
 """Bootstrapped metrics (keys of `_metrics.METRICS`), in the order of the metric axis."""
+DRAWS_VERSION = "otbench.bootstrap.draws/1"
+"""Version of the documented draw (`_bootstrap_draws`): checkpoints and outputs record it."""
 BATCH = 1000
 """Default replicates per kernel call without frontiers (~0.5 GB at paper scale)."""
 FRONTIER_BATCH = {"cpu": 16}
@@ -119,6 +121,7 @@ class BootstrapResult:
     macro: np.ndarray            # float64[rep, metric]
     frontiers: FrontierBootstrap | None
     synthetic: bool
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The `otbench.bootstrap/1` document (fractions and tokens; null = undefined / never)."""
@@ -143,6 +146,7 @@ class BootstrapResult:
             "by_group": {g: keyed(self.group[:, :, i]) for i, g in enumerate(self.names.groups)},
             "macro": keyed(self.macro),
             "estimate": {"macro": {k: _num(v) for k, v in zip(BOOT_METRICS, self.estimate_macro)}},
+            "provenance": dict(self.provenance),
         }
         f = self.frontiers
         if f is not None:
@@ -288,6 +292,23 @@ def _platform(devices) -> str:
     return devices[0].platform
 
 
+def provenance(devices: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Code, library and hardware that produced a result (STYLE: seeds are data)."""
+    import importlib.metadata
+    import platform as _pf
+
+    def version(pkg):
+        try:
+            return importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    devs = list(jax.devices() if devices is None else devices)
+    return {"otbench": version("otbench"), "draws": DRAWS_VERSION, "jax": jax.__version__,
+            "numpy": np.__version__, "python": _pf.python_version(), "machine": _pf.machine(),
+            "devices": [getattr(d, "device_kind", d.platform) for d in devs]}
+
+
 def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = SEED,
               frontiers: bool = False, grid: int | Sequence[Any] = 101, batch: int | None = None,
               checkpoint_dir: str | os.PathLike | None = None, checkpoint_every: int = 10,
@@ -373,6 +394,7 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
         ckpt = Checkpointer(cfg.checkpoint_dir, {
             "schema": SCHEMA, "content": content_hash(ms), "replicates": N, "seed": cfg.seed,
             "frontiers": cfg.frontiers, "grid": [str(b) for b in cfg.grid] if cfg.frontiers else None,
+            "draws": DRAWS_VERSION,
         }, resume=cfg.resume)
     try:
         done = ckpt.restore(arrays) if ckpt is not None else 0
@@ -438,9 +460,9 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
     cell = np.where(count[:, :, None] > 0, cell, np.nan).transpose(0, 2, 1)
     model, group, macro = chain(cell, res.cell_model, res.cell_group, layout.num_models,
                                 layout.num_groups)
-    idx = [METRICS.index(k) for k in BOOT_METRICS]
-    point = summarize(tm, jnp.asarray(ms.y), jnp.ones(ms.num_trajectories, dtype=jnp.float64),
-                      jnp.ones(layout.num_segments, dtype=jnp.float64), layout)
+    est_cell = _point_estimate(per_row, np.asarray(layout.seg), res)
+    est_model, est_group, est_macro = chain(est_cell, res.cell_model, res.cell_group,
+                                            layout.num_models, layout.num_groups)
     fb = None
     if cfg.frontiers:
         fb = _frontier_result(cfg.grid, strategies, arrays, res.cell_model)
@@ -449,10 +471,19 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
                       "use the replicates where they are defined (see `defined`)", stacklevel=2)
     return BootstrapResult(
         replicates=N, seed=cfg.seed, percentiles=cfg.percentiles, names=names,
-        estimate_cell=np.asarray(point.cell)[idx], estimate_model=np.asarray(point.model)[idx],
-        estimate_group=np.asarray(point.group)[idx], estimate_macro=np.asarray(point.macro)[idx],
+        estimate_cell=est_cell, estimate_model=est_model, estimate_group=est_group,
+        estimate_macro=est_macro,
         cell=cell, model=model, group=group, macro=macro, frontiers=fb,
-        synthetic=bool(ms.synthetic))
+        synthetic=bool(ms.synthetic), provenance=provenance(devs))
+
+
+def _point_estimate(per_row: np.ndarray, seg: np.ndarray, res) -> np.ndarray:
+    """float64[metric, cell] the SPEC §4 means with every row once (NumPy; no compile)."""
+    nseg = res.seg_size.shape[0]
+    q = np.stack([np.bincount(seg, weights=v, minlength=nseg) for v in per_row]) / res.seg_size
+    n_q = np.bincount(res.seg_cell, minlength=res.num_cells)
+    return np.stack([np.bincount(res.seg_cell, weights=v, minlength=res.num_cells)
+                     for v in q]) / n_q
 
 
 def _frontier_result(grid, strategies, arrays, cell_model) -> FrontierBootstrap:

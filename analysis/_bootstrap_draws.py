@@ -1,4 +1,4 @@
-"""The two-stage paired bootstrap draw: a counter-based generator, the resampling layout, the replicate kernel (SPEC §7).
+"""The two-stage paired bootstrap draw: counter-based generator, resampling layout, kernel (SPEC §7).
 
 Generator. Draws come from SplitMix64 (Steele, Lea & Flood 2014; the
 generator of Java's `SplittableRandom`), used counter-based: the `p`-th
@@ -323,7 +323,7 @@ class CellSums(NamedTuple):
 
 def unpack(raw: Int64[Array, "model slot col"], seg: Int32[Array, "model slot"], t: Tables,
            pk: Packing) -> Int64[Array, "model slot metric"]:
-    """Occurrence sums in the metric order (or, ad, full_acc, tokens, endpoint_acc) from packed columns."""
+    """Occurrence sums in metric order (or, ad, full_acc, tokens, endpoint_acc) from packed columns."""
     has = seg >= 0
     s0 = jnp.where(has, seg, 0)
     R = jnp.where(has, t.size[s0], 1).astype(jnp.int64)
@@ -386,11 +386,11 @@ def _replicate_kernel(slots, models, rmax, words_per_replicate, cm, cg, gs, shar
                       rows, pk):
     statics = dict(slots=slots, models=models, rmax=rmax, words_per_replicate=words_per_replicate)
 
-    def one(rep, seed, t, table):
+    def _replicate(rep, seed, t, table):
         seg, items = occurrence_items(rep, seed, t, **statics)
         cs = cell_sums(items, seg, table, t, cm, cg, gs, pk)
         return Replicates(cs.sums, cs.count, t.rows[items] if rows else None)
 
-    return jax.jit(jax.vmap(one, in_axes=(0, None, None, None)),
+    return jax.jit(jax.vmap(_replicate, in_axes=(0, None, None, None)),
                    in_shardings=(sharding, replicated, replicated, replicated),
                    out_shardings=sharding)

@@ -27,11 +27,16 @@ def pct(s: Mapping | None, digits: int = 1, *, sign: bool = False) -> str:
     if s is None or s.get("estimate") is None:
         return DASH
     f = f"{{:{'+' if sign else ''}.{digits}f}}"
-    text = f.format(100 * s["estimate"])
+    text = f.format(_z(100 * s["estimate"], digits))
     ci = s.get("ci")
     if ci:
-        text += f" [{f.format(100 * ci[0])}, {f.format(100 * ci[1])}]"
+        text += f" [{f.format(_z(100 * ci[0], digits))}, {f.format(_z(100 * ci[1], digits))}]"
     return text
+
+
+def _z(v: float, digits: int) -> float:
+    """`v`, with values that round to zero shown as +0 (never "-0.0")."""
+    return 0.0 if round(v, digits) == 0 else v
 
 
 def num(s: Mapping | None, digits: int = 3, *, sign: bool = False) -> str:
@@ -39,14 +44,14 @@ def num(s: Mapping | None, digits: int = 3, *, sign: bool = False) -> str:
     if s is None or s.get("estimate") is None:
         return DASH
     f = f"{{:{'+' if sign else ''}.{digits}f}}"
-    text = f.format(s["estimate"])
+    text = f.format(_z(s["estimate"], digits))
     if s.get("ci"):
-        text += f" [{f.format(s['ci'][0])}, {f.format(s['ci'][1])}]"
+        text += f" [{f.format(_z(s['ci'][0], digits))}, {f.format(_z(s['ci'][1], digits))}]"
     return text
 
 
 def band(b: Sequence[float] | None) -> str:
-    return DASH if b is None else f"[{100 * b[0]:+.1f}, {100 * b[1]:+.1f}]"
+    return DASH if b is None else f"[{_z(100 * b[0], 1):+.1f}, {_z(100 * b[1], 1):+.1f}]"
 
 
 def calibration_table(doc: Mapping[str, Any]) -> Table:
@@ -88,7 +93,7 @@ def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
             rows.append((g["group"], f"{s['a']} − {s['b']}", f"{s['B']:,}", s["stratum"].replace("_", " "),
                          str(s["pairs"]), pct(s["share"]), pct(s["within"], sign=True),
                          pct(s["contribution"], sign=True),
-                         DASH if s["total"] is None else f"{100 * s['total']:+.1f}"))
+                         DASH if s["total"] is None else f"{_z(100 * s['total'], 1):+.1f}"))
     return (f"Termination-stratum decomposition ({readout} readout)", header, rows)
 
 
@@ -115,7 +120,7 @@ def matched_table(doc: Mapping[str, Any]) -> Table:
             rows.append((g["group"], f"{m['lower']} − {m['upper']}", str(m["pairs"]), str(m["replayable"]),
                          str(m["missing"]), pct(m["acc_lower"]), pct(m["acc_upper"]),
                          pct(m["delta"], sign=True),
-                         DASH if lo is None else f"[{100 * lo:+.1f}, {100 * hi:+.1f}]",
+                         band(None if lo is None else [lo, hi]),
                          pct(m["delta_high_active"], sign=True), pct(m.get("delta_continuation"), sign=True),
                          num(m["log_loss_diff"], sign=True), num(m["brier_diff"], sign=True)))
     return ("Matched horizon chosen by the lower arm (its terminal length)", header, rows)

@@ -54,6 +54,7 @@ import numpy as np
 from . import _report_figures as figs
 from . import _report_tables as tabs
 from ._report_html import Section, render
+from ._report_horizon import horizon_sections
 from ._report_inputs import Doc, Inputs, ReportInputError, gather
 from ._report_sections import (frontier_section, local_section, matrices_section,
                                otbench_section, sensitivity_section, steps_section,
@@ -216,6 +217,7 @@ def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
     sections = [matrices_section(ctx), local_section(ctx), frontier_section(ctx),
                 otbench_section(ctx), sensitivity_section(ctx), trajectories_section(ctx),
                 steps_section(ctx, set_dir)]
+    sections += horizon_sections(ctx, set_dir)   # DIR/results/horizon.json, when present (issue 9)
     data = out / "data"
     data.mkdir()
     docs = {"metrics": inputs.metrics, "frontier": inputs.frontier,

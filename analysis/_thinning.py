@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._aggregate import LayoutNames, aggregate, build_layout, segment_mean
-from ._bootstrap import PERCENTILES, SEED, chain, percentile
+from ._bootstrap import PERCENTILES, SEED, chain, percentile, provenance
 from ._bootstrap_draws import fixed_point, resampling
 from ._metrics import trajectory_metrics
 from ._thinning_exact import expected
@@ -164,7 +164,8 @@ def trajectory_thinning(ms: MeasurementSet, trajectories: Sequence[int] = TRAJEC
             # Every draw keeps every row: the draws are identical, whatever the random numbers.
             sums = np.repeat(cell_sums(res, table, r, a * int(draws), 1, int(seed)), draws, axis=0)
         else:
-            sums = cell_sums(res, table, r, a * int(draws), int(draws), int(seed))   # [draw, cell, metric]
+            # [draw, cell, metric]
+            sums = cell_sums(res, table, r, a * int(draws), int(draws), int(seed))
         cell = (sums.astype(np.float64) * np.exp2(-F.astype(np.float64))
                 / nseg_cell[None, :, None]).transpose(0, 2, 1)                  # [draw, metric, cell]
         _, _, macro = chain(cell, res.cell_model, res.cell_group, layout.num_models,
@@ -198,7 +199,8 @@ def thinning(ms: MeasurementSet, *, probes: Sequence[int] = PROBES,
          "full": {"or", "ad"}}                                 # the full-pool macro values
     """
     doc: dict[str, Any] = {"schema": SCHEMA, "synthetic": bool(ms.synthetic) if isinstance(
-        ms, MeasurementSet) else False, "probes": {}, "trajectories": {}}
+        ms, MeasurementSet) else False, "probes": {}, "trajectories": {},
+        "provenance": provenance()}
     q = tuple(float(p) for p in percentiles)
     if len(q) != 2 or not (0 <= q[0] < q[1] <= 100):
         raise ValueError(f"`percentiles` must be two increasing numbers in [0, 100], got {percentiles!r}")
@@ -211,7 +213,8 @@ def thinning(ms: MeasurementSet, *, probes: Sequence[int] = PROBES,
             entry = keyed(pt.macro[i])
             entry["cells"] = [dict(model=mo, group=g, **keyed(pt.cell[i, :, c]))
                               for c, (mo, g) in enumerate(pt.names.cells)]
-            entry["by_model"] = {mo: keyed(pt.model[i, :, j]) for j, mo in enumerate(pt.names.models)}
+            entry["by_model"] = {mo: keyed(pt.model[i, :, j])
+                                 for j, mo in enumerate(pt.names.models)}
             entry["by_group"] = {g: keyed(pt.group[i, :, j]) for j, g in enumerate(pt.names.groups)}
             doc["probes"][str(m)] = entry
     if len(tuple(trajectories)):
@@ -243,10 +246,12 @@ def format_thinning(doc: dict[str, Any]) -> str:
         lo, hi = doc["percentiles"]
         lines += [f"Trajectory thinning ({doc['trajectory_draws']:,} draws, seed {doc['seed']}, "
                   f"{lo:g}-{hi:g} percentile range of the macro average)",
-                  f"{'r':>4}  {'OR % range':>18}  {'mean OR %':>9}  {'AD pp range':>16}  {'mean AD pp':>10}"]
+                  f"{'r':>4}  {'OR % range':>18}  {'mean OR %':>9}  {'AD pp range':>16}  "
+                  f"{'mean AD pp':>10}"]
         for r, e in doc["trajectories"].items():
             orr = f"[{pct(e['or'][0])}, {pct(e['or'][1])}]"
             adr = f"[{pct(e['ad'][0])}, {pct(e['ad'][1])}]"
-            lines.append(f"{r:>4}  {orr:>18}  {pct(e['mean_or']):>9}  {adr:>16}  {pct(e['mean_ad']):>10}")
+            lines.append(f"{r:>4}  {orr:>18}  {pct(e['mean_or']):>9}  {adr:>16}  "
+                         f"{pct(e['mean_ad']):>10}")
         lines.append(f"full pool: OR {pct(doc['full']['or'])} %, AD {pct(doc['full']['ad'])} pp")
     return "\n".join(lines) + "\n"

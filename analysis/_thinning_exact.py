@@ -1,4 +1,4 @@
-"""Exact probe thinning: expected OR, AD and earliest-maximizer retention under hypergeometric thinning (SPEC §7).
+"""Exact probe thinning: expected OR, AD and earliest-maximizer retention, hypergeometric (SPEC §7).
 
 Thinning a trajectory's `P` probes to `m` keeps, at every position `k`
 independently, a uniformly random `m`-subset of the `P` recorded answers, so

@@ -1,4 +1,4 @@
-"""Trajectory thinning: macro OR / AD from `r` trajectories per (model, question), drawn without replacement (SPEC §7).
+"""Trajectory thinning: macro OR / AD from `r` trajectories per (model, question) (SPEC §7).
 
 Draw `d` keeps, in every (model, question) segment with `R` trajectories,
 `min(r, R)` of them uniformly at random without replacement (a segment with

@@ -115,15 +115,25 @@ def main() -> None:
     t_start = time.perf_counter()
     marks = []
 
+    def steady_rate() -> float:
+        # Batches finish pipelined: the first mark includes compilation and the
+        # last one only drains the pipeline, so the steady rate is measured
+        # between the first and the second-to-last marks when there are three.
+        if len(marks) >= 3:
+            (d0, s0), (d1, s1) = marks[0], marks[-2]
+        elif len(marks) == 2:
+            (d0, s0), (d1, s1) = marks
+        else:
+            return marks[-1][0] / marks[-1][1]
+        return (d1 - d0) / max(s1 - s0, 1e-9)
+
     def progress(done: int) -> None:
         now = time.perf_counter() - t_start
         marks.append((done, now))
-        if len(marks) >= 2:
-            (d0, s0), (d1, s1) = marks[0], marks[-1]
-            rate = (d1 - d0) / max(s1 - s0, 1e-9)
-            if now + (args.replicates - done) / rate > args.budget and done < args.replicates:
-                raise _Stop
         print(f"  {done:6,d} replicates  {now:7.1f} s", flush=True)
+        if len(marks) >= 2 and done < args.replicates:
+            if now + (args.replicates - done) / steady_rate() > args.budget:
+                raise _Stop
 
     stopped = False
     try:
@@ -133,11 +143,7 @@ def main() -> None:
         stopped = True
     wall = time.perf_counter() - t_start
     done = marks[-1][0] if marks else 0
-    if len(marks) >= 2:
-        (d0, s0), (d1, s1) = marks[0], marks[-1]
-        rate = (d1 - d0) / (s1 - s0)                      # steady state (first batch = compile)
-    else:
-        rate = done / wall
+    rate = steady_rate() if marks else 0.0
     print(f"frontier bootstrap: {done:,} replicates in {wall:.1f} s"
           f"{' (stopped: projected beyond the budget)' if stopped else ''}")
     print(f"steady rate {rate:.2f} replicates/s -> projected {10_000 / rate / 60:.1f} min "

@@ -30,7 +30,8 @@ def probe_group() -> None:
 @click.option("--worker-cpus", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Ray CPUs per worker.")
 @click.option("--worker-gpus", default=None, type=click.FloatRange(min=0),
-              help="Ray GPUs per worker [default: the tensor-parallel size on a GPU cluster, else 0].")
+              help="Ray GPUs per worker [default on a GPU cluster: vLLM's tensor-parallel size, "
+                   "transformers 1; else 0].")
 @click.option("--progress/--no-progress", default=True, help="Progress bar with tokens/s on stderr.")
 def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Path | None, workers: int,
             ray_address: str | None, worker_cpus: float, worker_gpus: float | None, progress: bool) -> None:

@@ -203,8 +203,9 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         as Ray actors (`_ray`).
       ray_address: a Ray cluster to join ("auto", "host:port", "ray://...");
         None starts a local Ray instance when `workers > 1`.
-      worker_cpus, worker_gpus: Ray resources per worker (None GPUs: the
-        engine's tensor-parallel size on a cluster with GPUs, else 0).
+      worker_cpus, worker_gpus: Ray resources per worker (None GPUs: on a
+        cluster with GPUs the vLLM tensor-parallel size, or 1 for
+        transformers; else 0).
     """
     from otbench import __version__
     from otbench.analysis._io import save

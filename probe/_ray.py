@@ -15,8 +15,11 @@ the journal.
 
 Ray is an optional dependency, imported only here and only when a run asks
 for workers or a cluster (`--workers N`, `--ray-address ADDR`). Without an
-address a local Ray instance is started (and stopped afterwards); an
-already-initialized Ray (e.g. a test session's) is used as is.
+address (and no `RAY_ADDRESS` in the environment) a local Ray instance is
+started and stopped afterwards; an already-initialized Ray (e.g. a test
+session's) is used as is. On a cluster every node needs the same otbench
+install and the model folder at the same path (the job's `model.path`);
+workers check that they loaded identical weights.
 """
 
 import collections
@@ -124,7 +127,7 @@ class RayExecutor:
         self._owns = False
         if ray.is_initialized():
             self._log("using the Ray instance already initialized in this process")
-        elif address is None:
+        elif address is None and not os.environ.get("RAY_ADDRESS"):
             ray.init(num_cpus=max(1, math.ceil(workers * worker_cpus)), include_dashboard=False)
             self._owns = True
         else:
@@ -133,8 +136,12 @@ class RayExecutor:
         self.actors: list[Any] = []
         try:
             if worker_gpus is None:
+                # On a cluster with GPUs each engine gets its own: vLLM its tensor-parallel
+                # group (run by vLLM's multiprocessing backend on the GPUs Ray assigns the
+                # actor), transformers one GPU. Ray hides GPUs from actors that ask for none.
                 has_gpu = ray.cluster_resources().get("GPU", 0) > 0
-                worker_gpus = job.engine.tensor_parallel_size if job.engine.kind == "vllm" and has_gpu else 0
+                worker_gpus = (job.engine.tensor_parallel_size if job.engine.kind == "vllm" else 1) \
+                    if has_gpu else 0
             actor_cls = ray.remote(ProbeWorker).options(num_cpus=worker_cpus, num_gpus=worker_gpus,
                                                         max_restarts=0)
             self.actors = [actor_cls.remote(job, questions, instructions, grader, i) for i in range(workers)]

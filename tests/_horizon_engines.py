@@ -68,8 +68,8 @@ class ScriptedEngine:
                     out.append([Completion(tuple(rng.choice(self.plain) for _ in range(n)), self.end_id)])
                 else:
                     out.append([Completion(tuple(rng.choice(self.plain) for _ in range(r.max_tokens)), None)])
-            else:                                    # an answer
-                out.append([Completion((self.letter_ids[self.read(r.prompt)],), self.stop_id)])
+            else:                                    # an answer (n samples, all the reader's letter)
+                out.append([Completion((self.letter_ids[self.read(r.prompt)],), self.stop_id)] * r.n)
         return out
 
     def choice_logprobs(self, contexts, token_ids):

@@ -121,8 +121,10 @@ def test_replicate_summaries_equal_point_solver_on_explicit_sets():
             assert np.array_equal(f.reward_one[b, k], w.reward_one)
             assert f.macro[b, k].tolist() == w.macro.tolist()
             assert f.ceiling[b, k] == w.ceiling
-            assert (np.isnan(f.beta_match[b, k]) and w.beta_match is None) or f.beta_match[b, k] == w.beta_match
-            assert (np.isnan(f.beta_sat[b, k]) and w.beta_sat is None) or f.beta_sat[b, k] == w.beta_sat
+            assert ((np.isnan(f.beta_match[b, k]) and w.beta_match is None)
+                    or f.beta_match[b, k] == w.beta_match)
+            assert ((np.isnan(f.beta_sat[b, k]) and w.beta_sat is None)
+                    or f.beta_sat[b, k] == w.beta_sat)
         assert np.array_equal(f.tokens[b], [c.total_tokens for c in want.cells])
 
 

@@ -348,3 +348,39 @@ def test_cli_analyze_prints_the_paper_tables_and_writes_json(fixed, tmp_path):
     assert bad.exit_code == 2 and "not a horizon run directory" in bad.output
     bad = CliRunner().invoke(horizon_group, ["analyze", str(path), "--horizons", "x"])
     assert bad.exit_code == 2 and "expected comma-separated integers" in bad.output
+
+
+def test_report_shows_the_horizon_document_beside_a_set(fixed, tmp_path):
+    from otbench.analysis import simulate
+    from otbench.analysis._io import save
+    from otbench.analysis._report import write_report
+    from otbench.analysis._report_figures import png_size
+
+    _, _, doc = fixed
+    set_dir = tmp_path / "set"
+    save(simulate("tiny", 0), set_dir)
+    (set_dir / "results").mkdir()
+    (set_dir / "results" / "horizon.json").write_text(json.dumps(doc))
+    index = write_report(set_dir, tmp_path / "rep")
+    man = json.loads((tmp_path / "rep" / "report.json").read_text())
+    names = {f["name"] for f in man["figures"]}
+    assert {"fig10_horizon_accuracy", "fig11_horizon_contrast", "fig12_horizon_strata"} <= names
+    for f in man["figures"]:
+        if f["name"].startswith("fig1") and "horizon" in f["name"]:
+            assert png_size(tmp_path / "rep" / f["file"]) == (f["width"], f["height"])
+    tables = {t["name"] for t in man["tables"]}
+    assert {"table_horizon_calibration", "table_horizon_contrasts", "table_horizon_strata"} <= tables
+    csv_text = (tmp_path / "rep" / "tables" / "table_horizon_contrasts.csv").read_text()
+    header = [ln for ln in csv_text.splitlines() if not ln.startswith("#")][0]
+    assert "Δ (pp) [95% CI] lo" in header
+    assert "Matched-horizon readouts" in index.read_text()
+    # a file that is not a horizon document gives a note, not a figure
+    (set_dir / "results" / "horizon.json").write_text('{"schema": "other"}')
+    write_report(set_dir, tmp_path / "rep2")
+    man2 = json.loads((tmp_path / "rep2" / "report.json").read_text())
+    assert not any("horizon" in f["name"] for f in man2["figures"])
+    assert any("not an otbench.horizon/1 document" in n for n in man2["notes"])
+    # and without a document there is no section at all
+    (set_dir / "results" / "horizon.json").unlink()
+    write_report(set_dir, tmp_path / "rep3")
+    assert "Matched-horizon" not in (tmp_path / "rep3" / "index.html").read_text()

@@ -176,7 +176,7 @@ def test_transformers_and_vllm_candidate_logprobs_agree(tiny_dir, hf_engine, tok
 
 @pytest.fixture(scope="session")
 def tiny_run(tiny_dir, hf_engine, tmp_path_factory):
-    cfg = job_dict(tiny_dir, control_arm="base", control_horizons=[8, 24])
+    cfg = job_dict(tiny_dir, control_arm="base", control_horizons=[8, 24], answer_limit=2)
     cfg["data"]["n"] = 4
     cfg["matched"] = [{"lower": "brief", "upper": "base"}]
     job = horizon_job_from_dict(cfg)
@@ -333,3 +333,62 @@ def test_generic_family_needs_an_answer_prefix(tiny_dir):
     cfg["model"]["family"] = "generic-chat"
     with pytest.raises(JobError, match="horizon.answer_prefix is required for the 'generic-chat' family"):
         horizon_job_from_dict(cfg)
+
+
+def test_effort_arms_write_the_reasoning_line(tiny_dir):
+    from otbench.probe._family import load_instructions
+    from otbench.probe._horizon_run import render_prompt
+
+    cfg = job_dict(tiny_dir)
+    cfg["model"]["family"] = "gpt-oss"
+    cfg["arm"] = [{"name": "low", "effort": "low"}, {"name": "high", "effort": "high", "instruction": "Hm."}]
+    job = horizon_job_from_dict(cfg)
+    q = choice_sum_questions(1)[0]
+    lo, hi = (render_prompt(job, a, q, load_instructions()["choice"]) for a in job.arms)
+    assert "Reasoning: low" in lo and "Reasoning: medium" not in lo
+    assert "Reasoning: high" in hi and "\n\nHm." in hi
+    assert lo.replace("Reasoning: low", "Reasoning: high") == hi.replace("\n\nHm.", "")
+
+
+def test_candidate_logit_stp_of_a_stored_set(tiny_dir, tok, fmt, tmp_path):
+    import pyarrow as pa
+
+    from otbench.analysis._build import from_ragged, ragged
+    from otbench.analysis._io import load, save
+    from otbench.probe._horizon_stp import stp_input
+
+    qs = choice_sum_questions(3, seed=0)
+    rng = np.random.default_rng(0)
+    rows = []
+    for q in qs:
+        for t in range(2):
+            prompt = tok.encode(fmt.family.render_prompt("Pick.", q.body()), add_special_tokens=False)
+            th = [int(x) for x in rng.integers(60, 400, size=int(rng.integers(0, 30)))]
+            Ls = sorted({0, len(th), *rng.integers(0, len(th) + 1, size=2).tolist()})
+            rows.append((q, t, prompt, th, Ls, rng.integers(0, 5, size=len(Ls)).tolist()))
+    src = from_ragged(model=["tiny"] * len(rows), group=[q.group for q, *_ in rows],
+                      question=[q.id for q, *_ in rows], trajectory=np.array([t for _, t, *_ in rows]),
+                      probes=np.full(len(rows), 4), L=ragged([r[4] for r in rows], np.int64),
+                      C=ragged([r[5] for r in rows], np.int64), y=np.zeros(len(rows), np.int64))
+    tokens = pa.table({"model": ["tiny"] * len(rows), "group": [q.group for q, *_ in rows],
+                       "question": [q.id for q, *_ in rows], "trajectory": [t for _, t, *_ in rows],
+                       "prompt": [r[2] for r in rows], "thinking": [r[3] for r in rows]})
+    save(src, tmp_path / "set", extra_tables={"tokens": tokens})
+    cfg = job_dict(tiny_dir, horizons=[0], checkpoints=[0], contexts=["policy"], continuation=False)
+    cfg["stp_logit"] = {"set": str(tmp_path / "set")}
+    eng = ScriptedEngine(tok, mode="hash")
+    run_horizon(horizon_job_from_dict(cfg), tmp_path / "out", engine=eng, progress=False)
+    got = load(tmp_path / "out" / "stp_logit")
+    src = load(tmp_path / "set")
+    assert np.array_equal(got.L, src.L) and np.array_equal(got.n, src.n)
+    assert (got.probes == 1).all()
+    np.testing.assert_allclose(got.signals["stp_accuracy"], src.C / 4)
+    by = {(q.group, q.id, t): (q, p, th) for q, t, p, th, *_ in rows}
+    for i in range(got.num_trajectories):
+        qi = int(got.question[i])
+        q, p, th = by[(got.groups[int(got.question_group[qi])], got.question_id[qi], int(got.trajectory[i]))]
+        for k in range(int(got.n[i]) + 1):
+            ids = stp_input(fmt, p, th, int(got.L[i, k]), fmt.answer_prefix_ids)
+            want = eng.read(ids) == q.reference
+            assert got.C[i, k] == int(want)
+            assert (got.signals["q_true"][i, k] > 0.5) == want

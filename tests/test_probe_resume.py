@@ -235,7 +235,7 @@ dtype = "float32"
 max_model_len = 256
 [data]
 source = "sums"
-n = 5
+n = {n}
 [probe]
 R = {R}
 P = 2
@@ -250,8 +250,9 @@ kind = "minimal"
 """
 
 
-def write_job(path: Path, model: Path, *, R: int = 3, temperature: float = 0.6, model_id: str = "tiny") -> Path:
-    path.write_text(JOB.format(model=model, R=R, temperature=temperature, model_id=model_id))
+def write_job(path: Path, model: Path, *, n: int = 5, R: int = 3, temperature: float = 0.6,
+              model_id: str = "tiny") -> Path:
+    path.write_text(JOB.format(model=model, n=n, R=R, temperature=temperature, model_id=model_id))
     return path
 
 
@@ -279,13 +280,22 @@ def _run(cfg: Path, out: Path, **kw):
     return run_job(load_job(cfg), out, progress=False, log=lambda m: None, **kw)
 
 
+_BASELINE: dict = {}
+
+
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory, tiny_model, otbench_cache):
-    """An uninterrupted journaled run: (job file, output, journal)."""
-    d = tmp_path_factory.mktemp("baseline")
-    cfg = write_job(d / "job.toml", tiny_model)
-    _run(cfg, d / "set", journal=d / "set.journal")
-    return cfg, d / "set", d / "set.journal"
+    """An uninterrupted journaled run: (job file, output, journal).
+
+    Computed once per session: test_probe_ray imports this fixture, and pytest
+    would otherwise run a session fixture again for each module that defines it.
+    """
+    if not _BASELINE:
+        d = tmp_path_factory.mktemp("baseline")
+        cfg = write_job(d / "job.toml", tiny_model)
+        _run(cfg, d / "set", journal=d / "set.journal")
+        _BASELINE["run"] = (cfg, d / "set", d / "set.journal")
+    return _BASELINE["run"]
 
 
 def _hash(path: Path) -> str:
@@ -375,29 +385,33 @@ def test_changed_inputs_are_not_served_from_the_journal(tmp_path: Path, baseline
     from otbench.analysis._io import load_table
 
     cfg, base_out, base_journal = baseline
-    total = _units_in(base_journal)
 
     def resume_with(name, **kw):
+        # The first two questions only (the question count is not part of a key): 6 of the 15 units.
         journal = tmp_path / f"{name}.journal"
         shutil.copytree(base_journal, journal)
-        c = write_job(tmp_path / f"{name}.toml", tiny_model, **kw)
+        c = write_job(tmp_path / f"{name}.toml", tiny_model, **({"n": 2} | kw))
         return _run(c, tmp_path / name, journal=journal, resume=True)
 
+    def thinking(path, keep=lambda row: True):
+        return [row["thinking"] for row in load_table(path, "tokens").to_pylist() if keep(row)]
+
+    first_two = {"sums-0-0", "sums-0-1"}
+    s = resume_with("same")                         # control: the same inputs are served
+    assert s.run["units"] == {"total": 6, "probed": 0, "reused": 6}
     # another sampling parameter: every unit is probed again ...
     s = resume_with("temp", temperature=0.7)
-    assert s.run["units"] == {"total": total, "probed": total, "reused": 0}
+    assert s.run["units"] == {"total": 6, "probed": 6, "reused": 0}
     # ... and the new samples differ from the cached ones (serving them would have been wrong)
-    old = load_table(base_out, "tokens").column("thinking").to_pylist()
-    assert load_table(tmp_path / "temp", "tokens").column("thinking").to_pylist() != old
+    assert thinking(tmp_path / "temp") != thinking(base_out, lambda row: row["question"] in first_two)
     # another model id: other seeds, every unit probed again
     s = resume_with("seed", model_id="tiny-b")
     assert s.run["units"]["reused"] == 0
     # one more trajectory per question: the old units are reused, unchanged
     s = resume_with("grow", R=4)
-    assert s.run["units"] == {"total": total + 5, "probed": 5, "reused": total}
-    grown = load_table(tmp_path / "grow", "tokens").to_pylist()
-    kept = [row for row in grown if row["trajectory"] < 3]
-    assert kept == load_table(base_out, "tokens").to_pylist()
+    assert s.run["units"] == {"total": 8, "probed": 2, "reused": 6}
+    kept = [row for row in load_table(tmp_path / "grow", "tokens").to_pylist() if row["trajectory"] < 3]
+    assert kept == [row for row in load_table(base_out, "tokens").to_pylist() if row["question"] in first_two]
 
 
 def test_run_job_argument_validation(tmp_path: Path):
