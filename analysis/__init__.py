@@ -2,6 +2,10 @@
 
 from ._aggregate import (Layout, LayoutNames, aggregate, build_layout, segment_mean,
                          segment_pair_mad, spearman)
+from ._bootstrap import (BOOT_METRICS, BootstrapResult, FrontierBootstrap, bootstrap,
+                         format_bootstrap, percentile)
+from ._bootstrap_checkpoint import CheckpointError
+from ._bootstrap_sweep import sweep, sweep_tables
 from ._build import MeasurementSetError, from_dense, from_ragged, ragged
 from ._frontier import (Cell, FrontierHierarchyError, FrontierResult, StrategyFrontier,
                         check_hierarchy, frontiers)
@@ -20,6 +24,8 @@ from ._report import ReportError, write_report
 from ._simulate import simulate
 from ._splits import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file, assign_splits,
                       question_splits, read_split_file, split_questions, write_split_file)
+from ._thinning import (ProbeThinning, TrajectoryThinning, format_thinning, probe_thinning,
+                        thinning, trajectory_thinning)
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
 __all__ = [
@@ -34,6 +40,9 @@ __all__ = [
     "assign_splits", "bench_compare", "bench_evaluate", "load_method", "question_splits",
     "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
     "write_split_file", "ReportError", "write_report",
+    "BOOT_METRICS", "BootstrapResult", "CheckpointError", "FrontierBootstrap", "ProbeThinning",
+    "TrajectoryThinning", "bootstrap", "format_bootstrap", "format_thinning", "percentile",
+    "probe_thinning", "sweep", "sweep_tables", "thinning", "trajectory_thinning",
     "aggregate", "build_layout", "content_hash", "format_metrics", "from_dense",
     "from_ragged", "load", "load_table", "local_change_counts", "metrics", "ragged",
     "read_manifest", "save", "segment_mean", "segment_pair_mad", "simulate", "spearman",

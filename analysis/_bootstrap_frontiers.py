@@ -135,6 +135,9 @@ _WORKER: dict[str, Any] = {}
 
 
 def _worker_init(infos: list[CellInfo]) -> None:
+    # Workers do NumPy only; pin JAX to the CPU before anything could touch a
+    # backend, so no worker ever initializes (and preallocates) the accelerator.
+    jax.config.update("jax_platforms", "cpu")
     _WORKER["infos"] = infos
 
 

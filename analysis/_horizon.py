@@ -504,7 +504,8 @@ def _controls(gr: _Group, st: Settings) -> list[dict[str, Any]]:
 
 def _dense(gr: _Group, st: Settings) -> dict[str, Any] | None:
     run = gr.run
-    ctx = "common" if "common" in run.stop else "policy"
+    # The common context when the run has it (the paper's dense readout), else the policy context.
+    ctx = "common" if run.stop["common"].avail.any() else "policy"
     checks = [b for b in run.manifest.get("checkpoints", []) if b in run.horizons and b <= DENSE_SPAN]
     if len(checks) < 2:
         return None

@@ -30,9 +30,23 @@ Record device, JAX version and the printed figures with any result.
 import argparse
 import os
 import platform
+import sys
 import time
+import types
+from pathlib import Path
 
 import numpy as np
+
+try:
+    import otbench  # noqa: F401
+except ImportError:
+    # A bare checkout (the device machine has no editable install): map the
+    # package layout of pyproject.toml (otbench.analysis = analysis/, ...)
+    # onto the repository root, so the script runs from the working tree.
+    _root = Path(__file__).resolve().parents[1]
+    _pkg = types.ModuleType("otbench")
+    _pkg.__path__ = [str(_root / "otbench"), str(_root)]
+    sys.modules["otbench"] = _pkg
 
 PEAK = {  # nominal DRAM bandwidth, bytes/s (vendor data sheets)
     "NVIDIA H200": 4.8e12, "NVIDIA H100 80GB HBM3": 3.35e12, "NVIDIA H100 PCIe": 2.0e12,
@@ -121,17 +135,14 @@ def main() -> None:
         # between the first and the second-to-last marks when there are three.
         if len(marks) >= 3:
             (d0, s0), (d1, s1) = marks[0], marks[-2]
-        elif len(marks) == 2:
-            (d0, s0), (d1, s1) = marks
-        else:
-            return marks[-1][0] / marks[-1][1]
-        return (d1 - d0) / max(s1 - s0, 1e-9)
+            return (d1 - d0) / max(s1 - s0, 1e-9)
+        return marks[-1][0] / marks[-1][1]                 # too few batches: overall, compile included
 
     def progress(done: int) -> None:
         now = time.perf_counter() - t_start
         marks.append((done, now))
         print(f"  {done:6,d} replicates  {now:7.1f} s", flush=True)
-        if len(marks) >= 2 and done < args.replicates:
+        if len(marks) >= 3 and done < args.replicates:
             if now + (args.replicates - done) / steady_rate() > args.budget:
                 raise _Stop
 

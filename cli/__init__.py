@@ -15,6 +15,8 @@ _COMMANDS = {
     "_otbench": ("split_cmd", "bench_cmd"),
     "_report": ("report_cmd",),
     "_probe": ("probe_group",),
+    "_bootstrap": ("bootstrap_cmd",),
+    "_thinning": ("thinning_cmd", "sweep_cmd"),
     "_demo": ("demo_cmd",),
 }
 

@@ -39,7 +39,7 @@ def run_cmd(config: Path, out: Path, overwrite: bool, progress: bool) -> None:
     click.echo(f"wrote {summary.out}: {m['counts']['trajectories']} trajectories "
                f"({len(m['arms'])} arms x {m['replicates']} replicates), {m['counts']['readouts']} "
                f"readouts of {r['readout_inputs']} distinct inputs, {r['continuations']} continuations")
-    missing = [f"{f} {lt}" for lt, f in m["spellings"]["missing"]]
+    missing = [repr(" " + lt if f == "space" else lt) for lt, f in m["spellings"]["missing"]]
     if missing:
         click.echo(f"  no one-token spelling: {', '.join(missing)} (recorded in horizon.json)")
     click.echo(f"  total {r['total_s']:.1f} s (details in {summary.out / 'run.json'})")

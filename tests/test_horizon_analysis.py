@@ -384,3 +384,15 @@ def test_report_shows_the_horizon_document_beside_a_set(fixed, tmp_path):
     (set_dir / "results" / "horizon.json").unlink()
     write_report(set_dir, tmp_path / "rep3")
     assert "Matched-horizon" not in (tmp_path / "rep3" / "index.html").read_text()
+
+
+def test_a_policy_only_run_reads_dense_curves_in_the_policy_context(tmp_path):
+    s = random_run(5, A=2, I=4, R=2, controls=False, matched=False)
+    s.stop.pop("common")
+    s.term.pop("common")
+    write(s, tmp_path / "run")
+    doc = analyze(tmp_path / "run", contrasts=["a1,a0"], replicates=50)
+    g = doc["groups"][0]
+    assert g["dense"]["context"] == "policy" and g["dense"]["curves"]
+    assert {c["readout"] for c in g["contrasts"]} == {"policy", "continuation"}
+    assert {r["context"] for r in g["scores"]} == {"policy"}

@@ -369,3 +369,15 @@ def test_sign_flip_edge_cases():
         inf.sign_flip(np.ones(3), draws=0)
     with pytest.raises(inf.InferenceError, match="`d` must be a 1-d array of finite differences"):
         inf.sign_flip(np.array([np.nan]))
+
+
+def test_a_second_bootstrap_of_the_same_shapes_does_not_recompile():
+    rng = np.random.default_rng(0)
+    x = rng.random((9, 2, 5))
+    a = rng.random((9, 2, 5)) < 0.8
+    inf.bootstrap(x, a, replicates=30, batch=10)
+    sizes = (K.item_means._cache_size(), K.item_means_fixed._cache_size(), K.draw_weights._cache_size())
+    inf.bootstrap(x + 1.0, ~a | a, replicates=30, batch=10, seed=4)
+    inf.bootstrap(x[..., :3], a[..., :3], replicates=30, batch=10)   # padded to the same width
+    assert (K.item_means._cache_size(), K.item_means_fixed._cache_size(),
+            K.draw_weights._cache_size()) == sizes

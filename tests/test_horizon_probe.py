@@ -298,7 +298,7 @@ name = "base"
     r = CliRunner().invoke(horizon_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "o"),
                                            "--no-progress"])
     assert r.exit_code == 0, r.output
-    assert "wrote" in r.output and "no one-token spelling: space B" in r.output
+    assert "wrote" in r.output and "no one-token spelling: ' B', ' D'" in r.output
     assert load_run(tmp_path / "o").horizons == (0, 12)
     again = CliRunner().invoke(horizon_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "o")])
     assert again.exit_code == 2 and "already exists" in again.output
