@@ -11,6 +11,11 @@ from ._frontier import (Cell, FrontierHierarchyError, FrontierResult, StrategyFr
                         check_hierarchy, frontiers)
 from ._frontier_budgets import budget_grid
 from ._frontier_replicates import ReplicateFrontiers, frontier_replicates
+from ._horizon import HorizonAnalysisError, analyze as horizon_analyze
+from ._horizon_data import (HorizonDataError, HorizonRun, load_run as load_horizon_run,
+                            write_run as write_horizon_run)
+from ._horizon_inference import (McNemar, SignFlip, log2_trapezoid, mcnemar, mcnemar_counts,
+                                 sign_flip, simultaneous_band)
 from ._io import content_hash, load, load_table, read_manifest, save
 from ._metrics import (DEFAULT_BIN_EDGES, METRICS, LocalChangeCounts, Summary,
                        TrajectoryMetrics, format_metrics, local_change_counts, metrics,
@@ -43,6 +48,9 @@ __all__ = [
     "BOOT_METRICS", "BootstrapResult", "CheckpointError", "FrontierBootstrap", "ProbeThinning",
     "TrajectoryThinning", "bootstrap", "format_bootstrap", "format_thinning", "percentile",
     "probe_thinning", "sweep", "sweep_tables", "thinning", "trajectory_thinning",
+    "HorizonAnalysisError", "HorizonDataError", "HorizonRun", "McNemar", "SignFlip",
+    "horizon_analyze", "load_horizon_run", "log2_trapezoid", "mcnemar", "mcnemar_counts",
+    "sign_flip", "simultaneous_band", "write_horizon_run",
     "aggregate", "build_layout", "content_hash", "format_metrics", "from_dense",
     "from_ragged", "load", "load_table", "local_change_counts", "metrics", "ragged",
     "read_manifest", "save", "segment_mean", "segment_pair_mad", "simulate", "spearman",

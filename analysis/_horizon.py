@@ -271,7 +271,7 @@ def _contrasts(gr: _Group, st: Settings) -> tuple[list, list, list]:
         if not gr.has_readout(rd):
             continue
         fam_est, fam_draws, fam_rows = [], [], []
-        fam2_est, fam2_draws, fam2_rows = [], [], []
+        fam2_est, fam2_draws = [], []
         for (an, bn) in st.contrasts:
             A, Bz = gr.run.arm(an), gr.run.arm(bn)
             b, pair, xa, xb = _contrast_block(gr, st, A, Bz, rd, "item")

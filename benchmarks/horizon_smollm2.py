@@ -21,7 +21,6 @@ fewer items, for a smoke run).
 """
 
 import argparse
-import json
 import sys
 import tempfile
 import time

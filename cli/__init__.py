@@ -17,6 +17,7 @@ _COMMANDS = {
     "_probe": ("probe_group",),
     "_bootstrap": ("bootstrap_cmd",),
     "_thinning": ("thinning_cmd", "sweep_cmd"),
+    "_horizon": ("horizon_group",),
     "_demo": ("demo_cmd",),
 }
 

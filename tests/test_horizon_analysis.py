@@ -171,7 +171,7 @@ def test_matched_bounds_and_controls_match_the_twin(fixed):
             yc = float(ok_and_correct(s, tlp[c, i, r], i)[1])
             rep = av[i, r] and ok_and_correct(s, lp[i, r], i)[0]
             yh = float(ok_and_correct(s, lp[i, r], i)[1]) if rep else None
-            rows.append((i, rep, yc, yh, float(s.y[c, i, r])))
+            rows.append((i, rep, yc, yh, float(s.y[c, i, r]), bool(s.L[h, i, r] > s.L[c, i, r])))
     by_item = lambda f: mean_of_means([[f(x) for x in rows if x[0] == i and f(x) is not None]  # noqa: E731
                                        for i in range(I)])
     assert m["pairs"] == len(rows) and m["replayable"] == sum(x[1] for x in rows)
@@ -180,6 +180,8 @@ def test_matched_bounds_and_controls_match_the_twin(fixed):
     assert close(m["bound_low"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else x[4] - 1))
     assert close(m["bound_high"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else x[4]))
     assert m["bound_low"]["estimate"] <= m["bound_high"]["estimate"]
+    # the upper-arm-active diagnostic: replayable pairs whose upper run is still reasoning at L^c
+    assert close(m["delta_high_active"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] and x[5] else None))
 
     ctl = {r["control"]: r for r in g["controls"]}
     assert set(ctl) == {"random", "swap", "shuffle"}
