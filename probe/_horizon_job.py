@@ -45,13 +45,12 @@ Example (`otbench horizon run --config job.toml --out DIR`; the [model],
 """
 
 import dataclasses
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ._family import Family
-from ._job import JobError, ProbeJob, job_from_dict
+from ._job import JobError, ProbeJob, job_from_dict, load_toml_job
 
 CLOSURES = {
     # The papers' neutral closure: only the family's thinking-end marker.
@@ -289,15 +288,4 @@ def horizon_job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -
 
 def load_horizon_job(path: str | Path) -> HorizonJob:
     """Read and validate a horizon job TOML file (relative paths resolve against its folder)."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            cfg = tomllib.load(f)
-    except FileNotFoundError:
-        raise JobError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise JobError(f"{path}: not valid TOML ({e})") from None
-    try:
-        return horizon_job_from_dict(cfg, base=path.parent)
-    except JobError as e:
-        raise JobError(f"{path}: {e}") from None
+    return load_toml_job(path, horizon_job_from_dict)

@@ -202,8 +202,8 @@ def _sampling_iv(s: Mapping[str, Any]) -> Sampling:
     return Sampling(float(t), float(tp), int(tk), float(pp))
 
 
-def load_job(path: str | Path) -> ProbeJob:
-    """Read and validate a job TOML file (relative paths resolve against its folder)."""
+def load_toml_job(path: str | Path, build):
+    """Read a job TOML and validate it with `build(cfg, base=folder)`; errors name the file."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -213,6 +213,11 @@ def load_job(path: str | Path) -> ProbeJob:
     except tomllib.TOMLDecodeError as e:
         raise JobError(f"{path}: not valid TOML ({e})") from None
     try:
-        return job_from_dict(cfg, base=path.parent)
+        return build(cfg, base=path.parent)
     except JobError as e:
         raise JobError(f"{path}: {e}") from None
+
+
+def load_job(path: str | Path) -> ProbeJob:
+    """Read and validate a job TOML file (relative paths resolve against its folder)."""
+    return load_toml_job(path, job_from_dict)
