@@ -236,21 +236,11 @@ def step_lengths(path: str | os.PathLike) -> StepLengths | str:
     for col in ("model", "thinking"):
         if col not in table.column_names:
             return f"the 'tokens' table has no {col!r} column"
-    from otbench.probe._segment import boundary_mask, segment_flat
+    from otbench.probe._resegment import stored_thinking
+    from otbench.probe._segment import segment_flat
 
-    th = table.column("thinking").combine_chunks()
-    ids = np.asarray(th.flatten().to_numpy(zero_copy_only=False), dtype=np.int64)
-    off = th.offsets.to_numpy().astype(np.int64)
-    off = off - off[0]
-    boundary = np.asarray(prov["boundary_ids"], dtype=np.int64)
-    nl_end = np.asarray(prov.get("newline_end_ids", []), dtype=np.int64)
-    nl_start = np.asarray(prov.get("newline_start_ids", []), dtype=np.int64)
-    size = int(max(ids.max(initial=-1), boundary.max(initial=-1), nl_end.max(initial=-1),
-                   nl_start.max(initial=-1))) + 1
-    span = None
-    if prov.get("boundary_rule", "vocab") == "vocab+span":
-        span = (boundary_mask(size, nl_end), boundary_mask(size, nl_start))
-    mask = boundary_mask(size, boundary)
+    st = stored_thinking(table, prov)
+    ids, off, mask, span = st.ids, st.off, st.mask, st.span
     b0 = (prov.get("probe") or {}).get("b")
     bs = step_length_bs(b0)
     models = np.asarray(table.column("model").to_pylist(), dtype=object)
