@@ -33,7 +33,6 @@ or a readout is absent (`avail` False), never with a silent zero.
 """
 
 import dataclasses
-import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -43,6 +42,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from ._io import _sha256_file
 
 RUN_SCHEMA = "otbench.horizon-run/1"
 MANIFEST = "horizon.json"
@@ -164,14 +165,6 @@ class HorizonRun:
         return self.arms.index(name)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _read_table(path: Path, columns: Mapping[str, pa.DataType]) -> pa.Table:
     if not path.is_file():
         raise HorizonDataError(f"{path}: no such file")
@@ -226,7 +219,7 @@ def load_run(path: str | os.PathLike, *, verify: bool = True) -> HorizonRun:
     if verify:
         for key, name in (("trajectories_sha256", TRAJ_FILE), ("readouts_sha256", READ_FILE)):
             want = man.get(key)
-            if want and (root / name).is_file() and _sha256(root / name) != want:
+            if want and (root / name).is_file() and _sha256_file(root / name) != want:
                 raise HorizonDataError(f"{root / name}: sha256 differs from the manifest's "
                                        f"{key} (the file changed after the run)")
     tt = _read_table(root / TRAJ_FILE, TRAJ_COLUMNS).to_pydict()
@@ -382,8 +375,8 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
         pq.write_table(rt, tmp / READ_FILE)
         man = dict(manifest)
         man["schema"] = RUN_SCHEMA
-        man["trajectories_sha256"] = _sha256(tmp / TRAJ_FILE)
-        man["readouts_sha256"] = _sha256(tmp / READ_FILE)
+        man["trajectories_sha256"] = _sha256_file(tmp / TRAJ_FILE)
+        man["readouts_sha256"] = _sha256_file(tmp / READ_FILE)
         man["counts"] = {"trajectories": tt.num_rows, "readouts": rt.num_rows}
         (tmp / MANIFEST).write_text(json.dumps(man, indent=2, sort_keys=True, allow_nan=False) + "\n")
         if out.exists():
