@@ -1,58 +1,86 @@
-"""otbench.analysis: the measurement set and the JAX analysis core (no torch here)."""
+"""otbench.analysis: the measurement set and the JAX analysis core (no torch, no probe).
 
-from ._aggregate import (Layout, LayoutNames, aggregate, build_layout, segment_mean,
-                         segment_pair_mad, spearman)
-from ._bootstrap import (BOOT_METRICS, BootstrapResult, FrontierBootstrap, bootstrap,
-                         format_bootstrap, percentile)
-from ._bootstrap_checkpoint import CheckpointError
-from ._bootstrap_sweep import sweep, sweep_tables
-from ._build import MeasurementSetError, from_dense, from_ragged, ragged
-from ._frontier import (Cell, FrontierHierarchyError, FrontierResult, StrategyFrontier,
-                        check_hierarchy, frontiers)
-from ._frontier_budgets import budget_grid
-from ._frontier_replicates import ReplicateFrontiers, frontier_replicates
-from ._horizon import HorizonAnalysisError, analyze as horizon_analyze
-from ._horizon_data import (HorizonDataError, HorizonRun, load_run as load_horizon_run,
-                            write_run as write_horizon_run)
-from ._horizon_inference import (McNemar, SignFlip, log2_trapezoid, mcnemar, mcnemar_counts,
-                                 sign_flip, simultaneous_band)
-from ._io import content_hash, load, load_table, read_manifest, save
-from ._metrics import (DEFAULT_BIN_EDGES, METRICS, LocalChangeCounts, Summary,
-                       TrajectoryMetrics, format_metrics, local_change_counts, metrics,
-                       summarize, trajectory_metrics)
-from ._methods import (BUILTINS, BudgetMethod, ExitMethod, MethodError, OnlineView,
-                       RoutingMethod, UnitTable, load_method)
-from ._methods_baselines import PredictiveScheduling, ThinkBrake, ThinkSwitcher
-from ._methods_features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
-from ._otbench import BenchResult, compare as bench_compare, evaluate as bench_evaluate
-from ._report import ReportError, write_report
-from ._simulate import simulate
-from ._splits import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file, assign_splits,
-                      question_splits, read_split_file, split_questions, write_split_file)
-from ._thinning import (ProbeThinning, TrajectoryThinning, format_thinning, probe_thinning,
-                        thinning, trajectory_thinning)
-from ._types import SCHEMA, SPLITS, MeasurementSet
+The pipeline's analysis half, one subpackage per stage:
 
-__all__ = [
-    "DEFAULT_BIN_EDGES", "METRICS", "SCHEMA", "SPLITS",
-    "Layout", "LayoutNames", "LocalChangeCounts", "MeasurementSet", "MeasurementSetError",
-    "Summary", "TrajectoryMetrics", "Cell", "FrontierHierarchyError", "FrontierResult",
-    "StrategyFrontier", "ReplicateFrontiers", "budget_grid", "check_hierarchy",
-    "frontier_replicates", "frontiers",
-    "BUILTINS", "BenchResult", "BudgetMethod", "DEFAULT_RATIOS", "DEFAULT_SEED", "ExitMethod",
-    "HashedText", "MethodError", "OnlineView", "PredictiveScheduling", "RoutingMethod",
-    "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable", "apply_split_file",
-    "assign_splits", "bench_compare", "bench_evaluate", "load_method", "question_splits",
-    "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
-    "write_split_file", "ReportError", "write_report",
-    "BOOT_METRICS", "BootstrapResult", "CheckpointError", "FrontierBootstrap", "ProbeThinning",
-    "TrajectoryThinning", "bootstrap", "format_bootstrap", "format_thinning", "percentile",
-    "probe_thinning", "sweep", "sweep_tables", "thinning", "trajectory_thinning",
-    "HorizonAnalysisError", "HorizonDataError", "HorizonRun", "McNemar", "SignFlip",
-    "horizon_analyze", "load_horizon_run", "log2_trapezoid", "mcnemar", "mcnemar_counts",
-    "sign_flip", "simultaneous_band", "write_horizon_run",
-    "aggregate", "build_layout", "content_hash", "format_metrics", "from_dense",
-    "from_ragged", "load", "load_table", "local_change_counts", "metrics", "ragged",
-    "read_manifest", "save", "segment_mean", "segment_pair_mad", "simulate", "spearman",
-    "summarize", "trajectory_metrics",
-]
+* `measurement`  the contract (types, validation, Parquet/JSONL, simulator, segmentation); no JAX
+* `core`         JAX configuration, shape types, counter-based random streams
+* `overthinking` per-trajectory k*, OR, AD and equal-weight aggregation (SPEC §4)
+* `frontier`     exact oracle frontiers of DR, FB, DEE (SPEC §5)
+* `resampling`   bootstrap, probe and trajectory thinning, sweep (SPEC §7)
+* `bench`        OTBench: splits, methods, baselines, evaluator (SPEC §6)
+* `horizon`      matched-horizon analysis (SPEC §8)
+* `report`       HTML report, figures, tables (a leaf)
+
+Every public name below is loaded on first use (PEP 562), so importing
+`otbench.analysis` (or its `measurement` subpackage) does not import JAX;
+the first JAX-using name switches JAX to x64 (see `core`).
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# public name -> (subpackage, name there)
+_EXPORTS: dict[str, tuple[str, str]] = {}
+
+
+def _export(sub: str, *names: str, **renamed: str) -> None:
+    for n in names:
+        _EXPORTS[n] = (sub, n)
+    for public, inner in renamed.items():
+        _EXPORTS[public] = (sub, inner)
+
+
+_export("measurement", "SCHEMA", "SPLITS", "MeasurementSet", "MeasurementSetError",
+        "HorizonDataError", "HorizonRun", "content_hash", "from_dense", "from_ragged", "load",
+        "load_table", "ragged", "read_manifest", "save", "simulate", "export_jsonl",
+        "import_jsonl", load_horizon_run="load_run", write_horizon_run="write_run")
+_export("overthinking", "DEFAULT_BIN_EDGES", "METRICS", "Layout", "LayoutNames",
+        "LocalChangeCounts", "Summary", "TrajectoryMetrics", "aggregate", "build_layout",
+        "format_metrics", "local_change_counts", "metrics", "segment_mean", "segment_pair_mad",
+        "spearman", "summarize", "trajectory_metrics")
+_export("frontier", "Cell", "FrontierHierarchyError", "FrontierResult", "StrategyFrontier",
+        "ReplicateFrontiers", "budget_grid", "check_hierarchy", "frontier_replicates",
+        "frontiers")
+_export("resampling", "BOOT_METRICS", "BootstrapResult", "CheckpointError", "FrontierBootstrap",
+        "ProbeThinning", "TrajectoryThinning", "bootstrap", "format_bootstrap",
+        "format_thinning", "percentile", "probe_thinning", "sweep", "sweep_tables", "thinning",
+        "trajectory_thinning")
+_export("bench", "BUILTINS", "BenchResult", "BudgetMethod", "DEFAULT_RATIOS", "DEFAULT_SEED",
+        "ExitMethod", "HashedText", "MethodError", "OnlineView", "PredictiveScheduling",
+        "RoutingMethod", "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable",
+        "apply_split_file", "assign_splits", "load_method", "question_splits",
+        "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
+        "write_split_file", bench_compare="compare", bench_evaluate="evaluate")
+_export("horizon", "HorizonAnalysisError", "McNemar", "SignFlip", "log2_trapezoid", "mcnemar",
+        "mcnemar_counts", "sign_flip", "simultaneous_band", horizon_analyze="analyze")
+_export("report", "ReportError", "write_report")
+
+SUBPACKAGES = ("measurement", "core", "overthinking", "frontier", "resampling", "bench",
+               "horizon", "report")
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        sub, inner = _EXPORTS[name]
+        value = getattr(importlib.import_module(f"{__name__}.{sub}"), inner)
+        globals()[name] = value     # later lookups skip this hook
+        return value
+    if name in SUBPACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | set(SUBPACKAGES))
+
+
+if TYPE_CHECKING:   # static tools see the names the hook provides
+    from .bench import *  # noqa: F401,F403
+    from .frontier import *  # noqa: F401,F403
+    from .horizon import *  # noqa: F401,F403
+    from .measurement import *  # noqa: F401,F403
+    from .overthinking import *  # noqa: F401,F403
+    from .report import *  # noqa: F401,F403
+    from .resampling import *  # noqa: F401,F403

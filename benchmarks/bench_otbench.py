@@ -16,12 +16,12 @@ import time
 import numpy as np
 
 from otbench.analysis import simulate
-from otbench.analysis._frontier import frontiers
-from otbench.analysis._methods_baselines import ThinkBrake
-from otbench.analysis._methods_features import units_of
-from otbench.analysis._otbench import evaluate
-from otbench.analysis._otbench_walk import dee_positions
-from otbench.analysis._splits import assign_splits
+from otbench.analysis.frontier._frontiers import frontiers
+from otbench.analysis.bench._baselines import ThinkBrake
+from otbench.analysis.bench._features import units_of
+from otbench.analysis.bench._evaluate import evaluate
+from otbench.analysis.bench._walk import dee_positions
+from otbench.analysis.bench._splits import assign_splits
 
 
 def best_of(fn, repeats):

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from otbench.analysis import content_hash, from_dense
-from otbench.analysis._simulate import simulate
+from otbench.analysis.measurement._simulate import simulate
 
 
 def rebuild(ms):

@@ -2,7 +2,7 @@
 
     python benchmarks/frontier.py [--scale paper] [--seed 0] [--grid 1001]
 
-Times `otbench.analysis._frontier.frontiers` (every cell x DR, FB, DEE, on the
+Times `otbench.analysis.frontier._frontiers.frontiers` (every cell x DR, FB, DEE, on the
 1,001-point grid) in this fresh process -- the first call includes JAX
 start-up and compilation ("cold"), the second is "warm" -- and a plain NumPy
 DP on the same data: the same pruned actions (built by the same `_units`
@@ -25,8 +25,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
 
-from otbench.analysis import _dp, _frontier, _units  # noqa: E402
-from otbench.analysis._simulate import simulate  # noqa: E402
+from otbench.analysis.frontier import _dp  # noqa: E402
+
+from otbench.analysis.frontier import _frontiers as _frontier
+
+from otbench.analysis.frontier import _units
+from otbench.analysis.measurement._simulate import simulate  # noqa: E402
 
 
 def cpu() -> float:

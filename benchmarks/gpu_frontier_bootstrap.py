@@ -6,7 +6,7 @@
 Goal (issue 4): <= 10 minutes on one H200 for 10,000 replicates of all 72
 exact frontiers (24 cells x DR, FB, DEE, 101-point grid) of the simulated
 paper-scale set (`simulate("paper")`), metrics included. Self-contained: it
-simulates the set, runs `otbench.analysis._bootstrap.bootstrap(...,
+simulates the set, runs `otbench.analysis.resampling._bootstrap.bootstrap(...,
 frontiers=True)` batch by batch and stops early when the projected time
 exceeds `--budget` seconds (reporting the replicates done and the projection
 for 10,000), then prints
@@ -87,11 +87,11 @@ def main() -> None:
     import jax
     import jax.numpy as jnp
 
-    from otbench.analysis import _bootstrap_frontiers as bf
-    from otbench.analysis._bootstrap import bootstrap
-    from otbench.analysis._frontier_replicates import frontier_replicates
-    from otbench.analysis._simulate import simulate
-    from otbench.analysis._units import STRATEGIES
+    from otbench.analysis.frontier import _pipeline as bf
+    from otbench.analysis.resampling._bootstrap import bootstrap
+    from otbench.analysis.frontier._replicates import frontier_replicates
+    from otbench.analysis.measurement._simulate import simulate
+    from otbench.analysis.frontier._units import STRATEGIES
 
     dev = jax.devices()[0]
     kind = getattr(dev, "device_kind", dev.platform)
@@ -185,7 +185,7 @@ def main() -> None:
     # -- baseline: the per-cell entry point, sequential ---------------------------------------
     if args.baseline > 0:
         from otbench.analysis import build_layout
-        from otbench.analysis._bootstrap_draws import fixed_point, replicate_kernel, resampling
+        from otbench.analysis.resampling._draws import fixed_point, replicate_kernel, resampling
 
         layout, names = build_layout(ms)
         res = resampling(ms, layout, names)

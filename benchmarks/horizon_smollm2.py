@@ -30,7 +30,7 @@ import numpy as np
 
 
 def _tables(doc, contrasts: bool) -> str:
-    from otbench.analysis import _horizon_tables as t
+    from otbench.analysis.horizon import _tables as t
     out = [t.calibration_table(doc)]
     if contrasts:
         out += [t.contrast_table(doc, "policy"), t.strata_table(doc, "policy")]
@@ -39,11 +39,11 @@ def _tables(doc, contrasts: bool) -> str:
 
 
 def positive_control(work: Path, quick: bool) -> dict:
-    from otbench.analysis import _horizon_inference as inf
-    from otbench.analysis._horizon import _scores, analyze
-    from otbench.analysis._horizon_data import load_run
-    from otbench.probe._horizon_job import load_horizon_job
-    from otbench.probe._horizon_run import run_horizon
+    from otbench.analysis.horizon import _inference as inf
+    from otbench.analysis.horizon._analysis import _scores, analyze
+    from otbench.analysis.measurement._horizon_run import load_run
+    from otbench.probe.horizon._job import load_horizon_job
+    from otbench.probe.horizon._run import run_horizon
 
     job = load_horizon_job(Path(__file__).parent.parent / "artifacts" / "jobs" / "horizon-positive-control.toml")
     if quick:
@@ -64,9 +64,9 @@ def positive_control(work: Path, quick: bool) -> dict:
 
 
 def prompt_job(work: Path, quick: bool) -> tuple[dict, dict, dict]:
-    from otbench.analysis._horizon import analyze
-    from otbench.probe._horizon_job import load_horizon_job
-    from otbench.probe._horizon_run import run_horizon
+    from otbench.analysis.horizon._analysis import analyze
+    from otbench.probe.horizon._job import load_horizon_job
+    from otbench.probe.horizon._run import run_horizon
 
     job = load_horizon_job(Path(__file__).parent.parent / "artifacts" / "jobs" / "horizon-smollm2.toml")
     import dataclasses
@@ -83,13 +83,13 @@ def engines(work: Path, n: int) -> dict:
     """Readout throughput: vLLM (one call) vs transformers (baseline) on the same `n` inputs."""
     import pyarrow.parquet as pq
 
-    from otbench.probe._embedded import embedded_model_dir
-    from otbench.probe._engine import EngineConfig, open_engine
-    from otbench.probe._family import load_family
-    from otbench.probe._horizon_readout import find_spellings
-    from otbench.probe._horizon_stops import stop_input
-    from otbench.probe._probe_ids import compile_format
-    from otbench.probe._vocab import build_vocabulary
+    from otbench.probe.config._embedded import embedded_model_dir
+    from otbench.probe.engines._interface import EngineConfig, open_engine
+    from otbench.probe.config._family import load_family
+    from otbench.probe.horizon._readout import find_spellings
+    from otbench.probe.horizon._stops import stop_input
+    from otbench.probe.tokens._probe_prompts import compile_format
+    from otbench.probe.tokens._vocab import build_vocabulary
 
     path = str(embedded_model_dir(log=lambda s: None))
     tt = pq.read_table(work / "arms" / "trajectories.parquet").to_pylist()
@@ -123,7 +123,7 @@ def engines(work: Path, n: int) -> dict:
 
 
 def analysis_scale() -> dict:
-    from otbench.analysis import _horizon_inference as inf
+    from otbench.analysis.horizon import _inference as inf
 
     rng = np.random.default_rng(0)
     I, R, H = 500, 3, 5

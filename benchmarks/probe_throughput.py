@@ -34,21 +34,21 @@ def main(argv=None) -> int:
 
     import numpy as np
 
-    from otbench.probe._engine import EngineConfig, GenRequest, open_engine
-    from otbench.probe._family import load_family, load_instructions, load_model
-    from otbench.probe._probe_ids import compile_format
-    from otbench.probe._questions import sum_questions
-    from otbench.probe._run import encode_prompts
-    from otbench.probe._segment import segment_flat
-    from otbench.probe._vocab import build_vocabulary
+    from otbench.probe.engines._interface import EngineConfig, GenRequest, open_engine
+    from otbench.probe.config._family import load_family, load_instructions, load_model
+    from otbench.probe.tokens._probe_prompts import compile_format
+    from otbench.probe.data._questions import sum_questions
+    from otbench.probe.stp._loop import encode_prompts
+    from otbench.analysis.measurement._segment import segment_flat
+    from otbench.probe.tokens._vocab import build_vocabulary
 
     if args.model == "embedded":
-        from otbench.probe._embedded import DEFAULT_MODEL, embedded_model_dir
+        from otbench.probe.config._embedded import DEFAULT_MODEL, embedded_model_dir
         path, entry = str(embedded_model_dir()), load_model(DEFAULT_MODEL)
         family, rule, dtype = load_family(entry.family), entry.boundary, "bfloat16"
     else:
         import tempfile
-        from otbench.probe._tiny import build_tiny_model
+        from otbench.probe.engines._tiny import build_tiny_model
         path = str(build_tiny_model(tempfile.mkdtemp(prefix="otbench-tiny-"), 0))
         family, rule, dtype = load_family("qwen3-thinking"), "vocab", "float32"
     cfg = EngineConfig(kind=args.engine, model=path, dtype=dtype,

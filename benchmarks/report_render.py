@@ -13,7 +13,7 @@ Steps, each timed:
    off and writes a screenshot; the script checks the PNG is a PNG of the
    window size and that the DOM it rendered holds every figure.
 
-The bootstrap document comes from `otbench.analysis._bootstrap` (``--replicates``,
+The bootstrap document comes from `otbench.analysis.resampling._bootstrap` (``--replicates``,
 with frontiers; 0 skips it) unless one is passed with ``--bootstrap``; a
 thinning document is used when passed with ``--thinning``.
 
@@ -54,8 +54,8 @@ def main() -> None:
     a = ap.parse_args()
 
     from otbench.analysis import frontiers, metrics, save, simulate
-    from otbench.analysis._report import write_report
-    from otbench.analysis._report_figures import png_size
+    from otbench.analysis.report._write import write_report
+    from otbench.analysis.report._figures import png_size
 
     if a.out.exists():
         shutil.rmtree(a.out)
@@ -75,8 +75,8 @@ def main() -> None:
     results = set_dir / "results"
     results.mkdir()
     try:
-        from otbench.analysis._otbench import compare, compare_json
-        from otbench.analysis._splits import assign_splits
+        from otbench.analysis.bench._evaluate import compare, compare_json
+        from otbench.analysis.bench._splits import assign_splits
     except ImportError as e:
         print(f"OTBench not available ({e}); Fig. 4 will be a note")
     else:
@@ -87,7 +87,7 @@ def main() -> None:
 
     if a.bootstrap is None and a.replicates > 0:
         try:
-            from otbench.analysis._bootstrap import bootstrap
+            from otbench.analysis.resampling._bootstrap import bootstrap
         except ImportError as e:
             print(f"bootstrap not available ({e}); Tables 4-6 and Fig. 5 will be notes")
         else:

@@ -4,7 +4,7 @@ Workload: synthetic thinking streams shaped like the paper's (2,000-16,000
 tokens per trajectory, a boundary id about every 60 tokens, a 150k-id
 vocabulary with 565 boundary ids), b = 256. Measured in the same run:
 
-* `numba` and `python` backends of `otbench.probe._segment.segment_flat`
+* `numba` and `python` backends of `otbench.analysis.measurement._segment.segment_flat`
   (identical results, checked here);
 * baseline: the bare vectorised membership scan `mask[ids]` (a lower bound
   on any id-level segmenter: it reads every token once and does nothing else),
@@ -41,7 +41,7 @@ def best_of(fn, repeat=3):
 
 
 def main() -> int:
-    from otbench.probe._segment import _numba_kernel, boundary_mask, segment_flat
+    from otbench.analysis.measurement._segment import _numba_kernel, boundary_mask, segment_flat
 
     rng = np.random.default_rng(0)
     V, T, b = 150_000, 3_000, 256

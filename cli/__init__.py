@@ -12,7 +12,7 @@ _COMMANDS = {
     "_metrics": ("metrics_cmd",),
     "_frontier": ("frontier_cmd",),
     "_grade": ("grade_cmd",),
-    "_otbench": ("split_cmd", "bench_cmd"),
+    "_bench": ("split_cmd", "bench_cmd"),
     "_report": ("report_cmd",),
     "_probe": ("probe_group",),
     "_bootstrap": ("bootstrap_cmd",),
@@ -30,11 +30,6 @@ def main() -> None:
 
 
 for _mod, _names in _COMMANDS.items():
-    try:
-        _m = importlib.import_module(f"{__name__}.{_mod}")
-    except ModuleNotFoundError as e:  # a command module not written yet
-        if e.name != f"{__name__}.{_mod}":
-            raise
-        continue
+    _m = importlib.import_module(f"{__name__}.{_mod}")
     for _name in _names:
         main.add_command(getattr(_m, _name))

@@ -19,7 +19,7 @@ def import_cmd(file: str, out: str, synthetic: bool, overwrite: bool) -> None:
     import with `FILE:LINE: rule` and exit status 2; nothing is written.
     """
     from otbench.analysis import save
-    from otbench.analysis._jsonl import import_jsonl
+    from otbench.analysis.measurement import import_jsonl
 
     with data_errors():
         ms = import_jsonl(file, synthetic=synthetic)
@@ -35,7 +35,7 @@ def import_cmd(file: str, out: str, synthetic: bool, overwrite: bool) -> None:
               help="JSONL file to write (the format `otbench import` reads).")
 def export_cmd(directory: str, out: str) -> None:
     """Export a measurement set as canonical JSONL (exact inverse of import)."""
-    from otbench.analysis._jsonl import export_jsonl
+    from otbench.analysis.measurement import export_jsonl
 
     ms = load_set(directory)
     count = export_jsonl(ms, out)

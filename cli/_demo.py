@@ -31,7 +31,7 @@ def analyze(ms, out: Path) -> str:
 
     The one call site of the analysis in the demo, kept small on purpose.
     """
-    from otbench.analysis._metrics import format_metrics, metrics
+    from otbench.analysis.overthinking import format_metrics, metrics
 
     from ._common import write_json
 
@@ -39,7 +39,7 @@ def analyze(ms, out: Path) -> str:
     result = metrics(ms)
     write_json(result, str(out / "metrics.json"))
     text = format_metrics(result)
-    from otbench.analysis._frontier import frontiers
+    from otbench.analysis.frontier import frontiers
 
     from ._frontier import format_frontiers
 
@@ -57,9 +57,9 @@ def analyze(ms, out: Path) -> str:
               help="Number of embedded questions (default: the job's, 12).")
 def demo_cmd(out: Path, engine: str, n: int) -> None:
     """Probe a real small model on embedded questions, then analyze it (CPU, no download)."""
-    from otbench.analysis._io import load
-    from otbench.probe._execute import run_job
-    from otbench.probe._job import job_from_dict
+    from otbench.analysis.measurement import load
+    from otbench.probe.stp import run_job
+    from otbench.probe.stp import job_from_dict
 
     cfg = demo_job()
     cfg["engine"]["kind"] = engine
@@ -84,7 +84,7 @@ def demo_cmd(out: Path, engine: str, n: int) -> None:
     click.echo(analyze(ms, out / "analysis"), nl=False)
     click.echo("")
     written = ", ".join(sorted(p.name for p in (out / "analysis").glob("*.json")))
-    from otbench.analysis._report import write_report
+    from otbench.analysis.report import write_report
 
     index = write_report(ms, out / "report", set_dir=ms_dir, results_dir=out / "analysis",
                          progress=lambda s: click.echo(f"report: {s}", err=True))

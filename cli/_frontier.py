@@ -62,12 +62,12 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
     """Exact oracle Pareto frontiers of every cell of the set in DIRECTORY (SPEC §5)."""
     # Lazy: JAX loads only when the command runs, not for `otbench --help`.
     from otbench.analysis import load
-    from otbench.analysis._frontier import _strategies_iv, frontiers
-    from otbench.analysis._frontier_budgets import budget_grid
+    from otbench.analysis.frontier import strategies_iv, frontiers
+    from otbench.analysis.frontier import budget_grid
 
     grid_value = _parse_grid(grid)
     for check, value, hint in ((budget_grid, grid_value, "'--grid'"),
-                               (_strategies_iv, strategies, "'--strategies'")):
+                               (strategies_iv, strategies, "'--strategies'")):
         try:
             check(value)
         except ValueError as e:

@@ -12,7 +12,7 @@ _KEYS = {"task", "reference", "response", "tests", "fn_name", "n_options"}
 
 def read_requests(path: str) -> list[tuple[int, object]]:
     """(line number from 1, GradeRequest) per non-blank line; a bad line raises `DataError`."""
-    from otbench.probe._grading import make_request
+    from otbench.probe.grading import make_request
 
     out = []
     try:
@@ -75,8 +75,8 @@ def grade_cmd(file: str, json_out: str | None, workers: int | None) -> None:
     `FILE:LINE: rule` and exit status 2. Anything but a verified correct answer
     is wrong; the status says why.
     """
-    from otbench.probe._grading_pool import Grader
-    from otbench.probe._grading_types import Status
+    from otbench.probe.grading import Grader
+    from otbench.probe.grading import Status
 
     reqs = read_requests(file)
     if workers is None:

@@ -22,15 +22,15 @@ def horizon_group() -> None:
 @click.option("--progress/--no-progress", default=True, help="Progress lines on stderr.")
 def run_cmd(config: Path, out: Path, overwrite: bool, progress: bool) -> None:
     """Generate the arms' trajectories, stop them at every horizon and read the answers out."""
-    from otbench.probe._family import ArtifactError
-    from otbench.probe._horizon_job import load_horizon_job
-    from otbench.probe._job import JobError
+    from otbench.probe.config import ArtifactError
+    from otbench.probe.horizon import load_horizon_job
+    from otbench.probe.stp import JobError
 
     try:
         job = load_horizon_job(config)
     except (JobError, ArtifactError) as e:
         raise DataError(str(e)) from None
-    from otbench.probe._horizon_run import run_horizon
+    from otbench.probe.horizon import run_horizon
 
     with data_errors(ValueError):
         summary = run_horizon(job, out, overwrite=overwrite, progress=progress)
@@ -76,9 +76,9 @@ def _ints(value: str | None) -> list[int] | None:
 def analyze_cmd(directory: Path, arms: tuple[str, ...], horizons: str | None, replicates: int,
                 seed: int, two_way: bool, json_out: Path | None) -> None:
     """Survival, accuracies, paired contrasts, strata, scores and controls of the run in DIRECTORY."""
-    from otbench.analysis import _horizon_tables as tabs
-    from otbench.analysis._horizon import HorizonAnalysisError, analyze
-    from otbench.analysis._horizon_data import HorizonDataError
+    from otbench.analysis import horizon as tabs
+    from otbench.analysis.horizon import HorizonAnalysisError, analyze
+    from otbench.analysis.measurement import HorizonDataError
 
     hs = _ints(horizons)
     with data_errors(HorizonDataError, HorizonAnalysisError):

@@ -14,8 +14,8 @@ from ._common import data_errors, write_json
 def metrics_cmd(directory: Path, json_out: Path | None) -> None:
     """Print OR / AD / accuracy tables of the measurement set in DIRECTORY."""
     # Lazy: JAX loads only when the command runs, not for `otbench --help`.
-    from otbench.analysis._io import load
-    from otbench.analysis._metrics import format_metrics, metrics
+    from otbench.analysis.measurement import load
+    from otbench.analysis.overthinking import format_metrics, metrics
 
     with data_errors(ValueError):  # ValueError: a set without rows
         ms = load(directory)

@@ -40,16 +40,16 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
     Every finished work unit is committed to the journal as it completes, so
     a crashed or killed run continues with `--resume` and gives the same set.
     """
-    from otbench.probe._family import ArtifactError
-    from otbench.probe._job import JobError, load_job
+    from otbench.probe.config import ArtifactError
+    from otbench.probe.stp import JobError, load_job
 
     try:
         job = load_job(config)
     except (JobError, ArtifactError) as e:
         raise DataError(str(e)) from None
-    from otbench.probe._execute import run_job
-    from otbench.probe._ray import RayMissingError
-    from otbench.probe._resume import JournalError
+    from otbench.probe.stp import run_job
+    from otbench.probe.stp import RayMissingError
+    from otbench.probe.stp import JournalError
 
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
     try:
@@ -94,7 +94,7 @@ def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    from otbench.probe._vocab import KINDS, audit, build_vocabulary
+    from otbench.probe.tokens import KINDS, audit, build_vocabulary
 
     try:
         tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
@@ -130,8 +130,8 @@ def _parse_bs(value: str) -> list[int]:
               help="Also write the distributions as JSON.")
 def resegment_cmd(directory: Path, b_values: str, json_out: Path | None) -> None:
     """Realized step-length distributions of the stored trajectories at other b (no regeneration)."""
-    from otbench.analysis._build import MeasurementSetError
-    from otbench.probe._resegment import resegment
+    from otbench.analysis.measurement import MeasurementSetError
+    from otbench.probe.stp import resegment
 
     bs = _parse_bs(b_values)
     try:

@@ -33,9 +33,9 @@ def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Pat
     DIR/results/. Progress goes to stderr, the report's path to stdout.
     """
     # Lazy: JAX and matplotlib load only when the command runs.
-    from otbench.analysis._io import load
-    from otbench.analysis._report import ReportError, write_report
-    from otbench.analysis._report_inputs import ReportInputError
+    from otbench.analysis.measurement import load
+    from otbench.analysis.report import ReportError, write_report
+    from otbench.analysis.report import ReportInputError
 
     def progress(line: str) -> None:
         click.echo(f"report: {line}", err=True)

@@ -4,7 +4,7 @@ import click
 
 from ._common import data_errors
 
-SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis._simulate.SCALES (kept import-free)
+SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._simulate.SCALES (kept import-free)
 
 
 @click.command("simulate")
@@ -23,7 +23,7 @@ def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool) -> None:
     the seed in its provenance.
     """
     from otbench.analysis import save
-    from otbench.analysis._simulate import simulate
+    from otbench.analysis.measurement import simulate
 
     ms = simulate(scale, seed)
     with data_errors():

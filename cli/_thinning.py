@@ -49,9 +49,9 @@ _SEED = click.option("--seed", type=int, default=20260721, show_default=True,
 def thinning_cmd(directory: Path, probes: str, trajectories: str, draws: int, seed: int,
                  json_out: Path | None) -> None:
     """Exact probe thinning and trajectory thinning of the set in DIRECTORY."""
-    from otbench.analysis._build import MeasurementSetError
-    from otbench.analysis._io import load
-    from otbench.analysis._thinning import format_thinning, thinning
+    from otbench.analysis.measurement import MeasurementSetError
+    from otbench.analysis.measurement import load
+    from otbench.analysis.resampling import format_thinning, thinning
 
     from ._common import write_json
 
@@ -108,9 +108,9 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
     Writes OUT/sweep.json (otbench.sweep/1: the bootstrap and thinning
     documents) and OUT/<table>.csv for every table (fractions, not %).
     """
-    from otbench.analysis._bootstrap_sweep import sweep, sweep_tables
-    from otbench.analysis._build import MeasurementSetError
-    from otbench.analysis._io import load
+    from otbench.analysis.resampling import sweep, sweep_tables
+    from otbench.analysis.measurement import MeasurementSetError
+    from otbench.analysis.measurement import load
 
     from ._common import write_json
 

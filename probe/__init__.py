@@ -1,21 +1,23 @@
 """Probe stage: trajectories, segmentation and answer probes (heavy deps imported lazily).
 
-Importing this package never imports torch, transformers or vLLM; engines
-load their libraries when one is opened (`open_engine`).
+Subpackages, in pipeline order: `config` (families, model entries, seeds),
+`data` (questions), `tokens` (boundary vocabulary, probe prompts), `engines`
+(vLLM, transformers), `grading`, `stp` (the job, the probe loop, the runner,
+journal, Ray) and `horizon` (matched-horizon runs). Importing this package
+never imports torch, transformers, vLLM or JAX.
 """
 
-from ._engine import ENGINES, Completion, EngineConfig, GenRequest, Signal, open_engine
-from ._execute import RunSummary, run_job
-from ._family import (ArtifactError, Family, Limits, ModelEntry, Sampling, list_entries,
-                      load_family, load_instructions, load_model)
-from ._grader import GRADERS, GradeItem, resolve_grader
-from ._job import JobError, ProbeJob, job_from_dict, load_job
-from ._probe_ids import FormatError, ProbeFormat, compile_format
-from ._resegment import resegment
-from ._run import SIGNALS, UnitResult, probe_units, run_units
-from ._seeds import derive_seed
-from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
-from ._vocab import KINDS, Vocabulary, audit, build_vocabulary, classify_form
+from otbench.analysis.measurement import (SPAN_RULES, boundary_mask, segment, segment_flat,
+                                          target_steps)
+
+from .config import (ArtifactError, Family, Limits, ModelEntry, Sampling, derive_seed,
+                     list_entries, load_family, load_instructions, load_model)
+from .engines import ENGINES, Completion, EngineConfig, GenRequest, Signal, open_engine
+from .grading import GRADERS, GradeItem, resolve_grader
+from .stp import (SIGNALS, JobError, ProbeJob, RunSummary, UnitResult, job_from_dict, load_job,
+                  probe_units, resegment, run_job, run_units)
+from .tokens import (KINDS, FormatError, ProbeFormat, Vocabulary, audit, build_vocabulary,
+                     classify_form, compile_format)
 
 __all__ = [
     "ENGINES", "GRADERS", "KINDS", "SIGNALS", "SPAN_RULES",

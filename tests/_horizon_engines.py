@@ -22,7 +22,7 @@ import hashlib
 import math
 import random
 
-from otbench.probe._engine import Completion
+from otbench.probe.engines._interface import Completion
 
 
 class ScriptedEngine:

@@ -4,7 +4,7 @@
 termination and answers, per-option log-probabilities of every readout,
 continuation outcomes -- with some replicates absent (unequal R per item),
 ties between options, and readouts that are missing; `write` stores them as
-a run directory (`otbench.analysis._horizon_data.write_run`). The tests'
+a run directory (`otbench.analysis.measurement._horizon_run.write_run`). The tests'
 twins compute their expectations from the same arrays.
 """
 
@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from otbench.analysis._horizon_data import LETTERS, write_run
+from otbench.analysis.measurement._horizon_run import LETTERS, write_run
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from otbench.analysis import from_ragged, ragged
-from otbench.analysis._types import SPLITS
+from otbench.analysis.measurement._types import SPLITS
 
 
 def build(trajs, splits=None, synthetic=True):

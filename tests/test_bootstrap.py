@@ -10,8 +10,9 @@ import pytest
 import scipy.stats
 
 from otbench.analysis import build_layout, from_ragged, metrics, ragged, simulate
-from otbench.analysis import _bootstrap_draws as bd
-from otbench.analysis._bootstrap import (BOOT_METRICS, bootstrap, chain, format_bootstrap,
+from otbench.analysis import core
+from otbench.analysis.resampling import _draws as bd
+from otbench.analysis.resampling._bootstrap import (BOOT_METRICS, bootstrap, chain, format_bootstrap,
                                          percentile)
 
 MASK64 = (1 << 64) - 1
@@ -56,9 +57,9 @@ def mix64(z):
 
 def test_splitmix64_reference_vectors():
     # Published SplitMix64 outputs (Vigna's reference splitmix64.c): seed 0 and seed 1234567.
-    got0 = np.asarray(bd.words(jnp.uint64(0), jnp.uint64(1), 3)).tolist()
+    got0 = np.asarray(core.words(jnp.uint64(0), jnp.uint64(1), 3)).tolist()
     assert got0 == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
-    got = np.asarray(bd.words(jnp.uint64(1234567), jnp.uint64(1), 5)).tolist()
+    got = np.asarray(core.words(jnp.uint64(1234567), jnp.uint64(1), 5)).tolist()
     assert got == [6457827717110365317, 3203168211198807973, 9817491932198370423,
                    4593380528125082431, 16408922859458223821]
 
@@ -66,7 +67,7 @@ def test_splitmix64_reference_vectors():
 def test_pick_is_exact_multiply_shift():
     u = np.asarray([0, 1, 2 ** 31, 2 ** 32 - 1, 123456789, 2 ** 32 - 2], dtype=np.uint64)
     for n in (1, 3, 16, 90, 2 ** 31 - 1):
-        got = np.asarray(bd.pick(jnp.asarray(u), jnp.asarray(n, dtype=jnp.int32))).tolist()
+        got = np.asarray(core.pick(jnp.asarray(u), jnp.asarray(n, dtype=jnp.int32))).tolist()
         assert got == [(int(x) * n) >> 32 for x in u.tolist()]
         assert max(got) < n
 
@@ -98,7 +99,7 @@ def ref_replicate(ms, i, seed):
     W = hs + len(models) * S * hr
 
     def number(block, H, j):
-        w = mix64((seed + (i * W + 1 + block + (j if j < H else j - H)) * bd.GAMMA) & MASK64)
+        w = mix64((seed + (i * W + 1 + block + (j if j < H else j - H)) * core.GAMMA) & MASK64)
         return (w & 0xFFFFFFFF) if j < H else (w >> 32)
 
     slot_q, slot_g = [], []

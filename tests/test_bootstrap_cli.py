@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from otbench.analysis import save, simulate
-from otbench.analysis._bootstrap import bootstrap
+from otbench.analysis.resampling._bootstrap import bootstrap
 from otbench.cli import _bootstrap as cli_bootstrap
 from otbench.cli._bootstrap import bootstrap_cmd
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from otbench.analysis import simulate
-from otbench.analysis._bootstrap import bootstrap
+from otbench.analysis.resampling._bootstrap import bootstrap
 
 SCRIPT = """
 import sys
@@ -15,7 +15,7 @@ import jax
 import numpy as np
 assert len(jax.devices()) == 4, jax.devices()
 from otbench.analysis import simulate
-from otbench.analysis._bootstrap import bootstrap
+from otbench.analysis.resampling._bootstrap import bootstrap
 ms = simulate("tiny", seed=2)
 # batch 6 is rounded up to 8, a multiple of the device count.
 r = bootstrap(ms, replicates=10, seed=9, frontiers=True, grid=11, batch=6)

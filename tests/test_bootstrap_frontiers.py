@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from otbench.analysis import build_layout, frontiers, from_ragged, ragged, simulate
-from otbench.analysis import _bootstrap_draws as bd
-from otbench.analysis._bootstrap import bootstrap
-from otbench.analysis._bootstrap_frontiers import Pipeline, cell_infos, occurrences
-from otbench.analysis._frontier_budgets import budget_grid
-from otbench.analysis._frontier_replicates import frontier_replicates
-from otbench.analysis._units import STRATEGIES
+from otbench.analysis.resampling import _draws as bd
+from otbench.analysis.resampling._bootstrap import bootstrap
+from otbench.analysis.frontier._pipeline import Pipeline, cell_infos, occurrences
+from otbench.analysis.frontier._budgets import budget_grid
+from otbench.analysis.frontier._replicates import frontier_replicates
+from otbench.analysis.frontier._units import STRATEGIES
 
 GRID = 11
 

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from otbench.analysis import simulate
-from otbench.analysis._bootstrap import bootstrap
-from otbench.analysis._bootstrap_checkpoint import CheckpointError
+from otbench.analysis.resampling._bootstrap import bootstrap
+from otbench.analysis.resampling._checkpoint import CheckpointError
 
 SETTINGS = dict(replicates=40, seed=9, frontiers=True, grid=11)
 
 SCRIPT = """
 import pathlib, sys, time
 from otbench.analysis import simulate
-from otbench.analysis._bootstrap import bootstrap
+from otbench.analysis.resampling._bootstrap import bootstrap
 marker = pathlib.Path(sys.argv[2])
 
 def progress(done):

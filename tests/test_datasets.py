@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from otbench.probe._datasets import (
+from otbench.probe.data._benchmarks import (
     BENCHMARKS, GROUPS, DatasetError, Question, arithmetic_questions, champ_questions, load_benchmark,
     load_group, load_hub,
 )
-from otbench.probe._grading import grade_request
-from otbench.probe._grading_choice import LETTERS, shuffle_order
-from otbench.probe._grading_types import CodeTest
+from otbench.probe.grading._grade import grade_request
+from otbench.probe.grading._choice import LETTERS, shuffle_order
+from otbench.probe.grading._types import CodeTest
 
 
 def write_jsonl(path, rows):

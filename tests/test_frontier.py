@@ -9,10 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.analysis import _dp, _units, from_ragged, ragged
-from otbench.analysis._frontier import Cell, FrontierHierarchyError, check_hierarchy, frontiers
-from otbench.analysis._frontier_budgets import budget_grid, budgets, summarize
-from otbench.analysis._frontier_replicates import frontier_replicates
+from otbench.analysis.frontier import _dp
+
+from otbench.analysis.frontier import _units
+
+from otbench.analysis import from_ragged, ragged
+from otbench.analysis.frontier._frontiers import Cell, FrontierHierarchyError, check_hierarchy, frontiers
+from otbench.analysis.frontier._budgets import budget_grid, budgets, summarize
+from otbench.analysis.frontier._replicates import frontier_replicates
 
 STRATS = ("dr", "fb", "dee")
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from otbench.analysis import save
-from otbench.analysis._frontier import frontiers
+from otbench.analysis.frontier._frontiers import frontiers
 from otbench.cli import main
 
 from test_frontier import build, random_trajs
@@ -119,7 +119,7 @@ def test_imported_jsonl_set(tmp_path):
 
 
 def test_simulated_set(tmp_path):
-    from otbench.analysis._simulate import simulate
+    from otbench.analysis.measurement._simulate import simulate
 
     ms = simulate("tiny", seed=0)
     save(ms, tmp_path / "sim")

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.probe._grading import grade
-from otbench.probe._grading_choice import LETTERS, extract_choice, shuffle_options, shuffle_order
-from otbench.probe._grading_types import Status
+from otbench.probe.grading._grade import grade
+from otbench.probe.grading._choice import LETTERS, extract_choice, shuffle_options, shuffle_order
+from otbench.probe.grading._types import Status
 
 # (answer part, expected letter); n_options = 4 (A-D).
 EXTRACT = [

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from otbench.cli._grade import grade_cmd
-from otbench.probe._sandbox import sandbox_status
+from otbench.probe.grading._sandbox import sandbox_status
 
 LINES = [
     {"task": "math", "reference": "\\frac{1}{2}", "response": "<think>\\boxed{3}</think>so \\boxed{0.5}"},

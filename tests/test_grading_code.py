@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from otbench.probe._grading import GradeConfig, grade
-from otbench.probe._grading_code import extract_code, fenced_blocks, normalize_output
-from otbench.probe._grading_types import Status
-from otbench.probe._sandbox import SandboxLimits, sandbox_status
+from otbench.probe.grading._grade import GradeConfig, grade
+from otbench.probe.grading._code import extract_code, fenced_blocks, normalize_output
+from otbench.probe.grading._types import Status
+from otbench.probe.grading._sandbox import SandboxLimits, sandbox_status
 
 _WHY = sandbox_status()
 # On CI (CI=true) a missing sandbox fails these tests instead of skipping them.

@@ -4,10 +4,10 @@ import threading
 
 import pytest
 
-from otbench.probe._grading import grade
-from otbench.probe._grading_answer import answer_part
-from otbench.probe._grading_math import boxed_candidates, last_boxed
-from otbench.probe._grading_types import Status
+from otbench.probe.grading._grade import grade
+from otbench.probe.grading._answer import answer_part
+from otbench.probe.grading._math import boxed_candidates, last_boxed
+from otbench.probe.grading._types import Status
 
 # (text, expected last boxed content); expectations written by hand from the rule.
 BOXED = [

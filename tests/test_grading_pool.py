@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from otbench.probe._grading import GradeConfig, GradeRequest, grade, make_request
-from otbench.probe._grading_pool import Grader, grade_many
-from otbench.probe._grading_types import CodeTest, Grade, Status
-from otbench.probe._sandbox import SandboxLimits, sandbox_status
+from otbench.probe.grading._grade import GradeConfig, GradeRequest, grade, make_request
+from otbench.probe.grading._pool import Grader, grade_many
+from otbench.probe.grading._types import CodeTest, Grade, Status
+from otbench.probe.grading._sandbox import SandboxLimits, sandbox_status
 
 _WHY = sandbox_status()
 needs_sandbox = pytest.mark.skipif(bool(_WHY) and not os.environ.get("CI"),

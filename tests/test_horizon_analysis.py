@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.analysis import _horizon_inference as inf
-from otbench.analysis._horizon import HorizonAnalysisError, analyze
-from otbench.analysis._horizon_data import HorizonDataError, load_run, write_run
+from otbench.analysis.horizon import _inference as inf
+from otbench.analysis.horizon._analysis import HorizonAnalysisError, analyze
+from otbench.analysis.measurement._horizon_run import HorizonDataError, load_run, write_run
 from otbench.cli._horizon import horizon_group
 
 from _horizon_helpers import random_run, write
@@ -354,9 +354,9 @@ def test_cli_analyze_prints_the_paper_tables_and_writes_json(fixed, tmp_path):
 
 def test_report_shows_the_horizon_document_beside_a_set(fixed, tmp_path):
     from otbench.analysis import simulate
-    from otbench.analysis._io import save
-    from otbench.analysis._report import write_report
-    from otbench.analysis._report_figures import png_size
+    from otbench.analysis.measurement._io import save
+    from otbench.analysis.report._write import write_report
+    from otbench.analysis.report._figures import png_size
 
     _, _, doc = fixed
     set_dir = tmp_path / "set"

@@ -17,9 +17,9 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.analysis import _horizon_inference as inf
-from otbench.analysis import _horizon_kernels as K
-from otbench.probe._horizon_readout import score_logp
+from otbench.analysis.horizon import _inference as inf
+from otbench.analysis.horizon import _kernels as K
+from otbench.probe.horizon._readout import score_logp
 
 MASK64 = (1 << 64) - 1
 GAMMA = 0x9E3779B97F4A7C15

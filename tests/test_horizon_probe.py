@@ -24,23 +24,23 @@ pytest.importorskip("transformers")
 from _horizon_engines import ScriptedEngine  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
-from otbench.analysis import _horizon_inference as inf  # noqa: E402
-from otbench.analysis._horizon import analyze  # noqa: E402
-from otbench.analysis._horizon_data import load_run  # noqa: E402
+from otbench.analysis.horizon import _inference as inf  # noqa: E402
+from otbench.analysis.horizon._analysis import analyze  # noqa: E402
+from otbench.analysis.measurement._horizon_run import load_run  # noqa: E402
 from otbench.cli._horizon import horizon_group  # noqa: E402
-from otbench.probe._engine import EngineConfig, open_engine  # noqa: E402
-from otbench.probe._family import load_family  # noqa: E402
-from otbench.probe._horizon_job import horizon_job_from_dict  # noqa: E402
-from otbench.probe._horizon_readout import find_spellings, logp_from_ids  # noqa: E402
-from otbench.probe._horizon_run import run_horizon  # noqa: E402
-from otbench.probe._horizon_sources import (choice_sum_questions, reveal_position,  # noqa: E402
+from otbench.probe.engines._interface import EngineConfig, open_engine  # noqa: E402
+from otbench.probe.config._family import load_family  # noqa: E402
+from otbench.probe.horizon._job import horizon_job_from_dict  # noqa: E402
+from otbench.probe.horizon._readout import find_spellings, logp_from_ids  # noqa: E402
+from otbench.probe.horizon._run import run_horizon  # noqa: E402
+from otbench.probe.horizon._sources import (choice_sum_questions, reveal_position,  # noqa: E402
                                             scripted_thinking)
-from otbench.probe._horizon_stops import (assign_donors, plain_ids, random_prefix,  # noqa: E402
+from otbench.probe.horizon._stops import (assign_donors, plain_ids, random_prefix,  # noqa: E402
                                           shuffled_prefix, stop_input)
-from otbench.probe._job import JobError  # noqa: E402
-from otbench.probe._probe_ids import compile_format  # noqa: E402
-from otbench.probe._tiny import build_tiny_model  # noqa: E402
-from otbench.probe._vocab import build_vocabulary  # noqa: E402
+from otbench.probe.stp._job import JobError  # noqa: E402
+from otbench.probe.tokens._probe_prompts import compile_format  # noqa: E402
+from otbench.probe.engines._tiny import build_tiny_model  # noqa: E402
+from otbench.probe.tokens._vocab import build_vocabulary  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -265,7 +265,7 @@ def test_scripted_positive_control(tiny_dir, tok, tmp_path):
     assert at[64]["delta"]["estimate"] == 0.75 and at[64]["delta"]["ci"][0] > 0.5
     assert at[512]["delta"]["estimate"] == 0.0 and at[512]["delta"]["ci"] == [0.0, 0.0]
     run = load_run(tmp_path / "pc")
-    from otbench.analysis._horizon import _scores
+    from otbench.analysis.horizon._analysis import _scores
     sc = _scores(run.stop["policy"], run.gold, run.valid)["correct"][:, :, 0, :]
     d64 = sc[1, :, 0].astype(float) - sc[0, :, 0]
     d512 = sc[1, :, 1].astype(float) - sc[0, :, 1]
@@ -338,8 +338,8 @@ def test_generic_family_needs_an_answer_prefix(tiny_dir):
 
 
 def test_effort_arms_write_the_reasoning_line(tiny_dir):
-    from otbench.probe._family import load_instructions
-    from otbench.probe._horizon_run import render_prompt
+    from otbench.probe.config._family import load_instructions
+    from otbench.probe.horizon._run import render_prompt
 
     cfg = job_dict(tiny_dir)
     cfg["model"]["family"] = "gpt-oss"
@@ -355,9 +355,9 @@ def test_effort_arms_write_the_reasoning_line(tiny_dir):
 def test_candidate_logit_stp_of_a_stored_set(tiny_dir, tok, fmt, tmp_path):
     import pyarrow as pa
 
-    from otbench.analysis._build import from_ragged, ragged
-    from otbench.analysis._io import load, save
-    from otbench.probe._horizon_stp import stp_input
+    from otbench.analysis.measurement._build import from_ragged, ragged
+    from otbench.analysis.measurement._io import load, save
+    from otbench.probe.horizon._stp import stp_input
 
     qs = choice_sum_questions(3, seed=0)
     rng = np.random.default_rng(0)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otbench.analysis as oa
-from otbench.analysis._jsonl import export_jsonl, import_jsonl
+from otbench.analysis.measurement._jsonl import export_jsonl, import_jsonl
 from otbench.cli import main
 
 
@@ -210,7 +210,7 @@ def rewrite(d, fn):
     table = fn(pq.read_table(f))
     pq.write_table(table, f)
     manifest = json.loads((d / "manifest.json").read_text())
-    manifest["files"][0]["sha256"] = oa._io._sha256_file(f)
+    manifest["files"][0]["sha256"] = oa._io.sha256_file(f)
     (d / "manifest.json").write_text(json.dumps(manifest))
 
 

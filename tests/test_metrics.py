@@ -16,10 +16,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.analysis._aggregate import build_layout, spearman
-from otbench.analysis._build import from_ragged, ragged
-from otbench.analysis._io import save
-from otbench.analysis._metrics import (
+from otbench.analysis.overthinking._aggregate import build_layout, spearman
+from otbench.analysis.measurement._build import from_ragged, ragged
+from otbench.analysis.measurement._io import save
+from otbench.analysis.overthinking._metrics import (
     DEFAULT_BIN_EDGES, METRICS, format_metrics, local_change_counts, metrics, summarize,
     trajectory_metrics)
 from otbench.cli._metrics import metrics_cmd

@@ -12,11 +12,11 @@ from _otbench_helpers import (best_under, bench_sets, build, cell_units, nondomi
 from hypothesis import given, settings
 
 from otbench.analysis import simulate
-from otbench.analysis._frontier import frontiers
-from otbench.analysis._methods import MethodError
-from otbench.analysis._otbench import SCHEMA, evaluate, nondominated
-from otbench.analysis._splits import assign_splits
-from otbench.analysis._types import SPLITS
+from otbench.analysis.frontier._frontiers import frontiers
+from otbench.analysis.bench._methods import MethodError
+from otbench.analysis.bench._evaluate import SCHEMA, evaluate, nondominated
+from otbench.analysis.bench._splits import assign_splits
+from otbench.analysis.measurement._types import SPLITS
 
 STRATS = ("dr", "fb", "dee")
 
@@ -309,7 +309,7 @@ def test_test_labels_never_reach_a_method(method):
 
 
 def test_fit_sees_train_and_validation_only():
-    from otbench.analysis._methods_baselines import ThinkSwitcher
+    from otbench.analysis.bench._baselines import ThinkSwitcher
 
     seen = {}
 
@@ -368,7 +368,7 @@ def test_json_schema():
 def test_stored_features_reach_the_units():
     import pyarrow as pa
 
-    from otbench.analysis._methods_features import read_question_features
+    from otbench.analysis.bench._features import read_question_features
 
     ms = assign_splits(simulate("tiny", 0))
     rng = np.random.default_rng(0)

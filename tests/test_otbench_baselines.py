@@ -9,14 +9,14 @@ from _otbench_helpers import bench_sets
 from hypothesis import given, settings
 
 from otbench.analysis import MeasurementSetError, simulate
-from otbench.analysis._methods_baselines import (PredictiveScheduling, ThinkBrake, ThinkSwitcher,
+from otbench.analysis.bench._baselines import (PredictiveScheduling, ThinkBrake, ThinkSwitcher,
                                                  earliest_max_tokens, endpoint_accuracies)
-from otbench.analysis._methods_features import (DEFAULT_LAMBDAS, HashedText, PerModelRidge,
+from otbench.analysis.bench._features import (DEFAULT_LAMBDAS, HashedText, PerModelRidge,
                                                 StoredFeatures, featurizer,
                                                 read_question_features, ridge_fit, ridge_path,
                                                 ridge_select, unit_mean, units_of)
-from otbench.analysis._otbench import evaluate
-from otbench.analysis._splits import assign_splits
+from otbench.analysis.bench._evaluate import evaluate
+from otbench.analysis.bench._splits import assign_splits
 
 
 def parts(ms):

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from otbench.analysis import load, save, simulate
-from otbench.analysis._splits import assign_splits
-from otbench.cli._otbench import BUILTIN_HELP, LEARNED, bench_cmd
+from otbench.analysis.bench._splits import assign_splits
+from otbench.cli._bench import BUILTIN_HELP, LEARNED, bench_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def run(*args):
 
 
 def test_list_matches_the_registry():
-    from otbench.analysis._methods import BUILTINS, load_method
+    from otbench.analysis.bench._methods import BUILTINS, load_method
 
     r = run("list")
     assert r.exit_code == 0
@@ -44,7 +44,7 @@ def test_run_prints_and_writes_json(set_dir, tmp_path):
     assert "SYNTHETIC DATA" in r.output and "method thinkbrake (DEE)" in r.output
     doc = json.loads(out.read_text())
     assert doc["schema"] == "otbench.bench/1" and [p["theta"] for p in doc["points"]] == [0, 4, 8]
-    from otbench.analysis._otbench import evaluate
+    from otbench.analysis.bench._evaluate import evaluate
 
     want = evaluate(load(set_dir), "thinkbrake", thetas=[0.0, 4.0, 8.0]).to_json()
     assert doc == json.loads(json.dumps(want))

@@ -12,14 +12,14 @@ from _otbench_helpers import bench_sets
 from hypothesis import given, settings
 
 from otbench.analysis import simulate
-from otbench.analysis._methods import (BUILTINS, MethodError, OnlineView, UnitTable,
+from otbench.analysis.bench._methods import (BUILTINS, MethodError, OnlineView, UnitTable,
                                        load_method)
-from otbench.analysis._methods_baselines import ThinkBrake
-from otbench.analysis._otbench import evaluate
-from otbench.analysis._otbench_walk import dee_positions
-from otbench.analysis._methods_features import units_of
-from otbench.analysis._splits import assign_splits
-from otbench.analysis._types import MeasurementSet
+from otbench.analysis.bench._baselines import ThinkBrake
+from otbench.analysis.bench._evaluate import evaluate
+from otbench.analysis.bench._walk import dee_positions
+from otbench.analysis.bench._features import units_of
+from otbench.analysis.bench._splits import assign_splits
+from otbench.analysis.measurement._types import MeasurementSet
 
 ROOT = Path(__file__).resolve().parents[1]
 

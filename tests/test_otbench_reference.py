@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from otbench.analysis import simulate
-from otbench.analysis._otbench import compare
-from otbench.analysis._splits import assign_splits
+from otbench.analysis.bench._evaluate import compare
+from otbench.analysis.bench._splits import assign_splits
 
 PATH = Path(__file__).resolve().parents[1] / "artifacts" / "otbench" / "reference-small-seed0.json"
 SCHEMA = "otbench.bench-reference/1"

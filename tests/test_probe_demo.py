@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from otbench.probe._job import job_from_dict
+from otbench.probe.stp._job import job_from_dict
 
 
 def _have(pkg: str) -> bool:
@@ -37,7 +37,7 @@ def test_demo_refuses_a_foreign_folder(tmp_path: Path):
 
 def test_analyze_call_site(tmp_path: Path):
     from otbench.cli._demo import analyze
-    from otbench.probe._output import measurement_set
+    from otbench.probe.stp._output import measurement_set
     from test_probe_job import _unit
 
     units = [_unit("q1", 0), _unit("q1", 1, (0, 2, 3, 6), (0, 2, 1, 1)), _unit("q2", 0, (0, 4), (1, 2))]
@@ -50,8 +50,8 @@ def test_analyze_call_site(tmp_path: Path):
 def test_locate_gguf_without_importing_the_package():
     import sys
 
-    from otbench.probe._embedded import locate_gguf
-    from otbench.probe._family import load_model
+    from otbench.probe.config._embedded import locate_gguf
+    from otbench.probe.config._family import load_model
 
     path = locate_gguf(load_model("smollm2-135m-instruct"))
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 90e6
@@ -63,10 +63,10 @@ def test_embedded_conversion(tmp_path: Path):
     # The real conversion (GGUF -> safetensors + tokenizer), ~25 s: the demo depends on it.
     from transformers import AutoTokenizer
 
-    from otbench.probe._embedded import embedded_model_dir
-    from otbench.probe._family import load_family
-    from otbench.probe._probe_ids import compile_format
-    from otbench.probe._vocab import build_vocabulary
+    from otbench.probe.config._embedded import embedded_model_dir
+    from otbench.probe.config._family import load_family
+    from otbench.probe.tokens._probe_prompts import compile_format
+    from otbench.probe.tokens._vocab import build_vocabulary
 
     logs = []
     d = embedded_model_dir(cache=tmp_path, log=logs.append)

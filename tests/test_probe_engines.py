@@ -10,15 +10,15 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from otbench.probe._engine import EngineConfig, GenRequest, open_engine  # noqa: E402
-from otbench.probe._family import Sampling, load_family, load_instructions  # noqa: E402
-from otbench.probe._grader import resolve_grader  # noqa: E402
-from otbench.probe._probe_ids import compile_format  # noqa: E402
-from otbench.probe._questions import sum_questions  # noqa: E402
-from otbench.probe._run import RunStats, encode_prompts, probe_units  # noqa: E402
-from otbench.probe._segment import segment  # noqa: E402
-from otbench.probe._tiny import build_tiny_model  # noqa: E402
-from otbench.probe._vocab import build_vocabulary  # noqa: E402
+from otbench.probe.engines._interface import EngineConfig, GenRequest, open_engine  # noqa: E402
+from otbench.probe.config._family import Sampling, load_family, load_instructions  # noqa: E402
+from otbench.probe.grading._batch import resolve_grader  # noqa: E402
+from otbench.probe.tokens._probe_prompts import compile_format  # noqa: E402
+from otbench.probe.data._questions import sum_questions  # noqa: E402
+from otbench.probe.stp._loop import RunStats, encode_prompts, probe_units  # noqa: E402
+from otbench.analysis.measurement._segment import segment  # noqa: E402
+from otbench.probe.engines._tiny import build_tiny_model  # noqa: E402
+from otbench.probe.tokens._vocab import build_vocabulary  # noqa: E402
 
 GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=1.5)
 SAMPLED = Sampling(temperature=1.0, top_p=0.9, top_k=40, presence_penalty=0.5)

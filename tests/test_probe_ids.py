@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from otbench.probe._family import (ArtifactError, family_from_dict, list_entries, load_family,
+from otbench.probe.config._family import (ArtifactError, family_from_dict, list_entries, load_family,
                                    load_instructions, load_model)
 
-from otbench.probe._probe_ids import FormatError, compile_format
-from otbench.probe._tiny import build_tokenizer
-from otbench.probe._vocab import build_vocabulary
+from otbench.probe.tokens._probe_prompts import FormatError, compile_format
+from otbench.probe.engines._tiny import build_tokenizer
+from otbench.probe.tokens._vocab import build_vocabulary
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +175,8 @@ def test_bad_lengths(tok, vocab):
 
 def _family_dict(**changes):
     import tomllib
-    from otbench.probe._family import _artifacts_dir
-    d = tomllib.loads((_artifacts_dir() / "families" / "qwen3-thinking.toml").read_text())
+    from otbench.probe.config._family import artifacts_dir
+    d = tomllib.loads((artifacts_dir() / "families" / "qwen3-thinking.toml").read_text())
     for key, v in changes.items():
         sect, _, k = key.partition(".")
         d[sect][k] = v

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from otbench.probe._grader import grade_minimal, last_boxed, resolve_grader
-from otbench.probe._job import JobError, job_from_dict, load_job
-from otbench.probe._questions import sum_questions
-from otbench.probe._run import UnitResult
-from otbench.probe._seeds import derive_seed
+from otbench.probe.grading._batch import grade_minimal, last_boxed, resolve_grader
+from otbench.probe.stp._job import JobError, job_from_dict, load_job
+from otbench.probe.data._questions import sum_questions
+from otbench.probe.stp._loop import UnitResult
+from otbench.probe.config._seeds import derive_seed
 
 # -- seeds ---------------------------------------------------------------------------
 
@@ -173,8 +173,8 @@ def test_unit_record_round_trip():
 
 
 def test_measurement_set_from_units(tmp_path: Path):
-    from otbench.analysis._io import load, load_table, save
-    from otbench.probe._output import measurement_set, token_tables
+    from otbench.analysis.measurement._io import load, load_table, save
+    from otbench.probe.stp._output import measurement_set, token_tables
 
     units = [_unit("q2", 1, (0, 4), (2, 2)), _unit("q1", 0), _unit("q1", 1, (0, 2, 3, 6), (0, 0, 1, 2),
                                                                     finished=False)]
@@ -202,7 +202,7 @@ def test_measurement_set_from_units(tmp_path: Path):
 def test_probe_cli(tmp_path: Path, tmp_path_factory):
     pytest.importorskip("transformers")
     from otbench.cli._probe import probe_group
-    from otbench.probe._tiny import build_tiny_model
+    from otbench.probe.engines._tiny import build_tiny_model
 
     # the session's tiny model folder (shared with test_probe_engines; built once)
     model = build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-qwen3", seed=0)
@@ -236,7 +236,7 @@ kind = "minimal"
     r2 = runner.invoke(probe_group, ["run", "--config", str(cfg), "--out", str(out), "--no-progress"])
     assert r2.exit_code == 2 and "already exists" in r2.output
 
-    from otbench.analysis._io import load
+    from otbench.analysis.measurement._io import load
     ms = load(out)
     assert ms.provenance["probe"]["b"] == 8 and set(ms.signals) == {"logp_end", "logp_other", "margin"}
     assert json.loads((out / "run.json").read_text())["think"]["requests"] == 4

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from otbench.probe._execute import EngineSetup
-from otbench.probe._ray import RayMissingError, check_agreement, merge_stats
-from otbench.probe._run import PhaseStats, RunStats
+from otbench.probe.stp._runner import EngineSetup
+from otbench.probe.stp._ray import RayMissingError, check_agreement, merge_stats
+from otbench.probe.stp._loop import PhaseStats, RunStats
 from test_probe_resume import (_job, _run, _same_set, _units_in, baseline, otbench_cache,  # noqa: F401
                                tiny_model, write_job)
 
@@ -90,7 +90,7 @@ def test_merge_stats():
 
 def test_missing_ray_is_a_clear_error(tmp_path: Path, monkeypatch):
     from otbench.cli._probe import probe_group
-    from otbench.probe._execute import run_job
+    from otbench.probe.stp._runner import run_job
 
     monkeypatch.setitem(sys.modules, "ray", None)                   # `import ray` fails
     with pytest.raises(RayMissingError, match=r"needs Ray: pip install 'ray>=2.40'"):

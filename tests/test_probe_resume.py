@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from otbench.probe._resume import (MAGIC, Journal, JournalError, RecordError, decode_record,
+from otbench.probe.stp._journal import (MAGIC, Journal, JournalError, RecordError, decode_record,
                                    encode_record)
-from otbench.probe._resume_keys import (model_fingerprint, run_digest, run_key_material,
+from otbench.probe.stp._keys import (model_fingerprint, run_digest, run_key_material,
                                         unit_key)
-from otbench.probe._run import UnitResult
+from otbench.probe.stp._loop import UnitResult
 from test_probe_job import BASE, _unit
 
 # -- the record format ------------------------------------------------------------------
@@ -136,7 +136,7 @@ def test_journal_open_rules(tmp_path: Path):
 
 
 def test_model_fingerprint(tmp_path: Path, monkeypatch):
-    import otbench.probe._resume_keys as rk
+    import otbench.probe.stp._keys as rk
 
     m = tmp_path / "model"
     m.mkdir()
@@ -153,8 +153,8 @@ def test_model_fingerprint(tmp_path: Path, monkeypatch):
     assert model_fingerprint(m) != fp
     # the memo avoids re-hashing unchanged files and notices changed ones
     calls = []
-    real = rk._sha256_file
-    monkeypatch.setattr(rk, "_sha256_file", lambda p: calls.append(p.name) or real(p))
+    real = rk.sha256_file
+    monkeypatch.setattr(rk, "sha256_file", lambda p: calls.append(p.name) or real(p))
     memo = tmp_path / "memo.json"
     a = model_fingerprint(m, memo=memo)
     assert sorted(calls) == ["config.json", "model.safetensors"]
@@ -171,7 +171,7 @@ def test_model_fingerprint(tmp_path: Path, monkeypatch):
 
 
 def _job(**kw):
-    from otbench.probe._job import job_from_dict
+    from otbench.probe.stp._job import job_from_dict
     cfg = json.loads(json.dumps(BASE))
     for k, v in kw.items():
         sect, _, key = k.partition("__")
@@ -209,7 +209,7 @@ def test_run_key_covers_what_shapes_results():
 
 
 def test_unit_key_covers_the_unit_inputs():
-    from otbench.probe._questions import sum_questions
+    from otbench.probe.data._questions import sum_questions
 
     q = sum_questions(2, seed=0)
     args = dict(model="m", question=q[0], trajectory=0, think_seed=5, prompt=[1, 2, 3])
@@ -260,7 +260,7 @@ def write_job(path: Path, model: Path, *, n: int = 5, R: int = 3, temperature: f
 def tiny_model(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from otbench.probe._tiny import build_tiny_model
+    from otbench.probe.engines._tiny import build_tiny_model
     # the session's tiny model folder (shared with test_probe_engines; built once)
     return build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-qwen3", seed=0)
 
@@ -275,8 +275,8 @@ def otbench_cache(tmp_path_factory):
 
 
 def _run(cfg: Path, out: Path, **kw):
-    from otbench.probe._execute import run_job
-    from otbench.probe._job import load_job
+    from otbench.probe.stp._runner import run_job
+    from otbench.probe.stp._job import load_job
     return run_job(load_job(cfg), out, progress=False, log=lambda m: None, **kw)
 
 
@@ -299,7 +299,7 @@ def baseline(tmp_path_factory, tiny_model, otbench_cache):
 
 
 def _hash(path: Path) -> str:
-    from otbench.analysis._io import content_hash, load
+    from otbench.analysis.measurement._io import content_hash, load
     return content_hash(load(path))
 
 
@@ -382,7 +382,7 @@ def test_damaged_records_are_redone(tmp_path: Path, baseline):
 
 
 def test_changed_inputs_are_not_served_from_the_journal(tmp_path: Path, baseline, tiny_model):
-    from otbench.analysis._io import load_table
+    from otbench.analysis.measurement._io import load_table
 
     cfg, base_out, base_journal = baseline
 
@@ -415,7 +415,7 @@ def test_changed_inputs_are_not_served_from_the_journal(tmp_path: Path, baseline
 
 
 def test_run_job_argument_validation(tmp_path: Path):
-    from otbench.probe._execute import run_job
+    from otbench.probe.stp._runner import run_job
 
     job = _job()
     for kw, msg in [

@@ -20,16 +20,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otbench.analysis import frontiers, metrics, simulate
-from otbench.analysis._build import from_ragged, ragged
-from otbench.analysis._io import save
-from otbench.analysis._report import ReportError, write_report
-from otbench.analysis._report_curves import (PerTrajectory, example_question, example_rows,
+from otbench.analysis.measurement._build import from_ragged, ragged
+from otbench.analysis.measurement._io import save
+from otbench.analysis.report._write import ReportError, write_report
+from otbench.analysis.report._curves import (PerTrajectory, example_question, example_rows,
                                              pair_mad, step_length_bs, step_lengths)
-from otbench.analysis._report_figures import DPI, SNAP, local_change_edges, png_size, size_px
-from otbench.analysis._report_inputs import CACHE_FILES, ReportInputError, gather
-from otbench.analysis._report_sections import evaluated_split_frontiers
-from otbench.analysis._report_tables import interval_table, matrix_table, to_csv, to_html, to_latex
-from otbench.analysis._splits import assign_splits
+from otbench.analysis.report._figures import DPI, SNAP, local_change_edges, png_size, size_px
+from otbench.analysis.report._inputs import CACHE_FILES, ReportInputError, gather
+from otbench.analysis.report._sections import evaluated_split_frontiers
+from otbench.analysis.report._tables import interval_table, matrix_table, to_csv, to_html, to_latex
+from otbench.analysis.bench._splits import assign_splits
 from otbench.cli._report import report_cmd
 
 ALL_FIGURES = ("fig1a_overthinking", "fig1b_baselines", "fig2_local_changes", "fig3_frontiers",
@@ -43,7 +43,7 @@ B0 = 8               # its recorded target step length
 # -- inputs built here ------------------------------------------------------------------------
 
 def _span(rule: str):
-    from otbench.probe._segment import boundary_mask
+    from otbench.analysis.measurement._segment import boundary_mask
 
     if rule == "vocab":
         return None
@@ -58,7 +58,7 @@ def token_set(synthetic: bool = False, rule: str = "vocab"):
     provenance the boundary ids and b = 8, so re-segmenting at b = 8
     reproduces every stored `L`.
     """
-    from otbench.probe._segment import boundary_mask, segment
+    from otbench.analysis.measurement._segment import boundary_mask, segment
 
     rng = np.random.default_rng(5)
     mask = boundary_mask(50, BOUNDARY)
@@ -488,7 +488,7 @@ def test_pair_mad_equals_the_mean_over_all_pairs(v):
 @settings(max_examples=60)
 @given(st.integers(0, 40000))
 def test_local_change_edges_rule(max_tokens):
-    from otbench.analysis._metrics import DEFAULT_BIN_EDGES
+    from otbench.analysis.overthinking._metrics import DEFAULT_BIN_EDGES
 
     e = local_change_edges(max_tokens)
     if max_tokens >= 16384:
@@ -508,7 +508,7 @@ def test_local_change_edges_rule(max_tokens):
 
 @pytest.mark.parametrize("rule", ["vocab", "vocab+span"])
 def test_step_lengths_reproduce_stored_steps_and_the_per_trajectory_segmenter(rule, tmp_path):
-    from otbench.probe._segment import boundary_mask, segment
+    from otbench.analysis.measurement._segment import boundary_mask, segment
 
     ms, tokens, rows = token_set(rule=rule)
     save(ms, tmp_path / "s", extra_tables={"tokens": tokens})
@@ -607,7 +607,7 @@ def test_cli_writes_the_report_and_reports_bad_inputs(tmp_path):
 
 
 def test_importing_the_analysis_and_the_command_does_not_load_matplotlib():
-    code = ("import sys, otbench.analysis, otbench.analysis._report, otbench.cli._report; "
+    code = ("import sys, otbench.analysis, otbench.analysis.report._write, otbench.cli._report; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

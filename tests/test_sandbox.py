@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from otbench.probe._grading import GradeConfig, grade
-from otbench.probe._grading_types import Status
-from otbench.probe._sandbox import SandboxLimits, run_tests, sandbox_status
+from otbench.probe.grading._grade import GradeConfig, grade
+from otbench.probe.grading._types import Status
+from otbench.probe.grading._sandbox import SandboxLimits, run_tests, sandbox_status
 
 _WHY = sandbox_status()
 pytestmark = pytest.mark.skipif(bool(_WHY) and not os.environ.get("CI"),

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.probe._segment import (NUMBA_MIN_TOKENS, boundary_flags, boundary_mask,
+from otbench.analysis.measurement._segment import (NUMBA_MIN_TOKENS, boundary_flags, boundary_mask,
                                     initial_blocks, segment, segment_flat, target_steps)
 
 try:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.probe._vocab import (KINDS, audit, build_vocabulary, classify_form, content_form,
+from otbench.probe.tokens._vocab import (KINDS, audit, build_vocabulary, classify_form, content_form,
                                   count_events)
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import otbench.analysis as oa
-from otbench.analysis._simulate import GENERATOR, THINKING_LIMIT, simulate
+from otbench.analysis.measurement._simulate import GENERATOR, THINKING_LIMIT, simulate
 from otbench.cli import main
 
 GROUPS = ("AIME", "GPQA-Diamond", "LiveCodeBench", "MATH500")

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otbench.analysis import MeasurementSetError, from_ragged, load, ragged, save, simulate
-from otbench.analysis._splits import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file,
+from otbench.analysis.bench._splits import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file,
                                       assign_splits, question_splits, ratios_iv,
                                       read_split_file, split_counts, split_key,
                                       split_questions, write_split_file)
@@ -307,7 +307,7 @@ def test_cli_split_in_place_keeps_extra_tables(tmp_path):
     import pyarrow as pa
 
     from otbench.analysis import load_table
-    from otbench.cli._otbench import split_cmd
+    from otbench.cli._bench import split_cmd
 
     ms = simulate("tiny", 0)
     extra = pa.table({"x": [1, 2, 3]})
@@ -327,7 +327,7 @@ def test_cli_split_in_place_keeps_extra_tables(tmp_path):
 
 
 def test_cli_split_errors(tmp_path):
-    from otbench.cli._otbench import split_cmd
+    from otbench.cli._bench import split_cmd
 
     save(simulate("tiny", 0), tmp_path / "s")
     r = CliRunner().invoke(split_cmd, [str(tmp_path / "s"), "--ratios", "1,1"])

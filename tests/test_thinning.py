@@ -14,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otbench.analysis import build_layout, from_ragged, metrics, ragged, simulate, trajectory_metrics
-from otbench.analysis import _thinning_trajectories as tt
-from otbench.analysis._bootstrap_draws import GAMMA, resampling
-from otbench.analysis._thinning import (format_thinning, probe_thinning, thinning,
+from otbench.analysis.resampling import _trajectory_thinning as tt
+from otbench.analysis.core import GAMMA
+from otbench.analysis.resampling._draws import resampling
+from otbench.analysis.resampling._thinning import (format_thinning, probe_thinning, thinning,
                                         trajectory_thinning)
-from otbench.analysis._thinning_exact import expected, hypergeom_tables
+from otbench.analysis.resampling._probe_thinning import expected, hypergeom_tables
 
 # Kernel probabilities are products of at most ~2K + m correctly rounded
 # factors in [0, 1] (K <= 80 positions here): relative error < 1e-13, so

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from otbench.analysis import save, simulate
-from otbench.analysis._thinning import thinning
+from otbench.analysis.resampling._thinning import thinning
 from otbench.cli._thinning import sweep_cmd, thinning_cmd
 
 

@@ -1,0 +1,418 @@
+"""OTBench: evaluate a termination method against its strategy's exact oracle frontier (SPEC §6).
+
+Protocol (`evaluate`):
+
+1. The set must carry a question-level split (`_splits`). The method is fit
+   on train and validation (if it has `fit`), then its `θ` sweep is fixed;
+   only then is the evaluated split (default test) touched.
+2. For each `θ` the method's decisions map to a stopping position per test
+   trajectory (`_otbench_walk`). Per cell `g` (model x group): cost
+   `B_g = Σ L(k)` retained thinking tokens and reward `Σ C(k)` correct
+   probes over the cell's trajectories. Reported per cell: ``cost`` =
+   `B_g` / trajectories (mean retained tokens per trajectory),
+   ``rel_cost`` = `B_g / T_g` (`T_g = Σ L(n)`, full thinking; 0 for a cell
+   that never thinks), ``acc`` = reward / `Σ P` (pooled at probe level, the
+   frontier's normalization, SPEC §5).
+3. The oracle frontier of the method's strategy is solved exactly on the
+   same test questions (`_frontier.frontiers`) and read, per cell, at the
+   method's exact cost `B_g` -- the largest reward whose minimum cost is
+   `<= B_g` -- so no point is interpolated. Every method decision is a
+   feasible action of its strategy, hence ``frontier_acc >= acc`` in every
+   cell; ``gap`` = ``frontier_acc - acc`` in accuracy points (pp).
+4. Macro values weight cells equally through the project's chain (mean over
+   a model's cells, then over models; SPEC §4), computed with exact
+   rationals and rounded once: macro ``acc``, ``frontier_acc`` (the macro
+   of the per-cell frontier values at the per-cell costs), ``gap``,
+   ``cost`` and ``rel_cost``.
+5. A point is non-dominated when no other point of the sweep has
+   ``rel_cost <=`` and ``acc >=`` with one strict (exact comparisons); of
+   identical points only the first in sweep order counts. Non-dominated
+   points form the method's curve (per cell: by the cell's own values).
+6. Summary over the curve: ``mean_gap`` (pp, the mean gap of the curve's
+   points) and ``realized_share`` = `Σ (acc - A0) / Σ (frontier_acc - A0)`
+   over the curve's points, `A0` the zero-thinking accuracy (every
+   trajectory at its latest position with `L = 0`): the share of the
+   frontier's gain over no thinking that the method realizes at the same
+   costs (``None`` when the frontier gains nothing there).
+
+Token cost counts retained thinking tokens `L(k)` only: feature extraction,
+signal computation (e.g. the early-exit margin) and answer probes are
+excluded (SPEC §6.1).
+"""
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from . import _walk as walk
+from otbench.analysis.frontier import frontiers
+from ._methods import BUILTINS, MethodError, load_method, method_name, method_thetas
+from ._features import units_of
+from otbench.analysis.measurement import SPLITS, MeasurementSet
+
+SCHEMA = "otbench.bench/1"
+COMPARE_SCHEMA = "otbench.bench-compare/1"
+DEFAULT_THETA_POINTS = 21
+TOKEN_COST = ("retained thinking tokens L(k) only; feature extraction, signal computation and "
+              "answer-probe tokens are excluded")
+_POSITIONS = {"dr": walk.dr_positions, "fb": walk.fb_positions, "dee": walk.dee_positions}
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One operating point (macro or one cell). Accuracies are fractions, `gap` is in pp."""
+
+    theta: float
+    cost: float          # mean retained thinking tokens per trajectory
+    rel_cost: float      # relative to full thinking
+    acc: float
+    frontier_acc: float
+    gap: float           # 100 * (frontier_acc - acc), accuracy points
+    nondominated: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class CellResult:
+    """One cell's points and summary."""
+
+    model: str
+    group: str
+    trajectories: int
+    questions: int
+    total_tokens: int    # T_g of the evaluated split
+    points: tuple[Point, ...]
+    summary: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "group": self.group, "trajectories": self.trajectories,
+                "questions": self.questions, "total_tokens": self.total_tokens,
+                "points": [p.to_json() for p in self.points], "summary": dict(self.summary)}
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchResult:
+    """An OTBench evaluation (see the module docstring); `to_json` is ``otbench.bench/1``."""
+
+    method: str
+    strategy: str
+    split: str
+    points: tuple[Point, ...]
+    summary: dict[str, Any]
+    cells: tuple[CellResult, ...]
+    reference: dict[str, float]
+    config: dict[str, Any]
+    synthetic: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "method": self.method, "strategy": self.strategy,
+                "split": self.split, "synthetic": self.synthetic, "token_cost": TOKEN_COST,
+                "points": [p.to_json() for p in self.points], "summary": dict(self.summary),
+                "reference": dict(self.reference), "config": dict(self.config),
+                "cells": [c.to_json() for c in self.cells]}
+
+
+# -- exact helpers -------------------------------------------------------------------
+
+def _frac(num: int, den: int) -> Fraction:
+    return Fraction(int(num), int(den)) if den else Fraction(0)
+
+
+def nondominated(costs: Sequence[Fraction], accs: Sequence[Fraction]) -> list[bool]:
+    """Exact Pareto filter (lower cost, higher accuracy); duplicates: the first counts."""
+    out = []
+    for i, (c, a) in enumerate(zip(costs, accs)):
+        ok = True
+        for j, (c2, a2) in enumerate(zip(costs, accs)):
+            if j == i:
+                continue
+            if c2 <= c and a2 >= a and (c2 < c or a2 > a or j < i):
+                ok = False
+                break
+        out.append(ok)
+    return out
+
+
+def _summary(acc: Sequence[Fraction], front: Sequence[Fraction], zero: Fraction,
+             keep: Sequence[bool]) -> dict[str, Any]:
+    on = [i for i, k in enumerate(keep) if k]
+    gaps = [front[i] - acc[i] for i in on]
+    gain = sum((front[i] - zero for i in on), Fraction(0))
+    got = sum((acc[i] - zero for i in on), Fraction(0))
+    return {"mean_gap": float(100 * sum(gaps, Fraction(0)) / len(on)),
+            "realized_share": float(got / gain) if gain > 0 else None,
+            "points": len(keep), "curve_points": len(on)}
+
+
+@dataclasses.dataclass(frozen=True)
+class _CellTotals:
+    rows: np.ndarray
+    model: str
+    group: str
+    model_index: int
+    tokens: int          # T_g
+    probes: int
+    zero: int            # reward with no thinking
+    endpoint: int        # reward at k = n
+    pareto: tuple[np.ndarray, np.ndarray]
+
+
+# -- validation ----------------------------------------------------------------------
+
+def _evaluate_iv(ms: Any, split: Any, audit: Any) -> int:
+    if not isinstance(ms, MeasurementSet):
+        raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
+    if isinstance(audit, bool) or not isinstance(audit, (int, np.integer)) or audit < 0:
+        raise ValueError(f"`audit` must be a non-negative integer, got {audit!r}")
+    if split not in ("test", "validation"):
+        raise ValueError(f"`split` must be 'test' or 'validation', got {split!r}")
+    if ms.num_trajectories and np.any(ms.split < 0):
+        raise ValueError("the set has no split assignment (some questions are unassigned); "
+                         "assign one first (`otbench split DIR` or `assign_splits`, SPEC §6.1)")
+    s = SPLITS.index(split)
+    if not np.any(ms.split == s):
+        raise ValueError(f"the {split} split has no trajectories")
+    return s
+
+
+def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = None,
+             theta_grid: int | None = None, split: str = "test",
+             stored_features: Mapping[str, Mapping] | None = None,
+             options: Mapping[str, Any] | None = None, audit: int = 8) -> BenchResult:
+    """Evaluate `method` on the `split` of `ms` against its strategy's oracle frontier.
+
+    Args:
+      ms: a measurement set with an assigned split.
+      method: a built-in name, ``"module:object"``, or a method object.
+      options: keyword arguments for the method's class (e.g. ``features``).
+      thetas: explicit `θ` values (finite, distinct), or
+      theta_grid: a number of points for the method's `theta_grid` /
+        `theta_range`; default: the method's `thetas`, else 21 grid points.
+      split: ``"test"`` (the reported numbers) or ``"validation"`` (for a
+        user's own tuning; the method is still fit on train).
+      stored_features: from `read_question_features`, exposed to methods as
+        `UnitTable.features`.
+      audit: DEE only: the number of trajectories re-walked without the rest
+        of the batch at every `θ` to check that decisions are per
+        trajectory (0 disables).
+
+    Raises:
+      ValueError: bad arguments or a set without a usable split.
+      MethodError: a method that cannot be loaded or breaks the interface.
+    """
+    s = _evaluate_iv(ms, split, audit)
+    spec = method if isinstance(method, str) else None
+    m = load_method(method, **dict(options or {}))
+    label = repr(method_name(m, spec))
+    sweep = _fit_and_sweep(ms, m, label, thetas, theta_grid, stored_features)
+    # The evaluated split is built only now, after the method has been fit
+    # and its sweep fixed (SPEC §6.1: test is touched only for the final numbers).
+    test = ms.take(np.flatnonzero(ms.split == s))
+    cells = _cell_totals(test, m.strategy)
+    cost, reward, front = _sweep_cells(test, m, label, sweep, cells, stored_features, audit)
+
+    # -- per cell: exact (mean tokens, rel cost, acc, frontier acc) per θ -----------
+    cell_results, per_cell = [], []
+    for c, ct in enumerate(cells):
+        ntraj = ct.rows.size
+        vals = tuple([_frac(x[i, c], d) for i in range(len(sweep))]
+                     for x, d in ((cost, ntraj), (cost, ct.tokens), (reward, ct.probes),
+                                  (front, ct.probes)))
+        per_cell.append(vals)
+        pts, summ = _points(sweep, vals, _frac(ct.zero, ct.probes))
+        cell_results.append(CellResult(
+            model=ct.model, group=ct.group, trajectories=int(ntraj),
+            questions=int(np.unique(test.question[ct.rows]).size),
+            total_tokens=ct.tokens, points=pts, summary=summ))
+
+    # -- macro: the equal-weight chain, exact -------------------------------------
+    w = _weights([ct.model_index for ct in cells])
+
+    def chain(per: Sequence[Fraction]) -> Fraction:
+        return sum((wc * v for wc, v in zip(w, per)), Fraction(0))
+
+    macro = tuple([chain([per_cell[c][j][i] for c in range(len(cells))]) for i in range(len(sweep))]
+                  for j in range(4))
+    zero = chain([_frac(ct.zero, ct.probes) for ct in cells])
+    points, summary = _points(sweep, macro, zero)
+    reference = {"a_zero": float(zero),
+                 "a_full": float(chain([_frac(ct.endpoint, ct.probes) for ct in cells])),
+                 "frontier_at_full": float(chain([_frac(ct.pareto[1][-1], ct.probes)
+                                                  for ct in cells]))}
+    config = {"method_config": _method_config(m, label), "thetas": list(sweep),
+              "audit_rows": int(walk.audit_rows(test.num_trajectories, audit).size)
+              if m.strategy == "dee" else 0,
+              "splits": dict(ms.provenance.get("split", {})) if isinstance(ms.provenance, Mapping) else {},
+              "spec": spec if spec is not None else method_name(m),
+              "options": {k: v if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
+                          for k, v in sorted(dict(options or {}).items())}}
+    if spec in BUILTINS:
+        config["builtin"] = BUILTINS[spec]
+    return BenchResult(method=method_name(m, spec), strategy=m.strategy, split=split,
+                       points=points, summary=summary, cells=tuple(cell_results),
+                       reference=reference, config=config, synthetic=bool(ms.synthetic))
+
+
+def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_grid: Any,
+                   stored_features: Any) -> tuple[float, ...]:
+    """Check declared signals, fit on train / validation, and fix the `θ` sweep."""
+    for sig in getattr(m, "signals", ()) or ():
+        if sig not in ms.signals:
+            raise MethodError(f"method {label} needs the per-position signal {sig!r}; the set "
+                              f"records: {', '.join(sorted(ms.signals)) or 'none'}")
+    if callable(getattr(m, "fit", None)):
+        train = ms.take(np.flatnonzero(ms.split == 0))
+        val = ms.take(np.flatnonzero(ms.split == 1))
+        if _takes_stored(m.fit):
+            m.fit(train, val, stored_features=stored_features)
+        else:
+            m.fit(train, val)
+    return method_thetas(m, label, thetas, theta_grid, DEFAULT_THETA_POINTS)
+
+
+def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float],
+                 cells: Sequence["_CellTotals"], stored_features: Any, audit: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """int64[θ, cell] method cost, method reward, and frontier reward at that cost."""
+    unit, units = units_of(test, stored_features)
+    rows_audit = walk.audit_rows(test.num_trajectories, audit) if m.strategy == "dee" else None
+    t_idx = np.arange(test.num_trajectories)
+    cost = np.zeros((len(sweep), len(cells)), dtype=np.int64)
+    reward = np.zeros_like(cost)
+    front = np.zeros_like(cost)
+    for i, theta in enumerate(sweep):
+        k = _POSITIONS[m.strategy](test, unit, units, m, theta, label)
+        if rows_audit is not None:
+            walk.check_independent(test, unit, units, m, theta, label, k, rows_audit)
+        L_k = test.L[t_idx, k].astype(np.int64)
+        C_k = test.C[t_idx, k].astype(np.int64)
+        for c, ct in enumerate(cells):
+            cost[i, c] = int(L_k[ct.rows].sum())
+            reward[i, c] = int(C_k[ct.rows].sum())
+            pc, pr = ct.pareto
+            # The frontier at the exact cost: the largest Pareto reward whose
+            # minimum cost fits (pc[0] = 0, so the index is never -1).
+            front[i, c] = int(pr[np.searchsorted(pc, cost[i, c], side="right") - 1])
+    if np.any(front < reward):   # impossible for a feasible action: a bug, never data
+        raise AssertionError("a method point lies above its strategy's exact frontier")
+    return cost, reward, front
+
+
+def _points(sweep: Sequence[float], vals: Sequence[Sequence[Fraction]], zero: Fraction
+            ) -> tuple[tuple[Point, ...], dict[str, Any]]:
+    """Points and summary from exact (mean tokens, rel cost, acc, frontier acc) per θ."""
+    tok, rel, acc, fr = vals
+    keep = nondominated(rel, acc)
+    pts = tuple(_point(th, tok[i], rel[i], acc[i], fr[i], keep[i]) for i, th in enumerate(sweep))
+    return pts, _summary(acc, fr, zero, keep)
+
+
+def _method_config(m: Any, label: str) -> Any:
+    if not callable(getattr(m, "config", None)):
+        return None
+    cfg = m.config()
+    try:
+        json.dumps(cfg, allow_nan=False)
+    except (TypeError, ValueError):
+        raise MethodError(f"method {label}: config() must return JSON data (dicts, lists, "
+                          f"strings, finite numbers), got {cfg!r}") from None
+    return cfg
+
+
+def _takes_stored(fit: Any) -> bool:
+    """Whether `fit` accepts the optional ``stored_features`` keyword (see `_methods`)."""
+    import inspect
+
+    try:
+        params = inspect.signature(fit).parameters
+    except (TypeError, ValueError):
+        return False
+    return "stored_features" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _point(theta: float, tok: Fraction, rel: Fraction, acc: Fraction, fr: Fraction,
+           keep: bool) -> Point:
+    return Point(theta=float(theta), cost=float(tok), rel_cost=float(rel), acc=float(acc),
+                 frontier_acc=float(fr), gap=float(100 * (fr - acc)), nondominated=bool(keep))
+
+
+def _weights(cell_model: Sequence[int]) -> list[Fraction]:
+    """Exact equal-weight chain: `1 / (models * cells of the model)` per cell."""
+    models = sorted(set(cell_model))
+    per = {mm: cell_model.count(mm) for mm in models}
+    return [Fraction(1, len(models) * per[mm]) for mm in cell_model]
+
+
+def _cell_totals(test: MeasurementSet, strategy: str) -> list[_CellTotals]:
+    res = frontiers(test, strategies=[strategy], grid=2, pareto=True, check=False)
+    f = res.strategies[strategy]
+    t = np.arange(test.num_trajectories)
+    k0 = walk.zero_positions(test.L)
+    out = []
+    for cell, (pc, pr) in zip(res.cells, f.pareto):
+        rows = test.cell_rows(cell.index)
+        out.append(_CellTotals(
+            rows=rows, model=cell.model, group=cell.group,
+            model_index=int(test.cell_model[cell.index]),
+            tokens=int(test.L[rows, -1].astype(np.int64).sum()),
+            probes=int(test.probes[rows].astype(np.int64).sum()),
+            zero=int(test.C[t[rows], k0[rows]].astype(np.int64).sum()),
+            endpoint=int(test.C[rows, -1].astype(np.int64).sum()),
+            pareto=(np.asarray(pc, dtype=np.int64), np.asarray(pr, dtype=np.int64))))
+    return out
+
+
+# -- several methods and printing ------------------------------------------------------
+
+def compare(ms: MeasurementSet, methods: Sequence[Any] = tuple(BUILTINS), **kwargs: Any
+            ) -> list[BenchResult]:
+    """`evaluate` every method (default: all built-ins) with the same arguments."""
+    return [evaluate(ms, m, **kwargs) for m in methods]
+
+
+def compare_json(results: Sequence[BenchResult]) -> dict[str, Any]:
+    return {"schema": COMPARE_SCHEMA, "results": [r.to_json() for r in results]}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def format_result(r: BenchResult) -> str:
+    """Operating points (macro) and the summary as a short table."""
+    lines = ["SYNTHETIC DATA (simulated, not model outputs)"] if r.synthetic else []
+    lines.append(f"method {r.method} ({r.strategy.upper()}) on the {r.split} split, "
+                 f"{len(r.cells)} cells; cost = {TOKEN_COST}")
+    lines.append(f"{'theta':>10s}  {'tokens':>8s}  {'rel':>6s}  {'acc':>6s}  {'oracle':>6s}  "
+                 f"{'gap pp':>6s}  curve")
+    for p in r.points:
+        lines.append(f"{p.theta:10.4g}  {p.cost:8.0f}  {100 * p.rel_cost:5.1f}%  "
+                     f"{100 * p.acc:5.1f}%  {100 * p.frontier_acc:5.1f}%  {p.gap:6.2f}  "
+                     f"{'*' if p.nondominated else ''}")
+    s = r.summary
+    lines.append(f"summary: mean gap {s['mean_gap']:.2f} pp over {s['curve_points']} curve points; "
+                 f"realized share {_pct(s['realized_share'])}; no thinking "
+                 f"{100 * r.reference['a_zero']:.1f}%, full thinking {100 * r.reference['a_full']:.1f}%")
+    return "\n".join(lines) + "\n"
+
+
+def format_compare(results: Sequence[BenchResult]) -> str:
+    """One table: a row per method."""
+    lines = []
+    if any(r.synthetic for r in results):
+        lines.append("SYNTHETIC DATA (simulated, not model outputs)")
+    lines.append(f"{'method':24s}  {'strategy':8s}  {'curve':>7s}  {'mean gap':>9s}  {'realized':>8s}")
+    for r in results:
+        s = r.summary
+        lines.append(f"{r.method:24s}  {r.strategy.upper():8s}  "
+                     f"{s['curve_points']:>3d}/{s['points']:<3d}  {s['mean_gap']:6.2f} pp  "
+                     f"{_pct(s['realized_share']):>8s}")
+    lines.append(f"cost = {TOKEN_COST}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,285 @@
+"""Exact oracle Pareto frontiers of DR, FB and DEE per cell, macro summaries, hierarchy check (SPEC §5).
+
+For each cell (model x benchmark group) and strategy, `_units` builds the
+decision units and their pruned integer actions and `_dp` combines them
+exactly. The cell frontier at relative budget `β` is the largest total reward
+whose minimum cost is at most `β * T_g` (`T_g` = the cell's full-thinking
+tokens), divided by the cell's total probes (sum of `P` over trajectories).
+
+Budgets are compared in exact integer arithmetic and macro values are
+correctly rounded exact rationals (`_frontier_budgets`). The macro frontier
+weights cells equally through the project's chain (SPEC §4): the mean over a
+model's cells, then the mean over models; on the full 6 x 4 grid this is the
+plain mean over the 24 cells. `A_full` is the same macro mean of
+each cell's STP endpoint accuracy, pooled at probe level inside the cell
+(`sum C(n) / sum P` over the cell's trajectories), i.e. the accuracy of the
+all-full action, the normalization the frontier itself uses (SPEC §5: "cell
+STP endpoint accuracy (all probes at k = n)"). With equal `R` and `P` per
+question this equals the SPEC §4 mean over trajectories and questions.
+"""
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from . import _dp
+from ._budgets import Weights, budget_grid, budgets, pareto_points, query, summarize
+from otbench.analysis.measurement import MeasurementSet
+from ._units import STRATEGIES, CellData, actions, cell_data, totals
+
+SCHEMA = "otbench.frontier/1"
+NAMES = {"dr": "DR", "fb": "FB", "dee": "DEE"}
+
+
+class FrontierHierarchyError(AssertionError):
+    """`F_DR <= F_FB <= F_DEE` failed somewhere: a bug (the feasible sets are nested)."""
+
+
+def strategies_iv(strategies: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(strategies, str):
+        strategies = [s for s in strategies.split(",") if s]
+    out = tuple(strategies)
+    if not out:
+        raise ValueError("`strategies` must name at least one of dr, fb, dee")
+    for s in out:
+        if s not in STRATEGIES:
+            raise ValueError(f"`strategies` must be among {', '.join(STRATEGIES)}, got {s!r}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"`strategies` must not repeat a strategy, got {', '.join(out)}")
+    # Report in the hierarchy's order whatever order was asked for.
+    return tuple(s for s in STRATEGIES if s in out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One cell's identity and totals (SPEC §5 normalizers)."""
+
+    index: int               # index into ms.cell_model / ms.cell_group
+    model: str
+    group: str
+    total_tokens: int        # T_g = sum L(n)
+    total_probes: int        # sum P
+    endpoint: int            # sum C(n)
+
+
+@dataclasses.dataclass(frozen=True)
+class StrategyFrontier:
+    """One strategy's frontiers over the cells of a set."""
+
+    reward: np.ndarray       # int64[cell, grid] best total reward at each budget
+    reward_one: np.ndarray   # int64[cell] best total reward at β = 1 (F(1) of the cell)
+    acc: np.ndarray          # float64[cell, grid] reward / total probes (fraction)
+    macro: np.ndarray        # float64[grid] F_C(β)
+    ceiling: float           # F_C(1)
+    beta_match: float | None
+    beta_sat: float | None
+    pareto: tuple[tuple[np.ndarray, np.ndarray], ...] | None  # [cell] (cost, reward) int64
+
+
+@dataclasses.dataclass(frozen=True)
+class FrontierResult:
+    """Frontiers of several strategies on one measurement set (see `frontiers`)."""
+
+    grid: tuple[Fraction, ...]
+    cells: tuple[Cell, ...]
+    a_full: float
+    strategies: dict[str, StrategyFrontier]
+    synthetic: bool
+
+    @property
+    def beta(self) -> np.ndarray:
+        """float64[grid] the budgets as floats."""
+        return np.asarray([float(b) for b in self.grid], dtype=np.float64)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `otbench.frontier/1` document (accuracies and budgets as fractions)."""
+        def opt(x):
+            return None if x is None else float(x)
+
+        return {
+            "schema": SCHEMA,
+            "synthetic": bool(self.synthetic),
+            "grid": self.beta.tolist(),
+            "a_full": float(self.a_full),
+            "strategies": {
+                s: {"macro": f.macro.tolist(), "beta_match": opt(f.beta_match),
+                    "ceiling": float(f.ceiling), "beta_sat": opt(f.beta_sat),
+                    "cells": [{"model": c.model, "group": c.group,
+                               "total_tokens": c.total_tokens, "total_probes": c.total_probes,
+                               "acc": f.acc[i].tolist()} for i, c in enumerate(self.cells)]}
+                for s, f in self.strategies.items()},
+        }
+
+    def pareto_table(self):
+        """pyarrow Table: one row per (strategy, cell, Pareto point)."""
+        import pyarrow as pa
+
+        keys, counts, costs, rewards = [], [], [], []
+        for s, f in self.strategies.items():
+            if f.pareto is None:
+                raise ValueError("the result has no Pareto sets; call `frontiers(..., pareto=True)`")
+            for c, (cost, reward) in zip(self.cells, f.pareto):
+                keys.append((s, c.model, c.group))
+                counts.append(cost.shape[0])
+                costs.append(cost)
+                rewards.append(reward)
+        counts = np.asarray(counts, dtype=np.int64)
+
+        def names(j):     # repeat each (strategy, cell) name over its points
+            return pa.array(np.repeat(np.asarray([k[j] for k in keys], dtype=object), counts),
+                            type=pa.string())
+
+        def ints(xs):
+            return pa.array(np.concatenate(xs) if xs else np.zeros(0, np.int64), type=pa.int64())
+
+        return pa.table({"strategy": names(0), "model": names(1), "group": names(2),
+                         "cost": ints(costs), "reward": ints(rewards)})
+
+
+def check_hierarchy(reward: dict[str, np.ndarray], reward_one: dict[str, np.ndarray],
+                    grid: Sequence[Fraction], cells: Sequence[Cell]) -> None:
+    """Raise `FrontierHierarchyError` unless DR <= FB <= DEE at every cell and budget.
+
+    Args:
+      reward: strategy -> int64[cell, grid]; reward_one: strategy -> int64[cell].
+      Only the strategies present are compared, in the order DR, FB, DEE.
+    """
+    present = [s for s in STRATEGIES if s in reward]
+    for lo, hi in zip(present, present[1:]):
+        at_one = (reward_one[lo][:, None], reward_one[hi][:, None], True)
+        for a, b, one in ((reward[lo], reward[hi], False), at_one):
+            bad = np.argwhere(a > b)
+            if bad.size:
+                c, i = bad[0]
+                beta = Fraction(1) if one else grid[i]
+                cell = cells[c]
+                raise FrontierHierarchyError(
+                    f"hierarchy violated in cell ({cell.model}, {cell.group}) at beta = {float(beta):g}: "
+                    f"{NAMES[lo]} reward {int(a[c, i])} > {NAMES[hi]} reward {int(b[c, i])} "
+                    "(the feasible sets are nested, so this is a bug)")
+
+
+def _cells_of(ms: MeasurementSet) -> list[tuple[int, np.ndarray]]:
+    present = np.unique(ms.cell)
+    return [(int(c), ms.cell_rows(int(c))) for c in present]
+
+
+def _cell_data(ms: MeasurementSet, rows: np.ndarray) -> CellData:
+    return cell_data(ms.L[rows], ms.C[rows], ms.n[rows], ms.probes[rows], ms.question[rows])
+
+
+def _frontiers_iv(ms: Any, strategies: Any, grid: Any) -> tuple[tuple[str, ...], tuple[Fraction, ...]]:
+    if not isinstance(ms, MeasurementSet):
+        raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
+    if ms.num_trajectories == 0:
+        raise ValueError("`ms` has no trajectories")
+    return strategies_iv(strategies), budget_grid(grid)
+
+
+def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIES,
+              grid: int | Sequence[Any] = 1001, pareto: bool = False,
+              check: bool = True) -> FrontierResult:
+    """Exact oracle frontiers of every cell of `ms` for each strategy (SPEC §5).
+
+    Args:
+      ms: the measurement set (all its cells; use `ms.take` for a split).
+      strategies: any of "dr", "fb", "dee" (or a comma-separated string).
+      grid: number of budget points (`i / (N-1)`, default 1,001) or explicit
+        budgets in [0, 1], strictly increasing (read as exact decimals).
+      pareto: also return every cell's exact Pareto set (cost, reward).
+      check: verify `F_DR <= F_FB <= F_DEE` at every cell and budget
+        (raises `FrontierHierarchyError`, which would be a bug).
+
+    Returns:
+      `FrontierResult`; cells in the set's cell order.
+    """
+    strategies, grid = _frontiers_iv(ms, strategies, grid)
+    cell_rows = _cells_of(ms)
+    data = [_cell_data(ms, rows) for _, rows in cell_rows]
+    cells = []
+    for (c, _), d in zip(cell_rows, data):
+        t = totals(d, d.point())
+        model, group = ms.cell_name(c)
+        cells.append(Cell(index=c, model=model, group=group, total_tokens=int(t["tokens"][0]),
+                          total_probes=int(t["probes"][0]), endpoint=int(t["endpoint"][0])))
+    tokens = np.asarray([c.total_tokens for c in cells], dtype=np.int64)
+    B = budgets(grid, tokens)                                      # [cell, grid]
+    states, bases = _solve_cells(data, strategies, max_total_cost=int(tokens.max()))
+    cell_model = ms.cell_model[[c.index for c in cells]]
+    probes = np.asarray([c.total_probes for c in cells], dtype=np.int64)
+    endpoint = np.asarray([c.endpoint for c in cells], dtype=np.int64)
+    rewards, ones, out = {}, {}, {}
+    for s in strategies:
+        rw = np.zeros((len(cells), len(grid)), dtype=np.int64)
+        r1 = np.zeros(len(cells), dtype=np.int64)
+        par = []
+        for i in range(len(cells)):
+            g, base = states[(s, i)], bases[(s, i)]
+            rw[i] = query(g, base, B[i])
+            r1[i] = query(g, base, tokens[i])
+            if pareto:
+                par.append(pareto_points(g, base))
+        rewards[s], ones[s] = rw, r1
+        summ = summarize(grid, rw, r1, endpoint, probes, cell_model)
+        out[s] = StrategyFrontier(
+            reward=rw, reward_one=r1, acc=rw / probes[:, None].astype(np.float64),
+            macro=summ.macro, ceiling=float(summ.ceiling),
+            beta_match=None if np.isnan(summ.beta_match) else float(summ.beta_match),
+            beta_sat=None if np.isnan(summ.beta_sat) else float(summ.beta_sat),
+            pareto=tuple(par) if pareto else None)
+    if check:
+        check_hierarchy(rewards, ones, grid, cells)
+    a_full = Weights.of(cell_model, probes)
+    a = a_full.value(a_full.numerators(endpoint[:, None])[..., 0])
+    return FrontierResult(grid=grid, cells=tuple(cells), a_full=float(a),
+                          strategies=out, synthetic=bool(ms.synthetic))
+
+
+def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
+                 max_total_cost: int) -> tuple[dict, dict]:
+    """Point-estimate states of every (strategy, cell), pipelined on one compiled shape.
+
+    The shape (front, chunk capacity, state capacity, dtype) is fixed up
+    front from bounds that hold for every strategy -- an action's offset
+    reward is at most its unit's probes, a state spans at most the cell's
+    probes -- so the kernel compiles once per run, in a background thread,
+    while the host builds the first units; each cell's device work is then
+    dispatched asynchronously while the host builds the next cell's units.
+
+    Returns:
+      ({(strategy, i): g int64[top + 1]}, {(strategy, i): base reward int}).
+    """
+    _, lanes, _, _ = _dp._defaults(None, None, None)
+    unit_reward = 0
+    cap = 1
+    for d in data:
+        per_q = np.add.reduceat(d.probes, d.qoff[:-1]) if d.num_questions else d.probes
+        unit_reward = max(unit_reward, int(per_q.max(initial=0)), int(d.probes.max(initial=0)))
+        cap = max(cap, int(d.probes.sum()) + 1)
+    shape = _dp.Shape(front=max(16, _dp._next_pow2(unit_reward)),
+                      chunks=_dp._next_pow2(-(-unit_reward // lanes)), cap=cap,
+                      dtype=_dp.dtype_for(max_total_cost))
+    compiling = threading.Thread(target=_dp.warm, args=(shape,), daemon=True)
+    compiling.start()
+    waiting, pending = [], []
+    # FB first: its units take the longest to build, which hides the compile;
+    # work is dispatched as soon as the kernel is compiled, never waited for.
+    for s in sorted(strategies, key=("fb", "dee", "dr").index):
+        for i, d in enumerate(data):
+            a = actions(s, d, d.point())
+            waiting.append(((s, i), a, _dp.plan(a, shape=shape)))
+            if not compiling.is_alive():
+                pending += [(k, a_, p, _dp.run(p)) for k, a_, p in waiting]   # asynchronous
+                waiting = []
+    compiling.join()
+    pending += [(k, a_, p, _dp.run(p)) for k, a_, p in waiting]
+    states, bases = {}, {}
+    for key, a, p, buf in pending:
+        top = int(a.top_total()[0])
+        states[key] = np.asarray(buf)[p.front:p.front + top + 1].astype(np.int64)
+        bases[key] = int(a.base_total()[0])
+    return states, bases

@@ -1,0 +1,20 @@
+"""Matched-horizon analysis (SPEC §8): calibration, paired contrasts, strata, scores, controls, tables.
+
+The run's on-disk form (`HorizonRun`, `load_run`) is part of the measurement
+contract (`otbench.analysis.measurement`), since the probe writes it.
+"""
+
+from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
+
+from ._analysis import HorizonAnalysisError, analyze
+from ._inference import (McNemar, SignFlip, log2_trapezoid, mcnemar, mcnemar_counts, sign_flip,
+                         simultaneous_band)
+from ._tables import (DASH, Table, agreement_table, calibration_table, contrast_table, controls_table,
+                      format_text, matched_table, scores_table, strata_table)
+
+__all__ = [
+    "DASH", "HorizonAnalysisError", "McNemar", "SignFlip", "Table",
+    "agreement_table", "analyze", "calibration_table", "contrast_table", "controls_table",
+    "format_text", "log2_trapezoid", "matched_table", "mcnemar", "mcnemar_counts",
+    "scores_table", "sign_flip", "simultaneous_band", "strata_table",
+]

@@ -1,0 +1,338 @@
+"""Parquet storage of measurement sets: atomic writer, verifying loader, manifest (SPEC §2).
+
+Layout of a measurement-set directory::
+
+    DIR/manifest.json
+    DIR/trajectories/model=<m>/group=<g>/part-0.parquet   one row per trajectory
+    DIR/<table>/part-0.parquet                              optional extra tables
+                                                            (the probe's `tokens`)
+
+Partition names percent-encode the model and group ids (ids such as
+``org/model`` contain slashes); every file also stores `model` and `group`
+as columns, which are authoritative and are checked against the path.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._build import MeasurementSetError, from_ragged
+from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
+
+MANIFEST = "manifest.json"
+TRAJ_DIR = "trajectories"
+SIGNAL_PREFIX = "signal."
+
+REQUIRED = {
+    "model": pa.string(), "group": pa.string(), "dataset": pa.string(),
+    "question": pa.string(), "trajectory": pa.int32(), "split": pa.string(),
+    "probes": pa.int32(), "n": pa.int32(), "L": pa.list_(pa.int32()),
+    "C": pa.list_(pa.int32()), "y": pa.int8(), "finished": pa.bool_(),
+    "question_text": pa.string(),
+}
+
+
+def _version() -> str:
+    from otbench import __version__
+    return __version__
+
+
+def content_hash(ms: MeasurementSet) -> str:
+    """sha256 of the logical content (arrays and name tables), independent of file encoding."""
+    h = hashlib.sha256()
+    for name in ("n", "probes", "y", "finished", "trajectory", "cell", "question", "split"):
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(getattr(ms, name)).astype("<i8").tobytes())
+    for name, arr in [("L", ms.L), ("C", ms.C)] + sorted(ms.signals.items()):
+        flat, _ = unpad(np.asarray(arr), ms.n)
+        h.update(name.encode())
+        h.update(flat.astype("<f8" if arr.dtype.kind == "f" else "<i8").tobytes())
+    tables = {
+        "models": ms.models, "groups": ms.groups,
+        "cell_model": ms.cell_model.tolist(), "cell_group": ms.cell_group.tolist(),
+        "question_group": ms.question_group.tolist(), "question_id": ms.question_id,
+        "question_dataset": ms.question_dataset, "question_text": ms.question_text,
+    }
+    h.update(json.dumps(tables, sort_keys=True, ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _list_array(dense: np.ndarray, n: np.ndarray, typ: pa.DataType) -> pa.Array:
+    flat, offsets = unpad(dense, n)
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
+                                    pa.array(flat, type=typ.value_type))
+
+
+def cell_table(ms: MeasurementSet, rows: np.ndarray) -> pa.Table:
+    """The Parquet rows (one per trajectory) for the given row indices."""
+    n = ms.n[rows]
+    q = ms.question[rows]
+    cols: dict[str, pa.Array] = {
+        "model": pa.array([ms.models[ms.cell_model[c]] for c in ms.cell[rows]], pa.string()),
+        "group": pa.array([ms.groups[ms.cell_group[c]] for c in ms.cell[rows]], pa.string()),
+        "dataset": pa.array([ms.question_dataset[i] for i in q], pa.string()),
+        "question": pa.array([ms.question_id[i] for i in q], pa.string()),
+        "trajectory": pa.array(ms.trajectory[rows], pa.int32()),
+        "split": pa.array([None if s < 0 else SPLITS[s] for s in ms.split[rows]], pa.string()),
+        "probes": pa.array(ms.probes[rows], pa.int32()),
+        "n": pa.array(n, pa.int32()),
+        "L": _list_array(ms.L[rows], n, REQUIRED["L"]),
+        "C": _list_array(ms.C[rows], n, REQUIRED["C"]),
+        "y": pa.array(ms.y[rows], pa.int8()),
+        "finished": pa.array(ms.finished[rows], pa.bool_()),
+        "question_text": pa.array([ms.question_text[i] for i in q], pa.string()),
+    }
+    for name in sorted(ms.signals):
+        cols[SIGNAL_PREFIX + name] = _list_array(ms.signals[name][rows], n,
+                                                 pa.list_(pa.float64()))
+    return pa.table(cols)
+
+
+def _partition(ms: MeasurementSet, c: int) -> str:
+    m, g = ms.cell_name(c)
+    return f"{TRAJ_DIR}/model={quote(m, safe='')}/group={quote(g, safe='')}/part-0.parquet"
+
+
+def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False,
+         extra_tables: Mapping[str, pa.Table] | None = None) -> dict[str, Any]:
+    """Write `ms` to directory `path` atomically and return the manifest.
+
+    Everything is written into a sibling temporary directory first and moved
+    into place with one rename, so a killed writer never leaves a half-written
+    set under `path`. Output is deterministic: the same set gives the same
+    bytes (no timestamps).
+
+    Args:
+      extra_tables: name -> table written as `path/<name>/part-0.parquet` and
+        hashed in the manifest (the probe stores raw token ids this way).
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path}: already exists (pass overwrite=True / --overwrite)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        files = []
+        for c in range(ms.num_cells):
+            rows = ms.cell_rows(c)
+            if rows.size == 0:
+                continue
+            rel = _partition(ms, c)
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(cell_table(ms, rows), tmp / rel, compression="zstd")
+            files.append({"path": rel, "rows": int(rows.size), "sha256": sha256_file(tmp / rel)})
+        extras = {}
+        for name, table in sorted((extra_tables or {}).items()):
+            if name in (TRAJ_DIR, MANIFEST) or "/" in name:
+                raise ValueError(f"extra table name {name!r} is reserved or not a plain name")
+            rel = f"{name}/part-0.parquet"
+            (tmp / name).mkdir()
+            pq.write_table(table, tmp / rel, compression="zstd")
+            extras[name] = {"path": rel, "rows": table.num_rows, "sha256": sha256_file(tmp / rel)}
+        manifest = {
+            "schema": SCHEMA,
+            "synthetic": bool(ms.synthetic),
+            "counts": ms.summary(),
+            "content_hash": content_hash(ms),
+            "files": files,
+            "tables": extras,
+            "provenance": dict(ms.provenance),
+            "writer": {"otbench": _version(), "pyarrow": pa.__version__},
+        }
+        with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2, sort_keys=True, ensure_ascii=False)
+            f.write("\n")
+        if path.exists():
+            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex}"
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    mpath = path / MANIFEST
+    if not path.is_dir():
+        raise MeasurementSetError(str(path), "not a directory (expected a measurement set)")
+    if not mpath.is_file():
+        raise MeasurementSetError(str(mpath), "missing manifest (not a measurement set?)")
+    try:
+        with open(mpath, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise MeasurementSetError(str(mpath), f"not valid JSON ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        got = manifest.get("schema") if isinstance(manifest, dict) else None
+        raise MeasurementSetError(str(mpath), f"schema must be {SCHEMA!r}, got {got!r}")
+    for key in ("files", "synthetic", "content_hash"):
+        if key not in manifest:
+            raise MeasurementSetError(str(mpath), f"missing key {key!r}")
+    return manifest
+
+
+def _check_column(file: str, table: pa.Table, name: str, typ: pa.DataType) -> None:
+    if name not in table.column_names:
+        raise MeasurementSetError(file, f"missing column {name!r}")
+    got = table.schema.field(name).type
+    ok = got == typ
+    if not ok and pa.types.is_list(typ) and (pa.types.is_list(got) or pa.types.is_large_list(got)):
+        ok = pa.types.is_integer(got.value_type) if pa.types.is_integer(typ.value_type) \
+            else pa.types.is_floating(got.value_type)
+    elif not ok and pa.types.is_integer(typ):
+        ok = pa.types.is_integer(got)
+    elif not ok and pa.types.is_string(typ):
+        ok = pa.types.is_string(got) or pa.types.is_large_string(got) or pa.types.is_null(got)
+    if not ok:
+        raise MeasurementSetError(file, f"column {name!r} must be {_describe(typ)}, got {got}")
+
+
+def _describe(typ: pa.DataType) -> str:
+    if pa.types.is_list(typ):
+        return "a list of " + ("integers" if pa.types.is_integer(typ.value_type) else "floats")
+    if pa.types.is_integer(typ):
+        return "an integer column"
+    if pa.types.is_boolean(typ):
+        return "a boolean column"
+    return "a string column"
+
+
+def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
+    """Load and validate a measurement set directory.
+
+    Every rule of SPEC §2 is checked (monotone `L`, `L[0] = 0`, `0 <= C <=
+    probes`, consistent `n`, no duplicate (model, question, trajectory), no
+    mixed probes within a question); a violation raises `MeasurementSetError`
+    naming the file, the row (0-based within that file) and the rule. With
+    `verify`, file checksums and the logical content hash are compared with
+    the manifest.
+    """
+    path = Path(path)
+    manifest = read_manifest(path)
+    listed = {f["path"] for f in manifest["files"]}
+    found = {p.relative_to(path).as_posix() for p in (path / TRAJ_DIR).rglob("*.parquet")} \
+        if (path / TRAJ_DIR).exists() else set()
+    for extra in sorted(found - listed):
+        raise MeasurementSetError(str(path / extra), "file is not listed in the manifest")
+    tables, labels = [], []
+    signal_names: set[str] | None = None
+    for entry in manifest["files"]:
+        rel = entry["path"]
+        fpath = path / rel
+        file = str(fpath)
+        if not fpath.is_file():
+            raise MeasurementSetError(file, "listed in the manifest but missing")
+        if verify and sha256_file(fpath) != entry.get("sha256"):
+            raise MeasurementSetError(file, "sha256 does not match the manifest (file changed after writing)")
+        try:
+            table = pq.read_table(fpath)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise MeasurementSetError(file, f"not a readable Parquet file ({e})") from None
+        for name, typ in REQUIRED.items():
+            _check_column(file, table, name, typ)
+        names = {c[len(SIGNAL_PREFIX):] for c in table.column_names if c.startswith(SIGNAL_PREFIX)}
+        if signal_names is None:
+            signal_names = names
+        elif names != signal_names:
+            raise MeasurementSetError(file, f"signal columns {sorted(names)} differ from "
+                                            f"{sorted(signal_names)} in other files")
+        for name in names:
+            _check_column(file, table, SIGNAL_PREFIX + name, pa.list_(pa.float64()))
+        if table.num_rows != entry.get("rows"):
+            raise MeasurementSetError(file, f"has {table.num_rows} rows, manifest says {entry.get('rows')}")
+        parts = dict(seg.split("=", 1) for seg in Path(rel).parts[1:-1] if "=" in seg)
+        for col in ("model", "group"):
+            want = parts.get(col)
+            vals = table.column(col).to_pylist()
+            for r, v in enumerate(vals):
+                if want is not None and quote(v or "", safe="") != want:
+                    raise MeasurementSetError(f"{file}: row {r}",
+                                              f"{col} {v!r} does not match its partition '{col}={want}'")
+        tables.append(table)
+        labels.append((file, table.num_rows))
+    if not tables:
+        raise MeasurementSetError(str(path / MANIFEST), "the set has no trajectory files")
+
+    bounds = np.cumsum([0] + [r for _, r in labels])
+
+    def where(i: int) -> str:
+        j = int(np.searchsorted(bounds, i, side="right") - 1)
+        return f"{labels[j][0]}: row {i - bounds[j]}"
+
+    cols = pa.concat_tables(tables, promote_options="permissive")
+
+    def strings(name):
+        return cols.column(name).to_pylist()
+
+    def rag(name, dtype):
+        arr = cols.column(name).combine_chunks()
+        for r, ok in enumerate(arr.is_valid().to_pylist()):
+            if not ok:
+                raise MeasurementSetError(where(r), f"{name} is null")
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        off = arr.offsets.to_numpy().astype(np.int64)
+        return np.asarray(flat, dtype=dtype), off - off[0]
+
+    def ints(name):
+        arr = cols.column(name).combine_chunks()
+        if arr.null_count:
+            r = arr.is_null().to_pylist().index(True)
+            raise MeasurementSetError(where(r), f"{name} is null")
+        return arr.to_numpy(zero_copy_only=False)
+
+    for name in ("model", "group", "question"):
+        vals = strings(name)
+        if None in vals:
+            raise MeasurementSetError(where(vals.index(None)), f"{name} is null")
+    ms = from_ragged(
+        model=strings("model"), group=strings("group"), question=strings("question"),
+        trajectory=ints("trajectory"), probes=ints("probes"), n=ints("n"),
+        L=rag("L", np.int64), C=rag("C", np.int64), y=ints("y"),
+        finished=ints("finished"), dataset=strings("dataset"), split=strings("split"),
+        question_text=strings("question_text"),
+        signals={s: rag(SIGNAL_PREFIX + s, np.float64) for s in sorted(signal_names or ())},
+        synthetic=bool(manifest["synthetic"]),
+        provenance=manifest.get("provenance", {}),
+        where=where,
+    )
+    if verify and content_hash(ms) != manifest["content_hash"]:
+        raise MeasurementSetError(str(path / MANIFEST),
+                                  "content hash does not match the trajectories")
+    return ms
+
+
+def load_table(path: str | os.PathLike, name: str) -> pa.Table:
+    """An extra table (e.g. the probe's `tokens`) of a measurement set, checksum verified."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    entry = manifest.get("tables", {}).get(name)
+    if entry is None:
+        raise MeasurementSetError(str(path / MANIFEST), f"no table {name!r} in this set")
+    fpath = path / entry["path"]
+    if sha256_file(fpath) != entry["sha256"]:
+        raise MeasurementSetError(str(fpath), "sha256 does not match the manifest (file changed after writing)")
+    return pq.read_table(fpath)

@@ -1,0 +1,20 @@
+"""Overthinking metrics (SPEC §4): per-trajectory k*, OR, AD and their equal-weight aggregation.
+
+(Named `overthinking`, not `metrics`, so the subpackage never shadows the
+`otbench.analysis.metrics` function.)
+"""
+
+from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
+
+from ._aggregate import (Aggregate, Layout, LayoutNames, aggregate, build_layout,
+                         segment_mean, segment_pair_mad, spearman)
+from ._metrics import (DEFAULT_BIN_EDGES, METRICS, LocalChangeCounts, Summary,
+                       TrajectoryMetrics, format_metrics, local_change_counts, metrics,
+                       summarize, trajectory_metrics)
+
+__all__ = [
+    "DEFAULT_BIN_EDGES", "METRICS",
+    "Aggregate", "Layout", "LayoutNames", "LocalChangeCounts", "Summary", "TrajectoryMetrics",
+    "aggregate", "build_layout", "format_metrics", "local_change_counts", "metrics",
+    "segment_mean", "segment_pair_mad", "spearman", "summarize", "trajectory_metrics",
+]

@@ -1,0 +1,8 @@
+"""The report (a leaf): HTML page, PNG figures, CSV and LaTeX tables of a measurement set."""
+
+from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
+
+from ._inputs import ReportInputError
+from ._write import ReportError, write_report
+
+__all__ = ["ReportError", "ReportInputError", "write_report"]

@@ -1,0 +1,375 @@
+"""Report inputs: the analysis documents a report draws from, computed or reused from cached JSON.
+
+Cache convention. Beside a measurement set ``DIR`` the report looks in
+``DIR/results/`` (or the folder passed as `results_dir`) for
+
+=====================  ==================================  ===========================
+file                   schema                              written by
+=====================  ==================================  ===========================
+``metrics.json``       ``otbench.metrics/1``               ``otbench metrics --json``
+``frontier.json``      ``otbench.frontier/1``              ``otbench frontier --json``
+``bootstrap.json``     ``otbench.bootstrap/1``             ``otbench bootstrap --json``
+``thinning.json``      ``otbench.thinning/1``              ``otbench thinning --json``
+``otbench.json``,      ``otbench.bench/1`` or              ``otbench bench run/compare
+``bench-*.json``       ``otbench.bench-compare/1``         --json``
+=====================  ==================================  ===========================
+
+Metrics and frontiers are cheap, so a cached document is used only when it
+provably belongs to the set -- same synthetic flag, same cells with the same
+question and trajectory counts (metrics) or the same full-thinking tokens and
+probes (frontiers), and the requested budget grid -- and is recomputed
+otherwise (a note says so). Bootstrap, thinning and OTBench results cannot be
+recomputed by the report: a document passed explicitly that does not fit the
+set raises `ReportInputError`; a discovered one that does not fit is skipped
+with a note, so a stale file never breaks a report nor silently enters it.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from otbench.analysis.measurement import MeasurementSet
+
+RESULTS_DIR = "results"
+CACHE_FILES = {"metrics": "metrics.json", "frontier": "frontier.json",
+               "bootstrap": "bootstrap.json", "thinning": "thinning.json",
+               "otbench": "otbench.json"}
+BENCH_GLOB = "bench-*.json"
+SCHEMAS = {"metrics": "otbench.metrics/1", "frontier": "otbench.frontier/1",
+           "bootstrap": "otbench.bootstrap/1", "thinning": "otbench.thinning/1",
+           "bench": "otbench.bench/1", "bench_compare": "otbench.bench-compare/1"}
+
+
+class ReportInputError(ValueError):
+    """A result document that cannot be used for this set; the message names the file and rule."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where one document came from (recorded in the report)."""
+
+    kind: str                 # metrics | frontier | bootstrap | thinning | otbench
+    origin: str               # "computed" | "cached" | "given"
+    name: str | None          # file name (no directory: reports must not depend on paths)
+    sha256: str | None        # of the file bytes, or None when computed / passed as a dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """Every document the report uses (JSON-able dicts; None = not available)."""
+
+    metrics: dict[str, Any]
+    frontier: dict[str, Any]
+    bootstrap: dict[str, Any] | None
+    thinning: dict[str, Any] | None
+    bench: tuple[dict[str, Any], ...]
+    sources: tuple[Source, ...]
+    notes: tuple[str, ...]
+
+
+def _read(path: Path) -> tuple[Any, str]:
+    data = path.read_bytes()
+    try:
+        return json.loads(data), hashlib.sha256(data).hexdigest()
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReportInputError(f"{path}: not valid JSON ({e})") from None
+
+
+def _schema_of(doc: Any) -> str | None:
+    return doc.get("schema") if isinstance(doc, dict) else None
+
+
+# -- what a set looks like, for the fit checks ----------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SetCells:
+    """Per-cell counts of a set, keyed by (model, group)."""
+
+    questions: dict[tuple[str, str], int]
+    trajectories: dict[tuple[str, str], int]
+    tokens: dict[tuple[str, str], int]
+    probes: dict[tuple[str, str], int]
+
+    @classmethod
+    def of(cls, ms: MeasurementSet) -> "SetCells":
+        q, t, tok, p = {}, {}, {}, {}
+        end = ms.L[np.arange(ms.num_trajectories), ms.n].astype(np.int64)
+        for c in np.unique(ms.cell).tolist():
+            rows = ms.cell_rows(c)
+            key = ms.cell_name(c)
+            q[key] = int(np.unique(ms.question[rows]).size)
+            t[key] = int(rows.size)
+            tok[key] = int(end[rows].sum())
+            p[key] = int(ms.probes[rows].astype(np.int64).sum())
+        return cls(q, t, tok, p)
+
+
+def metrics_misfit(doc: Any, ms: MeasurementSet, cells: SetCells) -> str | None:
+    """Why a metrics document does not belong to `ms` (None when it does)."""
+    if _schema_of(doc) != SCHEMAS["metrics"]:
+        return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['metrics']!r}"
+    if bool(doc.get("synthetic")) != bool(ms.synthetic):
+        return "its synthetic flag differs from the set's"
+    try:
+        got = {(c["model"], c["group"]): (c["n_questions"], c["n_trajectories"])
+               for c in doc["cells"]}
+    except (KeyError, TypeError):
+        return "its cells lack model/group/n_questions/n_trajectories"
+    want = {k: (cells.questions[k], cells.trajectories[k]) for k in cells.questions}
+    if got != want:
+        return "its cells or their question/trajectory counts differ from the set's"
+    return None
+
+
+def frontier_misfit(doc: Any, ms: MeasurementSet, cells: SetCells, grid: np.ndarray) -> str | None:
+    """Why a frontier document does not belong to `ms` at budgets `grid` (None when it does)."""
+    if _schema_of(doc) != SCHEMAS["frontier"]:
+        return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['frontier']!r}"
+    if bool(doc.get("synthetic")) != bool(ms.synthetic):
+        return "its synthetic flag differs from the set's"
+    g = np.asarray(doc.get("grid", []), dtype=np.float64)
+    if g.shape != grid.shape or np.any(np.abs(g - grid) > 1e-12):
+        return f"its budget grid ({g.size} points) is not the requested one ({grid.size} points)"
+    strat = doc.get("strategies") or {}
+    if set(strat) != {"dr", "fb", "dee"}:
+        return "it does not have all three strategies dr, fb, dee"
+    for s, f in strat.items():
+        got = {(c["model"], c["group"]): (c["total_tokens"], c["total_probes"]) for c in f["cells"]}
+        want = {k: (cells.tokens[k], cells.probes[k]) for k in cells.tokens}
+        if got != want:
+            return f"its {s} cells or their token/probe totals differ from the set's"
+    return None
+
+
+def _interval_ok(x: Any) -> bool:
+    return x is None or (isinstance(x, list) and len(x) == 2
+                         and all(v is None or isinstance(v, (int, float)) for v in x))
+
+
+def bootstrap_misfit(doc: Any, cells: SetCells, synthetic: bool) -> str | None:
+    """Why a bootstrap document cannot be shown for this set (None when it can)."""
+    if _schema_of(doc) != SCHEMAS["bootstrap"]:
+        return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['bootstrap']!r}"
+    if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
+        return "its synthetic flag differs from the set's"
+    try:
+        keys = {(c["model"], c["group"]) for c in doc["cells"]}
+        ok = all(_interval_ok(c.get(k)) for c in doc["cells"] for k in ("or", "ad", "full_acc",
+                                                                         "tokens", "endpoint_acc"))
+    except (KeyError, TypeError):
+        return "its cells lack model/group"
+    if keys != set(cells.questions):
+        return "its cells are not the set's cells"
+    if not ok:
+        return "an interval is not a [lo, hi] pair"
+    fr = doc.get("frontiers")
+    if fr is not None:
+        n = len(fr.get("grid", []))
+        for s in ("dr", "fb", "dee"):
+            if s in fr and any(len(fr[s].get(k, [])) != n for k in ("lo", "hi", "median")):
+                return f"frontiers.{s} lo/hi/median do not have one value per grid point"
+    return None
+
+
+def thinning_misfit(doc: Any, cells: SetCells, synthetic: bool) -> str | None:
+    """Why a thinning document cannot be shown (None when it can)."""
+    if _schema_of(doc) != SCHEMAS["thinning"]:
+        return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['thinning']!r}"
+    if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
+        return "its synthetic flag differs from the set's"
+    probes = doc.get("probes") or {}
+    trajs = doc.get("trajectories") or {}
+    if not probes and not trajs:
+        return "it has neither probe nor trajectory thinning results"
+    try:
+        for m, v in probes.items():
+            int(m)
+            for k in ("or", "ad", "retention"):
+                if not isinstance(v[k], (int, float)):
+                    return f"probes[{m!r}].{k} is not a number"
+            for c in v.get("cells", []):
+                if (c["model"], c["group"]) not in cells.questions:
+                    return f"probes[{m!r}] has a cell ({c['model']}, {c['group']}) not in the set"
+        for r, v in trajs.items():
+            int(r)
+            if not (_interval_ok(v["or"]) and _interval_ok(v["ad"])):
+                return f"trajectories[{r!r}] or/ad is not a [lo, hi] pair"
+    except (KeyError, TypeError, ValueError) as e:
+        return f"malformed entry ({type(e).__name__}: {e})"
+    return None
+
+
+def bench_docs(doc: Any) -> list[dict[str, Any]] | None:
+    """The ``otbench.bench/1`` documents inside `doc` (one, a compare doc, or a list); None if none."""
+    if isinstance(doc, list):
+        out = [d for d in doc if _schema_of(d) == SCHEMAS["bench"]]
+        return out if out and len(out) == len(doc) else None
+    s = _schema_of(doc)
+    if s == SCHEMAS["bench"]:
+        return [doc]
+    if s == SCHEMAS["bench_compare"]:
+        out = doc.get("results") or []
+        return out if out and all(_schema_of(d) == SCHEMAS["bench"] for d in out) else None
+    return None
+
+
+def bench_misfit(doc: dict[str, Any], cells: SetCells, synthetic: bool) -> str | None:
+    """Why an ``otbench.bench/1`` document cannot be shown (None when it can)."""
+    if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
+        return "its synthetic flag differs from the set's"
+    if doc.get("strategy") not in ("dr", "fb", "dee"):
+        return f"strategy {doc.get('strategy')!r} is not dr, fb or dee"
+    try:
+        for p in doc["points"]:
+            for k in ("rel_cost", "acc", "frontier_acc", "gap", "nondominated"):
+                p[k]
+        for c in doc.get("cells", []):
+            if (c["model"], c["group"]) not in cells.questions:
+                return f"cell ({c['model']}, {c['group']}) is not in the set"
+    except (KeyError, TypeError) as e:
+        return f"a point lacks {e}"
+    if not doc["points"]:
+        return "it has no operating points"
+    return None
+
+
+# -- gathering ------------------------------------------------------------------------
+
+Doc = str | os.PathLike | Mapping[str, Any] | Sequence[Any]
+
+
+def _given(kind: str, value: Doc) -> tuple[Any, Source]:
+    if isinstance(value, (str, os.PathLike)):
+        p = Path(value)
+        if not p.is_file():
+            raise ReportInputError(f"{p}: no such {kind} result file")
+        doc, sha = _read(p)
+        return doc, Source(kind, "given", p.name, sha)
+    return json.loads(json.dumps(value)), Source(kind, "given", None, None)
+
+
+def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence[float],
+           bootstrap: Doc | None = None, thinning: Doc | None = None,
+           otbench: Sequence[Doc] = (), metrics_doc: Doc | None = None,
+           frontier_doc: Doc | None = None,
+           progress: Callable[[str], None] = lambda s: None) -> Inputs:
+    """Collect every document for the report of `ms` (see the module docstring).
+
+    Args:
+      ms: the measurement set.
+      results_dir: folder of cached results (None: no cache).
+      grid: frontier budget grid (a number of points or explicit budgets).
+      bootstrap, thinning: a path or a loaded document; None to look in the cache.
+      otbench: paths or documents (bench/1, bench-compare/1 or lists); empty
+        to look in the cache.
+      metrics_doc, frontier_doc: precomputed documents (checked like cached ones).
+      progress: called with a short line before each slow step.
+    """
+    from otbench.analysis.frontier import frontiers
+    from otbench.analysis.frontier import budget_grid
+    from otbench.analysis.overthinking import metrics
+
+    cells = SetCells.of(ms)
+    grid_arr = np.asarray([float(b) for b in budget_grid(grid)], dtype=np.float64)
+    notes: list[str] = []
+    sources: list[Source] = []
+
+    def cached(kind: str) -> tuple[Any, Source] | None:
+        if results_dir is None:
+            return None
+        p = Path(results_dir) / CACHE_FILES[kind]
+        if not p.is_file():
+            return None
+        try:
+            doc, sha = _read(p)
+        except ReportInputError as e:
+            notes.append(f"ignored {p.name}: {e}")
+            return None
+        return doc, Source(kind, "cached", p.name, sha)
+
+    def cheap(kind: str, given: Doc | None, misfit, compute) -> dict[str, Any]:
+        for found in ([_given(kind, given)] if given is not None else []) + [cached(kind)]:
+            if found is None:
+                continue
+            doc, src = found
+            why = misfit(doc)
+            if why is None:
+                sources.append(src)
+                return doc
+            notes.append(f"{kind}: {src.name or 'the given document'} not used ({why}); recomputed")
+        progress(f"computing {kind}")
+        doc = compute()
+        sources.append(Source(kind, "computed", None, None))
+        return doc
+
+    m_doc = cheap("metrics", metrics_doc, lambda d: metrics_misfit(d, ms, cells),
+                  lambda: metrics(ms))
+    f_doc = cheap("frontier", frontier_doc, lambda d: frontier_misfit(d, ms, cells, grid_arr),
+                  lambda: frontiers(ms, grid=grid).to_json())
+
+    def expensive(kind: str, given: Doc | None, misfit) -> dict[str, Any] | None:
+        if given is not None:
+            doc, src = _given(kind, given)
+            why = misfit(doc)
+            if why is not None:
+                raise ReportInputError(f"{src.name or f'the {kind} document'}: cannot be used "
+                                       f"for this set: {why}")
+            sources.append(src)
+            return doc
+        found = cached(kind)
+        if found is None:
+            return None
+        doc, src = found
+        why = misfit(doc)
+        if why is not None:
+            notes.append(f"{kind}: {src.name} skipped ({why})")
+            return None
+        sources.append(src)
+        return doc
+
+    b_doc = expensive("bootstrap", bootstrap, lambda d: bootstrap_misfit(d, cells, bool(ms.synthetic)))
+    t_doc = expensive("thinning", thinning, lambda d: thinning_misfit(d, cells, bool(ms.synthetic)))
+
+    bench: list[dict[str, Any]] = []
+    if otbench:
+        for value in otbench:
+            doc, src = _given("otbench", value)
+            docs = bench_docs(doc)
+            if docs is None:
+                raise ReportInputError(f"{src.name or 'an OTBench document'}: schema must be "
+                                       f"{SCHEMAS['bench']!r} or {SCHEMAS['bench_compare']!r}, "
+                                       f"got {_schema_of(doc)!r}")
+            for d in docs:
+                why = bench_misfit(d, cells, bool(ms.synthetic))
+                if why is not None:
+                    raise ReportInputError(f"{src.name or 'an OTBench document'}: method "
+                                           f"{d.get('method')!r} cannot be used: {why}")
+            bench += docs
+            sources.append(src)
+    elif results_dir is not None:
+        files = [Path(results_dir) / CACHE_FILES["otbench"]]
+        files += sorted(Path(results_dir).glob(BENCH_GLOB)) if Path(results_dir).is_dir() else []
+        for p in files:
+            if not p.is_file():
+                continue
+            try:
+                doc, sha = _read(p)
+            except ReportInputError as e:
+                notes.append(f"otbench: {p.name} skipped ({e})")
+                continue
+            docs = bench_docs(doc)
+            bad = ("not an OTBench document" if docs is None
+                   else next((w for w in (bench_misfit(d, cells, bool(ms.synthetic)) for d in docs) if w), None))
+            if bad:
+                notes.append(f"otbench: {p.name} skipped ({bad})")
+                continue
+            bench += docs
+            sources.append(Source("otbench", "cached", p.name, sha))
+    return Inputs(metrics=m_doc, frontier=f_doc, bootstrap=b_doc, thinning=t_doc,
+                  bench=tuple(bench), sources=tuple(sources), notes=tuple(notes))

@@ -1,0 +1,441 @@
+"""The report's sections: which tables and figures each shows, their captions and fallbacks.
+
+Each function takes the report context (`_report._Ctx`), writes its figures
+and tables through it and returns the page `Section`. A missing input gives
+a note that says what to run, never an empty or made-up figure.
+"""
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _curves as curves
+from . import _figures as figs
+from . import _tables as tabs
+from ._html import Section
+
+_WEIGHTS = ("means over trajectories within a question, questions within a group, then equal "
+            "weights over groups (Avg. column) and models (Avg. row)")
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+# -- 1. overthinking matrices (Tables 1, 3-7; Fig. 1) ------------------------------------------
+
+def matrices_section(ctx) -> Section:
+    m, b = ctx.inputs.metrics, ctx.inputs.bootstrap
+    T = ctx.ms.num_trajectories
+    reps = f"{b['replicates']:,} " if b and isinstance(b.get("replicates"), int) else ""
+    sec = Section("matrices", "Overthinking matrices",
+                  f"Per model × benchmark group; {_WEIGHTS} (SPEC §4).")
+    ci = (f"; {figs.coverage(b)} percentile intervals from {reps}paired bootstrap replicates"
+          if b else "")
+    sec.figure(ctx.fig(
+        "fig1a_overthinking",
+        lambda: figs.matrix_figure(m, ("or", "ad"), ("Overthinking Ratio OR (%)",
+                                                     "Accuracy Degradation AD (pp)"),
+                                   ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2),
+                                   ("Blues", "Reds"), boot=b),
+        title="Overthinking Ratio and Accuracy Degradation",
+        caption=f"OR (% of thinking tokens after the earliest accuracy maximum k*) and AD "
+                f"(probe-accuracy points lost from k* to full thinking) per model and group with "
+                f"equal-weight Avg. row and column{ci}; from {_n(T)} trajectories.",
+        trajectories=T))
+    for name, key, title, cap in (
+            ("table1_or", "or", "Overthinking Ratio OR (%)", "Mean OR in % of thinking tokens"),
+            ("table1_ad", "ad", "Accuracy Degradation AD (pp)", "Mean AD in percentage points")):
+        sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title, boot=b,
+                                              caption=f"{cap}; {_WEIGHTS}; {_n(T)} trajectories.")))
+    rho = m.get("spearman_or_ad")
+    sec.text("Spearman correlation of OR and AD across the cell means: "
+             + ("n/a (fewer than two cells or constant values)" if rho is None else f"{rho:.3f}")
+             + f" ({len(m['cells'])} cells).")
+    sec.figure(ctx.fig(
+        "fig1b_baselines",
+        lambda: figs.matrix_figure(m, ("full_acc", "tokens"),
+                                   ("original full-thinking accuracy (%)",
+                                    "mean thinking tokens L(n) (tokens)"),
+                                   ("accuracy (%)", "tokens"), (100.0, 1.0), (1, 0),
+                                   ("Greens", "Purples"), boot=b),
+        title="Original full-thinking accuracy and thinking length",
+        caption=f"Accuracy of the trajectories' own final answers (%) and mean full thinking "
+                f"length L(n) (tokens) per model and group{ci}; from {_n(T)} trajectories.",
+        trajectories=T))
+    for name, key, title, cap in (
+            ("table3_full_acc", "full_acc", "Original full-thinking accuracy (%)",
+             "Accuracy of the original final answers (not the STP probes)"),
+            ("table3_tokens", "tokens", "Mean thinking tokens",
+             "Mean full thinking length L(n) in tokens"),
+            ("table_endpoint_acc", "endpoint_acc", "STP endpoint accuracy P(n) (%)",
+             "Mean probe accuracy at full thinking"),
+            ("table7_zero_step", "zero_step_acc", "Zero-step accuracy P(0) (%)",
+             "Mean probe accuracy with no thinking retained"),
+            ("table_pairwise_or", "pairwise_or", "Within-question variation of OR (pp)",
+             "Mean absolute OR difference over a question's trajectory pairs (questions with R ≥ 2)"),
+            ("table_pairwise_ad", "pairwise_ad", "Within-question variation of AD (pp)",
+             "Mean absolute AD difference over a question's trajectory pairs (questions with R ≥ 2)")):
+        sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title,
+                                              boot=b if key in ("tokens", "endpoint_acc") else None,
+                                              caption=f"{cap}; {_WEIGHTS}.")))
+    if b is None:
+        ctx.missing(sec, "No bootstrap intervals (Tables 4–6): run `otbench bootstrap DIR --frontiers "
+                         "--json DIR/results/bootstrap.json` and rebuild the report.")
+        return sec
+    cov = figs.coverage(b)
+    lo, hi = b.get("percentiles") or (2.5, 97.5)
+    for name, key, title in (("table4_or_ci", "or", f"{cov} intervals of OR (%)"),
+                             ("table5_ad_ci", "ad", f"{cov} intervals of AD (pp)"),
+                             ("table6_full_acc_ci", "full_acc",
+                              f"{cov} intervals of original full-thinking accuracy (%)"),
+                             ("table_tokens_ci", "tokens", f"{cov} intervals of mean thinking tokens"),
+                             ("table_endpoint_acc_ci", "endpoint_acc",
+                              f"{cov} intervals of STP endpoint accuracy P(n) (%)")):
+        sec.table(ctx.table(tabs.interval_table(
+            name, b, m, key, title=title,
+            caption=f"{lo:g}/{hi:g} percentiles over {reps}two-stage paired bootstrap replicates "
+                    f"(questions, then trajectories; probe labels fixed; seed {b.get('seed')}); "
+                    "Avg. entries from replicate-level averages where the bootstrap reports them.")))
+    return sec
+
+
+# -- 2. local changes (Fig. 2) ---------------------------------------------------------------------
+
+def local_section(ctx) -> Section:
+    import jax.numpy as jnp
+
+    from otbench.analysis.overthinking import local_change_counts
+
+    ms = ctx.ms
+    T = ms.num_trajectories
+    sec = Section("local", "Local accuracy changes",
+                  "ΔP(k) = P(k) − P(k−1) at every measured step k = 1..n, pooled over all "
+                  "trajectories, binned by the retained tokens L(k) after the step (SPEC §4).")
+    edges = figs.local_change_edges(int(ms.L[:, -1].max()))
+    lc = local_change_counts(jnp.asarray(ms.L), jnp.asarray(ms.C), jnp.asarray(ms.n),
+                             jnp.asarray(np.asarray(edges, dtype=np.int64)))
+    pos, neg, flat = (np.asarray(a, dtype=np.int64) for a in lc)
+    total = pos + neg + flat
+    if int(total.sum()) == 0:
+        ctx.missing(sec, "No local changes: every trajectory has n = 0 steps.")
+        return sec
+    sec.figure(ctx.fig(
+        "fig2_local_changes", lambda: figs.local_changes_figure(edges, pos, neg, flat),
+        title="Local accuracy changes by thinking progress",
+        caption=f"Shares of positive, flat and negative ΔP(k) and the negative-to-positive ratio "
+                f"per L(k) bin; {_n(int(total.sum()))} changes from {_n(T)} trajectories.",
+        trajectories=T))
+    labels = figs.bin_labels(edges)
+    rows = []
+    for i in np.flatnonzero(total > 0).tolist():
+        t = int(total[i])
+        r = [(labels[i], labels[i]), (_n(t), str(t))]
+        for arr in (pos, flat, neg):
+            r.append((f"{100 * arr[i] / t:.1f}", f"{100 * arr[i] / t:.4f}"))
+        ratio = None if pos[i] == 0 else neg[i] / pos[i]
+        r.append((tabs.fmt(ratio, 1.0, 2), tabs.csv_num(ratio)))
+        rows.append(r)
+    sec.table(ctx.table(tabs.simple_table(
+        "table_local_changes", title="Local accuracy changes by L(k) bin",
+        caption="Counts of measured changes and their shares (%) per bin of retained tokens "
+                "(tokens); neg/pos is n/a without a positive change.",
+        header=["L(k) bin (tokens)", "changes", "positive (%)", "flat (%)", "negative (%)",
+                "neg/pos"], rows=rows)))
+    return sec
+
+
+# -- 3. frontiers (Fig. 3, Fig. 5) -------------------------------------------------------------------
+
+def _pct(x: float | None, digits: int = 1) -> tuple[str, str]:
+    return (("never", "") if x is None else (f"{100 * x:.{digits}f}", f"{100 * x:.4f}"))
+
+
+def frontier_section(ctx) -> Section:
+    f, b = ctx.inputs.frontier, ctx.inputs.bootstrap
+    T = ctx.ms.num_trajectories
+    sec = Section("frontiers", "Oracle frontiers",
+                  "Exact Pareto frontiers of dynamic routing (DR), fixed budgets (FB) and dynamic "
+                  "early exit (DEE), macro-averaged over cells, against the relative token budget "
+                  "β (SPEC §5).")
+    sec.figure(ctx.fig(
+        "fig3_frontiers", lambda: figs.frontier_figure(f),
+        title="Oracle frontiers of the three termination strategies",
+        caption=f"Macro frontier F_C(β) on {len(f['grid'])} budgets with the STP full-thinking "
+                f"line A_full = {100 * f['a_full']:.2f}%, β_match (circles) and β_sat (squares); "
+                f"from {_n(T)} trajectories.",
+        trajectories=T))
+    bf = (b or {}).get("frontiers") if b else None
+    cov = figs.coverage(b) if b else "95%"
+
+    def ci(x) -> tuple[str, tuple[str, str]]:
+        if not x or None in x:
+            return tabs.fmt_interval(x, 100.0, 1), ("", "")
+        return tabs.fmt_interval(x, 100.0, 1), (tabs.csv_num(x[0], 100.0), tabs.csv_num(x[1], 100.0))
+
+    header, csv_header, rows = ["strategy"], ["strategy"], []
+    for label, key in (("β_match", "beta_match"), ("ceiling", "ceiling"), ("β_sat", "beta_sat")):
+        header += [f"{label} (%)"] + ([f"{label} {cov}"] if bf else [])
+        csv_header += [f"{key} (%)"] + ([f"{key} lo (%)", f"{key} hi (%)"] if bf else [])
+    for s in ("dr", "fb", "dee"):
+        sf = f["strategies"].get(s)
+        if sf is None:
+            continue
+        r = [(s.upper(), s)]
+        for key, digits in (("beta_match", 1), ("ceiling", 2), ("beta_sat", 1)):
+            r.append(_pct(sf[key], digits))
+            if bf:
+                r.append(ci((bf.get(s) or {}).get(key)))
+        rows.append(r)
+    sec.table(ctx.table(tabs.simple_table(
+        "table_frontiers", title="Frontier summaries",
+        caption=f"β_match = min β with F_C(β) ≥ A_full ({100 * f['a_full']:.2f}%), ceiling F_C(1), "
+                "β_sat = min β with F_C(β) = F_C(1), all in %; \"never\" when not reached on the "
+                "grid" + (f"; {cov} bootstrap intervals (\"n/a\" for an end that is never reached)"
+                          if bf else "") + ".",
+        header=header, csv_header=csv_header, rows=rows)))
+    if bf and any(s in bf for s in ("dr", "fb", "dee")):
+        reps = b.get("replicates")
+        sec.figure(ctx.fig(
+            "fig5_frontier_bands", lambda: figs.bands_figure(f, b),
+            title="Bootstrap uncertainty of the oracle frontiers",
+            caption=f"Pointwise {figs.coverage(b)} bands and medians of the macro frontiers over "
+                    f"{reps if reps is not None else 'the'} replicates on {len(bf['grid'])} "
+                    f"budgets, each replicate normalized by its own full-thinking cost; from "
+                    f"{_n(T)} trajectories.",
+            trajectories=T))
+    else:
+        ctx.missing(sec, "No frontier bands (Fig. 5): run `otbench bootstrap DIR --frontiers --json "
+                         "DIR/results/bootstrap.json` and rebuild the report.")
+    return sec
+
+
+# -- 4. OTBench (Fig. 4) ------------------------------------------------------------------------------
+
+def _cells_of(test) -> dict[tuple[str, str], tuple[int, int]]:
+    end = test.L[np.arange(test.num_trajectories), test.n].astype(np.int64)
+    out = {}
+    for c in np.unique(test.cell).tolist():
+        rows = test.cell_rows(c)
+        out[test.cell_name(c)] = (int(rows.size), int(end[rows].sum()))
+    return out
+
+
+def evaluated_split_frontiers(ms, bench: Sequence[Mapping[str, Any]]
+                         ) -> tuple[dict[str, dict | None], dict[str, int], list[str]]:
+    """Per strategy: the oracle frontier document on the methods' evaluated split.
+
+    The split is the set's stored one, or else the seeded one the OTBench
+    result records (``config.splits``: seed and ratios). It is used only
+    when its cells have exactly the trajectory counts and full-thinking
+    tokens the OTBench result reports, so the curve is the one the gaps were
+    measured against; otherwise the curve is left out (with a note).
+    """
+    from otbench.analysis.frontier import frontiers
+    from otbench.analysis.bench import assign_splits
+    from otbench.analysis.measurement import SPLITS
+
+    out: dict[str, dict | None] = {}
+    ntraj: dict[str, int] = {}
+    notes: list[str] = []
+    for d in bench:
+        s = d["strategy"]
+        if out.get(s) is not None:
+            continue
+        split = d.get("split", "test")
+        si = SPLITS.index(split) if split in SPLITS else SPLITS.index("test")
+        want = {(c["model"], c["group"]): (int(c["trajectories"]), int(c["total_tokens"]))
+                for c in d.get("cells", []) if "trajectories" in c and "total_tokens" in c}
+        cands = []
+        if np.all(ms.split >= 0):
+            cands.append(lambda: ms)
+        info = (d.get("config") or {}).get("splits") or {}
+        if "seed" in info and "ratios" in info:
+            cands.append(lambda info=info: assign_splits(ms, seed=int(info["seed"]),
+                                                         ratios=info["ratios"]))
+        found = None
+        for make in cands:
+            cm = make()
+            test = cm.take(np.flatnonzero(cm.split == si))
+            if test.num_trajectories and (not want or _cells_of(test) == want):
+                found = test
+                break
+        if found is None:
+            out.setdefault(s, None)
+            notes.append(f"OTBench {s.upper()}: the {split} split of method {d['method']!r} could not "
+                         "be reconstructed from the set, so its oracle frontier curve is not drawn "
+                         "(the per-point oracle values are).")
+            continue
+        out[s] = frontiers(found, strategies=[s], grid=1001).to_json()
+        ntraj[s] = found.num_trajectories
+    return out, ntraj, notes
+
+
+def otbench_section(ctx) -> Section:
+    bench = ctx.inputs.bench
+    sec = Section("otbench", "OTBench: practical termination methods",
+                  "Each method's operating points over its θ sweep against its strategy's exact "
+                  "oracle frontier on the same evaluated questions (SPEC §6); token cost counts "
+                  "retained thinking tokens only.")
+    if not bench:
+        ctx.missing(sec, "No OTBench results (Fig. 4): run `otbench bench compare DIR --json "
+                         "DIR/results/otbench.json` and rebuild the report.")
+        return sec
+    ctx.say("OTBench: test-split oracle frontiers")
+    fronts, ntraj, notes = evaluated_split_frontiers(ctx.ms, bench)
+    for n in notes:
+        ctx.missing(sec, n)
+    T = max([sum(int(c.get("trajectories", 0)) for c in d.get("cells", [])) for d in bench] + [0])
+    splits = sorted({d.get("split", "test") for d in bench})
+    sec.figure(ctx.fig(
+        "fig4_otbench", lambda: figs.otbench_figure(bench, fronts),
+        title="OTBench methods against their strategies' oracle frontiers",
+        caption=f"{len(bench)} method(s) on the {'/'.join(splits)} split: operating points "
+                f"(joined: non-dominated curve; hollow: dominated) and the oracle at each point's "
+                f"per-cell costs (crosses, against which the gap is measured; the frontier curve "
+                f"gives every cell the same β, so uneven spending can plot above it); from "
+                f"{_n(T)} trajectories.",
+        trajectories=T))
+    rows = []
+    for d in bench:
+        s = d.get("summary", {})
+        ref = d.get("reference", {})
+        share = s.get("realized_share")
+        rows.append([(str(d["method"]), str(d["method"])), (d["strategy"].upper(), d["strategy"]),
+                     (str(d.get("split", "")), str(d.get("split", ""))),
+                     (f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}",
+                      f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}"),
+                     (tabs.fmt(s.get("mean_gap"), 1.0, 2), tabs.csv_num(s.get("mean_gap"))),
+                     (tabs.fmt(share, 100.0, 1), tabs.csv_num(share, 100.0)),
+                     (tabs.fmt(ref.get("a_zero"), 100.0, 1), tabs.csv_num(ref.get("a_zero"), 100.0)),
+                     (tabs.fmt(ref.get("a_full"), 100.0, 1), tabs.csv_num(ref.get("a_full"), 100.0))])
+    sec.table(ctx.table(tabs.simple_table(
+        "table_otbench", title="OTBench summary",
+        caption="Curve points / all points; mean gap to the oracle over the curve (pp); realized "
+                "share of the oracle's gain over no thinking (%); macro accuracy with no thinking "
+                "and with full thinking on the evaluated split (%).",
+        header=["method", "strategy", "split", "curve/points", "mean gap (pp)", "realized (%)",
+                "no thinking (%)", "full thinking (%)"], rows=rows)))
+    return sec
+
+
+# -- 5. sensitivity (Fig. 6) -----------------------------------------------------------------------------
+
+def sensitivity_section(ctx) -> Section:
+    th = ctx.inputs.thinning
+    T = ctx.ms.num_trajectories
+    sec = Section("sensitivity", "Probe-count and trajectory-count sensitivity",
+                  "Exact hypergeometric probe thinning and trajectory subsampling (SPEC §7).")
+    if th is None:
+        ctx.missing(sec, "No thinning results (Fig. 6): run `otbench thinning DIR --probes 4,8,12,16 "
+                         "--trajectories 2,4,8,16 --json DIR/results/thinning.json` and rebuild "
+                         "the report.")
+        return sec
+    probes, trajs = th.get("probes") or {}, th.get("trajectories") or {}
+    parts = []
+    if probes:
+        parts.append(f"Expected OR, AD and earliest-maximizer retention at m = "
+                     f"{', '.join(sorted(probes, key=int))} probes")
+    if trajs:
+        draws = th.get("draws") or (th.get("trajectories_config") or {}).get("draws")
+        parts.append(f"{'R' if not parts else 'r'}anges (2.5–97.5%) of macro OR and AD at r = "
+                     f"{', '.join(sorted(trajs, key=int))} "
+                     f"trajectories" + (f" over {draws:,} draws" if isinstance(draws, int) else ""))
+    sec.figure(ctx.fig(
+        "fig6_sensitivity", lambda: figs.thinning_figure(th, ctx.inputs.metrics),
+        title="Sensitivity to the number of probes and trajectories",
+        caption="; ".join(parts) + f"; from {_n(T)} trajectories.", trajectories=T))
+    if probes:
+        sec.table(ctx.table(tabs.simple_table(
+            "table_thinning_probes", title="Probe thinning (exact expectations)",
+            caption="Expected macro OR (%), AD (pp) and probability (%) that the thinned earliest "
+                    "maximizer equals the full one, per probe count m.",
+            header=["m (probes)", "OR (%)", "AD (pp)", "retention (%)"],
+            rows=[[(k, k)] + [(tabs.fmt(probes[k][x], 100.0, 2), tabs.csv_num(probes[k][x], 100.0))
+                              for x in ("or", "ad", "retention")] for k in sorted(probes, key=int)])))
+    if trajs:
+        def rng(iv) -> tuple[str, tuple[str, str]]:
+            csv = ("", "") if iv is None or None in iv else \
+                (tabs.csv_num(iv[0], 100.0), tabs.csv_num(iv[1], 100.0))
+            return tabs.fmt_interval(iv, 100.0, 2), csv
+
+        rows = [[(k, k), rng(trajs[k]["or"]), rng(trajs[k]["ad"])]
+                + [(tabs.fmt(trajs[k].get(x), 100.0, 2), tabs.csv_num(trajs[k].get(x), 100.0))
+                   for x in ("mean_or", "mean_ad")] for k in sorted(trajs, key=int)]
+        sec.table(ctx.table(tabs.simple_table(
+            "table_thinning_trajectories", title="Trajectory thinning",
+            caption="2.5–97.5 percentile ranges and means over draws of the macro OR (%) and AD "
+                    "(pp) per trajectory count r.",
+            header=["r (trajectories)", "OR range (%)", "AD range (pp)", "mean OR (%)",
+                    "mean AD (pp)"],
+            csv_header=["r", "OR lo (%)", "OR hi (%)", "AD lo (pp)", "AD hi (pp)", "mean OR (%)",
+                        "mean AD (pp)"], rows=rows)))
+    return sec
+
+
+# -- 6. trajectories (Fig. 7, Fig. 8) ---------------------------------------------------------------------
+
+def trajectories_section(ctx) -> Section:
+    ms = ctx.ms
+    T = ms.num_trajectories
+    sec = Section("curves", "STP curves",
+                  "Measured token–accuracy curves (L(k), P(k)) of single trajectories with the "
+                  "earliest maximizer k*, the tokens after it (OR) and the accuracy lost by the "
+                  "end (AD). Examples are chosen by fixed rules, stated in each caption.")
+    pt = curves.PerTrajectory.of(ms)
+    rows = curves.example_rows(ms, pt)
+    sec.figure(ctx.fig(
+        "fig7_stp_examples", lambda: curves.examples_figure(ms, pt, rows),
+        title="Example STP curves with k*, OR and AD",
+        caption=f"One trajectory per group: the one (≥ 3 steps when available) nearest to its "
+                f"group's mean (OR, AD) in standard-deviation units; {len(rows)} shown, chosen "
+                f"from {_n(T)} trajectories.",
+        trajectories=T))
+    q = curves.example_question(ms, pt)
+    if q is None:
+        ctx.missing(sec, "No within-question small multiples (Fig. 8): every question has a single "
+                         "trajectory.")
+        return sec
+    m, g, qid, _ = curves._tag(ms, int(q[0]))
+    shown = min(q.size, curves.MAX_SMALL_MULTIPLES)
+    sec.figure(ctx.fig(
+        "fig8_question_trajectories", lambda: curves.question_figure(ms, pt, q),
+        title=f"All trajectories of one question: {m}, {g}, question {qid}",
+        caption=f"{shown} of {q.size} trajectories of the (model, question) pair whose mean pairwise "
+                f"|ΔOR| is the lower median over all pairs with R ≥ 2, panels sharing both axes.",
+        trajectories=int(q.size)))
+    return sec
+
+
+# -- 7. step lengths (Fig. 9) --------------------------------------------------------------------------
+
+def steps_section(ctx, set_dir: Path | None) -> Section:
+    sec = Section("steps", "Step-length distributions",
+                  "Realized step lengths when the stored thinking token ids are re-segmented at "
+                  "other target step lengths b (SPEC §7, §3.2); no new probing.")
+    if set_dir is None:
+        ctx.missing(sec, "No step-length distributions (Fig. 9): the report was given an in-memory "
+                         "set; pass the set's directory so its token ids can be read.")
+        return sec
+    ctx.say("re-segmenting stored token ids")
+    sl = curves.step_lengths(set_dir)
+    if isinstance(sl, str):
+        ctx.missing(sec, f"No step-length distributions (Fig. 9): {sl}.")
+        return sec
+    sec.figure(ctx.fig(
+        "fig9_step_lengths", lambda: curves.step_length_figure(sl),
+        title="Realized step lengths at different target step lengths b",
+        caption=f"Share of each model's steps per log-spaced length bin at b = "
+                f"{', '.join(str(b) for b in sl.bs)} (recorded b = "
+                f"{sl.b0 if sl.b0 is not None else 'none, 256 assumed'}); every step weighted "
+                f"equally; from {_n(sl.trajectories)} trajectories.",
+        trajectories=sl.trajectories))
+    sec.table(ctx.table(tabs.simple_table(
+        "table_step_lengths", title="Step-length summaries",
+        caption="Steps, mean and 10/50/90th percentiles (observed lengths) of the realized step "
+                "length in tokens per model and target b.",
+        header=["model", "b (tokens)", "steps", "mean", "p10", "p50", "p90"],
+        rows=curves.step_length_rows(sl))))
+    return sec

@@ -1,0 +1,274 @@
+"""`write_report`: a measurement set's tables and figures as an HTML report, PNGs, CSV and LaTeX (issue 8).
+
+Output folder::
+
+    index.html                 the report (inline CSS; figures beside it; no network)
+    figures/<name>.png         every figure, fixed size, deterministic bytes
+    tables/<name>.csv, .tex    every table (CSV: display units; LaTeX: booktabs)
+    data/<kind>.json           every analysis document the report used
+    report.json                manifest: figures (title, caption, pixel size,
+                               trajectories), tables, inputs, notes
+
+What is drawn from what (numbers are the first paper's):
+
+==============================  =========================================  ====================
+figure / tables                 input                                      when
+==============================  =========================================  ====================
+fig1a_overthinking, Tab. 1      metrics (OR, AD); bootstrap intervals      always
+fig1b_baselines, Tab. 3         metrics (original accuracy, tokens)        always
+Tab. 4-6 (intervals)            bootstrap                                  with a bootstrap
+fig2_local_changes              the set's L, C (ΔP(k) by L(k))             always
+fig3_frontiers                  frontier (DR, FB, DEE, A_full)             always
+fig5_frontier_bands             bootstrap ``frontiers`` + frontier         with frontier intervals
+fig4_otbench                    OTBench results + test-split frontiers     with OTBench results
+fig6_sensitivity                thinning (probes, trajectories)            with a thinning result
+fig7_stp_examples               the set (rule: `_report_curves`)           always
+fig8_question_trajectories      the set (rule: `_report_curves`)           a question with R >= 2
+fig9_step_lengths               the set's ``tokens`` table                 token ids present
+==============================  =========================================  ====================
+
+Metrics and frontiers are computed, or reused from cached JSON when they
+provably belong to the set; bootstrap, thinning and OTBench results are read
+from JSON (`_report_inputs` documents the cache folder, ``DIR/results/``).
+A figure whose input is missing is replaced by a note saying what to run.
+
+Synthetic sets are marked everywhere: a banner on the page, a watermark and
+a title tag on every figure, a ``#`` comment line in every CSV, a LaTeX
+comment and caption sentence, and ``"synthetic": true`` in ``report.json``.
+
+Determinism: the same set and documents give byte-identical files (no
+timestamps, no absolute paths, fixed fonts and sizes, sorted JSON).
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _figures as figs
+from . import _tables as tabs
+from ._html import Section, render
+from ._horizon import horizon_sections
+from ._inputs import Doc, Inputs, ReportInputError, gather
+from ._sections import (frontier_section, local_section, matrices_section, otbench_section, sensitivity_section, steps_section, trajectories_section)
+from otbench.analysis.measurement import MeasurementSet
+
+SCHEMA = "otbench.report/1"
+
+
+class ReportError(ValueError):
+    """The report cannot be written (bad output folder or unusable inputs)."""
+
+
+def _source(source: Any, set_dir: Any) -> tuple[MeasurementSet, Path | None]:
+    if isinstance(source, MeasurementSet):
+        return source, None if set_dir is None else Path(set_dir)
+    if set_dir is not None:
+        raise ReportError("`set_dir` goes with an in-memory MeasurementSet, not with a directory")
+    if isinstance(source, (str, os.PathLike)):
+        from otbench.analysis.measurement import load
+
+        return load(source), Path(source)
+    raise ReportError(f"`ms_or_dir` must be a MeasurementSet or a directory, got "
+                      f"{type(source).__name__}")
+
+
+def _out_iv(out_dir: Any) -> Path:
+    out = Path(out_dir)
+    if out.exists():
+        if not out.is_dir():
+            raise ReportError(f"{out}: exists and is not a directory")
+        if any(out.iterdir()) and not (out / "report.json").is_file():
+            raise ReportError(f"{out}: exists and is not an earlier otbench report; "
+                              "choose another output folder")
+    return out
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for name in ("otbench", "numpy", "jax", "matplotlib"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = "unknown"
+    return out
+
+
+def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | os.PathLike, *,
+                 bootstrap: Doc | None = None, thinning: Doc | None = None,
+                 otbench: Sequence[Doc] = (), grid: int | Sequence[float] = 1001,
+                 results_dir: str | os.PathLike | None | bool = True,
+                 metrics: Doc | None = None, frontier: Doc | None = None,
+                 set_dir: str | os.PathLike | None = None,
+                 progress: Callable[[str], None] | None = None) -> Path:
+    """Write the report of a measurement set to `out_dir`; return the path of ``index.html``.
+
+    Args:
+      ms_or_dir: a measurement set directory (enables the result cache and
+        the token-id figure) or a loaded `MeasurementSet`.
+      out_dir: output folder; created, or replaced when it holds an earlier
+        report (never a folder with other content). Written to a sibling
+        temporary folder first, so a failed run leaves the old report intact.
+      bootstrap, thinning: a path or a loaded document (``otbench.bootstrap/1``,
+        ``otbench.thinning/1``); None to look in the results folder.
+      otbench: paths or documents (``otbench.bench/1``,
+        ``otbench.bench-compare/1``, or lists of bench documents); empty to look
+        in the results folder.
+      grid: the frontier budget grid (points, default 1,001 as SPEC §5).
+      results_dir: folder of cached results; True (default) means
+        ``DIR/results`` for a directory input and none for an in-memory set;
+        None or False disables the cache.
+      metrics, frontier: precomputed documents to reuse (checked against the
+        set like cached ones, recomputed when they do not fit).
+      set_dir: the directory an in-memory `ms_or_dir` was loaded from (a
+        caller that has loaded the set already avoids a second load).
+      progress: called with one short line per step (the CLI prints them).
+
+    Raises:
+      ReportError: the output folder cannot be used.
+      ReportInputError: a given result document does not fit the set.
+      MeasurementSetError: the set cannot be loaded.
+    """
+    say = progress or (lambda s: None)
+    out = _out_iv(out_dir)
+    ms, set_dir = _source(ms_or_dir, set_dir)
+    if ms.num_trajectories == 0:
+        raise ReportError("the measurement set has no trajectories")
+    if results_dir is True:
+        rdir = None if set_dir is None else set_dir / "results"
+    else:
+        rdir = None if results_dir in (None, False) else Path(results_dir)
+    say("loading and checking results" + (f" (cache: {rdir})" if rdir is not None else ""))
+    inputs = gather(ms, results_dir=rdir, grid=grid, bootstrap=bootstrap, thinning=thinning,
+                    otbench=otbench, metrics_doc=metrics, frontier_doc=frontier, progress=say)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        _build(ms, set_dir, inputs, tmp, say)
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex}"
+            os.rename(out, old)
+            os.rename(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    say(f"wrote {out / 'index.html'}")
+    return out / "index.html"
+
+
+# -- building ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Ctx:
+    ms: MeasurementSet
+    inputs: Inputs
+    out: Path
+    say: Callable[[str], None]
+    synthetic: bool
+    figures: list[figs.FigureInfo] = dataclasses.field(default_factory=list)
+    tables: list[tabs.Table] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    def fig(self, name: str, draw: Callable[[], Any], *, title: str, caption: str,
+            trajectories: int) -> figs.FigureInfo:
+        self.say(f"figure {name}")
+        with figs.figure_style():
+            fig = draw()
+            info = figs.save(fig, self.out, name, title=title, caption=caption,
+                             trajectories=trajectories, synthetic=self.synthetic)
+        self.figures.append(info)
+        return info
+
+    def table(self, t: tabs.Table) -> tabs.Table:
+        d = self.out / "tables"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{t.name}.csv").write_bytes(tabs.to_csv(t, synthetic=self.synthetic).encode())
+        (d / f"{t.name}.tex").write_bytes(tabs.to_latex(t, synthetic=self.synthetic).encode())
+        self.tables.append(t)
+        return t
+
+    def missing(self, sec: Section, text: str) -> None:
+        sec.note(text)
+        self.notes.append(text)
+
+
+def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
+           say: Callable[[str], None]) -> None:
+    ctx = _Ctx(ms=ms, inputs=inputs, out=out, say=say, synthetic=bool(ms.synthetic))
+    T = ms.num_trajectories
+    sections = [matrices_section(ctx), local_section(ctx), frontier_section(ctx),
+                otbench_section(ctx), sensitivity_section(ctx), trajectories_section(ctx),
+                steps_section(ctx, set_dir)]
+    sections += horizon_sections(ctx, set_dir)   # DIR/results/horizon.json, when present (issue 9)
+    data = out / "data"
+    data.mkdir()
+    docs = {"metrics": inputs.metrics, "frontier": inputs.frontier,
+            "bootstrap": inputs.bootstrap, "thinning": inputs.thinning,
+            "otbench": {"schema": "otbench.bench-compare/1", "results": list(inputs.bench)}
+            if inputs.bench else None}
+    for kind, doc in docs.items():
+        if doc is not None:
+            (data / f"{kind}.json").write_bytes(_dump(doc).encode())
+    summary = ms.summary()
+    chash = _content_hash(ms, set_dir)
+    prov = ms.provenance if isinstance(ms.provenance, dict) else {}
+    scalars = {k: v for k, v in sorted(prov.items()) if isinstance(v, (str, int, float, bool))}
+    meta = [("trajectories", f"{T:,}"), ("questions", f"{summary['questions']:,}"),
+            ("cells (model × group)", f"{summary['cells']} ({summary['models']} models × "
+                                      f"{summary['groups']} groups)"),
+            ("answer probes per position", ", ".join(str(p) for p in np.unique(ms.probes).tolist())),
+            ("thinking tokens", f"{summary['thinking_tokens']:,}"),
+            ("content hash", chash)]
+    meta += [(f"provenance: {k}", str(v)) for k, v in scalars.items()]
+    versions = _versions()
+    sources = [f"{s.kind}: {s.origin}" + (f" {s.name} (sha256 {s.sha256[:16]}…)" if s.name else "")
+               for s in inputs.sources]
+    footer = {"inputs": "; ".join(sources), "notes": " | ".join(inputs.notes) or "none",
+              "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
+              "reproduce": "otbench report DIR --out REPORT_DIR (same inputs give byte-identical "
+                           "files)"}
+    title = "otbench report" + (" [SYNTHETIC DATA]" if ctx.synthetic else "")
+    say("writing index.html")
+    (out / "index.html").write_bytes(render(title=title, synthetic=ctx.synthetic, meta=meta,
+                                            sections=sections, footer=footer).encode())
+    manifest = {
+        "schema": SCHEMA, "synthetic": ctx.synthetic, "content_hash": chash,
+        "trajectories": T, "versions": versions,
+        "figures": [dict(dataclasses.asdict(f), file=f.file) for f in ctx.figures],
+        "tables": [{"name": t.name, "title": t.title, "csv": f"tables/{t.name}.csv",
+                    "latex": f"tables/{t.name}.tex"} for t in ctx.tables],
+        "inputs": [dataclasses.asdict(s) for s in inputs.sources],
+        "notes": list(inputs.notes) + ctx.notes,
+    }
+    (out / "report.json").write_bytes(_dump(manifest).encode())
+
+
+def _content_hash(ms: MeasurementSet, set_dir: Path | None) -> str:
+    if set_dir is not None:
+        from otbench.analysis.measurement import read_manifest
+
+        h = read_manifest(set_dir).get("content_hash")
+        if h:
+            return str(h)
+    from otbench.analysis.measurement import content_hash
+
+    return content_hash(ms)
+
+
+__all__ = ["ReportError", "ReportInputError", "write_report"]

@@ -1,0 +1,21 @@
+"""Uncertainty and sensitivity (SPEC §7): two-stage bootstrap, exact probe thinning, trajectory thinning, sweep."""
+
+from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
+
+from ._bootstrap import (BOOT_METRICS, PERCENTILES, REPLICATES, SEED, BootstrapResult,
+                         FrontierBootstrap, bootstrap, chain, format_bootstrap, percentile,
+                         provenance)
+from ._checkpoint import CheckpointError
+from ._sweep import sweep, sweep_tables
+from ._thinning import (DRAWS, PROBES, THINNING_METRICS, TRAJECTORIES, ProbeThinning,
+                        TrajectoryThinning, format_thinning, probe_thinning, thinning,
+                        trajectory_thinning)
+
+__all__ = [
+    "BOOT_METRICS", "DRAWS", "PERCENTILES", "PROBES", "REPLICATES", "SEED", "THINNING_METRICS",
+    "TRAJECTORIES",
+    "BootstrapResult", "CheckpointError", "FrontierBootstrap", "ProbeThinning",
+    "TrajectoryThinning",
+    "bootstrap", "chain", "format_bootstrap", "format_thinning", "percentile", "probe_thinning",
+    "provenance", "sweep", "sweep_tables", "thinning", "trajectory_thinning",
+]

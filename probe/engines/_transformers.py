@@ -1,0 +1,160 @@
+"""The transformers/torch engine: the portable fallback behind the same interface (SPEC §3).
+
+A plain sampling loop over `AutoModelForCausalLM` with a KV cache: the `n`
+samples of a request run as one batch that shares the prompt, and each
+sample draws from its own `torch.Generator` seeded `seed + j` (the vLLM
+convention), so results do not depend on how requests are batched. The
+filters match vLLM's order: presence penalty on generated tokens,
+temperature, top-k, top-p; temperature 0 is greedy. No prefix cache across
+requests (`cache_stats` is None).
+"""
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ._interface import Completion, EngineConfig, GenRequest, Signal
+from otbench.probe.config import Sampling
+
+_DTYPES = {"bfloat16", "float16", "float32"}
+
+
+class HFEngine:
+    """`Engine` on Hugging Face transformers (CPU or a single GPU)."""
+
+    name = "transformers"
+
+    def __init__(self, config: EngineConfig):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if config.dtype not in _DTYPES:
+            raise ValueError(f"`dtype` must be one of {', '.join(sorted(_DTYPES))}, got {config.dtype!r}.")
+        import torch
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self._torch = torch
+        self.config = config
+        self._device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self._tok = AutoTokenizer.from_pretrained(config.model, local_files_only=True)
+        self._model = AutoModelForCausalLM.from_pretrained(
+            config.model, dtype=getattr(torch, config.dtype), local_files_only=True,
+        ).to(self._device).eval()
+        self._versions = {"transformers": transformers.__version__, "torch": torch.__version__}
+        eos = self._model.generation_config.eos_token_id
+        self._eos = set([eos] if isinstance(eos, int) else list(eos or []))
+
+    def tokenizer(self):
+        return self._tok
+
+    def vocab_size(self) -> int:
+        return int(self._model.get_output_embeddings().weight.shape[0])
+
+    # -- sampling ----------------------------------------------------------------
+    def _filter(self, logits, seen, sampling: Sampling):
+        """Row-wise logits -> probabilities after penalty, temperature, top-k, top-p (float32)."""
+        torch = self._torch
+        logits = logits.float()
+        if sampling.presence_penalty:
+            logits = logits - sampling.presence_penalty * seen
+        logits = logits / sampling.temperature
+        V = logits.shape[-1]
+        if 0 < sampling.top_k < V:
+            kth = torch.topk(logits, sampling.top_k, dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        if sampling.top_p < 1.0:
+            sp, si = torch.sort(probs, dim=-1, descending=True)
+            cum = torch.cumsum(sp, dim=-1)
+            # Keep the smallest prefix whose mass reaches top_p (the first token always).
+            drop = (cum - sp) >= sampling.top_p
+            sp = sp.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, si, sp)
+            probs = probs / probs.sum(dim=-1, keepdim=True)
+        return probs
+
+    def _run(self, prompt: Sequence[int], r: GenRequest, sampling: Sampling) -> list[Completion]:
+        torch = self._torch
+        n = r.n
+        stops = set() if r.ignore_eos else set(int(s) for s in r.stop_ids) | self._eos
+        gens = [torch.Generator(device="cpu").manual_seed(int(r.seed) + j) for j in range(n)]
+        ids = torch.tensor([list(prompt)] * n, dtype=torch.long, device=self._device)
+        out: list[list[int]] = [[] for _ in range(n)]
+        stop_id: list[int | None] = [None] * n
+        done = [False] * n
+        V = self.vocab_size()
+        seen = torch.zeros((n, V), dtype=torch.float32, device=self._device)
+        past = None
+        step_input = ids
+        with torch.inference_mode():
+            for _ in range(int(r.max_tokens)):
+                res = self._model(input_ids=step_input, past_key_values=past, use_cache=True)
+                past = res.past_key_values
+                logits = res.logits[:, -1, :].float()
+                if sampling.temperature == 0.0:
+                    # Greedy still sees the presence penalty (as in vLLM).
+                    nxt = torch.argmax(logits - sampling.presence_penalty * seen, dim=-1).tolist()
+                else:
+                    probs = self._filter(logits, seen, sampling).cpu()
+                    nxt = [int(torch.multinomial(probs[j], 1, generator=gens[j]).item())
+                           for j in range(n)]
+                for j in range(n):
+                    if done[j]:
+                        continue
+                    t = int(nxt[j])
+                    if t in stops:
+                        done[j] = True
+                        stop_id[j] = t
+                    else:
+                        out[j].append(t)
+                        seen[j, t] = 1.0
+                if all(done):
+                    break
+                step_input = torch.tensor([[int(t)] for t in nxt], dtype=torch.long, device=self._device)
+        return [Completion(tuple(o), s) for o, s in zip(out, stop_id)]
+
+    def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
+        return [self._run(r.prompt, r, sampling) for r in requests]
+
+    def signals(self, contexts: Sequence[Sequence[int]], token_id: int) -> list[Signal]:
+        torch = self._torch
+        res = []
+        with torch.inference_mode():
+            for c in contexts:
+                x = torch.tensor([list(c)], dtype=torch.long, device=self._device)
+                lp = torch.log_softmax(self._model(input_ids=x).logits[0, -1].float(), dim=-1)
+                end = float(lp[token_id])
+                lp[token_id] = float("-inf")
+                other = int(torch.argmax(lp))
+                res.append(Signal(end, float(lp[other]), other))
+        return res
+
+    def choice_logprobs(self, contexts: Sequence[Sequence[int]],
+                        token_ids: Sequence[int]) -> list[list[float]]:
+        """Next-token log-probabilities of `token_ids` after each context (SPEC §8 readout).
+
+        One plain forward pass per context, projecting only the last
+        position onto the vocabulary (`logits_to_keep=1`: half the work of a
+        full projection for a 49k-token vocabulary on a CPU); the log-softmax
+        over the full vocabulary is taken in float64 from the model's logits,
+        so probabilities far below float32's resolution keep their value.
+        """
+        torch = self._torch
+        ids = torch.tensor([int(t) for t in token_ids], dtype=torch.long)
+        res = []
+        with torch.inference_mode():
+            for c in contexts:
+                x = torch.tensor([list(c)], dtype=torch.long, device=self._device)
+                logits = self._model(input_ids=x, logits_to_keep=1).logits[0, -1].double().cpu()
+                lp = torch.log_softmax(logits, dim=-1)
+                res.append([float(v) for v in lp[ids]])
+        return res
+
+    def cache_stats(self) -> dict[str, int] | None:
+        return None
+
+    def info(self) -> dict[str, Any]:
+        return {"engine": "transformers", **self._versions, "device": str(self._device),
+                "config": self.config.as_dict()}
+
+    def close(self) -> None:
+        self._model = None

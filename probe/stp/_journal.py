@@ -1,0 +1,241 @@
+"""The work-unit journal: crash-safe commits and content-keyed reuse of probed units (issue 6).
+
+Layout of a journal folder (default: `OUT.journal` beside the output)::
+
+    DIR/journal.json                 marker: {"schema": "otbench.journal/1"}
+    DIR/lock                         flock'ed by the one run that writes here
+    DIR/units/<k[:2]>/<key>.unit     one committed unit (key: `_resume_keys.unit_key`)
+    DIR/quarantine/<key>.<i>.unit    records that failed verification, kept for inspection
+
+A record file is ``MAGIC``, a header line ``<payload bytes> <sha256 of
+payload>``, then the payload: zlib-compressed canonical JSON
+``{"key": key, "unit": UnitResult.to_record()}``. A commit writes a hidden
+temp file in the same folder, fsyncs it, renames it over the final name and
+fsyncs the folder, so after a kill -9 at any instant a record is either
+absent or complete; the units in flight are lost and redone, nothing else.
+Temp files left by a kill are deleted when the journal is next opened.
+
+A record is read only after every check passes: magic, header, length,
+checksum, decompression, JSON, the key inside equals the file's key, and the
+unit is the one expected. Anything else (a truncated or bit-flipped file, a
+file renamed to another key) is moved to `quarantine/`, reported, and the
+unit is probed again: a damaged record is never silently read.
+"""
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ._loop import UnitResult
+
+JOURNAL_SCHEMA = "otbench.journal/1"
+MARKER = "journal.json"
+MAGIC = b"otbench.unit/1\n"
+_UNITS = "units"
+_QUARANTINE = "quarantine"
+
+
+class JournalError(RuntimeError):
+    """The journal folder cannot be used as asked; the message says what to do."""
+
+
+class RecordError(ValueError):
+    """A record file failed verification; the message names the check."""
+
+
+def encode_record(key: str, rec: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """(file bytes, the canonical JSON inside) of one unit record."""
+    body = json.dumps({"key": key, "unit": rec}, sort_keys=True, separators=(",", ":")).encode()
+    payload = zlib.compress(body, 3)
+    head = f"{len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode()
+    return MAGIC + head + payload, body
+
+
+def decode_record(data: bytes, key: str) -> dict[str, Any]:
+    """The unit record (`UnitResult.to_record()` form) stored in `data` under `key`.
+
+    Raises:
+      RecordError: the first check that fails (see module docstring).
+    """
+    if not data.startswith(MAGIC):
+        raise RecordError("bad magic (not an otbench unit record, or its start is damaged)")
+    nl = data.find(b"\n", len(MAGIC))
+    if nl < 0:
+        raise RecordError("truncated header")
+    try:
+        size_s, digest = data[len(MAGIC):nl].decode("ascii").split(" ")
+        size = int(size_s)
+    except (UnicodeDecodeError, ValueError):
+        raise RecordError("malformed header") from None
+    payload = data[nl + 1:]
+    if len(payload) != size:
+        raise RecordError(f"truncated payload: {len(payload)} of {size} bytes")
+    if hashlib.sha256(payload).hexdigest() != digest:
+        raise RecordError("checksum mismatch")
+    try:
+        obj = json.loads(zlib.decompress(payload))
+    except (zlib.error, ValueError):
+        raise RecordError("payload does not decode") from None
+    if not isinstance(obj, dict) or obj.get("key") != key or not isinstance(obj.get("unit"), dict):
+        raise RecordError(f"holds key {str(obj.get('key') if isinstance(obj, dict) else None)[:16]}..., "
+                          f"not {key[:16]}...")
+    return obj["unit"]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Journal:
+    """One run's view of a journal folder: look up, verify and commit unit records.
+
+    Open it with `Journal.open`; `close` releases the lock. Attributes
+    counting what happened (for `run.json`): `reused`, `committed`,
+    `quarantined` (list of (file name, reason)), `torn` (temp files of
+    interrupted commits removed on open).
+    """
+
+    def __init__(self, root: Path, lock_fd: int, torn: int):
+        self.root = root
+        self._lock_fd = lock_fd
+        self.torn = torn
+        self.reused = 0
+        self.committed = 0
+        self.quarantined: list[tuple[str, str]] = []
+
+    # -- opening -------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | os.PathLike, *, resume: bool, overwrite: bool = False) -> "Journal":
+        """Open (creating it if needed) the journal at `root` and take its lock.
+
+        A journal with records is continued only with `resume`; with
+        `overwrite` (and no `resume`) it is emptied first; with neither it is
+        refused, so an earlier run's work is never reused or discarded by
+        accident. A folder that is not a journal is never touched.
+        """
+        root = Path(root)
+        marker = root / MARKER
+        if root.exists():
+            if not root.is_dir():
+                raise JournalError(f"{root}: exists and is not a journal folder")
+            if marker.is_file():
+                if not resume and not overwrite and any((root / _UNITS).glob("*/*.unit")):
+                    raise JournalError(f"{root}: holds units of an earlier run; pass --resume to "
+                                       "continue it, or --overwrite to start over")
+            elif any(root.iterdir()):
+                raise JournalError(f"{root}: exists and is not an otbench journal; choose another "
+                                   "--journal folder")
+        root.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(lock_fd)
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                raise JournalError(f"{root}: another run is writing this journal (its lock is held)") from None
+            raise
+        try:
+            if overwrite and not resume:
+                shutil.rmtree(root / _UNITS, ignore_errors=True)
+            if not marker.is_file():
+                marker.write_text(json.dumps({"schema": JOURNAL_SCHEMA}) + "\n")
+                _fsync_dir(root)
+            (root / _UNITS).mkdir(exist_ok=True)
+            torn = 0
+            # We hold the lock, so every temp file is a leftover of a killed commit.
+            for tmp in (root / _UNITS).glob("*/.*.tmp"):
+                tmp.unlink(missing_ok=True)
+                torn += 1
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        return cls(root, lock_fd, torn)
+
+    def close(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)       # releases the flock
+            self._lock_fd = -1
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- records -------------------------------------------------------------------
+    def path(self, key: str) -> Path:
+        return self.root / _UNITS / key[:2] / f"{key}.unit"
+
+    def _quarantine(self, path: Path, reason: str) -> None:
+        qdir = self.root / _QUARANTINE
+        qdir.mkdir(exist_ok=True)
+        i = 0
+        while (qdir / f"{path.stem}.{i}.unit").exists():
+            i += 1
+        os.replace(path, qdir / f"{path.stem}.{i}.unit")
+        self.quarantined.append((path.name, reason))
+
+    def lookup(self, key: str, *, group: str, question: str, trajectory: int) -> UnitResult | None:
+        """The committed unit under `key`, or None (absent, or failed a check: then quarantined)."""
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            rec = decode_record(data, key)
+            try:
+                unit = UnitResult.from_record(rec)
+            except (KeyError, TypeError, ValueError):
+                raise RecordError("fields do not form a unit result") from None
+            if (unit.group, unit.question, unit.trajectory) != (group, question, trajectory):
+                raise RecordError(f"holds unit {(unit.group, unit.question, unit.trajectory)}, "
+                                  f"expected {(group, question, trajectory)}")
+        except RecordError as e:
+            self._quarantine(path, str(e))
+            return None
+        self.reused += 1
+        return unit
+
+    def commit(self, key: str, unit: UnitResult) -> UnitResult:
+        """Write `unit` under `key` atomically (temp file, fsync, rename, fsync folder).
+
+        Returns the unit as decoded from the committed bytes, so a fresh run
+        and a resumed one assemble the same values.
+        """
+        data, body = encode_record(key, unit.to_record())
+        final = self.path(key)
+        folder = final.parent
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            _fsync_dir(folder.parent)
+        tmp = folder / f".{key}.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+        _fsync_dir(folder)
+        self.committed += 1
+        return UnitResult.from_record(json.loads(body)["unit"])
+
+    def report(self) -> dict[str, Any]:
+        """What this run did with the journal (for `run.json`)."""
+        return {"path": str(self.root), "reused": self.reused, "committed": self.committed,
+                "torn_commits_removed": self.torn,
+                "quarantined": [{"file": f, "reason": r} for f, r in self.quarantined]}

@@ -1,0 +1,89 @@
+"""The analysis pipeline's outputs, pinned byte for byte against stored digests (issue 12).
+
+`simulate --scale small --seed 3`, `split`, then `metrics`, `frontier`,
+`bootstrap --replicates 200 --frontiers`, `thinning`, `bench compare` and
+`report`: every JSON document, table and the set's content hash must equal
+`artifacts/reference/pipeline-small-seed3.json`. The digests were recorded
+on the flat layout before the restructuring (commit 54627e2) and the new
+layout reproduces them; the only recorded change is the `builtin` import
+path of the three baselines in `bench compare` documents, which named a
+private module and now names the public `otbench.analysis.bench`.
+
+What is compared: JSON documents with their `provenance` blocks removed
+(they name library versions) and canonically re-serialized; CSV and LaTeX
+tables as bytes; the set's logical content hash. PNG bytes depend on the
+matplotlib/freetype build and the report's `report.json` / `index.html`
+embed input checksums, so those are left out here (they were byte-identical
+across the restructuring on one machine).
+
+Regenerate (only for an intended change, said in the commit):
+`python tests/test_reference_outputs.py --write`.
+"""
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from otbench.cli import main
+
+REFERENCE = Path(__file__).resolve().parents[1] / "artifacts" / "reference" / "pipeline-small-seed3.json"
+
+STEPS = (
+    ("simulate", "--scale", "small", "--seed", "3", "--out", "{d}/set"),
+    ("split", "{d}/set"),
+    ("metrics", "{d}/set", "--json", "{d}/metrics.json"),
+    ("frontier", "{d}/set", "--json", "{d}/frontier.json"),
+    ("bootstrap", "{d}/set", "--replicates", "200", "--frontiers", "--json", "{d}/bootstrap.json"),
+    ("thinning", "{d}/set", "--probes", "2,4,8", "--trajectories", "2,4", "--json", "{d}/thinning.json"),
+    ("bench", "compare", "{d}/set", "--json", "{d}/bench.json"),
+    ("report", "{d}/set", "--out", "{d}/report", "--bootstrap", "{d}/bootstrap.json",
+     "--thinning", "{d}/thinning.json", "--otbench", "{d}/bench.json"),
+)
+
+
+def _strip(x):
+    if isinstance(x, dict):
+        return {k: _strip(v) for k, v in x.items() if k != "provenance"}
+    if isinstance(x, list):
+        return [_strip(v) for v in x]
+    return x
+
+
+def _canonical_json(path: Path) -> bytes:
+    doc = _strip(json.loads(path.read_text()))
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=True).encode()
+
+
+def run_pipeline(d: Path) -> dict[str, str]:
+    runner = CliRunner()
+    for step in STEPS:
+        args = [a.format(d=d) for a in step]
+        r = runner.invoke(main, args, catch_exceptions=False)
+        assert r.exit_code == 0, (args, r.output)
+    out = {"set.content_hash": json.loads((d / "set" / "manifest.json").read_text())["content_hash"]}
+    for name in ("metrics", "frontier", "bootstrap", "thinning", "bench"):
+        out[f"{name}.json"] = hashlib.sha256(_canonical_json(d / f"{name}.json")).hexdigest()
+    for table in sorted((d / "report" / "tables").iterdir()):
+        out[f"report/tables/{table.name}"] = hashlib.sha256(table.read_bytes()).hexdigest()
+    return out
+
+
+def test_pipeline_outputs_match_reference(tmp_path):
+    want = json.loads(REFERENCE.read_text())["digests"]
+    got = run_pipeline(tmp_path)
+    diff = {k: (want.get(k), got.get(k)) for k in sorted(set(want) | set(got)) if want.get(k) != got.get(k)}
+    assert not diff, diff
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        digests = run_pipeline(Path(tmp))
+    REFERENCE.parent.mkdir(parents=True, exist_ok=True)
+    REFERENCE.write_text(json.dumps({"schema": "otbench.reference-digests/1",
+                                     "pipeline": [list(s) for s in STEPS],
+                                     "digests": digests}, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {REFERENCE}")
