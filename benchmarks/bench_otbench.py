@@ -14,14 +14,13 @@ import argparse
 import time
 
 import numpy as np
-
 from otbench.analysis import simulate
-from otbench.analysis.frontier._frontiers import frontiers
 from otbench.analysis.bench._baselines import ThinkBrake
-from otbench.analysis.bench._features import units_of
 from otbench.analysis.bench._evaluate import evaluate
-from otbench.analysis.bench._walk import dee_positions
+from otbench.analysis.bench._features import units_of
 from otbench.analysis.bench._splits import assign_splits
+from otbench.analysis.bench._walk import dee_positions
+from otbench.analysis.frontier._frontiers import frontiers
 
 
 def best_of(fn, repeats):

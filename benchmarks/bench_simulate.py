@@ -11,7 +11,6 @@ import argparse
 import time
 
 import numpy as np
-
 from otbench.analysis import content_hash, from_dense
 from otbench.analysis.measurement._simulate import simulate
 

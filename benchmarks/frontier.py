@@ -24,12 +24,11 @@ import time
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
-
-from otbench.analysis.frontier import _dp  # noqa: E402
-
+from otbench.analysis.frontier import (
+    _dp,  # noqa: E402
+    _units,
+)
 from otbench.analysis.frontier import _frontiers as _frontier
-
-from otbench.analysis.frontier import _units
 from otbench.analysis.measurement._simulate import simulate  # noqa: E402
 
 

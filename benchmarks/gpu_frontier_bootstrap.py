@@ -86,12 +86,11 @@ def main() -> None:
 
     import jax
     import jax.numpy as jnp
-
     from otbench.analysis.frontier import _pipeline as bf
-    from otbench.analysis.resampling._bootstrap import bootstrap
     from otbench.analysis.frontier._replicates import frontier_replicates
-    from otbench.analysis.measurement._simulate import simulate
     from otbench.analysis.frontier._units import STRATEGIES
+    from otbench.analysis.measurement._simulate import simulate
+    from otbench.analysis.resampling._bootstrap import bootstrap
 
     dev = jax.devices()[0]
     kind = getattr(dev, "device_kind", dev.platform)
@@ -185,7 +184,11 @@ def main() -> None:
     # -- baseline: the per-cell entry point, sequential ---------------------------------------
     if args.baseline > 0:
         from otbench.analysis import build_layout
-        from otbench.analysis.resampling._draws import fixed_point, replicate_kernel, resampling
+        from otbench.analysis.resampling._draws import (
+            fixed_point,
+            replicate_kernel,
+            resampling,
+        )
 
         layout, names = build_layout(ms)
         res = resampling(ms, layout, names)

@@ -82,10 +82,9 @@ def prompt_job(work: Path, quick: bool) -> tuple[dict, dict, dict]:
 def engines(work: Path, n: int) -> dict:
     """Readout throughput: vLLM (one call) vs transformers (baseline) on the same `n` inputs."""
     import pyarrow.parquet as pq
-
     from otbench.probe.config._embedded import embedded_model_dir
-    from otbench.probe.engines._interface import EngineConfig, open_engine
     from otbench.probe.config._family import load_family
+    from otbench.probe.engines._interface import EngineConfig, open_engine
     from otbench.probe.horizon._readout import find_spellings
     from otbench.probe.horizon._stops import stop_input
     from otbench.probe.tokens._probe_prompts import compile_format

@@ -12,10 +12,8 @@ Both paths are checked to agree on the cell OR/AD before timing is printed.
 import argparse
 import time
 
-import numpy as np
-
 import jax
-
+import numpy as np
 from otbench.analysis import metrics, simulate, trajectory_metrics
 
 

@@ -33,13 +33,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import numpy as np
-
-    from otbench.probe.engines._interface import EngineConfig, GenRequest, open_engine
-    from otbench.probe.config._family import load_family, load_instructions, load_model
-    from otbench.probe.tokens._probe_prompts import compile_format
-    from otbench.probe.data._questions import sum_questions
-    from otbench.probe.stp._loop import encode_prompts
     from otbench.analysis.measurement._segment import segment_flat
+    from otbench.probe.config._family import load_family, load_instructions, load_model
+    from otbench.probe.data._questions import sum_questions
+    from otbench.probe.engines._interface import EngineConfig, GenRequest, open_engine
+    from otbench.probe.stp._loop import encode_prompts
+    from otbench.probe.tokens._probe_prompts import compile_format
     from otbench.probe.tokens._vocab import build_vocabulary
 
     if args.model == "embedded":
@@ -48,6 +47,7 @@ def main(argv=None) -> int:
         family, rule, dtype = load_family(entry.family), entry.boundary, "bfloat16"
     else:
         import tempfile
+
         from otbench.probe.engines._tiny import build_tiny_model
         path = str(build_tiny_model(tempfile.mkdtemp(prefix="otbench-tiny-"), 0))
         family, rule, dtype = load_family("qwen3-thinking"), "vocab", "float32"

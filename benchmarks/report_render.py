@@ -54,8 +54,8 @@ def main() -> None:
     a = ap.parse_args()
 
     from otbench.analysis import frontiers, metrics, save, simulate
-    from otbench.analysis.report._write import write_report
     from otbench.analysis.report._figures import png_size
+    from otbench.analysis.report._write import write_report
 
     if a.out.exists():
         shutil.rmtree(a.out)

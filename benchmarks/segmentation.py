@@ -41,7 +41,11 @@ def best_of(fn, repeat=3):
 
 
 def main() -> int:
-    from otbench.analysis.measurement._segment import _numba_kernel, boundary_mask, segment_flat
+    from otbench.analysis.measurement._segment import (
+        _numba_kernel,
+        boundary_mask,
+        segment_flat,
+    )
 
     rng = np.random.default_rng(0)
     V, T, b = 150_000, 3_000, 256

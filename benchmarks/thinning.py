@@ -20,10 +20,9 @@ import time
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
-
 from otbench.analysis import simulate  # noqa: E402
-from otbench.analysis.resampling._thinning import probe_thinning, trajectory_thinning  # noqa: E402
 from otbench.analysis.resampling._probe_thinning import hypergeom_tables  # noqa: E402
+from otbench.analysis.resampling._thinning import probe_thinning, trajectory_thinning  # noqa: E402
 
 
 def cpu() -> float:

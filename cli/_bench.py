@@ -78,7 +78,14 @@ def split_cmd(directory: Path, seed: int | None, ratios: str | None, from_file: 
     the set (its extra tables are kept); a split file overrides it.
     """
     from otbench.analysis import load_table, read_manifest, save
-    from otbench.analysis.bench import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file, assign_splits, ratios_iv, write_split_file)
+    from otbench.analysis.bench import (
+        DEFAULT_RATIOS,
+        DEFAULT_SEED,
+        apply_split_file,
+        assign_splits,
+        ratios_iv,
+        write_split_file,
+    )
     from otbench.analysis.measurement import SPLITS
 
     if from_file is not None and (seed is not None or ratios is not None):

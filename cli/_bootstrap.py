@@ -61,9 +61,8 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
     on stderr when it is a terminal.
     """
     # Lazy: JAX and orbax load only when the command runs, not for `otbench --help`.
+    from otbench.analysis.measurement import MeasurementSetError, load
     from otbench.analysis.resampling import bootstrap, format_bootstrap
-    from otbench.analysis.measurement import MeasurementSetError
-    from otbench.analysis.measurement import load
 
     from ._common import write_json
 

@@ -2,10 +2,7 @@
 
 import contextlib
 import json
-import os
 import sys
-import uuid
-from pathlib import Path
 
 import click
 
@@ -42,26 +39,12 @@ def load_set(path: str):
         return load(path)
 
 
-def atomic_write(path, write) -> None:
-    """Call `write(tmp)` on a temporary sibling, then rename: no half-written outputs."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.parent / f".{p.name}.tmp-{uuid.uuid4().hex}"
-    try:
-        write(tmp)
-        os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write_json(obj, path) -> None:
     """Write JSON atomically (indent 2, sorted keys; NaN is a bug, so it raises)."""
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
-            f.write("\n")
-    atomic_write(path, write)
+    from otbench.analysis.measurement import write_text_atomic
+
+    text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
+    write_text_atomic(path, text + "\n")
 
 
 def synthetic_banner(synthetic: bool) -> str:

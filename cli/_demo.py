@@ -58,8 +58,7 @@ def analyze(ms, out: Path) -> str:
 def demo_cmd(out: Path, engine: str, n: int) -> None:
     """Probe a real small model on embedded questions, then analyze it (CPU, no download)."""
     from otbench.analysis.measurement import load
-    from otbench.probe.stp import run_job
-    from otbench.probe.stp import job_from_dict
+    from otbench.probe.stp import job_from_dict, run_job
 
     cfg = demo_job()
     cfg["engine"]["kind"] = engine

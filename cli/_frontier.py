@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from ._common import atomic_write, data_errors, write_json
+from ._common import data_errors, write_json
 
 
 def _parse_grid(value: str):
@@ -62,8 +62,7 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
     """Exact oracle Pareto frontiers of every cell of the set in DIRECTORY (SPEC §5)."""
     # Lazy: JAX loads only when the command runs, not for `otbench --help`.
     from otbench.analysis import load
-    from otbench.analysis.frontier import strategies_iv, frontiers
-    from otbench.analysis.frontier import budget_grid
+    from otbench.analysis.frontier import budget_grid, frontiers, strategies_iv
 
     grid_value = _parse_grid(grid)
     for check, value, hint in ((budget_grid, grid_value, "'--grid'"),
@@ -83,5 +82,8 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
         import pyarrow.parquet as pq
 
         table = res.pareto_table()
-        atomic_write(pareto_out, lambda tmp: pq.write_table(table, tmp))
+        from otbench.analysis.measurement import atomic_path
+
+        with atomic_path(pareto_out) as tmp:
+            pq.write_table(table, tmp)
         click.echo(f"wrote {pareto_out} ({table.num_rows} Pareto points)")

@@ -75,8 +75,7 @@ def grade_cmd(file: str, json_out: str | None, workers: int | None) -> None:
     `FILE:LINE: rule` and exit status 2. Anything but a verified correct answer
     is wrong; the status says why.
     """
-    from otbench.probe.grading import Grader
-    from otbench.probe.grading import Status
+    from otbench.probe.grading import Grader, Status
 
     reqs = read_requests(file)
     if workers is None:

@@ -47,9 +47,7 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
         job = load_job(config)
     except (JobError, ArtifactError) as e:
         raise DataError(str(e)) from None
-    from otbench.probe.stp import run_job
-    from otbench.probe.stp import RayMissingError
-    from otbench.probe.stp import JournalError
+    from otbench.probe.stp import JournalError, RayMissingError, run_job
 
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
     try:
@@ -92,9 +90,8 @@ def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
     """Boundary vocabulary of the Hugging Face tokenizer in PATH: size and forms by kind (SPEC §3.2)."""
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoTokenizer
-
     from otbench.probe.tokens import KINDS, audit, build_vocabulary
+    from transformers import AutoTokenizer
 
     try:
         tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)

@@ -34,8 +34,7 @@ def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Pat
     """
     # Lazy: JAX and matplotlib load only when the command runs.
     from otbench.analysis.measurement import load
-    from otbench.analysis.report import ReportError, write_report
-    from otbench.analysis.report import ReportInputError
+    from otbench.analysis.report import ReportError, ReportInputError, write_report
 
     def progress(line: str) -> None:
         click.echo(f"report: {line}", err=True)

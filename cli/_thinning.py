@@ -1,8 +1,7 @@
 """`otbench thinning` (exact probe thinning, trajectory thinning) and `otbench sweep` (SPEC §7)."""
 
 import csv
-import os
-import uuid
+import io
 from pathlib import Path
 
 import click
@@ -49,8 +48,7 @@ _SEED = click.option("--seed", type=int, default=20260721, show_default=True,
 def thinning_cmd(directory: Path, probes: str, trajectories: str, draws: int, seed: int,
                  json_out: Path | None) -> None:
     """Exact probe thinning and trajectory thinning of the set in DIRECTORY."""
-    from otbench.analysis.measurement import MeasurementSetError
-    from otbench.analysis.measurement import load
+    from otbench.analysis.measurement import MeasurementSetError, load
     from otbench.analysis.resampling import format_thinning, thinning
 
     from ._common import write_json
@@ -67,16 +65,13 @@ def thinning_cmd(directory: Path, probes: str, trajectories: str, draws: int, se
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
-            w.writeheader()
-            w.writerows(rows)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    from otbench.analysis.measurement import write_text_atomic
+
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [])
+    w.writeheader()
+    w.writerows(rows)
+    write_text_atomic(path, buf.getvalue())
 
 
 @click.command("sweep")
@@ -108,9 +103,8 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
     Writes OUT/sweep.json (otbench.sweep/1: the bootstrap and thinning
     documents) and OUT/<table>.csv for every table (fractions, not %).
     """
+    from otbench.analysis.measurement import MeasurementSetError, load
     from otbench.analysis.resampling import sweep, sweep_tables
-    from otbench.analysis.measurement import MeasurementSetError
-    from otbench.analysis.measurement import load
 
     from ._common import write_json
 

@@ -7,17 +7,51 @@ journal, Ray) and `horizon` (matched-horizon runs). Importing this package
 never imports torch, transformers, vLLM or JAX.
 """
 
-from otbench.analysis.measurement import (SPAN_RULES, boundary_mask, segment, segment_flat,
-                                          target_steps)
+from otbench.analysis.measurement import (
+                                          SPAN_RULES,
+                                          boundary_mask,
+                                          segment,
+                                          segment_flat,
+                                          target_steps,
+)
 
-from .config import (ArtifactError, Family, Limits, ModelEntry, Sampling, derive_seed,
-                     list_entries, load_family, load_instructions, load_model)
+from .config import (
+                                          ArtifactError,
+                                          Family,
+                                          Limits,
+                                          ModelEntry,
+                                          Sampling,
+                                          derive_seed,
+                                          list_entries,
+                                          load_family,
+                                          load_instructions,
+                                          load_model,
+)
 from .engines import ENGINES, Completion, EngineConfig, GenRequest, Signal, open_engine
 from .grading import GRADERS, GradeItem, resolve_grader
-from .stp import (SIGNALS, JobError, ProbeJob, RunSummary, UnitResult, job_from_dict, load_job,
-                  probe_units, resegment, run_job, run_units)
-from .tokens import (KINDS, FormatError, ProbeFormat, Vocabulary, audit, build_vocabulary,
-                     classify_form, compile_format)
+from .stp import (
+                                          SIGNALS,
+                                          JobError,
+                                          ProbeJob,
+                                          RunSummary,
+                                          UnitResult,
+                                          job_from_dict,
+                                          load_job,
+                                          probe_units,
+                                          resegment,
+                                          run_job,
+                                          run_units,
+)
+from .tokens import (
+                                          KINDS,
+                                          FormatError,
+                                          ProbeFormat,
+                                          Vocabulary,
+                                          audit,
+                                          build_vocabulary,
+                                          classify_form,
+                                          compile_format,
+)
 
 __all__ = [
     "ENGINES", "GRADERS", "KINDS", "SIGNALS", "SPAN_RULES",

@@ -11,7 +11,6 @@ twins compute their expectations from the same arrays.
 import dataclasses
 
 import numpy as np
-
 from otbench.analysis.measurement._horizon_run import LETTERS, write_run
 
 

@@ -8,7 +8,6 @@ from fractions import Fraction
 
 import numpy as np
 from hypothesis import strategies as st
-
 from otbench.analysis import from_ragged, ragged
 from otbench.analysis.measurement._types import SPLITS
 

@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from otbench.cli import main
 
 REFERENCE = Path(__file__).resolve().parents[1] / "artifacts" / "reference" / "pipeline-small-seed3.json"

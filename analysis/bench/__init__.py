@@ -3,13 +3,42 @@
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
 from ._baselines import PredictiveScheduling, ThinkBrake, ThinkSwitcher
-from ._evaluate import BenchResult, compare, compare_json, evaluate, format_compare, format_result
-from ._features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
-from ._methods import (BUILTINS, BudgetMethod, ExitMethod, MethodError, OnlineView,
-                       RoutingMethod, UnitTable, load_method)
-from ._splits import (DEFAULT_RATIOS, DEFAULT_SEED, apply_split_file, assign_splits,
-                      question_splits, ratios_iv, read_split_file, split_questions,
-                      write_split_file)
+from ._evaluate import (
+                       BenchResult,
+                       compare,
+                       compare_json,
+                       evaluate,
+                       format_compare,
+                       format_result,
+)
+from ._features import (
+                       HashedText,
+                       StoredFeatures,
+                       read_question_features,
+                       ridge_fit,
+                       units_of,
+)
+from ._methods import (
+                       BUILTINS,
+                       BudgetMethod,
+                       ExitMethod,
+                       MethodError,
+                       OnlineView,
+                       RoutingMethod,
+                       UnitTable,
+                       load_method,
+)
+from ._splits import (
+                       DEFAULT_RATIOS,
+                       DEFAULT_SEED,
+                       apply_split_file,
+                       assign_splits,
+                       question_splits,
+                       ratios_iv,
+                       read_split_file,
+                       split_questions,
+                       write_split_file,
+)
 
 __all__ = [
     "BUILTINS", "DEFAULT_RATIOS", "DEFAULT_SEED",

@@ -32,11 +32,10 @@ from train (and validation) quantities, never from the test split:
 from typing import Any
 
 import numpy as np
-
-from ._methods import UnitTable
-from ._features import DEFAULT_LAMBDAS, PerModelRidge, featurizer, unit_mean, units_of
 from otbench.analysis.measurement import MeasurementSet
 
+from ._features import DEFAULT_LAMBDAS, PerModelRidge, featurizer, unit_mean, units_of
+from ._methods import UnitTable
 
 # -- supervision targets (per trajectory; averaged per unit) -------------------------
 

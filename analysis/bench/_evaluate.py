@@ -47,12 +47,12 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from otbench.analysis.frontier import frontiers
+from otbench.analysis.measurement import SPLITS, MeasurementSet
 
 from . import _walk as walk
-from otbench.analysis.frontier import frontiers
-from ._methods import BUILTINS, MethodError, load_method, method_name, method_thetas
 from ._features import units_of
-from otbench.analysis.measurement import SPLITS, MeasurementSet
+from ._methods import BUILTINS, MethodError, load_method, method_name, method_thetas
 
 SCHEMA = "otbench.bench/1"
 COMPARE_SCHEMA = "otbench.bench-compare/1"

@@ -33,10 +33,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from otbench.analysis.measurement import MeasurementSet, MeasurementSetError
 
-from otbench.analysis.measurement import MeasurementSetError
 from ._methods import UnitTable
-from otbench.analysis.measurement import MeasurementSet
 
 _KEY = b"otbench/features/v1"
 _WORD = re.compile(r"[a-z0-9]+")

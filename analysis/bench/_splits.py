@@ -41,9 +41,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from otbench.analysis.measurement import MeasurementSetError
-from otbench.analysis.measurement import SPLITS, MeasurementSet
+from otbench.analysis.measurement import (
+    SPLITS,
+    MeasurementSet,
+    MeasurementSetError,
+    write_text_atomic,
+)
 
 SCHEME = "otbench.split/1"
 FILE_SCHEMA = "otbench.splits/1"
@@ -224,13 +227,7 @@ def write_split_file(ms: MeasurementSet, path: str | os.PathLike) -> dict[str, A
         "scheme": info.get("scheme"), "seed": info.get("seed"), "ratios": info.get("ratios"),
         "questions": [{"group": g, "question": q, "split": s} for g, q, s in entries],
     }
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.parent / f".{p.name}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, p)
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return doc
 
 

@@ -9,9 +9,9 @@ violation raises `MethodError` naming the method and the rule.
 from typing import Any
 
 import numpy as np
+from otbench.analysis.measurement import MeasurementSet
 
 from ._methods import MethodError, OnlineView, UnitTable
-from otbench.analysis.measurement import MeasurementSet
 
 
 def _decisions(out: Any, size: int, label: str, call: str, what: str) -> np.ndarray:

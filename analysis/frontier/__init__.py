@@ -9,8 +9,15 @@ bootstrap uses (`_replicates`, `_pipeline`).
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
 from ._budgets import budget_grid, budgets, pareto_points, query, summarize
-from ._frontiers import (Cell, FrontierHierarchyError, FrontierResult, StrategyFrontier,
-                         check_hierarchy, frontiers, strategies_iv)
+from ._frontiers import (
+                         Cell,
+                         FrontierHierarchyError,
+                         FrontierResult,
+                         StrategyFrontier,
+                         check_hierarchy,
+                         frontiers,
+                         strategies_iv,
+)
 from ._pipeline import Pipeline, cell_infos
 from ._replicates import ReplicateFrontiers, frontier_replicates
 from ._units import STRATEGIES

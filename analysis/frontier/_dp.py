@@ -102,10 +102,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from otbench.analysis.core import Array, Int, Int32  # shapes in annotations (STYLE.md)
 
 from ._units import Actions, isum
 
-from otbench.analysis.core import Array, Int, Int32  # shapes in annotations (STYLE.md)
 TILE = 4096
 """Default tile: large enough to amortize the loop overhead (~1 us per pass
 on CPU), small enough that the growth granularity wastes little (2048-8192

@@ -25,10 +25,10 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from otbench.analysis.measurement import MeasurementSet
 
 from . import _dp
 from ._budgets import Weights, budget_grid, budgets, pareto_points, query, summarize
-from otbench.analysis.measurement import MeasurementSet
 from ._units import STRATEGIES, CellData, actions, cell_data, totals
 
 SCHEMA = "otbench.frontier/1"

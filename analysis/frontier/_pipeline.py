@@ -33,12 +33,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from otbench.analysis.core import use_cpu_only
+from otbench.analysis.measurement import MeasurementSet
 
 from . import _dp
 from ._budgets import budgets
-from otbench.analysis.measurement import MeasurementSet
-from otbench.analysis.core import use_cpu_only
-from ._units import STRATEGIES, CellData, Occurrences, actions, cell_data, fb_events, totals
+from ._units import (
+    STRATEGIES,
+    CellData,
+    Occurrences,
+    actions,
+    cell_data,
+    fb_events,
+    totals,
+)
 
 
 @dataclasses.dataclass(frozen=True)

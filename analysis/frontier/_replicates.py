@@ -14,11 +14,19 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from otbench.analysis.measurement import MeasurementSet
 
 from . import _dp
 from ._budgets import budget_grid, budgets, query
-from otbench.analysis.measurement import MeasurementSet
-from ._units import STRATEGIES, CellData, Occurrences, actions, cell_data, fb_events, totals
+from ._units import (
+    STRATEGIES,
+    CellData,
+    Occurrences,
+    actions,
+    cell_data,
+    fb_events,
+    totals,
+)
 
 
 @dataclasses.dataclass(frozen=True)

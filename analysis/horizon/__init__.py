@@ -7,10 +7,27 @@ contract (`otbench.analysis.measurement`), since the probe writes it.
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
 from ._analysis import HorizonAnalysisError, analyze
-from ._inference import (McNemar, SignFlip, log2_trapezoid, mcnemar, mcnemar_counts, sign_flip,
-                         simultaneous_band)
-from ._tables import (DASH, Table, agreement_table, calibration_table, contrast_table, controls_table,
-                      format_text, matched_table, scores_table, strata_table)
+from ._inference import (
+                         McNemar,
+                         SignFlip,
+                         log2_trapezoid,
+                         mcnemar,
+                         mcnemar_counts,
+                         sign_flip,
+                         simultaneous_band,
+)
+from ._tables import (
+                         DASH,
+                         Table,
+                         agreement_table,
+                         calibration_table,
+                         contrast_table,
+                         controls_table,
+                         format_text,
+                         matched_table,
+                         scores_table,
+                         strata_table,
+)
 
 __all__ = [
     "DASH", "HorizonAnalysisError", "McNemar", "SignFlip", "Table",

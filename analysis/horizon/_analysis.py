@@ -51,10 +51,10 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+from otbench.analysis.measurement import LETTERS, HorizonRun, Readouts, load_run
 
 from . import _inference as inf
 from . import _kernels as K
-from otbench.analysis.measurement import LETTERS, HorizonRun, Readouts, load_run
 
 SCHEMA = "otbench.horizon/1"
 STRATA = ("both_active", "only_a_finished", "only_b_finished", "both_finished")

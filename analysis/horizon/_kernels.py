@@ -30,10 +30,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from otbench.analysis.core import (  # shapes in annotations (STYLE.md)
+    Array,
+    Bool,
+    Float64,
+    Int64,
+    numbers,
+    pick,
+    words,
+)
 
-from otbench.analysis.core import numbers, pick, words
 
-from otbench.analysis.core import Array, Bool, Float64, Int64  # shapes in annotations (STYLE.md)
 class Weights(NamedTuple):
     """Resampling weights of a batch of bootstrap replicates.
 

@@ -7,9 +7,16 @@ share, and the on-disk form of matched-horizon runs. Everything here is NumPy
 and pyarrow only, so the probe can write sets without loading JAX.
 """
 
+from ._atomic import atomic_dir, atomic_path, write_bytes_atomic, write_text_atomic
 from ._build import INT32_MAX, MeasurementSetError, from_dense, from_ragged, ragged
-from ._horizon_run import (LETTERS, HorizonDataError, HorizonRun, Readouts, load_run,
-                           write_run)
+from ._horizon_run import (
+                           LETTERS,
+                           HorizonDataError,
+                           HorizonRun,
+                           Readouts,
+                           load_run,
+                           write_run,
+)
 from ._io import content_hash, load, load_table, read_manifest, save, sha256_file
 from ._jsonl import export_jsonl, import_jsonl
 from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
@@ -21,8 +28,8 @@ __all__ = [
     "INT32_MAX", "LETTERS", "SCHEMA", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking",
-    "boundary_mask", "content_hash", "export_jsonl", "from_dense", "from_ragged",
+    "atomic_dir", "atomic_path", "boundary_mask", "content_hash", "export_jsonl", "from_dense", "from_ragged",
     "import_jsonl", "load", "load_run", "load_table", "ragged", "read_manifest", "save",
     "segment", "segment_flat", "sha256_file", "simulate", "stored_thinking", "target_steps",
-    "write_run",
+    "write_bytes_atomic", "write_run", "write_text_atomic",
 ]

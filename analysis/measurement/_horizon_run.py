@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._atomic import atomic_dir
 from ._io import sha256_file
 
 RUN_SCHEMA = "otbench.horizon-run/1"
@@ -355,8 +356,6 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
     -- so the bytes do not depend on the order results arrived in; the
     manifest gets the schema and both tables' sha256.
     """
-    import shutil
-    import uuid
 
     out = Path(path)
     if out.exists() and not overwrite:
@@ -367,10 +366,7 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
                       r["context"], r["kind"], r.get("variant") or "", r["B"])
     tt = _table(sorted(trajectories, key=tkey), TRAJ_COLUMNS, TRAJ_FILE)
     rt = _table(sorted(readouts, key=rkey), READ_COLUMNS, READ_FILE)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
-    try:
+    with atomic_dir(out) as tmp:
         pq.write_table(tt, tmp / TRAJ_FILE)
         pq.write_table(rt, tmp / READ_FILE)
         man = dict(manifest)
@@ -379,10 +375,4 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
         man["readouts_sha256"] = sha256_file(tmp / READ_FILE)
         man["counts"] = {"trajectories": tt.num_rows, "readouts": rt.num_rows}
         (tmp / MANIFEST).write_text(json.dumps(man, indent=2, sort_keys=True, allow_nan=False) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return man

@@ -15,8 +15,6 @@ as columns, which are authoritative and are checked against the path.
 import hashlib
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._atomic import atomic_dir
 from ._build import MeasurementSetError, from_ragged
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
@@ -127,10 +126,7 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path}: already exists (pass overwrite=True / --overwrite)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
-    try:
+    with atomic_dir(path) as tmp:
         files = []
         for c in range(ms.num_cells):
             rows = ms.cell_rows(c)
@@ -161,16 +157,6 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
         with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, sort_keys=True, ensure_ascii=False)
             f.write("\n")
-        if path.exists():
-            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex}"
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

@@ -19,11 +19,11 @@ export -> import -> export is byte-identical.
 import json
 import math
 import os
-import uuid
 from pathlib import Path
 
 import numpy as np
 
+from ._atomic import write_text_atomic
 from ._build import INT32_MAX, MeasurementSetError, from_ragged, ragged
 from ._types import SPLITS, MeasurementSet
 
@@ -196,17 +196,7 @@ def iter_records(ms: MeasurementSet):
 
 def export_jsonl(ms: MeasurementSet, path: str | os.PathLike) -> int:
     """Write `ms` as canonical JSONL atomically; returns the number of lines."""
-    path = Path(path)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
-    count = 0
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for rec in iter_records(ms):
-                f.write(json.dumps(rec, ensure_ascii=False, separators=(", ", ": ")))
-                f.write("\n")
-                count += 1
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return count
+    lines = [json.dumps(rec, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+             for rec in iter_records(ms)]
+    write_text_atomic(path, "".join(lines))
+    return len(lines)

@@ -6,11 +6,28 @@
 
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
-from ._aggregate import (Aggregate, Layout, LayoutNames, aggregate, build_layout,
-                         segment_mean, segment_pair_mad, spearman)
-from ._metrics import (DEFAULT_BIN_EDGES, METRICS, LocalChangeCounts, Summary,
-                       TrajectoryMetrics, format_metrics, local_change_counts, metrics,
-                       summarize, trajectory_metrics)
+from ._aggregate import (
+                         Aggregate,
+                         Layout,
+                         LayoutNames,
+                         aggregate,
+                         build_layout,
+                         segment_mean,
+                         segment_pair_mad,
+                         spearman,
+)
+from ._metrics import (
+                         DEFAULT_BIN_EDGES,
+                         METRICS,
+                         LocalChangeCounts,
+                         Summary,
+                         TrajectoryMetrics,
+                         format_metrics,
+                         local_change_counts,
+                         metrics,
+                         summarize,
+                         trajectory_metrics,
+)
 
 __all__ = [
     "DEFAULT_BIN_EDGES", "METRICS",

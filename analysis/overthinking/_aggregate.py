@@ -50,7 +50,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from otbench.analysis.measurement import MeasurementSet
 
 

@@ -18,9 +18,16 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from ._aggregate import Layout, aggregate, build_layout, segment_mean, segment_pair_mad, spearman
 from otbench.analysis.measurement import MeasurementSet
+
+from ._aggregate import (
+    Layout,
+    aggregate,
+    build_layout,
+    segment_mean,
+    segment_pair_mad,
+    spearman,
+)
 
 SCHEMA = "otbench.metrics/1"
 METRICS = ("or", "ad", "full_acc", "tokens", "endpoint_acc", "zero_step_acc",

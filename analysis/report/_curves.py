@@ -26,9 +26,9 @@ import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from otbench.analysis.measurement import MeasurementSet
 
 from ._figures import new_figure
-from otbench.analysis.measurement import MeasurementSet
 
 MAX_SMALL_MULTIPLES = 16
 """Fig. 8 shows at most this many trajectories (the first by trajectory index)."""
@@ -45,7 +45,6 @@ class PerTrajectory:
     @classmethod
     def of(cls, ms: MeasurementSet) -> "PerTrajectory":
         import jax.numpy as jnp
-
         from otbench.analysis.overthinking import trajectory_metrics
 
         tm = trajectory_metrics(jnp.asarray(ms.L), jnp.asarray(ms.C), jnp.asarray(ms.n),
@@ -220,8 +219,11 @@ def step_lengths(path: str | os.PathLike) -> StepLengths | str:
     in the manifest's provenance (as ``otbench probe`` writes them). The
     segmentation is the probe's own (`otbench.analysis.measurement._segment`, NumPy only).
     """
-    from otbench.analysis.measurement import MeasurementSetError
-    from otbench.analysis.measurement import load_table, read_manifest
+    from otbench.analysis.measurement import (
+        MeasurementSetError,
+        load_table,
+        read_manifest,
+    )
 
     manifest = read_manifest(path)
     if "tokens" not in (manifest.get("tables") or {}):
@@ -236,8 +238,8 @@ def step_lengths(path: str | os.PathLike) -> StepLengths | str:
     for col in ("model", "thinking"):
         if col not in table.column_names:
             return f"the 'tokens' table has no {col!r} column"
-    from otbench.probe.stp import stored_thinking
     from otbench.analysis.measurement import segment_flat
+    from otbench.probe.stp import stored_thinking
 
     st = stored_thinking(table, prov)
     ids, off, mask, span = st.ids, st.off, st.mask, st.span

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from otbench.analysis import horizon as htabs
+
 from . import _figures as figs
 from . import _tables as tabs
 from ._html import Section

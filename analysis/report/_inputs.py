@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from otbench.analysis.measurement import MeasurementSet
 
 RESULTS_DIR = "results"
@@ -271,8 +270,7 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
       metrics_doc, frontier_doc: precomputed documents (checked like cached ones).
       progress: called with a short line before each slow step.
     """
-    from otbench.analysis.frontier import frontiers
-    from otbench.analysis.frontier import budget_grid
+    from otbench.analysis.frontier import budget_grid, frontiers
     from otbench.analysis.overthinking import metrics
 
     cells = SetCells.of(ms)

@@ -106,7 +106,6 @@ def matrices_section(ctx) -> Section:
 
 def local_section(ctx) -> Section:
     import jax.numpy as jnp
-
     from otbench.analysis.overthinking import local_change_counts
 
     ms = ctx.ms
@@ -233,8 +232,8 @@ def evaluated_split_frontiers(ms, bench: Sequence[Mapping[str, Any]]
     tokens the OTBench result reports, so the curve is the one the gaps were
     measured against; otherwise the curve is left out (with a note).
     """
-    from otbench.analysis.frontier import frontiers
     from otbench.analysis.bench import assign_splits
+    from otbench.analysis.frontier import frontiers
     from otbench.analysis.measurement import SPLITS
 
     out: dict[str, dict | None] = {}

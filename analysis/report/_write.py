@@ -43,21 +43,27 @@ timestamps, no absolute paths, fixed fonts and sizes, sorted JSON).
 import dataclasses
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from otbench.analysis.measurement import MeasurementSet, atomic_dir
 
 from . import _figures as figs
 from . import _tables as tabs
-from ._html import Section, render
 from ._horizon import horizon_sections
+from ._html import Section, render
 from ._inputs import Doc, Inputs, ReportInputError, gather
-from ._sections import (frontier_section, local_section, matrices_section, otbench_section, sensitivity_section, steps_section, trajectories_section)
-from otbench.analysis.measurement import MeasurementSet
+from ._sections import (
+    frontier_section,
+    local_section,
+    matrices_section,
+    otbench_section,
+    sensitivity_section,
+    steps_section,
+    trajectories_section,
+)
 
 SCHEMA = "otbench.report/1"
 
@@ -153,21 +159,8 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
     say("loading and checking results" + (f" (cache: {rdir})" if rdir is not None else ""))
     inputs = gather(ms, results_dir=rdir, grid=grid, bootstrap=bootstrap, thinning=thinning,
                     otbench=otbench, metrics_doc=metrics, frontier_doc=frontier, progress=say)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
-    try:
+    with atomic_dir(out) as tmp:
         _build(ms, set_dir, inputs, tmp, say)
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex}"
-            os.rename(out, old)
-            os.rename(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     say(f"wrote {out / 'index.html'}")
     return out / "index.html"
 

@@ -2,14 +2,33 @@
 
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
-from ._bootstrap import (BOOT_METRICS, PERCENTILES, REPLICATES, SEED, BootstrapResult,
-                         FrontierBootstrap, bootstrap, chain, format_bootstrap, percentile,
-                         provenance)
+from ._bootstrap import (
+                         BOOT_METRICS,
+                         PERCENTILES,
+                         REPLICATES,
+                         SEED,
+                         BootstrapResult,
+                         FrontierBootstrap,
+                         bootstrap,
+                         chain,
+                         format_bootstrap,
+                         percentile,
+                         provenance,
+)
 from ._checkpoint import CheckpointError
 from ._sweep import sweep, sweep_tables
-from ._thinning import (DRAWS, PROBES, THINNING_METRICS, TRAJECTORIES, ProbeThinning,
-                        TrajectoryThinning, format_thinning, probe_thinning, thinning,
-                        trajectory_thinning)
+from ._thinning import (
+                         DRAWS,
+                         PROBES,
+                         THINNING_METRICS,
+                         TRAJECTORIES,
+                         ProbeThinning,
+                         TrajectoryThinning,
+                         format_thinning,
+                         probe_thinning,
+                         thinning,
+                         trajectory_thinning,
+)
 
 __all__ = [
     "BOOT_METRICS", "DRAWS", "PERCENTILES", "PROBES", "REPLICATES", "SEED", "THINNING_METRICS",

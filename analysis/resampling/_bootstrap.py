@@ -40,16 +40,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from otbench.analysis.frontier import (
+    STRATEGIES,
+    Cell,
+    Pipeline,
+    budget_grid,
+    cell_infos,
+    check_hierarchy,
+)
+from otbench.analysis.frontier import summarize as frontier_summary
+from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.overthinking import LayoutNames, build_layout, trajectory_metrics
 
-from otbench.analysis.overthinking import LayoutNames, build_layout
 from ._checkpoint import Checkpointer
 from ._draws import fixed_point, packed_table, packing, replicate_kernel, resampling
-from otbench.analysis.frontier import Pipeline, cell_infos
-from otbench.analysis.frontier import Cell, check_hierarchy
-from otbench.analysis.frontier import budget_grid, summarize as frontier_summary
-from otbench.analysis.overthinking import trajectory_metrics
-from otbench.analysis.measurement import MeasurementSet
-from otbench.analysis.frontier import STRATEGIES
 
 SCHEMA = "otbench.bootstrap/1"
 REPLICATES = 10_000

@@ -57,11 +57,18 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from otbench.analysis.overthinking import Layout, LayoutNames
+from otbench.analysis.core import (
+    Array,
+    Int32,
+    Int64,
+    UInt64,
+    numbers,
+    pick,
+    words,
+)
 from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.overthinking import Layout, LayoutNames
 
-from otbench.analysis.core import Array, Float64, Int32, Int64, UInt64, numbers, pick, words
 SUM_BITS = 62
 """Fixed-point sums stay below 2**SUM_BITS (int64 with headroom)."""
 

@@ -46,8 +46,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from otbench.analysis.core import (  # shapes in annotations (STYLE.md)
+    Array,
+    Float64,
+    Int32,
+)
 
-from otbench.analysis.core import Array, Float64, Int32  # shapes in annotations (STYLE.md)
+
 def hypergeom_tables(probes: Sequence[int], m: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact pmf and cdf of the thinned count, correctly rounded to float64.
 

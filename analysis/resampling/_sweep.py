@@ -3,9 +3,10 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from otbench.analysis.measurement import MeasurementSet
+
 from ._bootstrap import BOOT_METRICS, PERCENTILES, REPLICATES, SEED, bootstrap
 from ._thinning import DRAWS, PROBES, THINNING_METRICS, TRAJECTORIES, thinning
-from otbench.analysis.measurement import MeasurementSet
 
 SCHEMA = "otbench.sweep/1"
 

@@ -22,14 +22,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.overthinking import (
+    LayoutNames,
+    aggregate,
+    build_layout,
+    segment_mean,
+    trajectory_metrics,
+)
 
-from otbench.analysis.overthinking import LayoutNames, aggregate, build_layout, segment_mean
 from ._bootstrap import PERCENTILES, SEED, chain, percentile, provenance
 from ._draws import fixed_point, resampling
-from otbench.analysis.overthinking import trajectory_metrics
 from ._probe_thinning import expected
 from ._trajectory_thinning import cell_sums
-from otbench.analysis.measurement import MeasurementSet
 
 SCHEMA = "otbench.thinning/1"
 PROBES = (4, 8, 12, 16)

@@ -25,12 +25,19 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from otbench.analysis.core import numbers, pick, words
+from otbench.analysis.core import (  # shapes in annotations (STYLE.md)
+    Array,
+    Int32,
+    Int64,
+    UInt64,
+    numbers,
+    pick,
+    words,
+)
 
 from ._draws import Resampling
 
-from otbench.analysis.core import Array, Int32, Int64, UInt64  # shapes in annotations (STYLE.md)
+
 class SelectState(NamedTuple):
     """Carry of the selection scan over slots."""
 

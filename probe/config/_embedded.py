@@ -13,9 +13,9 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import shutil
-import uuid
 from pathlib import Path
+
+from otbench.analysis.measurement import atomic_dir
 
 from ._family import ModelEntry, load_model
 
@@ -89,9 +89,7 @@ def embedded_model_dir(name: str = DEFAULT_MODEL, *, cache: Path | None = None,
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex}"
-    tmp.mkdir(parents=True)
-    try:
+    with atomic_dir(target) as tmp:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         # The weights are de-quantized on load; drop the GGUF marker so the
@@ -106,10 +104,4 @@ def embedded_model_dir(name: str = DEFAULT_MODEL, *, cache: Path | None = None,
              "package": entry.source.get("package"),
              "package_version": importlib.metadata.version(entry.source.get("package"))},
             indent=2))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target

@@ -37,9 +37,7 @@ import re
 import zlib
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from otbench.probe.grading import GradeRequest
-from otbench.probe.grading import LETTERS, shuffle_options
-from otbench.probe.grading import CodeTest
+from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
 
 GROUPS = ("AIME", "MATH500", "GPQA-Diamond", "LiveCodeBench")
 BENCHMARKS = {  # benchmark (dataset) name -> reporting group

@@ -4,8 +4,16 @@ Importing this package never imports torch, transformers or vLLM; an engine
 loads its library when it is opened (`open_engine`).
 """
 
-from ._interface import (ENGINES, Completion, Engine, EngineConfig, GenRequest, Signal,
-                         engine_class, open_engine)
+from ._interface import (
+                         ENGINES,
+                         Completion,
+                         Engine,
+                         EngineConfig,
+                         GenRequest,
+                         Signal,
+                         engine_class,
+                         open_engine,
+)
 
 __all__ = ["ENGINES", "Completion", "Engine", "EngineConfig", "GenRequest", "Signal",
            "engine_class", "open_engine"]

@@ -45,7 +45,15 @@ def _corpus(seed: int, lines: int = 3000) -> list[str]:
 
 def build_tokenizer(seed: int = 0, vocab_size: int = 640):
     """A trained byte-level BPE `PreTrainedTokenizerFast` with every family's special tokens."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())

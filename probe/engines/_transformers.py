@@ -13,8 +13,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._interface import Completion, EngineConfig, GenRequest, Signal
 from otbench.probe.config import Sampling
+
+from ._interface import Completion, EngineConfig, GenRequest, Signal
 
 _DTYPES = {"bfloat16", "float16", "float32"}
 

@@ -11,8 +11,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from ._interface import Completion, EngineConfig, GenRequest, Signal
 from otbench.probe.config import Sampling
+
+from ._interface import Completion, EngineConfig, GenRequest, Signal
 
 # A logit bias that removes the signal token from the greedy choice, so the one
 # sampled token is the most likely *other* token; log-probabilities are read

@@ -4,8 +4,8 @@ import json
 import re
 from typing import Sequence
 
-from ._types import CodeTest, Grade, Status
 from ._sandbox import SandboxLimits, TestOutcome, run_tests
+from ._types import CodeTest, Grade, Status
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+#.-]*)[^\n]*$")
 PYTHON_TAGS = ("", "python", "py", "python3")

@@ -7,8 +7,8 @@ from ._answer import THINKING_END, THINKING_START, answer_part
 from ._choice import LETTERS, grade_choice
 from ._code import grade_code
 from ._math import grade_math
-from ._types import TASKS, CodeTest, Grade, Status
 from ._sandbox import SandboxLimits
+from ._types import TASKS, CodeTest, Grade, Status
 
 
 @dataclasses.dataclass(frozen=True)

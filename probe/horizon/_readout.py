@@ -23,7 +23,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
 from otbench.probe.grading import LETTERS
 
 FORMS = ("bare", "space")

@@ -35,17 +35,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
+from otbench.probe.config import Sampling, derive_seed, load_instructions
 from otbench.probe.engines import Engine, GenRequest, open_engine
-from otbench.probe.config import Sampling, load_instructions
 from otbench.probe.grading import LETTERS, extract_choice
+from otbench.probe.tokens import ProbeFormat, build_vocabulary, compile_format
+
 from ._job import HorizonJob
 from ._readout import OptionSpellings, find_spellings, logp_from_ids, score_logp
 from ._sources import load_choice_questions, scripted_thinking
-from ._stops import (assign_donors, close, control_seed, plain_ids, random_prefix, shuffled_prefix, stop_input)
-from otbench.probe.tokens import ProbeFormat, compile_format
-from otbench.probe.config import derive_seed
-from otbench.probe.tokens import build_vocabulary
+from ._stops import (
+    assign_donors,
+    close,
+    control_seed,
+    plain_ids,
+    random_prefix,
+    shuffled_prefix,
+    stop_input,
+)
 
 GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
 RUN_FILE = "run.json"

@@ -22,10 +22,10 @@ the source set must carry the probe's `tokens` table (prompt and reasoning ids).
 from collections.abc import Sequence
 
 import numpy as np
-
 from otbench.probe.grading import LETTERS
-from ._readout import OptionSpellings, logp_from_ids, score_logp
 from otbench.probe.tokens import ProbeFormat
+
+from ._readout import OptionSpellings, logp_from_ids, score_logp
 
 
 def stp_input(fmt: ProbeFormat, prompt: Sequence[int], thinking: Sequence[int], length: int,
@@ -42,8 +42,13 @@ def stp_input(fmt: ProbeFormat, prompt: Sequence[int], thinking: Sequence[int], 
 def run_stp_logit(engine, fmt: ProbeFormat, job, questions: Sequence, spellings: OptionSpellings,
                   answer_prefix_ids: Sequence[int], out_dir=None):
     """The candidate-logit STP measurement set of `job.stp_logit_set` (module docstring)."""
-    from otbench.analysis.measurement import from_ragged, ragged
-    from otbench.analysis.measurement import content_hash, load, load_table
+    from otbench.analysis.measurement import (
+        content_hash,
+        from_ragged,
+        load,
+        load_table,
+        ragged,
+    )
 
     src = job.stp_logit_set
     ms = load(src)

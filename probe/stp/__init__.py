@@ -1,6 +1,13 @@
 """Step-wise truncation probing (SPEC §3): the job, the probe loop, the runner, its journal, Ray, output."""
 
-from ._job import DATA_SOURCES, JobError, ProbeJob, job_from_dict, load_job, load_toml_job
+from ._job import (
+           DATA_SOURCES,
+           JobError,
+           ProbeJob,
+           job_from_dict,
+           load_job,
+           load_toml_job,
+)
 from ._journal import Journal, JournalError
 from ._loop import SIGNALS, UnitResult, probe_units, run_units
 from ._ray import RayMissingError

@@ -42,10 +42,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from otbench.probe.engines import ENGINES, EngineConfig
-from otbench.probe.config import Family, Sampling, load_family, load_model
-from otbench.probe.grading import GRADERS
 from otbench.analysis.measurement import SPAN_RULES
+from otbench.probe.config import Family, Sampling, load_family, load_model
+from otbench.probe.engines import ENGINES, EngineConfig
+from otbench.probe.grading import GRADERS
 
 DATA_SOURCES = ("sums", "arithmetic", "champ", "file")
 

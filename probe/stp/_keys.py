@@ -32,10 +32,11 @@ import dataclasses
 import hashlib
 import json
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from otbench.analysis.measurement import write_text_atomic
 
 UNIT_SCHEMA = "otbench.unit/1"
 
@@ -69,10 +70,7 @@ def _read_memo(memo: Path) -> dict:
 
 def _write_memo(memo: Path, data: dict) -> None:
     try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.parent / f".{memo.name}.{uuid.uuid4().hex}.tmp"
-        tmp.write_text(json.dumps(data, sort_keys=True))
-        os.replace(tmp, memo)
+        write_text_atomic(memo, json.dumps(data, sort_keys=True))
     except OSError:
         pass                            # read-only cache: correct, just slower next time
 

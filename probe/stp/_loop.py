@@ -31,12 +31,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
+from otbench.analysis.measurement import segment_flat
+from otbench.probe.config import derive_seed
 from otbench.probe.engines import Engine, GenRequest
 from otbench.probe.grading import GradeBatch, GradeItem
 from otbench.probe.tokens import ProbeFormat
-from otbench.probe.config import derive_seed
-from otbench.analysis.measurement import segment_flat
 
 SIGNALS = ("logp_end", "logp_other", "margin")
 """Signal columns written by the probe: `margin = logp_other - logp_end` is the

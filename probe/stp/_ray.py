@@ -56,8 +56,9 @@ class ProbeWorker:
 
     def __init__(self, job, questions, instructions, grader: str, index: int):
         from otbench.probe.engines import open_engine
-        from ._runner import prepare, resolve_engine_config
         from otbench.probe.grading import resolve_grader
+
+        from ._runner import prepare, resolve_engine_config
 
         def log(msg):
             print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)

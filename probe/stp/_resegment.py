@@ -7,11 +7,10 @@ as a check).
 """
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-
 from otbench.analysis.measurement import segment_flat, stored_thinking
 from otbench.probe.tokens import count_events
 
@@ -25,8 +24,11 @@ def resegment(path: str | os.PathLike, bs: Sequence[int]) -> dict[str, Any]:
     min / max step length (percentiles by the "lower" rule, so they are
     observed lengths). Empty trajectories contribute no steps.
     """
-    from otbench.analysis.measurement import MeasurementSetError
-    from otbench.analysis.measurement import load_table, read_manifest
+    from otbench.analysis.measurement import (
+        MeasurementSetError,
+        load_table,
+        read_manifest,
+    )
 
     manifest = read_manifest(path)
     prov = manifest.get("provenance", {})

@@ -29,17 +29,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from otbench.probe.engines import EngineConfig, open_engine
-from otbench.probe.config import load_instructions
-from otbench.probe.grading import resolve_grader
-from ._job import ProbeJob
-from ._output import measurement_set, token_tables
-from otbench.probe.tokens import compile_format
+from otbench.analysis.measurement import write_text_atomic
+from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_questions
+from otbench.probe.engines import EngineConfig, open_engine
+from otbench.probe.grading import resolve_grader
+from otbench.probe.tokens import build_vocabulary, compile_format
+
+from ._job import ProbeJob
 from ._loop import RunStats, UnitResult, encode_prompts, run_units
-from otbench.probe.config import derive_seed
-from otbench.probe.tokens import build_vocabulary
+from ._output import measurement_set, token_tables
 
 RUN_FILE = "run.json"
 
@@ -111,6 +110,7 @@ def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence
             instructions: dict[str, str]):
     """(tokenizer, probe format, `EngineSetup`) for an opened engine; checks the context limit."""
     from otbench.probe.config import cache_dir
+
     from ._keys import model_fingerprint
 
     tok = engine.tokenizer()
@@ -207,8 +207,9 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         cluster with GPUs the vLLM tensor-parallel size, or 1 for
         transformers; else 0).
     """
-    from otbench import __version__
     from otbench.analysis.measurement import save
+
+    from otbench import __version__
 
     from ._journal import Journal
     from ._keys import run_digest, run_key_material, unit_key
@@ -344,8 +345,6 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
            "workers": worker_report, **stats.as_dict()}
     if jr is not None:
         run["journal"] = jr.report()
-    tmp = out / f".{RUN_FILE}.tmp"
-    tmp.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, out / RUN_FILE)
+    write_text_atomic(out / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
     return RunSummary(out=out, manifest=manifest, run=run)
 

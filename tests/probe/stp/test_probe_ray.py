@@ -1,0 +1,109 @@
+"""Multi-worker probing on Ray: two CPU actors on the tiny model equal a single-worker run (issue 6).
+
+One local Ray instance for this module (starting Ray takes ~10 s here). The
+Ray tests skip only where Ray is not installed and CI is not set; under CI
+they must run, so a missing Ray fails there.
+"""
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from otbench.probe.stp._loop import PhaseStats, RunStats
+from otbench.probe.stp._ray import RayMissingError, check_agreement, merge_stats
+from otbench.probe.stp._runner import EngineSetup
+from test_probe_resume import (  # noqa: F401
+    _job,
+    _run,
+    _same_set,
+    _units_in,
+    baseline,
+    otbench_cache,
+    tiny_model,
+    write_job,
+)
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None and not os.environ.get("CI"),
+                               reason="ray is not installed (CI installs it and runs these tests)")
+
+
+@pytest.fixture(scope="module")
+def ray_session(otbench_cache):  # noqa: F811 - the fixture imported above
+    import ray
+
+    with pytest.MonkeyPatch.context() as mp:
+        # Workers inherit the environment at start: the test cache, and no usage reporting.
+        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+
+
+@needs_ray
+def test_two_ray_workers_equal_one_worker(tmp_path: Path, ray_session, baseline, tiny_model):  # noqa: F811
+    cfg, base_out, base_journal = baseline
+    journal = tmp_path / "j"
+    # A first, partial run (one trajectory per question) in this process ...
+    _run(write_job(tmp_path / "r1.toml", tiny_model, R=1), tmp_path / "partial", journal=journal)
+    done = _units_in(journal)
+    # ... resumed with the full job on two Ray actors fed from the journal's queue.
+    s = _run(cfg, tmp_path / "set", journal=journal, resume=True, workers=2)
+    total = _units_in(base_journal)
+    assert s.run["units"] == {"total": total, "probed": total - done, "reused": done}
+    workers = s.run["workers"]
+    assert [w["worker"] for w in workers] == [0, 1] and all(w["alive"] for w in workers)
+    assert all(w["units"] > 0 for w in workers)                     # both engines did work
+    assert sum(w["units"] for w in workers) == total - done
+    assert len({w["pid"] for w in workers} | {os.getpid()}) == 3     # in two other processes
+    assert s.run["think"]["requests"] == total - done                # stats merged from both
+    _same_set(tmp_path / "set", base_out)
+    assert ray_session.is_initialized()                              # a caller's Ray is left running
+
+
+def _setup(**kw):
+    base = dict(prompts=((1, 2),), tokenizer_hash="t", boundary_ids=(3,), newline_end_ids=(),
+                newline_start_ids=(), fingerprint="f",
+                info={"engine": "transformers", "torch": "2.13.0", "device": "cpu", "config": {"model": "/a"}})
+    return EngineSetup(**(base | kw))
+
+
+def test_workers_must_agree():
+    where = {"host": "node-b"}
+    same = _setup(info={"engine": "transformers", "torch": "2.13.0", "device": "cpu", "config": {"model": "/b"}})
+    check_agreement([(_setup(), None, where), (same, None, where)])    # another path is fine
+    for kw, field in [(dict(fingerprint="g"), "fingerprint"), (dict(prompts=((1, 3),)), "prompts"),
+                      (dict(tokenizer_hash="u"), "tokenizer_hash"),
+                      (dict(info={"engine": "transformers", "torch": "2.14.0", "device": "cpu"}), "info")]:
+        with pytest.raises(RuntimeError, match=rf"worker 1 on node-b differs from worker 0 in '{field}': "
+                                               r"every worker must load the same weights"):
+            check_agreement([(_setup(), None, where), (_setup(**kw), None, where)])
+
+
+def test_merge_stats():
+    total, part = RunStats(), RunStats()
+    part.think.add(2, 10, 7, 0.5)
+    part.probe.add(3, 30, 9, 1.5)
+    part.cache_queries, part.cache_hits, part.grading_seconds = 8, 6, 0.25
+    merge_stats(total, part)
+    merge_stats(total, part)
+    assert total.think == PhaseStats(4, 20, 14, 1.0) and total.probe == PhaseStats(6, 60, 18, 3.0)
+    assert (total.cache_queries, total.cache_hits, total.grading_seconds) == (16, 12, 0.5)
+
+
+def test_missing_ray_is_a_clear_error(tmp_path: Path, monkeypatch):
+    from otbench.cli._probe import probe_group
+    from otbench.probe.stp._runner import run_job
+
+    monkeypatch.setitem(sys.modules, "ray", None)                   # `import ray` fails
+    with pytest.raises(RayMissingError, match=r"needs Ray: pip install 'ray>=2.40'"):
+        run_job(_job(), tmp_path / "x", workers=2, progress=False, log=lambda m: None)
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('[model]\npath = "/m"\nfamily = "qwen3-thinking"\n[data]\nsource = "sums"\nn = 1\n')
+    r = CliRunner().invoke(probe_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "y"),
+                                         "--ray-address", "auto"])
+    assert r.exit_code == 2 and "multi-worker probing (--workers > 1 or --ray-address) needs Ray" in r.output
