@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from ._atomic import atomic_dir
 from ._build import MeasurementSetError, from_ragged
+from ._provenance import provenance
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
 MANIFEST = "manifest.json"
@@ -152,7 +153,7 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
             "files": files,
             "tables": extras,
             "provenance": dict(ms.provenance),
-            "writer": {"otbench": _version(), "pyarrow": pa.__version__},
+            "writer": provenance(("numpy", "pyarrow")),
         }
         with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, sort_keys=True, ensure_ascii=False)
