@@ -91,8 +91,9 @@ class Grader:
             0 grades in the calling process (main thread only, for debugging).
         config: grader settings, sent to each worker once.
         request_timeout_s: hard wall-clock limit per request in the parent;
-            default: generous bound of the graders' own limits
-            (6 math-verify calls + the sandbox's total wall clock + 30 s).
+            default (None): per request, a generous bound of the graders' own
+            limits: 6 math-verify calls, plus for code the sandbox's run
+            bound for its number of tests and its self-test, plus 30 s.
 
     Use as a context manager, or call `close()`.
 
@@ -107,16 +108,24 @@ class Grader:
             workers = min(os.cpu_count() or 1, 8)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"`workers` must be a non-negative integer, got {workers!r}.")
-        if request_timeout_s is None:
-            request_timeout_s = 6 * config.math_timeout_s + config.limits.total_wall_s + 30.0
-        if not request_timeout_s > 0:
+        if request_timeout_s is not None and not request_timeout_s > 0:
             raise ValueError(f"`request_timeout_s` must be positive, got {request_timeout_s!r}.")
         self.workers = workers
         self.config = config
-        self.request_timeout_s = float(request_timeout_s)
+        self.request_timeout_s = None if request_timeout_s is None else float(request_timeout_s)
         # spawn: safe even when the caller holds CUDA contexts or threads.
         self._ctx = multiprocessing.get_context("spawn")
         self._slots: list[_Slot] = []
+
+    def deadline_s(self, req: GradeRequest) -> float:
+        """The parent's hard limit for one request (see `request_timeout_s`)."""
+        if self.request_timeout_s is not None:
+            return self.request_timeout_s
+        code = 0.0
+        if req.task == "code":
+            # the run itself, and the once-per-worker sandbox self-test (20 s cap)
+            code = self.config.limits.run_deadline_s(len(req.tests)) + 20.0
+        return 6 * self.config.math_timeout_s + code + 30.0
 
     def __enter__(self) -> "Grader":
         return self
@@ -154,7 +163,7 @@ class Grader:
                     if s.index is None and pending:
                         i = pending.pop()
                         s.conn.send((i, reqs[i]))
-                        s.index, s.deadline = i, time.monotonic() + self.request_timeout_s
+                        s.index, s.deadline = i, time.monotonic() + self.deadline_s(reqs[i])
                         busy += 1
                 now = time.monotonic()
                 waiting = [s for s in self._slots if s.index is not None]
@@ -175,7 +184,7 @@ class Grader:
                                           f"grading worker died (exit code {s.proc.exitcode})")
                     elif got is None and time.monotonic() >= s.deadline:
                         got = Grade.wrong(Status.TIMEOUT,
-                                          f"grading took longer than {self.request_timeout_s:g} s")
+                                          f"grading took longer than {self.deadline_s(reqs[s.index]):g} s")
                     if got is None:
                         continue
                     results[s.index] = got
