@@ -24,6 +24,8 @@ EXTRACT = [
     (fence("print(1)"), "print(1)\n"),                                    # tagged python
     (fence("print(1)", ""), "print(1)\n"),                                # untagged block
     (fence("print(1)", "py"), "print(1)\n"),                              # short tag
+    (fence("print(1)", "python3"), "print(1)\n"),                         # versioned tag
+    (fence("print(1)", "Python"), "print(1)\n"),                          # tags are case-blind
     (fence("print(1)") + fence("print(2)"), "print(2)\n"),               # final block wins
     (fence("print(1)") + fence("3", "text"), "print(1)\n"),              # shown output skipped
     (fence("int main(){}", "cpp"), None),                                 # not Python

@@ -12,7 +12,7 @@ import pytest
 from otbench.probe.grading._batch import grade_minimal
 from otbench.probe.grading._choice import extract_choice
 from otbench.probe.grading._code import extract_code
-from otbench.probe.grading._grade import grade
+from otbench.probe.grading._grade import GradeConfig, grade
 from otbench.probe.grading._math import boxed_candidates, last_boxed
 from otbench.probe.grading._pool import Grader
 from otbench.probe.grading._types import Status
@@ -67,6 +67,14 @@ def test_grade_in_process_is_bounded(name):
 def test_long_box_is_refused_before_the_verifier():
     g = grade("math", "5", ATTACKS["math-long-box"][2])
     assert g.status is Status.PARSE_ERROR and "longer than" in g.detail
+
+
+@pytest.mark.parametrize("box", [r"\boxed{9^{9^{9^{9}}}}", r"\boxed{2^{2^{40}}}"])
+def test_huge_numbers_stop_at_the_verifier_timeout(box):
+    # math-verify's alarm interrupts sympy here: 1 s per call, at most 6 calls
+    config = GradeConfig(math_timeout_s=1)
+    g, dt = _timed(lambda: grade("math", "5", box, config=config))
+    assert g.status is Status.TIMEOUT and dt < 6 * 1 + BOUND_S, (g, dt)
 
 
 @pytest.mark.parametrize("workers", [0, 1])
