@@ -57,10 +57,7 @@ _INT = re.compile(r"([+-]?\d[\d,]*)(?:\.0*)?")
 
 
 def _strip_dollars(box: str) -> str:
-    body = box.strip()
-    body = body[1:] if body.startswith("$") else body
-    body = body[:-1] if body.endswith("$") else body
-    return body.strip()
+    return box.strip().removeprefix("$").removesuffix("$").strip()
 
 
 def grade_minimal(task: str, reference: str, response: str) -> tuple[bool, str]:

@@ -3,7 +3,12 @@
 import os
 
 import pytest
-from otbench.probe.grading._code import extract_code, fenced_blocks, lines_match, normalize_output
+from otbench.probe.grading._code import (
+    extract_code,
+    fenced_blocks,
+    lines_match,
+    normalize_output,
+)
 from otbench.probe.grading._grade import GradeConfig, grade
 from otbench.probe.grading._sandbox import SandboxLimits, sandbox_status
 from otbench.probe.grading._types import Status

@@ -79,7 +79,7 @@ def test_huge_numbers_stop_at_the_verifier_timeout(box):
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_grade_many_is_bounded_in_every_mode(workers):
-    reqs = [dict(task=t, reference=r, response=x) for t, r, x in ATTACKS.values()]
+    reqs = [{"task": t, "reference": r, "response": x} for t, r, x in ATTACKS.values()]
     with Grader(workers) as g:
         grades, dt = _timed(g.grade_many, reqs)
     assert [x.correct for x in grades] == [False] * len(reqs)
