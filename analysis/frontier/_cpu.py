@@ -284,6 +284,112 @@ def fb_units(loc, qoff, local_q, C0, eoff, erow, evalue, edL, edC, mult):
 # -- the DP and the queries ---------------------------------------------------------------
 
 
+# -- one unit: fused passes of up to 4 actions ----------------------------------------------
+# `hh[r] = min(src[r], g[r - r_a] + c_a)` over the unit's actions, 4 (or 2, or 1) per
+# pass, so a pass loads and stores the state once for several actions. The first pass
+# reads the old state `g0` and writes the other buffer `hh`; later passes update `hh`
+# through the same array argument, which keeps the loops vectorizable (a separate
+# `src` that may alias `hh` would not be).
+
+
+@_jit()
+def _first4(hh, g0, a0, a1, a2, a3, c0, c1, c2, c3, n):
+    for r in range(n):
+        y = g0[r]
+        x = a0[r] + c0
+        y = x if x < y else y
+        x = a1[r] + c1
+        y = x if x < y else y
+        x = a2[r] + c2
+        y = x if x < y else y
+        x = a3[r] + c3
+        hh[r] = x if x < y else y
+
+
+@_jit()
+def _later4(hh, a0, a1, a2, a3, c0, c1, c2, c3, n):
+    for r in range(n):
+        y = hh[r]
+        x = a0[r] + c0
+        y = x if x < y else y
+        x = a1[r] + c1
+        y = x if x < y else y
+        x = a2[r] + c2
+        y = x if x < y else y
+        x = a3[r] + c3
+        hh[r] = x if x < y else y
+
+
+@_jit()
+def _first2(hh, g0, a0, a1, c0, c1, n):
+    for r in range(n):
+        y = g0[r]
+        x = a0[r] + c0
+        y = x if x < y else y
+        x = a1[r] + c1
+        hh[r] = x if x < y else y
+
+
+@_jit()
+def _later2(hh, a0, a1, c0, c1, n):
+    for r in range(n):
+        y = hh[r]
+        x = a0[r] + c0
+        y = x if x < y else y
+        x = a1[r] + c1
+        hh[r] = x if x < y else y
+
+
+@_jit()
+def _first1(hh, g0, a0, c0, n):
+    for r in range(n):
+        y = g0[r]
+        x = a0[r] + c0
+        hh[r] = x if x < y else y
+
+
+@_jit()
+def _later1(hh, a0, c0, n):
+    for r in range(n):
+        y = hh[r]
+        x = a0[r] + c0
+        hh[r] = x if x < y else y
+
+
+@_jit()
+def _combine(g, h, front, n, a_rew, a_cost, lo, hi, cast):
+    """Write into `h[front:front + n]` the state `g` combined with actions `lo..hi-1`."""
+    g0 = g[front:front + n]
+    hh = h[front:front + n]
+    i = lo
+    while i < hi:
+        k = min(4, hi - i)
+        if k == 3:
+            k = 2
+        for m in range(k):
+            cast[m] = a_cost[i + m]
+        a0 = g[front - a_rew[i]:front - a_rew[i] + n]
+        if k == 4:
+            a1 = g[front - a_rew[i + 1]:front - a_rew[i + 1] + n]
+            a2 = g[front - a_rew[i + 2]:front - a_rew[i + 2] + n]
+            a3 = g[front - a_rew[i + 3]:front - a_rew[i + 3] + n]
+            if i == lo:
+                _first4(hh, g0, a0, a1, a2, a3, cast[0], cast[1], cast[2], cast[3], n)
+            else:
+                _later4(hh, a0, a1, a2, a3, cast[0], cast[1], cast[2], cast[3], n)
+        elif k == 2:
+            a1 = g[front - a_rew[i + 1]:front - a_rew[i + 1] + n]
+            if i == lo:
+                _first2(hh, g0, a0, a1, cast[0], cast[1], n)
+            else:
+                _later2(hh, a0, a1, cast[0], cast[1], n)
+        elif i == lo:
+            _first1(hh, g0, a0, cast[0], n)
+        else:
+            _later1(hh, a0, cast[0], n)
+        i += k
+
+
 @_jit()
 def solve_query(u_off, a_cost, a_rew, budgets, sentinel, out):
     """Min-plus DP over the units, then `out[i]` = largest offset reward with cost <= `budgets[i]`.
@@ -312,30 +418,12 @@ def solve_query(u_off, a_cost, a_rew, budgets, sentinel, out):
     g = np.full(size, sentinel)
     g[:front + 1] = 0
     h = g.copy()
-    cast = g[:1].copy()                        # costs in the state's type (int32 keeps its lanes)
+    cast = np.full(4, sentinel)                # costs in the state's type (int32 keeps its lanes)
     reach = np.int64(0)
     for jj in range(U):
         j = order[jj]
-        lo, hi = u_off[j], u_off[j + 1]
         reach += top[j]
-        n = reach + 1
-        g0 = g[front:front + n]
-        hh = h[front:front + n]
-        for i in range(lo, hi):
-            ra = a_rew[i]
-            cast[0] = a_cost[i]
-            ca = cast[0]
-            gs = g[front - ra:front - ra + n]
-            if i == lo:
-                for r in range(n):
-                    x = gs[r] + ca
-                    y = g0[r]
-                    hh[r] = x if x < y else y
-            else:
-                for r in range(n):
-                    x = gs[r] + ca
-                    y = hh[r]
-                    hh[r] = x if x < y else y
+        _combine(g, h, front, reach + 1, a_rew, a_cost, u_off[j], u_off[j + 1], cast)
         g, h = h, g
     final = g[front:front + total + 1]
     for i in range(budgets.shape[0]):
