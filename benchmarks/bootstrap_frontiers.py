@@ -61,12 +61,12 @@ from otbench.analysis.resampling._bootstrap import bootstrap
 ms = simulate("paper", seed=int(sys.argv[2]))
 R, batch = int(sys.argv[3]), (None if sys.argv[4] == "none" else int(sys.argv[4]))
 bootstrap(ms, replicates=16, frontiers=True)                      # warm-up: compile, caches
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 f = bootstrap(ms, replicates=R, frontiers=True, batch=batch).frontiers
-wall = time.perf_counter() - t0
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 np.savez(sys.argv[5], **{k: getattr(f, k) for k in %r})
 import otbench.analysis as a
-print(json.dumps({"wall": wall, "code": a.__file__}))
+print(json.dumps({"wall": wall, "cpu": cpu, "code": a.__file__}))
 """ % (FIELDS,)
 
 
@@ -78,7 +78,8 @@ def export(ref: str, into: Path) -> Path:
     return into
 
 
-def baseline(ref: str, seed: int, reps: int, batch: int | None, tmp: Path) -> tuple[float, dict]:
+def baseline(ref: str, seed: int, reps: int, batch: int | None, tmp: Path) -> tuple[float, float, dict]:
+    """(wall s, CPU s of the process, replicates) of the timed baseline run."""
     src = export(ref, tmp)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.setdefault("JAX_PLATFORMS", "cpu")
@@ -88,9 +89,8 @@ def baseline(ref: str, seed: int, reps: int, batch: int | None, tmp: Path) -> tu
                        check=True, capture_output=True, text=True, env=env, cwd=tmp)
     doc = json.loads(p.stdout.strip().splitlines()[-1])
     assert doc["code"].startswith(str(src)), doc            # the exported tree, not an install
-    wall = doc["wall"]
     with np.load(out) as z:
-        return wall, {k: z[k] for k in FIELDS}
+        return doc["wall"], doc["cpu"], {k: z[k] for k in FIELDS}
 
 
 def main() -> None:
@@ -116,22 +116,28 @@ def main() -> None:
     base = None
     if args.baseline_replicates > 0:
         with tempfile.TemporaryDirectory() as d:
-            wall, ref = baseline(args.baseline_ref, args.seed, args.baseline_replicates, args.batch,
-                                 Path(d))
-        base = (args.baseline_replicates / wall, ref)
+            wall, cpu, ref = baseline(args.baseline_ref, args.seed, args.baseline_replicates,
+                                      args.batch, Path(d))
+        base = (args.baseline_replicates / wall, ref, cpu / args.baseline_replicates)
         print(f"baseline {args.baseline_ref}: {args.baseline_replicates} replicates in {wall:.1f} s, "
-              f"{base[0]:.3f} replicates/s")
+              f"{base[0]:.3f} replicates/s, {base[2]:.3f} CPU s per replicate")
 
     bootstrap(ms, replicates=16, frontiers=True)                   # warm-up: compile, caches
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     r = bootstrap(ms, replicates=args.replicates, frontiers=True, batch=args.batch)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     rate = args.replicates / wall
+    per_cpu = cpu / args.replicates
+    # CPU seconds (all threads) are less sensitive to other processes than wall time.
+    print(f"current: {args.replicates} replicates in {wall:.1f} s, {per_cpu:.3f} CPU s per replicate "
+          f"(10000 on {os.cpu_count()} idle cores, perfectly parallel: "
+          f">= {10_000 * per_cpu / os.cpu_count() / 60:.1f} min)")
     if base is not None:
         k = min(args.replicates, args.baseline_replicates)
         same = all(np.array_equal(getattr(r.frontiers, f)[:k], base[1][f][:k]) for f in FIELDS)
         print(f"first {k} replicates bit-identical to the baseline: {same}")
-        print(f"ratio current / baseline (replicates per second): {rate / base[0]:.1f}x")
+        print(f"ratio current / baseline (replicates per second): {rate / base[0]:.1f}x; "
+              f"CPU seconds per replicate: {base[2] / per_cpu:.1f}x fewer")
         if not same:
             sys.exit("bootstrap_frontiers: replicates differ from the baseline")
     print(f"load average {os.getloadavg()[0]:.2f} at the end (2 cores shared: absolute figures are noisy)")
