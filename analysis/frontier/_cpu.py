@@ -17,8 +17,9 @@ numba, replicates in parallel over the cores:
 * the DP is `_dp`'s recurrence `g'[r] = min_a g[max(r - r_a, 0)] + c_a`
   on a state `[front zeros | g[0..reach]]` that grows by each unit's offset
   reward range, without tile or lane rounding, units in Smith order
-  (`top / actions` ascending: `sum_j a_j * reach_j` operations); every
-  action is one vectorizable pass between two buffers;
+  (`top / w` ascending, `w` the unit's loads and stores per state entry:
+  `sum_j w_j * reach_j` is then least); up to four actions share one
+  vectorizable pass between two buffers;
 * the budget queries are binary searches on the final `g`.
 
 The state is int32 where `_dp.dtype_for` allows it (twice the SIMD lanes of
@@ -412,7 +413,11 @@ def solve_query(u_off, a_cost, a_rew, budgets, sentinel, out):
                 front = a_rew[i]
         top[j] = a_rew[hi - 1]                 # rewards rise within a unit
         total += top[j]
-        key[j] = top[j] / (hi - lo)            # Smith's rule: sum_j a_j * reach_j
+        # Smith's rule for sum_j w_j * reach_j: a unit costs, per state entry, a load
+        # per action plus a load and a store per fused pass (4, 2 or 1 actions).
+        a = hi - lo
+        passes = a // 4 + (a % 4) // 2 + (a % 2)
+        key[j] = top[j] / (a + 2 * passes)
     order = np.argsort(key, kind="mergesort")
     size = front + total + 1
     g = np.full(size, sentinel)

@@ -262,8 +262,8 @@ def ragged_set(seed):
                        y=np.zeros(len(rows), dtype=np.int64), synthetic=True)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_cpu_engine_equals_jax_engine(seed):
+@pytest.mark.parametrize("seed,workers", [(0, 0), (1, 1)])
+def test_cpu_engine_equals_jax_engine(seed, workers):
     ms = ragged_set(seed)
     layout, names = build_layout(ms)
     res = bd.resampling(ms, layout, names)
@@ -277,7 +277,7 @@ def test_cpu_engine_equals_jax_engine(seed):
     infos = cell_infos(ms, names.cell_index, res.cell_model, res.cell_group, res.group_slots)
     out = {}
     for engine in ("cpu", "jax"):
-        with Pipeline(infos, budget_grid(11), engine=engine) as p:
+        with Pipeline(infos, budget_grid(11), workers=workers, engine=engine) as p:
             assert p.engine == engine
             out[engine] = p.finish(p.submit(rows))
     for f in ("reward", "reward_one", "tokens", "probes", "endpoint"):
