@@ -34,6 +34,7 @@ uses the JAX path).
 
 import dataclasses
 import functools
+import threading
 
 import numpy as np
 
@@ -212,7 +213,35 @@ def dr_units(loc, zero, Lend, Cend):
 
 
 @_jit()
-def fb_units(loc, qoff, local_q, C0, eoff, erow, evalue, edL, edC, mult):
+def _fb_candidates(drawn, q, C0, eoff, erow, evalue, edL, edC, mult, cand_c, cand_r):
+    """Candidates (cost, reward) of one FB occurrence of question `q`, one per distinct cap."""
+    cr = np.int64(0)
+    for t in drawn:
+        if t >= 0:
+            mult[t] += 1
+            cr += C0[t]
+    cc = np.int64(0)
+    n = 0
+    value = np.int64(0)
+    for e in range(eoff[q], eoff[q + 1]):
+        if evalue[e] != value:          # past the last event of the previous cap
+            cand_c[n] = cc
+            cand_r[n] = cr
+            n += 1
+            value = evalue[e]
+        w = mult[erow[e]]
+        cc += w * edL[e]
+        cr += w * edC[e]
+    cand_c[n] = cc
+    cand_r[n] = cr
+    for t in drawn:
+        if t >= 0:
+            mult[t] = 0
+    return n + 1
+
+
+@_jit()
+def fb_units(loc, local_q, C0, eoff, erow, evalue, edL, edC, mult):
     """FB units of one replicate: each occurrence walks its question's events in L order.
 
     The cap `c`'s cost and reward are the base (all at `k = 0`) plus the
@@ -244,32 +273,8 @@ def fb_units(loc, qoff, local_q, C0, eoff, erow, evalue, edL, edC, mult):
         t0 = loc[s, 0]
         if t0 < 0:
             continue
-        q = local_q[t0]
-        cr = np.int64(0)
-        for d in range(D):
-            t = loc[s, d]
-            if t >= 0:
-                mult[t] += 1
-                cr += C0[t]
-        cc = np.int64(0)
-        n = 0
-        value = np.int64(0)
-        for e in range(eoff[q], eoff[q + 1]):
-            if evalue[e] != value:
-                cand_c[n] = cc
-                cand_r[n] = cr
-                n += 1
-                value = evalue[e]
-            w = mult[erow[e]]
-            cc += w * edL[e]
-            cr += w * edC[e]
-        cand_c[n] = cc
-        cand_r[n] = cr
-        n += 1
-        for d in range(D):
-            t = loc[s, d]
-            if t >= 0:
-                mult[t] = 0
+        n = _fb_candidates(loc[s], local_q[t0], C0, eoff, erow, evalue, edL, edC, mult,
+                           cand_c, cand_r)
         k = _prune_into(cand_c, cand_r, n, out_c, out_r)
         base += out_r[0]
         if k > 1:
@@ -461,13 +466,17 @@ def _dr_batch(loc, zero, Lend, Cend, budgets, sentinel, out):
 
 
 @_jit(parallel=True)
-def _fb_batch(loc, qoff, local_q, C0, eoff, erow, evalue, edL, edC, budgets, sentinel, out):
+def _fb_batch(loc, local_q, C0, eoff, erow, evalue, edL, edC, budgets, sentinel, out):
     T = local_q.shape[0]
     for b in _prange(loc.shape[0]):
         mult = np.zeros(T, dtype=np.int64)
-        base, u_off, c, r = fb_units(loc[b], qoff, local_q, C0, eoff, erow, evalue, edL, edC, mult)
+        base, u_off, c, r = fb_units(loc[b], local_q, C0, eoff, erow, evalue, edL, edC, mult)
         solve_query(u_off, c, r, budgets[b], sentinel, out[b])
         out[b] += base
+
+
+_LAUNCH = threading.Lock()
+"""numba's default thread pool must not be entered from two threads at once."""
 
 
 def sentinel(dtype) -> np.generic:
@@ -475,8 +484,8 @@ def sentinel(dtype) -> np.generic:
     return np.int32(_dp.SENTINEL32) if dtype == np.int32 else np.int64(_dp.SENTINEL64)
 
 
-def frontier_batch(strategy: str, cell: CPUCell, qoff: np.ndarray, local_q: np.ndarray,
-                   loc: np.ndarray, budgets: np.ndarray, dtype) -> np.ndarray:
+def frontier_batch(strategy: str, cell: CPUCell, local_q: np.ndarray, loc: np.ndarray,
+                   budgets: np.ndarray, dtype) -> np.ndarray:
     """int64[rep, query] best total reward at each budget, for a batch of replicates.
 
     Args:
@@ -489,16 +498,21 @@ def frontier_batch(strategy: str, cell: CPUCell, qoff: np.ndarray, local_q: np.n
     budgets = np.ascontiguousarray(budgets, dtype=np.int64)
     out = np.zeros(budgets.shape, dtype=np.int64)
     sent = sentinel(dtype)
+    with _LAUNCH:
+        _launch(strategy, cell, local_q, loc, budgets, sent, out)
+    return out
+
+
+def _launch(strategy, cell, local_q, loc, budgets, sent, out) -> None:
     if strategy == "dee":
         _dee_batch(loc, cell.d_off, cell.d_cost, cell.d_rew, cell.d_base, budgets, sent, out)
     elif strategy == "dr":
         _dr_batch(loc, cell.zero, cell.Lend, cell.Cend, budgets, sent, out)
     elif strategy == "fb":
-        _fb_batch(loc, qoff, local_q, cell.C0, cell.eoff, cell.erow, cell.evalue, cell.edL,
+        _fb_batch(loc, local_q, cell.C0, cell.eoff, cell.erow, cell.evalue, cell.edL,
                   cell.edC, budgets, sent, out)
     else:
         raise ValueError(f"unknown strategy {strategy!r}")
-    return out
 
 
 def totals_batch(cell: CPUCell, loc: np.ndarray) -> dict[str, np.ndarray]:
@@ -512,7 +526,7 @@ def totals_batch(cell: CPUCell, loc: np.ndarray) -> dict[str, np.ndarray]:
     return {"tokens": tot(cell.Lend), "probes": tot(cell.probes), "endpoint": tot(cell.Cend)}
 
 
-def occurrence_units(strategy: str, cell: CPUCell, qoff, local_q, loc: np.ndarray):
+def occurrence_units(strategy: str, cell: CPUCell, local_q, loc: np.ndarray):
     """Per replicate (base, u_off, a_cost, a_rew) of the CPU builders (for tests)."""
     out = []
     for b in range(loc.shape[0]):
@@ -522,7 +536,7 @@ def occurrence_units(strategy: str, cell: CPUCell, qoff, local_q, loc: np.ndarra
         elif strategy == "dr":
             out.append(dr_units(lb, cell.zero, cell.Lend, cell.Cend))
         else:
-            out.append(fb_units(lb, qoff, local_q, cell.C0, cell.eoff, cell.erow, cell.evalue,
+            out.append(fb_units(lb, local_q, cell.C0, cell.eoff, cell.erow, cell.evalue,
                                 cell.edL, cell.edC, np.zeros(local_q.shape[0], dtype=np.int64)))
     return out
 

@@ -325,8 +325,7 @@ class Pipeline:
             t = _cpu.totals_batch(cc, loc)
             bud = np.concatenate([budgets(self.grid, t["tokens"]), t["tokens"][:, None]], axis=1)
             for k, s in enumerate(self.strategies):
-                r = _cpu.frontier_batch(s, cc, info.data.qoff, info.local_q, loc, bud,
-                                        self.shapes[(s, c)].dtype)
+                r = _cpu.frontier_batch(s, cc, info.local_q, loc, bud, self.shapes[(s, c)].dtype)
                 reward[:, k, c], one[:, k, c] = r[:, :G], r[:, G]
             tokens[:, c], probes[:, c], endpoint[:, c] = t["tokens"], t["probes"], t["endpoint"]
         return BatchFrontiers(reward=reward, reward_one=one, tokens=tokens, probes=probes,

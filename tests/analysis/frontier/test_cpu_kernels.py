@@ -140,7 +140,7 @@ def test_units_equal_plain_twin_and_numpy_units(data):
     cc = _cpu.cpu_cell(info.data, info.events)
     occ = occurrences(info, loc)
     for s in STRATS:
-        got = _cpu.occurrence_units(s, cc, info.data.qoff, info.local_q, loc)
+        got = _cpu.occurrence_units(s, cc, info.local_q, loc)
         acts = _units.actions(s, info.data, occ, info.events if s == "fb" else None)
         base_np = acts.base_total()
         for b, (base, u_off, cost, rew) in enumerate(got):
@@ -167,7 +167,7 @@ def test_frontier_batch_equals_plain_dp(data, dtype):
     extra = data.draw(st.lists(st.integers(0, 60), min_size=3, max_size=3))
     bud = np.array([[0, *extra, int(t), int(t) + 1000] for t in tot["tokens"]], dtype=np.int64)
     for s in STRATS:
-        got = _cpu.frontier_batch(s, cc, info.data.qoff, info.local_q, loc, bud, dtype)
+        got = _cpu.frontier_batch(s, cc, info.local_q, loc, bud, dtype)
         for b in range(loc.shape[0]):
             units = plain_units(qs, loc[b], s)
             assert got[b].tolist() == plain_best(units, bud[b].tolist()), (s, b)
