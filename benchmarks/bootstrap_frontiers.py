@@ -51,7 +51,7 @@ except ImportError:
     _pkg.__path__ = [str(ROOT / "otbench"), str(ROOT)]
     sys.modules["otbench"] = _pkg
 
-CHILD = r"""
+CHILD = rf"""
 import json, sys, time, types
 import numpy as np
 root = sys.argv[1]
@@ -64,10 +64,10 @@ bootstrap(ms, replicates=16, frontiers=True)                      # warm-up: com
 t0, c0 = time.perf_counter(), time.process_time()
 f = bootstrap(ms, replicates=R, frontiers=True, batch=batch).frontiers
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-np.savez(sys.argv[5], **{k: getattr(f, k) for k in %r})
+np.savez(sys.argv[5], **{{k: getattr(f, k) for k in {FIELDS!r}}})
 import otbench.analysis as a
-print(json.dumps({"wall": wall, "cpu": cpu, "code": a.__file__}))
-""" % (FIELDS,)
+print(json.dumps({{"wall": wall, "cpu": cpu, "code": a.__file__}}))
+"""
 
 
 def export(ref: str, into: Path) -> Path:

@@ -32,6 +32,10 @@ Without numba the functions run as plain Python (slow; the pipeline then
 uses the JAX path).
 """
 
+# The min/max below stay explicit comparisons: in the hot loops they keep numba's integer
+# types (int32 state lanes) as measured; the builtins would unify them first.
+# ruff: noqa: FURB136, PLR1730
+
 import dataclasses
 import functools
 import threading
@@ -252,7 +256,7 @@ def fb_units(loc, local_q, C0, eoff, erow, evalue, edL, edC, mult):
     Args:
       mult: int64[traj] zeros (scratch; returned to zeros).
     """
-    S, D = loc.shape
+    S = loc.shape[0]
     na = 0
     for s in range(S):
         t0 = loc[s, 0]

@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from otbench.analysis import build_layout, from_ragged, ragged
 from otbench.analysis.frontier import _cpu, _dp, _units
 from otbench.analysis.frontier._budgets import budget_grid
-from otbench.analysis.frontier._pipeline import CellInfo, Pipeline, cell_infos, occurrences
+from otbench.analysis.frontier._pipeline import (
+    CellInfo,
+    Pipeline,
+    cell_infos,
+    occurrences,
+)
 from otbench.analysis.resampling import _draws as bd
 
 STRATS = ("dr", "fb", "dee")

@@ -57,9 +57,9 @@ def cases():
     from otbench.analysis import simulate
 
     return {
-        "tiny": (lambda: simulate("tiny", seed=3), dict(replicates=48, seed=11, grid=101)),
-        "small": (lambda: simulate("small", seed=3), dict(replicates=10, seed=12, grid=101)),
-        "ragged": (ragged_reference_set, dict(replicates=48, seed=13, grid=11)),
+        "tiny": (lambda: simulate("tiny", seed=3), {"replicates": 48, "seed": 11, "grid": 101}),
+        "small": (lambda: simulate("small", seed=3), {"replicates": 10, "seed": 12, "grid": 101}),
+        "ragged": (ragged_reference_set, {"replicates": 48, "seed": 13, "grid": 11}),
     }
 
 
