@@ -294,8 +294,8 @@ def fb_units(loc, local_q, C0, eoff, erow, evalue, edL, edC, mult):
 # -- the DP and the queries ---------------------------------------------------------------
 
 
-# -- one unit: fused passes of up to 4 actions ----------------------------------------------
-# `hh[r] = min(src[r], g[r - r_a] + c_a)` over the unit's actions, 4 (or 2, or 1) per
+# -- one unit: fused passes of up to 4 actions ---------------------------------------------
+# `hh[r] = min(src[r], g[r - r_a] + c_a)` over the unit's actions, up to 4 per
 # pass, so a pass loads and stores the state once for several actions. The first pass
 # reads the old state `g0` and writes the other buffer `hh`; later passes update `hh`
 # through the same array argument, which keeps the loops vectorizable (a separate
@@ -327,6 +327,30 @@ def _later4(hh, a0, a1, a2, a3, c0, c1, c2, c3, n):
         x = a2[r] + c2
         y = x if x < y else y
         x = a3[r] + c3
+        hh[r] = x if x < y else y
+
+
+@_jit()
+def _first3(hh, g0, a0, a1, a2, c0, c1, c2, n):
+    for r in range(n):
+        y = g0[r]
+        x = a0[r] + c0
+        y = x if x < y else y
+        x = a1[r] + c1
+        y = x if x < y else y
+        x = a2[r] + c2
+        hh[r] = x if x < y else y
+
+
+@_jit()
+def _later3(hh, a0, a1, a2, c0, c1, c2, n):
+    for r in range(n):
+        y = hh[r]
+        x = a0[r] + c0
+        y = x if x < y else y
+        x = a1[r] + c1
+        y = x if x < y else y
+        x = a2[r] + c2
         hh[r] = x if x < y else y
 
 
@@ -374,8 +398,6 @@ def _combine(g, h, front, n, a_rew, a_cost, lo, hi, cast):
     i = lo
     while i < hi:
         k = min(4, hi - i)
-        if k == 3:
-            k = 2
         for m in range(k):
             cast[m] = a_cost[i + m]
         a0 = g[front - a_rew[i]:front - a_rew[i] + n]
@@ -387,6 +409,13 @@ def _combine(g, h, front, n, a_rew, a_cost, lo, hi, cast):
                 _first4(hh, g0, a0, a1, a2, a3, cast[0], cast[1], cast[2], cast[3], n)
             else:
                 _later4(hh, a0, a1, a2, a3, cast[0], cast[1], cast[2], cast[3], n)
+        elif k == 3:
+            a1 = g[front - a_rew[i + 1]:front - a_rew[i + 1] + n]
+            a2 = g[front - a_rew[i + 2]:front - a_rew[i + 2] + n]
+            if i == lo:
+                _first3(hh, g0, a0, a1, a2, cast[0], cast[1], cast[2], n)
+            else:
+                _later3(hh, a0, a1, a2, cast[0], cast[1], cast[2], n)
         elif k == 2:
             a1 = g[front - a_rew[i + 1]:front - a_rew[i + 1] + n]
             if i == lo:
@@ -423,9 +452,9 @@ def solve_query(u_off, a_cost, a_rew, budgets, sentinel, out):
         top[j] = a_rew[hi - 1]                 # rewards rise within a unit
         total += top[j]
         # Smith's rule for sum_j w_j * reach_j: a unit costs, per state entry, a load
-        # per action plus a load and a store per fused pass (4, 2 or 1 actions).
+        # per action plus a load and a store per fused pass (up to 4 actions).
         a = hi - lo
-        passes = a // 4 + (a % 4) // 2 + (a % 2)
+        passes = -(-a // 4)
         key[j] = top[j] / (a + 2 * passes)
     order = np.argsort(key, kind="mergesort")
     size = front + total + 1
