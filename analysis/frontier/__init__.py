@@ -2,8 +2,9 @@
 
 Decision units and their pruned actions (`_units`), the min-plus DP as a
 `lax.scan` (`_dp`), exact budget arithmetic (`_budgets`), per-cell frontiers
-and macro summaries (`_frontiers`), and the replicate entry points the
-bootstrap uses (`_replicates`, `_pipeline`).
+and macro summaries (`_frontiers`), the replicate entry points the
+bootstrap uses (`_replicates`, `_pipeline`), and the pipeline's compiled CPU
+kernels (`_cpu`: units, DP and budget queries per replicate, with numba).
 """
 
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
