@@ -318,7 +318,7 @@ def test_json_document_and_tables():
     assert set(doc["macro"]) == set(BOOT_METRICS) and "frontiers" not in doc
     assert set(doc["by_model"]) == set(r.names.models)
     prov = doc["provenance"]                       # what produced the numbers (STYLE: seeds are data)
-    assert prov["draws"] == "otbench.bootstrap.draws/1" and prov["jax"] and prov["devices"]
+    assert prov["draws"] == "otbench.bootstrap.draws/1" and prov["libraries"]["jax"] and prov["devices"]
     text = format_bootstrap(r)
     for title in ("Overthinking Ratio OR (%)", "Accuracy Degradation AD (pp)",
                   "Original full-thinking accuracy (%)", "Avg."):
