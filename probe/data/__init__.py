@@ -11,8 +11,12 @@ from ._benchmarks import (
                           load_group,
                           load_hub,
 )
-from ._questions import load_questions, sum_questions
+from ._questions import load_data, load_questions, sum_questions
+from ._schemas import BUILTIN as BUILTIN_SCHEMAS
+from ._schemas import TASK_COLUMNS, UserSchema
+from ._sources import EMBEDDED_SOURCES, DataRecord, load_source, load_sources, release_files
 
 __all__ = ["BENCHMARKS", "GROUPS", "DatasetError", "Question", "arithmetic_questions",
-           "champ_questions", "load_benchmark", "load_group", "load_hub", "load_questions",
-           "sum_questions"]
+           "BUILTIN_SCHEMAS", "DataRecord", "EMBEDDED_SOURCES", "TASK_COLUMNS", "UserSchema",
+           "champ_questions", "load_benchmark", "load_data", "load_group", "load_hub", "load_questions",
+           "load_source", "load_sources", "release_files", "sum_questions"]

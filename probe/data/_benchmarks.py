@@ -116,8 +116,11 @@ def _rows(path: str) -> Iterator[tuple[str, Any]]:
         for i, row in enumerate(rows, 1):
             yield f"{path}:row {i}", row
         return
+    if path.endswith(".csv"):
+        yield from _csv_rows(path)
+        return
     if not path.endswith(".jsonl"):
-        raise DatasetError(f"{path}: expected a .jsonl or .parquet file")
+        raise DatasetError(f"{path}: expected a .jsonl, .parquet or .csv file")
     with open(path, "rb") as f:
         for i, raw in enumerate(f, 1):
             try:
@@ -131,6 +134,32 @@ def _rows(path: str) -> Iterator[tuple[str, Any]]:
             except json.JSONDecodeError as e:
                 raise DatasetError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
             yield f"{path}:{i}", row
+
+
+def _csv_rows(path: str) -> Iterator[tuple[str, Any]]:
+    """Rows of a CSV file with a header (GPQA's `gpqa_diamond.csv` as distributed).
+
+    Cells are strings; quoted cells may span lines, so locations count data
+    rows from 1 (`FILE:row N`), not lines. An empty cell reads as missing.
+    """
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise DatasetError(f"{path}: empty CSV file (no header row)")
+            for i, cells in enumerate(reader, 1):
+                if not any(c.strip() for c in cells):
+                    continue
+                if len(cells) != len(header):
+                    raise DatasetError(f"{path}:row {i}: {len(cells)} cells, the header has {len(header)}")
+                yield f"{path}:row {i}", {h: (c if c != "" else None) for h, c in zip(header, cells)}
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path}: not UTF-8 text") from None
+    except csv.Error as e:
+        raise DatasetError(f"{path}: not a readable CSV file ({e})") from None
 
 
 def _field(row: Mapping, loc: str, names: Sequence[str], *, types=(str,), required: bool = True):
@@ -175,15 +204,34 @@ def _math500(row, loc, **_) -> Question:
                     _text(row, loc, ("answer",)))
 
 
+AIME_ID_FIELDS = ("id", "problem_idx", "ID", "problem_id", "unique_id")
+"""AIME id columns, first present wins; a file with none gets `text_id` of the problem."""
+
+TEXT_ID_PREFIX = "sha256-"
+
+
+def text_id(text: str) -> str:
+    """A stable id from a problem's text: `sha256-` + 16 hex digits of its whitespace-normalized UTF-8.
+
+    For files that carry no id (bare question/answer AIME files): the same
+    problem gets the same id in any file, order or run.
+    """
+    norm = " ".join(text.split())
+    return TEXT_ID_PREFIX + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
+
+
 def _aime(dataset: str):
     def mapper(row, loc, **_) -> Question:
         answer = _field(row, loc, ("answer", "Answer"), types=(str, int))
         answer = str(answer).strip()
         if not answer:
             raise DatasetError(f"{loc}: field 'answer' is empty")
-        qid = _id(row, loc, ("id", "ID", "problem_id", "unique_id"))
-        return Question("AIME", dataset, f"{dataset}-{qid}", "math",
-                        _text(row, loc, ("problem", "Problem", "question")), answer)
+        text = _text(row, loc, ("problem", "Problem", "question"))
+        if any(row.get(n) is not None for n in AIME_ID_FIELDS):
+            qid = _id(row, loc, AIME_ID_FIELDS)
+        else:
+            qid = text_id(text)
+        return Question("AIME", dataset, f"{dataset}-{qid}", "math", text, answer)
     return mapper
 
 
