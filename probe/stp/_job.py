@@ -43,6 +43,11 @@ Example (`otbench probe run --config job.toml --out DIR`)::
 
     [grader]
     kind = "auto"                    # "auto" | "otbench" | "minimal"
+
+    # [trajectories]                 # probe traces you already have instead of sampling
+    # path = "traces.jsonl"          # (or hub/config/split/revision), see probe.stp._imported
+    # format = "otbench"             # "otbench" | "lm-eval" | "chat" (probe.data._traces)
+    # per_question = 4               # keep the first N trajectories of each question
 """
 
 import dataclasses
@@ -81,6 +86,10 @@ class ProbeJob:
       grader: "auto" | "otbench" | "minimal".
       units_per_batch: work units (question x trajectory) per engine call.
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
+      trajectories: the `[trajectories]` table (probe imported traces instead
+        of sampling, `_imported`), or None.
+      replay: the imported trajectories resolved to token ids; set by the
+        runner (`_imported.import_trajectories`), empty in a job as read.
     """
 
     model: str
@@ -98,9 +107,12 @@ class ProbeJob:
     units_per_batch: int = 16
     boundary: str = "vocab"
     model_entry: Mapping[str, Any] | None = None
+    trajectories: Mapping[str, Any] | None = None
+    replay: tuple = ()
 
     def as_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = dataclasses.asdict(dataclasses.replace(self, replay=()))
+        d.pop("replay")
         d["data"] = dict(self.data)
         return d
 
@@ -115,8 +127,9 @@ def _pos_int(table: Mapping, key: str, where: str, default=None) -> int:
 def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJob:
     """Validate a parsed job table (the TOML layout in the module docstring)."""
     for key in cfg:
-        if key not in ("model", "engine", "data", "probe", "sampling", "grader"):
-            raise JobError(f"unknown table [{key}] (expected model, engine, data, probe, sampling, grader)")
+        if key not in ("model", "engine", "data", "probe", "sampling", "grader", "trajectories"):
+            raise JobError(f"unknown table [{key}] (expected model, engine, data, probe, sampling, grader, "
+                           "trajectories)")
     m = dict(cfg.get("model", {}))
     entry = None
     embedded = None
@@ -182,10 +195,17 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     if think + answer + 8 > engine.max_model_len:
         raise JobError(f"engine.max_model_len ({engine.max_model_len}) must exceed "
                        f"probe.thinking_limit + probe.answer_limit ({think} + {answer}) plus the prompt")
+    traj = None
+    if "trajectories" in cfg:
+        from ._imported import trajectories_iv
+        if "R" in p:
+            raise JobError("probe.R does not apply with [trajectories] (the records are the "
+                           "trajectories; trajectories.per_question keeps the first N of each question)")
+        traj = trajectories_iv(cfg["trajectories"], base, _resolve)
     return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, data=d,
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
                     grader=grader, units_per_batch=upb, boundary=boundary,
-                    model_entry=entry.as_dict() if entry else None)
+                    model_entry=entry.as_dict() if entry else None, trajectories=traj)
 
 
 def _resolve(path: str, base: Path | None) -> str:
