@@ -243,3 +243,20 @@ contest_date = ["2024-04-01", "2024-06-30"]
     assert qs[2].shuffle_seed == 1 and len(rec.sources) == 6
     assert [q.id for q in load_data(load_job(tmp_path / "job.toml").data)[0]
             if q.group == "AIME"][-1].startswith("AIME2026-sha256-")
+
+
+def test_cli_bad_row_is_one_line_exit_2(tmp_path: Path):
+    from click.testing import CliRunner
+    from otbench.cli import main
+
+    (tmp_path / "bad.csv").write_text("Record ID,Question,Correct Answer,Incorrect Answer 1,"
+                                      "Incorrect Answer 2\nrec1,Q?,a,b,c\n")
+    (tmp_path / "job.toml").write_text('[model]\nname = "smollm2-135m-instruct"\n[data]\n'
+                                       '[[data.sources]]\nbenchmark = "GPQA-Diamond"\npath = "bad.csv"\n')
+    r = CliRunner().invoke(main, ["probe", "run", "--config", str(tmp_path / "job.toml"),
+                                  "--out", str(tmp_path / "out"), "--limit", "1", "--no-progress"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines()[-1] == f"{tmp_path}/bad.csv:row 1: missing field 'Incorrect Answer 3'"
+    r = CliRunner().invoke(main, ["probe", "run", "--config", str(tmp_path / "job.toml"),
+                                  "--out", str(tmp_path / "out"), "--limit", "0"])
+    assert r.exit_code == 2 and "--limit" in r.output
