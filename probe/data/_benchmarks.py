@@ -1,17 +1,19 @@
-"""Benchmark loaders: local JSONL/Parquet files, optional Hugging Face `datasets`, embedded offline data.
+"""Benchmark loaders: local JSONL/Parquet/CSV files, optional Hugging Face `datasets`, embedded offline data.
 
 Every loader returns `Question`s in one of the four reporting groups (SPEC §1):
 
 | benchmark | group | task | local file fields (accepted names) |
 |---|---|---|---|
 | MATH500 | MATH500 | math | problem (`problem`, `question`), answer (`answer`), id (`unique_id`, `id`) |
-| AIME2024 / AIME2025 / AIME2026 | AIME (one pool) | math | problem (`problem`, `Problem`, `question`), answer (`answer`, `Answer`; string or integer), id (`id`, `ID`, `problem_id`, `unique_id`; string or integer) |
+| AIME2024 / AIME2025 / AIME2026 | AIME (one pool) | math | problem (`problem`, `Problem`, `question`), answer (`answer`, `Answer`; string or integer), id (`id`, `problem_idx`, `ID`, `problem_id`, `unique_id`; string or integer; none: `text_id` of the problem) |
 | GPQA-Diamond | GPQA-Diamond | choice | `Question`, `Correct Answer`, `Incorrect Answer 1..3` (or `question`, `correct_answer`, `incorrect_answers` [3 strings]), id (`Record ID`, `id`) |
 | LiveCodeBench | LiveCodeBench | code | id (`question_id`, `id`), statement (`question_content`, `question`), `starter_code` (optional), tests: `tests` (list of {input, output[, testtype]}) or `public_test_cases` + `private_test_cases` (LiveCodeBench's release files: JSON text, the private ones possibly zlib/base64-packed), `fn_name` or `metadata.func_name` for functional tests, `contest_date` (optional, for date windows) |
 
-Local files: `.jsonl` (one JSON object per line; blank lines skipped) or
-`.parquet`. Any problem stops loading with `FILE:LINE: rule` (Parquet:
-`FILE:row N: rule`), lines and rows numbered from 1.
+Local files: `.jsonl` (one JSON object per line; blank lines skipped),
+`.parquet` or `.csv` (a header row; GPQA's `gpqa_diamond.csv` as
+distributed). Any problem stops loading with `FILE:LINE: rule` (Parquet and
+CSV: `FILE:row N: rule`), lines and rows numbered from 1. Several sources
+per job and group, Hub datasets and user schemas: `_sources`, `_schemas`.
 
 Question ids are unique within a group; AIME ids are prefixed with their
 year's dataset (`AIME2025-7`) so the pooled group stays unique.
