@@ -15,7 +15,7 @@ from otbench.probe.data import DatasetError, read_traces, split_reasoning
 from otbench.probe.engines import Completion, GenRequest
 from otbench.probe.stp._imported import ImportedTrajectory, ReplayEngine
 from otbench.probe.stp._job import JobError, job_from_dict
-from test_probe_resume import otbench_cache, tiny_model  # noqa: F401 (session fixtures)
+from test_probe_resume import baseline, otbench_cache, tiny_model  # noqa: F401 (session fixtures)
 
 # -- readers ----------------------------------------------------------------------------
 
@@ -318,3 +318,30 @@ def test_load_traces_from_parquet_and_saved_datasets(tmp_path: Path):
     (r,), rec = load_traces({"path": str(tmp_path / "chat"), "format": "chat"})
     assert (r.question_text, r.thinking, r.finished, r.answer) == ("P", "r", True, "A")
     assert rec["format"] == "chat" and rec["fingerprint"]
+
+
+needs_ray = pytest.mark.skipif(__import__("importlib").util.find_spec("ray") is None,
+                               reason="ray is not installed (the probe extra installs it)")
+
+
+@needs_ray
+def test_imported_on_two_ray_workers_equals_sampled(tmp_path: Path, baseline, otbench_cache):  # noqa: F811
+    # The replay is set up inside each Ray actor from the job it is sent.
+    import ray
+    from test_probe_resume import _run as run_toml
+
+    cfg, base_out, _ = baseline
+    _export(base_out, tmp_path / "t.jsonl")
+    text = cfg.read_text().replace("R = 3\n", "") + f'[trajectories]\npath = "{tmp_path / "t.jsonl"}"\n'
+    (tmp_path / "job.toml").write_text(text)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        s = run_toml(tmp_path / "job.toml", tmp_path / "set", workers=2)
+    finally:
+        if started:
+            ray.shutdown()
+    assert all(w["units"] > 0 for w in s.run["workers"])
+    assert _set_and_probes(tmp_path / "set") == _set_and_probes(base_out)
+    assert s.manifest["provenance"]["trajectories"]["trajectories"] == 15
