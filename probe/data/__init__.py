@@ -14,11 +14,34 @@ from ._benchmarks import (
 from ._questions import load_data, load_questions, sum_questions
 from ._schemas import BUILTIN as BUILTIN_SCHEMAS
 from ._schemas import TASK_COLUMNS, UserSchema
-from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 from ._sources import EMBEDDED_SOURCES, DataRecord, load_source, load_sources, release_files
+from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 
-__all__ = ["BENCHMARKS", "GROUPS", "DatasetError", "Question", "arithmetic_questions",
-           "BUILTIN_SCHEMAS", "DataRecord", "EMBEDDED_SOURCES", "TASK_COLUMNS", "UserSchema",
-           "champ_questions", "load_benchmark", "load_data", "load_group", "load_hub", "load_questions",
-           "load_source", "load_sources", "release_files", "sum_questions",
-           "MARKERS", "TRACE_FORMATS", "TraceRecord", "load_traces", "read_traces", "split_reasoning"]
+__all__ = [
+                          "BENCHMARKS",
+                          "BUILTIN_SCHEMAS",
+                          "EMBEDDED_SOURCES",
+                          "GROUPS",
+                          "MARKERS",
+                          "TASK_COLUMNS",
+                          "TRACE_FORMATS",
+                          "DataRecord",
+                          "DatasetError",
+                          "Question",
+                          "TraceRecord",
+                          "UserSchema",
+                          "arithmetic_questions",
+                          "champ_questions",
+                          "load_benchmark",
+                          "load_data",
+                          "load_group",
+                          "load_hub",
+                          "load_questions",
+                          "load_source",
+                          "load_sources",
+                          "load_traces",
+                          "read_traces",
+                          "release_files",
+                          "split_reasoning",
+                          "sum_questions",
+]

@@ -37,7 +37,8 @@ import os
 import pickle
 import re
 import zlib
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
 

@@ -29,7 +29,16 @@ from typing import Any
 
 from otbench.probe.grading import shuffle_options
 
-from ._benchmarks import _MAPPERS, DatasetError, Question, _decode_tests, _field, _lcb, _text, text_id
+from ._benchmarks import (
+    _MAPPERS,
+    DatasetError,
+    Question,
+    _decode_tests,
+    _field,
+    _lcb,
+    _text,
+    text_id,
+)
 
 BUILTIN = tuple(_MAPPERS)
 """Names of the built-in schemas (`benchmark = ...` in a source)."""

@@ -78,8 +78,8 @@ def release_files(folder: Path, version: str) -> list[Path]:
     def name(k: int) -> Path:
         return folder / ("test.jsonl" if k == 1 else f"test{k}.jsonl")
 
-    present = sorted((int(p.stem[4:] or 1) for p in folder.glob("test*.jsonl")
-                      if re.fullmatch(r"test\d*", p.stem)))
+    present = sorted(int(p.stem[4:] or 1) for p in folder.glob("test*.jsonl")
+                      if re.fullmatch(r"test\d*", p.stem))
     cumulative, single, upto = m.groups()
     if version == "release_latest":
         ks = present

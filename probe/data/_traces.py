@@ -89,7 +89,7 @@ def _after_open(text: str, start: str) -> str:
     # The thinking begins after the opening marker (and the line feed templates put after it).
     if start in text:
         text = text.split(start, 1)[1]
-        return text[1:] if text.startswith("\n") else text
+        return text.removeprefix("\n")
     return text
 
 

@@ -37,6 +37,7 @@ of every resolved trajectory, which is also part of every unit's key.
 
 import dataclasses
 import hashlib
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -204,7 +205,7 @@ def _number(recs: Sequence, cap: int | None) -> list[tuple[int, Any]]:
                            "question have one")
     else:
         pairs = sorted(zip(own, recs), key=lambda p: p[0])
-        for (a, _), (b, rb) in zip(pairs, pairs[1:]):
+        for (a, _), (b, rb) in itertools.pairwise(pairs):
             if a == b:
                 raise DatasetError(f"{rb.loc}: trajectory {b} of this question appears twice")
         pairs = [(k, rec) for k, (_, rec) in enumerate(pairs)]

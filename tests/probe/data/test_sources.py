@@ -92,6 +92,7 @@ def test_user_schemas(tmp_path: Path):
     qs, rec = _load({"path": "m.csv", "group": "Mine", "task": "math",
                      "columns": {"id": "qid", "problem": "prompt", "answer": "gold"}}, base=tmp_path)
     assert qs[0].id == "q1" and qs[0].group == qs[0].dataset == "Mine" and qs[0].reference == "42"
+    assert rec.sources[0]["schema"] == "user" and rec.sources[0]["columns"]["answer"] == "gold"
     # an empty id cell is missing, not empty: the error names the user's column
     (tmp_path / "m.csv").write_text("qid,prompt,gold\nq1,What is 6*7?,\n")
     with pytest.raises(DatasetError, match=r"m\.csv:row 1: missing field 'gold'$"):

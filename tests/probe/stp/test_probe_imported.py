@@ -179,7 +179,7 @@ TINY = {
 }
 
 
-def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model, otbench_cache):
+def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model, otbench_cache):  # noqa: F811
     cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model)}}
     sampled = _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
     rows = _export(tmp_path / "sampled", tmp_path / "traces.jsonl")
@@ -198,7 +198,7 @@ def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model, otbench_cache)
     assert _set_and_probes(tmp_path / "imp2") == _set_and_probes(tmp_path / "sampled")
 
 
-def test_tiny_imported_journal_and_resume(tmp_path: Path, tiny_model, otbench_cache):
+def test_tiny_imported_journal_and_resume(tmp_path: Path, tiny_model, otbench_cache):  # noqa: F811
     from otbench.probe.stp._runner import run_job
 
     cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model)}, "data": {"source": "sums", "n": 2}}
@@ -274,7 +274,7 @@ def test_readme_jobs_are_valid():
     import tomllib
 
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[model]" in b]
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.DOTALL) if "[model]" in b]
     jobs = [job_from_dict(tomllib.loads(b)) for b in blocks if "[[data.sources]]" in b]
     assert len(jobs) == 2
     paper, imported = jobs
