@@ -32,9 +32,12 @@ def probe_group() -> None:
 @click.option("--worker-gpus", default=None, type=click.FloatRange(min=0),
               help="Ray GPUs per worker [default on a GPU cluster: vLLM's tensor-parallel size, "
                    "transformers 1; else 0].")
+@click.option("--limit", "limit", default=None, type=click.IntRange(min=1),
+              help="Probe only the first N questions of each group (smoke runs; recorded as data.limit).")
 @click.option("--progress/--no-progress", default=True, help="Progress bar with tokens/s on stderr.")
 def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Path | None, workers: int,
-            ray_address: str | None, worker_cpus: float, worker_gpus: float | None, progress: bool) -> None:
+            ray_address: str | None, worker_cpus: float, worker_gpus: float | None, limit: int | None,
+            progress: bool) -> None:
     """Probe the questions of a job and write the measurement set to OUT.
 
     Every finished work unit is committed to the journal as it completes, so
@@ -44,9 +47,10 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
     from otbench.probe.stp import JobError, load_job
 
     try:
-        job = load_job(config)
+        job = load_job(config, limit=limit)
     except (JobError, ArtifactError) as e:
         raise DataError(str(e)) from None
+    from otbench.probe.data import DatasetError
     from otbench.probe.stp import JournalError, RayMissingError, run_job
 
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
@@ -54,7 +58,7 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
         summary = run_job(job, out, overwrite=overwrite, progress=progress, journal=journal,
                           resume=resume, workers=workers, ray_address=ray_address,
                           worker_cpus=worker_cpus, worker_gpus=worker_gpus)
-    except (FileExistsError, JournalError, RayMissingError) as e:
+    except (FileExistsError, JournalError, RayMissingError, DatasetError) as e:
         raise DataError(str(e)) from None
     click.echo(_summary_text(summary))
 
