@@ -18,8 +18,10 @@ grader's vocabulary (`ok`, `wrong_answer`, `no_answer`, `parse_error`, ...);
 anything but `ok` counts as wrong and the denominator never shrinks.
 """
 
+import atexit
 import importlib.util
 import re
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -88,9 +90,33 @@ def _minimal_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
     return [grade_minimal(it.task, it.reference, it.response) for it in items]
 
 
+_POOL: dict[str, Any] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def _shared_grader():
+    """This process's grading pool, started on first use and kept for the run.
+
+    The probe loop grades one unit at a time; a pool per call would spawn its
+    worker processes (and run the sandbox self-test) once per unit. Results do
+    not depend on the pool (`Grader.grade_many`), so sharing it changes no grade.
+    """
+    if "grader" not in _POOL:
+        from ._pool import Grader
+
+        _POOL["grader"] = Grader()
+        atexit.register(_close_shared_grader)
+    return _POOL["grader"]
+
+
+def _close_shared_grader() -> None:
+    g = _POOL.pop("grader", None)
+    if g is not None:
+        g.close()
+
+
 def _otbench_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
     from ._grade import GradeRequest
-    from ._pool import grade_many
 
     reqs = []
     for it in items:
@@ -99,7 +125,9 @@ def _otbench_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
             reqs.append(q.grade_request(it.response))
         else:
             reqs.append(GradeRequest(it.task, it.reference, it.response))
-    return [(bool(g.correct), g.status.value) for g in grade_many(reqs)]
+    with _POOL_LOCK:        # one batch at a time through the shared pool
+        grades = _shared_grader().grade_many(reqs)
+    return [(bool(g.correct), g.status.value) for g in grades]
 
 
 def resolve_grader(name: str = "auto") -> tuple[str, GradeBatch]:
