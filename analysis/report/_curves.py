@@ -238,8 +238,7 @@ def step_lengths(path: str | os.PathLike) -> StepLengths | str:
     for col in ("model", "thinking"):
         if col not in table.column_names:
             return f"the 'tokens' table has no {col!r} column"
-    from otbench.analysis.measurement import segment_flat
-    from otbench.probe.stp import stored_thinking
+    from otbench.analysis.measurement import segment_flat, stored_thinking
 
     st = stored_thinking(table, prov)
     ids, off, mask, span = st.ids, st.off, st.mask, st.span
