@@ -140,7 +140,19 @@ def test_contrasts_strata_and_mcnemar_match_the_twin(fixed):
             da = bool(s.fin[A, i, r] and s.L[A, i, r] <= B)
             db = bool(s.fin[Bz, i, r] and s.L[Bz, i, r] <= B)
             return oa and ob, (va - vb) * ((da, db) == code)
+
+        def inside(i, r):       # the paper's within-stratum contrast: only the stratum's pairs
+            ok, v = contrib(i, r)
+            da = bool(s.fin[A, i, r] and s.L[A, i, r] <= B)
+            db = bool(s.fin[Bz, i, r] and s.L[Bz, i, r] <= B)
+            return ok and (da, db) == code, v
         assert close(st_["contribution"]["estimate"], twin_mean(s, contrib))
+        assert close(st_["within"]["estimate"], twin_mean(s, inside))
+        I, R = s.obs.shape[1:]
+        assert st_["items"] == sum(any(inside(i, r)[0] for r in range(R)) for i in range(I))
+        sh = st_["share"]["estimate"]
+        want = None if not sh else st_["contribution"]["estimate"] / sh
+        assert close(st_["contribution_per_share"]["estimate"], want)
     by = {}
     for st_ in g["strata"]:
         by.setdefault((st_["a"], st_["readout"], st_["B"]), []).append(st_)
@@ -179,9 +191,18 @@ def test_matched_bounds_and_controls_match_the_twin(fixed):
     assert m["pairs"] == len(rows) and m["replayable"] == sum(x[1] for x in rows)
     assert m["missing"] == m["pairs"] - m["replayable"]
     assert close(m["delta"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else None))
-    assert close(m["bound_low"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else x[4] - 1))
-    assert close(m["bound_high"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else x[4]))
+    # the paper's bounds: pooled over all retained pairs, divided by their number N
+    N = len(rows)
+    assert close(m["bound_low"]["estimate"],
+                 sum(x[2] - x[3] if x[1] else x[4] - 1 for x in rows) / N)
+    assert close(m["bound_high"]["estimate"], sum(x[2] - x[3] if x[1] else x[4] for x in rows) / N)
     assert m["bound_low"]["estimate"] <= m["bound_high"]["estimate"]
+    lo_ci, hi_ci = m["bound_low"]["ci"], m["bound_high"]["ci"]
+    assert lo_ci[0] <= lo_ci[1] and hi_ci[0] <= hi_ci[1]
+    # kept beside them: the same bounds averaged within item first
+    assert close(m["bound_low_item_mean"]["estimate"],
+                 by_item(lambda x: x[2] - x[3] if x[1] else x[4] - 1))
+    assert close(m["bound_high_item_mean"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else x[4]))
     # the upper-arm-active diagnostic: replayable pairs whose upper run is still reasoning at L^c
     assert close(m["delta_high_active"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] and x[5] else None))
 
@@ -400,3 +421,31 @@ def test_a_policy_only_run_reads_dense_curves_in_the_policy_context(tmp_path):
     assert g["dense"]["context"] == "policy" and g["dense"]["curves"]
     assert {c["readout"] for c in g["contrasts"]} == {"policy", "continuation"}
     assert {r["context"] for r in g["scores"]} == {"policy"}
+
+
+def test_pooled_bounds_follow_the_paper_on_unequal_items():
+    """16 pairs, 6 missing, items of unequal size: the pooled and item-mean bounds differ."""
+    from otbench.analysis.horizon._analysis import _pooled_bounds
+
+    class G:
+        def boot(self, x, a):
+            return inf.bootstrap(x, a, replicates=300, seed=1)
+
+    # item 0: 10 pairs (6 missing: all in item 0), items 1-3: 2 pairs each
+    base = np.zeros((4, 10), dtype=bool)
+    base[0] = True
+    base[1:, :2] = True
+    rep = base.copy()
+    rep[0, :6] = False
+    d = np.zeros((4, 10))
+    d[0, 6:] = [1, 1, 0, 0]
+    d[1:, :2] = [[1, 0], [0, -1], [1, 1]]
+    ync = np.zeros((4, 10))
+    ync[0, :6] = [1, 1, 1, 0, 0, 0]
+    lo, hi = _pooled_bounds(G(), base, rep, d, ync)
+    obs = 2 + 2                            # observed D: item 0 gives 2, items 1-3 give 1 - 1 + 2
+    assert lo["estimate"] == pytest.approx((obs + (3 * 0 + 3 * -1)) / 16, abs=1e-15)
+    assert hi["estimate"] == pytest.approx((obs + 3) / 16, abs=1e-15)
+    item_lo = np.mean([(2 - 3) / 10, 1 / 2, -1 / 2, 2 / 2])
+    assert abs(lo["estimate"] - item_lo) > 0.05          # not the within-item-first mean
+    assert lo["ci"][0] <= lo["estimate"] <= lo["ci"][1]
