@@ -510,11 +510,11 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
 
 def _summary_replicates(ms, tm, layout, res, cfg, rep_sharding, replicated, seed_d) -> np.ndarray:
     """float64[rep, 3, cell] `P(0)` and the pairwise spreads on the same draws (`_summaries`)."""
-    table, F = summary_table(np.asarray(tm.zero_step), np.asarray(tm.ratio),
-                             np.asarray(tm.degradation), res, np.asarray(layout.seg))
+    sv, F = summary_table(np.asarray(tm.zero_step), np.asarray(tm.ratio),
+                          np.asarray(tm.degradation), res, np.asarray(layout.seg))
     kernel = summary_kernel(res, rep_sharding, replicated)
     tables = jax.device_put(res.tables, replicated)
-    table_d = jax.device_put(jnp.asarray(table), replicated)
+    table_d = jax.device_put(sv, replicated)
     ndev = rep_sharding.mesh.size
     B = -(-SUMMARY_BATCH // ndev) * ndev
     N, C = cfg.replicates, res.num_cells
