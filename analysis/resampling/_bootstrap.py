@@ -45,6 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from otbench.analysis.frontier import (
+    MACRO_WEIGHTING,
     STRATEGIES,
     Cell,
     Pipeline,
@@ -174,7 +175,8 @@ class BootstrapResult:
         }
         f = self.frontiers
         if f is not None:
-            fr: dict[str, Any] = {"grid": f.beta.tolist(), "a_full": iv(percentile(f.a_full, q))}
+            fr: dict[str, Any] = {"grid": f.beta.tolist(), "a_full": iv(percentile(f.a_full, q)),
+                                  "weighting": MACRO_WEIGHTING}
             for k, s in enumerate(f.strategies):
                 acc = f.acc[:, k]                                       # [rep, cell, grid]
                 lo, hi = percentile(f.macro[:, k], q)
