@@ -23,7 +23,12 @@ two arms within item and replicate (a pair needs both outcomes), report
 pointwise intervals, a simultaneous band over horizons and one over the
 family of all requested contrasts x horizons (per readout), the trapezoid
 summary over `log2 B` (horizons `B > 0`) divided by the span, and the same
-under the two-way item x replicate bootstrap as a sensitivity. The
+under the two-way item x replicate bootstrap as a sensitivity; beside them,
+per horizon, the second paper's crossed random-intercept sensitivity
+(``crossed``: item and replicate intercepts by the method of moments on the
+items paired in every replicate, Satterthwaite `t` interval;
+`_inference.crossed_intercepts`), whose estimate can differ from `Δ` when
+items lack a pair in some replicate. The
 four-stratum decomposition splits each pair by which arm has finished by
 `B`; a stratum's contribution is the mean of item means of `D 1{stratum}`
 over all pairs, so contributions add up to the total contrast in the
@@ -276,6 +281,13 @@ def _contrast_block(gr: _Group, st: Settings, A: int, Bz: int, readout: str, sch
     return gr.boot(x, a, scheme), pair, xa, xb
 
 
+def _crossed(pair: np.ndarray, d: np.ndarray) -> dict[str, Any] | None:
+    """Crossed item x replicate random intercepts on the items paired in every replicate."""
+    full = pair.all(axis=1)
+    fit = inf.crossed_intercepts(d[full]) if pair.shape[1] >= 2 else None
+    return None if fit is None else dataclasses.asdict(fit)
+
+
 def _contrasts(gr: _Group, st: Settings) -> tuple[list, list, list]:
     nH = len(st.horizons)
     rows, strata, tests = [], [], []
@@ -317,6 +329,7 @@ def _contrasts(gr: _Group, st: Settings) -> tuple[list, list, list]:
                       "band": None if band is None or not np.isfinite(e) else [e - band, e + band]}
                 if two is not None:
                     hr["two_way_ci"] = inf.interval(two.draws[:, h]) if np.isfinite(e) else None
+                hr["crossed"] = _crossed(pair[..., h], (xa - xb)[..., h])
                 row["horizons"].append(hr)
                 if rd == "policy":
                     p = pair[..., h]

@@ -68,7 +68,8 @@ def calibration_table(doc: Mapping[str, Any]) -> Table:
 
 def contrast_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
     header = ("group", "contrast", "B", "items", "pairs", "A acc. (%)", "B acc. (%)", "Δ (pp) [95% CI]",
-              "simultaneous 95% band", "family band", "two-way CI", "AUC over log2 B (pp)")
+              "simultaneous 95% band", "family band", "two-way CI", "crossed Δ [95% CI]",
+              "AUC over log2 B (pp)")
     rows = []
     for g in doc["groups"]:
         for c in g["contrasts"]:
@@ -78,8 +79,16 @@ def contrast_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
                 rows.append((g["group"], f"{c['a']} − {c['b']}", f"{h['B']:,}", str(h["items"]),
                              str(h["pairs"]), pct(h["acc_a"]), pct(h["acc_b"]), pct(h["delta"], sign=True),
                              band(h["band"]), band(h.get("family_band")),
-                             band(h.get("two_way_ci")), pct(c["auc"], sign=True) if j == 0 else ""))
+                             band(h.get("two_way_ci")), _crossed(h.get("crossed")),
+                             pct(c["auc"], sign=True) if j == 0 else ""))
     return (f"Paired contrasts at matched horizons ({readout} readout)", header, rows)
+
+
+def _crossed(c: Mapping[str, Any] | None) -> str:
+    """Crossed-intercept estimate [t interval] in points, with the complete items used."""
+    if c is None:
+        return DASH
+    return pct({"estimate": c["estimate"], "ci": c["ci"]}, sign=True) + f" (n={c['items']})"
 
 
 def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:

@@ -449,3 +449,68 @@ def test_pooled_bounds_follow_the_paper_on_unequal_items():
     item_lo = np.mean([(2 - 3) / 10, 1 / 2, -1 / 2, 2 / 2])
     assert abs(lo["estimate"] - item_lo) > 0.05          # not the within-item-first mean
     assert lo["ci"][0] <= lo["estimate"] <= lo["ci"][1]
+
+
+def crossed_twin(d, level=95.0):
+    """Method-of-moments crossed intercepts by loops, Satterthwaite t from scipy."""
+    import scipy.stats
+
+    I, R = len(d), len(d[0])
+    mu = sum(sum(row) for row in d) / (I * R)
+    ri = [sum(row) / R for row in d]
+    cr = [sum(d[i][r] for i in range(I)) / I for r in range(R)]
+    ms_i = R * sum((x - mu) ** 2 for x in ri) / (I - 1)
+    ms_r = I * sum((x - mu) ** 2 for x in cr) / (R - 1)
+    ms_e = sum((d[i][r] - ri[i] - cr[r] + mu) ** 2 for i in range(I) for r in range(R)) / ((I - 1) * (R - 1))
+    va, vb = max(0.0, (ms_i - ms_e) / R), max(0.0, (ms_r - ms_e) / I)
+    V = va / I + vb / R + ms_e / (I * R)
+    # Satterthwaite: V written in mean squares, each term's variance 2 (c MS)^2 / df
+    terms = []
+    if va > 0:
+        terms.append(((ms_i - 0) / (I * R), I - 1))
+    if vb > 0:
+        terms.append((ms_r / (I * R), R - 1))
+    terms.append(((1 - (va > 0) - (vb > 0)) * ms_e / (I * R), (I - 1) * (R - 1)))
+    df = V ** 2 / sum(t ** 2 / f for t, f in terms)
+    q = scipy.stats.t.ppf(0.5 + level / 200, df)
+    return mu, V ** 0.5, df, [mu - q * V ** 0.5, mu + q * V ** 0.5], va, vb, ms_e
+
+
+@pytest.mark.parametrize("seed, I, R, item_sd, rep_sd", [
+    (0, 12, 3, 0.3, 0.2), (1, 30, 4, 0.0, 0.0), (2, 8, 2, 1.0, 0.0), (3, 5, 6, 0.0, 0.5)])
+def test_crossed_intercepts_match_a_plain_anova(seed, I, R, item_sd, rep_sd):
+    rng = np.random.default_rng(seed)
+    d = (0.1 + item_sd * rng.normal(size=(I, 1)) + rep_sd * rng.normal(size=(1, R))
+         + 0.4 * rng.normal(size=(I, R)))
+    got = inf.crossed_intercepts(d)
+    mu, se, df, ci, va, vb, ve = crossed_twin(d.tolist())
+    assert got.estimate == pytest.approx(mu, abs=1e-14) and got.se == pytest.approx(se, rel=1e-12)
+    assert got.df == pytest.approx(df, rel=1e-12)
+    assert got.ci == pytest.approx(ci, rel=1e-9, abs=1e-12)
+    assert (got.var_item, got.var_replicate, got.var_residual) == pytest.approx((va, vb, ve), rel=1e-12, abs=1e-15)
+    assert (got.items, got.replicates) == (I, R)
+    assert inf.crossed_intercepts(d[:1]) is None and inf.crossed_intercepts(d[:, :1]) is None
+    assert inf.crossed_intercepts(np.zeros((3, 3))).ci is None      # no variance, no interval
+
+
+def test_contrasts_carry_the_crossed_sensitivity_beside_the_bootstrap(fixed):
+    s, _, doc = fixed
+    g = doc["groups"][0]
+    I, R = s.obs.shape[1:]
+    for c in g["contrasts"]:
+        A, Bz = s.arms.index(c["a"]), s.arms.index(c["b"])
+        for h, hr in enumerate(c["horizons"]):
+            rows = []
+            for i in range(I):
+                out = [(twin_outcome(s, A, i, r, h, c["readout"]), twin_outcome(s, Bz, i, r, h, c["readout"]))
+                       for r in range(R)]
+                if all(a[0] and b[0] for a, b in out):
+                    rows.append([a[1] - b[1] for a, b in out])
+            if len(rows) < 2:
+                assert hr["crossed"] is None
+                continue
+            mu, se, df, ci, *_ = crossed_twin(rows)
+            assert hr["crossed"]["items"] == len(rows)
+            assert close(hr["crossed"]["estimate"], mu)
+            if se > 0:
+                assert hr["crossed"]["ci"] == pytest.approx(ci, rel=1e-9, abs=1e-12)
