@@ -53,8 +53,8 @@ class SegmentValues(NamedTuple):
     """Fixed-point values and value ranks (device arrays; see `summary_table`)."""
 
     zero_step: Int64[Array, " item"]          # P(0) / R of each item, 0 for the zero item
-    sorted: Int64[Array, "seg two draw"]      # OR, AD of a segment sorted ascending (padding 0)
-    rank: Int32[Array, "item two"]            # position of the item's OR / AD in `sorted`
+    ascending: Int64[Array, "seg two draw"]   # OR, AD of a segment sorted ascending (padding 0)
+    rank: Int32[Array, "item two"]            # position of the item's OR / AD in `ascending`
 
 
 def summary_table(zero_step: np.ndarray, ratio: np.ndarray, degradation: np.ndarray,
@@ -76,7 +76,7 @@ def summary_table(zero_step: np.ndarray, ratio: np.ndarray, degradation: np.ndar
     rank_item = np.full((nseg * Rm + 1, 2), Rm, dtype=np.int32)   # zero item: no position
     rank_item[:-1] = rank.transpose(0, 2, 1).reshape(nseg * Rm, 2)
     return (SegmentValues(zero_step=jnp.asarray(t0[:, 0]),
-                          sorted=jnp.asarray(np.take_along_axis(local, order, axis=-1)),
+                          ascending=jnp.asarray(np.take_along_axis(local, order, axis=-1)),
                           rank=jnp.asarray(rank_item)),
             np.concatenate([f0, f1]))
 
@@ -110,7 +110,7 @@ def summary_sums(items: Int32[Array, "model slot draw"], seg: Int32[Array, "mode
     R = jnp.where(has, t.size[s0], 0)
     pos = jnp.arange(Rm, dtype=jnp.int32).reshape(1, 1, 1, Rm)
     rank = sv.rank[items]                                                  # [model, slot, draw, 2]
-    v = sv.sorted[s0]                                                      # [model, slot, 2, draw]
+    v = sv.ascending[s0]                                                   # [model, slot, 2, draw]
     occ = [jnp.sum(sv.zero_step[items], axis=-1)]
     for m in (0, 1):
         w = jnp.sum((rank[..., m][..., None] == pos).astype(jnp.int32), axis=-2)
