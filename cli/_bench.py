@@ -1,11 +1,10 @@
 """`otbench split` and `otbench bench run|list|compare`: OTBench splits and method evaluation (SPEC §6)."""
 
-import contextlib
 from pathlib import Path
 
 import click
 
-from ._common import write_json
+from ._common import argument_errors, write_json
 
 # Mirrors otbench.analysis.bench._methods.BUILTINS (kept import-free so `--help` stays fast).
 BUILTIN_HELP = {
@@ -18,17 +17,11 @@ BUILTIN_HELP = {
 LEARNED = ("thinkswitcher", "predictive-scheduling")   # built-ins that take --features
 
 
-@contextlib.contextmanager
 def _errors():
     """Bad data, bad arguments and interface violations: one line, exit 2."""
-    from otbench.analysis import MeasurementSetError
     from otbench.analysis.bench import MethodError
 
-    try:
-        yield
-    except (MeasurementSetError, MethodError, ValueError, FileExistsError) as e:
-        click.echo("Error: " + " ".join(str(e).split()), err=True)
-        raise click.exceptions.Exit(2) from None
+    return argument_errors(MethodError)
 
 
 def _numbers(value: str, what: str) -> list[float]:

@@ -1,30 +1,8 @@
 """`otbench bootstrap`: two-stage paired bootstrap intervals, optionally of the frontiers (SPEC §7)."""
 
-import contextlib
-import sys
 from pathlib import Path
 
 import click
-
-
-def _progress_bar(total: int):
-    """A progress callback on stderr when it is a terminal, else a no-op (and a null context)."""
-    if not sys.stderr.isatty():
-        return contextlib.nullcontext(None)
-    return click.progressbar(length=total, label="bootstrap replicates", file=sys.stderr,
-                             show_eta=True, show_pos=True)
-
-
-def progress_callback(bar):
-    """`progress(done)` for `bootstrap` that advances `bar` (None: no bar)."""
-    state = {"done": 0}
-
-    def update(done: int) -> None:
-        if bar is not None:
-            bar.update(done - state["done"])
-        state["done"] = done
-
-    return update
 
 
 @click.command("bootstrap")
@@ -61,22 +39,18 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
     on stderr when it is a terminal.
     """
     # Lazy: JAX and orbax load only when the command runs, not for `otbench --help`.
-    from otbench.analysis.measurement import MeasurementSetError, load
+    from otbench.analysis.measurement import load
     from otbench.analysis.resampling import bootstrap, format_bootstrap
 
-    from ._common import write_json
+    from ._common import argument_errors, progress_bar, progress_callback, write_json
 
-    try:
+    with argument_errors():
         ms = load(directory)
-        with _progress_bar(replicates) as bar:
+        with progress_bar(replicates, "bootstrap replicates") as bar:
             result = bootstrap(ms, replicates=replicates, seed=seed, frontiers=frontiers, grid=grid,
                                batch=batch, workers=workers, checkpoint_dir=checkpoint_dir,
                                checkpoint_every=checkpoint_every, resume=resume,
                                progress=progress_callback(bar))
-    except (MeasurementSetError, ValueError) as e:
-        # One line naming the file or argument and the rule; a traceback adds nothing.
-        click.echo("Error: " + " ".join(str(e).split()), err=True)
-        raise click.exceptions.Exit(2) from None
     click.echo(format_bootstrap(result), nl=False)
     if json_out is not None:
         write_json(result.to_json(), str(json_out))

@@ -17,18 +17,45 @@ class DataError(click.ClickException):
 
 
 @contextlib.contextmanager
-def data_errors(*also: type[Exception]):
-    """Turn `MeasurementSetError`, `FileExistsError` and `also` raised inside into `DataError`.
+def data_errors(*also: type[Exception], prefix: str = ""):
+    """The CLI's one error path: `MeasurementSetError`, `FileExistsError` and `also` become `DataError`.
 
     The message is folded onto one line: it names the file, row and rule, and
-    a traceback would add nothing for a bad input.
+    a traceback would add nothing for a bad input. Data errors start with the
+    file they name; argument errors (an `_iv` validator's `ValueError`) are
+    shown with `prefix="Error: "`.
     """
-    from otbench.analysis import MeasurementSetError
+    from otbench.analysis.measurement import MeasurementSetError
 
     try:
         yield
     except (MeasurementSetError, FileExistsError, *also) as e:
-        raise DataError(" ".join(str(e).split())) from None
+        raise DataError(prefix + " ".join(str(e).split())) from None
+
+
+def argument_errors(*also: type[Exception]):
+    """`data_errors` for commands whose validators raise `ValueError`: `Error: <rule>`, exit 2."""
+    return data_errors(ValueError, *also, prefix="Error: ")
+
+
+def progress_bar(total: int, label: str):
+    """A progress bar on stderr when it is a terminal, else a null context yielding None."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext(None)
+    return click.progressbar(length=total, label=label, file=sys.stderr, show_eta=True,
+                             show_pos=True)
+
+
+def progress_callback(bar):
+    """`progress(done)` for long library calls that advances `bar` (None: no bar)."""
+    state = {"done": 0}
+
+    def update(done: int) -> None:
+        if bar is not None:
+            bar.update(done - state["done"])
+        state["done"] = done
+
+    return update
 
 
 def load_set(path: str):

@@ -87,7 +87,8 @@ def _summary_text(summary) -> str:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the audit as JSON.")
 def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
-    """Boundary vocabulary of the Hugging Face tokenizer in PATH: size and forms by kind (SPEC §3.2)."""
+    """Boundary vocabulary of the Hugging Face tokenizer in PATH: size and forms by kind (SPEC §3.2),
+    and the coverage of the boundary->content mapping (SPEC §3.3)."""
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from otbench.probe.tokens import KINDS, audit, build_vocabulary
@@ -105,6 +106,15 @@ def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
         # forms arrive escaped ("\\n" for a line feed); quote them as they are
         forms = ", ".join(f"'{f}' x{n}" for f, n in entry["forms"])
         click.echo(f"  {k:10s} {entry['count']:6d}" + (f"  {forms}" if forms else ""))
+    # The boundary->content mapping: which boundary ids close on the single token
+    # of their text up to one line feed (".\n\n" -> ".\n"), used by families
+    # whose separator is a line feed; the rest close on their content plus it.
+    m = result["mapping"]
+    by_kind = ", ".join(f"{k} {m['kinds'][k]['mapped']}/{m['kinds'][k]['total']}" for k in KINDS)
+    click.echo(f"  one-newline token for {m['mapped']} of {m['total']} boundary ids "
+               f"({100 * m['fraction']:.1f}%): {by_kind}")
+    if m["unmapped"]:
+        click.echo("  without one: " + ", ".join(f"'{f}' x{n}" for f, n in m["unmapped"]))
     if json_out is not None:
         write_json(result, str(json_out))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._bootstrap import _progress_bar, progress_callback
+from ._common import argument_errors, progress_bar, progress_callback
 
 
 def _counts(value: str, name: str) -> tuple[int, ...]:
@@ -19,12 +19,6 @@ def _counts(value: str, name: str) -> tuple[int, ...]:
     except ValueError:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}",
                                  param_hint=name) from None
-
-
-def _fail(e: Exception):
-    # One line naming the file or argument and the rule; a traceback adds nothing.
-    click.echo("Error: " + " ".join(str(e).split()), err=True)
-    raise click.exceptions.Exit(2) from None
 
 
 _PROBES = click.option("--probes", default="4,8,12,16", show_default=True,
@@ -48,16 +42,14 @@ _SEED = click.option("--seed", type=int, default=20260721, show_default=True,
 def thinning_cmd(directory: Path, probes: str, trajectories: str, draws: int, seed: int,
                  json_out: Path | None) -> None:
     """Exact probe thinning and trajectory thinning of the set in DIRECTORY."""
-    from otbench.analysis.measurement import MeasurementSetError, load
+    from otbench.analysis.measurement import load
     from otbench.analysis.resampling import format_thinning, thinning
 
     from ._common import write_json
 
     p, t = _counts(probes, "'--probes'"), _counts(trajectories, "'--trajectories'")
-    try:
+    with argument_errors():
         doc = thinning(load(directory), probes=p, trajectories=t, draws=draws, seed=seed)
-    except (MeasurementSetError, ValueError) as e:
-        _fail(e)
     click.echo(format_thinning(doc), nl=False)
     if json_out is not None:
         write_json(doc, str(json_out))
@@ -103,22 +95,20 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
     Writes OUT/sweep.json (otbench.sweep/1: the bootstrap and thinning
     documents) and OUT/<table>.csv for every table (fractions, not %).
     """
-    from otbench.analysis.measurement import MeasurementSetError, load
+    from otbench.analysis.measurement import load
     from otbench.analysis.resampling import sweep, sweep_tables
 
     from ._common import write_json
 
     p, t = _counts(probes, "'--probes'"), _counts(trajectories, "'--trajectories'")
-    try:
+    with argument_errors():
         ms = load(directory)
-        with _progress_bar(replicates) as bar:
+        with progress_bar(replicates, "bootstrap replicates") as bar:
             doc = sweep(ms, probes=p, trajectories=t, draws=draws, replicates=replicates, seed=seed,
                         frontiers=frontiers or grid is not None, grid=101 if grid is None else grid,
                         batch=batch, workers=workers, checkpoint_dir=checkpoint_dir,
                         checkpoint_every=checkpoint_every, resume=resume,
                         progress=progress_callback(bar))
-    except (MeasurementSetError, ValueError) as e:
-        _fail(e)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(doc, str(out_dir / "sweep.json"))
     tables = sweep_tables(doc)

@@ -6,7 +6,7 @@ with the same messages.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -59,6 +59,19 @@ def _segment_first(bad_flat: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarra
     return has, first
 
 
+class _Index(NamedTuple):
+    """Name tables and per-row indices of the validated columns (canonical sorted order)."""
+
+    models: tuple[str, ...]
+    groups: tuple[str, ...]
+    qkeys: list[tuple[int, str]]           # (group index, question id), sorted
+    cell_pairs: list[tuple[int, int]]      # (model index, group index), sorted
+    mi: np.ndarray                         # int64[T] model index per row
+    gi: np.ndarray                         # int64[T] group index per row
+    qi: np.ndarray                         # int64[T] question index per row
+    ci: np.ndarray                         # int64[T] cell index per row
+
+
 def from_ragged(
     *,
     model: Sequence[str],
@@ -94,17 +107,35 @@ def from_ragged(
     trajectory = np.asarray(trajectory, dtype=np.int64)
     probes = np.asarray(probes, dtype=np.int64)
     y = np.asarray(y, dtype=np.int64)
-    L_flat, L_off = np.asarray(L[0], dtype=np.int64), np.asarray(L[1], dtype=np.int64)
-    C_flat, C_off = np.asarray(C[0], dtype=np.int64), np.asarray(C[1], dtype=np.int64)
-    L_len, C_len = np.diff(L_off), np.diff(C_off)
-    signals = dict(signals or {})
+    L = (np.asarray(L[0], dtype=np.int64), np.asarray(L[1], dtype=np.int64))
+    C = (np.asarray(C[0], dtype=np.int64), np.asarray(C[1], dtype=np.int64))
     for col, arr in (("group", group), ("question", question), ("trajectory", trajectory),
-                     ("probes", probes), ("y", y), ("L", L_len), ("C", C_len)):
+                     ("probes", probes), ("y", y), ("L", np.diff(L[1])), ("C", np.diff(C[1]))):
         if len(arr) != T:
             raise ValueError(f"column `{col}` has {len(arr)} entries, expected {T}")
 
-    # -- per-row rules: collect (first bad row, message builder) per rule ----
     checks: list[tuple[np.ndarray, Callable[[int], str]]] = []
+    _row_rules(checks, trajectory, probes, y, L, C, n)
+    sig_dense = _signal_rules(checks, dict(signals or {}), np.diff(L[1]))
+    split_idx = _split_rule(checks, split, T)
+    _raise_first(checks, where)
+
+    ix = _index(model, group, question)
+    cross: list[tuple[np.ndarray, Callable[[int], str]]] = []
+    _duplicate_rule(cross, ix, model, group, question, trajectory, where)
+    _consistency_rules(cross, ix, model, group, question, probes, dataset, split, question_text,
+                       where)
+    _raise_first(cross, where)
+    return _assemble(ix, trajectory, probes, y, L, C, sig_dense, split_idx, finished, dataset,
+                     question_text, synthetic, provenance)
+
+
+def _row_rules(checks, trajectory, probes, y, L, C, n) -> None:
+    """Per-row rules of SPEC §2, each as (bad rows, message builder); the first bad row wins."""
+    L_flat, L_off = L
+    C_flat, C_off = C
+    L_len, C_len = np.diff(L_off), np.diff(C_off)
+    T = L_len.size
 
     def rule(bad: np.ndarray, msg: Callable[[int], str]) -> None:
         checks.append((np.asarray(bad, dtype=bool), msg))
@@ -153,18 +184,25 @@ def from_ragged(
     rule(has_c, lambda i: (f"C[{first_c[i] - C_off[i]}]={C_flat[first_c[i]]} is outside "
                            f"0..{probes[i]} (probes)"))
 
+
+def _signal_rules(checks, signals, L_len) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Signals have n+1 entries per row and no NaN; returns them as float64 (flat, offsets)."""
     sig_dense: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in sorted(signals):
         s_flat, s_off = signals[name]
         s_flat = np.asarray(s_flat, dtype=np.float64)
         s_off = np.asarray(s_off, dtype=np.int64)
         s_len = np.diff(s_off)
-        rule(s_len != L_len, lambda i, s_len=s_len, name=name:
-             f"signal '{name}' has {s_len[i]} entries, expected {L_len[i]} (n+1)")
-        rule(_segment_first(np.isnan(s_flat), s_off)[0], lambda i, name=name:
-             f"signal '{name}' contains NaN")
+        checks.append((np.asarray(s_len != L_len, dtype=bool), lambda i, s_len=s_len, name=name:
+                       f"signal '{name}' has {s_len[i]} entries, expected {L_len[i]} (n+1)"))
+        checks.append((np.asarray(_segment_first(np.isnan(s_flat), s_off)[0], dtype=bool),
+                       lambda i, name=name: f"signal '{name}' contains NaN"))
         sig_dense[name] = (s_flat, s_off)
+    return sig_dense
 
+
+def _split_rule(checks, split, T: int) -> np.ndarray:
+    """Split names must be one of SPLITS or null; returns the int64[T] split index (-1 = none)."""
     split_idx = np.full(T, -1, dtype=np.int64)
     if split is not None:
         lookup = {s: j for j, s in enumerate(SPLITS)}
@@ -177,11 +215,14 @@ def from_ragged(
                 bad_split[i] = True
             else:
                 split_idx[i] = j
-        rule(bad_split, lambda i: f"split must be one of {', '.join(SPLITS)} or null, got {split[i]!r}")
+        checks.append((bad_split, lambda i: (f"split must be one of {', '.join(SPLITS)} or null, "
+                                             f"got {split[i]!r}")))
+    return split_idx
 
-    _raise_first(checks, where)
 
-    # -- name tables and sort order -----------------------------------------
+def _index(model, group, question) -> _Index:
+    """Sorted name tables and the model / group / question / cell index of every row."""
+    T = len(model)
     models = tuple(sorted(set(model)))
     groups = tuple(sorted(set(group)))
     m_idx = {m: j for j, m in enumerate(models)}
@@ -194,8 +235,13 @@ def from_ragged(
     cell_pairs = sorted(set(zip(mi.tolist(), gi.tolist())))
     c_idx = {k: j for j, k in enumerate(cell_pairs)}
     ci = np.fromiter((c_idx[k] for k in zip(mi.tolist(), gi.tolist())), dtype=np.int64, count=T)
+    return _Index(models, groups, qkeys, cell_pairs, mi, gi, qi, ci)
 
-    # -- cross-row rules (reported at the later of the two rows) -------------
+
+def _duplicate_rule(cross, ix: _Index, model, group, question, trajectory, where) -> None:
+    """One row per (model, question, trajectory); reported at the later row."""
+    T = len(model)
+    mi, qi = ix.mi, ix.qi
     order_in = np.lexsort((np.arange(T), trajectory, qi, mi))  # input order breaks ties
     key = np.stack([mi, qi, trajectory], axis=1)[order_in]
     dup = np.zeros(T, dtype=bool)
@@ -203,18 +249,22 @@ def from_ragged(
         same = np.all(key[1:] == key[:-1], axis=1)
         dup[order_in[1:][same]] = True
     first_of: dict = {}
-    cross: list[tuple[np.ndarray, Callable[[int], str]]] = []
     if dup.any():
         # Earliest input row of each duplicated key, for the message.
         for i in range(T):
-            k = (mi[i], qi[i], trajectory[i])
-            first_of.setdefault(k, i)
+            first_of.setdefault((mi[i], qi[i], trajectory[i]), i)
     cross.append((dup, lambda i: (
         f"duplicate trajectory (model {model[i]!r}, group {group[i]!r}, question "
         f"{question[i]!r}, trajectory {trajectory[i]}); first seen at "
         f"{where(first_of[(mi[i], qi[i], trajectory[i])])}")))
 
-    def consistency(values: np.ndarray, key_rows: np.ndarray, bad_msg) -> None:
+
+def _consistency_rules(cross, ix: _Index, model, group, question, probes, dataset, split,
+                       question_text, where) -> None:
+    """Values shared by a question (probes per model, dataset, split, text) agree across rows."""
+    T = len(model)
+
+    def consistency(values, key_rows, bad_msg) -> None:
         # First value seen per key in input order; later rows must agree.
         bad = np.zeros(T, dtype=bool)
         first_val: dict = {}
@@ -230,11 +280,11 @@ def from_ragged(
                 bad[i] = True
         cross.append((bad, lambda i: bad_msg(i, first_val[key_rows[i]], first_row[key_rows[i]])))
 
-    mq = list(zip(mi.tolist(), qi.tolist()))
+    mq = list(zip(ix.mi.tolist(), ix.qi.tolist()))
     consistency(probes.tolist(), mq, lambda i, v, r: (
         f"probes {probes[i]} differs from {v} used by trajectory at {where(r)} of "
         f"question {question[i]!r} (model {model[i]!r}); probes must not mix within a question"))
-    qlist = qi.tolist()
+    qlist = ix.qi.tolist()
     if dataset is not None:
         consistency(list(dataset), qlist, lambda i, v, r: (
             f"dataset {dataset[i]!r} differs from {v!r} recorded for question "
@@ -247,27 +297,35 @@ def from_ragged(
         consistency(list(question_text), qlist, lambda i, v, r: (
             f"question_text differs from the text recorded for question {question[i]!r} "
             f"of group {group[i]!r} at {where(r)}"))
-    _raise_first(cross, where)
 
-    # -- dense arrays in canonical order -------------------------------------
-    order = np.lexsort((trajectory, qi, ci))
-    lengths = L_len[order]
-    K = int(L_len.max()) if T else 1
-    L_dense = pad_ragged(L_flat, L_off, K, np.int32)[order]
-    C_dense = pad_ragged(C_flat, C_off, K, np.int32)[order]
-    sig = {name: pad_ragged(f, o, K, np.float64)[order] for name, (f, o) in sig_dense.items()}
 
-    Q = len(qkeys)
+def _question_tables(ix: _Index, dataset, question_text) -> tuple[tuple, tuple]:
+    """Per-question dataset (default: the group) and text, from the first row that has one."""
+    Q = len(ix.qkeys)
     q_dataset: list[str | None] = [None] * Q
     q_text: list[str | None] = [None] * Q
-    for i in range(T):
-        q = qi[i]
+    for i in range(ix.qi.size):
+        q = ix.qi[i]
         if q_dataset[q] is None and dataset is not None and dataset[i] is not None:
             q_dataset[q] = dataset[i]
         if q_text[q] is None and question_text is not None and question_text[i] is not None:
             q_text[q] = question_text[i]
-    q_dataset = [d if d is not None else groups[qkeys[q][0]] for q, d in enumerate(q_dataset)]
+    q_dataset = [d if d is not None else ix.groups[ix.qkeys[q][0]] for q, d in enumerate(q_dataset)]
+    return tuple(q_dataset), tuple(q_text)
 
+
+def _assemble(ix: _Index, trajectory, probes, y, L, C, sig_dense, split_idx, finished, dataset,
+              question_text, synthetic, provenance) -> MeasurementSet:
+    """Dense padded arrays in canonical order (cell, question, trajectory)."""
+    T = ix.qi.size
+    L_len = np.diff(L[1])
+    order = np.lexsort((trajectory, ix.qi, ix.ci))
+    lengths = L_len[order]
+    K = int(L_len.max()) if T else 1
+    L_dense = pad_ragged(L[0], L[1], K, np.int32)[order]
+    C_dense = pad_ragged(C[0], C[1], K, np.int32)[order]
+    sig = {name: pad_ragged(f, o, K, np.float64)[order] for name, (f, o) in sig_dense.items()}
+    q_dataset, q_text = _question_tables(ix, dataset, question_text)
     fin = (np.ones(T, dtype=bool) if finished is None
            else np.asarray(finished, dtype=bool))
     return MeasurementSet(
@@ -277,17 +335,17 @@ def from_ragged(
         y=y[order].astype(np.int8),
         finished=fin[order],
         trajectory=trajectory[order].astype(np.int32),
-        cell=ci[order].astype(np.int32),
-        question=qi[order].astype(np.int32),
+        cell=ix.ci[order].astype(np.int32),
+        question=ix.qi[order].astype(np.int32),
         split=split_idx[order].astype(np.int8),
         signals=sig,
-        models=models, groups=groups,
-        cell_model=np.array([m for m, _ in cell_pairs], dtype=np.int32).reshape(-1),
-        cell_group=np.array([g for _, g in cell_pairs], dtype=np.int32).reshape(-1),
-        question_group=np.array([g for g, _ in qkeys], dtype=np.int32).reshape(-1),
-        question_id=tuple(q for _, q in qkeys),
-        question_dataset=tuple(q_dataset),
-        question_text=tuple(q_text),
+        models=ix.models, groups=ix.groups,
+        cell_model=np.array([m for m, _ in ix.cell_pairs], dtype=np.int32).reshape(-1),
+        cell_group=np.array([g for _, g in ix.cell_pairs], dtype=np.int32).reshape(-1),
+        question_group=np.array([g for g, _ in ix.qkeys], dtype=np.int32).reshape(-1),
+        question_id=tuple(q for _, q in ix.qkeys),
+        question_dataset=q_dataset,
+        question_text=q_text,
         synthetic=bool(synthetic),
         provenance=dict(provenance or {}),
     )

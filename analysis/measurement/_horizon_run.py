@@ -214,7 +214,11 @@ def _empty(shape: tuple[int, ...], O: int) -> Readouts:
 
 
 def load_run(path: str | os.PathLike, *, verify: bool = True) -> HorizonRun:
-    """Read and check a run directory (`verify`: the tables' sha256 against the manifest)."""
+    """Read and check a run directory (`verify`: the tables' sha256 against the manifest).
+
+    Every row is checked as it is placed into the dense `[arm, item, replicate(, B)]`
+    arrays; the first bad row raises `HorizonDataError` naming the file and row.
+    """
     root = Path(path)
     man = read_manifest(root)
     if verify:
@@ -234,6 +238,23 @@ def load_run(path: str | os.PathLike, *, verify: bool = True) -> HorizonRun:
     groups = tuple(sorted({g for g, _ in items}))
     R = (max(tt["replicate"]) + 1) if nt else 0
     A, I = len(arms), len(items)
+    gold, nopt, obs, L, fin, y, parsed, letter = _trajectory_arrays(root, tt, arms, item_ix, A, I, R)
+    O = int(nopt.max()) if I else 0
+    stop_B, ctrl_B, stop, term, matched, matched_upper, control = _readout_arrays(
+        root, rt, man, arms, item_ix, obs, L, A, I, R, O)
+    return HorizonRun(
+        manifest=man, arms=arms, groups=groups, items=tuple(items),
+        item_group=np.asarray([groups.index(g) for g, _ in items], np.int64), R=R,
+        horizons=tuple(int(b) for b in stop_B), control_horizons=tuple(int(b) for b in ctrl_B),
+        gold=gold, n_options=nopt, obs=obs, L=L, finished=fin, y=y, parsed=parsed, letter=letter,
+        stop=stop, terminal=term,
+        matched={v: (matched_upper[v], m) for v, m in matched.items()}, control=control)
+
+
+def _trajectory_arrays(root: Path, tt: dict, arms: tuple, item_ix: dict, A: int, I: int,
+                       R: int) -> tuple[np.ndarray, ...]:
+    """Dense per-trajectory arrays (gold, options, observed, L, finished, y, parsed, letter)."""
+    nt = len(tt["arm"])
     gold = np.full(I, -1, np.int64)
     nopt = np.zeros(I, np.int64)
     obs = np.zeros((A, I, R), bool)
@@ -275,8 +296,12 @@ def load_run(path: str | os.PathLike, *, verify: bool = True) -> HorizonRun:
             letter[a, i, r] = LETTERS.index(nat)
         if int(tt["y"][j]) != int(nat is not None and LETTERS.index(nat) == gold[i]):
             raise HorizonDataError(f"{tw(j)}: y must be 1 exactly when answer_letter is the gold letter")
-    O = int(nopt.max()) if I else 0
+    return gold, nopt, obs, L, fin, y, parsed, letter
 
+
+def _readout_arrays(root: Path, rt: dict, man: Mapping[str, Any], arms: tuple, item_ix: dict,
+                    obs: np.ndarray, L: np.ndarray, A: int, I: int, R: int, O: int):
+    """Dense readouts per context and kind: stop horizons, terminal, matched, controls."""
     rw = lambda j: f"{root / READ_FILE}: row {j + 1}"  # noqa: E731
     kinds = rt["kind"]
     stop_B = sorted({b for b, k in zip(rt["B"], kinds) if k == "stop"})
@@ -330,13 +355,7 @@ def load_run(path: str | os.PathLike, *, verify: bool = True) -> HorizonRun:
             dest.cont_avail[ix] = True
             dest.cont_correct[ix] = bool(rt["cont_correct"][j])
             dest.cont_parsed[ix] = rt["cont_letter"][j] is not None
-    return HorizonRun(
-        manifest=man, arms=arms, groups=groups, items=tuple(items),
-        item_group=np.asarray([groups.index(g) for g, _ in items], np.int64), R=R,
-        horizons=tuple(int(b) for b in stop_B), control_horizons=tuple(int(b) for b in ctrl_B),
-        gold=gold, n_options=nopt, obs=obs, L=L, finished=fin, y=y, parsed=parsed, letter=letter,
-        stop=stop, terminal=term,
-        matched={v: (matched_upper[v], m) for v, m in matched.items()}, control=control)
+    return stop_B, ctrl_B, stop, term, matched, matched_upper, control
 
 
 def _table(rows: list[dict[str, Any]], columns: Mapping[str, pa.DataType], what: str) -> pa.Table:

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from ._atomic import atomic_dir
 from ._build import MeasurementSetError, from_ragged
+from ._provenance import provenance
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
 MANIFEST = "manifest.json"
@@ -66,7 +67,8 @@ def content_hash(ms: MeasurementSet) -> str:
     return h.hexdigest()
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks (the one checksum helper)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -152,7 +154,7 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
             "files": files,
             "tables": extras,
             "provenance": dict(ms.provenance),
-            "writer": {"otbench": _version(), "pyarrow": pa.__version__},
+            "writer": provenance(("numpy", "pyarrow")),
         }
         with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, sort_keys=True, ensure_ascii=False)
@@ -219,88 +221,25 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
     """
     path = Path(path)
     manifest = read_manifest(path)
-    listed = {f["path"] for f in manifest["files"]}
-    found = {p.relative_to(path).as_posix() for p in (path / TRAJ_DIR).rglob("*.parquet")} \
-        if (path / TRAJ_DIR).exists() else set()
-    for extra in sorted(found - listed):
-        raise MeasurementSetError(str(path / extra), "file is not listed in the manifest")
-    tables, labels = [], []
-    signal_names: set[str] | None = None
-    for entry in manifest["files"]:
-        rel = entry["path"]
-        fpath = path / rel
-        file = str(fpath)
-        if not fpath.is_file():
-            raise MeasurementSetError(file, "listed in the manifest but missing")
-        if verify and sha256_file(fpath) != entry.get("sha256"):
-            raise MeasurementSetError(file, "sha256 does not match the manifest (file changed after writing)")
-        try:
-            table = pq.read_table(fpath)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise MeasurementSetError(file, f"not a readable Parquet file ({e})") from None
-        for name, typ in REQUIRED.items():
-            _check_column(file, table, name, typ)
-        names = {c[len(SIGNAL_PREFIX):] for c in table.column_names if c.startswith(SIGNAL_PREFIX)}
-        if signal_names is None:
-            signal_names = names
-        elif names != signal_names:
-            raise MeasurementSetError(file, f"signal columns {sorted(names)} differ from "
-                                            f"{sorted(signal_names)} in other files")
-        for name in names:
-            _check_column(file, table, SIGNAL_PREFIX + name, pa.list_(pa.float64()))
-        if table.num_rows != entry.get("rows"):
-            raise MeasurementSetError(file, f"has {table.num_rows} rows, manifest says {entry.get('rows')}")
-        parts = dict(seg.split("=", 1) for seg in Path(rel).parts[1:-1] if "=" in seg)
-        for col in ("model", "group"):
-            want = parts.get(col)
-            vals = table.column(col).to_pylist()
-            for r, v in enumerate(vals):
-                if want is not None and quote(v or "", safe="") != want:
-                    raise MeasurementSetError(f"{file}: row {r}",
-                                              f"{col} {v!r} does not match its partition '{col}={want}'")
-        tables.append(table)
-        labels.append((file, table.num_rows))
-    if not tables:
-        raise MeasurementSetError(str(path / MANIFEST), "the set has no trajectory files")
-
+    tables, labels, signal_names = _read_files(path, manifest, verify)
     bounds = np.cumsum([0] + [r for _, r in labels])
 
     def where(i: int) -> str:
         j = int(np.searchsorted(bounds, i, side="right") - 1)
         return f"{labels[j][0]}: row {i - bounds[j]}"
 
-    cols = pa.concat_tables(tables, promote_options="permissive")
-
-    def strings(name):
-        return cols.column(name).to_pylist()
-
-    def rag(name, dtype):
-        arr = cols.column(name).combine_chunks()
-        for r, ok in enumerate(arr.is_valid().to_pylist()):
-            if not ok:
-                raise MeasurementSetError(where(r), f"{name} is null")
-        flat = arr.flatten().to_numpy(zero_copy_only=False)
-        off = arr.offsets.to_numpy().astype(np.int64)
-        return np.asarray(flat, dtype=dtype), off - off[0]
-
-    def ints(name):
-        arr = cols.column(name).combine_chunks()
-        if arr.null_count:
-            r = arr.is_null().to_pylist().index(True)
-            raise MeasurementSetError(where(r), f"{name} is null")
-        return arr.to_numpy(zero_copy_only=False)
-
+    cols = _Columns(pa.concat_tables(tables, promote_options="permissive"), where)
     for name in ("model", "group", "question"):
-        vals = strings(name)
+        vals = cols.strings(name)
         if None in vals:
             raise MeasurementSetError(where(vals.index(None)), f"{name} is null")
     ms = from_ragged(
-        model=strings("model"), group=strings("group"), question=strings("question"),
-        trajectory=ints("trajectory"), probes=ints("probes"), n=ints("n"),
-        L=rag("L", np.int64), C=rag("C", np.int64), y=ints("y"),
-        finished=ints("finished"), dataset=strings("dataset"), split=strings("split"),
-        question_text=strings("question_text"),
-        signals={s: rag(SIGNAL_PREFIX + s, np.float64) for s in sorted(signal_names or ())},
+        model=cols.strings("model"), group=cols.strings("group"), question=cols.strings("question"),
+        trajectory=cols.ints("trajectory"), probes=cols.ints("probes"), n=cols.ints("n"),
+        L=cols.ragged("L", np.int64), C=cols.ragged("C", np.int64), y=cols.ints("y"),
+        finished=cols.ints("finished"), dataset=cols.strings("dataset"),
+        split=cols.strings("split"), question_text=cols.strings("question_text"),
+        signals={s: cols.ragged(SIGNAL_PREFIX + s, np.float64) for s in sorted(signal_names)},
         synthetic=bool(manifest["synthetic"]),
         provenance=manifest.get("provenance", {}),
         where=where,
@@ -309,6 +248,90 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
         raise MeasurementSetError(str(path / MANIFEST),
                                   "content hash does not match the trajectories")
     return ms
+
+
+def _read_files(path: Path, manifest: Mapping[str, Any], verify: bool):
+    """Every listed trajectory file, checked (presence, checksum, columns, rows, partitions).
+
+    Returns the tables, `(file, rows)` labels for row messages, and the signal names.
+    """
+    listed = {f["path"] for f in manifest["files"]}
+    found = {p.relative_to(path).as_posix() for p in (path / TRAJ_DIR).rglob("*.parquet")} \
+        if (path / TRAJ_DIR).exists() else set()
+    for extra in sorted(found - listed):
+        raise MeasurementSetError(str(path / extra), "file is not listed in the manifest")
+    tables, labels = [], []
+    signal_names: set[str] | None = None
+    for entry in manifest["files"]:
+        table, names = _read_file(path, entry, verify)
+        if signal_names is None:
+            signal_names = names
+        elif names != signal_names:
+            raise MeasurementSetError(str(path / entry["path"]),
+                                      f"signal columns {sorted(names)} differ from "
+                                      f"{sorted(signal_names)} in other files")
+        tables.append(table)
+        labels.append((str(path / entry["path"]), table.num_rows))
+    if not tables:
+        raise MeasurementSetError(str(path / MANIFEST), "the set has no trajectory files")
+    return tables, labels, signal_names or set()
+
+
+def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.Table, set[str]]:
+    """One trajectory file of the manifest, checked; returns it and its signal names."""
+    rel = entry["path"]
+    fpath = path / rel
+    file = str(fpath)
+    if not fpath.is_file():
+        raise MeasurementSetError(file, "listed in the manifest but missing")
+    if verify and sha256_file(fpath) != entry.get("sha256"):
+        raise MeasurementSetError(file, "sha256 does not match the manifest (file changed after writing)")
+    try:
+        table = pq.read_table(fpath)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise MeasurementSetError(file, f"not a readable Parquet file ({e})") from None
+    for name, typ in REQUIRED.items():
+        _check_column(file, table, name, typ)
+    names = {c[len(SIGNAL_PREFIX):] for c in table.column_names if c.startswith(SIGNAL_PREFIX)}
+    for name in sorted(names):
+        _check_column(file, table, SIGNAL_PREFIX + name, pa.list_(pa.float64()))
+    if table.num_rows != entry.get("rows"):
+        raise MeasurementSetError(file, f"has {table.num_rows} rows, manifest says {entry.get('rows')}")
+    parts = dict(seg.split("=", 1) for seg in Path(rel).parts[1:-1] if "=" in seg)
+    for col in ("model", "group"):
+        want = parts.get(col)
+        vals = table.column(col).to_pylist()
+        for r, v in enumerate(vals):
+            if want is not None and quote(v or "", safe="") != want:
+                raise MeasurementSetError(f"{file}: row {r}",
+                                          f"{col} {v!r} does not match its partition '{col}={want}'")
+    return table, names
+
+
+class _Columns:
+    """Typed access to the concatenated trajectory columns; nulls are errors naming the row."""
+
+    def __init__(self, table: pa.Table, where):
+        self.table, self.where = table, where
+
+    def strings(self, name: str) -> list:
+        return self.table.column(name).to_pylist()
+
+    def ragged(self, name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
+        arr = self.table.column(name).combine_chunks()
+        for r, ok in enumerate(arr.is_valid().to_pylist()):
+            if not ok:
+                raise MeasurementSetError(self.where(r), f"{name} is null")
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        off = arr.offsets.to_numpy().astype(np.int64)
+        return np.asarray(flat, dtype=dtype), off - off[0]
+
+    def ints(self, name: str) -> np.ndarray:
+        arr = self.table.column(name).combine_chunks()
+        if arr.null_count:
+            r = arr.is_null().to_pylist().index(True)
+            raise MeasurementSetError(self.where(r), f"{name} is null")
+        return arr.to_numpy(zero_copy_only=False)
 
 
 def load_table(path: str | os.PathLike, name: str) -> pa.Table:

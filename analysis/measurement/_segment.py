@@ -160,7 +160,13 @@ def _segment_flat_python(is_b: np.ndarray, offsets: np.ndarray, b: int) -> tuple
 
 
 def _build_numba():
-    """Compile the heap kernel with numba (None when numba is not installed)."""
+    """Compile the heap kernel with numba (None when numba is not installed).
+
+    Long by necessity: numba compiles closures over module state poorly, so the
+    heap helpers and the kernel are defined together here, and the kernel is
+    one loop nest (numba does not inline across Python-level helpers); the
+    NumPy twin `segment` in this module and the tests keep it honest.
+    """
     try:
         import numba
     except ImportError:

@@ -90,7 +90,7 @@ are left unassigned.
 """
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -320,6 +320,49 @@ def _chain(n: np.ndarray, off: np.ndarray, u: np.ndarray, start: np.ndarray, lam
     return state, confs
 
 
+class _Rows(NamedTuple):
+    """The (model, question, trajectory) rows and their per-row parameters."""
+
+    row_m: np.ndarray    # int64[T] model index
+    row_q: np.ndarray    # int64[T] question index
+    row_s: np.ndarray    # int64[T] trajectory index within its (model, question)
+    mq: np.ndarray       # int64[T] flat (model, question) index
+    gi: np.ndarray       # int64[T] group index
+    G: dict              # group parameter -> float64[T]
+    Mp: dict             # model parameter -> float64[T]
+    d: np.ndarray        # float64[T] question difficulty
+    n_mq: int            # number of (model, question) pairs, M * Q
+
+
+class _Latents(NamedTuple):
+    """Per-trajectory latent draws of the generative model (module docstring)."""
+
+    z0: np.ndarray       # zero-step logit
+    p0: np.ndarray       # zero-step accuracy
+    len_mq: np.ndarray   # shared length effect of the (model, question)
+    e: np.ndarray        # trajectory ability noise
+    lam: np.ndarray      # solve hazard
+    mu: np.ndarray       # corruption rate
+    h: np.ndarray        # held-answer logit
+    lo: np.ndarray       # lost-answer logit
+    base: np.ndarray     # margin baseline
+    start: np.ndarray    # int8 initial answer state
+
+
+class _Steps(NamedTuple):
+    """Ragged positions 0..n of every trajectory (flat arrays of V entries)."""
+
+    n: np.ndarray         # int64[T] steps
+    finished: np.ndarray  # bool[T]
+    off: np.ndarray       # int64[T + 1] row offsets
+    row: np.ndarray       # int64[V] row of each entry
+    step: np.ndarray      # bool[V] entry is a real step (k > 0)
+    last: np.ndarray      # int64[T] entry of position n
+    L: np.ndarray         # int64[V] cumulative thinking tokens
+    u: np.ndarray         # float64[V] share of the trajectory's tokens
+    src: np.ndarray       # int64[V] entry whose prefix each entry repeats
+
+
 def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
     """Draw a synthetic STP measurement set (the module docstring has the model).
 
@@ -334,10 +377,41 @@ def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
     scale, seed = _simulate_iv(scale, seed)
     sc = _SCALES[scale]
     rng = np.random.default_rng(seed)
+    # The phases draw from one stream in a fixed order; reordering them changes every set.
     q_group, q_id, q_dataset, diff, q_text = _questions(scale, rng)
-    Q, M = q_group.size, len(sc.models)
+    rows = _rows(sc, rng, q_group, diff)
+    lat = _latents(rows, rng)
+    st = _steps(sc, rng, rows, lat)
+    C, y, conf = _answers(sc, rng, rows, lat, st)
+    margin = _margin(rng, lat, st, conf)
 
-    # -- rows: (model, question, trajectory) --------------------------------
+    # The draws are already ragged, so they go straight to the one validation
+    # path (`from_dense` would only unpad a padded copy first); every SPEC §2
+    # rule is checked exactly as for data read from disk.
+    models = [MODELS[m].name for m in sc.models]
+    T = rows.row_m.size
+    return from_ragged(
+        model=[models[m] for m in rows.row_m.tolist()],
+        group=[GROUPS[g].name for g in rows.gi.tolist()],
+        question=[q_id[q] for q in rows.row_q.tolist()],
+        trajectory=rows.row_s, probes=np.full(T, sc.probes), n=st.n,
+        L=(st.L, st.off), C=(C, st.off), y=y, finished=st.finished,
+        dataset=[q_dataset[q] for q in rows.row_q.tolist()],
+        question_text=[q_text[q] for q in rows.row_q.tolist()],
+        signals={"margin": (margin, st.off)},
+        synthetic=True,
+        provenance={
+            "generator": GENERATOR, "scale": scale, "seed": seed,
+            "synthetic": "SYNTHETIC data from a calibrated simulator; no model was run",
+            "rng": "numpy.random.default_rng(seed) (PCG64), draws in a fixed order",
+            "parameters": _parameters(scale),
+        },
+    )
+
+
+def _rows(sc, rng, q_group, diff) -> _Rows:
+    """Rows (model, question, trajectory): R per (model, question) drawn from the scale's range."""
+    Q, M = q_group.size, len(sc.models)
     lo_r, hi_r = sc.trajectories
     R = rng.integers(lo_r, hi_r + 1, size=(M, Q))
     if lo_r < hi_r and np.all(R == R.flat[0]):
@@ -345,19 +419,22 @@ def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
     mq = np.repeat(np.arange(M * Q), R.ravel())      # flat (model, question) of each row
     row_m, row_q = mq // Q, mq % Q
     row_s = np.arange(mq.size) - np.concatenate([[0], np.cumsum(R.ravel())[:-1]])[mq]
-    T = mq.size
     gi = q_group[row_q]
     G = {f.name: np.array([getattr(g, f.name) for g in GROUPS])[gi]
          for f in dataclasses.fields(_Group) if f.type is float}
     Mp = {f.name: np.array([getattr(MODELS[m], f.name) for m in sc.models])[row_m]
           for f in dataclasses.fields(_Model) if f.type is float}
-    d = diff[row_q]
+    return _Rows(row_m, row_q, row_s, mq, gi, G, Mp, diff[row_q], M * Q)
 
-    # -- latents per (model, question) and per trajectory -------------------
+
+def _latents(rows: _Rows, rng) -> _Latents:
+    """Latents per (model, question) and per trajectory."""
+    G, Mp, d, mq = rows.G, rows.Mp, rows.d, rows.mq
+    T = mq.size
     z0 = (Mp["skill"] + Mp["zero"] + G["zero"] - d
-          + _ZERO_SD * rng.standard_normal(M * Q)[mq])
+          + _ZERO_SD * rng.standard_normal(rows.n_mq)[mq])
     p0 = _sigmoid(z0)
-    len_mq = rng.standard_normal(M * Q)[mq]
+    len_mq = rng.standard_normal(rows.n_mq)[mq]
     e = 0.8 * rng.standard_normal(T)
     pi = _sigmoid(Mp["skill"] + G["solve"] - d + e)
     lam = -np.log1p(-np.minimum(pi, 1.0 - 1e-12))
@@ -366,10 +443,15 @@ def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
     lo = G["lo"] + 0.3 * Mp["skill"] + 0.5 * rng.standard_normal(T)
     base = _MARGIN["base"] + _MARGIN["base_sd"] * rng.standard_normal(T)
     start = np.where(rng.random(T) < p0 ** 2, _HELD, _UNDECIDED).astype(np.int8)
+    return _Latents(z0, p0, len_mq, e, lam, mu, h, lo, base, start)
 
-    # -- lengths, steps (SPEC §3.2) -----------------------------------------
-    log_len = (np.log(G["tokens"]) + Mp["length"] + G["len_diff"] * d + 0.2 * len_mq
-               + G["len_sd"] * rng.standard_normal(T) - 0.3 * e)
+
+def _steps(sc, rng, rows: _Rows, lat: _Latents) -> _Steps:
+    """Thinking lengths, the thinking limit, step counts and step lengths (SPEC §3.2)."""
+    G, Mp, d = rows.G, rows.Mp, rows.d
+    T = d.size
+    log_len = (np.log(G["tokens"]) + Mp["length"] + G["len_diff"] * d + 0.2 * lat.len_mq
+               + G["len_sd"] * rng.standard_normal(T) - 0.3 * lat.e)
     L_raw = np.rint(np.exp(log_len))
     empty = rng.random(T) < _EMPTY_RATE
     if sc.force_edges:
@@ -406,43 +488,31 @@ def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
     moved = ~step
     moved[1:] |= L[1:] > L[:-1]
     src = np.maximum.accumulate(np.where(moved, np.arange(V), 0))
+    return _Steps(n, finished, off, row, step, last, L, u, src)
 
-    # -- answer state, probes, original answer ------------------------------
-    state, conf = _chain(n, off, u, start, lam, Mp["lateness"] * G["lateness"], mu,
-                         rng.random(V))
-    jitter = (G["jitter"][row] * rng.standard_normal(V))[src]
-    level = np.select([state == _HELD, state == _LOST], [h[row], lo[row]], z0[row])
-    p = np.where(step, _sigmoid(level + jitter), p0[row])
+
+def _answers(sc, rng, rows: _Rows, lat: _Latents, st: _Steps):
+    """Answer state along each trajectory, correct-probe counts C and the original answer y."""
+    G, Mp, row = rows.G, rows.Mp, st.row
+    V, T = row.size, st.n.size
+    state, conf = _chain(st.n, st.off, st.u, lat.start, lat.lam, Mp["lateness"] * G["lateness"],
+                         lat.mu, rng.random(V))
+    jitter = (G["jitter"][row] * rng.standard_normal(V))[st.src]
+    level = np.select([state == _HELD, state == _LOST], [lat.h[row], lat.lo[row]], lat.z0[row])
+    p = np.where(st.step, _sigmoid(level + jitter), lat.p0[row])
     C = rng.binomial(sc.probes, p)
-    p_end = p[last]
-    y = (rng.random(T) < p_end * np.where(finished, 1.0, _CAPPED_Y)).astype(np.int8)
+    p_end = p[st.last]
+    y = (rng.random(T) < p_end * np.where(st.finished, 1.0, _CAPPED_Y)).astype(np.int8)
+    return C, y, conf
 
-    # -- margin signal (SPEC §6.3) ------------------------------------------
+
+def _margin(rng, lat: _Latents, st: _Steps, conf: np.ndarray) -> np.ndarray:
+    """The ThinkBrake-style margin signal at every position (SPEC §6.3)."""
+    row, src, last = st.row, st.src, st.last
+    V, T = row.size, st.n.size
     noise = _MARGIN["noise"] * rng.standard_normal(V)[src]
-    margin = (base[row] + _MARGIN["unconfident"] * (1.0 - conf)
-              + _MARGIN["remaining"] * (1.0 - u) + noise)
+    margin = (lat.base[row] + _MARGIN["unconfident"] * (1.0 - conf)
+              + _MARGIN["remaining"] * (1.0 - st.u) + noise)
     end_margin = _MARGIN["end"] + _MARGIN["end_sd"] * rng.standard_normal(T)
-    at_end = finished[row] & (src == src[last][row])  # the prefix the model ended on
-    margin = np.where(at_end, end_margin[row], margin)
-
-    # The draws are already ragged, so they go straight to the one validation
-    # path (`from_dense` would only unpad a padded copy first); every SPEC §2
-    # rule is checked exactly as for data read from disk.
-    models = [MODELS[m].name for m in sc.models]
-    return from_ragged(
-        model=[models[m] for m in row_m.tolist()],
-        group=[GROUPS[g].name for g in gi.tolist()],
-        question=[q_id[q] for q in row_q.tolist()],
-        trajectory=row_s, probes=np.full(T, sc.probes), n=n,
-        L=(L, off), C=(C, off), y=y, finished=finished,
-        dataset=[q_dataset[q] for q in row_q.tolist()],
-        question_text=[q_text[q] for q in row_q.tolist()],
-        signals={"margin": (margin, off)},
-        synthetic=True,
-        provenance={
-            "generator": GENERATOR, "scale": scale, "seed": seed,
-            "synthetic": "SYNTHETIC data from a calibrated simulator; no model was run",
-            "rng": "numpy.random.default_rng(seed) (PCG64), draws in a fixed order",
-            "parameters": _parameters(scale),
-        },
-    )
+    at_end = st.finished[row] & (src == src[last][row])  # the prefix the model ended on
+    return np.where(at_end, end_margin[row], margin)

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
 from otbench.analysis.frontier import (
     MACRO_WEIGHTING,
     STRATEGIES,
@@ -55,6 +56,7 @@ from otbench.analysis.frontier import (
 )
 from otbench.analysis.frontier import summarize as frontier_summary
 from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import provenance as measurement_provenance
 from otbench.analysis.overthinking import LayoutNames, build_layout, summarize, trajectory_metrics
 
 from ._checkpoint import Checkpointer
@@ -319,20 +321,10 @@ def _platform(devices) -> str:
 
 
 def provenance(devices: Sequence[Any] | None = None) -> dict[str, Any]:
-    """Code, library and hardware that produced a result (STYLE: seeds are data)."""
-    import importlib.metadata
-    import platform as _pf
-
-    def version(pkg):
-        try:
-            return importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
+    """The provenance block of a resampling result: the common key set plus the draw scheme and devices."""
     devs = list(jax.devices() if devices is None else devices)
-    return {"otbench": version("otbench"), "draws": DRAWS_VERSION, "jax": jax.__version__,
-            "numpy": np.__version__, "python": _pf.python_version(), "machine": _pf.machine(),
-            "devices": [getattr(d, "device_kind", d.platform) for d in devs]}
+    return measurement_provenance(("jax", "numpy"), draws=DRAWS_VERSION,
+                                  devices=[getattr(d, "device_kind", d.platform) for d in devs])
 
 
 def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = SEED,

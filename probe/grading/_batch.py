@@ -23,6 +23,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from ._math import last_boxed as _math_last_boxed
+
 GRADERS = ("auto", "otbench", "minimal")
 
 
@@ -39,27 +41,23 @@ GradeBatch = Callable[[Sequence[GradeItem]], list[tuple[bool, str]]]
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` with balanced braces, or None.
+    """Content of the last `\\boxed{...}` with balanced braces, or None (the math grader's rule, linear time).
 
     >>> last_boxed("so \\\\boxed{1} then \\\\boxed{{2}}")
     '{2}'
     >>> last_boxed("\\\\boxed{12") is None
     True
     """
-    start = text.rfind("\\boxed{")
-    while start >= 0:
-        i = start + len("\\boxed{")
-        depth = 1
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            return text[start + len("\\boxed{"): i - 1]
-        start = text.rfind("\\boxed{", 0, start)
-    return None
+    return _math_last_boxed(text)
 
 
-_INT = re.compile(r"\A\s*\$?\s*([+-]?\d[\d,]*)(?:\.0*)?\s*\$?\s*\Z")
+# Applied with fullmatch to the box's content stripped of spaces and one `$`
+# each side; no two adjacent unbounded runs, so matching is linear.
+_INT = re.compile(r"([+-]?\d[\d,]*)(?:\.0*)?")
+
+
+def _strip_dollars(box: str) -> str:
+    return box.strip().removeprefix("$").removesuffix("$").strip()
 
 
 def grade_minimal(task: str, reference: str, response: str) -> tuple[bool, str]:
@@ -79,7 +77,7 @@ def grade_minimal(task: str, reference: str, response: str) -> tuple[bool, str]:
     box = last_boxed(response)
     if box is None:
         return False, "no_answer"
-    m = _INT.match(box)
+    m = _INT.fullmatch(_strip_dollars(box))
     if not m:
         return False, "parse_error"
     ok = int(m.group(1).replace(",", "")) == ref

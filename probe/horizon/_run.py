@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import platform
 import re
 import sys
 import time
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from otbench.analysis.measurement import provenance
 from otbench.probe.config import Sampling, derive_seed, load_instructions
 from otbench.probe.engines import Engine, GenRequest, open_engine
 from otbench.probe.grading import LETTERS, extract_choice
@@ -370,7 +371,6 @@ def _run(job: HorizonJob, engine: Engine, fmt: ProbeFormat, tok, V: int, questio
             "scripted": tr.scripted, "prompt": list(tr.prompt), "thinking": list(tr.thinking),
             "L": len(tr.thinking), "finished": tr.finished, "stop_id": tr.stop_id,
             "answer": list(tr.answer), "answer_letter": tr.letter, "y": y, "y_status": status})
-    from otbench import __version__
     manifest = {
         "model": model, "family": job.family.name,
         "arms": [dataclasses.asdict(a) for a in job.arms], "common_arm": job.common_arm,
@@ -390,9 +390,8 @@ def _run(job: HorizonJob, engine: Engine, fmt: ProbeFormat, tok, V: int, questio
         "seeds": "trajectories: derive_seed(model, dataset, question, replicate, 'think'), shared by "
                  "all arms; natural answers: phase 'answer'; controls: "
                  "otbench.probe.horizon._stops.control_seed; continuations: greedy",
-        "provenance": {"code": {"otbench": __version__}, "instruction": instruction,
-                       "hardware": {"machine": platform.machine(), "system": platform.system(),
-                                    "cpus": os.cpu_count(), "python": platform.python_version()}},
+        "provenance": provenance(("numpy", "pyarrow", "torch", "transformers", "vllm"),
+                                 instruction=instruction),
     }
     return {"manifest": manifest, "trajectories": traj_rows, "readouts": readout_rows,
             "spellings": spell, "prefix_ids": prefix_ids}

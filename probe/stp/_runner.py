@@ -20,7 +20,6 @@ process is the journal's only writer.
 import dataclasses
 import json
 import os
-import platform
 import shutil
 import sys
 import time
@@ -29,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import write_text_atomic
+
+from otbench.analysis.measurement import provenance, write_text_atomic
 from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_questions
 from otbench.probe.engines import EngineConfig, open_engine
@@ -77,18 +77,6 @@ class EngineSetup:
         d = dataclasses.asdict(self)
         d["info"] = {k: v for k, v in self.info.items() if k != "config"}
         return d
-
-
-def _git_commit() -> str | None:
-    here = Path(__file__).resolve().parents[2]   # the repository root (probe/stp/ -> ../..)
-    head = here / ".git" / "HEAD"
-    try:
-        ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            return (here / ".git" / ref[5:]).read_text().strip()
-        return ref
-    except OSError:
-        return None
 
 
 def _progress_bar(total: int, enabled: bool):
@@ -207,9 +195,8 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         cluster with GPUs the vLLM tensor-parallel size, or 1 for
         transformers; else 0).
     """
-    from otbench.analysis.measurement import save
-
     from otbench import __version__
+    from otbench.analysis.measurement import save
 
     from ._journal import Journal
     from ._keys import run_digest, run_key_material, unit_key
@@ -306,38 +293,36 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                            "rerun with --resume")
 
     info = setup.info
-    provenance = {
-        "stage": "probe",
-        "code": {"otbench": __version__, "git": _git_commit()},
-        "model": {"id": job.model, "entry": job.model_entry, "weights": engine_cfg.model if not job.embedded
-                  else f"embedded:{job.embedded}", "fingerprint": setup.fingerprint},
-        "family": job.family.as_dict(),
-        "engine": {k: v for k, v in info.items() if k != "config"} | {
+    prov = provenance(
+        ("numpy", "pyarrow", "torch", "transformers", "vllm"),
+        stage="probe",
+        model={"id": job.model, "entry": job.model_entry, "weights": engine_cfg.model if not job.embedded
+               else f"embedded:{job.embedded}", "fingerprint": setup.fingerprint},
+        family=job.family.as_dict(),
+        engine={k: v for k, v in info.items() if k != "config"} | {
             "config": {k: v for k, v in engine_cfg.as_dict().items() if k != "model"}},
-        "probe": {"R": job.R, "P": job.P, "b": job.b, "boundary": job.boundary,
+        probe={"R": job.R, "P": job.P, "b": job.b, "boundary": job.boundary,
                   "thinking_limit": job.thinking_limit,
-                  "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch},
-        "sampling": job.sampling.as_dict(),
-        "seeds": "otbench.seed/1: sha256(model, benchmark, question, trajectory, phase[, position]); "
-                 "sample j of a request uses seed + j (otbench.probe.config._seeds)",
-        "data": dict(job.data),
-        "grader": grader_name,
-        "instructions": instructions,
-        "tokenizer_hash": setup.tokenizer_hash,
-        "boundary_ids": list(setup.boundary_ids),
-        "boundary_rule": job.boundary,
+               "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch},
+        sampling=job.sampling.as_dict(),
+        seeds="otbench.seed/1: sha256(model, benchmark, question, trajectory, phase[, position]); "
+              "sample j of a request uses seed + j (otbench.probe.config._seeds)",
+        data=dict(job.data),
+        grader=grader_name,
+        instructions=instructions,
+        tokenizer_hash=setup.tokenizer_hash,
+        boundary_ids=list(setup.boundary_ids),
+        boundary_rule=job.boundary,
         # The pair tables of the "vocab+span" rule, so `resegment` needs no tokenizer.
-        "newline_end_ids": list(setup.newline_end_ids),
-        "newline_start_ids": list(setup.newline_start_ids),
-        "signals": {"logp_end": "log p(thinking-end token | retained prefix)",
-                    "logp_other": "log p(most likely other token | retained prefix)",
-                    "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)"},
-        "hardware": {"machine": platform.machine(), "system": platform.system(),
-                     "cpus": os.cpu_count(), "python": platform.python_version()},
-    }
+        newline_end_ids=list(setup.newline_end_ids),
+        newline_start_ids=list(setup.newline_start_ids),
+        signals={"logp_end": "log p(thinking-end token | retained prefix)",
+                 "logp_other": "log p(most likely other token | retained prefix)",
+                 "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)"},
+    )
     final = [results[u] for u in units]
     qtext = {(q.group, q.id): q.text for q in questions}
-    ms = measurement_set(final, model=job.model, P=job.P, question_text=qtext, provenance=provenance)
+    ms = measurement_set(final, model=job.model, P=job.P, question_text=qtext, provenance=prov)
     manifest = save(ms, out, overwrite=overwrite or resume,
                     extra_tables=token_tables(final, model=job.model))
     run = {"engine_start_s": t_engine, "probe_s": t_probe, "total_s": time.perf_counter() - t_start,

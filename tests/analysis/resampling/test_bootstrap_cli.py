@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 from otbench.analysis import save, simulate
 from otbench.analysis.resampling._bootstrap import bootstrap
-from otbench.cli import _bootstrap as cli_bootstrap
+from otbench.cli import _common as cli_common
 from otbench.cli._bootstrap import bootstrap_cmd
 
 
@@ -94,15 +94,15 @@ class _TTY(io.StringIO):
 
 def test_progress_bar_only_on_a_terminal(monkeypatch):
     tty = _TTY()
-    monkeypatch.setattr(cli_bootstrap.sys, "stderr", tty)
-    with cli_bootstrap._progress_bar(10) as bar:
-        update = cli_bootstrap.progress_callback(bar)
+    monkeypatch.setattr(cli_common.sys, "stderr", tty)
+    with cli_common.progress_bar(10, "bootstrap replicates") as bar:
+        update = cli_common.progress_callback(bar)
         update(4)
         update(10)
     assert "bootstrap replicates" in tty.getvalue() and "10/10" in tty.getvalue()
     plain = io.StringIO()                        # not a terminal: no bar, callback is a no-op
-    monkeypatch.setattr(cli_bootstrap.sys, "stderr", plain)
-    with cli_bootstrap._progress_bar(10) as bar:
+    monkeypatch.setattr(cli_common.sys, "stderr", plain)
+    with cli_common.progress_bar(10, "bootstrap replicates") as bar:
         assert bar is None
-        cli_bootstrap.progress_callback(bar)(5)
+        cli_common.progress_callback(bar)(5)
     assert plain.getvalue() == ""
