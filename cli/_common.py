@@ -74,5 +74,35 @@ def write_json(obj, path) -> None:
     write_text_atomic(path, text + "\n")
 
 
+RESULTS_DIR = "results"
+
+
+def result_path(directory, name: str, override=None):
+    """Where a command writes its result: `--json` when given, else DIRECTORY/results/<name>.
+
+    One layout for every analysis command, the one `otbench report DIRECTORY`
+    reads (`otbench.analysis.report` looks in DIRECTORY/results/).
+    """
+    from pathlib import Path
+
+    return Path(override) if override is not None else Path(directory) / RESULTS_DIR / name
+
+
+def write_result(doc: dict, directory, name: str, override=None):
+    """Write `doc` with the set's content hash inside to `result_path(...)`; returns the path.
+
+    The hash (`content_hash`, from the set's manifest, which `load` has
+    checked) binds the result to the exact data it was computed from.
+    """
+    from otbench.analysis.measurement import read_manifest
+
+    path = result_path(directory, name, override)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with data_errors():
+        content = read_manifest(directory)["content_hash"]
+    write_json({**doc, "content_hash": content}, path)
+    return path
+
+
 def synthetic_banner(synthetic: bool) -> str:
     return "SYNTHETIC DATA (simulated, not model outputs)\n" if synthetic else ""

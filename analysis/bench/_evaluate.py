@@ -18,7 +18,7 @@ Protocol (`evaluate`):
    method's exact cost `B_g` -- the largest reward whose minimum cost is
    `<= B_g` -- so no point is interpolated. Every method decision is a
    feasible action of its strategy, hence ``frontier_acc >= acc`` in every
-   cell; ``gap`` = ``frontier_acc - acc`` in accuracy points (pp).
+   cell; ``gap`` = ``frontier_acc - acc`` (a fraction, like every accuracy).
 4. Macro values weight cells equally through the project's chain (mean over
    a model's cells, then over models; SPEC §4), computed with exact
    rationals and rounded once: macro ``acc``, ``frontier_acc`` (the macro
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 from otbench.analysis.frontier import frontiers
-from otbench.analysis.measurement import SPLITS, MeasurementSet
+from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 
 from . import _walk as walk
 from ._features import units_of
@@ -64,14 +64,14 @@ _POSITIONS = {"dr": walk.dr_positions, "fb": walk.fb_positions, "dee": walk.dee_
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One operating point (macro or one cell). Accuracies are fractions, `gap` is in pp."""
+    """One operating point (macro or one cell). Accuracies and `gap` are fractions."""
 
     theta: float
     cost: float          # mean retained thinking tokens per trajectory
     rel_cost: float      # relative to full thinking
     acc: float
     frontier_acc: float
-    gap: float           # 100 * (frontier_acc - acc), accuracy points
+    gap: float           # frontier_acc - acc (fraction)
     nondominated: bool
 
     def to_json(self) -> dict[str, Any]:
@@ -97,8 +97,14 @@ class CellResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class BenchResult:
-    """An OTBench evaluation (see the module docstring); `to_json` is ``otbench.bench/1``."""
+class BenchResult(Tidy):
+    """An OTBench evaluation (see the module docstring); `to_json` is ``otbench.bench/1``.
+
+    `to_arrow()`: one row per (scope, cell, θ): `method`, `strategy`, `scope`
+    (`macro` | `cell`), `model`, `group` (null for macro), and the `Point`
+    fields `theta`, `cost` (mean retained thinking tokens per trajectory),
+    `rel_cost`, `acc`, `frontier_acc`, `gap` (fractions), `nondominated`.
+    """
 
     method: str
     strategy: str
@@ -109,6 +115,18 @@ class BenchResult:
     reference: dict[str, float]
     config: dict[str, Any]
     synthetic: bool
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        rows = [(None, None, p) for p in self.points]
+        rows += [(c.model, c.group, p) for c in self.cells for p in c.points]
+        fields = [f.name for f in dataclasses.fields(Point)]
+        out: dict[str, Any] = {"method": [self.method] * len(rows),
+                               "strategy": [self.strategy] * len(rows),
+                               "scope": ["macro" if m is None else "cell" for m, _, _ in rows],
+                               "model": [m for m, _, _ in rows], "group": [g for _, g, _ in rows]}
+        for f in fields:
+            out[f] = np.asarray([getattr(p, f) for _, _, p in rows])
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "method": self.method, "strategy": self.strategy,
@@ -340,7 +358,7 @@ def _takes_stored(fit: Any) -> bool:
 def _point(theta: float, tok: Fraction, rel: Fraction, acc: Fraction, fr: Fraction,
            keep: bool) -> Point:
     return Point(theta=float(theta), cost=float(tok), rel_cost=float(rel), acc=float(acc),
-                 frontier_acc=float(fr), gap=float(100 * (fr - acc)), nondominated=bool(keep))
+                 frontier_acc=float(fr), gap=float(fr - acc), nondominated=bool(keep))
 
 
 def _weights(cell_model: Sequence[int]) -> list[Fraction]:
@@ -394,7 +412,7 @@ def format_result(r: BenchResult) -> str:
                  f"{'gap pp':>6s}  curve")
     for p in r.points:
         lines.append(f"{p.theta:10.4g}  {p.cost:8.0f}  {100 * p.rel_cost:5.1f}%  "
-                     f"{100 * p.acc:5.1f}%  {100 * p.frontier_acc:5.1f}%  {p.gap:6.2f}  "
+                     f"{100 * p.acc:5.1f}%  {100 * p.frontier_acc:5.1f}%  {100 * p.gap:6.2f}  "
                      f"{'*' if p.nondominated else ''}")
     s = r.summary
     lines.append(f"summary: mean gap {s['mean_gap']:.2f} pp over {s['curve_points']} curve points; "

@@ -50,7 +50,7 @@ from otbench.analysis.frontier import (
     check_hierarchy,
 )
 from otbench.analysis.frontier import summarize as frontier_summary
-from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, melt_columns
 from otbench.analysis.measurement import provenance as measurement_provenance
 from otbench.analysis.overthinking import LayoutNames, build_layout, trajectory_metrics
 
@@ -75,8 +75,14 @@ replicate, and small batches keep memory and checkpoint intervals small."""
 
 
 @dataclasses.dataclass(frozen=True)
-class FrontierBootstrap:
-    """Replicate distributions of the frontiers (axis 0: replicates; strategies in `strategies` order)."""
+class FrontierBootstrap(Tidy):
+    """Replicate distributions of the frontiers (axis 0: replicates; strategies in `strategies` order).
+
+    `to_arrow()`: one row per (replicate, strategy, budget): `replicate`,
+    `strategy`, `beta` (fraction of the replicate's full-thinking tokens),
+    `macro` (F_C(β), fraction) -- percentiles of any statistic are then a
+    group-by away.
+    """
 
     grid: tuple[Fraction, ...]
     strategies: tuple[str, ...]
@@ -101,14 +107,25 @@ class FrontierBootstrap:
     def beta(self) -> np.ndarray:
         return np.asarray([float(b) for b in self.grid], dtype=np.float64)
 
+    def _tidy_columns(self) -> dict[str, Any]:
+        reps = list(range(self.macro.shape[0]))
+        return melt_columns(self.macro, [("replicate", reps), ("strategy", list(self.strategies)),
+                                         ("beta", list(self.beta))], "macro")
+
 
 @dataclasses.dataclass(frozen=True)
-class BootstrapResult:
+class BootstrapResult(Tidy):
     """Replicate distributions of the bootstrap (axis 0: replicates).
 
     Values are fractions (OR, AD, accuracies) and tokens, as in `metrics`;
     the metric axis follows `BOOT_METRICS`; cells, models and groups follow
     `names` (the `_aggregate` layout).
+
+    `to_arrow()`: one row per (metric, scope, model, group): `metric` (a
+    `BOOT_METRICS` name), `scope` (`cell` | `model` | `group` | `macro`),
+    `model`, `group` (null where the scope has none), `estimate` (all data
+    once), `lo`, `hi` (the `percentiles` of the replicates), `defined`
+    (replicates in which the value exists).
     """
 
     replicates: int
@@ -126,6 +143,26 @@ class BootstrapResult:
     frontiers: FrontierBootstrap | None
     synthetic: bool
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        metrics = list(BOOT_METRICS)
+        n = self.names
+        scopes = (("cell", self.estimate_cell, self.cell, [("model", "group"), list(n.cells)]),
+                  ("model", self.estimate_model, self.model, ["model", list(n.models)]),
+                  ("group", self.estimate_group, self.group, ["group", list(n.groups)]),
+                  ("macro", self.estimate_macro[:, None], self.macro[:, :, None], None))
+        parts = []
+        for scope, est, reps, axis in scopes:
+            axes = [("metric", metrics), tuple(axis) if axis else ("scope", [scope])]
+            part = melt_columns(est, axes, "estimate")
+            lohi = percentile(reps, self.percentiles)                  # [2, metric, x]
+            part["lo"], part["hi"] = lohi[0].reshape(-1), lohi[1].reshape(-1)
+            part["defined"] = np.sum(~np.isnan(reps), axis=0).reshape(-1)
+            part["scope"] = np.full(part["estimate"].size, scope, dtype=object)
+            parts.append(part)
+        cols = concat_columns(parts)
+        order = ("metric", "scope", "model", "group", "estimate", "lo", "hi", "defined")
+        return {k: cols[k] for k in order}
 
     def to_json(self) -> dict[str, Any]:
         """The `otbench.bootstrap/1` document (fractions and tokens; null = undefined / never)."""

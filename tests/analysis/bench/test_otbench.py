@@ -238,7 +238,7 @@ def check_against_twin(ms, res, kind, strategy, thetas):
         keep = nondominated_twin(rel, acc)
         for p, th, a, b, cc, d, k in zip(points, thetas, tok, rel, acc, fr, keep):
             assert (p.theta, p.cost, p.rel_cost, p.acc, p.frontier_acc, p.gap, p.nondominated) == (
-                th, float(a), float(b), float(cc), float(d), float(100 * (d - cc)), k)
+                th, float(a), float(b), float(cc), float(d), float(d - cc), k)
         on = [i for i in range(len(keep)) if keep[i]]
         gain = sum(fr[i] - zero for i in on)
         return {"mean_gap": float(100 * sum(fr[i] - acc[i] for i in on) / len(on)),
