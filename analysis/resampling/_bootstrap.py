@@ -186,7 +186,12 @@ class BootstrapResult(Tidy):
             "by_model": {m: keyed(self.model[:, :, i]) for i, m in enumerate(self.names.models)},
             "by_group": {g: keyed(self.group[:, :, i]) for i, g in enumerate(self.names.groups)},
             "macro": keyed(self.macro),
-            "estimate": {"macro": {k: _num(v) for k, v in zip(BOOT_METRICS, self.estimate_macro)}},
+            "estimate": {
+                "macro": {k: _num(v) for k, v in zip(BOOT_METRICS, self.estimate_macro)},
+                "by_model": {m: {k: _num(self.estimate_model[j, i]) for j, k in enumerate(BOOT_METRICS)}
+                             for i, m in enumerate(self.names.models)},
+                "by_group": {g: {k: _num(self.estimate_group[j, i]) for j, k in enumerate(BOOT_METRICS)}
+                             for i, g in enumerate(self.names.groups)}},
             "provenance": dict(self.provenance),
         }
         f = self.frontiers
@@ -539,25 +544,32 @@ def _frontier_result(grid, strategies, arrays, cell_model) -> FrontierBootstrap:
         a_full=a_full, ceiling=ceiling, beta_match=beta_match, beta_sat=beta_sat)
 
 
-def _fmt_iv(lohi, scale: float, digits: int) -> str:
+def _fmt_iv(lohi, scale: float, digits: int, estimate: float | None = None) -> str:
+    """`[lo, hi]`, or `estimate [lo, hi]` when the point estimate is given."""
     lo, hi = lohi
     if np.isnan(lo) or np.isnan(hi):
         return "n/a"
-    return f"[{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+    iv = f"[{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+    if estimate is None or np.isnan(estimate):
+        return iv
+    return f"{estimate * scale:.{digits}f} {iv}"
 
 
 def _matrix(title: str, r: BootstrapResult, j: int, scale: float, digits: int) -> list[str]:
     q = r.percentiles
     groups, models = list(r.names.groups), list(r.names.models)
-    by_cell = {cell: percentile(r.cell[:, j, c], q) for c, cell in enumerate(r.names.cells)}
+    by_cell = {cell: (percentile(r.cell[:, j, c], q), r.estimate_cell[j, c])
+               for c, cell in enumerate(r.names.cells)}
     rows = [["model"] + groups + ["Avg."]]
     for i, m in enumerate(models):
-        rows.append([m] + ["-" if (m, g) not in by_cell else _fmt_iv(by_cell[(m, g)], scale, digits)
+        rows.append([m] + ["-" if (m, g) not in by_cell else _fmt_iv(*by_cell[(m, g)][:1], scale,
+                                                                       digits, by_cell[(m, g)][1])
                            for g in groups]
-                    + [_fmt_iv(percentile(r.model[:, j, i], q), scale, digits)])
-    rows.append(["Avg."] + [_fmt_iv(percentile(r.group[:, j, i], q), scale, digits)
-                            for i in range(len(groups))]
-                + [_fmt_iv(percentile(r.macro[:, j], q), scale, digits)])
+                    + [_fmt_iv(percentile(r.model[:, j, i], q), scale, digits,
+                               r.estimate_model[j, i])])
+    rows.append(["Avg."] + [_fmt_iv(percentile(r.group[:, j, i], q), scale, digits,
+                                    r.estimate_group[j, i]) for i in range(len(groups))]
+                + [_fmt_iv(percentile(r.macro[:, j], q), scale, digits, r.estimate_macro[j])])
     widths = [max(len(x[k]) for x in rows) for k in range(len(rows[0]))]
     return [title] + ["  ".join([x[0].ljust(widths[0])]
                                 + [v.rjust(w) for v, w in zip(x[1:], widths[1:])]) for x in rows]
@@ -566,8 +578,8 @@ def _matrix(title: str, r: BootstrapResult, j: int, scale: float, digits: int) -
 def format_bootstrap(r: BootstrapResult) -> str:
     """Interval matrices in the layout of the paper's Tables 4-6 (models x groups, Avg. row/column)."""
     lo, hi = r.percentiles
-    head = (f"Two-stage paired bootstrap: {r.replicates:,} replicates, seed {r.seed}, "
-            f"{lo:g}-{hi:g} percentile intervals")
+    head = (f"Two-stage paired bootstrap: {r.replicates:,} replicates, seed {r.seed}; "
+            f"each entry is the point estimate [{lo:g}-{hi:g} percentile interval]")
     lines = ([("SYNTHETIC DATA (simulated, not model outputs)")] if r.synthetic else []) + [head, ""]
     for title, key, scale, digits in (
             ("Overthinking Ratio OR (%)", "or", 100.0, 1),

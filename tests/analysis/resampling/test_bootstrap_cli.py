@@ -27,14 +27,19 @@ def test_tables_and_json(saved_set, tmp_path):
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert lines[0] == "SYNTHETIC DATA (simulated, not model outputs)"
-    assert lines[1] == ("Two-stage paired bootstrap: 30 replicates, seed 5, "
-                        "2.5-97.5 percentile intervals")
+    assert lines[1] == ("Two-stage paired bootstrap: 30 replicates, seed 5; each entry is the "
+                        "point estimate [2.5-97.5 percentile interval]")
     assert "Overthinking Ratio OR (%)" in lines and "Accuracy Degradation AD (pp)" in lines
     assert lines[-1] == f"wrote {js}"
     assert r.stderr == ""                       # no progress bar when stderr is not a terminal
     doc = json.loads(js.read_text())
-    ref = bootstrap(ms, replicates=30, seed=5).to_json()
+    res = bootstrap(ms, replicates=30, seed=5)
+    ref = res.to_json()
+    assert doc.pop("content_hash") == json.loads((path / "manifest.json").read_text())["content_hash"]
     assert doc == json.loads(json.dumps(ref))
+    # Point estimates beside the intervals: the macro OR cell of the OR table.
+    avg = next(ln for ln in lines[lines.index("Overthinking Ratio OR (%)"):] if ln.startswith("Avg."))
+    assert avg.split()[-3] == f"{100 * res.estimate_macro[0]:.1f}"
     assert doc["schema"] == "otbench.bootstrap/1" and doc["replicates"] == 30 and doc["seed"] == 5
     for c in doc["cells"]:
         for k in ("or", "ad", "full_acc", "tokens", "endpoint_acc"):
