@@ -446,7 +446,7 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                        label="exact expectation")
                 if key in ("or", "ad") and macro.get(key) is not None:
                     a.axhline(scale * macro[key], color="black", ls="--", lw=0.8,
-                              label="all probes (Table 1)")
+                              label="all probes (Tables 1–2)")
                 a.set_xticks(m)
                 a.set_xlabel("answer probes per position m (count)")
                 a.set_ylabel(lab)
