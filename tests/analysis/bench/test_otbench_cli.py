@@ -79,11 +79,11 @@ def test_plugin_from_the_working_directory(set_dir, monkeypatch, tmp_path):
 @pytest.mark.parametrize("args, msg", [
     (["--method", "nope"], "Error: method must be a built-in name"),
     (["--method", "otb_missing_mod:X"], "Error: method 'otb_missing_mod:X': cannot import module"),
-    (["--method", "thinkbrake", "--thetas", "1,1"], "Error: `thetas` must not repeat a value"),
+    (["--method", "thinkbrake", "--thetas", "1,1"], "Error: `--thetas` must not repeat a value"),
     (["--method", "thinkbrake", "--thetas", "a"], "expected comma-separated numbers"),
     (["--method", "thinkbrake", "--thetas", "1", "--theta-grid", "3"],
      "pass at most one of --thetas and --theta-grid"),
-    (["--method", "thinkswitcher", "--features", "tfidf"], "Error: `features` must be 'hashed'"),
+    (["--method", "thinkswitcher", "--features", "tfidf"], "Error: `--features` must be 'hashed'"),
     (["--method", "thinkbrake", "--features", "hashed"], "cannot construct it"),
 ])
 def test_run_errors_exit_2(set_dir, args, msg):

@@ -43,7 +43,7 @@ def test_thinning_skip_parts_and_errors(saved_set):
     assert r.exit_code == 0 and "Trajectory thinning" not in r.stdout
     r = CliRunner().invoke(thinning_cmd, [str(path), "--probes", "9"])
     assert r.exit_code == 2
-    assert r.stderr.strip() == ("Error: `probes` must not exceed the smallest probe count P of the "
+    assert r.stderr.strip() == ("Error: `--probes` must not exceed the smallest probe count P of the "
                                 "set (4), got 9")
     r = CliRunner().invoke(thinning_cmd, [str(path), "--probes", "a,b"])
     assert r.exit_code == 2 and "expected comma-separated integers, got 'a,b'" in r.stderr
