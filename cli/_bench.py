@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from ._common import argument_errors, result_path, write_json, write_result
+from ._common import argument_errors, result_path, write_result
 
 # Mirrors otbench.analysis.bench._methods.BUILTINS (kept import-free so `--help` stays fast).
 BUILTIN_HELP = {
