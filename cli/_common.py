@@ -65,7 +65,9 @@ def configure_output(verbose: bool) -> None:
     warnings.filterwarnings("default", module=r"otbench(\.|$)")
     for key, value in (("PYTHONWARNINGS", "ignore"), ("VLLM_LOGGING_LEVEL", "ERROR"),
                        ("TRANSFORMERS_VERBOSITY", "error"), ("TF_CPP_MIN_LOG_LEVEL", "3"),
-                       ("TOKENIZERS_PARALLELISM", "false")):
+                       ("TOKENIZERS_PARALLELISM", "false"),
+                       # torch's Python loggers (the Triton notice) and its C++ log (NUMA binding)
+                       ("TORCH_LOGS", "-all"), ("TORCH_CPP_LOG_LEVEL", "ERROR")):
         os.environ.setdefault(key, value)
     for name in ("vllm", "transformers", "torch", "ray", "jax", "absl", "orbax", "numba",
                  "urllib3", "filelock", "datasets", "huggingface_hub"):
