@@ -63,6 +63,9 @@ def configure_output(verbose: bool) -> None:
         return
     warnings.filterwarnings("ignore")
     warnings.filterwarnings("default", module=r"otbench(\.|$)")
+    # Unclosed sockets of the engine's libraries (vLLM's zmq context) surface at our call
+    # sites at garbage collection; they are not the user's to act on.
+    warnings.filterwarnings("ignore", category=ResourceWarning)
     for key, value in (("PYTHONWARNINGS", "ignore"), ("VLLM_LOGGING_LEVEL", "ERROR"),
                        ("TRANSFORMERS_VERBOSITY", "error"), ("TF_CPP_MIN_LOG_LEVEL", "3"),
                        ("TOKENIZERS_PARALLELISM", "false"),
