@@ -51,7 +51,8 @@ def leaderboard_key(result: BenchResult) -> tuple:
     """
     s = result.summary
     share = s.get("realized_share")
-    return (share is None, -(share or 0.0), s.get("mean_gap", math.inf), result.method)
+    gap = s.get("mean_gap")
+    return (share is None, -(share or 0.0), math.inf if gap is None else gap, result.method)
 
 
 def small_split_warning(result: BenchResult, minimum: int = MIN_RANK_QUESTIONS) -> str | None:
@@ -128,8 +129,9 @@ class Leaderboard(Tidy):
                      f"{'mean gap':>9s}  {'curve':>7s}")
         for r in self.rows:
             share = "n/a" if r["realized_share"] is None else f"{100 * r['realized_share']:.1f}%"
+            gap = "n/a" if r["mean_gap"] is None else f"{100 * r['mean_gap']:.2f} pp"
             lines.append(f"{r['strategy']:8s}  {r['rank']:4d}  {r['method']:24s}  {share:>8s}  "
-                         f"{100 * r['mean_gap']:6.2f} pp  {r['curve_points']:>3d}/{r['points']:<3d}")
+                         f"{gap:>9s}  {r['curve_points']:>3d}/{r['points']:<3d}")
         lines.append(f"ranked within each strategy by {RANKED_BY}")
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines) + "\n"
@@ -166,7 +168,8 @@ def leaderboard(results: Sequence[BenchResult]) -> Leaderboard:
             rows.append({
                 "strategy": strategy.upper(), "rank": rank, "method": r.method,
                 "realized_share": s.get("realized_share"),
-                "mean_gap": s["mean_gap"] / 100.0,          # the evaluator's summary is in pp
+                "mean_gap": None if s.get("mean_gap") is None   # the evaluator's summary is in pp
+                else s["mean_gap"] / 100.0,
                 "curve_points": int(s["curve_points"]),
                 "points": int(s["points"]),
                 "a_zero": r.reference["a_zero"], "a_full": r.reference["a_full"],
