@@ -32,7 +32,7 @@ def _export(sub: str, *names: str, **renamed: str) -> None:
 
 _export("measurement", "SCHEMA", "SPLITS", "MeasurementSet", "MeasurementSetError",
         "HorizonDataError", "HorizonRun", "content_hash", "from_dense", "from_ragged", "load",
-        "load_table", "ragged", "read_manifest", "save", "simulate", "export_jsonl",
+        "load_table", "ragged", "read_manifest", "save", "simulate", "export_jsonl", "Tidy",
         "import_jsonl", load_horizon_run="load_run", write_horizon_run="write_run")
 _export("overthinking", "DEFAULT_BIN_EDGES", "METRICS", "Layout", "LayoutNames",
         "LocalChangeCounts", "Summary", "TrajectoryMetrics", "aggregate", "build_layout",
@@ -50,7 +50,8 @@ _export("bench", "BUILTINS", "BenchResult", "BudgetMethod", "DEFAULT_RATIOS", "D
         "RoutingMethod", "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable",
         "apply_split_file", "assign_splits", "load_method", "question_splits",
         "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
-        "write_split_file", bench_compare="compare", bench_evaluate="evaluate")
+        "write_split_file", "Leaderboard", "MIN_RANK_QUESTIONS", "leaderboard", "leaderboard_key",
+        "small_split_warning", bench_compare="compare", bench_evaluate="evaluate")
 _export("horizon", "HorizonAnalysisError", "McNemar", "SignFlip", "log2_trapezoid", "mcnemar",
         "mcnemar_counts", "sign_flip", "simultaneous_band", horizon_analyze="analyze")
 _export("report", "ReportError", "write_report")

@@ -24,9 +24,14 @@ _COMMANDS = {
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="otbench")
-def main() -> None:
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show third-party warnings and library log messages (hidden by default).")
+def main(verbose: bool) -> None:
     """otbench: measure overthinking in reasoning models and the oracle
     frontiers of termination strategies (see README.md)."""
+    from ._common import configure_output
+
+    configure_output(verbose)
 
 
 for _mod, _names in _COMMANDS.items():

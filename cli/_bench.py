@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from ._common import argument_errors, write_json
+from ._common import argument_errors, result_path, write_result
 
 # Mirrors otbench.analysis.bench._methods.BUILTINS (kept import-free so `--help` stays fast).
 BUILTIN_HELP = {
@@ -127,10 +127,27 @@ def _sweep(thetas: str | None, theta_grid: int | None) -> dict:
             "theta_grid": theta_grid}
 
 
+def _plugins_importable() -> None:
+    """Like `python -m`: a plug-in module in the current directory imports."""
+    import os
+    import sys
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+def _file_name(method: str) -> str:
+    """A method name as a file-name part (plug-in names may hold any character)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", method).strip("._") or "method"
+
+
 @bench_cmd.command("run")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--method", "method", required=True,
-              help="A built-in name (see `otbench bench list`) or module:object.")
+              help="A built-in name (see `otbench bench list`), module:object, or "
+                   "path/to/file.py:object.")
 @click.option("--thetas", default=None, help="Comma-separated theta values.")
 @click.option("--theta-grid", "theta_grid", type=click.IntRange(min=1), default=None,
               help="Number of points of the method's own theta sweep (default 21).")
@@ -140,27 +157,25 @@ def _sweep(thetas: str | None, theta_grid: int | None) -> dict:
               help="Question features for learned methods: hashed (default), stored:NAME "
                    "(the set's question_features table), or hashed+stored:NAME.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the otbench.bench/1 document.")
+              default=None, help="Where to write the otbench.bench/1 document "
+                                 "(default DIRECTORY/results/bench-<method>.json).")
 def run_cmd(directory: Path, method: str, thetas: str | None, theta_grid: int | None,
             split: str, features: str | None, json_out: Path | None) -> None:
     """Evaluate one method on the set in DIRECTORY against its strategy's oracle frontier."""
-    import os
-    import sys
+    from otbench.analysis.bench import evaluate, format_result, small_split_warning
 
-    from otbench.analysis.bench import evaluate, format_result
-
-    # Like `python -m`: a plug-in module in the current directory imports.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _plugins_importable()
     sweep = _sweep(thetas, theta_grid)
     with _errors():
         ms, stored = _load(directory)
         res = evaluate(ms, method, split=split, stored_features=stored,
                        options=None if features is None else {"features": features}, **sweep)
     click.echo(format_result(res), nl=False)
-    if json_out is not None:
-        write_json(res.to_json(), str(json_out))
-        click.echo(f"wrote {json_out}")
+    warning = small_split_warning(res)
+    if warning is not None:
+        click.echo(f"warning: {warning}", err=True)
+    path = write_result(res.to_json(), directory, f"bench-{_file_name(res.method)}.json", json_out)
+    click.echo(f"wrote {path}")
 
 
 @bench_cmd.command("list")
@@ -173,27 +188,56 @@ def list_cmd() -> None:
 
 @bench_cmd.command("compare")
 @click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--method", "methods", multiple=True,
+              help="A method to rank (repeatable): a built-in name, module:object, or "
+                   "path/to/file.py:object. Default: every built-in.")
 @click.option("--theta-grid", "theta_grid", type=click.IntRange(min=1), default=None,
               help="Number of points of each method's theta sweep (default 21).")
 @click.option("--split", "split", type=click.Choice(["test", "validation"]), default="test",
               show_default=True)
 @click.option("--features", default=None, help="Question features for the learned built-ins.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write an otbench.bench-compare/1 document (one otbench.bench/1 "
-                                 "result per method).")
-def compare_cmd(directory: Path, theta_grid: int | None, split: str, features: str | None,
-                json_out: Path | None) -> None:
-    """Evaluate every built-in method on the set in DIRECTORY: one table."""
-    from otbench.analysis.bench import compare_json, evaluate, format_compare
+              default=None, help="Also write one otbench.bench-compare/1 document here (the "
+                                 "per-method otbench.bench/1 results always go to "
+                                 "DIRECTORY/results/bench-<method>.json).")
+@click.option("--leaderboard", "board_out", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Folder for leaderboard.md, .csv and .json "
+                                 "(default DIRECTORY/results).")
+def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | None, split: str,
+                features: str | None, json_out: Path | None, board_out: Path | None) -> None:
+    """Rank built-in and plug-in methods on the set in DIRECTORY, per strategy: a leaderboard.
 
+    Writes the leaderboard as Markdown, CSV and JSON, and each method's
+    otbench.bench/1 result where `otbench report DIRECTORY` finds it.
+    """
+    from otbench.analysis.bench import compare_json, evaluate, leaderboard
+    from otbench.analysis.measurement import write_text_atomic
+
+    _plugins_importable()
+    specs = list(methods) or list(BUILTIN_HELP)
+    if len(set(specs)) != len(specs):
+        raise click.BadParameter("a method is given twice", param_hint="'--method'")
     results = []
     with _errors():
         ms, stored = _load(directory)
-        for name in BUILTIN_HELP:
+        for name in specs:
             opts = {"features": features} if features is not None and name in LEARNED else None
             results.append(evaluate(ms, name, split=split, theta_grid=theta_grid,
                                     stored_features=stored, options=opts))
-    click.echo(format_compare(results), nl=False)
+        board = leaderboard(results)
+    names = [_file_name(r.method) for r in results]
+    if len(set(names)) != len(names):
+        raise click.UsageError("two methods share a name; give each plug-in its own `name`")
+    click.echo(board.format(), nl=False)         # its warnings included
+    for r, n in zip(results, names):
+        write_result(r.to_json(), directory, f"bench-{n}.json")
+    click.echo(f"wrote {len(results)} results to {result_path(directory, 'bench-*.json')}")
+    folder = board_out if board_out is not None else result_path(directory, "")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_result(board.to_json(), directory, "leaderboard.json", folder / "leaderboard.json")
+    write_text_atomic(folder / "leaderboard.csv", board.to_csv())
+    write_text_atomic(folder / "leaderboard.md", board.to_markdown())
+    click.echo(f"wrote {folder / 'leaderboard'}.md, .csv, .json")
     if json_out is not None:
-        write_json(compare_json(results), str(json_out))
+        write_result(compare_json(results), directory, "", json_out)
         click.echo(f"wrote {json_out}")

@@ -27,7 +27,8 @@ import click
 @click.option("--resume", is_flag=True,
               help="Continue the checkpoint in --checkpoint-dir (same data and settings).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the otbench.bootstrap/1 document (fractions, not %).")
+              help="Where to write the otbench.bootstrap/1 document (fractions, not %; "
+                   "default DIRECTORY/results/bootstrap.json).")
 def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, grid: int,
                   batch: int | None, workers: int | None, checkpoint_dir: Path | None,
                   checkpoint_every: int, resume: bool, json_out: Path | None) -> None:
@@ -35,14 +36,14 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
 
     Prints the interval matrices in the layout of the paper's Tables 4-6
     (models x groups with Avg. row and column); with --frontiers also the
-    intervals of beta_match, the ceilings and beta_sat. A progress bar is shown
-    on stderr when it is a terminal.
+    intervals of beta_match, the ceilings and beta_sat. Progress goes to
+    stderr: a bar on a terminal, else a line at least every 30 s.
     """
     # Lazy: JAX and orbax load only when the command runs, not for `otbench --help`.
     from otbench.analysis.measurement import load
     from otbench.analysis.resampling import bootstrap, format_bootstrap
 
-    from ._common import argument_errors, progress_bar, progress_callback, write_json
+    from ._common import argument_errors, progress_bar, progress_callback, write_result
 
     with argument_errors():
         ms = load(directory)
@@ -52,6 +53,4 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
                                checkpoint_every=checkpoint_every, resume=resume,
                                progress=progress_callback(bar))
     click.echo(format_bootstrap(result), nl=False)
-    if json_out is not None:
-        write_json(result.to_json(), str(json_out))
-        click.echo(f"wrote {json_out}")
+    click.echo(f"wrote {write_result(result.to_json(), directory, 'bootstrap.json', json_out)}")

@@ -30,7 +30,51 @@ def data_errors(*also: type[Exception], prefix: str = ""):
     try:
         yield
     except (MeasurementSetError, FileExistsError, *also) as e:
-        raise DataError(prefix + " ".join(str(e).split())) from None
+        raise DataError(prefix + option_names(" ".join(str(e).split()))) from None
+
+
+def option_names(message: str) -> str:
+    """A library message in the CLI's words: `` `probes` `` becomes `` `--probes` `` where the
+    running command has that option (library validators name their keyword arguments)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or "`" not in message:
+        return message
+    for p in ctx.command.params:
+        longs = [o for o in getattr(p, "opts", ()) if o.startswith("--")]
+        if isinstance(p, click.Option) and longs and p.name:
+            message = message.replace(f"`{p.name}`", f"`{longs[0]}`")
+    return message
+
+
+def configure_output(verbose: bool) -> None:
+    """Quiet by default: third-party warnings and library log chatter are hidden.
+
+    What a user of `otbench demo` would otherwise get: pages of Triton, NUMA,
+    FutureWarning and setuptools messages from the libraries under the probe.
+    otbench's own warnings stay visible. The environment variables reach the
+    engine's worker processes (vLLM's engine core, Ray workers) too. With
+    `--verbose` nothing is filtered.
+    """
+    import logging
+    import os
+    import warnings
+
+    if verbose:
+        return
+    warnings.filterwarnings("ignore")
+    warnings.filterwarnings("default", module=r"otbench(\.|$)")
+    # Unclosed sockets of the engine's libraries (vLLM's zmq context) surface at our call
+    # sites at garbage collection; they are not the user's to act on.
+    warnings.filterwarnings("ignore", category=ResourceWarning)
+    for key, value in (("PYTHONWARNINGS", "ignore"), ("VLLM_LOGGING_LEVEL", "ERROR"),
+                       ("TRANSFORMERS_VERBOSITY", "error"), ("TF_CPP_MIN_LOG_LEVEL", "3"),
+                       ("TOKENIZERS_PARALLELISM", "false"),
+                       # torch's Python loggers (the Triton notice) and its C++ log (NUMA binding)
+                       ("TORCH_LOGS", "-all"), ("TORCH_CPP_LOG_LEVEL", "ERROR")):
+        os.environ.setdefault(key, value)
+    for name in ("vllm", "transformers", "torch", "ray", "jax", "absl", "orbax", "numba",
+                 "urllib3", "filelock", "datasets", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def argument_errors(*also: type[Exception]):
@@ -38,12 +82,70 @@ def argument_errors(*also: type[Exception]):
     return data_errors(ValueError, *also, prefix="Error: ")
 
 
+PROGRESS_SECONDS = 30.0
+"""On a non-terminal, a progress line at least this often (env OTBENCH_PROGRESS_SECONDS)."""
+
+
 def progress_bar(total: int, label: str):
-    """A progress bar on stderr when it is a terminal, else a null context yielding None."""
+    """Progress on stderr: a bar on a terminal, else `LineProgress` (lines for a batch log)."""
     if not sys.stderr.isatty():
-        return contextlib.nullcontext(None)
+        return LineProgress(total, label)
     return click.progressbar(length=total, label=label, file=sys.stderr, show_eta=True,
                              show_pos=True)
+
+
+class LineProgress:
+    """Plain progress lines for logs (batch systems, pipes): at least every `interval`
+    seconds from a timer thread -- also while one long step runs and reports nothing --
+    and one when the job is done (none when it fails: its error is the last line).
+    Has the `update(n)` of click's bar."""
+
+    def __init__(self, total: int, label: str, interval: float | None = None, file=None):
+        import os
+        import threading
+
+        self.total, self.label, self.done = int(total), label, 0
+        self.interval = float(os.environ.get("OTBENCH_PROGRESS_SECONDS", PROGRESS_SECONDS)) \
+            if interval is None else float(interval)
+        self.file = file
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+
+    def __enter__(self):
+        import time
+
+        self._t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if exc[0] is None:
+            self._line(final=True)
+
+    def update(self, n: int) -> None:
+        with self._lock:
+            self.done += int(n)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._line()
+
+    def _line(self, final: bool = False) -> None:
+        import time
+
+        with self._lock:
+            done = self.done
+        el = time.monotonic() - self._t0
+        pct = f" ({100 * done / self.total:.0f}%)" if self.total else ""
+        text = f"{self.label}: {done:,}/{self.total:,}{pct}, {el:.0f} s"
+        if final:
+            text += " (done)"
+        elif 0 < done < self.total:
+            text += f", about {el * (self.total - done) / done:.0f} s left"
+        click.echo(text, file=self.file or sys.stderr)
 
 
 def progress_callback(bar):
@@ -72,6 +174,36 @@ def write_json(obj, path) -> None:
 
     text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
     write_text_atomic(path, text + "\n")
+
+
+RESULTS_DIR = "results"
+
+
+def result_path(directory, name: str, override=None):
+    """Where a command writes its result: `--json` when given, else DIRECTORY/results/<name>.
+
+    One layout for every analysis command, the one `otbench report DIRECTORY`
+    reads (`otbench.analysis.report` looks in DIRECTORY/results/).
+    """
+    from pathlib import Path
+
+    return Path(override) if override is not None else Path(directory) / RESULTS_DIR / name
+
+
+def write_result(doc: dict, directory, name: str, override=None):
+    """Write `doc` with the set's content hash inside to `result_path(...)`; returns the path.
+
+    The hash (`content_hash`, from the set's manifest, which `load` has
+    checked) binds the result to the exact data it was computed from.
+    """
+    from otbench.analysis.measurement import read_manifest
+
+    path = result_path(directory, name, override)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with data_errors():
+        content = read_manifest(directory)["content_hash"]
+    write_json({**doc, "content_hash": content}, path)
+    return path
 
 
 def synthetic_banner(synthetic: bool) -> str:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from ._common import data_errors, write_json
+from ._common import data_errors, write_result
 
 
 def _parse_grid(value: str):
@@ -56,7 +56,8 @@ def format_frontiers(res) -> str:
               default=None, help="Write every cell's exact Pareto set (Parquet: strategy, "
                                  "model, group, cost, reward).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the otbench.frontier/1 document (fractions, not %).")
+              default=None, help="Where to write the otbench.frontier/1 document (fractions, "
+                                 "not %; default DIRECTORY/results/frontier.json).")
 def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path | None,
                  json_out: Path | None) -> None:
     """Exact oracle Pareto frontiers of every cell of the set in DIRECTORY (SPEC §5)."""
@@ -75,9 +76,7 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
         ms = load(directory)
         res = frontiers(ms, strategies=strategies, grid=grid_value, pareto=pareto_out is not None)
     click.echo(format_frontiers(res), nl=False)
-    if json_out is not None:
-        write_json(res.to_json(), json_out)
-        click.echo(f"wrote {json_out}")
+    click.echo(f"wrote {write_result(res.to_json(), directory, 'frontier.json', json_out)}")
     if pareto_out is not None:
         import pyarrow.parquet as pq
 

@@ -4,13 +4,14 @@ from pathlib import Path
 
 import click
 
-from ._common import data_errors, write_json
+from ._common import data_errors, write_result
 
 
 @click.command("metrics")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Also write the full result as JSON (fractions, not %).")
+              default=None, help="Where to write the otbench.metrics/1 document (fractions, "
+                                 "not %; default DIRECTORY/results/metrics.json).")
 def metrics_cmd(directory: Path, json_out: Path | None) -> None:
     """Print OR / AD / accuracy tables of the measurement set in DIRECTORY."""
     # Lazy: JAX loads only when the command runs, not for `otbench --help`.
@@ -21,6 +22,4 @@ def metrics_cmd(directory: Path, json_out: Path | None) -> None:
         ms = load(directory)
         result = metrics(ms)
     click.echo(format_metrics(result), nl=False)
-    if json_out is not None:
-        write_json(result, json_out)
-        click.echo(f"wrote {json_out}")
+    click.echo(f"wrote {write_result(result, directory, 'metrics.json', json_out)}")

@@ -15,17 +15,25 @@ SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._sim
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of every draw; the same seed writes the same set.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing set at --out.")
-def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool) -> None:
+@click.option("--unsplit", is_flag=True,
+              help="Leave the questions without a train/validation/test split (by default the "
+                   "default split of `otbench split` is assigned, so `otbench bench` runs at once).")
+def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool) -> None:
     """Simulate a SYNTHETIC STP measurement set (no model is run; SPEC §9).
 
     The set has the paper's shapes and aggregates near the paper's, is marked
     synthetic in its manifest, and records the generator, its parameters and
-    the seed in its provenance.
+    the seed in its provenance. Its questions get the default OTBench split
+    (`otbench split` with its defaults) unless --unsplit is given.
     """
     from otbench.analysis import save
     from otbench.analysis.measurement import simulate
 
     ms = simulate(scale, seed)
+    if not unsplit:
+        from otbench.analysis.bench import assign_splits
+
+        ms = assign_splits(ms)
     with data_errors():
         manifest = save(ms, out, overwrite=overwrite)
     c = manifest["counts"]
@@ -34,3 +42,10 @@ def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool) -> None:
                f"seed {seed}): {c['trajectories']} trajectories, {c['questions']} questions, "
                f"{c['cells']} cells, mean {mean_tokens:.1f} thinking tokens per trajectory "
                f"-> {out}")
+    if unsplit:
+        click.echo("no split assigned (--unsplit): run `otbench split` before `otbench bench`")
+    else:
+        info = ms.provenance["split"]
+        ratios = "/".join(f"{100 * r:g}" for r in info["ratios"])
+        click.echo(f"split: the default question split (seed {info['seed']}, {ratios} % "
+                   f"train/validation/test); `otbench split {out} --seed N --ratios ...` changes it")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import argument_errors, progress_bar, progress_callback
+from ._common import argument_errors, progress_bar, progress_callback, result_path, write_result
 
 
 def _counts(value: str, name: str) -> tuple[int, ...]:
@@ -38,38 +38,76 @@ _SEED = click.option("--seed", type=int, default=20260721, show_default=True,
 @_DRAWS
 @_SEED
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the otbench.thinning/1 document (fractions, not %).")
+              help="Where to write the otbench.thinning/1 document (fractions, not %; "
+                   "default DIRECTORY/results/thinning.json).")
 def thinning_cmd(directory: Path, probes: str, trajectories: str, draws: int, seed: int,
                  json_out: Path | None) -> None:
     """Exact probe thinning and trajectory thinning of the set in DIRECTORY."""
     from otbench.analysis.measurement import load
     from otbench.analysis.resampling import format_thinning, thinning
 
-    from ._common import write_json
-
     p, t = _counts(probes, "'--probes'"), _counts(trajectories, "'--trajectories'")
     with argument_errors():
         doc = thinning(load(directory), probes=p, trajectories=t, draws=draws, seed=seed)
     click.echo(format_thinning(doc), nl=False)
-    if json_out is not None:
-        write_json(doc, str(json_out))
-        click.echo(f"wrote {json_out}")
+    click.echo(f"wrote {write_result(doc, directory, 'thinning.json', json_out)}")
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+def _unit(table: str, column: str) -> str | None:
+    """The unit of a sweep-table column (None: a label)."""
+    if column in ("model", "group", "strategy", "quantity"):
+        return None
+    if column in ("probes", "trajectories"):
+        return "count"
+    if table == "bootstrap_tokens":
+        return "tokens"
+    return "fraction"
+
+
+def _header(table: str, column: str) -> str:
+    unit = _unit(table, column)
+    return column if unit is None else f"{column} ({unit})"
+
+
+def _write_csv(path: Path, table: str, rows: list[dict]) -> None:
     from otbench.analysis.measurement import write_text_atomic
 
+    names = list(rows[0]) if rows else []
     buf = io.StringIO(newline="")
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [])
-    w.writeheader()
-    w.writerows(rows)
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([_header(table, c) for c in names])
+    w.writerows([["" if r[c] is None else r[c] for c in names] for r in rows])
     write_text_atomic(path, buf.getvalue())
+
+
+def _format_tables(tables: dict[str, list[dict]], max_rows: int = 40) -> str:
+    """Every sweep table as aligned text (fractions as in the CSVs; long tables are cut)."""
+    out = []
+    for name, rows in tables.items():
+        if not rows:
+            continue
+        names = list(rows[0])
+
+        def cell(v):
+            return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+
+        shown = rows if len(rows) <= max_rows else rows[:max_rows]
+        body = [[_header(name, c) for c in names]] + [[cell(r[c]) for c in names] for r in shown]
+        widths = [max(len(x[k]) for x in body) for k in range(len(names))]
+        out.append(name)
+        out += ["  ".join(v.rjust(wd) if i else v.ljust(wd) for i, (v, wd) in
+                          enumerate(zip(x, widths))) for x in body]
+        if len(rows) > max_rows:
+            out.append(f"... {len(rows) - max_rows} more rows in {name}.csv")
+        out.append("")
+    return "\n".join(out) + "\n"
 
 
 @click.command("sweep")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Output folder: sweep.json and one CSV per table.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output folder for sweep.json and one CSV per table (default: "
+                   "DIRECTORY/results/sweep.json and the tables in DIRECTORY/results/sweep/).")
 @_PROBES
 @_TRAJ
 @_DRAWS
@@ -93,12 +131,11 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
     """Sensitivity sweep of the set in DIRECTORY: bootstrap, probe and trajectory thinning.
 
     Writes OUT/sweep.json (otbench.sweep/1: the bootstrap and thinning
-    documents) and OUT/<table>.csv for every table (fractions, not %).
+    documents) and OUT/<table>.csv for every table (fractions, not %; the
+    unit of every column is in its header), and prints the tables.
     """
     from otbench.analysis.measurement import load
     from otbench.analysis.resampling import sweep, sweep_tables
-
-    from ._common import write_json
 
     p, t = _counts(probes, "'--probes'"), _counts(trajectories, "'--trajectories'")
     with argument_errors():
@@ -109,9 +146,13 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
                         batch=batch, workers=workers, checkpoint_dir=checkpoint_dir,
                         checkpoint_every=checkpoint_every, resume=resume,
                         progress=progress_callback(bar))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(doc, str(out_dir / "sweep.json"))
+    tables_dir = out_dir if out_dir is not None else result_path(directory, "sweep")
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    path = write_result(doc, directory, "sweep.json",
+                        None if out_dir is None else out_dir / "sweep.json")
     tables = sweep_tables(doc)
     for name, rows in tables.items():
-        _write_csv(out_dir / f"{name}.csv", rows)
-    click.echo(f"wrote {out_dir / 'sweep.json'} and {len(tables)} tables: {', '.join(sorted(tables))}")
+        _write_csv(tables_dir / f"{name}.csv", name, rows)
+    click.echo(_format_tables(tables), nl=False)
+    click.echo(f"wrote {path} and {len(tables)} tables in {tables_dir}: "
+               f"{', '.join(sorted(tables))}")

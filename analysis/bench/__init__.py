@@ -18,6 +18,13 @@ from ._features import (
                        ridge_fit,
                        units_of,
 )
+from ._leaderboard import (
+                       MIN_RANK_QUESTIONS,
+                       Leaderboard,
+                       leaderboard,
+                       leaderboard_key,
+                       small_split_warning,
+)
 from ._methods import (
                        BUILTINS,
                        BudgetMethod,
@@ -42,11 +49,11 @@ from ._splits import (
 
 __all__ = [
     "BUILTINS", "DEFAULT_RATIOS", "DEFAULT_SEED",
-    "BenchResult", "BudgetMethod", "ExitMethod", "HashedText", "MethodError", "OnlineView",
+    "MIN_RANK_QUESTIONS", "BenchResult", "BudgetMethod", "Leaderboard", "ExitMethod", "HashedText", "MethodError", "OnlineView",
     "PredictiveScheduling", "RoutingMethod", "StoredFeatures", "ThinkBrake", "ThinkSwitcher",
     "UnitTable",
     "apply_split_file", "assign_splits", "compare", "compare_json", "evaluate",
-    "format_compare", "format_result", "load_method", "question_splits", "ratios_iv",
-    "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
+    "format_compare", "format_result", "leaderboard", "leaderboard_key", "load_method", "question_splits", "ratios_iv",
+    "read_question_features", "read_split_file", "ridge_fit", "small_split_warning", "split_questions", "units_of",
     "write_split_file",
 ]

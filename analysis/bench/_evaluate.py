@@ -18,7 +18,7 @@ Protocol (`evaluate`):
    method's exact cost `B_g` -- the largest reward whose minimum cost is
    `<= B_g` -- so no point is interpolated. Every method decision is a
    feasible action of its strategy, hence ``frontier_acc >= acc`` in every
-   cell; ``gap`` = ``frontier_acc - acc`` in accuracy points (pp).
+   cell; ``gap`` = ``frontier_acc - acc`` (a fraction, like every accuracy).
 4. Macro values weight cells equally through the project's chain (mean over
    a model's cells, then over models; SPEC §4), computed with exact
    rationals and rounded once: macro ``acc``, ``frontier_acc`` (the macro
@@ -39,10 +39,10 @@ Protocol (`evaluate`):
    `<= x T_g`). Both step only at integer token costs, so the integrals are
    exact rationals.
 
-   * ``gap_area`` (pp): `∫ (F - M) dx / (hi - lo)` over the method's own
+   * ``gap_area`` (fraction; shown in pp): `∫ (F - M) dx / (hi - lo)` over the method's own
      range ``range = [lo, hi]`` (its cheapest to its most expensive curve
      point); the point gap when the range has zero width;
-   * ``gap_area_full`` (pp): `∫ (F - M) dx` over `[0, 1]`;
+   * ``gap_area_full`` (fraction; shown in pp): `∫ (F - M) dx` over `[0, 1]`;
    * ``realized_share``: `∫ (M - A0) dx / ∫ (F - A0) dx` over `[0, 1]`, the
      share of the frontier's area over no thinking that the method
      realizes (``None`` when the frontier gains nothing).
@@ -67,7 +67,7 @@ from typing import Any
 
 import numpy as np
 from otbench.analysis.frontier import frontiers
-from otbench.analysis.measurement import SPLITS, MeasurementSet
+from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 
 from . import _walk as walk
 from ._features import units_of
@@ -83,14 +83,14 @@ _POSITIONS = {"dr": walk.dr_positions, "fb": walk.fb_positions, "dee": walk.dee_
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One operating point (macro or one cell). Accuracies are fractions, `gap` is in pp."""
+    """One operating point (macro or one cell). Accuracies and `gap` are fractions."""
 
     theta: float
     cost: float          # mean retained thinking tokens per trajectory
     rel_cost: float      # relative to full thinking
     acc: float
     frontier_acc: float
-    gap: float           # 100 * (frontier_acc - acc), accuracy points
+    gap: float           # frontier_acc - acc (fraction)
     nondominated: bool
 
     def to_json(self) -> dict[str, Any]:
@@ -116,8 +116,14 @@ class CellResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class BenchResult:
-    """An OTBench evaluation (see the module docstring); `to_json` is ``otbench.bench/1``."""
+class BenchResult(Tidy):
+    """An OTBench evaluation (see the module docstring); `to_json` is ``otbench.bench/1``.
+
+    `to_arrow()`: one row per (scope, cell, θ): `method`, `strategy`, `scope`
+    (`macro` | `cell`), `model`, `group` (null for macro), and the `Point`
+    fields `theta`, `cost` (mean retained thinking tokens per trajectory),
+    `rel_cost`, `acc`, `frontier_acc`, `gap` (fractions), `nondominated`.
+    """
 
     method: str
     strategy: str
@@ -128,6 +134,18 @@ class BenchResult:
     reference: dict[str, float]
     config: dict[str, Any]
     synthetic: bool
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        rows = [(None, None, p) for p in self.points]
+        rows += [(c.model, c.group, p) for c in self.cells for p in c.points]
+        fields = [f.name for f in dataclasses.fields(Point)]
+        out: dict[str, Any] = {"method": [self.method] * len(rows),
+                               "strategy": [self.strategy] * len(rows),
+                               "scope": ["macro" if m is None else "cell" for m, _, _ in rows],
+                               "model": [m for m, _, _ in rows], "group": [g for _, g, _ in rows]}
+        for f in fields:
+            out[f] = np.asarray([getattr(p, f) for _, _, p in rows])
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "method": self.method, "strategy": self.strategy,
@@ -221,7 +239,7 @@ def _share(realized: Fraction, gain: Fraction) -> float | None:
 
 
 def _cell_summary(a: _Areas, keep: Sequence[bool]) -> dict[str, Any]:
-    return {"gap_area": float(100 * a.gap), "gap_area_full": float(100 * a.gap_full),
+    return {"gap_area": float(a.gap), "gap_area_full": float(a.gap_full),
             "realized_share": _share(a.realized, a.gain), "range": [float(a.lo), float(a.hi)],
             "points": len(keep), "curve_points": int(sum(keep))}
 
@@ -320,8 +338,8 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
                   for j in range(4))
     zero = chain([_frac(ct.zero, ct.probes) for ct in cells])
     points = _points(sweep, macro)
-    summary = {"gap_area": float(100 * chain([a.gap for a in areas])),
-               "gap_area_full": float(100 * chain([a.gap_full for a in areas])),
+    summary = {"gap_area": float(chain([a.gap for a in areas])),
+               "gap_area_full": float(chain([a.gap_full for a in areas])),
                "realized_share": _share(chain([a.realized for a in areas]),
                                         chain([a.gain for a in areas])),
                "points": len(points), "curve_points": sum(p.nondominated for p in points)}
@@ -422,7 +440,7 @@ def _takes_stored(fit: Any) -> bool:
 def _point(theta: float, tok: Fraction, rel: Fraction, acc: Fraction, fr: Fraction,
            keep: bool) -> Point:
     return Point(theta=float(theta), cost=float(tok), rel_cost=float(rel), acc=float(acc),
-                 frontier_acc=float(fr), gap=float(100 * (fr - acc)), nondominated=bool(keep))
+                 frontier_acc=float(fr), gap=float(fr - acc), nondominated=bool(keep))
 
 
 def _weights(cell_model: Sequence[int]) -> list[Fraction]:
@@ -476,11 +494,11 @@ def format_result(r: BenchResult) -> str:
                  f"{'gap pp':>6s}  curve")
     for p in r.points:
         lines.append(f"{p.theta:10.4g}  {p.cost:8.0f}  {100 * p.rel_cost:5.1f}%  "
-                     f"{100 * p.acc:5.1f}%  {100 * p.frontier_acc:5.1f}%  {p.gap:6.2f}  "
+                     f"{100 * p.acc:5.1f}%  {100 * p.frontier_acc:5.1f}%  {100 * p.gap:6.2f}  "
                      f"{'*' if p.nondominated else ''}")
     s = r.summary
-    lines.append(f"summary ({s['curve_points']} curve points): gap area {s['gap_area']:.2f} pp over "
-                 f"the method's range, {s['gap_area_full']:.2f} pp over [0, 1]; realized area share "
+    lines.append(f"summary ({s['curve_points']} curve points): gap area {100 * s['gap_area']:.2f} pp over "
+                 f"the method's range, {100 * s['gap_area_full']:.2f} pp over [0, 1]; realized area share "
                  f"{_pct(s['realized_share'])}; no thinking "
                  f"{100 * r.reference['a_zero']:.1f}%, full thinking {100 * r.reference['a_full']:.1f}%")
     return "\n".join(lines) + "\n"
@@ -496,8 +514,8 @@ def format_compare(results: Sequence[BenchResult]) -> str:
     for r in results:
         s = r.summary
         lines.append(f"{r.method:24s}  {r.strategy.upper():8s}  "
-                     f"{s['curve_points']:>3d}/{s['points']:<3d}  {s['gap_area']:6.2f} pp  "
-                     f"{s['gap_area_full']:6.2f} pp  {_pct(s['realized_share']):>8s}")
+                     f"{s['curve_points']:>3d}/{s['points']:<3d}  {100 * s['gap_area']:6.2f} pp  "
+                     f"{100 * s['gap_area_full']:6.2f} pp  {_pct(s['realized_share']):>8s}")
     lines.append("gap area: mean frontier-minus-method gap over the method's cost range (and over "
                  "[0, 1]); realized: share of the frontier's area over no thinking")
     lines.append(f"cost = {TOKEN_COST}")

@@ -47,6 +47,7 @@ built-ins load by name through a lazy registry like lm-evaluation-harness's.
 """
 
 import dataclasses
+import hashlib
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -202,12 +203,37 @@ def check_method(method: Any, label: str) -> Any:
     return method
 
 
+def _import_file(spec: str, path: str) -> Any:
+    """A plug-in given as ``path/to/file.py:Object``: imported from that file, from any directory."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise MethodError(f"method {spec!r}: no such file {path!r}")
+    name = "otbench_plugin_" + hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    loader_spec = importlib.util.spec_from_file_location(name, file)
+    mod = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = mod
+    try:
+        loader_spec.loader.exec_module(mod)
+    except Exception as e:
+        del sys.modules[name]
+        raise MethodError(f"method {spec!r}: importing {path!r} failed "
+                          f"({type(e).__name__}: {e})") from None
+    return mod
+
+
 def load_method(spec: Any, **kwargs: Any) -> Any:
     """A method from a built-in name, a ``"module:object"`` string, or an object.
 
     Args:
       spec: built-in name (`BUILTINS`), ``"package.module:Object"`` (dotted
-        attributes allowed after the colon), or a method object.
+        attributes allowed after the colon), ``"path/to/file.py:Object"``
+        (imported from that file), or a method object.
       kwargs: passed to the class or factory (e.g. ``features=`` for the
         built-ins); not allowed with an instance.
 
@@ -226,8 +252,9 @@ def load_method(spec: Any, **kwargs: Any) -> Any:
     mod_name, _, attr = target.partition(":")
     if not mod_name or not attr:
         raise MethodError(f"method must be 'module:object' with both parts, got {spec!r}")
+    mod = _import_file(spec, mod_name) if mod_name.endswith(".py") else None
     try:
-        mod = importlib.import_module(mod_name)
+        mod = mod or importlib.import_module(mod_name)
     except ImportError as e:
         raise MethodError(f"method {spec!r}: cannot import module {mod_name!r} ({e})") from None
     obj: Any = mod

@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, melt_columns
 
 from . import _dp
 from ._budgets import MACRO_WEIGHTING, Weights, budget_grid, budgets, pareto_points, query, summarize
@@ -69,8 +69,13 @@ class Cell:
 
 
 @dataclasses.dataclass(frozen=True)
-class StrategyFrontier:
-    """One strategy's frontiers over the cells of a set."""
+class StrategyFrontier(Tidy):
+    """One strategy's frontiers over the cells of a set.
+
+    `to_arrow()`: one row per (cell, grid point): `cell` (index into the
+    result's `cells`), `point` (index into its `grid`), `reward`, `acc`.
+    `FrontierResult.to_arrow()` gives the same with names and budgets.
+    """
 
     reward: np.ndarray       # int64[cell, grid] best total reward at each budget
     reward_one: np.ndarray   # int64[cell] best total reward at β = 1 (F(1) of the cell)
@@ -81,10 +86,23 @@ class StrategyFrontier:
     beta_sat: float | None
     pareto: tuple[tuple[np.ndarray, np.ndarray], ...] | None  # [cell] (cost, reward) int64
 
+    def _tidy_columns(self) -> dict[str, Any]:
+        cells, points = self.acc.shape
+        out = melt_columns(self.acc, [("cell", list(range(cells))), ("point", list(range(points)))],
+                           "acc")
+        return {"cell": out["cell"], "point": out["point"], "reward": self.reward.reshape(-1),
+                "acc": out["acc"]}
+
 
 @dataclasses.dataclass(frozen=True)
-class FrontierResult:
-    """Frontiers of several strategies on one measurement set (see `frontiers`)."""
+class FrontierResult(Tidy):
+    """Frontiers of several strategies on one measurement set (see `frontiers`).
+
+    `to_arrow()`: one row per (strategy, cell or macro, budget): `strategy`,
+    `scope` (`cell` | `macro`), `model`, `group` (null for macro), `beta`
+    (fraction of full-thinking tokens), `acc` (fraction), `reward` (correct
+    probes; null for macro).
+    """
 
     grid: tuple[Fraction, ...]
     cells: tuple[Cell, ...]
@@ -96,6 +114,19 @@ class FrontierResult:
     def beta(self) -> np.ndarray:
         """float64[grid] the budgets as floats."""
         return np.asarray([float(b) for b in self.grid], dtype=np.float64)
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        cells = [(c.model, c.group) for c in self.cells]
+        parts = []
+        for s, f in self.strategies.items():
+            cell = melt_columns(f.acc, [(("model", "group"), cells), ("beta", self.beta)], "acc")
+            cell["reward"] = f.reward.reshape(-1)
+            macro = melt_columns(f.macro, [("beta", self.beta)], "acc")
+            for part, scope in ((cell, "cell"), (macro, "macro")):
+                n = part["acc"].size
+                parts.append({"strategy": np.full(n, s, dtype=object),
+                              "scope": np.full(n, scope, dtype=object), **part})
+        return concat_columns(parts)
 
     def to_json(self) -> dict[str, Any]:
         """The `otbench.frontier/1` document (accuracies and budgets as fractions)."""

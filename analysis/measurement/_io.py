@@ -3,13 +3,19 @@
 Layout of a measurement-set directory::
 
     DIR/manifest.json
-    DIR/trajectories/model=<m>/group=<g>/part-0.parquet   one row per trajectory
-    DIR/<table>/part-0.parquet                              optional extra tables
-                                                            (the probe's `tokens`)
+    DIR/trajectories/<model>/<group>/part-0.parquet   one row per trajectory
+    DIR/<table>/part-0.parquet                        optional extra tables
+                                                      (the probe's `tokens`)
 
-Partition names percent-encode the model and group ids (ids such as
+Folder names percent-encode the model and group ids (ids such as
 ``org/model`` contain slashes); every file also stores `model` and `group`
 as columns, which are authoritative and are checked against the path.
+The folders carry no ``key=value`` (Hive) names on purpose: a Hive name
+makes readers add a second, dictionary-typed `model` column that clashes
+with the in-file one (pandas refuses to read such a folder), while plain
+folders let pandas, polars, pyarrow.dataset and DuckDB read
+``DIR/trajectories`` as one table. Sets written with the earlier Hive
+names (``model=<m>/group=<g>``) still load: the manifest lists every path.
 """
 
 import hashlib
@@ -107,9 +113,31 @@ def cell_table(ms: MeasurementSet, rows: np.ndarray) -> pa.Table:
     return pa.table(cols)
 
 
+def _folder(value: str) -> str:
+    """A model or group id as one folder name: percent-encoded, never hidden.
+
+    Dataset readers (pyarrow, hence pandas) skip names starting with `.` or
+    `_`, so a leading one is encoded too.
+    """
+    enc = quote(value, safe="")
+    return ("%2E" if enc[0] == "." else "%5F") + enc[1:] if enc[:1] in (".", "_") else enc
+
+
 def _partition(ms: MeasurementSet, c: int) -> str:
     m, g = ms.cell_name(c)
-    return f"{TRAJ_DIR}/model={quote(m, safe='')}/group={quote(g, safe='')}/part-0.parquet"
+    return f"{TRAJ_DIR}/{_folder(m)}/{_folder(g)}/part-0.parquet"
+
+
+def _partition_values(rel: str) -> dict[str, str]:
+    """The encoded (model, group) a file's path claims, for both layouts.
+
+    Current sets: ``trajectories/<model>/<group>/part-0.parquet``; sets written
+    before: ``trajectories/model=<m>/group=<g>/part-0.parquet``.
+    """
+    segs = Path(rel).parts[1:-1]
+    if any("=" in seg and seg.split("=", 1)[0] in ("model", "group") for seg in segs):
+        return dict(seg.split("=", 1) for seg in segs if "=" in seg)
+    return dict(zip(("model", "group"), segs))
 
 
 def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False,
@@ -297,14 +325,14 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
         _check_column(file, table, SIGNAL_PREFIX + name, pa.list_(pa.float64()))
     if table.num_rows != entry.get("rows"):
         raise MeasurementSetError(file, f"has {table.num_rows} rows, manifest says {entry.get('rows')}")
-    parts = dict(seg.split("=", 1) for seg in Path(rel).parts[1:-1] if "=" in seg)
+    parts = _partition_values(rel)
     for col in ("model", "group"):
         want = parts.get(col)
         vals = table.column(col).to_pylist()
         for r, v in enumerate(vals):
-            if want is not None and quote(v or "", safe="") != want:
+            if want is not None and want not in (_folder(v or ""), quote(v or "", safe="")):
                 raise MeasurementSetError(f"{file}: row {r}",
-                                          f"{col} {v!r} does not match its partition '{col}={want}'")
+                                          f"{col} {v!r} does not match its folder {want!r}")
     return table, names
 
 

@@ -6,13 +6,15 @@ from typing import Any
 
 import numpy as np
 
+from ._tidy import Tidy
+
 SCHEMA = "otbench.measurement_set/1"
 SPLITS = ("train", "validation", "test")
 """Split names; `MeasurementSet.split` stores their index, -1 = unassigned."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class MeasurementSet:
+class MeasurementSet(Tidy):
     """A loaded STP measurement set.
 
     Rows are trajectories, sorted by (cell, question, trajectory) so the
@@ -47,6 +49,10 @@ class MeasurementSet:
       question_id, question_dataset, question_text: per-question tables.
       synthetic: True when the set came from a simulator.
       provenance: free-form JSON-serializable provenance from the writer.
+
+    `to_arrow()` / `to_pandas()` / `to_polars()` give the stored table: one
+    row per trajectory with the columns of the Parquet files (`L`, `C` and
+    `signal.<name>` as lists of the `n + 1` valid positions, no padding).
     """
 
     L: np.ndarray
@@ -70,6 +76,11 @@ class MeasurementSet:
     question_text: tuple[str | None, ...]
     synthetic: bool = False
     provenance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        from ._io import cell_table     # _io builds on this module
+        table = cell_table(self, np.arange(self.num_trajectories))
+        return {name: table.column(name) for name in table.column_names}
 
     def __post_init__(self):
         for name in ("L", "C", "n", "probes", "y", "finished", "trajectory",

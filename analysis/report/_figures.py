@@ -407,7 +407,7 @@ def otbench_figure(bench: Sequence[Mapping[str, Any]],
             mk = markers[i % len(markers)]
             summ = d.get("summary", {})
             share = summ.get("realized_share")
-            lab = (f"{d['method']}: gap area {summ.get('gap_area', float('nan')):.2f} pp, "
+            lab = (f"{d['method']}: gap area {100 * summ.get('gap_area', float('nan')):.2f} pp, "
                    f"realized {_pct(share)}")
             ax.vlines(x, y, yf, color=color, lw=0.6, alpha=0.6)
             ax.plot(x[nd], y[nd], marker=mk, ls="-", color=color, ms=5, label=lab)
@@ -446,7 +446,7 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                        label="exact expectation")
                 if key in ("or", "ad") and macro.get(key) is not None:
                     a.axhline(scale * macro[key], color="black", ls="--", lw=0.8,
-                              label="all probes (Table 1)")
+                              label="all probes (Tables 1–2)")
                 a.set_xticks(m)
                 a.set_xlabel("answer probes per position m (count)")
                 a.set_ylabel(lab)

@@ -138,15 +138,38 @@ def strata_figure(doc: dict[str, Any], readout: str = "policy"):
     return fig
 
 
+# Horizon-table columns without a unit in their display heading.
+_CSV_UNITS = {"B": "B (tokens)", "n": "n (runs)", "survivors": "survivors (runs)",
+              "items": "items (count)", "pairs": "pairs (count)", "readouts": "readouts (count)",
+              "replayable": "replayable (count)", "missing": "missing (count)",
+              "finished": "finished (count)", "compared": "compared (count)",
+              "agree": "agree (count)", "Brier": "Brier (score)",
+              "log-loss diff.": "log-loss diff. (nats)", "Brier diff.": "Brier diff. (score)",
+              "sign-flip p": "sign-flip p (probability)",
+              "simultaneous 95% band": "simultaneous 95% band (pp)",
+              "family band": "family band (pp)", "two-way CI": "two-way CI (pp)"}
+_LABELS = ("group", "arm", "contrast", "stratum", "context", "control", "lower − upper")
+
+
+def _csv_unit(h: str) -> str:
+    """A CSV heading with its unit: "Δ (pp) [95% CI]" -> "Δ (pp)", "B" -> "B (tokens)"."""
+    h = h.replace(" [95% CI]", "")
+    return h if h in _LABELS or "(" in h else _CSV_UNITS.get(h, h)
+
+
 def _table(name: str, t: htabs.Table, caption: str) -> tabs.Table:
     title, header, rows = t
     cells = tuple(tuple(tabs.Cell(c) for c in r) for r in rows)
-    # CSV: each "estimate [lo, hi]" cell becomes three numeric columns.
+    # CSV: each "estimate [lo, hi]" cell becomes three numeric columns; every
+    # numeric column names its unit.
     csv_header: list[str] = []
     split = []
     for j, h in enumerate(header):
+        h = _csv_unit(h)
         if any("[" in r[j] for r in rows):
-            csv_header += [h, f"{h} lo", f"{h} hi"]
+            base, unit = h.rsplit(" (", 1) if " (" in h else (h, "")
+            unit = f" ({unit.rstrip(')')})" if unit else ""
+            csv_header += [h, f"{base} lo{unit}", f"{base} hi{unit}"]
             split.append(True)
         else:
             csv_header.append(h)
@@ -207,32 +230,32 @@ def horizon_sections(ctx, set_dir: Path | None) -> list[Section]:
            + f"; {st['replicates']:,} item-bootstrap draws (seed {st['seed']}), 2.5/97.5 percentiles")
     if any(g["calibration"] for g in doc["groups"]):
         sec.figure(ctx.fig(
-            "fig10_horizon_accuracy", lambda: accuracy_figure(doc),
+            "horizon_accuracy", lambda: accuracy_figure(doc),
             title="Accuracy and survival at imposed horizons",
             caption=f"Terminal-aware accuracy (natural answer once finished, else the candidate-logit "
                     f"readout of the prefix cut at B; solid, 95% band), survivor-only accuracy (dashed), "
                     f"natural full-trace accuracy (dotted) and survival P(L > B); {src}; {n:,} runs.",
             trajectories=n))
-        sec.table(ctx.table(_table("table_horizon_calibration", htabs.calibration_table(doc),
+        sec.table(ctx.table(_table("horizon_calibration", htabs.calibration_table(doc),
                                    f"Rates in %, 95% item-bootstrap intervals; {src}.")))
     if any(c["readout"] == "policy" for g in doc["groups"] for c in g["contrasts"]):
         sec.figure(ctx.fig(
-            "fig11_horizon_contrast", lambda: contrast_figure(doc),
+            "horizon_contrast", lambda: contrast_figure(doc),
             title="Paired contrasts at matched horizons",
             caption=f"Terminal-aware accuracy difference A − B (pp), replicates averaged within item; "
                     f"bars: pointwise 95% intervals; shaded: simultaneous 95% band (max-abs deviation "
                     f"over horizons); {src}.", trajectories=n))
-        sec.table(ctx.table(_table("table_horizon_contrasts", htabs.contrast_table(doc, "policy"),
+        sec.table(ctx.table(_table("horizon_contrasts", htabs.contrast_table(doc, "policy"),
                                    f"Paired contrasts (policy readout); AUC: trapezoid over log2 B "
                                    f"divided by the span; {src}.")))
     if any(s["readout"] == "policy" for g in doc["groups"] for s in g["strata"]):
         sec.figure(ctx.fig(
-            "fig12_horizon_strata", lambda: strata_figure(doc),
+            "horizon_strata", lambda: strata_figure(doc),
             title="Termination-stratum contributions",
             caption=f"Each pair's stratum by which arm has finished by B; contributions (mean of "
                     f"item means of Δ·1{{stratum}} over all pairs, pp) add up to the total Δ "
                     f"(diamonds); {src}.", trajectories=n))
-        sec.table(ctx.table(_table("table_horizon_strata", htabs.strata_table(doc, "policy"),
+        sec.table(ctx.table(_table("horizon_strata", htabs.strata_table(doc, "policy"),
                                    f"Four-stratum decomposition (policy readout); within-stratum "
                                    f"Δ: the item-averaged difference inside the stratum (the "
                                    f"second paper's); contribution / share: the ratio that "

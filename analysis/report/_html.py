@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._figures import FigureInfo
+from ._numbering import number_of
 from ._tables import SYNTHETIC_NOTE, Table, to_html
 
 CSS = """
@@ -61,7 +62,7 @@ class Section:
 
 def render(*, title: str, synthetic: bool, meta: Sequence[tuple[str, str]],
            sections: Sequence[Section], footer: Mapping[str, str]) -> str:
-    """The whole page; figures and tables are numbered in page order."""
+    """The whole page; figures and tables carry their fixed numbers (`_numbering`)."""
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -74,14 +75,13 @@ def render(*, title: str, synthetic: bool, meta: Sequence[tuple[str, str]],
                                                 for k, v in meta) + "</table>")
     out.append("<nav>" + "".join(f'<a href="#{e(s.id)}">{e(s.title)}</a>' for s in sections)
                + "</nav>")
-    nfig = ntab = 0
     for s in sections:
         out.append(f'<section id="{e(s.id)}"><h2>{e(s.title)}</h2>')
         if s.intro:
             out.append(f"<p>{e(s.intro)}</p>")
         for kind, item in s.blocks:
             if kind == "figure":
-                nfig += 1
+                nfig = number_of(item.name)[1]
                 # Shown at 3/4 of the pixel size: the PNGs are drawn at 144 dpi, so
                 # text lands near the page's text size and stays sharp on HiDPI screens.
                 w, h = (item.width * 3) // 4, (item.height * 3) // 4
@@ -90,7 +90,7 @@ def render(*, title: str, synthetic: bool, meta: Sequence[tuple[str, str]],
                            f"<figcaption><b>Figure {nfig}.</b> {e(item.caption)}</figcaption>"
                            "</figure>")
             elif kind == "table":
-                ntab += 1
+                ntab = number_of(item.name)[1]
                 out.append(f'<p class="tcap"><b>Table {ntab}. {e(item.title)}.</b> '
                            f"{e(item.caption)}</p>")
                 out.append(f'<div class="scroll">{to_html(item)}</div>')

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _curves as curves
 from . import _figures as figs
+from . import _numbering as num
 from . import _tables as tabs
 from ._html import Section
 
@@ -35,7 +36,7 @@ def matrices_section(ctx) -> Section:
     ci = (f"; {figs.coverage(b)} percentile intervals from {reps}paired bootstrap replicates"
           if b else "")
     sec.figure(ctx.fig(
-        "fig1a_overthinking",
+        "overthinking",
         lambda: figs.matrix_figure(m, ("or", "ad"), ("Overthinking Ratio OR (%)",
                                                      "Accuracy Degradation AD (pp)"),
                                    ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2),
@@ -46,8 +47,8 @@ def matrices_section(ctx) -> Section:
                 f"equal-weight Avg. row and column{ci}; from {_n(T)} trajectories.",
         trajectories=T))
     for name, key, title, cap in (
-            ("table1_or", "or", "Overthinking Ratio OR (%)", "Mean OR in % of thinking tokens"),
-            ("table1_ad", "ad", "Accuracy Degradation AD (pp)", "Mean AD in percentage points")):
+            ("or", "or", "Overthinking Ratio OR (%)", "Mean OR in % of thinking tokens"),
+            ("ad", "ad", "Accuracy Degradation AD (pp)", "Mean AD in percentage points")):
         sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title, boot=b,
                                               caption=f"{cap}; {_WEIGHTS}; {_n(T)} trajectories.")))
     rho = m.get("spearman_or_ad")
@@ -59,7 +60,7 @@ def matrices_section(ctx) -> Section:
                 f"(recomputed across the cells of every replicate)")
              + f" ({len(m['cells'])} cells).")
     sec.figure(ctx.fig(
-        "fig1b_baselines",
+        "baselines",
         lambda: figs.matrix_figure(m, ("full_acc", "tokens"),
                                    ("original full-thinking accuracy (%)",
                                     "mean thinking tokens L(n) (tokens)"),
@@ -70,39 +71,40 @@ def matrices_section(ctx) -> Section:
                 f"length L(n) (tokens) per model and group{ci}; from {_n(T)} trajectories.",
         trajectories=T))
     for name, key, title, cap in (
-            ("table3_full_acc", "full_acc", "Original full-thinking accuracy (%)",
+            ("full_acc", "full_acc", "Original full-thinking accuracy (%)",
              "Accuracy of the original final answers (not the STP probes)"),
-            ("table3_tokens", "tokens", "Mean thinking tokens",
+            ("tokens", "tokens", "Mean thinking tokens",
              "Mean full thinking length L(n) in tokens"),
-            ("table_endpoint_acc", "endpoint_acc", "STP endpoint accuracy P(n) (%)",
+            ("endpoint_acc", "endpoint_acc", "STP endpoint accuracy P(n) (%)",
              "Mean probe accuracy at full thinking"),
-            ("table7_zero_step", "zero_step_acc", "Zero-step accuracy P(0) (%)",
+            ("zero_step", "zero_step_acc", "Zero-step accuracy P(0) (%)",
              "Mean probe accuracy with no thinking retained"),
-            ("table_pairwise_or", "pairwise_or", "Within-question variation of OR (pp)",
+            ("pairwise_or", "pairwise_or", "Within-question variation of OR (pp)",
              "Mean absolute OR difference over a question's trajectory pairs (questions with R ≥ 2)"),
-            ("table_pairwise_ad", "pairwise_ad", "Within-question variation of AD (pp)",
+            ("pairwise_ad", "pairwise_ad", "Within-question variation of AD (pp)",
              "Mean absolute AD difference over a question's trajectory pairs (questions with R ≥ 2)")):
         sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title,
                                               boot=b if key in _BOOT_IN_TABLE else None,
                                               caption=f"{cap}; {_WEIGHTS}.")))
     if b is None:
-        ctx.missing(sec, "No bootstrap intervals (Tables 4–6): run `otbench bootstrap DIR --frontiers "
-                         "--json DIR/results/bootstrap.json` and rebuild the report.")
+        ctx.missing(sec, f"No bootstrap intervals ({num.tables_label('or_ci', 'ad_ci', 'full_acc_ci', 'tokens_ci', 'endpoint_acc_ci')}): "
+                         "run `otbench bootstrap DIR --frontiers` (it writes "
+                         "DIR/results/bootstrap.json) and rebuild the report.")
         return sec
     cov = figs.coverage(b)
     lo, hi = b.get("percentiles") or (2.5, 97.5)
-    for name, key, title in (("table4_or_ci", "or", f"{cov} intervals of OR (%)"),
-                             ("table5_ad_ci", "ad", f"{cov} intervals of AD (pp)"),
-                             ("table6_full_acc_ci", "full_acc",
+    for name, key, title in (("or_ci", "or", f"{cov} intervals of OR (%)"),
+                             ("ad_ci", "ad", f"{cov} intervals of AD (pp)"),
+                             ("full_acc_ci", "full_acc",
                               f"{cov} intervals of original full-thinking accuracy (%)"),
-                             ("table_tokens_ci", "tokens", f"{cov} intervals of mean thinking tokens"),
-                             ("table_endpoint_acc_ci", "endpoint_acc",
+                             ("tokens_ci", "tokens", f"{cov} intervals of mean thinking tokens"),
+                             ("endpoint_acc_ci", "endpoint_acc",
                               f"{cov} intervals of STP endpoint accuracy P(n) (%)"),
-                             ("table7_zero_step_ci", "zero_step_acc",
+                             ("zero_step_ci", "zero_step_acc",
                               f"{cov} intervals of zero-step accuracy P(0) (%)"),
-                             ("table_pairwise_or_ci", "pairwise_or",
+                             ("pairwise_or_ci", "pairwise_or",
                               f"{cov} intervals of the within-question variation of OR (pp)"),
-                             ("table_pairwise_ad_ci", "pairwise_ad",
+                             ("pairwise_ad_ci", "pairwise_ad",
                               f"{cov} intervals of the within-question variation of AD (pp)")):
         sec.table(ctx.table(tabs.interval_table(
             name, b, m, key, title=title,
@@ -141,7 +143,7 @@ def local_section(ctx) -> Section:
         ctx.missing(sec, "No local changes: every trajectory has n = 0 steps.")
         return sec
     sec.figure(ctx.fig(
-        "fig2_local_changes", lambda: figs.local_changes_figure(edges, pos, neg, flat),
+        "local_changes", lambda: figs.local_changes_figure(edges, pos, neg, flat),
         title="Local accuracy changes by thinking progress",
         caption=f"Shares of positive, flat and negative ΔP(k) and the negative-to-positive ratio "
                 f"per L(k) bin; {_n(int(total.sum()))} changes from {_n(T)} trajectories.",
@@ -157,11 +159,11 @@ def local_section(ctx) -> Section:
         r.append((tabs.fmt(ratio, 1.0, 2), tabs.csv_num(ratio)))
         rows.append(r)
     sec.table(ctx.table(tabs.simple_table(
-        "table_local_changes", title="Local accuracy changes by L(k) bin",
+        "local_changes", title="Local accuracy changes by L(k) bin",
         caption="Counts of measured changes and their shares (%) per bin of retained tokens "
                 "(tokens); neg/pos is n/a without a positive change.",
-        header=["L(k) bin (tokens)", "changes", "positive (%)", "flat (%)", "negative (%)",
-                "neg/pos"], rows=rows)))
+        header=["L(k) bin (tokens)", "changes (count)", "positive (%)", "flat (%)",
+                "negative (%)", "neg/pos (ratio)"], rows=rows)))
     return sec
 
 
@@ -179,7 +181,7 @@ def frontier_section(ctx) -> Section:
                   "early exit (DEE), macro-averaged over cells, against the relative token budget "
                   "β (SPEC §5).")
     sec.figure(ctx.fig(
-        "fig3_frontiers", lambda: figs.frontier_figure(f),
+        "frontiers", lambda: figs.frontier_figure(f),
         title="Oracle frontiers of the three termination strategies",
         caption=f"Macro frontier F_C(β) on {len(f['grid'])} budgets with the STP full-thinking "
                 f"line A_full = {100 * f['a_full']:.2f}%, β_match (circles) and β_sat (squares); "
@@ -208,7 +210,7 @@ def frontier_section(ctx) -> Section:
                 r.append(ci((bf.get(s) or {}).get(key)))
         rows.append(r)
     sec.table(ctx.table(tabs.simple_table(
-        "table_frontiers", title="Frontier summaries",
+        "frontiers", title="Frontier summaries",
         caption=f"β_match = min β with F_C(β) ≥ A_full ({100 * f['a_full']:.2f}%), ceiling F_C(1), "
                 "β_sat = min β with F_C(β) = F_C(1), all in %; \"never\" when not reached on the "
                 "grid" + (f"; {cov} bootstrap intervals (\"n/a\" for an end that is never reached)"
@@ -217,7 +219,7 @@ def frontier_section(ctx) -> Section:
     if bf and any(s in bf for s in ("dr", "fb", "dee")):
         reps = b.get("replicates")
         sec.figure(ctx.fig(
-            "fig5_frontier_bands", lambda: figs.bands_figure(f, b),
+            "frontier_bands", lambda: figs.bands_figure(f, b),
             title="Bootstrap uncertainty of the oracle frontiers",
             caption=f"Pointwise {figs.coverage(b)} bands and medians of the macro frontiers over "
                     f"{reps if reps is not None else 'the'} replicates on {len(bf['grid'])} "
@@ -225,8 +227,9 @@ def frontier_section(ctx) -> Section:
                     f"{_n(T)} trajectories.",
             trajectories=T))
     else:
-        ctx.missing(sec, "No frontier bands (Fig. 5): run `otbench bootstrap DIR --frontiers --json "
-                         "DIR/results/bootstrap.json` and rebuild the report.")
+        ctx.missing(sec, f"No frontier bands ({num.figure_label('frontier_bands')}): run "
+                         "`otbench bootstrap DIR --frontiers` (it writes "
+                         "DIR/results/bootstrap.json) and rebuild the report.")
     return sec
 
 
@@ -298,8 +301,9 @@ def otbench_section(ctx) -> Section:
                   "oracle frontier on the same evaluated questions (SPEC §6); token cost counts "
                   "retained thinking tokens only.")
     if not bench:
-        ctx.missing(sec, "No OTBench results (Fig. 4): run `otbench bench compare DIR --json "
-                         "DIR/results/otbench.json` and rebuild the report.")
+        ctx.missing(sec, f"No OTBench results ({num.figure_label('otbench')}): run `otbench bench "
+                         "compare DIR` (it writes DIR/results/bench-<method>.json) and rebuild "
+                         "the report.")
         return sec
     ctx.say("OTBench: test-split oracle frontiers")
     fronts, ntraj, notes = evaluated_split_frontiers(ctx.ms, bench)
@@ -308,7 +312,7 @@ def otbench_section(ctx) -> Section:
     T = max([sum(int(c.get("trajectories", 0)) for c in d.get("cells", [])) for d in bench] + [0])
     splits = sorted({d.get("split", "test") for d in bench})
     sec.figure(ctx.fig(
-        "fig4_otbench", lambda: figs.otbench_figure(bench, fronts),
+        "otbench", lambda: figs.otbench_figure(bench, fronts),
         title="OTBench methods against their strategies' oracle frontiers",
         caption=f"{len(bench)} method(s) on the {'/'.join(splits)} split: operating points "
                 f"(joined: non-dominated curve; hollow: dominated) and the oracle at each point's "
@@ -325,20 +329,20 @@ def otbench_section(ctx) -> Section:
                      (str(d.get("split", "")), str(d.get("split", ""))),
                      (f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}",
                       f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}"),
-                     (tabs.fmt(s.get("gap_area"), 1.0, 2), tabs.csv_num(s.get("gap_area"))),
-                     (tabs.fmt(s.get("gap_area_full"), 1.0, 2), tabs.csv_num(s.get("gap_area_full"))),
+                     (tabs.fmt(s.get("gap_area"), 100.0, 2), tabs.csv_num(s.get("gap_area"), 100.0)),
+                     (tabs.fmt(s.get("gap_area_full"), 100.0, 2), tabs.csv_num(s.get("gap_area_full"), 100.0)),
                      (tabs.fmt(share, 100.0, 1), tabs.csv_num(share, 100.0)),
                      (tabs.fmt(ref.get("a_zero"), 100.0, 1), tabs.csv_num(ref.get("a_zero"), 100.0)),
                      (tabs.fmt(ref.get("a_full"), 100.0, 1), tabs.csv_num(ref.get("a_full"), 100.0))])
     sec.table(ctx.table(tabs.simple_table(
-        "table_otbench", title="OTBench summary",
+        "otbench", title="OTBench summary",
         caption="Curve points / all points; gap area: the mean gap between the oracle frontier "
                 "and the method's step curve over relative cost (pp), over the method's own cost "
                 "range and over [0, 1] (cells chained with equal weights); realized: the share of "
                 "the frontier's area over no thinking that the method's curve reaches on [0, 1] "
                 "(%); macro accuracy with no thinking and with full thinking on the evaluated "
                 "split (%).",
-        header=["method", "strategy", "split", "curve/points", "gap area (pp)",
+        header=["method", "strategy", "split", "curve/points (count)", "gap area (pp)",
                 "gap area [0,1] (pp)", "realized (%)", "no thinking (%)", "full thinking (%)"],
         rows=rows)))
     return sec
@@ -352,9 +356,9 @@ def sensitivity_section(ctx) -> Section:
     sec = Section("sensitivity", "Probe-count and trajectory-count sensitivity",
                   "Exact hypergeometric probe thinning and trajectory subsampling (SPEC §7).")
     if th is None:
-        ctx.missing(sec, "No thinning results (Fig. 6): run `otbench thinning DIR --probes 4,8,12,16 "
-                         "--trajectories 2,4,8,16 --json DIR/results/thinning.json` and rebuild "
-                         "the report.")
+        ctx.missing(sec, f"No thinning results ({num.figure_label('sensitivity')}): run `otbench "
+                         "thinning DIR --probes 4,8,12,16 --trajectories 2,4,8,16` (it writes "
+                         "DIR/results/thinning.json) and rebuild the report.")
         return sec
     probes, trajs = th.get("probes") or {}, th.get("trajectories") or {}
     parts = []
@@ -367,12 +371,12 @@ def sensitivity_section(ctx) -> Section:
                      f"{', '.join(sorted(trajs, key=int))} "
                      f"trajectories" + (f" over {draws:,} draws" if isinstance(draws, int) else ""))
     sec.figure(ctx.fig(
-        "fig6_sensitivity", lambda: figs.thinning_figure(th, ctx.inputs.metrics),
+        "sensitivity", lambda: figs.thinning_figure(th, ctx.inputs.metrics),
         title="Sensitivity to the number of probes and trajectories",
         caption="; ".join(parts) + f"; from {_n(T)} trajectories.", trajectories=T))
     if probes:
         sec.table(ctx.table(tabs.simple_table(
-            "table_thinning_probes", title="Probe thinning (exact expectations)",
+            "thinning_probes", title="Probe thinning (exact expectations)",
             caption="Expected macro OR (%), AD (pp) and probability (%) that the thinned earliest "
                     "maximizer equals the full one, per probe count m.",
             header=["m (probes)", "OR (%)", "AD (pp)", "retention (%)"],
@@ -388,12 +392,12 @@ def sensitivity_section(ctx) -> Section:
                 + [(tabs.fmt(trajs[k].get(x), 100.0, 2), tabs.csv_num(trajs[k].get(x), 100.0))
                    for x in ("mean_or", "mean_ad")] for k in sorted(trajs, key=int)]
         sec.table(ctx.table(tabs.simple_table(
-            "table_thinning_trajectories", title="Trajectory thinning",
+            "thinning_trajectories", title="Trajectory thinning",
             caption="2.5–97.5 percentile ranges and means over draws of the macro OR (%) and AD "
                     "(pp) per trajectory count r.",
             header=["r (trajectories)", "OR range (%)", "AD range (pp)", "mean OR (%)",
                     "mean AD (pp)"],
-            csv_header=["r", "OR lo (%)", "OR hi (%)", "AD lo (pp)", "AD hi (pp)", "mean OR (%)",
+            csv_header=["r (trajectories)", "OR lo (%)", "OR hi (%)", "AD lo (pp)", "AD hi (pp)", "mean OR (%)",
                         "mean AD (pp)"], rows=rows)))
     return sec
 
@@ -410,7 +414,7 @@ def trajectories_section(ctx) -> Section:
     pt = curves.PerTrajectory.of(ms)
     rows = curves.example_rows(ms, pt)
     sec.figure(ctx.fig(
-        "fig7_stp_examples", lambda: curves.examples_figure(ms, pt, rows),
+        "stp_examples", lambda: curves.examples_figure(ms, pt, rows),
         title="Example STP curves with k*, OR and AD",
         caption=f"One trajectory per group: the one (≥ 3 steps when available) nearest to its "
                 f"group's mean (OR, AD) in standard-deviation units; {len(rows)} shown, chosen "
@@ -418,13 +422,14 @@ def trajectories_section(ctx) -> Section:
         trajectories=T))
     q = curves.example_question(ms, pt)
     if q is None:
-        ctx.missing(sec, "No within-question small multiples (Fig. 8): every question has a single "
-                         "trajectory.")
+        ctx.missing(sec, f"No within-question small multiples "
+                         f"({num.figure_label('question_trajectories')}): every question has a "
+                         "single trajectory.")
         return sec
     m, g, qid, _ = curves._tag(ms, int(q[0]))
     shown = min(q.size, curves.MAX_SMALL_MULTIPLES)
     sec.figure(ctx.fig(
-        "fig8_question_trajectories", lambda: curves.question_figure(ms, pt, q),
+        "question_trajectories", lambda: curves.question_figure(ms, pt, q),
         title=f"All trajectories of one question: {m}, {g}, question {qid}",
         caption=f"{shown} of {q.size} trajectories of the (model, question) pair whose mean pairwise "
                 f"|ΔOR| is the lower median over all pairs with R ≥ 2, panels sharing both axes.",
@@ -439,16 +444,17 @@ def steps_section(ctx, set_dir: Path | None) -> Section:
                   "Realized step lengths when the stored thinking token ids are re-segmented at "
                   "other target step lengths b (SPEC §7, §3.2); no new probing.")
     if set_dir is None:
-        ctx.missing(sec, "No step-length distributions (Fig. 9): the report was given an in-memory "
-                         "set; pass the set's directory so its token ids can be read.")
+        ctx.missing(sec, f"No step-length distributions ({num.figure_label('step_lengths')}): the "
+                         "report was given an in-memory set; pass the set's directory so its "
+                         "token ids can be read.")
         return sec
     ctx.say("re-segmenting stored token ids")
     sl = curves.step_lengths(set_dir)
     if isinstance(sl, str):
-        ctx.missing(sec, f"No step-length distributions (Fig. 9): {sl}.")
+        ctx.missing(sec, f"No step-length distributions ({num.figure_label('step_lengths')}): {sl}.")
         return sec
     sec.figure(ctx.fig(
-        "fig9_step_lengths", lambda: curves.step_length_figure(sl),
+        "step_lengths", lambda: curves.step_length_figure(sl),
         title="Realized step lengths at different target step lengths b",
         caption=f"Share of each model's steps per log-spaced length bin at b = "
                 f"{', '.join(str(b) for b in sl.bs)} (recorded b = "
@@ -456,9 +462,10 @@ def steps_section(ctx, set_dir: Path | None) -> Section:
                 f"equally; from {_n(sl.trajectories)} trajectories.",
         trajectories=sl.trajectories))
     sec.table(ctx.table(tabs.simple_table(
-        "table_step_lengths", title="Step-length summaries",
+        "step_lengths", title="Step-length summaries",
         caption="Steps, mean and 10/50/90th percentiles (observed lengths) of the realized step "
                 "length in tokens per model and target b.",
-        header=["model", "b (tokens)", "steps", "mean", "p10", "p50", "p90"],
+        header=["model", "b (tokens)", "steps (count)", "mean (tokens)", "p10 (tokens)",
+                "p50 (tokens)", "p90 (tokens)"],
         rows=curves.step_length_rows(sl))))
     return sec

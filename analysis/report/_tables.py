@@ -91,6 +91,11 @@ class MetricSpec:
     scale: float      # fraction -> display unit
     digits: int
 
+    @property
+    def unit(self) -> str:
+        """The display unit (`%`, `pp`, `tokens`), the label's last parenthesis; CSV headers carry it."""
+        return self.label.rsplit("(", 1)[1].rstrip(")")
+
 
 METRIC_SPECS = {
     "or": MetricSpec("or", "OR (%)", 100.0, 1),
@@ -171,8 +176,10 @@ def matrix_table(name: str, metrics_doc: Mapping[str, Any], key: str, *, title: 
     c.append(csv_num(v, spec.scale))
     rows.append(tuple(r))
     csv_rows.append(tuple(c))
+    csv_header = ("model",) + tuple(f"{g} ({spec.unit})" for g in header[1:])
     return Table(name=name, title=title, caption=caption, header=header, rows=tuple(rows),
-                 csv_header=header, csv_rows=tuple(csv_rows), heat=True, rule_before_last=True)
+                 csv_header=csv_header, csv_rows=tuple(csv_rows), heat=True,
+                 rule_before_last=True)
 
 
 def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str, Any], key: str,
@@ -196,7 +203,8 @@ def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str,
         return [csv_num(interval[0], spec.scale), csv_num(interval[1], spec.scale)]
 
     header = ("model",) + tuple(groups) + ("Avg.",)
-    csv_header = ("model",) + tuple(f"{g} {e}" for g in groups + ["Avg."] for e in ("lo", "hi"))
+    csv_header = ("model",) + tuple(f"{g} {e} ({spec.unit})" for g in groups + ["Avg."]
+                                    for e in ("lo", "hi"))
     rows, csv_rows = [], []
     for label, per_group, avg in ([(m, [cells.get((m, g)) for g in groups], by_model.get(m))
                                    for m in models]

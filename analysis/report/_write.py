@@ -9,22 +9,24 @@ Output folder::
     report.json                manifest: figures (title, caption, pixel size,
                                trajectories), tables, inputs, notes
 
-What is drawn from what (numbers are the first paper's):
+What is drawn from what (the report's own numbering, `_numbering`: file
+names, captions and hints all use it; a missing item leaves its number unused):
 
 ==============================  =========================================  ====================
 figure / tables                 input                                      when
 ==============================  =========================================  ====================
-fig1a_overthinking, Tab. 1      metrics (OR, AD); bootstrap intervals      always
-fig1b_baselines, Tab. 3         metrics (original accuracy, tokens)        always
-Tab. 4-6 (intervals)            bootstrap                                  with a bootstrap
-fig2_local_changes              the set's L, C (ΔP(k) by L(k))             always
-fig3_frontiers                  frontier (DR, FB, DEE, A_full)             always
+fig1_overthinking, Tab. 1-2     metrics (OR, AD); bootstrap intervals      always
+fig2_baselines, Tab. 3-8        metrics (accuracies, tokens, variation)    always
+Tab. 9-13 (intervals)           bootstrap                                  with a bootstrap
+fig3_local_changes, Tab. 14     the set's L, C (ΔP(k) by L(k))             always
+fig4_frontiers, Tab. 15         frontier (DR, FB, DEE, A_full)             always
 fig5_frontier_bands             bootstrap ``frontiers`` + frontier         with frontier intervals
-fig4_otbench                    OTBench results + test-split frontiers     with OTBench results
-fig6_sensitivity                thinning (probes, trajectories)            with a thinning result
-fig7_stp_examples               the set (rule: `_report_curves`)           always
-fig8_question_trajectories      the set (rule: `_report_curves`)           a question with R >= 2
-fig9_step_lengths               the set's ``tokens`` table                 token ids present
+fig6_otbench, Tab. 16           OTBench results + test-split frontiers     with OTBench results
+fig7_sensitivity, Tab. 17-18    thinning (probes, trajectories)            with a thinning result
+fig8_stp_examples               the set (rule: `_report_curves`)           always
+fig9_question_trajectories      the set (rule: `_report_curves`)           a question with R >= 2
+fig10_step_lengths, Tab. 19     the set's ``tokens`` table                 token ids present
+fig11-13, Tab. 20-22            DIR/results/horizon.json                   with a horizon result
 ==============================  =========================================  ====================
 
 Metrics and frontiers are computed, or reused from cached JSON when they
@@ -51,6 +53,7 @@ import numpy as np
 from otbench.analysis.measurement import MeasurementSet, atomic_dir
 
 from . import _figures as figs
+from . import _numbering as num
 from . import _tables as tabs
 from ._horizon import horizon_sections
 from ._html import Section, render
@@ -180,6 +183,7 @@ class _Ctx:
 
     def fig(self, name: str, draw: Callable[[], Any], *, title: str, caption: str,
             trajectories: int) -> figs.FigureInfo:
+        name = num.figure_file(name)     # the one numbering (`_numbering`)
         self.say(f"figure {name}")
         with figs.figure_style():
             fig = draw()
@@ -189,6 +193,7 @@ class _Ctx:
         return info
 
     def table(self, t: tabs.Table) -> tabs.Table:
+        t = dataclasses.replace(t, name=num.table_file(t.name))
         d = self.out / "tables"
         d.mkdir(parents=True, exist_ok=True)
         (d / f"{t.name}.csv").write_bytes(tabs.to_csv(t, synthetic=self.synthetic).encode())

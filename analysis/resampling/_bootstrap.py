@@ -55,7 +55,7 @@ from otbench.analysis.frontier import (
     check_hierarchy,
 )
 from otbench.analysis.frontier import summarize as frontier_summary
-from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, melt_columns
 from otbench.analysis.measurement import provenance as measurement_provenance
 from otbench.analysis.overthinking import LayoutNames, build_layout, summarize, trajectory_metrics
 
@@ -91,8 +91,14 @@ replicate, and small batches keep memory and checkpoint intervals small."""
 
 
 @dataclasses.dataclass(frozen=True)
-class FrontierBootstrap:
-    """Replicate distributions of the frontiers (axis 0: replicates; strategies in `strategies` order)."""
+class FrontierBootstrap(Tidy):
+    """Replicate distributions of the frontiers (axis 0: replicates; strategies in `strategies` order).
+
+    `to_arrow()`: one row per (replicate, strategy, budget): `replicate`,
+    `strategy`, `beta` (fraction of the replicate's full-thinking tokens),
+    `macro` (F_C(β), fraction) -- percentiles of any statistic are then a
+    group-by away.
+    """
 
     grid: tuple[Fraction, ...]
     strategies: tuple[str, ...]
@@ -117,14 +123,25 @@ class FrontierBootstrap:
     def beta(self) -> np.ndarray:
         return np.asarray([float(b) for b in self.grid], dtype=np.float64)
 
+    def _tidy_columns(self) -> dict[str, Any]:
+        reps = list(range(self.macro.shape[0]))
+        return melt_columns(self.macro, [("replicate", reps), ("strategy", list(self.strategies)),
+                                         ("beta", list(self.beta))], "macro")
+
 
 @dataclasses.dataclass(frozen=True)
-class BootstrapResult:
+class BootstrapResult(Tidy):
     """Replicate distributions of the bootstrap (axis 0: replicates).
 
     Values are fractions (OR, AD, accuracies) and tokens, as in `metrics`;
     the metric axis follows `BOOT_METRICS`; cells, models and groups follow
     `names` (the `_aggregate` layout).
+
+    `to_arrow()`: one row per (metric, scope, model, group): `metric` (a
+    `BOOT_METRICS` name), `scope` (`cell` | `model` | `group` | `macro`),
+    `model`, `group` (null where the scope has none), `estimate` (all data
+    once), `lo`, `hi` (the `percentiles` of the replicates), `defined`
+    (replicates in which the value exists).
     """
 
     replicates: int
@@ -145,6 +162,26 @@ class BootstrapResult:
     spearman_or_ad: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
     # float64[rep] Spearman OR-AD across the replicate's cells (NaN: undefined)
     estimate_spearman: float = float("nan")
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        metrics = list(BOOT_METRICS)
+        n = self.names
+        scopes = (("cell", self.estimate_cell, self.cell, [("model", "group"), list(n.cells)]),
+                  ("model", self.estimate_model, self.model, ["model", list(n.models)]),
+                  ("group", self.estimate_group, self.group, ["group", list(n.groups)]),
+                  ("macro", self.estimate_macro[:, None], self.macro[:, :, None], None))
+        parts = []
+        for scope, est, reps, axis in scopes:
+            axes = [("metric", metrics), tuple(axis) if axis else ("scope", [scope])]
+            part = melt_columns(est, axes, "estimate")
+            lohi = percentile(reps, self.percentiles)                  # [2, metric, x]
+            part["lo"], part["hi"] = lohi[0].reshape(-1), lohi[1].reshape(-1)
+            part["defined"] = np.sum(~np.isnan(reps), axis=0).reshape(-1)
+            part["scope"] = np.full(part["estimate"].size, scope, dtype=object)
+            parts.append(part)
+        cols = concat_columns(parts)
+        order = ("metric", "scope", "model", "group", "estimate", "lo", "hi", "defined")
+        return {k: cols[k] for k in order}
 
     def to_json(self) -> dict[str, Any]:
         """The `otbench.bootstrap/1` document (fractions and tokens; null = undefined / never)."""
@@ -168,7 +205,12 @@ class BootstrapResult:
             "by_model": {m: keyed(self.model[:, :, i]) for i, m in enumerate(self.names.models)},
             "by_group": {g: keyed(self.group[:, :, i]) for i, g in enumerate(self.names.groups)},
             "macro": keyed(self.macro),
-            "estimate": {"macro": {k: _num(v) for k, v in zip(BOOT_METRICS, self.estimate_macro)}},
+            "estimate": {
+                "macro": {k: _num(v) for k, v in zip(BOOT_METRICS, self.estimate_macro)},
+                "by_model": {m: {k: _num(self.estimate_model[j, i]) for j, k in enumerate(BOOT_METRICS)}
+                             for i, m in enumerate(self.names.models)},
+                "by_group": {g: {k: _num(self.estimate_group[j, i]) for j, k in enumerate(BOOT_METRICS)}
+                             for i, g in enumerate(self.names.groups)}},
             "spearman_or_ad": {
                 "estimate": _num(self.estimate_spearman),
                 "interval": iv(percentile(self.spearman_or_ad, q)),
@@ -556,25 +598,32 @@ def _frontier_result(grid, strategies, arrays, cell_model) -> FrontierBootstrap:
         a_full=a_full, ceiling=ceiling, beta_match=beta_match, beta_sat=beta_sat)
 
 
-def _fmt_iv(lohi, scale: float, digits: int) -> str:
+def _fmt_iv(lohi, scale: float, digits: int, estimate: float | None = None) -> str:
+    """`[lo, hi]`, or `estimate [lo, hi]` when the point estimate is given."""
     lo, hi = lohi
     if np.isnan(lo) or np.isnan(hi):
         return "n/a"
-    return f"[{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+    iv = f"[{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+    if estimate is None or np.isnan(estimate):
+        return iv
+    return f"{estimate * scale:.{digits}f} {iv}"
 
 
 def _matrix(title: str, r: BootstrapResult, j: int, scale: float, digits: int) -> list[str]:
     q = r.percentiles
     groups, models = list(r.names.groups), list(r.names.models)
-    by_cell = {cell: percentile(r.cell[:, j, c], q) for c, cell in enumerate(r.names.cells)}
+    by_cell = {cell: (percentile(r.cell[:, j, c], q), r.estimate_cell[j, c])
+               for c, cell in enumerate(r.names.cells)}
     rows = [["model"] + groups + ["Avg."]]
     for i, m in enumerate(models):
-        rows.append([m] + ["-" if (m, g) not in by_cell else _fmt_iv(by_cell[(m, g)], scale, digits)
+        rows.append([m] + ["-" if (m, g) not in by_cell else _fmt_iv(*by_cell[(m, g)][:1], scale,
+                                                                       digits, by_cell[(m, g)][1])
                            for g in groups]
-                    + [_fmt_iv(percentile(r.model[:, j, i], q), scale, digits)])
-    rows.append(["Avg."] + [_fmt_iv(percentile(r.group[:, j, i], q), scale, digits)
-                            for i in range(len(groups))]
-                + [_fmt_iv(percentile(r.macro[:, j], q), scale, digits)])
+                    + [_fmt_iv(percentile(r.model[:, j, i], q), scale, digits,
+                               r.estimate_model[j, i])])
+    rows.append(["Avg."] + [_fmt_iv(percentile(r.group[:, j, i], q), scale, digits,
+                                    r.estimate_group[j, i]) for i in range(len(groups))]
+                + [_fmt_iv(percentile(r.macro[:, j], q), scale, digits, r.estimate_macro[j])])
     widths = [max(len(x[k]) for x in rows) for k in range(len(rows[0]))]
     return [title] + ["  ".join([x[0].ljust(widths[0])]
                                 + [v.rjust(w) for v, w in zip(x[1:], widths[1:])]) for x in rows]
@@ -583,8 +632,8 @@ def _matrix(title: str, r: BootstrapResult, j: int, scale: float, digits: int) -
 def format_bootstrap(r: BootstrapResult) -> str:
     """Interval matrices in the layout of the paper's Tables 4-6 (models x groups, Avg. row/column)."""
     lo, hi = r.percentiles
-    head = (f"Two-stage paired bootstrap: {r.replicates:,} replicates, seed {r.seed}, "
-            f"{lo:g}-{hi:g} percentile intervals")
+    head = (f"Two-stage paired bootstrap: {r.replicates:,} replicates, seed {r.seed}; "
+            f"each entry is the point estimate [{lo:g}-{hi:g} percentile interval]")
     lines = ([("SYNTHETIC DATA (simulated, not model outputs)")] if r.synthetic else []) + [head, ""]
     for title, key, scale, digits in (
             ("Overthinking Ratio OR (%)", "or", 100.0, 1),

@@ -47,13 +47,14 @@ def sweep_tables(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     b = doc["bootstrap"]
     est = {(c["model"], c["group"]): c["estimate"] for c in b["cells"]}
+    by_model, by_group = (b["estimate"].get(k, {}) for k in ("by_model", "by_group"))
     for k in BOOT_METRICS:
         rows = [{"model": c["model"], "group": c["group"], "lo": c[k][0], "hi": c[k][1],
                  "estimate": est[(c["model"], c["group"])][k]} for c in b["cells"]]
-        rows += [{"model": m, "group": "Avg.", "lo": v[k][0], "hi": v[k][1], "estimate": None}
-                 for m, v in b["by_model"].items()]
-        rows += [{"model": "Avg.", "group": g, "lo": v[k][0], "hi": v[k][1], "estimate": None}
-                 for g, v in b["by_group"].items()]
+        rows += [{"model": m, "group": "Avg.", "lo": v[k][0], "hi": v[k][1],
+                  "estimate": by_model.get(m, {}).get(k)} for m, v in b["by_model"].items()]
+        rows += [{"model": "Avg.", "group": g, "lo": v[k][0], "hi": v[k][1],
+                  "estimate": by_group.get(g, {}).get(k)} for g, v in b["by_group"].items()]
         rows.append({"model": "Avg.", "group": "Avg.", "lo": b["macro"][k][0], "hi": b["macro"][k][1],
                      "estimate": b["estimate"]["macro"][k]})
         out[f"bootstrap_{k}"] = rows

@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, melt_columns
 from otbench.analysis.overthinking import (
     LayoutNames,
     aggregate,
@@ -44,8 +44,14 @@ THINNING_METRICS = ("or", "ad", "retention")
 
 
 @dataclasses.dataclass(frozen=True)
-class ProbeThinning:
-    """Expected metrics under probe thinning (axis 0: the requested `m` values)."""
+class ProbeThinning(Tidy):
+    """Expected metrics under probe thinning (axis 0: the requested `m` values).
+
+    `to_arrow()`: one row per (m, metric, scope, model, group): `probes`
+    (`m`), `metric` (`or` | `ad` | `retention`, fractions), `scope` (`cell` |
+    `model` | `group` | `macro`), `model`, `group` (null where the scope has
+    none), `value`.
+    """
 
     probes: tuple[int, ...]
     names: LayoutNames
@@ -55,10 +61,19 @@ class ProbeThinning:
     group: np.ndarray        # float64[m, metric, group]
     macro: np.ndarray        # float64[m, metric]; metric axis: THINNING_METRICS
 
+    def _tidy_columns(self) -> dict[str, Any]:
+        lead = [("probes", list(self.probes)), ("metric", list(THINNING_METRICS))]
+        return _scoped(self.names, lead, self.cell, self.model, self.group, self.macro)
+
 
 @dataclasses.dataclass(frozen=True)
-class TrajectoryThinning:
-    """Macro OR / AD of every draw (axis 0: the requested `r` values)."""
+class TrajectoryThinning(Tidy):
+    """Macro OR / AD of every draw (axis 0: the requested `r` values).
+
+    `to_arrow()`: one row per (r, draw, metric, scope, cell): `trajectories`
+    (`r`), `draw`, `metric` (`or` | `ad`, fractions), `scope` (`cell` |
+    `macro`), `model`, `group` (null for macro), `value`.
+    """
 
     trajectories: tuple[int, ...]
     draws: int
@@ -67,6 +82,29 @@ class TrajectoryThinning:
     cell: np.ndarray     # float64[r, draw, metric(or, ad), cell]
     macro: np.ndarray    # float64[r, draw, metric(or, ad)]
     full: np.ndarray     # float64[metric(or, ad)] the full-pool macro values
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        lead = [("trajectories", list(self.trajectories)), ("draw", list(range(self.draws))),
+                ("metric", ["or", "ad"])]
+        return _scoped(self.names, lead, self.cell, None, None, self.macro)
+
+
+def _scoped(names: LayoutNames, lead, cell, model, group, macro) -> dict[str, Any]:
+    """Long columns of per-cell / model / group / macro arrays sharing the leading axes `lead`."""
+    parts = []
+    for scope, values, axis in (("cell", cell, (("model", "group"), list(names.cells))),
+                                ("model", model, ("model", list(names.models))),
+                                ("group", group, ("group", list(names.groups))),
+                                ("macro", None if macro is None else macro[..., None],
+                                 ("scope", ["macro"]))):
+        if values is None:
+            continue
+        part = melt_columns(values, [*lead, axis])
+        part["scope"] = np.full(part["value"].size, scope, dtype=object)
+        parts.append(part)
+    cols = concat_columns(parts)
+    order = [name for name, _ in lead] + ["scope", "model", "group", "value"]
+    return {k: cols[k] for k in order}
 
 
 def _counts_iv(name: str, values: Any, hi: int | None = None, hi_rule: str = "") -> tuple[int, ...]:

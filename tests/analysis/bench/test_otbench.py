@@ -263,7 +263,7 @@ def check_against_twin(ms, res, kind, strategy, thetas):
         keep = nondominated_twin(rel, acc)
         for p, th, a, b, cc, d, k in zip(points, thetas, tok, rel, acc, fr, keep):
             assert (p.theta, p.cost, p.rel_cost, p.acc, p.frontier_acc, p.gap, p.nondominated) == (
-                th, float(a), float(b), float(cc), float(d), float(100 * (d - cc)), k)
+                th, float(a), float(b), float(cc), float(d), float(d - cc), k)
         return keep
 
     terms = []
@@ -272,7 +272,7 @@ def check_against_twin(ms, res, kind, strategy, thetas):
         g, gf, real, gain, lo, hi = area_twin(ints, keep, states, T, P, zero)
         terms.append((g, gf, real, gain))
         assert cres.summary == {
-            "gap_area": float(100 * g), "gap_area_full": float(100 * gf),
+            "gap_area": float(g), "gap_area_full": float(gf),
             "realized_share": float(real / gain) if gain > 0 else None,
             "range": [float(lo), float(hi)], "points": len(thetas), "curve_points": sum(keep)}
     macro = [tuple(sum(wc * per[c][0][i][j] for c, wc in enumerate(w)) for j in range(4))
@@ -280,7 +280,7 @@ def check_against_twin(ms, res, kind, strategy, thetas):
     keep = check_points(res.points, macro)
     g, gf, real, gain = (sum(wc * t[j] for wc, t in zip(w, terms)) for j in range(4))
     assert res.summary == {
-        "gap_area": float(100 * g), "gap_area_full": float(100 * gf),
+        "gap_area": float(g), "gap_area_full": float(gf),
         "realized_share": float(real / gain) if gain > 0 else None,
         "points": len(thetas), "curve_points": sum(keep)}
 

@@ -46,6 +46,7 @@ def test_run_prints_and_writes_json(set_dir, tmp_path):
     from otbench.analysis.bench._evaluate import evaluate
 
     want = evaluate(load(set_dir), "thinkbrake", thetas=[0.0, 4.0, 8.0]).to_json()
+    assert doc.pop("content_hash") == json.loads((set_dir / "manifest.json").read_text())["content_hash"]
     assert doc == json.loads(json.dumps(want))
 
 
@@ -78,11 +79,11 @@ def test_plugin_from_the_working_directory(set_dir, monkeypatch, tmp_path):
 @pytest.mark.parametrize("args, msg", [
     (["--method", "nope"], "Error: method must be a built-in name"),
     (["--method", "otb_missing_mod:X"], "Error: method 'otb_missing_mod:X': cannot import module"),
-    (["--method", "thinkbrake", "--thetas", "1,1"], "Error: `thetas` must not repeat a value"),
+    (["--method", "thinkbrake", "--thetas", "1,1"], "Error: `--thetas` must not repeat a value"),
     (["--method", "thinkbrake", "--thetas", "a"], "expected comma-separated numbers"),
     (["--method", "thinkbrake", "--thetas", "1", "--theta-grid", "3"],
      "pass at most one of --thetas and --theta-grid"),
-    (["--method", "thinkswitcher", "--features", "tfidf"], "Error: `features` must be 'hashed'"),
+    (["--method", "thinkswitcher", "--features", "tfidf"], "Error: `--features` must be 'hashed'"),
     (["--method", "thinkbrake", "--features", "hashed"], "cannot construct it"),
 ])
 def test_run_errors_exit_2(set_dir, args, msg):
@@ -112,3 +113,83 @@ def test_stored_question_features_table_is_used(tmp_path):
     assert r.exit_code == 0, r.output
     cfg = json.loads((tmp_path / "o.json").read_text())["config"]["method_config"]["features"]
     assert cfg["parts"][1] == {"featurizer": "stored/1", "name": "emb"}
+
+
+# -- the leaderboard: built-ins and plug-ins ranked together, three formats ----------------
+
+def test_compare_ranks_builtins_and_plugins_together(set_dir, monkeypatch, tmp_path):
+    """`--method` repeats; a plug-in loads from the working directory or from a file path."""
+    import csv
+
+    from otbench.analysis.bench import leaderboard_key
+
+    (tmp_path / "otb_cwd_brake.py").write_text(
+        (ROOT / "artifacts/otbench/patient_brake.py").read_text().replace(
+            '"patient-brake"', '"cwd-brake"'))
+    monkeypatch.chdir(tmp_path)
+    board = tmp_path / "board"
+    r = run("compare", set_dir, "--theta-grid", "5", "--method", "thinkbrake",
+            "--method", ROOT / "artifacts/otbench/patient_brake.py:PatientBrake",
+            "--method", "otb_cwd_brake:PatientBrake", "--method", "thinkswitcher",
+            "--leaderboard", board)
+    assert r.exit_code == 0, r.output
+    doc = json.loads((board / "leaderboard.json").read_text())
+    assert doc["schema"] == "otbench.leaderboard/1" and doc["content_hash"]
+    rows = doc["rows"]
+    assert [(x["strategy"], x["rank"]) for x in rows] == [("DR", 1), ("DEE", 1), ("DEE", 2),
+                                                          ("DEE", 3)]
+    # The order is the one `leaderboard_key` gives to the per-method results.
+    from otbench.analysis.bench import evaluate
+
+    ms = load(set_dir)
+    dee = [evaluate(ms, m, theta_grid=5) for m in
+           ("thinkbrake", str(ROOT / "artifacts/otbench/patient_brake.py:PatientBrake"),
+            "otb_cwd_brake:PatientBrake")]
+    assert [x["method"] for x in rows[1:]] == [d.method for d in sorted(dee, key=leaderboard_key)]
+    for x, d in zip(rows[1:], sorted(dee, key=leaderboard_key)):
+        assert x["realized_share"] == d.summary["realized_share"]
+        assert x["gap_area_full"] == d.summary["gap_area_full"]           # a fraction, as in JSON
+    table = list(csv.reader((board / "leaderboard.csv").open()))
+    assert all("(" in h for h in table[0] if h not in ("strategy", "rank", "method"))
+    assert [t[2] for t in table[1:]] == [x["method"] for x in rows]
+    md = (board / "leaderboard.md").read_text()
+    assert "| DEE | 1 |" in md and "SYNTHETIC DATA" in md
+    # Each method's result lands where `otbench report` finds it, with the set's hash.
+    for name in ("thinkbrake", "patient-brake", "cwd-brake", "thinkswitcher"):
+        res = json.loads((set_dir / "results" / f"bench-{name}.json").read_text())
+        assert res["method"] == name and res["content_hash"] == doc["content_hash"]
+
+
+def test_leaderboard_key_orders_gap_area_then_share():
+    import dataclasses
+
+    from otbench.analysis.bench import BenchResult, leaderboard, leaderboard_key
+
+    def res(name, share, gap, strategy="dee"):
+        return BenchResult(method=name, strategy=strategy, split="test", points=(),
+                           summary={"realized_share": share, "gap_area_full": gap,
+                                    "gap_area": gap, "points": 3, "curve_points": 2},
+                           cells=(), reference={"a_zero": 0.1, "a_full": 0.5}, config={},
+                           synthetic=False)
+
+    rs = [res("c", 0.2, None), res("b", 0.5, 0.03), res("a", 0.6, 0.02), res("d", 0.9, 0.02),
+          res("r", 0.1, 0.01, "dr")]
+    # gap area first (a and d tie at 0.02: the higher share wins), no summary last
+    assert [r.method for r in sorted(rs, key=leaderboard_key)] == ["r", "d", "a", "b", "c"]
+    board = leaderboard(rs)
+    assert [(x["strategy"], x["rank"], x["method"]) for x in board.rows] == [
+        ("DR", 1, "r"), ("DEE", 1, "d"), ("DEE", 2, "a"), ("DEE", 3, "b"), ("DEE", 4, "c")]
+    assert board.to_pandas()["method"].tolist() == ["r", "d", "a", "b", "c"]
+    with pytest.raises(ValueError, match="different splits"):
+        leaderboard([rs[0], dataclasses.replace(rs[1], split="validation")])
+
+
+def test_small_split_warns_that_ranking_is_noise(tmp_path):
+    save(assign_splits(simulate("tiny", 0)), tmp_path / "tiny")
+    r = run("run", tmp_path / "tiny", "--method", "thinkbrake", "--theta-grid", "3")
+    assert r.exit_code == 0, r.output
+    assert "warning: the test split is too small to rank methods" in r.output
+    assert (tmp_path / "tiny" / "results" / "bench-thinkbrake.json").is_file()
+    r = run("compare", tmp_path / "tiny", "--theta-grid", "3")
+    assert r.output.count("too small to rank") == 1
+    assert "too small to rank" in (tmp_path / "tiny" / "results" / "leaderboard.md").read_text()

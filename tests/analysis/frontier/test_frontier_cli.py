@@ -69,7 +69,8 @@ def test_strategy_subset_and_explicit_grid(saved_set):
     r = CliRunner().invoke(main, ["frontier", str(path), "--strategies", "dee", "--grid", "0,0.25,0.5,1"])
     assert r.exit_code == 0, r.output
     assert "4 budgets" in r.stdout and r.stdout.splitlines()[3].startswith("DEE")
-    assert r.stdout.splitlines()[-1] == "hierarchy: needs at least two strategies"
+    assert r.stdout.splitlines()[-2] == "hierarchy: needs at least two strategies"
+    assert r.stdout.splitlines()[-1] == f"wrote {path / 'results' / 'frontier.json'}"
 
 
 @pytest.mark.parametrize("args, msg", [

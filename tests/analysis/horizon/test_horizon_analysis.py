@@ -389,15 +389,15 @@ def test_report_shows_the_horizon_document_beside_a_set(fixed, tmp_path):
     index = write_report(set_dir, tmp_path / "rep")
     man = json.loads((tmp_path / "rep" / "report.json").read_text())
     names = {f["name"] for f in man["figures"]}
-    assert {"fig10_horizon_accuracy", "fig11_horizon_contrast", "fig12_horizon_strata"} <= names
+    assert {"fig11_horizon_accuracy", "fig12_horizon_contrast", "fig13_horizon_strata"} <= names
     for f in man["figures"]:
         if f["name"].startswith("fig1") and "horizon" in f["name"]:
             assert png_size(tmp_path / "rep" / f["file"]) == (f["width"], f["height"])
     tables = {t["name"] for t in man["tables"]}
-    assert {"table_horizon_calibration", "table_horizon_contrasts", "table_horizon_strata"} <= tables
-    csv_text = (tmp_path / "rep" / "tables" / "table_horizon_contrasts.csv").read_text()
+    assert {"table20_horizon_calibration", "table21_horizon_contrasts", "table22_horizon_strata"} <= tables
+    csv_text = (tmp_path / "rep" / "tables" / "table21_horizon_contrasts.csv").read_text()
     header = [ln for ln in csv_text.splitlines() if not ln.startswith("#")][0]
-    assert "Δ (pp) [95% CI] lo" in header
+    assert "Δ (pp),Δ lo (pp),Δ hi (pp)" in header and "B (tokens)" in header   # units in headers
     assert "Matched-horizon readouts" in index.read_text()
     # a file that is not a horizon document gives a note, not a figure
     (set_dir / "results" / "horizon.json").write_text('{"schema": "other"}')

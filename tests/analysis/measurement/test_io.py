@@ -240,7 +240,7 @@ def test_load_checks_n_and_partition(saved):
 
 def test_load_checks_partition_values(saved):
     rewrite(saved, lambda t: t.set_column(0, "model", pa.array(["m", "m", "other"])))
-    with pytest.raises(oa.MeasurementSetError, match=r"row 2: model 'other' does not match its partition 'model=m'"):
+    with pytest.raises(oa.MeasurementSetError, match=r"row 2: model 'other' does not match its folder 'm'"):
         oa.load(saved)
 
 
@@ -253,7 +253,7 @@ def test_load_checks_content_hash(saved):
 
 
 def test_load_rejects_unlisted_file_and_missing_manifest(saved, tmp_path):
-    extra = saved / "trajectories" / "model=x" / "group=y"
+    extra = saved / "trajectories" / "x" / "y"
     extra.mkdir(parents=True)
     pq.write_table(pq.read_table(part_file(saved)), extra / "part-0.parquet")
     with pytest.raises(oa.MeasurementSetError, match="file is not listed in the manifest"):

@@ -264,8 +264,15 @@ def test_cli_simulate(tmp_path):
     assert "SYNTHETIC" in r.output and str(out) in r.output
     ms = oa.load(out)
     assert ms.synthetic and oa.read_manifest(out)["synthetic"] is True
-    assert oa.content_hash(ms) == oa.content_hash(simulate("tiny", 3))
+    # The default split is assigned (so `otbench bench` runs at once) and said so.
+    assert oa.content_hash(ms) == oa.content_hash(oa.assign_splits(simulate("tiny", 3)))
     assert f"{ms.num_trajectories} trajectories" in r.output
+    assert "split: the default question split (seed 20260721, 60/20/20 % " in r.output
+    assert (ms.split >= 0).all()
+    r = CliRunner().invoke(main, ["simulate", "--out", str(tmp_path / "raw"), "--scale", "tiny",
+                                  "--seed", "3", "--unsplit"])
+    assert r.exit_code == 0 and "run `otbench split` before `otbench bench`" in r.output
+    assert oa.content_hash(oa.load(tmp_path / "raw")) == oa.content_hash(simulate("tiny", 3))
     r = CliRunner().invoke(main, args)  # exists, no --overwrite
     assert r.exit_code == 2 and "already exists" in r.output
     r = CliRunner().invoke(main, args + ["--overwrite"])

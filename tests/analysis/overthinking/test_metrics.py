@@ -555,13 +555,25 @@ def test_cli_prints_tables_and_writes_json(tmp_path):
     assert "Overthinking Ratio OR (%)" in res.stdout and "SYNTHETIC DATA" in res.stdout
     data = json.loads(out.read_text())
     assert set(data) == {"schema", "synthetic", "cells", "by_model", "by_group", "macro",
-                         "spearman_or_ad", "local_changes"}
+                         "spearman_or_ad", "local_changes", "content_hash"}
+    assert data["content_hash"] == json.loads((tmp_path / "set" / "manifest.json").read_text())[
+        "content_hash"]
     assert data["schema"] == "otbench.metrics/1" and data["synthetic"] is True
     assert set(data["cells"][0]) == {"model", "group", "n_questions", "n_trajectories", *METRICS}
     assert set(data["macro"]) == set(METRICS)
     assert set(data["local_changes"]) == {"bin_edges", "positive", "negative", "flat",
                                           "neg_pos_ratio"}
     assert data["macro"]["or"] == pytest.approx(127 / 576, abs=TOL)
+
+
+def test_cli_writes_to_the_sets_results_folder_by_default(tmp_path):
+    """Without --json the document lands where `otbench report DIR` looks for it."""
+    save(build(tiny_rows(), synthetic=True), tmp_path / "set")
+    res = CliRunner().invoke(metrics_cmd, [str(tmp_path / "set")])
+    assert res.exit_code == 0, res.output
+    path = tmp_path / "set" / "results" / "metrics.json"
+    assert res.stdout.splitlines()[-1] == f"wrote {path}"
+    assert json.loads(path.read_text())["schema"] == "otbench.metrics/1"
 
 
 def test_cli_corrupted_set_exits_2_with_one_line(tmp_path):

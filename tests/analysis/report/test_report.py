@@ -49,9 +49,9 @@ from otbench.analysis.report._tables import (
 from otbench.analysis.report._write import ReportError, write_report
 from otbench.cli._report import report_cmd
 
-ALL_FIGURES = ("fig1a_overthinking", "fig1b_baselines", "fig2_local_changes", "fig3_frontiers",
-               "fig5_frontier_bands", "fig4_otbench", "fig6_sensitivity", "fig7_stp_examples",
-               "fig8_question_trajectories", "fig9_step_lengths")
+ALL_FIGURES = ("fig1_overthinking", "fig2_baselines", "fig3_local_changes", "fig4_frontiers",
+               "fig5_frontier_bands", "fig6_otbench", "fig7_sensitivity", "fig8_stp_examples",
+               "fig9_question_trajectories", "fig10_step_lengths")
 BOUNDARY = (7, 9)    # boundary token ids of the hand-built token set
 NL_END, NL_START = (3,), (4,)   # "vocab+span": the pair (3, 4) is a boundary too
 B0 = 8               # its recorded target step length
@@ -220,10 +220,10 @@ def test_every_file_is_written(full_report):
         "metrics": "computed", "frontier": "computed", "bootstrap": "cached",
         "thinning": "cached", "otbench": "cached"}
     names = {t["name"] for t in man["tables"]}
-    assert {"table1_or", "table1_ad", "table3_full_acc", "table3_tokens", "table4_or_ci",
-            "table5_ad_ci", "table6_full_acc_ci", "table_frontiers", "table_local_changes",
-            "table_otbench", "table_thinning_probes", "table_thinning_trajectories",
-            "table_step_lengths", "table7_zero_step"} <= names
+    assert {"table1_or", "table2_ad", "table3_full_acc", "table4_tokens", "table9_or_ci",
+            "table10_ad_ci", "table11_full_acc_ci", "table15_frontiers", "table14_local_changes",
+            "table16_otbench", "table17_thinning_probes", "table18_thinning_trajectories",
+            "table19_step_lengths", "table6_zero_step"} <= names
     for t in names:
         assert (out / "tables" / f"{t}.csv").stat().st_size > 0
         assert (out / "tables" / f"{t}.tex").read_text().startswith("% otbench report table")
@@ -265,10 +265,10 @@ def test_captions_titles_and_page(full_report):
         assert f["title"] and f["caption"].endswith(".") and "\n" not in f["caption"]
         assert "trajectories" in f["caption"]
         assert html.escape(f["caption"]) in page
-        if f["name"] not in ("fig4_otbench", "fig8_question_trajectories"):
+        if f["name"] not in ("fig6_otbench", "fig9_question_trajectories"):
             assert f["trajectories"] == T and f"{T:,} trajectories" in f["caption"]
     test_rows = int(np.sum(ms.split == 2))
-    assert next(f for f in man["figures"] if f["name"] == "fig4_otbench")["trajectories"] == test_rows
+    assert next(f for f in man["figures"] if f["name"] == "fig6_otbench")["trajectories"] == test_rows
     # Self-contained: every image and link resolves inside the folder; nothing remote.
     p = _Links()
     p.feed(page)
@@ -306,11 +306,13 @@ def test_missing_inputs_become_notes(tmp_path):
     index = write_report(ms, tmp_path / "r")
     man = json.loads((index.parent / "report.json").read_text())
     assert [f["name"] for f in man["figures"]] == [
-        "fig1a_overthinking", "fig1b_baselines", "fig2_local_changes", "fig3_frontiers",
-        "fig7_stp_examples", "fig8_question_trajectories"]
+        "fig1_overthinking", "fig2_baselines", "fig3_local_changes", "fig4_frontiers",
+        "fig8_stp_examples", "fig9_question_trajectories"]
     notes = " ".join(man["notes"])
-    for what in ("Tables 4–6", "Fig. 5", "Fig. 4", "Fig. 6", "Fig. 9"):
+    # One numbering: the hints name the numbers the files and captions use.
+    for what in ("(Tables 9–13)", "(Figure 5)", "(Figure 6)", "(Figure 7)", "(Figure 10)"):
         assert what in notes
+    assert "<b>Figure 8.</b>" in index.read_text()        # fig8_stp_examples, numbers kept
     assert "otbench bootstrap DIR --frontiers" in notes and "in-memory set" in notes
     page = index.read_text()
     assert all(html.escape(n) in page for n in man["notes"])
@@ -578,7 +580,7 @@ def test_matrix_table_values_layout_and_renderings():
     assert [c.text for c in t.rows[1]] == ["b", "-", "100.0", "100.0"]
     assert [c.text for c in t.rows[2]] == ["Avg.", "100.0", "75.0", "87.5"]
     parsed = list(csv.reader(io.StringIO(to_csv(t, synthetic=False))))
-    assert parsed[0] == ["model", "G&1", "G2", "Avg."] and parsed[2] == ["b", "", "100.0000", "100.0000"]
+    assert parsed[0] == ["model", "G&1 (%)", "G2 (%)", "Avg. (%)"] and parsed[2] == ["b", "", "100.0000", "100.0000"]
     tex = to_latex(t, synthetic=False)
     assert r"a\_1 & 100.0 & 50.0 & 75.0 \\" in tex and r"G\&1" in tex and "\\midrule\nAvg." in tex
     page = to_html(t)
@@ -594,7 +596,7 @@ def test_interval_tables_follow_the_metrics_layout():
     t = interval_table("t4", b, m, "or", title="x", caption="y")
     first = m["cells"][0]
     assert t.rows[0][1].text == f"[{100 * (first['or'] - 0.03):.1f}, {100 * (first['or'] + 0.03):.1f}]"
-    assert t.csv_header[1:3] == (f"{first['group']} lo", f"{first['group']} hi")
+    assert t.csv_header[1:3] == (f"{first['group']} lo (%)", f"{first['group']} hi (%)")
     assert len(t.csv_rows[0]) == 1 + 2 * (len(m["by_group"]) + 1)
     point = matrix_table("t1", m, "or", title="x", caption="y", boot=b)
     assert point.rows[-1][-1].sub == t.rows[-1][-1].text      # the macro interval, beside the value
@@ -610,7 +612,7 @@ def test_cli_writes_the_report_and_reports_bad_inputs(tmp_path):
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[-1] == str(tmp_path / "rep" / "index.html")
     assert r.stdout.startswith("SYNTHETIC DATA")
-    assert "report: figure fig3_frontiers" in r.stderr and "report: computing metrics" in r.stderr
+    assert "report: figure fig4_frontiers" in r.stderr and "report: computing metrics" in r.stderr
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "x").write_text("x")
     r = CliRunner().invoke(report_cmd, [str(d), "--out", str(tmp_path / "junk")])
@@ -636,7 +638,31 @@ def test_a_single_trajectory_without_steps(tmp_path):
                      probes=np.array([4]), L=ragged([[0]], np.int64), C=ragged([[2]], np.int64),
                      y=np.array([1]))
     man = json.loads((write_report(ms, tmp_path / "r").parent / "report.json").read_text())
-    assert [f["name"] for f in man["figures"]] == ["fig1a_overthinking", "fig1b_baselines",
-                                                  "fig3_frontiers", "fig7_stp_examples"]
+    assert [f["name"] for f in man["figures"]] == ["fig1_overthinking", "fig2_baselines",
+                                                  "fig4_frontiers", "fig8_stp_examples"]
     assert "No local changes: every trajectory has n = 0 steps." in man["notes"]
-    assert any(n.startswith("No within-question small multiples (Fig. 8)") for n in man["notes"])
+    assert any(n.startswith("No within-question small multiples (Figure 9)") for n in man["notes"])
+
+
+def test_every_report_csv_header_names_its_unit(tmp_path):
+    """Units in every CSV header; file names, captions and the page share one numbering."""
+    from otbench.analysis.report import _numbering as num
+
+    ms = simulate("tiny", 0)
+    index = write_report(ms, tmp_path / "r", grid=11)
+    labels = {"model", "strategy", "method", "split"}
+    for f in sorted((tmp_path / "r" / "tables").glob("*.csv")):
+        header = next(csv.reader(ln for ln in f.open() if not ln.startswith("#")))
+        bare = [h for h in header if h not in labels and "(" not in h]
+        assert not bare, f"{f.name}: columns without a unit {bare}"
+    page = index.read_text()
+    man = json.loads((tmp_path / "r" / "report.json").read_text())
+    for fig in man["figures"]:
+        kind, n = num.number_of(fig["name"])
+        assert kind == "figure" and f'id="{fig["name"]}"' in page
+        assert f'<figure id="{fig["name"]}"><img src="figures/{fig["name"]}.png"' in page
+        assert page.split(f'<figure id="{fig["name"]}">', 1)[1].split("<b>", 1)[1].startswith(
+            f"Figure {n}.")
+    for t in man["tables"]:
+        kind, n = num.number_of(t["name"])
+        assert kind == "table" and f"<b>Table {n}. " in page

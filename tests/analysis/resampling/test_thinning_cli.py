@@ -31,6 +31,7 @@ def test_thinning_table_and_json(saved_set, tmp_path):
     assert lines[6 + 1].startswith("Trajectory thinning (50 draws, seed 7, 2.5-97.5 percentile range")
     doc = json.loads(js.read_text())
     want = thinning(ms, probes=[1, 2, 4], trajectories=[2, 3], draws=50, seed=7)
+    assert doc.pop("content_hash") == json.loads((path / "manifest.json").read_text())["content_hash"]
     assert doc == json.loads(json.dumps(want))
     assert doc["schema"] == "otbench.thinning/1" and doc["probes"]["4"]["retention"] == 1.0
     assert set(doc["trajectories"]["2"]) == {"or", "ad", "mean_or", "mean_ad"}
@@ -42,7 +43,7 @@ def test_thinning_skip_parts_and_errors(saved_set):
     assert r.exit_code == 0 and "Trajectory thinning" not in r.stdout
     r = CliRunner().invoke(thinning_cmd, [str(path), "--probes", "9"])
     assert r.exit_code == 2
-    assert r.stderr.strip() == ("Error: `probes` must not exceed the smallest probe count P of the "
+    assert r.stderr.strip() == ("Error: `--probes` must not exceed the smallest probe count P of the "
                                 "set (4), got 9")
     r = CliRunner().invoke(thinning_cmd, [str(path), "--probes", "a,b"])
     assert r.exit_code == 2 and "expected comma-separated integers, got 'a,b'" in r.stderr
@@ -68,10 +69,15 @@ def test_sweep_writes_json_and_one_csv_per_table(saved_set, tmp_path):
     with open(out / "bootstrap_or.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert rows[-1]["model"] == "Avg." and rows[-1]["group"] == "Avg."
-    assert float(rows[-1]["lo"]) == doc["bootstrap"]["macro"]["or"][0]
+    assert float(rows[-1]["lo (fraction)"]) == doc["bootstrap"]["macro"]["or"][0]
+    assert float(rows[-1]["estimate (fraction)"]) == doc["bootstrap"]["estimate"]["macro"]["or"]
+    assert rows[0]["model"] != "Avg." and rows[-2]["estimate (fraction)"] != ""   # Avg. rows too
+    with open(out / "bootstrap_tokens.csv", newline="") as f:
+        assert "lo (tokens)" in next(csv.reader(f))
     with open(out / "bootstrap_frontiers.csv", newline="") as f:
         assert len(list(csv.DictReader(f))) == 3 * 11
     with open(out / "probe_thinning.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert {r["probes"] for r in rows} == {"2", "4"}
+    assert {r["probes (count)"] for r in rows} == {"2", "4"}
+    assert "probe_thinning\n" in r.stdout and "trajectory_thinning\n" in r.stdout  # tables printed
     assert f"wrote {out / 'sweep.json'} and 12 tables" in r.stdout

@@ -1,0 +1,187 @@
+"""The OTBench leaderboard: built-ins and plug-ins ranked together within each strategy.
+
+Methods of different strategies act on different action spaces (SPEC §5) and
+are scored against different oracle frontiers, so they are ranked only
+against methods of the same strategy. The order inside a strategy is defined
+in exactly one place, `leaderboard_key`: by the evaluator's area summary
+(SPEC §6, issue 18) -- the gap area between the oracle frontier and the
+method's step curve over relative cost [0, 1] (lower first), then the
+realized area share (higher first). Within one strategy every method faces
+the same frontier, so the two orders agree cell by cell; the tie-break only
+matters through the macro chain.
+
+A ranking on a tiny evaluated split is noise: `small_split_warning` says so
+when some cell of a result has fewer than `MIN_RANK_QUESTIONS` questions in
+the evaluated split (the leaderboard carries the warning in every format).
+"""
+
+import csv
+import dataclasses
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from otbench.analysis.measurement import Tidy
+
+from ._evaluate import BenchResult
+
+SCHEMA = "otbench.leaderboard/1"
+MIN_RANK_QUESTIONS = 10
+RANKED_BY = ("gap area to the oracle frontier over relative cost [0, 1] (lower first), "
+             "then realized area share over no thinking (higher first)")
+
+# (JSON key, CSV header with its unit, Markdown header)
+COLUMNS = (
+    ("strategy", "strategy", "strategy"),
+    ("rank", "rank", "rank"),
+    ("method", "method", "method"),
+    ("gap_area_full", "gap_area_full (fraction)", "gap area [0,1] (pp)"),
+    ("gap_area", "gap_area (fraction)", "gap area, own range (pp)"),
+    ("realized_share", "realized_share (fraction)", "realized share"),
+    ("curve_points", "curve_points (count)", "curve / points"),
+    ("a_zero", "a_zero (fraction)", "no thinking"),
+    ("a_full", "a_full (fraction)", "full thinking"),
+    ("min_questions", "min_questions (count)", "min questions / cell"),
+)
+
+
+def leaderboard_key(result: BenchResult) -> tuple:
+    """Sort key of a result within its strategy: a smaller key ranks higher.
+
+    The one definition of the ranking (see the module docstring): the gap
+    area over [0, 1] (lower first; a result without one last), then the
+    realized area share (higher first), then the method name for a stable order.
+    """
+    s = result.summary
+    gap = s.get("gap_area_full")
+    share = s.get("realized_share")
+    return (gap is None, math.inf if gap is None else gap, -(share or 0.0), result.method)
+
+
+def small_split_warning(result: BenchResult, minimum: int = MIN_RANK_QUESTIONS) -> str | None:
+    """A warning when some cell of `result` has fewer than `minimum` evaluated questions."""
+    small = [c for c in result.cells if c.questions < minimum]
+    if not small:
+        return None
+    worst = min(small, key=lambda c: c.questions)
+    return (f"the {result.split} split is too small to rank methods: {len(small)} of "
+            f"{len(result.cells)} cells have fewer than {minimum} questions (cell "
+            f"{worst.model} / {worst.group}: {worst.questions}); differences between methods "
+            f"are mostly noise (assign more questions with `otbench split --ratios`)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Leaderboard(Tidy):
+    """Ranked results, one row per method, grouped by strategy (DR, FB, DEE).
+
+    Attributes:
+      rows: dicts with the `COLUMNS` keys: `strategy`, `rank` (1 = best within
+        the strategy), `method`, `gap_area_full`, `gap_area` and
+        `realized_share` (fractions; the Markdown table shows gaps in pp), `curve_points` and `points`
+        (non-dominated / all operating points), `a_zero`, `a_full` (macro
+        accuracies with no thinking / full thinking, fractions),
+        `min_questions` (the smallest question count of a cell in the split).
+      split: the evaluated split.
+      synthetic: True when any result came from a synthetic set.
+      warnings: one line per reason to distrust the ranking.
+
+    `to_arrow()` / `to_pandas()` give `rows` as a table; `to_json()`,
+    `to_csv()`, `to_markdown()` the three written forms.
+    """
+
+    rows: tuple[dict[str, Any], ...]
+    split: str
+    synthetic: bool
+    warnings: tuple[str, ...]
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        keys = [k for k, _, _ in COLUMNS] + ["points"]
+        return {k: [r[k] for r in self.rows] for k in keys}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "split": self.split, "synthetic": self.synthetic,
+                "ranked_by": RANKED_BY, "warnings": list(self.warnings),
+                "rows": [dict(r) for r in self.rows]}
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow([h for _, h, _ in COLUMNS] + ["points (count)"])
+        for r in self.rows:
+            w.writerow(["" if r[k] is None else r[k] for k, _, _ in COLUMNS] + [r["points"]])
+        return out.getvalue()
+
+    def to_markdown(self) -> str:
+        lines = ["# OTBench leaderboard", ""]
+        if self.synthetic:
+            lines += ["**SYNTHETIC DATA** (simulated, not model outputs)", ""]
+        lines += [f"Evaluated on the {self.split} split; ranked within each strategy by "
+                  f"{RANKED_BY}. Accuracies in %, gaps in percentage points.", ""]
+        lines += [f"> Warning: {w}" for w in self.warnings] + ([""] if self.warnings else [])
+        lines.append("| " + " | ".join(m for _, _, m in COLUMNS) + " |")
+        lines.append("|" + "|".join("---" if k in ("strategy", "method") else "---:"
+                                    for k, _, _ in COLUMNS) + "|")
+        for r in self.rows:
+            lines.append("| " + " | ".join(_md(k, r) for k, _, _ in COLUMNS) + " |")
+        return "\n".join(lines) + "\n"
+
+    def format(self) -> str:
+        """The console table (percent and pp, like the other commands)."""
+        lines = ["SYNTHETIC DATA (simulated, not model outputs)"] if self.synthetic else []
+        lines.append(f"{'strategy':8s}  {'rank':>4s}  {'method':24s}  {'realized':>8s}  "
+                     f"{'gap area':>9s}  {'curve':>7s}")
+        for r in self.rows:
+            share = "n/a" if r["realized_share"] is None else f"{100 * r['realized_share']:.1f}%"
+            gap = "n/a" if r["gap_area_full"] is None else f"{100 * r['gap_area_full']:.2f} pp"
+            lines.append(f"{r['strategy']:8s}  {r['rank']:4d}  {r['method']:24s}  {share:>8s}  "
+                         f"{gap:>9s}  {r['curve_points']:>3d}/{r['points']:<3d}")
+        lines.append(f"ranked within each strategy by {RANKED_BY}")
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines) + "\n"
+
+
+def _md(key: str, r: dict[str, Any]) -> str:
+    v = r[key]
+    if v is None:
+        return "n/a"
+    if key in ("realized_share", "a_zero", "a_full"):
+        return f"{100 * v:.1f}%"
+    if key in ("gap_area", "gap_area_full"):
+        return f"{100 * v:.2f}"
+    if key == "curve_points":
+        return f"{v}/{r['points']}"
+    if key == "method":
+        return str(v).replace("|", "\\|")
+    return str(v)
+
+
+def leaderboard(results: Sequence[BenchResult]) -> Leaderboard:
+    """Rank `results` (built-ins and plug-ins alike) within each strategy by `leaderboard_key`."""
+    if not results:
+        raise ValueError("a leaderboard needs at least one result")
+    splits = sorted({r.split for r in results})
+    if len(splits) > 1:
+        raise ValueError(f"results come from different splits ({', '.join(splits)}); "
+                         f"rank results of one split")
+    rows, warnings = [], []
+    for strategy in ("dr", "fb", "dee"):
+        ranked = sorted((r for r in results if r.strategy == strategy), key=leaderboard_key)
+        for rank, r in enumerate(ranked, 1):
+            s = r.summary
+            rows.append({
+                "strategy": strategy.upper(), "rank": rank, "method": r.method,
+                "gap_area_full": s.get("gap_area_full"),
+                "gap_area": s.get("gap_area"),
+                "realized_share": s.get("realized_share"),
+                "curve_points": int(s["curve_points"]),
+                "points": int(s["points"]),
+                "a_zero": r.reference["a_zero"], "a_full": r.reference["a_full"],
+                "min_questions": min((c.questions for c in r.cells), default=0),
+            })
+    for r in results:
+        w = small_split_warning(r)
+        if w is not None and w not in warnings:
+            warnings.append(w)
+    return Leaderboard(rows=tuple(rows), split=splits[0],
+                       synthetic=any(r.synthetic for r in results), warnings=tuple(warnings))
