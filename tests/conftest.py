@@ -42,3 +42,17 @@ def tiny_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("tiny") / "set"
     save(simulate("tiny", seed=0), path)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _restore_library_log_levels():
+    """`otbench` quiets library loggers process-wide (cli/_common.configure_output); in-process
+    CLI tests must not leave them quiet for the tests that follow (e.g. jax.log_compiles)."""
+    import logging
+
+    names = ("vllm", "transformers", "torch", "ray", "jax", "absl", "orbax", "numba", "urllib3",
+             "filelock", "datasets", "huggingface_hub")
+    levels = {n: logging.getLogger(n).level for n in names}
+    yield
+    for n, level in levels.items():
+        logging.getLogger(n).setLevel(level)

@@ -5,8 +5,8 @@ import pytest
 
 @pytest.mark.parametrize("args, first", [
     (("metrics", "{missing}"), "{missing}"),                          # data errors name the file
-    (("bootstrap", "{tiny}", "--replicates", "0"), "Error: `replicates` must be an integer >= 1"),
-    (("thinning", "{tiny}", "--probes", "99", "--trajectories", ""), "Error: `probes` must not exceed"),
+    (("bootstrap", "{tiny}", "--replicates", "0"), "Error: `--replicates` must be an integer >= 1"),
+    (("thinning", "{tiny}", "--probes", "99", "--trajectories", ""), "Error: `--probes` must not exceed"),
     (("bench", "run", "{tiny}", "--method", "nope"), "Error: the set has no split assignment"),
 ])
 def test_one_line_exit_2(cli, tiny_dir, tmp_path, args, first):

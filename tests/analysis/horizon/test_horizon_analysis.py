@@ -394,8 +394,8 @@ def test_report_shows_the_horizon_document_beside_a_set(fixed, tmp_path):
         if f["name"].startswith("fig1") and "horizon" in f["name"]:
             assert png_size(tmp_path / "rep" / f["file"]) == (f["width"], f["height"])
     tables = {t["name"] for t in man["tables"]}
-    assert {"table20_horizon_calibration", "table21_horizon_contrasts", "table22_horizon_strata"} <= tables
-    csv_text = (tmp_path / "rep" / "tables" / "table21_horizon_contrasts.csv").read_text()
+    assert {"table23_horizon_calibration", "table24_horizon_contrasts", "table25_horizon_strata"} <= tables
+    csv_text = (tmp_path / "rep" / "tables" / "table24_horizon_contrasts.csv").read_text()
     header = [ln for ln in csv_text.splitlines() if not ln.startswith("#")][0]
     assert "Δ (pp),Δ lo (pp),Δ hi (pp)" in header and "B (tokens)" in header   # units in headers
     assert "Matched-horizon readouts" in index.read_text()

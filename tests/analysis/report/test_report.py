@@ -221,9 +221,10 @@ def test_every_file_is_written(full_report):
         "thinning": "cached", "otbench": "cached"}
     names = {t["name"] for t in man["tables"]}
     assert {"table1_or", "table2_ad", "table3_full_acc", "table4_tokens", "table9_or_ci",
-            "table10_ad_ci", "table11_full_acc_ci", "table15_frontiers", "table14_local_changes",
-            "table16_otbench", "table17_thinning_probes", "table18_thinning_trajectories",
-            "table19_step_lengths", "table6_zero_step"} <= names
+            "table10_ad_ci", "table11_full_acc_ci", "table18_frontiers", "table17_local_changes",
+            "table19_otbench", "table20_thinning_probes", "table21_thinning_trajectories",
+            "table22_step_lengths", "table6_zero_step", "table14_zero_step_ci",
+            "table15_pairwise_or_ci", "table16_pairwise_ad_ci"} <= names
     for t in names:
         assert (out / "tables" / f"{t}.csv").stat().st_size > 0
         assert (out / "tables" / f"{t}.tex").read_text().startswith("% otbench report table")
