@@ -9,11 +9,12 @@ from ._interface import (
                          Completion,
                          Engine,
                          EngineConfig,
+                         EngineStartError,
                          GenRequest,
                          Signal,
                          engine_class,
                          open_engine,
 )
 
-__all__ = ["ENGINES", "Completion", "Engine", "EngineConfig", "GenRequest", "Signal",
+__all__ = ["ENGINES", "Completion", "Engine", "EngineConfig", "EngineStartError", "GenRequest", "Signal",
            "engine_class", "open_engine"]

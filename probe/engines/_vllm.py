@@ -8,17 +8,30 @@ need an `if __name__ == "__main__":` guard (the `otbench` entry point has one).
 """
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._interface import Completion, EngineConfig, GenRequest, Signal
+from ._interface import Completion, EngineConfig, EngineStartError, GenRequest, Signal
 
 # A logit bias that removes the signal token from the greedy choice, so the one
 # sampled token is the most likely *other* token; log-probabilities are read
-# from the raw logits (vLLM's default "raw_logprobs"), before the bias.
+# from the raw logits (`LOGPROBS_MODE`), before the bias.
 _EXCLUDE_BIAS = -1.0e9
+
+
+MIN_VLLM = (0, 20, 0)
+"""The oldest vLLM with what the probe uses: `SamplingParams.logprob_token_ids`
+(the signal and readout log-probabilities) and an explicit `logprobs_mode`.
+Checked (version and the field itself) before any weights load."""
+
+LOGPROBS_MODE = "raw_logprobs"
+"""Log-probabilities of the model's own next-token distribution, before logit
+bias, penalties, temperature and top-k/top-p (the signal's definition,
+SPEC §6.3). Passed explicitly: a changed vLLM default must not change the
+signal silently."""
 
 
 def _prepare_environment(config: EngineConfig) -> None:
@@ -32,6 +45,92 @@ def _prepare_environment(config: EngineConfig) -> None:
     # progress, and stdout stays for results. Override with these variables.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    # The engine core and its workers are started with spawn, never fork. A fork
+    # is unsafe once this process has called into the CUDA driver, and libraries
+    # imported with vLLM ask torch whether CUDA is available at import time; a
+    # spawned child initialises CUDA itself. (vLLM on CPU spawns anyway.)
+    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    # torch answers `cuda.is_available()` through NVML with this set, without
+    # initialising the driver (vLLM sets it too, at import; we set it first).
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    if config.batch_invariant:
+        # Read by vLLM when its workers start (batch-invariant kernels, SPEC §3.5 note in README).
+        os.environ["VLLM_BATCH_INVARIANT"] = "1"
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of a vLLM version string ("0.32.0+cpu", "0.21.1rc2.dev3+g12ab")."""
+    m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    if m is None:
+        raise EngineStartError(f"vLLM reports an unreadable version {text!r}; otbench needs vLLM >= "
+                               + ".".join(map(str, MIN_VLLM)))
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def check_version(version: str, sampling_params_cls) -> None:
+    """Refuse a vLLM older than `MIN_VLLM`, or one without `logprob_token_ids`, in one line."""
+    need = ".".join(map(str, MIN_VLLM))
+    if parse_version(version) < MIN_VLLM:
+        raise EngineStartError(f"vLLM {version} is too old: otbench needs vLLM >= {need} "
+                               "(SamplingParams.logprob_token_ids); install requirements/probe-gpu.txt "
+                               "on GPU machines or requirements/probe-cpu.txt on CPU machines")
+    fields = getattr(sampling_params_cls, "__struct_fields__", None)
+    if fields is not None and "logprob_token_ids" not in fields:
+        raise EngineStartError(f"vLLM {version} has no SamplingParams.logprob_token_ids: otbench needs "
+                               f"vLLM >= {need} with it")
+
+
+def detect_device() -> str:
+    """The device vLLM will run on, as its own platform detection says ("cuda", "cpu", ...).
+
+    vLLM decides through NVML (and its build: a CPU build is "cpu" even on a
+    GPU host); nothing here calls `torch.cuda`, so the driver is not
+    initialised in this process before the engine exists.
+    """
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cuda():
+        return "cuda"
+    return str(getattr(current_platform, "device_type", "") or "cpu")
+
+
+def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
+    """The `vllm.LLM` keyword arguments for `config` on `device` (a pure function, tested per device).
+
+    GPU ("cuda" and any other accelerator): CUDA graphs and compilation on
+    (no `enforce_eager` unless the job sets it), `gpu_memory_utilization`
+    from the job (0.9 by default), chunked prefill as vLLM defaults (on)
+    unless the job turns it off. CPU: eager, chunked prefill off with a
+    step budget that holds the longest sequence (see
+    `EngineConfig.chunked_prefill`), the KV cache sized by
+    `VLLM_CPU_KVCACHE_SPACE`.
+    """
+    cpu = device == "cpu"
+    kw: dict[str, Any] = dict(
+        model=config.model, tokenizer=config.model, dtype=config.dtype,
+        max_model_len=config.max_model_len, seed=config.seed,
+        enable_prefix_caching=True, tensor_parallel_size=config.tensor_parallel_size,
+        logprobs_mode=LOGPROBS_MODE,
+        # Stats on: the prefix-cache counters come from the metrics snapshot.
+        disable_log_stats=False, trust_remote_code=False,
+    )
+    if config.revision:
+        kw["revision"] = kw["tokenizer_revision"] = config.revision
+    eager = config.enforce_eager if config.enforce_eager is not None else cpu
+    if eager:
+        kw["enforce_eager"] = True
+    if config.block_size is not None:
+        kw["block_size"] = config.block_size
+    if config.max_num_seqs is not None:
+        kw["max_num_seqs"] = config.max_num_seqs
+    if not cpu:
+        kw["gpu_memory_utilization"] = config.gpu_memory_utilization
+    chunked = config.chunked_prefill if config.chunked_prefill is not None else not cpu
+    if not chunked:
+        # Whole prompts per step, so the step budget must hold the longest sequence.
+        kw["enable_chunked_prefill"] = False
+        kw["max_num_batched_tokens"] = max(config.max_model_len, 8192)
+    return kw
 
 
 class VLLMEngine:
@@ -45,31 +144,12 @@ class VLLMEngine:
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
 
+        check_version(vllm.__version__, SamplingParams)
         self._SamplingParams = SamplingParams
         self._TokensPrompt = TokensPrompt
         self.config = config
-        kw: dict[str, Any] = dict(
-            model=config.model, tokenizer=config.model, dtype=config.dtype,
-            max_model_len=config.max_model_len, seed=config.seed,
-            enable_prefix_caching=True, enforce_eager=config.enforce_eager,
-            tensor_parallel_size=config.tensor_parallel_size,
-            # Stats on: the prefix-cache counters come from the metrics snapshot.
-            disable_log_stats=False, trust_remote_code=False,
-        )
-        if config.block_size is not None:
-            kw["block_size"] = config.block_size
-        if config.max_num_seqs is not None:
-            kw["max_num_seqs"] = config.max_num_seqs
-        gpu = _has_gpu()
-        if gpu:
-            kw["gpu_memory_utilization"] = config.gpu_memory_utilization
-        chunked = config.chunked_prefill if config.chunked_prefill is not None else gpu
-        if not chunked:
-            # See EngineConfig.chunked_prefill: whole prompts per step, so the
-            # step budget must hold the longest sequence.
-            kw["enable_chunked_prefill"] = False
-            kw["max_num_batched_tokens"] = max(config.max_model_len, 8192)
-        self._llm = LLM(**kw)
+        self._device = detect_device()
+        self._llm = LLM(**engine_kwargs(config, self._device))
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()
         self._vocab = int(self._llm.llm_engine.model_config.get_vocab_size())
@@ -165,9 +245,9 @@ class VLLMEngine:
 
         A one-token greedy generation per context that asks for exactly these
         ids' log-probabilities (`logprob_token_ids`): vLLM normalizes them over
-        the full vocabulary from the raw logits (its default "raw_logprobs"
-        mode), before any sampling transform. All contexts go in one call, so
-        the prefix cache serves what they share.
+        the full vocabulary from the raw logits (`LOGPROBS_MODE`), before any
+        sampling transform. All contexts go in one call, so the prefix cache
+        serves what they share.
         """
         if not contexts:
             return []
@@ -193,7 +273,7 @@ class VLLMEngine:
     def info(self) -> dict[str, Any]:
         import torch
         return {"engine": "vllm", "vllm": self._version, "torch": torch.__version__,
-                "device": "cuda" if _has_gpu() else "cpu", "config": self.config.as_dict()}
+                "device": self._device, "config": self.config.as_dict()}
 
     def close(self) -> None:
         llm, self._llm = getattr(self, "_llm", None), None
@@ -208,10 +288,3 @@ class VLLMEngine:
         import gc
         gc.collect()
 
-
-def _has_gpu() -> bool:
-    try:
-        import torch
-        return bool(torch.cuda.is_available())
-    except Exception:
-        return False
