@@ -46,6 +46,13 @@ class GenRequest(NamedTuple):
     ignore_eos: bool = False
 
 
+class SignalRequest(NamedTuple):
+    """One ThinkBrake signal read: next-token log-probabilities of `token_id` after `context`."""
+
+    context: Sequence[int]
+    token_id: int
+
+
 class Completion(NamedTuple):
     """One sample: generated ids without the stop id.
 
@@ -154,6 +161,9 @@ class Engine(Protocol):
                         token_ids: Sequence[int]) -> list[list[float]]:
         """Full-vocabulary next-token log-probabilities of `token_ids` after each context (SPEC §8)."""
 
+    def stream(self, sampling: Sampling) -> "Stream":
+        """A continuous-submission view of the engine (`Stream`); `BatchStream(self, sampling)` by default."""
+
     def cache_stats(self) -> dict[str, int] | None:
         """Cumulative prefix-cache {"queries": tokens looked up, "hits": tokens served}, or None."""
 
@@ -162,6 +172,59 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release the engine (worker processes, memory)."""
+
+
+class Stream(Protocol):
+    """Continuous submission: requests go in as soon as they exist, results come out as they finish.
+
+    `submit(tag, request)` queues a `GenRequest` (result: its `n`
+    `Completion`s) or a `SignalRequest` (result: a `Signal`); `poll()` advances
+    the engine and returns the `(tag, result)` pairs finished since the last
+    call (possibly none while work is in flight; never blocks when nothing
+    is); `in_flight()` counts submitted requests without a result yet. A
+    request's result depends only on the request itself (its seed), never on
+    what else was in flight, up to the engines' floating-point batching
+    caveat (see the README's determinism section).
+    """
+
+    def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None: ...
+
+    def poll(self) -> list[tuple[Any, Any]]: ...
+
+    def in_flight(self) -> int: ...
+
+
+class BatchStream:
+    """`Stream` over an engine's batch calls: each `poll` runs everything queued, in submission order.
+
+    The adapter for engines without a native scheduler (transformers, which
+    runs every request alone anyway); requests are grouped per kind so one
+    `generate` / `signals` call serves them.
+    """
+
+    def __init__(self, engine: "Engine", sampling: Sampling):
+        self._engine, self._sampling = engine, sampling
+        self._queue: list[tuple[Any, Any]] = []
+
+    def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None:
+        self._queue.append((tag, request))
+
+    def in_flight(self) -> int:
+        return len(self._queue)
+
+    def poll(self) -> list[tuple[Any, Any]]:
+        queue, self._queue = self._queue, []
+        gen = [(t, r) for t, r in queue if isinstance(r, GenRequest)]
+        sig = [(t, r) for t, r in queue if not isinstance(r, GenRequest)]
+        out: list[tuple[Any, Any]] = []
+        if gen:
+            res = self._engine.generate([r for _, r in gen], self._sampling)
+            out.extend((t, c) for (t, _), c in zip(gen, res))
+        for token in sorted({int(r.token_id) for _, r in sig}):
+            group = [(t, r) for t, r in sig if int(r.token_id) == token]
+            res = self._engine.signals([r.context for _, r in group], token)
+            out.extend((t, s) for (t, _), s in zip(group, res))
+        return out
 
 
 def engine_class(kind: str) -> Callable[..., Engine]:

@@ -150,6 +150,10 @@ class HFEngine:
                 res.append([float(v) for v in lp[ids]])
         return res
 
+    def stream(self, sampling: Sampling):
+        from ._interface import BatchStream
+        return BatchStream(self, sampling)
+
     def cache_stats(self) -> dict[str, int] | None:
         return None
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._interface import Completion, EngineConfig, EngineStartError, GenRequest, Signal
+from ._interface import (Completion, EngineConfig, EngineStartError, GenRequest, Signal,
+                         SignalRequest)
 
 # A logit bias that removes the signal token from the greedy choice, so the one
 # sampled token is the most likely *other* token; log-probabilities are read
@@ -188,24 +189,44 @@ class VLLMEngine:
         outs = iter(self._llm.generate(prompts, params, use_tqdm=False))
         result = []
         for r in requests:
-            stops = set(int(s) for s in r.stop_ids)
-            comps = []
             group = [next(outs) for _ in range(r.n)] if split and r.n > 1 else [next(outs)]
-            samples = [o for out in group for o in sorted(out.outputs, key=lambda o: o.index)]
-            for o in samples:
-                ids = tuple(int(t) for t in o.token_ids)
-                stop = None
-                if o.finish_reason == "stop":
-                    # vLLM keeps the stop token (a stop id or the model's EOS) at
-                    # the end of token_ids; it is not part of the text we store.
-                    if ids and (ids[-1] in stops or ids[-1] in self._eos_ids()):
-                        stop = ids[-1]
-                        ids = ids[:-1]
-                    else:
-                        stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
-                comps.append(Completion(ids, stop))
-            result.append(comps)
+            result.append(self._completions(r, [o for out in group for o in
+                                                sorted(out.outputs, key=lambda o: o.index)]))
         return result
+
+    def _completions(self, r: GenRequest, samples) -> list[Completion]:
+        stops = set(int(s) for s in r.stop_ids)
+        comps = []
+        for o in samples:
+            ids = tuple(int(t) for t in o.token_ids)
+            stop = None
+            if o.finish_reason == "stop":
+                # vLLM keeps the stop token (a stop id or the model's EOS) at
+                # the end of token_ids; it is not part of the text we store.
+                if ids and (ids[-1] in stops or ids[-1] in self._eos_ids()):
+                    stop = ids[-1]
+                    ids = ids[:-1]
+                else:
+                    stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
+            comps.append(Completion(ids, stop))
+        return comps
+
+    def _signal_params(self, token_id: int):
+        return self._SamplingParams(
+            n=1, max_tokens=1, temperature=0.0, logit_bias={token_id: _EXCLUDE_BIAS},
+            logprob_token_ids=[token_id], detokenize=False,
+        )
+
+    def _signal(self, o, token_id: int) -> Signal:
+        other = int(o.token_ids[0])
+        if other == token_id:
+            raise RuntimeError("the signal token stayed the greedy choice under a -1e9 logit "
+                               "bias; the most likely other token is undefined here")
+        lp = o.logprobs[0]
+        return Signal(float(lp[token_id].logprob), float(lp[other].logprob), other)
+
+    def stream(self, sampling: Sampling) -> "VLLMStream":
+        return VLLMStream(self, sampling)
 
     def _eos_ids(self) -> set[int]:
         eos = self._tok.eos_token_id
@@ -222,22 +243,10 @@ class VLLMEngine:
         if not contexts:
             return []
         token_id = int(token_id)
-        sp = self._SamplingParams(
-            n=1, max_tokens=1, temperature=0.0, logit_bias={token_id: _EXCLUDE_BIAS},
-            logprob_token_ids=[token_id], detokenize=False,
-        )
+        sp = self._signal_params(token_id)
         prompts = [self._TokensPrompt(prompt_token_ids=list(map(int, c))) for c in contexts]
-        outs = self._llm.generate(prompts, sp, use_tqdm=False)
-        res = []
-        for out in outs:
-            o = out.outputs[0]
-            other = int(o.token_ids[0])
-            if other == token_id:
-                raise RuntimeError("the signal token stayed the greedy choice under a -1e9 logit "
-                                   "bias; the most likely other token is undefined here")
-            lp = o.logprobs[0]
-            res.append(Signal(float(lp[token_id].logprob), float(lp[other].logprob), other))
-        return res
+        return [self._signal(out.outputs[0], token_id)
+                for out in self._llm.generate(prompts, sp, use_tqdm=False)]
 
     def choice_logprobs(self, contexts: Sequence[Sequence[int]],
                         token_ids: Sequence[int]) -> list[list[float]]:
@@ -288,3 +297,70 @@ class VLLMEngine:
         import gc
         gc.collect()
 
+
+
+class VLLMStream:
+    """`Stream` on vLLM's engine loop (`LLMEngine.add_request` / `step`).
+
+    Requests enter the engine's scheduler the moment they are submitted, so it
+    keeps decoding while the driver segments, builds probe prompts and
+    grades: no batch waits for its longest member. Results are returned once
+    complete (`FINAL_ONLY`). Greedy requests with `n > 1` are sent as `n`
+    single-sample requests (vLLM refuses greedy `n > 1`), seed `seed + j`.
+    Never mix with `LLM.generate` on the same engine while work is in
+    flight: `generate` would collect these requests' outputs too.
+    """
+
+    def __init__(self, engine: VLLMEngine, sampling: Sampling):
+        from vllm.sampling_params import RequestOutputKind
+
+        self._e, self._sampling = engine, sampling
+        self._final = RequestOutputKind.FINAL_ONLY
+        self._core = engine._llm.llm_engine
+        self._ids = 0
+        # engine request id -> (tag, request, part index); tag -> parts still running
+        self._live: dict[str, tuple[Any, Any, int]] = {}
+        self._parts: dict[Any, list] = {}
+
+    def in_flight(self) -> int:
+        return len(self._parts)
+
+    def _add(self, prompt: Sequence[int], params, tag, request, part: int) -> None:
+        self._ids += 1
+        rid = str(self._ids)
+        params.output_kind = self._final
+        self._live[rid] = (tag, request, part)
+        self._core.add_request(rid, self._e._TokensPrompt(prompt_token_ids=list(map(int, prompt))), params)
+
+    def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None:
+        if tag in self._parts:
+            raise ValueError(f"tag {tag!r} is already in flight")
+        if not isinstance(request, GenRequest):
+            self._parts[tag] = [None]
+            self._add(request.context, self._e._signal_params(int(request.token_id)), tag, request, 0)
+            return
+        split = self._sampling.temperature == 0.0 and request.n > 1
+        pieces = [request._replace(n=1, seed=int(request.seed) + j) for j in range(request.n)] \
+            if split else [request]
+        self._parts[tag] = [None] * len(pieces)
+        for j, r in enumerate(pieces):
+            self._add(r.prompt, self._e._params(self._sampling, r), tag, request, j)
+
+    def poll(self) -> list[tuple[Any, Any]]:
+        if not self._parts:
+            return []
+        done = []
+        for out in self._core.step():
+            if not getattr(out, "finished", False):
+                continue
+            tag, request, part = self._live.pop(out.request_id)
+            parts = self._parts[tag]
+            if isinstance(request, GenRequest):
+                parts[part] = self._e._completions(request, sorted(out.outputs, key=lambda o: o.index))
+            else:
+                parts[part] = self._e._signal(out.outputs[0], int(request.token_id))
+            if all(p is not None for p in parts):
+                del self._parts[tag]
+                done.append((tag, [c for p in parts for c in p] if isinstance(request, GenRequest)
+                             else parts[0]))
+        return done

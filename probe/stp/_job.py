@@ -26,7 +26,8 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     b = 32                           # target tokens per step
     thinking_limit = 256             # defaults: the family's limits
     answer_limit = 16
-    units_per_batch = 16             # work units sent to the engine together
+    units_per_batch = 16             # work units per Ray task
+    # units_in_flight = 256          # units in flight at once (default: sized to the engine)
     # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
 
     [sampling]                       # optional overrides of the family's defaults
@@ -70,7 +71,9 @@ class ProbeJob:
       sampling: sampling parameters for trajectories and probes (SPEC §3.3:
         probes use the model's own parameters).
       grader: "auto" | "otbench" | "minimal".
-      units_per_batch: work units (question x trajectory) per engine call.
+      units_per_batch: work units (question x trajectory) per Ray task.
+      units_in_flight: units between admission and result at once in one
+        engine (None: sized to the engine, `_runner.units_in_flight`).
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
     """
 
@@ -89,6 +92,7 @@ class ProbeJob:
     units_per_batch: int = 16
     boundary: str = "vocab"
     model_entry: Mapping[str, Any] | None = None
+    units_in_flight: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -158,12 +162,14 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
 
     p = dict(cfg.get("probe", {}))
     for k in p:
-        if k not in ("R", "P", "b", "thinking_limit", "answer_limit", "units_per_batch", "boundary"):
+        if k not in ("R", "P", "b", "thinking_limit", "answer_limit", "units_per_batch", "units_in_flight",
+                     "boundary"):
             raise JobError(f"unknown key probe.{k}")
     R, P, b = _pos_int(p, "R", "probe", 1), _pos_int(p, "P", "probe", 1), _pos_int(p, "b", "probe", 256)
     think = _pos_int(p, "thinking_limit", "probe", family.limits.thinking)
     answer = _pos_int(p, "answer_limit", "probe", family.limits.answer)
     upb = _pos_int(p, "units_per_batch", "probe", 16)
+    uif = _pos_int(p, "units_in_flight", "probe") if "units_in_flight" in p else None
     boundary = p.get("boundary", entry.boundary if entry else "vocab")
     if boundary not in SPAN_RULES:
         raise JobError(f"probe.boundary must be one of {', '.join(SPAN_RULES)}, got {boundary!r}")
@@ -185,7 +191,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                        f"probe.thinking_limit + probe.answer_limit ({think} + {answer}) plus the prompt")
     return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, data=d,
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
-                    grader=grader, units_per_batch=upb, boundary=boundary,
+                    grader=grader, units_per_batch=upb, units_in_flight=uif, boundary=boundary,
                     model_entry=entry.as_dict() if entry else None)
 
 

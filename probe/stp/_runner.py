@@ -38,7 +38,7 @@ from otbench.probe.tokens import build_vocabulary, compile_format
 
 from ._job import ProbeJob
 from ._loop import RunStats, UnitResult, encode_prompts, run_units
-from ._output import measurement_set, token_tables
+from ._output import measurement_set, write_token_tables
 
 RUN_FILE = "run.json"
 
@@ -133,6 +133,21 @@ def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence
     return tok, fmt, setup
 
 
+def units_in_flight(job: ProbeJob, engine) -> int:
+    """Units between admission and result at once: the job's `probe.units_in_flight`, else sized to the engine.
+
+    vLLM: its scheduler's `max_num_seqs`, so even with every unit in the
+    think phase (one sequence each) the engine's batch is full; the probe
+    phase adds (n+1)(P+1) requests per unit on top. Memory grows with this
+    number (a unit in its probe phase holds its answers until graded), never
+    with the run.
+    """
+    if job.units_in_flight is not None:
+        return job.units_in_flight
+    cap = getattr(engine, "capacity", None)
+    return max(1, int(cap())) if cap is not None else job.units_per_batch
+
+
 class _LocalExecutor:
     """Units in this process on one engine (the default)."""
 
@@ -153,7 +168,7 @@ class _LocalExecutor:
                   prompts=self.setup.prompts, R=job.R, P=job.P, b=job.b,
                   thinking_limit=job.thinking_limit, answer_limit=job.answer_limit,
                   sampling=job.sampling, grade_batch=self._grade, tokenizer=self.tok,
-                  units_per_batch=job.units_per_batch, stats=stats, on_batch=on_batch,
+                  max_in_flight=units_in_flight(job, self.engine), stats=stats, on_batch=on_batch,
                   skip=lambda u: u not in todo)
 
     def report(self) -> list[dict[str, Any]]:
@@ -207,8 +222,6 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         cluster with GPUs the vLLM tensor-parallel size, or 1 for
         transformers; else 0).
     """
-    from otbench.analysis.measurement import save
-
     from otbench import __version__
 
     from ._journal import Journal
@@ -226,7 +239,13 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     grader_name = resolve_grader(job.grader)[0]
     use_ray = workers > 1 or ray_address is not None
 
-    jr = Journal.open(journal, resume=resume, overwrite=overwrite) if journal is not None else None
+    # Without a journal folder, units are spooled to a private one beside the output
+    # (the final set is assembled from it in bounded memory) and it is removed after.
+    spool = journal is None
+    if spool:
+        journal = out.parent / f".{out.name}.spool-{os.getpid()}"
+        shutil.rmtree(journal, ignore_errors=True)
+    jr = Journal.open(journal, resume=resume, overwrite=overwrite)
     try:
         if resume:
             # Temp folders of a save() killed mid-write (it renames only when complete).
@@ -258,25 +277,28 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                                      prompt=setup.prompts[q])
                     for q, r in units}
             where = {(qs.group, qs.id): q for q, qs in enumerate(questions)}
-            results: dict[tuple[int, int], UnitResult] = {}
-            if jr is not None and resume:
+            # Only each unit's small per-position numbers stay here (the measurement
+            # set proper); token ids live in the journal until the final write.
+            summaries: dict[tuple[int, int], UnitResult] = {}
+            if resume:
                 for q, r in units:
                     u = jr.lookup(keys[q, r], group=questions[q].group, question=questions[q].id,
                                   trajectory=r)
                     if u is not None:
-                        results[q, r] = u
+                        summaries[q, r] = _summary(u)
                 for name, reason in jr.quarantined:
                     log(f"journal: {name}: {reason}; moved to quarantine, the unit is probed again")
-                log(f"journal {jr.root}: {len(results)} of {len(units)} units reused, "
-                    f"{len(units) - len(results)} to probe")
-            pending = [u for u in units if u not in results]
+                log(f"journal {jr.root}: {len(summaries)} of {len(units)} units reused, "
+                    f"{len(units) - len(summaries)} to probe")
+            pending = [u for u in units if u not in summaries]
             stats = RunStats()
             bar = _progress_bar(len(pending), progress)
 
             def on_batch(res: Sequence[UnitResult], st: RunStats) -> None:
                 for u in res:
                     qr = (where[u.group, u.question], u.trajectory)
-                    results[qr] = jr.commit(keys[qr], u) if jr is not None else u
+                    jr.commit(keys[qr], u, read_back=False)
+                    summaries[qr] = _summary(u)
                 if bar is None:
                     return
                 bar.update(len(res))
@@ -297,13 +319,36 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             worker_report = executor.report()
         finally:
             executor.close()
+        missing = [u for u in units if u not in summaries]
+        if missing:
+            raise RuntimeError(f"{len(missing)} units were not probed (first: {missing[0]}); "
+                               "rerun with --resume")
+        manifest = _write_set(job, out, questions, units, keys, summaries, jr, setup, engine_cfg,
+                              grader_name, instructions, overwrite=overwrite or resume)
     finally:
-        if jr is not None:
-            jr.close()
-    missing = [u for u in units if u not in results]
-    if missing:
-        raise RuntimeError(f"{len(missing)} units were not probed (first: {missing[0]}); "
-                           "rerun with --resume")
+        jr.close()
+        if spool:
+            shutil.rmtree(journal, ignore_errors=True)
+    run = {"engine_start_s": t_engine, "probe_s": t_probe, "total_s": time.perf_counter() - t_start,
+           "units": {"total": len(units), "probed": len(pending), "reused": len(units) - len(pending)},
+           "workers": worker_report, **stats.as_dict()}
+    if not spool:
+        run["journal"] = jr.report()
+    write_text_atomic(out / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
+    return RunSummary(out=out, manifest=manifest, run=run)
+
+
+def _summary(u: UnitResult) -> UnitResult:
+    """`u` without its token ids: what the measurement set proper needs (a few numbers per position)."""
+    return dataclasses.replace(u, prompt=(), thinking=(), answer=(), probe_tokens=(), probe_status=())
+
+
+def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, setup, engine_cfg,
+               grader_name: str, instructions, *, overwrite: bool) -> dict[str, Any]:
+    """The measurement set from the summaries, its token tables streamed from the journal."""
+    from otbench.analysis.measurement import save
+
+    from otbench import __version__
 
     info = setup.info
     provenance = {
@@ -335,16 +380,9 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         "hardware": {"machine": platform.machine(), "system": platform.system(),
                      "cpus": os.cpu_count(), "python": platform.python_version()},
     }
-    final = [results[u] for u in units]
+    order = sorted(units, key=lambda u: (questions[u[0]].group, questions[u[0]].id, u[1]))
     qtext = {(q.group, q.id): q.text for q in questions}
-    ms = measurement_set(final, model=job.model, P=job.P, question_text=qtext, provenance=provenance)
-    manifest = save(ms, out, overwrite=overwrite or resume,
-                    extra_tables=token_tables(final, model=job.model))
-    run = {"engine_start_s": t_engine, "probe_s": t_probe, "total_s": time.perf_counter() - t_start,
-           "units": {"total": len(units), "probed": len(pending), "reused": len(units) - len(pending)},
-           "workers": worker_report, **stats.as_dict()}
-    if jr is not None:
-        run["journal"] = jr.report()
-    write_text_atomic(out / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
-    return RunSummary(out=out, manifest=manifest, run=run)
-
+    ms = measurement_set([summaries[u] for u in order], model=job.model, P=job.P,
+                         question_text=qtext, provenance=provenance)
+    return save(ms, out, overwrite=overwrite, write_extra=lambda folder: write_token_tables(
+        (jr.read(keys[u]) for u in order), folder, model=job.model))
