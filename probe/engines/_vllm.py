@@ -115,7 +115,8 @@ def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
         # Stats on: the prefix-cache counters come from the metrics snapshot.
         disable_log_stats=False, trust_remote_code=False,
     )
-    if config.revision:
+    if config.revision and not os.path.isdir(config.model):
+        # A hub id loaded by vLLM itself; a resolved snapshot folder needs no revision.
         kw["revision"] = kw["tokenizer_revision"] = config.revision
     eager = config.enforce_eager if config.enforce_eager is not None else cpu
     if eager:
@@ -134,6 +135,37 @@ def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
     return kw
 
 
+def _gpu_total_gib() -> float | None:
+    """Memory of GPU 0 through NVML (no CUDA initialisation), or None when NVML does not answer."""
+    try:
+        from vllm.utils.import_utils import import_pynvml
+
+        nvml = import_pynvml()
+        nvml.nvmlInit()
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(0)).total / float(1 << 30)
+        finally:
+            nvml.nvmlShutdown()
+    except Exception:  # an estimate only: vLLM's own profile run still decides
+        return None
+
+
+def _check_gpu_memory(config: EngineConfig) -> None:
+    """Refuse, with the numbers, a job whose weights + one full-context KV cache cannot fit on its GPUs."""
+    from otbench.probe.config import check_fits, estimate_memory
+
+    est = estimate_memory(config.model, max_model_len=config.max_model_len,
+                          tensor_parallel_size=config.tensor_parallel_size)
+    total = _gpu_total_gib()
+    if est is None or total is None:
+        return
+    try:
+        check_fits(est, gpu_gib=total, utilization=config.gpu_memory_utilization,
+                   tensor_parallel_size=config.tensor_parallel_size, max_model_len=config.max_model_len)
+    except ValueError as e:
+        raise EngineStartError(f"{config.model}: {e}") from None
+
+
 class VLLMEngine:
     """`Engine` on vLLM's offline `LLM` API."""
 
@@ -150,6 +182,8 @@ class VLLMEngine:
         self._TokensPrompt = TokensPrompt
         self.config = config
         self._device = detect_device()
+        if self._device == "cuda":
+            _check_gpu_memory(config)
         self._llm = LLM(**engine_kwargs(config, self._device))
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()
@@ -161,6 +195,12 @@ class VLLMEngine:
 
     def vocab_size(self) -> int:
         return self._vocab
+
+    def capacity(self) -> int:
+        """Sequences the scheduler runs at once (`max_num_seqs`): the probe's units-in-flight default."""
+        cfg = getattr(self._llm.llm_engine, "vllm_config", None)
+        seqs = getattr(getattr(cfg, "scheduler_config", None), "max_num_seqs", None)
+        return int(seqs) if seqs else 256
 
     def _params(self, sampling: Sampling, r: GenRequest):
         return self._SamplingParams(

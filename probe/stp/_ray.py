@@ -81,6 +81,8 @@ class ProbeWorker:
 
         job = self.job
         stats = RunStats()
+        # Within a batch the engine streams (`stream_units`); between batches this
+        # synchronous actor waits for the driver to send the next one.
         res = probe_units(self.engine, self.fmt, model=job.model, questions=self.questions,
                           prompts=self.setup.prompts, units=list(units), P=job.P, b=job.b,
                           thinking_limit=job.thinking_limit, answer_limit=job.answer_limit,
@@ -97,6 +99,8 @@ def merge_stats(into: RunStats, part: RunStats) -> None:
         p: PhaseStats = getattr(part, name)
         getattr(into, name).add(p.requests, p.prompt_tokens, p.generated, p.seconds)
     into.grading_seconds += part.grading_seconds
+    into.wall_seconds += part.wall_seconds
+    into.busy_seconds += part.busy_seconds
     into.cache_queries += part.cache_queries
     into.cache_hits += part.cache_hits
 

@@ -99,11 +99,21 @@ def _progress_bar(total: int, enabled: bool):
 
 
 def resolve_engine_config(job: ProbeJob, log) -> EngineConfig:
-    """The job's engine settings with an embedded model converted (once per machine) and located."""
-    if not job.embedded:
-        return job.engine
-    from otbench.probe.config import embedded_model_dir
-    return dataclasses.replace(job.engine, model=str(embedded_model_dir(job.embedded, log=log)))
+    """The job's engine settings with the model located: an embedded one converted (once per machine),
+    a Hugging Face id resolved through the hub cache (its commit recorded as `revision`), a local
+    folder checked. Raises `ModelNotFoundError` (one line) before any engine starts."""
+    from otbench.probe.config import check_local_model, resolve_hub_model
+
+    if job.embedded:
+        from otbench.probe.config import embedded_model_dir
+        return dataclasses.replace(job.engine, model=str(embedded_model_dir(job.embedded, log=log)))
+    if job.hub is not None:
+        repo, revision = job.hub
+        log(f"resolving {repo} at {revision or 'main'} through the Hugging Face cache ...")
+        found = resolve_hub_model(repo, revision)
+        return dataclasses.replace(job.engine, model=found.path, revision=found.commit)
+    check_local_model(job.engine.model)
+    return job.engine
 
 
 def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence,
@@ -245,6 +255,9 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     if spool:
         journal = out.parent / f".{out.name}.spool-{os.getpid()}"
         shutil.rmtree(journal, ignore_errors=True)
+    # The model is located before anything is created: a wrong path or id costs one line.
+    engine_cfg = None if use_ray else resolve_engine_config(job, log)
+    fresh = not Path(journal).exists()
     jr = Journal.open(journal, resume=resume, overwrite=overwrite)
     try:
         if resume:
@@ -258,8 +271,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                                    address=ray_address, worker_cpus=worker_cpus,
                                    worker_gpus=worker_gpus, log=log)
         else:
-            executor = _LocalExecutor(job, resolve_engine_config(job, log), questions, instructions,
-                                      grader_name, log)
+            executor = _LocalExecutor(job, engine_cfg, questions, instructions, grader_name, log)
         t_engine = time.perf_counter() - t
         try:
             setup = executor.setup
@@ -325,6 +337,11 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                                "rerun with --resume")
         manifest = _write_set(job, out, questions, units, keys, summaries, jr, setup, engine_cfg,
                               grader_name, instructions, overwrite=overwrite or resume)
+    except BaseException:
+        jr.close()
+        if fresh and jr.committed == 0:
+            shutil.rmtree(journal, ignore_errors=True)        # nothing of this run to keep
+        raise
     finally:
         jr.close()
         if spool:
@@ -355,7 +372,8 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
         "stage": "probe",
         "code": {"otbench": __version__, "git": _git_commit()},
         "model": {"id": job.model, "entry": job.model_entry, "weights": engine_cfg.model if not job.embedded
-                  else f"embedded:{job.embedded}", "fingerprint": setup.fingerprint},
+                  else f"embedded:{job.embedded}", "fingerprint": setup.fingerprint,
+                  **({"repository": job.hub[0], "revision": engine_cfg.revision} if job.hub else {})},
         "family": job.family.as_dict(),
         "engine": {k: v for k, v in info.items() if k != "config"} | {
             "config": {k: v for k, v in engine_cfg.as_dict().items() if k != "model"}},
