@@ -182,6 +182,9 @@ class VLLMEngine:
         self._TokensPrompt = TokensPrompt
         self.config = config
         self._device = detect_device()
+        if config.batch_invariant and self._device != "cuda":
+            raise EngineStartError(f"engine.batch_invariant needs vLLM on an NVIDIA GPU (compute capability "
+                                   f">= 8.0); this vLLM runs on {self._device}")
         if self._device == "cuda":
             _check_gpu_memory(config)
         self._llm = LLM(**engine_kwargs(config, self._device))

@@ -131,6 +131,11 @@ def test_version_floor(start, version, ok):
     assert "\n" not in str(e.value)
 
 
+def test_batch_invariance_is_refused_off_gpu(start):
+    with pytest.raises(EngineStartError, match=r"engine.batch_invariant needs vLLM on an NVIDIA GPU .* runs on cpu"):
+        start("cpu", batch_invariant=True)
+
+
 def test_missing_logprob_token_ids_is_refused(start):
     with pytest.raises(EngineStartError, match="has no SamplingParams.logprob_token_ids"):
         start("cuda", with_token_ids=False)
