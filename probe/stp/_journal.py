@@ -29,7 +29,6 @@ unit is probed again: a damaged record is never silently read.
 import errno
 import fcntl
 import hashlib
-import itertools
 import json
 import os
 import shutil
@@ -70,8 +69,9 @@ def encode_record(key: str, rec: Mapping[str, Any]) -> tuple[bytes, bytes]:
     for k in _FLAT_IDS:
         del small[k]
     parts.extend(t for pos in rec["probe_tokens"] for t in pos)
-    count = sum(map(len, parts))
-    ids = np.fromiter(itertools.chain.from_iterable(parts), dtype="<i4", count=count)
+    # one small array per sequence, then one copy: much faster than iterating all ids
+    ids = np.concatenate([np.asarray(p, dtype="<i4") for p in parts]) if parts else np.zeros(0, "<i4")
+    ids = ids.astype("<i4", copy=False)
     body = json.dumps({"key": key, "unit": small}, sort_keys=True, separators=(",", ":")).encode()
     z = zlib.compress(body, 3)
     payload = struct.pack("<I", len(z)) + z + ids.tobytes()
@@ -90,8 +90,12 @@ def _unpack(payload: bytes) -> tuple[Any, memoryview]:
     return obj, memoryview(payload)[4 + jlen:]
 
 
-def _with_ids(unit: dict, blob: memoryview) -> dict:
-    """The record with its token ids put back from the int32 blob (tuples, as `UnitResult` holds them)."""
+def _with_ids(unit: dict, blob: memoryview, *, arrays: bool = False) -> dict:
+    """The record with its token ids put back from the int32 blob.
+
+    Tuples, as `UnitResult` holds them; with `arrays`, read-only NumPy views
+    of the blob instead (no per-id Python objects: the final writer's path).
+    """
     import numpy as np
 
     try:
@@ -103,25 +107,28 @@ def _with_ids(unit: dict, blob: memoryview) -> dict:
         raise RecordError("fields do not form a unit result") from None
     if flat.size != want:
         raise RecordError(f"holds {flat.size} token ids, its fields need {want}")
-    ids = flat.tolist()
+    ids = flat if arrays else flat.tolist()
     rec = {k: v for k, v in unit.items() if k != "ids"}
+    cut = (lambda a, b: ids[a:b]) if arrays else (lambda a, b: tuple(ids[a:b]))
     at = 0
     for k, n in zip(_FLAT_IDS, lens):
-        rec[k] = tuple(ids[at:at + n])
+        rec[k] = cut(at, at + n)
         at += n
     probes = []
     for pos in shape:
         row = []
         for n in pos:
-            row.append(tuple(ids[at:at + n]))
+            row.append(cut(at, at + n))
             at += n
         probes.append(tuple(row))
     rec["probe_tokens"] = tuple(probes)
     return rec
 
 
-def decode_record(data: bytes, key: str) -> dict[str, Any]:
+def decode_record(data: bytes, key: str, *, arrays: bool = False) -> dict[str, Any]:
     """The unit record (`UnitResult.to_record()` form) stored in `data` under `key`.
+
+    `arrays`: token ids as NumPy views (see `_with_ids`) instead of tuples.
 
     Raises:
       RecordError: the first check that fails (see module docstring).
@@ -145,7 +152,7 @@ def decode_record(data: bytes, key: str) -> dict[str, Any]:
     if not isinstance(obj, dict) or obj.get("key") != key or not isinstance(obj.get("unit"), dict):
         raise RecordError(f"holds key {str(obj.get('key') if isinstance(obj, dict) else None)[:16]}..., "
                           f"not {key[:16]}...")
-    return _with_ids(obj["unit"], blob)
+    return _with_ids(obj["unit"], blob, arrays=arrays)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -267,13 +274,18 @@ class Journal:
         self.reused += 1
         return unit
 
-    def read(self, key: str) -> UnitResult:
+    def read(self, key: str, *, arrays: bool = False) -> UnitResult:
         """The committed unit under `key`, verified; raises `RecordError` if it fails a check.
 
         The runner assembles the final set through this, one unit at a time,
-        so a fresh run and a resumed one read the same bytes.
+        so a fresh run and a resumed one read the same bytes. With `arrays`
+        the token fields are NumPy views (for the streaming writer; such a
+        unit is for reading its fields, not for comparing).
         """
-        return UnitResult.from_record(decode_record(self.path(key).read_bytes(), key))
+        rec = decode_record(self.path(key).read_bytes(), key, arrays=arrays)
+        if arrays:
+            return UnitResult(**{k: rec[k] for k in UnitResult.__dataclass_fields__})
+        return UnitResult.from_record(rec)
 
     def commit(self, key: str, unit: UnitResult, *, read_back: bool = True) -> UnitResult | None:
         """Write `unit` under `key` atomically (temp file, fsync, rename, fsync folder).

@@ -80,18 +80,22 @@ _PROBES_TYPES = {
     "tokens": _I32_LIST, "correct": pa.bool_(), "status": pa.string(),
 }
 UNITS_PER_ROW_GROUP = 64
-"""Units per Parquet row group of the token tables (a fixed count keeps the bytes reproducible)."""
+IDS_PER_ROW_GROUP = 1 << 20
+"""A row group of the token tables closes after `UNITS_PER_ROW_GROUP` units or once it holds
+`IDS_PER_ROW_GROUP` token ids (~1.4 paper-shaped units), whichever comes first: memory stays
+bounded whatever the units' size, and the rule depends only on the units, so the bytes are
+reproducible."""
 
 
 def _tokens_cols(rs: Sequence[UnitResult], model: str) -> dict[str, list]:
     return {
         "model": [model] * len(rs), "group": [u.group for u in rs], "dataset": [u.dataset for u in rs],
         "question": [u.question for u in rs], "trajectory": [u.trajectory for u in rs],
-        "prompt": [list(u.prompt) for u in rs], "thinking": [list(u.thinking) for u in rs],
+        "prompt": [u.prompt for u in rs], "thinking": [u.thinking for u in rs],
         "finished": [u.finished for u in rs], "stop_id": [u.stop_id for u in rs],
-        "answer": [list(u.answer) for u in rs], "y": [u.y for u in rs],
-        "y_status": [u.y_status for u in rs], "L": [list(u.L) for u in rs],
-        "signal_other_id": [list(u.other_id) for u in rs],
+        "answer": [u.answer for u in rs], "y": [u.y for u in rs],
+        "y_status": [u.y_status for u in rs], "L": [u.L for u in rs],
+        "signal_other_id": [u.other_id for u in rs],
         "seed_think": [u.seeds["think"] for u in rs], "seed_answer": [u.seeds["answer"] for u in rs],
     }
 
@@ -115,8 +119,19 @@ def _probes_cols(rs: Sequence[UnitResult], model: str) -> dict[str, list]:
     return cols
 
 
+def _ids_array(seqs: Sequence[Sequence[int]]) -> pa.Array:
+    """A list<int32> column from id sequences, through one flat array (~10x faster than from lists)."""
+    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    flat = np.concatenate([np.asarray(x, dtype=np.int32) for x in seqs]) if len(seqs) else \
+        np.zeros(0, dtype=np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat.astype(np.int32, copy=False)))
+
+
 def _table(cols: Mapping[str, list], types: Mapping[str, pa.DataType]) -> pa.Table:
-    return pa.table({k: pa.array(cols[k], types[k]) for k in types})
+    return pa.table({k: _ids_array(cols[k]) if types[k] == _I32_LIST else pa.array(cols[k], types[k])
+                     for k in types})
 
 
 def token_tables(results: Sequence[UnitResult], *, model: str) -> dict[str, pa.Table]:
@@ -129,7 +144,7 @@ def token_tables(results: Sequence[UnitResult], *, model: str) -> dict[str, pa.T
 def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str) -> dict[str, int]:
     """Stream `units` (already in sorted order) into `folder/{tokens,probes}/part-0.parquet`.
 
-    Holds at most `UNITS_PER_ROW_GROUP` units at once; returns rows per table.
+    Holds at most one row group's units at once (`IDS_PER_ROW_GROUP`); returns rows per table.
     """
     import pyarrow.parquet as pq
 
@@ -150,11 +165,14 @@ def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str)
 
     try:
         buf: list[UnitResult] = []
+        ids = 0
         for u in units:
             buf.append(u)
-            if len(buf) == UNITS_PER_ROW_GROUP:
+            ids += len(u.prompt) + len(u.thinking) + len(u.answer) + sum(
+                len(t) for pos in u.probe_tokens for t in pos)
+            if len(buf) == UNITS_PER_ROW_GROUP or ids >= IDS_PER_ROW_GROUP:
                 flush(buf)
-                buf = []
+                buf, ids = [], 0
         if buf:
             flush(buf)
     finally:

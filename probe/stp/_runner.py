@@ -403,4 +403,4 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
     ms = measurement_set([summaries[u] for u in order], model=job.model, P=job.P,
                          question_text=qtext, provenance=provenance)
     return save(ms, out, overwrite=overwrite, write_extra=lambda folder: write_token_tables(
-        (jr.read(keys[u]) for u in order), folder, model=job.model))
+        (jr.read(keys[u], arrays=True) for u in order), folder, model=job.model))
