@@ -56,7 +56,8 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
         summary = run_job(job, out, overwrite=overwrite, progress=progress, journal=journal,
                           resume=resume, workers=workers, ray_address=ray_address,
                           worker_cpus=worker_cpus, worker_gpus=worker_gpus)
-    except (FileExistsError, JournalError, RayMissingError, EngineStartError, ModelNotFoundError) as e:
+    except (FileExistsError, JournalError, RayMissingError, EngineStartError, ModelNotFoundError,
+            JobError) as e:
         raise DataError(" ".join(str(e).split())) from None
     click.echo(_summary_text(summary))
 

@@ -30,6 +30,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     answer_limit = 16
     units_per_batch = 16             # work units per Ray task
     # units_in_flight = 256          # units in flight at once (default: sized to the engine)
+    # direct_answer = true           # also one answer per question to the no-thinking prompt
     # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
 
     [sampling]                       # optional overrides of the family's defaults
@@ -78,6 +79,8 @@ class ProbeJob:
       units_per_batch: work units (question x trajectory) per Ray task.
       units_in_flight: units between admission and result at once in one
         engine (None: sized to the engine, `_runner.units_in_flight`).
+      direct_answer: also sample one answer per question to the no-thinking
+        prompt (the set's `direct` table; SPEC §4, beside `P(0)`).
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
     """
 
@@ -98,6 +101,7 @@ class ProbeJob:
     model_entry: Mapping[str, Any] | None = None
     units_in_flight: int | None = None
     hub: tuple[str, str | None] | None = None
+    direct_answer: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -146,13 +150,16 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     p = dict(cfg.get("probe", {}))
     for k in p:
         if k not in ("R", "P", "b", "thinking_limit", "answer_limit", "units_per_batch", "units_in_flight",
-                     "boundary"):
+                     "boundary", "direct_answer"):
             raise JobError(f"unknown key probe.{k}")
     R, P, b = _pos_int(p, "R", "probe", 1), _pos_int(p, "P", "probe", 1), _pos_int(p, "b", "probe", 256)
     think = _pos_int(p, "thinking_limit", "probe", family.limits.thinking)
     answer = _pos_int(p, "answer_limit", "probe", family.limits.answer)
     upb = _pos_int(p, "units_per_batch", "probe", 16)
     uif = _pos_int(p, "units_in_flight", "probe") if "units_in_flight" in p else None
+    direct = p.get("direct_answer", False)
+    if not isinstance(direct, bool):
+        raise JobError(f"probe.direct_answer must be true or false, got {direct!r}")
     boundary = p.get("boundary", entry.boundary if entry else "vocab")
     if boundary not in SPAN_RULES:
         raise JobError(f"probe.boundary must be one of {', '.join(SPAN_RULES)}, got {boundary!r}")
@@ -175,6 +182,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, hub=hub, data=d,
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
                     grader=grader, units_per_batch=upb, units_in_flight=uif, boundary=boundary,
+                    direct_answer=direct,
                     model_entry=entry.as_dict() if entry else None)
 
 

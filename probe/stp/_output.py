@@ -141,6 +141,18 @@ def token_tables(results: Sequence[UnitResult], *, model: str) -> dict[str, pa.T
             "probes": _table(_probes_cols(rs, model), _PROBES_TYPES)}
 
 
+_DIRECT_TYPES = {"model": pa.string(), "group": pa.string(), "dataset": pa.string(),
+                 "question": pa.string(), "seed": pa.int64(), "tokens": _I32_LIST, "correct": pa.bool_(),
+                 "status": pa.string()}
+
+
+def direct_table(rows: Sequence[Mapping[str, Any]], *, model: str) -> pa.Table:
+    """The optional `direct` table: one direct answer per question (`_loop.direct_answers`), sorted."""
+    rs = sorted(rows, key=lambda r: (r["group"], r["question"]))
+    cols = {k: [r[k] for r in rs] for k in _DIRECT_TYPES if k != "model"} | {"model": [model] * len(rs)}
+    return _table(cols, _DIRECT_TYPES)
+
+
 def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str) -> dict[str, int]:
     """Stream `units` (already in sorted order) into `folder/{tokens,probes}/part-0.parquet`.
 

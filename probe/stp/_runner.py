@@ -37,8 +37,8 @@ from otbench.probe.grading import resolve_grader
 from otbench.probe.tokens import build_vocabulary, compile_format
 
 from ._job import ProbeJob
-from ._loop import RunStats, UnitResult, encode_prompts, run_units
-from ._output import measurement_set, write_token_tables
+from ._loop import RunStats, UnitResult, direct_answers, encode_prompts, run_units
+from ._output import direct_table, measurement_set, write_token_tables
 
 RUN_FILE = "run.json"
 
@@ -181,6 +181,13 @@ class _LocalExecutor:
                   max_in_flight=units_in_flight(job, self.engine), stats=stats, on_batch=on_batch,
                   skip=lambda u: u not in todo)
 
+    def direct(self) -> list[dict[str, Any]]:
+        """The job's direct answers (`_loop.direct_answers`), on this engine."""
+        job = self.job
+        return direct_answers(self.engine, self.fmt, model=job.model, questions=self.questions,
+                              prompts=self.setup.prompts, answer_limit=job.answer_limit,
+                              sampling=job.sampling, grade_batch=self._grade, tokenizer=self.tok)
+
     def report(self) -> list[dict[str, Any]]:
         return []
 
@@ -248,6 +255,10 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
     use_ray = workers > 1 or ray_address is not None
+    if use_ray and job.direct_answer:
+        from ._job import JobError
+        raise JobError("probe.direct_answer runs on a single engine: run it without --workers / "
+                       "--ray-address (it is one request per question)")
 
     # Without a journal folder, units are spooled to a private one beside the output
     # (the final set is assembled from it in bounded memory) and it is removed after.
@@ -328,6 +339,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                 if bar is not None:
                     bar.close()
             t_probe = time.perf_counter() - t_probe
+            direct = executor.direct() if job.direct_answer else None
             worker_report = executor.report()
         finally:
             executor.close()
@@ -336,7 +348,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             raise RuntimeError(f"{len(missing)} units were not probed (first: {missing[0]}); "
                                "rerun with --resume")
         manifest = _write_set(job, out, questions, units, keys, summaries, jr, setup, engine_cfg,
-                              grader_name, instructions, overwrite=overwrite or resume)
+                              grader_name, instructions, overwrite=overwrite or resume, direct=direct)
     except BaseException:
         jr.close()
         if fresh and jr.committed == 0:
@@ -361,7 +373,8 @@ def _summary(u: UnitResult) -> UnitResult:
 
 
 def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, setup, engine_cfg,
-               grader_name: str, instructions, *, overwrite: bool) -> dict[str, Any]:
+               grader_name: str, instructions, *, overwrite: bool,
+               direct: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The measurement set from the summaries, its token tables streamed from the journal."""
     from otbench.analysis.measurement import save
 
@@ -379,7 +392,8 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
             "config": {k: v for k, v in engine_cfg.as_dict().items() if k != "model"}},
         "probe": {"R": job.R, "P": job.P, "b": job.b, "boundary": job.boundary,
                   "thinking_limit": job.thinking_limit,
-                  "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch},
+                  "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch,
+                  **({"direct_answer": True} if job.direct_answer else {})},
         "sampling": job.sampling.as_dict(),
         "seeds": "otbench.seed/1: sha256(model, benchmark, question, trajectory, phase[, position]); "
                  "sample j of a request uses seed + j (otbench.probe.config._seeds)",
@@ -402,5 +416,6 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
     qtext = {(q.group, q.id): q.text for q in questions}
     ms = measurement_set([summaries[u] for u in order], model=job.model, P=job.P,
                          question_text=qtext, provenance=provenance)
-    return save(ms, out, overwrite=overwrite, write_extra=lambda folder: write_token_tables(
+    extra = {"direct": direct_table(direct, model=job.model)} if direct is not None else None
+    return save(ms, out, overwrite=overwrite, extra_tables=extra, write_extra=lambda folder: write_token_tables(
         (jr.read(keys[u], arrays=True) for u in order), folder, model=job.model))

@@ -144,4 +144,25 @@ def test_same_set_as_the_batched_loop(tmp_path: Path, tiny_model, otbench_cache)
     assert s.run["busy_fraction"] is not None and 0 < s.run["busy_fraction"] <= 1
 
 
+def test_direct_answers(tmp_path: Path, tiny_model, otbench_cache):
+    from otbench.analysis.measurement import load_table
+    from otbench.probe.config import derive_seed
+    from test_probe_resume import _run, write_job
+
+    job = write_job(tmp_path / "job.toml", tiny_model, n=2, R=1)
+    job.write_text(job.read_text().replace("[probe]\n", "[probe]\ndirect_answer = true\n"))
+    s = _run(job, tmp_path / "set")
+    rows = load_table(tmp_path / "set", "direct").to_pylist()
+    assert [r["question"] for r in rows] == ["sums-0-0", "sums-0-1"]
+    for r in rows:
+        assert r["seed"] == derive_seed("tiny", r["dataset"], r["question"], 0, "direct")
+        assert r["model"] == "tiny" and r["status"] in ("ok", "wrong_answer", "no_answer", "parse_error")
+        assert r["correct"] == (r["status"] == "ok") and 0 < len(r["tokens"]) <= 6
+    assert s.manifest["tables"]["direct"]["rows"] == 2
+    assert s.manifest["provenance"]["probe"]["direct_answer"] is True
+    # the direct answers come from the no-thinking prompt: deterministic, like every sample
+    s2 = _run(job, tmp_path / "again")
+    assert load_table(tmp_path / "again", "direct").to_pylist() == rows
+
+
 from test_probe_resume import otbench_cache, tiny_model  # noqa: E402,F401  (session fixtures)
