@@ -104,6 +104,30 @@ def _otbench_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
     return [(bool(g.correct), g.status.value) for g in grade_many(reqs)]
 
 
+def open_grader(name: str = "auto") -> tuple[str, GradeBatch, Callable[[], None]]:
+    """(resolved name, batch grader, close): like `resolve_grader`, the full grader's pool kept open.
+
+    The probe loop grades one unit per call; `_otbench_batch` would start
+    (and stop) a pool of worker processes each time. Here one `Grader` serves
+    every call until `close()`. Same grades: only the pool's lifetime differs.
+    """
+    name, batch = resolve_grader(name)
+    if name != "otbench":
+        return name, batch, lambda: None
+    from ._grade import GradeRequest
+    from ._pool import Grader
+
+    pool = Grader()
+
+    def run(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
+        reqs = [it.question.grade_request(it.response) if it.question is not None
+                and hasattr(it.question, "grade_request") else GradeRequest(it.task, it.reference, it.response)
+                for it in items]
+        return [(bool(g.correct), g.status.value) for g in pool.grade_many(reqs)]
+
+    return name, run, pool.close
+
+
 def resolve_grader(name: str = "auto") -> tuple[str, GradeBatch]:
     """(resolved name, batch grader) for `name` in `GRADERS`."""
     if name not in GRADERS:

@@ -56,7 +56,7 @@ class ProbeWorker:
 
     def __init__(self, job, questions, instructions, grader: str, index: int):
         from otbench.probe.engines import open_engine
-        from otbench.probe.grading import resolve_grader
+        from otbench.probe.grading import open_grader
 
         from ._runner import prepare, resolve_engine_config
 
@@ -68,7 +68,7 @@ class ProbeWorker:
         log(f"starting the {self.engine_cfg.kind} engine on {self.engine_cfg.model} ...")
         self.engine = open_engine(self.engine_cfg)
         self.tok, self.fmt, self.setup = prepare(job, self.engine_cfg, self.engine, questions, instructions)
-        self.grade = resolve_grader(grader)[1]
+        self.grade, self._grade_close = open_grader(grader)[1:]
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}
 
     def describe(self):
@@ -90,6 +90,7 @@ class ProbeWorker:
         return res, stats
 
     def close(self) -> None:
+        self._grade_close()
         self.engine.close()
 
 

@@ -33,7 +33,7 @@ from otbench.analysis.measurement import write_text_atomic
 from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_questions
 from otbench.probe.engines import EngineConfig, open_engine
-from otbench.probe.grading import resolve_grader
+from otbench.probe.grading import open_grader, resolve_grader
 from otbench.probe.tokens import build_vocabulary, compile_format
 
 from ._job import ProbeJob
@@ -163,7 +163,7 @@ class _LocalExecutor:
 
     def __init__(self, job: ProbeJob, engine_cfg: EngineConfig, questions, instructions, grader: str, log):
         self.job, self.questions, self.engine_cfg = job, questions, engine_cfg
-        self._grade = resolve_grader(grader)[1]
+        self._grade, self._grade_close = open_grader(grader)[1:]
         log(f"starting the {engine_cfg.kind} engine on {engine_cfg.model} ...")
         self.engine = open_engine(engine_cfg)
         try:
@@ -192,6 +192,7 @@ class _LocalExecutor:
         return []
 
     def close(self) -> None:
+        self._grade_close()
         self.engine.close()
 
 

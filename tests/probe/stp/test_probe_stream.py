@@ -166,3 +166,19 @@ def test_direct_answers(tmp_path: Path, tiny_model, otbench_cache):
 
 
 from test_probe_resume import otbench_cache, tiny_model  # noqa: E402,F401  (session fixtures)
+
+
+def test_open_grader_keeps_one_pool_and_grades_the_same():
+    pytest.importorskip("math_verify")
+    from otbench.probe.grading import GradeItem, open_grader, resolve_grader
+
+    items = [GradeItem("math", "4", "so \\boxed{4}"), GradeItem("math", "4", "\\boxed{5}"),
+             GradeItem("choice", "B", "Answer: B"), GradeItem("math", "1/2", "\\boxed{0.5}")]
+    name, batch, close = open_grader("otbench")
+    try:
+        first = batch(items)
+        assert batch(items[::-1]) == first[::-1]                 # the same pool serves a second call
+    finally:
+        close()
+    assert name == "otbench" and first == resolve_grader("otbench")[1](items)
+    assert [c for c, _ in first] == [True, False, True, True]
