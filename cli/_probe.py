@@ -51,6 +51,8 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
     except (JobError, ArtifactError) as e:
         raise DataError(str(e)) from None
     from otbench.probe.data import DatasetError
+    from otbench.probe.config import ModelNotFoundError
+    from otbench.probe.engines import EngineStartError
     from otbench.probe.stp import JournalError, RayMissingError, run_job
 
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
@@ -58,8 +60,9 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
         summary = run_job(job, out, overwrite=overwrite, progress=progress, journal=journal,
                           resume=resume, workers=workers, ray_address=ray_address,
                           worker_cpus=worker_cpus, worker_gpus=worker_gpus)
-    except (FileExistsError, JournalError, RayMissingError, DatasetError) as e:
-        raise DataError(str(e)) from None
+    except (FileExistsError, JournalError, RayMissingError, DatasetError, EngineStartError,
+            ModelNotFoundError, JobError) as e:
+        raise DataError(" ".join(str(e).split())) from None
     click.echo(_summary_text(summary))
 
 

@@ -21,7 +21,7 @@ names (``model=<m>/group=<g>``) still load: the manifest lists every path.
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -141,7 +141,8 @@ def _partition_values(rel: str) -> dict[str, str]:
 
 
 def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False,
-         extra_tables: Mapping[str, pa.Table] | None = None) -> dict[str, Any]:
+         extra_tables: Mapping[str, pa.Table] | None = None,
+         write_extra: Callable[[Path], Mapping[str, int]] | None = None) -> dict[str, Any]:
     """Write `ms` to directory `path` atomically and return the manifest.
 
     Everything is written into a sibling temporary directory first and moved
@@ -152,6 +153,9 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
     Args:
       extra_tables: name -> table written as `path/<name>/part-0.parquet` and
         hashed in the manifest (the probe stores raw token ids this way).
+      write_extra: for tables too large to hold in memory: called with the
+        temporary folder, it writes `<folder>/<name>/part-0.parquet` itself
+        (streaming) and returns name -> rows; those files are hashed too.
     """
     path = Path(path)
     if path.exists() and not overwrite:
@@ -174,6 +178,11 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
             (tmp / name).mkdir()
             pq.write_table(table, tmp / rel, compression="zstd")
             extras[name] = {"path": rel, "rows": table.num_rows, "sha256": sha256_file(tmp / rel)}
+        for name, rows in sorted((write_extra(tmp) if write_extra is not None else {}).items()):
+            if name in (TRAJ_DIR, MANIFEST) or "/" in name or name in extras:
+                raise ValueError(f"extra table name {name!r} is reserved, repeated or not a plain name")
+            rel = f"{name}/part-0.parquet"
+            extras[name] = {"path": rel, "rows": int(rows), "sha256": sha256_file(tmp / rel)}
         manifest = {
             "schema": SCHEMA,
             "synthetic": bool(ms.synthetic),

@@ -111,6 +111,10 @@ class ModelEntry:
 
     `boundary` is the tokenizer's segmentation rule (`_segment.SPAN_RULES`):
     "vocab" (SPEC §3.2) unless its paragraph breaks span tokens.
+    `tensor_parallel_size` is the GPUs per engine the entry needs on 80 GB
+    GPUs at its family's context, and `memory_gib` the per-GPU estimate
+    behind it (weights/TP + one full-context sequence's KV cache/TP + a
+    reserve; `_hub.estimate_memory` recomputes it from the files at run time).
     """
 
     name: str
@@ -121,6 +125,8 @@ class ModelEntry:
     dtype: str
     boundary: str = "vocab"
     source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    tensor_parallel_size: int = 1
+    memory_gib: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -225,6 +231,8 @@ def load_model(name_or_path: str | Path) -> ModelEntry:
         revision=_get(data, path, "revision", str), dtype=_get(data, path, "dtype", str, "bfloat16"),
         boundary=_get(data, path, "boundary", str, "vocab"),
         source=dict(_get(data, path, "source", dict, {})),
+        tensor_parallel_size=_get(data, path, "resources.tensor_parallel_size", int, 1),
+        memory_gib=_get(data, path, "resources.memory_gib", float, None),
     )
 
 
@@ -233,6 +241,17 @@ def load_instructions(path: str | Path | None = None) -> dict[str, str]:
     p = Path(path) if path else artifacts_dir() / "prompts" / "instructions.toml"
     data = _read(p, INSTRUCTIONS_SCHEMA)
     return {task: _get(data, p, f"{task}.text", str) for task in ("math", "choice", "code")}
+
+
+def find_model(name: str) -> ModelEntry | None:
+    """The model entry named `name`, or whose repository is `name` (a Hugging Face id, any case); else None."""
+    if (artifacts_dir() / "models" / f"{name}.toml").is_file():
+        return load_model(name)
+    for entry in list_entries("models"):
+        m = load_model(entry)
+        if m.repository.lower() == name.lower():
+            return m
+    return None
 
 
 def list_entries(kind: str) -> list[str]:

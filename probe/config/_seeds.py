@@ -10,12 +10,13 @@ which the transformers engine follows too) stays below 2^63. The same
 inputs give the same seed on any machine, any Python, any batch order.
 
 Phases: "think" (the trajectory), "answer" (its original answer), "probe"
-(answer probes; these also take the probing position `k`).
+(answer probes; these also take the probing position `k`), "direct" (the
+optional direct answer to the no-thinking prompt, trajectory 0).
 """
 
 import hashlib
 
-PHASES = ("think", "answer", "probe")
+PHASES = ("think", "answer", "probe", "direct")
 _TAG = "otbench.seed/1"
 _US = "\x1f"
 

@@ -6,14 +6,18 @@ loads its library when it is opened (`open_engine`).
 
 from ._interface import (
                          ENGINES,
+                         BatchStream,
                          Completion,
                          Engine,
                          EngineConfig,
+                         EngineStartError,
                          GenRequest,
                          Signal,
+                         SignalRequest,
+                         Stream,
                          engine_class,
                          open_engine,
 )
 
-__all__ = ["ENGINES", "Completion", "Engine", "EngineConfig", "GenRequest", "Signal",
-           "engine_class", "open_engine"]
+__all__ = ["ENGINES", "BatchStream", "Completion", "Engine", "EngineConfig", "EngineStartError",
+           "GenRequest", "Signal", "SignalRequest", "Stream", "engine_class", "open_engine"]

@@ -46,6 +46,13 @@ class GenRequest(NamedTuple):
     ignore_eos: bool = False
 
 
+class SignalRequest(NamedTuple):
+    """One ThinkBrake signal read: next-token log-probabilities of `token_id` after `context`."""
+
+    context: Sequence[int]
+    token_id: int
+
+
 class Completion(NamedTuple):
     """One sample: generated ids without the stop id.
 
@@ -86,16 +93,24 @@ class EngineConfig:
         Prefix caching shares only whole blocks, so small blocks raise the
         hit rate of short shared prefixes.
       kv_cache_gib: CPU KV-cache size (vLLM on CPU: `VLLM_CPU_KVCACHE_SPACE`).
-      gpu_memory_utilization: vLLM on GPU (paper: 0.9).
       tensor_parallel_size: vLLM.
-      enforce_eager: vLLM: skip graph compilation (starts in seconds on CPU
-        instead of minutes; the probe's batches are small there).
+      enforce_eager: vLLM: skip graph capture and compilation. None: the
+        device's default (on for CPU, where it starts in seconds instead of
+        minutes and the probe's batches are small; off on GPU, where CUDA
+        graphs and compilation are most of the decode speed).
       max_num_seqs: vLLM scheduler batch limit (None: its default).
+      gpu_memory_utilization: vLLM on GPU: the fraction of device memory the
+        engine may take (weights + activations + KV cache).
       chunked_prefill: vLLM chunked prefill; None = off on CPU, vLLM's
-        default on GPU. vllm-cpu 0.32 crashes ("CPU Generator does not use
+        default on GPU (on). vllm-cpu 0.32 crashes ("CPU Generator does not use
         offset") when a seeded request's prefill is split across steps: it
         rewinds the request's generator with a CUDA-only call. Off, whole
         prompts are scheduled at once and seeded sampling works.
+      revision: the checkpoint revision (a commit hash) when `model` is a
+        Hugging Face repository id; None for a local folder.
+      batch_invariant: vLLM's batch-invariant kernels (`VLLM_BATCH_INVARIANT`):
+        a request's tokens and log-probabilities do not depend on what else
+        is in its batch (GPU only; see the README's determinism section).
     """
 
     kind: str = "vllm"
@@ -107,12 +122,22 @@ class EngineConfig:
     kv_cache_gib: int = 2
     gpu_memory_utilization: float = 0.9
     tensor_parallel_size: int = 1
-    enforce_eager: bool = True
+    enforce_eager: bool | None = None
     max_num_seqs: int | None = None
     chunked_prefill: bool | None = None
+    revision: str | None = None
+    batch_invariant: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+class EngineStartError(RuntimeError):
+    """The engine cannot start as configured (library too old, model not found, ...).
+
+    The message is one line that says what to change; the CLI prints it and
+    exits 2.
+    """
 
 
 class Engine(Protocol):
@@ -136,6 +161,9 @@ class Engine(Protocol):
                         token_ids: Sequence[int]) -> list[list[float]]:
         """Full-vocabulary next-token log-probabilities of `token_ids` after each context (SPEC §8)."""
 
+    def stream(self, sampling: Sampling) -> "Stream":
+        """A continuous-submission view of the engine (`Stream`); `BatchStream(self, sampling)` by default."""
+
     def cache_stats(self) -> dict[str, int] | None:
         """Cumulative prefix-cache {"queries": tokens looked up, "hits": tokens served}, or None."""
 
@@ -144,6 +172,59 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release the engine (worker processes, memory)."""
+
+
+class Stream(Protocol):
+    """Continuous submission: requests go in as soon as they exist, results come out as they finish.
+
+    `submit(tag, request)` queues a `GenRequest` (result: its `n`
+    `Completion`s) or a `SignalRequest` (result: a `Signal`); `poll()` advances
+    the engine and returns the `(tag, result)` pairs finished since the last
+    call (possibly none while work is in flight; never blocks when nothing
+    is); `in_flight()` counts submitted requests without a result yet. A
+    request's result depends only on the request itself (its seed), never on
+    what else was in flight, up to the engines' floating-point batching
+    caveat (see the README's determinism section).
+    """
+
+    def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None: ...
+
+    def poll(self) -> list[tuple[Any, Any]]: ...
+
+    def in_flight(self) -> int: ...
+
+
+class BatchStream:
+    """`Stream` over an engine's batch calls: each `poll` runs everything queued, in submission order.
+
+    The adapter for engines without a native scheduler (transformers, which
+    runs every request alone anyway); requests are grouped per kind so one
+    `generate` / `signals` call serves them.
+    """
+
+    def __init__(self, engine: "Engine", sampling: Sampling):
+        self._engine, self._sampling = engine, sampling
+        self._queue: list[tuple[Any, Any]] = []
+
+    def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None:
+        self._queue.append((tag, request))
+
+    def in_flight(self) -> int:
+        return len(self._queue)
+
+    def poll(self) -> list[tuple[Any, Any]]:
+        queue, self._queue = self._queue, []
+        gen = [(t, r) for t, r in queue if isinstance(r, GenRequest)]
+        sig = [(t, r) for t, r in queue if not isinstance(r, GenRequest)]
+        out: list[tuple[Any, Any]] = []
+        if gen:
+            res = self._engine.generate([r for _, r in gen], self._sampling)
+            out.extend((t, c) for (t, _), c in zip(gen, res))
+        for token in sorted({int(r.token_id) for _, r in sig}):
+            group = [(t, r) for t, r in sig if int(r.token_id) == token]
+            res = self._engine.signals([r.context for _, r in group], token)
+            out.extend((t, s) for (t, _), s in zip(group, res))
+        return out
 
 
 def engine_class(kind: str) -> Callable[..., Engine]:

@@ -161,6 +161,10 @@ class HFEngine:
                                attention_mask=attention_mask.to(self._device),
                                logits_to_keep=keep.to(self._device)).logits
 
+    def stream(self, sampling: Sampling):
+        from ._interface import BatchStream
+        return BatchStream(self, sampling)
+
     def cache_stats(self) -> dict[str, int] | None:
         return None
 

@@ -8,17 +8,31 @@ need an `if __name__ == "__main__":` guard (the `otbench` entry point has one).
 """
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._interface import Completion, EngineConfig, GenRequest, Signal
+from ._interface import (Completion, EngineConfig, EngineStartError, GenRequest, Signal,
+                         SignalRequest)
 
 # A logit bias that removes the signal token from the greedy choice, so the one
 # sampled token is the most likely *other* token; log-probabilities are read
-# from the raw logits (vLLM's default "raw_logprobs"), before the bias.
+# from the raw logits (`LOGPROBS_MODE`), before the bias.
 _EXCLUDE_BIAS = -1.0e9
+
+
+MIN_VLLM = (0, 20, 0)
+"""The oldest vLLM with what the probe uses: `SamplingParams.logprob_token_ids`
+(the signal and readout log-probabilities) and an explicit `logprobs_mode`.
+Checked (version and the field itself) before any weights load."""
+
+LOGPROBS_MODE = "raw_logprobs"
+"""Log-probabilities of the model's own next-token distribution, before logit
+bias, penalties, temperature and top-k/top-p (the signal's definition,
+SPEC §6.3). Passed explicitly: a changed vLLM default must not change the
+signal silently."""
 
 
 def _prepare_environment(config: EngineConfig) -> None:
@@ -32,6 +46,124 @@ def _prepare_environment(config: EngineConfig) -> None:
     # progress, and stdout stays for results. Override with these variables.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    # The engine core and its workers are started with spawn, never fork. A fork
+    # is unsafe once this process has called into the CUDA driver, and libraries
+    # imported with vLLM ask torch whether CUDA is available at import time; a
+    # spawned child initialises CUDA itself. (vLLM on CPU spawns anyway.)
+    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    # torch answers `cuda.is_available()` through NVML with this set, without
+    # initialising the driver (vLLM sets it too, at import; we set it first).
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    if config.batch_invariant:
+        # Read by vLLM when its workers start (batch-invariant kernels, SPEC §3.5 note in README).
+        os.environ["VLLM_BATCH_INVARIANT"] = "1"
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of a vLLM version string ("0.32.0+cpu", "0.21.1rc2.dev3+g12ab")."""
+    m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    if m is None:
+        raise EngineStartError(f"vLLM reports an unreadable version {text!r}; otbench needs vLLM >= "
+                               + ".".join(map(str, MIN_VLLM)))
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def check_version(version: str, sampling_params_cls) -> None:
+    """Refuse a vLLM older than `MIN_VLLM`, or one without `logprob_token_ids`, in one line."""
+    need = ".".join(map(str, MIN_VLLM))
+    if parse_version(version) < MIN_VLLM:
+        raise EngineStartError(f"vLLM {version} is too old: otbench needs vLLM >= {need} "
+                               "(SamplingParams.logprob_token_ids); install requirements/probe-gpu.txt "
+                               "on GPU machines or requirements/probe-cpu.txt on CPU machines")
+    fields = getattr(sampling_params_cls, "__struct_fields__", None)
+    if fields is not None and "logprob_token_ids" not in fields:
+        raise EngineStartError(f"vLLM {version} has no SamplingParams.logprob_token_ids: otbench needs "
+                               f"vLLM >= {need} with it")
+
+
+def detect_device() -> str:
+    """The device vLLM will run on, as its own platform detection says ("cuda", "cpu", ...).
+
+    vLLM decides through NVML (and its build: a CPU build is "cpu" even on a
+    GPU host); nothing here calls `torch.cuda`, so the driver is not
+    initialised in this process before the engine exists.
+    """
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cuda():
+        return "cuda"
+    return str(getattr(current_platform, "device_type", "") or "cpu")
+
+
+def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
+    """The `vllm.LLM` keyword arguments for `config` on `device` (a pure function, tested per device).
+
+    GPU ("cuda" and any other accelerator): CUDA graphs and compilation on
+    (no `enforce_eager` unless the job sets it), `gpu_memory_utilization`
+    from the job (0.9 by default), chunked prefill as vLLM defaults (on)
+    unless the job turns it off. CPU: eager, chunked prefill off with a
+    step budget that holds the longest sequence (see
+    `EngineConfig.chunked_prefill`), the KV cache sized by
+    `VLLM_CPU_KVCACHE_SPACE`.
+    """
+    cpu = device == "cpu"
+    kw: dict[str, Any] = dict(
+        model=config.model, tokenizer=config.model, dtype=config.dtype,
+        max_model_len=config.max_model_len, seed=config.seed,
+        enable_prefix_caching=True, tensor_parallel_size=config.tensor_parallel_size,
+        logprobs_mode=LOGPROBS_MODE,
+        # Stats on: the prefix-cache counters come from the metrics snapshot.
+        disable_log_stats=False, trust_remote_code=False,
+    )
+    if config.revision and not os.path.isdir(config.model):
+        # A hub id loaded by vLLM itself; a resolved snapshot folder needs no revision.
+        kw["revision"] = kw["tokenizer_revision"] = config.revision
+    eager = config.enforce_eager if config.enforce_eager is not None else cpu
+    if eager:
+        kw["enforce_eager"] = True
+    if config.block_size is not None:
+        kw["block_size"] = config.block_size
+    if config.max_num_seqs is not None:
+        kw["max_num_seqs"] = config.max_num_seqs
+    if not cpu:
+        kw["gpu_memory_utilization"] = config.gpu_memory_utilization
+    chunked = config.chunked_prefill if config.chunked_prefill is not None else not cpu
+    if not chunked:
+        # Whole prompts per step, so the step budget must hold the longest sequence.
+        kw["enable_chunked_prefill"] = False
+        kw["max_num_batched_tokens"] = max(config.max_model_len, 8192)
+    return kw
+
+
+def _gpu_total_gib() -> float | None:
+    """Memory of GPU 0 through NVML (no CUDA initialisation), or None when NVML does not answer."""
+    try:
+        from vllm.utils.import_utils import import_pynvml
+
+        nvml = import_pynvml()
+        nvml.nvmlInit()
+        try:
+            return nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(0)).total / float(1 << 30)
+        finally:
+            nvml.nvmlShutdown()
+    except Exception:  # an estimate only: vLLM's own profile run still decides
+        return None
+
+
+def _check_gpu_memory(config: EngineConfig) -> None:
+    """Refuse, with the numbers, a job whose weights + one full-context KV cache cannot fit on its GPUs."""
+    from otbench.probe.config import check_fits, estimate_memory
+
+    est = estimate_memory(config.model, max_model_len=config.max_model_len,
+                          tensor_parallel_size=config.tensor_parallel_size)
+    total = _gpu_total_gib()
+    if est is None or total is None:
+        return
+    try:
+        check_fits(est, gpu_gib=total, utilization=config.gpu_memory_utilization,
+                   tensor_parallel_size=config.tensor_parallel_size, max_model_len=config.max_model_len)
+    except ValueError as e:
+        raise EngineStartError(f"{config.model}: {e}") from None
 
 
 class VLLMEngine:
@@ -45,31 +177,17 @@ class VLLMEngine:
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
 
+        check_version(vllm.__version__, SamplingParams)
         self._SamplingParams = SamplingParams
         self._TokensPrompt = TokensPrompt
         self.config = config
-        kw: dict[str, Any] = dict(
-            model=config.model, tokenizer=config.model, dtype=config.dtype,
-            max_model_len=config.max_model_len, seed=config.seed,
-            enable_prefix_caching=True, enforce_eager=config.enforce_eager,
-            tensor_parallel_size=config.tensor_parallel_size,
-            # Stats on: the prefix-cache counters come from the metrics snapshot.
-            disable_log_stats=False, trust_remote_code=False,
-        )
-        if config.block_size is not None:
-            kw["block_size"] = config.block_size
-        if config.max_num_seqs is not None:
-            kw["max_num_seqs"] = config.max_num_seqs
-        gpu = _has_gpu()
-        if gpu:
-            kw["gpu_memory_utilization"] = config.gpu_memory_utilization
-        chunked = config.chunked_prefill if config.chunked_prefill is not None else gpu
-        if not chunked:
-            # See EngineConfig.chunked_prefill: whole prompts per step, so the
-            # step budget must hold the longest sequence.
-            kw["enable_chunked_prefill"] = False
-            kw["max_num_batched_tokens"] = max(config.max_model_len, 8192)
-        self._llm = LLM(**kw)
+        self._device = detect_device()
+        if config.batch_invariant and self._device != "cuda":
+            raise EngineStartError(f"engine.batch_invariant needs vLLM on an NVIDIA GPU (compute capability "
+                                   f">= 8.0); this vLLM runs on {self._device}")
+        if self._device == "cuda":
+            _check_gpu_memory(config)
+        self._llm = LLM(**engine_kwargs(config, self._device))
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()
         self._vocab = int(self._llm.llm_engine.model_config.get_vocab_size())
@@ -80,6 +198,12 @@ class VLLMEngine:
 
     def vocab_size(self) -> int:
         return self._vocab
+
+    def capacity(self) -> int:
+        """Sequences the scheduler runs at once (`max_num_seqs`): the probe's units-in-flight default."""
+        cfg = getattr(self._llm.llm_engine, "vllm_config", None)
+        seqs = getattr(getattr(cfg, "scheduler_config", None), "max_num_seqs", None)
+        return int(seqs) if seqs else 256
 
     def _params(self, sampling: Sampling, r: GenRequest):
         return self._SamplingParams(
@@ -108,24 +232,44 @@ class VLLMEngine:
         outs = iter(self._llm.generate(prompts, params, use_tqdm=False))
         result = []
         for r in requests:
-            stops = set(int(s) for s in r.stop_ids)
-            comps = []
             group = [next(outs) for _ in range(r.n)] if split and r.n > 1 else [next(outs)]
-            samples = [o for out in group for o in sorted(out.outputs, key=lambda o: o.index)]
-            for o in samples:
-                ids = tuple(int(t) for t in o.token_ids)
-                stop = None
-                if o.finish_reason == "stop":
-                    # vLLM keeps the stop token (a stop id or the model's EOS) at
-                    # the end of token_ids; it is not part of the text we store.
-                    if ids and (ids[-1] in stops or ids[-1] in self._eos_ids()):
-                        stop = ids[-1]
-                        ids = ids[:-1]
-                    else:
-                        stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
-                comps.append(Completion(ids, stop))
-            result.append(comps)
+            result.append(self._completions(r, [o for out in group for o in
+                                                sorted(out.outputs, key=lambda o: o.index)]))
         return result
+
+    def _completions(self, r: GenRequest, samples) -> list[Completion]:
+        stops = set(int(s) for s in r.stop_ids)
+        comps = []
+        for o in samples:
+            ids = tuple(int(t) for t in o.token_ids)
+            stop = None
+            if o.finish_reason == "stop":
+                # vLLM keeps the stop token (a stop id or the model's EOS) at
+                # the end of token_ids; it is not part of the text we store.
+                if ids and (ids[-1] in stops or ids[-1] in self._eos_ids()):
+                    stop = ids[-1]
+                    ids = ids[:-1]
+                else:
+                    stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
+            comps.append(Completion(ids, stop))
+        return comps
+
+    def _signal_params(self, token_id: int):
+        return self._SamplingParams(
+            n=1, max_tokens=1, temperature=0.0, logit_bias={token_id: _EXCLUDE_BIAS},
+            logprob_token_ids=[token_id], detokenize=False,
+        )
+
+    def _signal(self, o, token_id: int) -> Signal:
+        other = int(o.token_ids[0])
+        if other == token_id:
+            raise RuntimeError("the signal token stayed the greedy choice under a -1e9 logit "
+                               "bias; the most likely other token is undefined here")
+        lp = o.logprobs[0]
+        return Signal(float(lp[token_id].logprob), float(lp[other].logprob), other)
+
+    def stream(self, sampling: Sampling) -> "VLLMStream":
+        return VLLMStream(self, sampling)
 
     def _eos_ids(self) -> set[int]:
         eos = self._tok.eos_token_id
@@ -142,22 +286,10 @@ class VLLMEngine:
         if not contexts:
             return []
         token_id = int(token_id)
-        sp = self._SamplingParams(
-            n=1, max_tokens=1, temperature=0.0, logit_bias={token_id: _EXCLUDE_BIAS},
-            logprob_token_ids=[token_id], detokenize=False,
-        )
+        sp = self._signal_params(token_id)
         prompts = [self._TokensPrompt(prompt_token_ids=list(map(int, c))) for c in contexts]
-        outs = self._llm.generate(prompts, sp, use_tqdm=False)
-        res = []
-        for out in outs:
-            o = out.outputs[0]
-            other = int(o.token_ids[0])
-            if other == token_id:
-                raise RuntimeError("the signal token stayed the greedy choice under a -1e9 logit "
-                                   "bias; the most likely other token is undefined here")
-            lp = o.logprobs[0]
-            res.append(Signal(float(lp[token_id].logprob), float(lp[other].logprob), other))
-        return res
+        return [self._signal(out.outputs[0], token_id)
+                for out in self._llm.generate(prompts, sp, use_tqdm=False)]
 
     def choice_logprobs(self, contexts: Sequence[Sequence[int]],
                         token_ids: Sequence[int]) -> list[list[float]]:
@@ -165,9 +297,9 @@ class VLLMEngine:
 
         A one-token greedy generation per context that asks for exactly these
         ids' log-probabilities (`logprob_token_ids`): vLLM normalizes them over
-        the full vocabulary from the raw logits (its default "raw_logprobs"
-        mode), before any sampling transform. All contexts go in one call, so
-        the prefix cache serves what they share.
+        the full vocabulary from the raw logits (`LOGPROBS_MODE`), before any
+        sampling transform. All contexts go in one call, so the prefix cache
+        serves what they share.
         """
         if not contexts:
             return []
@@ -193,7 +325,7 @@ class VLLMEngine:
     def info(self) -> dict[str, Any]:
         import torch
         return {"engine": "vllm", "vllm": self._version, "torch": torch.__version__,
-                "device": "cuda" if _has_gpu() else "cpu", "config": self.config.as_dict()}
+                "device": self._device, "config": self.config.as_dict()}
 
     def close(self) -> None:
         llm, self._llm = getattr(self, "_llm", None), None
@@ -209,9 +341,69 @@ class VLLMEngine:
         gc.collect()
 
 
-def _has_gpu() -> bool:
-    try:
-        import torch
-        return bool(torch.cuda.is_available())
-    except Exception:
-        return False
+
+class VLLMStream:
+    """`Stream` on vLLM's engine loop (`LLMEngine.add_request` / `step`).
+
+    Requests enter the engine's scheduler the moment they are submitted, so it
+    keeps decoding while the driver segments, builds probe prompts and
+    grades: no batch waits for its longest member. Results are returned once
+    complete (`FINAL_ONLY`). Greedy requests with `n > 1` are sent as `n`
+    single-sample requests (vLLM refuses greedy `n > 1`), seed `seed + j`.
+    Never mix with `LLM.generate` on the same engine while work is in
+    flight: `generate` would collect these requests' outputs too.
+    """
+
+    def __init__(self, engine: VLLMEngine, sampling: Sampling):
+        from vllm.sampling_params import RequestOutputKind
+
+        self._e, self._sampling = engine, sampling
+        self._final = RequestOutputKind.FINAL_ONLY
+        self._core = engine._llm.llm_engine
+        self._ids = 0
+        # engine request id -> (tag, request, part index); tag -> parts still running
+        self._live: dict[str, tuple[Any, Any, int]] = {}
+        self._parts: dict[Any, list] = {}
+
+    def in_flight(self) -> int:
+        return len(self._parts)
+
+    def _add(self, prompt: Sequence[int], params, tag, request, part: int) -> None:
+        self._ids += 1
+        rid = str(self._ids)
+        params.output_kind = self._final
+        self._live[rid] = (tag, request, part)
+        self._core.add_request(rid, self._e._TokensPrompt(prompt_token_ids=list(map(int, prompt))), params)
+
+    def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None:
+        if tag in self._parts:
+            raise ValueError(f"tag {tag!r} is already in flight")
+        if not isinstance(request, GenRequest):
+            self._parts[tag] = [None]
+            self._add(request.context, self._e._signal_params(int(request.token_id)), tag, request, 0)
+            return
+        split = self._sampling.temperature == 0.0 and request.n > 1
+        pieces = [request._replace(n=1, seed=int(request.seed) + j) for j in range(request.n)] \
+            if split else [request]
+        self._parts[tag] = [None] * len(pieces)
+        for j, r in enumerate(pieces):
+            self._add(r.prompt, self._e._params(self._sampling, r), tag, request, j)
+
+    def poll(self) -> list[tuple[Any, Any]]:
+        if not self._parts:
+            return []
+        done = []
+        for out in self._core.step():
+            if not getattr(out, "finished", False):
+                continue
+            tag, request, part = self._live.pop(out.request_id)
+            parts = self._parts[tag]
+            if isinstance(request, GenRequest):
+                parts[part] = self._e._completions(request, sorted(out.outputs, key=lambda o: o.index))
+            else:
+                parts[part] = self._e._signal(out.outputs[0], int(request.token_id))
+            if all(p is not None for p in parts):
+                del self._parts[tag]
+                done.append((tag, [c for p in parts for c in p] if isinstance(request, GenRequest)
+                             else parts[0]))
+        return done

@@ -1,6 +1,6 @@
 """Grading (SPEC §3.4): math, multiple-choice and sandboxed code; worker pools; the probe loop's grading seam."""
 
-from ._batch import GRADERS, GradeBatch, GradeItem, resolve_grader
+from ._batch import GRADERS, GradeBatch, GradeItem, open_grader, resolve_grader
 from ._choice import ANSWER_FORMS, LETTERS, extract_choice, shuffle_options
 from ._grade import GradeConfig, GradeRequest, grade, grade_request, make_request
 from ._pool import Grader, grade_many
@@ -11,6 +11,7 @@ __all__ = [
     "ANSWER_FORMS", "GRADERS", "LETTERS", "TASKS",
     "CodeTest", "Grade", "GradeBatch", "GradeConfig", "GradeItem", "GradeRequest", "Grader",
     "SandboxLimits", "Status",
-    "extract_choice", "grade", "grade_many", "grade_request", "make_request", "resolve_grader",
+    "extract_choice", "grade", "grade_many", "grade_request", "make_request", "open_grader",
+    "resolve_grader",
     "sandbox_status", "shuffle_options",
 ]

@@ -18,10 +18,8 @@ grader's vocabulary (`ok`, `wrong_answer`, `no_answer`, `parse_error`, ...);
 anything but `ok` counts as wrong and the denominator never shrinks.
 """
 
-import atexit
 import importlib.util
 import re
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -90,44 +88,39 @@ def _minimal_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
     return [grade_minimal(it.task, it.reference, it.response) for it in items]
 
 
-_POOL: dict[str, Any] = {}
-_POOL_LOCK = threading.Lock()
+def _requests(items: Sequence[GradeItem]) -> list:
+    """Grade requests of the probe loop's items (a question object may build its own)."""
+    from ._grade import GradeRequest
 
-
-def _shared_grader():
-    """This process's grading pool, started on first use and kept for the run.
-
-    The probe loop grades one unit at a time; a pool per call would spawn its
-    worker processes (and run the sandbox self-test) once per unit. Results do
-    not depend on the pool (`Grader.grade_many`), so sharing it changes no grade.
-    """
-    if "grader" not in _POOL:
-        from ._pool import Grader
-
-        _POOL["grader"] = Grader()
-        atexit.register(_close_shared_grader)
-    return _POOL["grader"]
-
-
-def _close_shared_grader() -> None:
-    g = _POOL.pop("grader", None)
-    if g is not None:
-        g.close()
+    return [it.question.grade_request(it.response)
+            if it.question is not None and hasattr(it.question, "grade_request")
+            else GradeRequest(it.task, it.reference, it.response) for it in items]
 
 
 def _otbench_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
-    from ._grade import GradeRequest
+    from ._pool import grade_many
 
-    reqs = []
-    for it in items:
-        q = it.question
-        if q is not None and hasattr(q, "grade_request"):
-            reqs.append(q.grade_request(it.response))
-        else:
-            reqs.append(GradeRequest(it.task, it.reference, it.response))
-    with _POOL_LOCK:        # one batch at a time through the shared pool
-        grades = _shared_grader().grade_many(reqs)
-    return [(bool(g.correct), g.status.value) for g in grades]
+    return [(bool(g.correct), g.status.value) for g in grade_many(_requests(items))]
+
+
+def open_grader(name: str = "auto") -> tuple[str, GradeBatch, Callable[[], None]]:
+    """(resolved name, batch grader, close): like `resolve_grader`, the full grader's pool kept open.
+
+    The probe loop grades one unit per call; `_otbench_batch` would start
+    (and stop) a pool of worker processes each time. Here one `Grader` serves
+    every call until `close()`. Same grades: only the pool's lifetime differs.
+    """
+    name, batch = resolve_grader(name)
+    if name != "otbench":
+        return name, batch, lambda: None
+    from ._pool import Grader
+
+    pool = Grader()
+
+    def run(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
+        return [(bool(g.correct), g.status.value) for g in pool.grade_many(_requests(items))]
+
+    return name, run, pool.close
 
 
 def resolve_grader(name: str = "auto") -> tuple[str, GradeBatch]:

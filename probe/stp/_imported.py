@@ -2,16 +2,13 @@
 
 A job with a `[trajectories]` table (readers: `otbench.probe.data._traces`)
 probes imported traces through the same code as sampled ones. The only
-difference is where a trajectory comes from: the engine is wrapped in a
-`ReplayEngine`, which answers the probe loop's trajectory request of each
-imported unit with the imported thinking, and its original-answer request
-with the trajectory's own final answer when the record has one. Every other
-request (probes, signals, forced answers of traces without an answer) goes
-to the real engine, so segmentation, probes, signals, grading, journal,
-resume and Ray are untouched. Requests are recognized by their seed: the
-loop names each request `derive_seed(model, dataset, question, trajectory,
-phase)` (`otbench.probe.config._seeds`), so the replay serves exactly the
-("think") and ("answer") requests of the imported units.
+difference is where a trajectory comes from: each imported unit enters the
+probe loop with its think phase already done (`think_results`, the loop's
+`given`: the imported thinking and, when the record has one, the
+trajectory's own final answer), so no thinking request is sent for it. Every
+other request (probes, signals, forced answers of traces without an answer)
+goes to the real engine, so segmentation, probes, signals, grading, journal,
+resume and Ray are the same code as for sampled trajectories.
 
 Matching: a record's `question_id` is looked up among the job's questions
 (with `group` when ids repeat across groups), else its question text
@@ -44,7 +41,6 @@ from typing import Any
 
 from otbench.probe.config import derive_seed
 from otbench.probe.data import DatasetError, load_traces
-from otbench.probe.engines import Completion
 
 TRAJECTORY_KEYS = {"path", "hub", "config", "split", "revision", "format", "per_question"}
 
@@ -212,49 +208,38 @@ def _number(recs: Sequence, cap: int | None) -> list[tuple[int, Any]]:
     return pairs[:cap] if cap else pairs
 
 
-class ReplayEngine:
-    """An engine that serves imported trajectories (and own answers) by request seed; the rest goes on.
+def think_results(job, questions: Sequence, fmt) -> dict[tuple[int, int], Any]:
+    """The think phase of every imported unit: the probe loop's `given` (`_loop.ThinkResult`).
 
-    See the module docstring. Everything but `generate` is the wrapped engine's.
+    The imported thinking takes the place of the unit's thinking + answer
+    request, cut exactly as `_loop.split_trajectory` cuts a sampled one: at
+    `thinking_limit` (then unfinished, the answer forced at position n), and
+    the own answer at `answer_limit`. A finished native-thinking trace without
+    its own answer gets the forced answer of position n (SPEC §3.3), like a
+    cut one. The seed is the one the unit would have been sampled with, so
+    journal keys and provenance read the same as for a sampled run.
     """
+    from ._loop import ThinkResult
 
-    def __init__(self, engine, model: str, trajectories: Sequence[ImportedTrajectory]):
-        self._engine = engine
-        self._think: dict[int, ImportedTrajectory] = {}
-        self._answer: dict[int, tuple[int, ...]] = {}
-        for t in trajectories:
-            self._think[derive_seed(model, t.dataset, t.question, t.trajectory, "think")] = t
-            if t.answer is not None:
-                self._answer[derive_seed(model, t.dataset, t.question, t.trajectory, "answer")] = t.answer
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
-
-    def _serve(self, req) -> list[Completion] | None:
-        if req.n != 1:
-            return None
-        if req.seed in self._think:
-            t = self._think[req.seed]
-            ids = t.thinking[:req.max_tokens]
-            ended = t.finished and len(ids) == len(t.thinking) and req.stop_ids
-            return [Completion(tuple(ids), int(req.stop_ids[0]) if ended else None)]
-        if req.seed in self._answer:
-            ids = self._answer[req.seed][:req.max_tokens]
-            ended = len(ids) == len(self._answer[req.seed]) and req.stop_ids
-            return [Completion(tuple(ids), int(req.stop_ids[0]) if ended else None)]
-        return None
-
-    def generate(self, requests, sampling):
-        served = [self._serve(r) for r in requests]
-        rest = [r for r, s in zip(requests, served) if s is None]
-        outs = iter(self._engine.generate(rest, sampling) if rest else [])
-        return [s if s is not None else next(outs) for s in served]
-
-
-def replay_engine(engine, job):
-    """`engine` itself, or a `ReplayEngine` around it when the job probes imported trajectories."""
-    replay = getattr(job, "replay", ())
-    return ReplayEngine(engine, job.model, replay) if replay else engine
+    index = {(q.dataset, q.id): i for i, q in enumerate(questions)}
+    native = fmt.family.native_thinking
+    limit, answer_limit = job.thinking_limit, job.answer_limit
+    out = {}
+    for t in getattr(job, "replay", ()):
+        q = index[(t.dataset, t.question)]
+        seed = derive_seed(job.model, t.dataset, t.question, t.trajectory, "think")
+        if len(t.thinking) >= limit:      # the marker must start within the limit (split_trajectory)
+            think = ThinkResult(seed, tuple(t.thinking[:limit]), False, None, None)
+        elif native and t.finished:
+            answer = None if t.answer is None else tuple(t.answer[:answer_limit])
+            think = ThinkResult(seed, tuple(t.thinking), True, int(fmt.end_ids[0]), answer)
+        elif t.finished:        # the generic family: the reply is the trajectory
+            stops = tuple(fmt.think_stop_ids)
+            think = ThinkResult(seed, tuple(t.thinking), True, int(stops[0]) if stops else None, None)
+        else:
+            think = ThinkResult(seed, tuple(t.thinking), False, None, None)
+        out[(q, t.trajectory)] = think
+    return out
 
 
 def trajectories_iv(t: Mapping[str, Any], base, resolve) -> dict:

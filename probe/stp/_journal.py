@@ -8,8 +8,12 @@ Layout of a journal folder (default: `OUT.journal` beside the output)::
     DIR/quarantine/<key>.<i>.unit    records that failed verification, kept for inspection
 
 A record file is ``MAGIC``, a header line ``<payload bytes> <sha256 of
-payload>``, then the payload: zlib-compressed canonical JSON
-``{"key": key, "unit": UnitResult.to_record()}``. A commit writes a hidden
+payload>``, then the payload: a 4-byte little-endian length `J`, `J` bytes
+of zlib-compressed canonical JSON ``{"key": key, "unit": record}``, and the
+unit's token ids as raw little-endian int32 (prompt, thinking, answer, then
+every probe answer in order); in the JSON record those fields hold only
+their lengths. Token ids are ~99 % of a unit (~3 MB at paper shape), and as
+JSON + zlib they cost the driver ~1 s per unit; raw, a few milliseconds. A commit writes a hidden
 temp file in the same folder, fsyncs it, renames it over the final name and
 fsyncs the folder, so after a kill -9 at any instant a record is either
 absent or complete; the units in flight are lost and redone, nothing else.
@@ -28,6 +32,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +42,7 @@ from ._loop import UnitResult
 
 JOURNAL_SCHEMA = "otbench.journal/1"
 MARKER = "journal.json"
-MAGIC = b"otbench.unit/1\n"
+MAGIC = b"otbench.unit/2\n"
 _UNITS = "units"
 _QUARANTINE = "quarantine"
 
@@ -50,16 +55,80 @@ class RecordError(ValueError):
     """A record file failed verification; the message names the check."""
 
 
+_FLAT_IDS = ("prompt", "thinking", "answer")
+
+
 def encode_record(key: str, rec: Mapping[str, Any]) -> tuple[bytes, bytes]:
-    """(file bytes, the canonical JSON inside) of one unit record."""
-    body = json.dumps({"key": key, "unit": rec}, sort_keys=True, separators=(",", ":")).encode()
-    payload = zlib.compress(body, 3)
+    """(file bytes, the canonical JSON inside) of one unit record (`UnitResult.to_record()` form)."""
+    import numpy as np
+
+    small = dict(rec)
+    parts = [rec[k] for k in _FLAT_IDS]
+    small["ids"] = {k: len(rec[k]) for k in _FLAT_IDS}
+    small["probe_tokens"] = [[len(t) for t in pos] for pos in rec["probe_tokens"]]
+    for k in _FLAT_IDS:
+        del small[k]
+    parts.extend(t for pos in rec["probe_tokens"] for t in pos)
+    # one small array per sequence, then one copy: much faster than iterating all ids
+    ids = np.concatenate([np.asarray(p, dtype="<i4") for p in parts]) if parts else np.zeros(0, "<i4")
+    ids = ids.astype("<i4", copy=False)
+    body = json.dumps({"key": key, "unit": small}, sort_keys=True, separators=(",", ":")).encode()
+    z = zlib.compress(body, 3)
+    payload = struct.pack("<I", len(z)) + z + ids.tobytes()
     head = f"{len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode()
     return MAGIC + head + payload, body
 
 
-def decode_record(data: bytes, key: str) -> dict[str, Any]:
+def _unpack(payload: bytes) -> tuple[Any, memoryview]:
+    if len(payload) < 4:
+        raise RecordError("payload does not decode")
+    (jlen,) = struct.unpack_from("<I", payload)
+    try:
+        obj = json.loads(zlib.decompress(payload[4:4 + jlen]))
+    except (zlib.error, ValueError):
+        raise RecordError("payload does not decode") from None
+    return obj, memoryview(payload)[4 + jlen:]
+
+
+def _with_ids(unit: dict, blob: memoryview, *, arrays: bool = False) -> dict:
+    """The record with its token ids put back from the int32 blob.
+
+    Tuples, as `UnitResult` holds them; with `arrays`, read-only NumPy views
+    of the blob instead (no per-id Python objects: the final writer's path).
+    """
+    import numpy as np
+
+    try:
+        flat = np.frombuffer(blob, dtype="<i4")
+        lens = [int(unit["ids"][k]) for k in _FLAT_IDS]
+        shape = unit["probe_tokens"]
+        want = sum(lens) + sum(n for pos in shape for n in pos)
+    except (KeyError, TypeError, ValueError):
+        raise RecordError("fields do not form a unit result") from None
+    if flat.size != want:
+        raise RecordError(f"holds {flat.size} token ids, its fields need {want}")
+    ids = flat if arrays else flat.tolist()
+    rec = {k: v for k, v in unit.items() if k != "ids"}
+    cut = (lambda a, b: ids[a:b]) if arrays else (lambda a, b: tuple(ids[a:b]))
+    at = 0
+    for k, n in zip(_FLAT_IDS, lens):
+        rec[k] = cut(at, at + n)
+        at += n
+    probes = []
+    for pos in shape:
+        row = []
+        for n in pos:
+            row.append(cut(at, at + n))
+            at += n
+        probes.append(tuple(row))
+    rec["probe_tokens"] = tuple(probes)
+    return rec
+
+
+def decode_record(data: bytes, key: str, *, arrays: bool = False) -> dict[str, Any]:
     """The unit record (`UnitResult.to_record()` form) stored in `data` under `key`.
+
+    `arrays`: token ids as NumPy views (see `_with_ids`) instead of tuples.
 
     Raises:
       RecordError: the first check that fails (see module docstring).
@@ -79,14 +148,11 @@ def decode_record(data: bytes, key: str) -> dict[str, Any]:
         raise RecordError(f"truncated payload: {len(payload)} of {size} bytes")
     if hashlib.sha256(payload).hexdigest() != digest:
         raise RecordError("checksum mismatch")
-    try:
-        obj = json.loads(zlib.decompress(payload))
-    except (zlib.error, ValueError):
-        raise RecordError("payload does not decode") from None
+    obj, blob = _unpack(payload)
     if not isinstance(obj, dict) or obj.get("key") != key or not isinstance(obj.get("unit"), dict):
         raise RecordError(f"holds key {str(obj.get('key') if isinstance(obj, dict) else None)[:16]}..., "
                           f"not {key[:16]}...")
-    return obj["unit"]
+    return _with_ids(obj["unit"], blob, arrays=arrays)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -208,13 +274,26 @@ class Journal:
         self.reused += 1
         return unit
 
-    def commit(self, key: str, unit: UnitResult) -> UnitResult:
+    def read(self, key: str, *, arrays: bool = False) -> UnitResult:
+        """The committed unit under `key`, verified; raises `RecordError` if it fails a check.
+
+        The runner assembles the final set through this, one unit at a time,
+        so a fresh run and a resumed one read the same bytes. With `arrays`
+        the token fields are NumPy views (for the streaming writer; such a
+        unit is for reading its fields, not for comparing).
+        """
+        rec = decode_record(self.path(key).read_bytes(), key, arrays=arrays)
+        if arrays:
+            return UnitResult(**{k: rec[k] for k in UnitResult.__dataclass_fields__})
+        return UnitResult.from_record(rec)
+
+    def commit(self, key: str, unit: UnitResult, *, read_back: bool = True) -> UnitResult | None:
         """Write `unit` under `key` atomically (temp file, fsync, rename, fsync folder).
 
-        Returns the unit as decoded from the committed bytes, so a fresh run
-        and a resumed one assemble the same values.
+        Returns the unit as decoded from the committed bytes (None with
+        `read_back=False`, for callers that read it later with `read`).
         """
-        data, body = encode_record(key, unit.to_record())
+        data, _ = encode_record(key, unit.to_record())
         final = self.path(key)
         folder = final.parent
         if not folder.is_dir():
@@ -232,7 +311,7 @@ class Journal:
         os.replace(tmp, final)
         _fsync_dir(folder)
         self.committed += 1
-        return UnitResult.from_record(json.loads(body)["unit"])
+        return UnitResult.from_record(decode_record(data, key)) if read_back else None
 
     def report(self) -> dict[str, Any]:
         """What this run did with the journal (for `run.json`)."""

@@ -38,7 +38,7 @@ from typing import Any
 
 from otbench.analysis.measurement import sha256_file, write_text_atomic
 
-UNIT_SCHEMA = "otbench.unit/1"
+UNIT_SCHEMA = "otbench.unit/2"   # 2: thinking and its own answer sampled in one request
 
 # EngineConfig fields that only size resources: they never change a unit's
 # result, so changing them (e.g. a smaller KV cache after an OOM) keeps resume working.

@@ -3,37 +3,48 @@
 A *work unit* is one (question, trajectory) pair. Its result (`UnitResult`)
 depends only on the job, the question and the engine's outputs for the
 unit's own requests, whose seeds come from what they are
-(`_seeds.derive_seed`), never from run order. Units are processed in
-batches (all of a batch's requests go to the engine together so it can
-batch them and its prefix cache can serve shared prefixes), and results can
-be assembled in any order: this is the seam for crash-safe resume (commit
-each `UnitResult.to_record()` as it completes, skip completed units on
-restart) and for data-parallel workers (each runs `probe_units` on its
-share). Bit-identical floats across different batchings are not promised by
-the engines (batched kernels may round differently); seeds and token-level
-sampling streams are.
+(`_seeds.derive_seed`), never from run order. Results come out in any
+order: this is the seam for crash-safe resume (commit each `UnitResult` as
+it completes, skip completed units on restart) and for data-parallel
+workers (each runs `stream_units` on its share).
 
+The engine is never left waiting (`stream_units`): a bounded number of units
+is in flight at once, each unit's requests are submitted to the engine's
+`Stream` the moment they exist, and grading runs in a lane of its own
+(a thread feeding the grader's worker processes) while the engine decodes.
 Per unit:
-1. sample the trajectory (stop at the family's thinking-end token, or at
-   end-of-turn for the generic family; limit `thinking_limit`);
-2. segment its thinking ids in token space (`_segment`), giving `L`;
-3. in one engine call: the original answer (native thinking families; and
-   any trajectory cut at the limit, as a forced answer) and `P` answer
-   probes at every position `k = 0..n`; in another: the ThinkBrake signal at
-   every position (log-probability of the thinking-end token and of the
-   most likely other token);
-4. grade every answer through the grading seam (`_grader`).
+
+1. one request samples the thinking *and* the trajectory's own answer
+   (stops: the family's answer stops), so the answer is drawn from the same
+   distribution as one continuous generation (the presence penalty sees the
+   thinking); `split_trajectory` cuts it in token space at the first
+   complete thinking-end marker (for GPT-OSS harmony: the switch to the
+   final channel, after any number of analysis messages). A trajectory
+   with no marker within `thinking_limit` tokens is cut there and gets the
+   forced answer of position `n` as a request of its own (`answer` seed);
+   the result is a `ThinkResult`, which an imported trajectory can supply
+   instead (`given`);
+2. its thinking ids are segmented in token space (`_segment`), giving `L`;
+3. at every position `k = 0..n`: `P` answer probes and, next to them (same
+   retained prefix, so the prefix cache serves both), the ThinkBrake signal
+   (log-probability of the thinking-end token and of the most likely other
+   token);
+4. every answer is graded through the grading seam (`GradeBatch`).
+
+Bit-identical floats across different batchings are not promised by the
+engines (batched kernels may round differently); seeds and token-level
+sampling streams are.
 """
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from otbench.analysis.measurement import segment_flat
 from otbench.probe.config import derive_seed
-from otbench.probe.engines import Engine, GenRequest
+from otbench.probe.engines import Engine, GenRequest, SignalRequest
 from otbench.probe.grading import GradeBatch, GradeItem
 from otbench.probe.tokens import ProbeFormat
 
@@ -54,16 +65,20 @@ class UnitResult:
         (False: cut at the thinking limit, or ended on another token such as
         end-of-turn inside the thinking; `stop_id` tells which).
       stop_id: the token that ended the thinking (None at the limit).
-      answer: ids of the original answer (after the family's answer prefix;
-        for a finished generic-chat trajectory the reply itself is the answer
-        and this is empty).
+      answer: ids of the original answer: for a finished native-thinking
+        trajectory, the model's own ids after the thinking-end marker (same
+        request as the thinking); for a forced answer, the ids after the
+        family's answer prefix; empty for a finished generic-chat trajectory
+        (the reply itself is the answer).
       y, y_status: the original answer's grade.
       L: int[n+1] retained thinking tokens per position.
       C: int[n+1] correct probes per position.
       probe_tokens: [n+1][P] answer ids of each probe.
       probe_status: [n+1][P] grade status of each probe.
       logp_end, logp_other, other_id: [n+1] signal at each position.
-      seeds: {"think": int, "answer": int | None, "probe": [n+1 ints]}.
+      seeds: {"think": int, "answer": int | None, "probe": [n+1 ints]};
+        "answer" is None when the answer came from the think request (or the
+        reply is graded), the forced answer's own seed otherwise.
     """
 
     group: str
@@ -91,23 +106,37 @@ class UnitResult:
         return len(self.L) - 1
 
     def to_record(self) -> dict[str, Any]:
-        """A JSON-serializable dict (lists for tuples); `from_record` inverts it exactly."""
-        return dataclasses.asdict(self)
+        """A JSON-serializable dict (tuples serialize as arrays); `from_record` inverts it exactly.
+
+        Field by field, not `dataclasses.asdict`: that deep-copies every token
+        id (~0.75 M per paper-shaped unit), which dominated the driver's time.
+        """
+        rec = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        rec["seeds"] = dict(self.seeds)
+        return rec
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> "UnitResult":
-        def tup(x):
-            return tuple(tup(v) for v in x) if isinstance(x, list) else x
         kw = {f.name: rec[f.name] for f in dataclasses.fields(cls)}
-        for k, v in kw.items():
-            if isinstance(v, list):
-                kw[k] = tup(v)
+        for k in _FLAT_FIELDS:
+            kw[k] = tuple(kw[k])
+        kw["probe_tokens"] = tuple(tuple(tuple(t) for t in pos) for pos in kw["probe_tokens"])
+        kw["probe_status"] = tuple(tuple(pos) for pos in kw["probe_status"])
+        if isinstance(kw["seeds"], dict) and isinstance(kw["seeds"].get("probe"), list):
+            kw["seeds"] = dict(kw["seeds"], probe=list(kw["seeds"]["probe"]))
         return cls(**kw)
+
+
+_FLAT_FIELDS = ("prompt", "thinking", "answer", "L", "C", "logp_end", "logp_other", "other_id")
 
 
 @dataclasses.dataclass
 class PhaseStats:
-    """Tokens and seconds per phase of a run (for progress and the benchmark)."""
+    """Requests, tokens and seconds per phase of a run (for progress and the benchmark).
+
+    Phases overlap (continuous submission): `seconds` is the time the engine
+    was being stepped while this phase had requests in flight.
+    """
 
     requests: int = 0
     prompt_tokens: int = 0
@@ -131,6 +160,8 @@ class RunStats:
     probe: PhaseStats = dataclasses.field(default_factory=PhaseStats)
     signal: PhaseStats = dataclasses.field(default_factory=PhaseStats)
     grading_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    busy_seconds: float = 0.0
     cache_queries: int = 0
     cache_hits: int = 0
 
@@ -139,143 +170,380 @@ class RunStats:
         for k in ("think", "probe", "signal"):
             d[k]["tokens_per_s"] = getattr(self, k).tokens_per_s
         d["cache_hit_rate"] = self.cache_hits / self.cache_queries if self.cache_queries else None
+        d["busy_fraction"] = self.busy_seconds / self.wall_seconds if self.wall_seconds > 0 else None
         return d
 
 
-def _timed_generate(engine: Engine, reqs: Sequence[GenRequest], sampling, stats: PhaseStats):
-    t = time.perf_counter()
-    outs = engine.generate(reqs, sampling)
-    dt = time.perf_counter() - t
-    gen = sum(len(c.token_ids) + (c.stop_id is not None) for cs in outs for c in cs)
-    stats.add(len(reqs), sum(len(r.prompt) for r in reqs), gen, dt)
-    return outs
+@dataclasses.dataclass(frozen=True)
+class ThinkResult:
+    """The think phase of one work unit: everything the probe phase needs from the trajectory.
+
+    Produced by `split_trajectory` from the unit's own request, or supplied
+    for an imported trajectory (`stream_units(given=...)`); then no think
+    request is sent and `seed` is whatever the source recorded.
+
+    Attributes:
+      seed: the trajectory's seed (`derive_seed(..., "think")` when sampled here).
+      thinking: thinking ids, without the thinking-end marker.
+      finished: the thinking ended with the family's thinking-end marker
+        (the full marker, in token space) within the thinking limit.
+      stop_id: the id that ended the thinking: the marker's first id when
+        finished, another stop (end of turn, EOS) when it ended without the
+        marker, None at the thinking limit.
+      answer: the trajectory's own answer ids after the marker (answer limit
+        applied), for a finished native-thinking trajectory; None when the
+        answer must be forced (a cut or unfinished trajectory) or when the
+        reply itself is graded (the generic family).
+    """
+
+    seed: int
+    thinking: tuple[int, ...]
+    finished: bool
+    stop_id: int | None
+    answer: tuple[int, ...] | None
+
+
+def _find(ids: Sequence[int], marker: Sequence[int], limit: int) -> int:
+    """Index of the first occurrence of `marker` starting before `limit` in `ids`, or -1."""
+    m = len(marker)
+    first = marker[0]
+    i = -1
+    while True:
+        try:
+            i = ids.index(first, i + 1, min(limit, len(ids)))
+        except ValueError:
+            return -1
+        if tuple(ids[i:i + m]) == tuple(marker):
+            return i
+
+
+def split_trajectory(ids: Sequence[int], stop_id: int | None, fmt: ProbeFormat, *, seed: int,
+                     thinking_limit: int, answer_limit: int) -> ThinkResult:
+    """Cut one thinking + answer generation at the thinking-end marker, in token space.
+
+    Native thinking families: the thinking is everything before the first
+    complete marker (`fmt.end_ids`, e.g. `</think>`, or harmony's
+    `<|end|><|start|>assistant<|channel|>final<|message|>`: earlier analysis
+    messages, closed by `<|end|>` and reopened as analysis, stay in the
+    thinking); it must start within `thinking_limit` tokens, exactly as if
+    the thinking had been sampled alone with that limit. The answer is what
+    follows the marker, cut at `answer_limit` (tokens after a limit never
+    change the tokens before it). No marker in time: the thinking is cut at
+    the limit (`stop_id` None) or ends where the generation stopped.
+
+    The generic family has no marker: the reply is the trajectory; it
+    finished when it ended on one of its stop ids.
+    """
+    ids = tuple(int(t) for t in ids)
+    fam = fmt.family
+    if not fam.native_thinking:
+        if len(ids) >= thinking_limit:
+            return ThinkResult(seed, ids[:thinking_limit], False, None, None)
+        return ThinkResult(seed, ids, stop_id is not None and stop_id in fmt.think_stop_ids, stop_id, None)
+    end = tuple(fmt.end_ids)
+    at = _find(ids, end, thinking_limit)
+    if at >= 0:
+        return ThinkResult(seed, ids[:at], True, end[0], ids[at + len(end):][:answer_limit])
+    if len(ids) >= thinking_limit:
+        return ThinkResult(seed, ids[:thinking_limit], False, None, None)
+    return ThinkResult(seed, ids, False, stop_id, None)
+
+
+class _Unit:
+    """A unit in flight: its think result, outputs as they arrive, then its grades."""
+
+    __slots__ = ("q", "r", "think", "L", "outs", "sigs", "answer_out", "missing", "probe_seed",
+                 "answer_seed", "grades")
+
+    def __init__(self, q: int, r: int):
+        self.q, self.r = q, r
+        self.think: ThinkResult | None = None
+        self.L: tuple[int, ...] = ()
+        self.outs: list = []
+        self.sigs: list = []
+        self.answer_out = None
+        self.missing = 0
+        self.probe_seed: list[int] = []
+        self.answer_seed: int | None = None
+        self.grades = None
+
+
+def _batch_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
+    """`decode(ids, skip_special_tokens=True)` for many answers at once.
+
+    A fast (Rust) tokenizer decodes a batch in parallel, without the GIL: the
+    same text as one `decode` per answer (that adds only the optional
+    clean-up of tokenization spaces, so it is used when that is on), at a
+    fraction of the cost (~1 us per token otherwise, the largest cost of a
+    paper-shaped unit).
+    """
+    fast = getattr(tokenizer, "_tokenizer", None)
+    if fast is not None and hasattr(fast, "decode_batch") and \
+            not getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        return lambda seqs: list(fast.decode_batch(seqs, skip_special_tokens=True))
+    return lambda seqs: [tokenizer.decode(s, skip_special_tokens=True) for s in seqs]
+
+
+class _GradeLane:
+    """Decoding and grading off the engine's path: one thread feeding the grader (its own processes).
+
+    A unit's answers are graded as one `grade_batch` call, in the order the
+    loop lists them; results depend only on the answers.
+    """
+
+    def __init__(self, grade_batch: GradeBatch, tokenizer, prefix: Sequence[int]):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._grade, self._tok, self._prefix = grade_batch, tokenizer, list(prefix)
+        self._decode = _batch_decoder(tokenizer)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otbench-grade")
+        self.seconds = 0.0
+
+    def submit(self, question, answers: Sequence[tuple[tuple[int, ...], bool]]):
+        """Future of [(correct, status)] for `answers` = [(ids, with the family's answer prefix)]."""
+        return self._pool.submit(self._run, question, answers)
+
+    def _run(self, q, answers):
+        t = time.perf_counter()
+        texts = self._decode([(self._prefix + list(ids)) if pre else list(ids) for ids, pre in answers])
+        res = self._grade([GradeItem(q.task, q.reference, text, q) for text in texts])
+        self.seconds += time.perf_counter() - t
+        return res
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _gen_tokens(comps) -> int:
+    return sum(len(c.token_ids) + (c.stop_id is not None) for c in comps)
+
+
+class _Driver:
+    """State of one `stream_units` call (see its docstring)."""
+
+    def __init__(self, engine, fmt, job: dict, stats: RunStats, lane: _GradeLane):
+        self.fmt, self.job, self.stats, self.lane = fmt, job, stats, lane
+        self.stream = engine.stream(job["sampling"])
+        self.active: dict[tuple[int, int], _Unit] = {}
+        self.grading: dict[tuple[int, int], Any] = {}
+        self.phase_in_flight = {"think": 0, "probe": 0, "signal": 0}
+
+    def _submit(self, tag, req, phase: str) -> None:
+        self.stream.submit(tag, req)
+        self.phase_in_flight[phase] += 1
+        ph = getattr(self.stats, phase)
+        ph.requests += 1
+        ph.prompt_tokens += len(req.prompt) if isinstance(req, GenRequest) else len(req.context)
+
+    def admit(self, q: int, r: int, given: ThinkResult | None) -> None:
+        j = self.job
+        qs, u = j["questions"][q], _Unit(q, r)
+        self.active[q, r] = u
+        if given is not None:
+            self._probe(u, given)
+            return
+        seed = derive_seed(j["model"], qs.dataset, qs.id, r, "think")
+        fmt = self.fmt
+        native = fmt.family.native_thinking
+        limit = j["thinking_limit"] + (len(fmt.end_ids) + j["answer_limit"] if native else 0)
+        stops = fmt.answer_stop_ids if native else fmt.think_stop_ids
+        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops), "think")
+
+    def _probe(self, u: _Unit, th: ThinkResult) -> None:
+        """Segment the trajectory and submit its probes, signals and (if needed) forced answer."""
+        j, fmt = self.job, self.fmt
+        qs, prompt = j["questions"][u.q], j["prompts"][u.q]
+        u.think = th
+        L_flat, _ = segment_flat(np.asarray(th.thinking, dtype=np.int64),
+                                 np.array([0, len(th.thinking)], dtype=np.int64),
+                                 fmt.vocab.mask, j["b"], span=fmt.span)
+        u.L = tuple(int(x) for x in L_flat)
+        m = len(u.L)
+        u.outs, u.sigs = [None] * m, [None] * m
+        if th.answer is None and (fmt.family.native_thinking or not th.finished):
+            u.answer_seed = derive_seed(j["model"], qs.dataset, qs.id, u.r, "answer")
+            self._submit(((u.q, u.r), "a", 0),
+                         GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
+                                    u.answer_seed, j["answer_limit"], fmt.answer_stop_ids), "probe")
+            u.missing += 1
+        for k, Lk in enumerate(u.L):
+            s = derive_seed(j["model"], qs.dataset, qs.id, u.r, "probe", k)
+            u.probe_seed.append(s)
+            self._submit(((u.q, u.r), "p", k), GenRequest(fmt.probe_prompt(prompt, th.thinking, Lk), j["P"],
+                                                          s, j["answer_limit"], fmt.answer_stop_ids), "probe")
+            self._submit(((u.q, u.r), "s", k),
+                         SignalRequest(fmt.signal_context(prompt, th.thinking, Lk), fmt.signal_id), "signal")
+        u.missing += 2 * m
+
+    def deliver(self, tag, res) -> None:
+        key, kind, k = tag
+        u = self.active[key]
+        j = self.job
+        if kind == "t":
+            self.phase_in_flight["think"] -= 1
+            self.stats.think.generated += _gen_tokens(res)
+            c = res[0]
+            self._probe(u, split_trajectory(c.token_ids, c.stop_id, self.fmt,
+                                            seed=derive_seed(j["model"], j["questions"][u.q].dataset,
+                                                             j["questions"][u.q].id, u.r, "think"),
+                                            thinking_limit=j["thinking_limit"],
+                                            answer_limit=j["answer_limit"]))
+            return
+        if kind == "s":
+            self.phase_in_flight["signal"] -= 1
+            self.stats.signal.generated += 1
+            u.sigs[k] = res
+        else:
+            self.phase_in_flight["probe"] -= 1
+            self.stats.probe.generated += _gen_tokens(res)
+            if kind == "a":
+                u.answer_out = res[0].token_ids
+            else:
+                u.outs[k] = res
+        u.missing -= 1
+        if u.missing == 0:
+            self.grading[key] = self.lane.submit(j["questions"][u.q], self._answers(u))
+
+    def _answers(self, u: _Unit) -> list[tuple[tuple[int, ...], bool]]:
+        """What to grade, in a fixed order: the original answer (or the reply), then every probe."""
+        th = u.think
+        if th.answer is not None:
+            first = [(th.answer, False)]                  # the model's own ids after the marker
+        elif u.answer_out is not None:
+            first = [(u.answer_out, True)]                # forced: the prefix is in the prompt
+        else:
+            first = [(th.thinking, False)]                # the generic family's finished reply
+        return first + [(c.token_ids, True) for comps in u.outs for c in comps]
+
+    def finish(self, key) -> UnitResult:
+        u = self.active.pop(key)
+        gs = self.grading.pop(key).result()
+        th, qs = u.think, self.job["questions"][u.q]
+        P = self.job["P"]
+        probe_status = tuple(tuple(s for _, s in gs[1 + k * P:1 + (k + 1) * P]) for k in range(len(u.L)))
+        own = th.answer if th.answer is not None else (u.answer_out if u.answer_out is not None else ())
+        return UnitResult(
+            group=qs.group, dataset=qs.dataset, question=qs.id, trajectory=u.r,
+            prompt=tuple(int(t) for t in self.job["prompts"][u.q]), thinking=th.thinking,
+            finished=th.finished, stop_id=th.stop_id, answer=tuple(own),
+            y=int(gs[0][0]), y_status=gs[0][1], L=u.L,
+            C=tuple(sum(int(c) for c, _ in gs[1 + k * P:1 + (k + 1) * P]) for k in range(len(u.L))),
+            probe_tokens=tuple(tuple(c.token_ids for c in comps) for comps in u.outs),
+            probe_status=probe_status,
+            logp_end=tuple(s.logp_end for s in u.sigs), logp_other=tuple(s.logp_other for s in u.sigs),
+            other_id=tuple(s.other_id for s in u.sigs),
+            seeds={"think": th.seed, "answer": u.answer_seed, "probe": u.probe_seed},
+        )
+
+    def poll(self) -> None:
+        busy = {p for p, v in self.phase_in_flight.items() if v}
+        t = time.perf_counter()
+        done = self.stream.poll()
+        dt = time.perf_counter() - t
+        for p in busy:
+            getattr(self.stats, p).seconds += dt
+        if busy:
+            self.stats.busy_seconds += dt
+        for tag, res in done:
+            self.deliver(tag, res)
+
+
+def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,
+                 prompts: Sequence[Sequence[int]], units: Iterable[tuple[int, int]], P: int, b: int,
+                 thinking_limit: int, answer_limit: int, sampling, grade_batch: GradeBatch, tokenizer,
+                 max_in_flight: int = 64, stats: RunStats | None = None,
+                 given: Mapping[tuple[int, int], ThinkResult] | None = None) -> Iterator[UnitResult]:
+    """Measure work units `(question index, trajectory)`, yielding each `UnitResult` as it completes.
+
+    At most `max_in_flight` units are between admission and their result;
+    a new unit is admitted as soon as one leaves, so memory is bounded by
+    that number, not by the run. `given` maps units to an imported
+    `ThinkResult` (no think request for those). The order of results is the
+    order they finish; each result is the same whatever the order.
+    """
+    stats = stats if stats is not None else RunStats()
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise ValueError(f"`max_in_flight` must be a positive integer, got {max_in_flight!r}.")
+    job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
+               thinking_limit=thinking_limit, answer_limit=answer_limit)
+    lane = _GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
+    d = _Driver(engine, fmt, job, stats, lane)
+    todo = iter(units)
+    more = True
+    cache0 = engine.cache_stats()
+    t0 = time.perf_counter()
+    try:
+        while True:
+            while more and len(d.active) < max_in_flight:
+                u = next(todo, None)
+                if u is None:
+                    more = False
+                    break
+                d.admit(u[0], u[1], (given or {}).get(u))
+            for key in [k for k, f in d.grading.items() if f.done()]:
+                yield d.finish(key)
+            if d.stream.in_flight():
+                d.poll()
+            elif d.grading:
+                # Only grading left for the units in flight: wait for the first of them.
+                from concurrent.futures import FIRST_COMPLETED, wait
+                wait(list(d.grading.values()), return_when=FIRST_COMPLETED)
+            elif not more and not d.active:
+                break
+    finally:
+        lane.close()
+        stats.wall_seconds += time.perf_counter() - t0
+        stats.grading_seconds += lane.seconds
+        cache1 = engine.cache_stats()
+        if cache0 is not None and cache1 is not None:
+            stats.cache_queries += cache1["queries"] - cache0["queries"]
+            stats.cache_hits += cache1["hits"] - cache0["hits"]
 
 
 def probe_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,
                 prompts: Sequence[Sequence[int]], units: Sequence[tuple[int, int]],
                 P: int, b: int, thinking_limit: int, answer_limit: int, sampling,
-                grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None) -> list[UnitResult]:
-    """Measure a batch of work units `(question index, trajectory)` (see module docstring).
+                grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
+                max_in_flight: int | None = None,
+                given: Mapping[tuple[int, int], ThinkResult] | None = None) -> list[UnitResult]:
+    """`stream_units` over `units`, results in the order of `units` (for Ray workers and tests)."""
+    out = {}
+    for u in stream_units(engine, fmt, model=model, questions=questions, prompts=prompts, units=units,
+                          P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
+                          sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
+                          max_in_flight=max_in_flight or max(1, len(units)), stats=stats,
+                          given=given):
+        out[u.group, u.question, u.trajectory] = u
+    return [out[questions[q].group, questions[q].id, r] for q, r in units]
 
-    Args:
-      questions: `_datasets.Question`s; `prompts[i]` are question `i`'s prompt ids.
-      units: (question index, trajectory index) pairs.
-      tokenizer: decodes answers for grading (only answers are ever decoded).
+
+def direct_answers(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,
+                   prompts: Sequence[Sequence[int]], answer_limit: int, sampling, grade_batch: GradeBatch,
+                   tokenizer) -> list[dict[str, Any]]:
+    """The direct-answer accuracy (SPEC §4, optional): one answer per question to the no-thinking prompt.
+
+    The no-thinking prompt is the question's prompt with the thinking closed
+    at once (`fmt.probe_prompt` with nothing retained: the family's marker
+    and answer prefix right after the generation prompt), sampled once per
+    question with the "direct" seed. It is the prompt of position 0, so its
+    accuracy sits beside `P(0)` (which has `P` samples of it per trajectory).
+    Rows: group, dataset, question, seed, tokens, correct, status.
     """
-    stats = stats if stats is not None else RunStats()
-    fam = fmt.family
-    cache0 = engine.cache_stats()
-
-    # 1. trajectories
-    think_seed = [derive_seed(model, questions[q].dataset, questions[q].id, r, "think") for q, r in units]
-    reqs = [GenRequest(prompts[q], 1, s, thinking_limit, fmt.think_stop_ids)
-            for (q, _), s in zip(units, think_seed)]
-    thinking = [o[0] for o in _timed_generate(engine, reqs, sampling, stats.think)]
-
-    # 2. segmentation (token space, all units at once)
-    lens = np.fromiter((len(c.token_ids) for c in thinking), dtype=np.int64, count=len(units))
-    off = np.zeros(len(units) + 1, dtype=np.int64)
-    np.cumsum(lens, out=off[1:])
-    flat = np.fromiter((t for c in thinking for t in c.token_ids), dtype=np.int64, count=int(off[-1]))
-    L_flat, L_off = segment_flat(flat, off, fmt.vocab.mask, b, span=fmt.span)
-    Ls = [tuple(int(x) for x in L_flat[L_off[i]:L_off[i + 1]]) for i in range(len(units))]
-
-    # 3. answers and probes (one call), signals (another)
-    gen_reqs: list[GenRequest] = []
-    where: list[tuple[int, int]] = []          # (unit, position or -1 for the original answer)
-    sig_ctx: list[list[int]] = []
-    answer_seed: list[int | None] = []
-    probe_seed: list[list[int]] = []
-    for i, ((q, r), comp) in enumerate(zip(units, thinking)):
-        qs = questions[q]
-        th = comp.token_ids
-        finished = comp.stop_id is not None and comp.stop_id in fmt.think_stop_ids
-        if fam.native_thinking or not finished:
-            s = derive_seed(model, qs.dataset, qs.id, r, "answer")
-            gen_reqs.append(GenRequest(fmt.answer_context(prompts[q], th, finished), 1, s,
-                                       answer_limit, fmt.answer_stop_ids))
-            where.append((i, -1))
-            answer_seed.append(s)
-        else:
-            answer_seed.append(None)
-        seeds = []
-        for k, Lk in enumerate(Ls[i]):
-            s = derive_seed(model, qs.dataset, qs.id, r, "probe", k)
-            seeds.append(s)
-            gen_reqs.append(GenRequest(fmt.probe_prompt(prompts[q], th, Lk), P, s, answer_limit,
-                                       fmt.answer_stop_ids))
-            where.append((i, k))
-            sig_ctx.append(fmt.signal_context(prompts[q], th, Lk))
-        probe_seed.append(seeds)
-    outs = _timed_generate(engine, gen_reqs, sampling, stats.probe)
-    t = time.perf_counter()
-    sigs = engine.signals(sig_ctx, fmt.signal_id)
-    stats.signal.add(len(sig_ctx), sum(map(len, sig_ctx)), len(sig_ctx), time.perf_counter() - t)
-
-    # 4. grading: every answer, plus the reply itself for finished generic trajectories
-    items: list[GradeItem] = []
-    prefix = list(fmt.answer_prefix_ids)
-    for (i, _), comps in zip(where, outs):
-        q = questions[units[i][0]]
-        for c in comps:
-            text = tokenizer.decode(prefix + list(c.token_ids), skip_special_tokens=True)
-            items.append(GradeItem(q.task, q.reference, text, q))
-    reply_items = []
-    for i, ((q, _), comp) in enumerate(zip(units, thinking)):
-        if answer_seed[i] is None:
-            qs = questions[q]
-            reply_items.append(i)
-            items.append(GradeItem(qs.task, qs.reference,
-                                   tokenizer.decode(list(comp.token_ids), skip_special_tokens=True), qs))
-    t = time.perf_counter()
-    grades = grade_batch(items)
-    stats.grading_seconds += time.perf_counter() - t
-
-    # assemble
-    n_units = len(units)
-    y = [0] * n_units
-    y_status = [""] * n_units
-    answer: list[tuple[int, ...]] = [()] * n_units
-    C = [[0] * len(Ls[i]) for i in range(n_units)]
-    ptok: list[list[tuple]] = [[()] * len(Ls[i]) for i in range(n_units)]
-    pstat: list[list[tuple]] = [[()] * len(Ls[i]) for i in range(n_units)]
-    g = 0
-    for (i, k), comps in zip(where, outs):
-        gs = grades[g:g + len(comps)]
-        g += len(comps)
-        if k < 0:
-            answer[i] = comps[0].token_ids
-            y[i], y_status[i] = int(gs[0][0]), gs[0][1]
-        else:
-            C[i][k] = sum(int(c) for c, _ in gs)
-            ptok[i][k] = tuple(c.token_ids for c in comps)
-            pstat[i][k] = tuple(s for _, s in gs)
-    for i in reply_items:
-        y[i], y_status[i] = int(grades[g][0]), grades[g][1]
-        g += 1
-
-    results = []
-    s_at = 0
-    for i, ((q, r), comp) in enumerate(zip(units, thinking)):
-        qs = questions[q]
-        m = len(Ls[i])
-        sg = sigs[s_at:s_at + m]
-        s_at += m
-        finished = comp.stop_id is not None and comp.stop_id in fmt.think_stop_ids
-        results.append(UnitResult(
-            group=qs.group, dataset=qs.dataset, question=qs.id, trajectory=r,
-            prompt=tuple(int(t) for t in prompts[q]), thinking=comp.token_ids,
-            finished=finished, stop_id=comp.stop_id, answer=answer[i], y=y[i], y_status=y_status[i],
-            L=Ls[i], C=tuple(C[i]), probe_tokens=tuple(ptok[i]), probe_status=tuple(pstat[i]),
-            logp_end=tuple(s.logp_end for s in sg), logp_other=tuple(s.logp_other for s in sg),
-            other_id=tuple(s.other_id for s in sg),
-            seeds={"think": think_seed[i], "answer": answer_seed[i], "probe": probe_seed[i]},
-        ))
-    cache1 = engine.cache_stats()
-    if cache0 is not None and cache1 is not None:
-        stats.cache_queries += cache1["queries"] - cache0["queries"]
-        stats.cache_hits += cache1["hits"] - cache0["hits"]
-    return results
+    seeds = [derive_seed(model, q.dataset, q.id, 0, "direct") for q in questions]
+    stream = engine.stream(sampling)
+    for i, (p, s) in enumerate(zip(prompts, seeds)):
+        stream.submit(i, GenRequest(fmt.probe_prompt(p, (), 0), 1, s, answer_limit, fmt.answer_stop_ids))
+    outs: dict[int, Any] = {}
+    while stream.in_flight():
+        outs.update(stream.poll())
+    answers = [outs[i][0].token_ids for i in range(len(questions))]
+    texts = _batch_decoder(tokenizer)([list(fmt.answer_prefix_ids) + list(a) for a in answers])
+    grades = []
+    for q, text in zip(questions, texts):
+        grades.extend(grade_batch([GradeItem(q.task, q.reference, text, q)]))
+    return [{"group": q.group, "dataset": q.dataset, "question": q.id, "seed": s, "tokens": a,
+             "correct": bool(c), "status": st}
+            for q, s, a, (c, st) in zip(questions, seeds, answers, grades)]
 
 
 def encode_prompts(fmt: ProbeFormat, tokenizer, questions: Sequence, instructions: dict[str, str]) -> list[list[int]]:
@@ -290,26 +558,25 @@ def encode_prompts(fmt: ProbeFormat, tokenizer, questions: Sequence, instruction
 def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,
               prompts: Sequence[Sequence[int]], R: int, P: int, b: int, thinking_limit: int,
               answer_limit: int, sampling, grade_batch: GradeBatch, tokenizer,
-              units_per_batch: int = 16, stats: RunStats | None = None,
+              max_in_flight: int = 64, stats: RunStats | None = None,
               on_batch: Callable[[list[UnitResult], RunStats], None] | None = None,
-              skip: Callable[[tuple[int, int]], bool] | None = None) -> list[UnitResult]:
-    """All `len(questions) * R` work units in batches of `units_per_batch`.
+              skip: Callable[[tuple[int, int]], bool] | None = None,
+              given: Mapping[tuple[int, int], ThinkResult] | None = None) -> int:
+    """Stream all `len(questions) * R` work units; returns how many were probed.
 
     `skip(unit)` leaves out units already done (the resume seam), and
-    `on_batch(results, stats)` is called after each batch (progress, commits).
+    `on_batch([result], stats)` is called as each unit completes (progress,
+    commits); nothing is kept here, so memory does not grow with the run.
     """
     stats = stats if stats is not None else RunStats()
-    units = [(q, r) for q in range(len(questions)) for r in range(R)]
-    if skip is not None:
-        units = [u for u in units if not skip(u)]
-    out: list[UnitResult] = []
-    for start in range(0, len(units), units_per_batch):
-        batch = units[start:start + units_per_batch]
-        res = probe_units(engine, fmt, model=model, questions=questions, prompts=prompts,
-                          units=batch, P=P, b=b, thinking_limit=thinking_limit,
-                          answer_limit=answer_limit, sampling=sampling,
-                          grade_batch=grade_batch, tokenizer=tokenizer, stats=stats)
-        out.extend(res)
+    units = ((q, r) for q in range(len(questions)) for r in range(R)
+             if skip is None or not skip((q, r)))
+    count = 0
+    for res in stream_units(engine, fmt, model=model, questions=questions, prompts=prompts, units=units,
+                            P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
+                            sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
+                            max_in_flight=max_in_flight, stats=stats, given=given):
+        count += 1
         if on_batch is not None:
-            on_batch(res, stats)
-    return out
+            on_batch([res], stats)
+    return count

@@ -56,7 +56,7 @@ class ProbeWorker:
 
     def __init__(self, job, questions, instructions, grader: str, index: int):
         from otbench.probe.engines import open_engine
-        from otbench.probe.grading import resolve_grader
+        from otbench.probe.grading import open_grader
 
         from ._runner import prepare, resolve_engine_config
 
@@ -66,10 +66,9 @@ class ProbeWorker:
         self.job, self.questions = job, questions
         self.engine_cfg = resolve_engine_config(job, log)
         log(f"starting the {self.engine_cfg.kind} engine on {self.engine_cfg.model} ...")
-        from ._imported import replay_engine
-        self.engine = replay_engine(open_engine(self.engine_cfg), job)
+        self.engine = open_engine(self.engine_cfg)
         self.tok, self.fmt, self.setup = prepare(job, self.engine_cfg, self.engine, questions, instructions)
-        self.grade = resolve_grader(grader)[1]
+        self.grade, self._grade_close = open_grader(grader)[1:]
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}
 
     def describe(self):
@@ -78,17 +77,22 @@ class ProbeWorker:
 
     def probe(self, units: Sequence[tuple[int, int]]):
         """(unit results, this batch's RunStats) for a batch of (question, trajectory) units."""
+        from ._imported import think_results
         from ._loop import probe_units
 
         job = self.job
         stats = RunStats()
+        # Within a batch the engine streams (`stream_units`); between batches this
+        # synchronous actor waits for the driver to send the next one.
         res = probe_units(self.engine, self.fmt, model=job.model, questions=self.questions,
                           prompts=self.setup.prompts, units=list(units), P=job.P, b=job.b,
                           thinking_limit=job.thinking_limit, answer_limit=job.answer_limit,
-                          sampling=job.sampling, grade_batch=self.grade, tokenizer=self.tok, stats=stats)
+                          sampling=job.sampling, grade_batch=self.grade, tokenizer=self.tok, stats=stats,
+                          given=think_results(job, self.questions, self.fmt))
         return res, stats
 
     def close(self) -> None:
+        self._grade_close()
         self.engine.close()
 
 
@@ -98,6 +102,8 @@ def merge_stats(into: RunStats, part: RunStats) -> None:
         p: PhaseStats = getattr(part, name)
         getattr(into, name).add(p.requests, p.prompt_tokens, p.generated, p.seconds)
     into.grading_seconds += part.grading_seconds
+    into.wall_seconds += part.wall_seconds
+    into.busy_seconds += part.busy_seconds
     into.cache_queries += part.cache_queries
     into.cache_hits += part.cache_hits
 

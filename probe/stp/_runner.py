@@ -33,13 +33,13 @@ from otbench.analysis.measurement import provenance, write_text_atomic
 from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
-from otbench.probe.grading import resolve_grader
+from otbench.probe.grading import open_grader, resolve_grader
 from otbench.probe.tokens import build_vocabulary, compile_format
 
-from ._imported import replay_engine
+from ._imported import think_results
 from ._job import ProbeJob
-from ._loop import RunStats, UnitResult, encode_prompts, run_units
-from ._output import measurement_set, token_tables
+from ._loop import RunStats, UnitResult, direct_answers, encode_prompts, run_units
+from ._output import direct_table, measurement_set, write_token_tables
 
 RUN_FILE = "run.json"
 
@@ -88,11 +88,21 @@ def _progress_bar(total: int, enabled: bool):
 
 
 def resolve_engine_config(job: ProbeJob, log) -> EngineConfig:
-    """The job's engine settings with an embedded model converted (once per machine) and located."""
-    if not job.embedded:
-        return job.engine
-    from otbench.probe.config import embedded_model_dir
-    return dataclasses.replace(job.engine, model=str(embedded_model_dir(job.embedded, log=log)))
+    """The job's engine settings with the model located: an embedded one converted (once per machine),
+    a Hugging Face id resolved through the hub cache (its commit recorded as `revision`), a local
+    folder checked. Raises `ModelNotFoundError` (one line) before any engine starts."""
+    from otbench.probe.config import check_local_model, resolve_hub_model
+
+    if job.embedded:
+        from otbench.probe.config import embedded_model_dir
+        return dataclasses.replace(job.engine, model=str(embedded_model_dir(job.embedded, log=log)))
+    if job.hub is not None:
+        repo, revision = job.hub
+        log(f"resolving {repo} at {revision or 'main'} through the Hugging Face cache ...")
+        found = resolve_hub_model(repo, revision)
+        return dataclasses.replace(job.engine, model=found.path, revision=found.commit)
+    check_local_model(job.engine.model)
+    return job.engine
 
 
 def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence,
@@ -122,14 +132,29 @@ def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence
     return tok, fmt, setup
 
 
+def units_in_flight(job: ProbeJob, engine) -> int:
+    """Units between admission and result at once: the job's `probe.units_in_flight`, else sized to the engine.
+
+    vLLM: its scheduler's `max_num_seqs`, so even with every unit in the
+    think phase (one sequence each) the engine's batch is full; the probe
+    phase adds (n+1)(P+1) requests per unit on top. Memory grows with this
+    number (a unit in its probe phase holds its answers until graded), never
+    with the run.
+    """
+    if job.units_in_flight is not None:
+        return job.units_in_flight
+    cap = getattr(engine, "capacity", None)
+    return max(1, int(cap())) if cap is not None else job.units_per_batch
+
+
 class _LocalExecutor:
     """Units in this process on one engine (the default)."""
 
     def __init__(self, job: ProbeJob, engine_cfg: EngineConfig, questions, instructions, grader: str, log):
         self.job, self.questions, self.engine_cfg = job, questions, engine_cfg
-        self._grade = resolve_grader(grader)[1]
+        self._grade, self._grade_close = open_grader(grader)[1:]
         log(f"starting the {engine_cfg.kind} engine on {engine_cfg.model} ...")
-        self.engine = replay_engine(open_engine(engine_cfg), job)
+        self.engine = open_engine(engine_cfg)
         try:
             self.tok, self.fmt, self.setup = prepare(job, engine_cfg, self.engine, questions, instructions)
         except BaseException:
@@ -142,13 +167,21 @@ class _LocalExecutor:
                   prompts=self.setup.prompts, R=job.R, P=job.P, b=job.b,
                   thinking_limit=job.thinking_limit, answer_limit=job.answer_limit,
                   sampling=job.sampling, grade_batch=self._grade, tokenizer=self.tok,
-                  units_per_batch=job.units_per_batch, stats=stats, on_batch=on_batch,
-                  skip=lambda u: u not in todo)
+                  max_in_flight=units_in_flight(job, self.engine), stats=stats, on_batch=on_batch,
+                  skip=lambda u: u not in todo, given=think_results(job, self.questions, self.fmt))
+
+    def direct(self) -> list[dict[str, Any]]:
+        """The job's direct answers (`_loop.direct_answers`), on this engine."""
+        job = self.job
+        return direct_answers(self.engine, self.fmt, model=job.model, questions=self.questions,
+                              prompts=self.setup.prompts, answer_limit=job.answer_limit,
+                              sampling=job.sampling, grade_batch=self._grade, tokenizer=self.tok)
 
     def report(self) -> list[dict[str, Any]]:
         return []
 
     def close(self) -> None:
+        self._grade_close()
         self.engine.close()
 
 
@@ -197,7 +230,6 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         transformers; else 0).
     """
     from otbench import __version__
-    from otbench.analysis.measurement import save
 
     from ._journal import Journal
     from ._keys import run_digest, run_key_material, unit_key
@@ -220,8 +252,21 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
     use_ray = workers > 1 or ray_address is not None
+    if use_ray and job.direct_answer:
+        from ._job import JobError
+        raise JobError("probe.direct_answer runs on a single engine: run it without --workers / "
+                       "--ray-address (it is one request per question)")
 
-    jr = Journal.open(journal, resume=resume, overwrite=overwrite) if journal is not None else None
+    # Without a journal folder, units are spooled to a private one beside the output
+    # (the final set is assembled from it in bounded memory) and it is removed after.
+    spool = journal is None
+    if spool:
+        journal = out.parent / f".{out.name}.spool-{os.getpid()}"
+        shutil.rmtree(journal, ignore_errors=True)
+    # The model is located before anything is created: a wrong path or id costs one line.
+    engine_cfg = None if use_ray else resolve_engine_config(job, log)
+    fresh = not Path(journal).exists()
+    jr = Journal.open(journal, resume=resume, overwrite=overwrite)
     try:
         if resume:
             # Temp folders of a save() killed mid-write (it renames only when complete).
@@ -234,8 +279,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                                    address=ray_address, worker_cpus=worker_cpus,
                                    worker_gpus=worker_gpus, log=log)
         else:
-            executor = _LocalExecutor(job, resolve_engine_config(job, log), questions, instructions,
-                                      grader_name, log)
+            executor = _LocalExecutor(job, engine_cfg, questions, instructions, grader_name, log)
         t_engine = time.perf_counter() - t
         try:
             setup = executor.setup
@@ -258,25 +302,28 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                                      prompt=setup.prompts[q])
                     for q, r in units}
             where = {(qs.group, qs.id): q for q, qs in enumerate(questions)}
-            results: dict[tuple[int, int], UnitResult] = {}
-            if jr is not None and resume:
+            # Only each unit's small per-position numbers stay here (the measurement
+            # set proper); token ids live in the journal until the final write.
+            summaries: dict[tuple[int, int], UnitResult] = {}
+            if resume:
                 for q, r in units:
                     u = jr.lookup(keys[q, r], group=questions[q].group, question=questions[q].id,
                                   trajectory=r)
                     if u is not None:
-                        results[q, r] = u
+                        summaries[q, r] = _summary(u)
                 for name, reason in jr.quarantined:
                     log(f"journal: {name}: {reason}; moved to quarantine, the unit is probed again")
-                log(f"journal {jr.root}: {len(results)} of {len(units)} units reused, "
-                    f"{len(units) - len(results)} to probe")
-            pending = [u for u in units if u not in results]
+                log(f"journal {jr.root}: {len(summaries)} of {len(units)} units reused, "
+                    f"{len(units) - len(summaries)} to probe")
+            pending = [u for u in units if u not in summaries]
             stats = RunStats()
             bar = _progress_bar(len(pending), progress)
 
             def on_batch(res: Sequence[UnitResult], st: RunStats) -> None:
                 for u in res:
                     qr = (where[u.group, u.question], u.trajectory)
-                    results[qr] = jr.commit(keys[qr], u) if jr is not None else u
+                    jr.commit(keys[qr], u, read_back=False)
+                    summaries[qr] = _summary(u)
                 if bar is None:
                     return
                 bar.update(len(res))
@@ -294,29 +341,61 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                 if bar is not None:
                     bar.close()
             t_probe = time.perf_counter() - t_probe
+            direct = executor.direct() if job.direct_answer else None
             worker_report = executor.report()
         finally:
             executor.close()
+        missing = [u for u in units if u not in summaries]
+        if missing:
+            raise RuntimeError(f"{len(missing)} units were not probed (first: {missing[0]}); "
+                               "rerun with --resume")
+        manifest = _write_set(job, out, questions, units, keys, summaries, jr, setup, engine_cfg,
+                              grader_name, instructions, overwrite=overwrite or resume, direct=direct,
+                              data_record=data_record, imported=imported)
+    except BaseException:
+        jr.close()
+        if fresh and jr.committed == 0:
+            shutil.rmtree(journal, ignore_errors=True)        # nothing of this run to keep
+        raise
     finally:
-        if jr is not None:
-            jr.close()
-    missing = [u for u in units if u not in results]
-    if missing:
-        raise RuntimeError(f"{len(missing)} units were not probed (first: {missing[0]}); "
-                           "rerun with --resume")
+        jr.close()
+        if spool:
+            shutil.rmtree(journal, ignore_errors=True)
+    run = {"engine_start_s": t_engine, "probe_s": t_probe, "total_s": time.perf_counter() - t_start,
+           "units": {"total": len(units), "probed": len(pending), "reused": len(units) - len(pending)},
+           "workers": worker_report, **stats.as_dict()}
+    if not spool:
+        run["journal"] = jr.report()
+    write_text_atomic(out / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
+    return RunSummary(out=out, manifest=manifest, run=run)
+
+
+def _summary(u: UnitResult) -> UnitResult:
+    """`u` without its token ids: what the measurement set proper needs (a few numbers per position)."""
+    return dataclasses.replace(u, prompt=(), thinking=(), answer=(), probe_tokens=(), probe_status=())
+
+
+def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, setup, engine_cfg,
+               grader_name: str, instructions, *, overwrite: bool,
+               direct: list[dict[str, Any]] | None = None, data_record=None,
+               imported=None) -> dict[str, Any]:
+    """The measurement set from the summaries, its token tables streamed from the journal."""
+    from otbench.analysis.measurement import save
 
     info = setup.info
     prov = provenance(
         ("numpy", "pyarrow", "torch", "transformers", "vllm"),
         stage="probe",
         model={"id": job.model, "entry": job.model_entry, "weights": engine_cfg.model if not job.embedded
-               else f"embedded:{job.embedded}", "fingerprint": setup.fingerprint},
+               else f"embedded:{job.embedded}", "fingerprint": setup.fingerprint,
+               **({"repository": job.hub[0], "revision": engine_cfg.revision} if job.hub else {})},
         family=job.family.as_dict(),
         engine={k: v for k, v in info.items() if k != "config"} | {
             "config": {k: v for k, v in engine_cfg.as_dict().items() if k != "model"}},
         probe={"R": job.R, "P": job.P, "b": job.b, "boundary": job.boundary,
                   "thinking_limit": job.thinking_limit,
-               "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch},
+               "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch,
+               **({"direct_answer": True} if job.direct_answer else {})},
         sampling=job.sampling.as_dict(),
         seeds="otbench.seed/1: sha256(model, benchmark, question, trajectory, phase[, position]); "
               "sample j of a request uses seed + j (otbench.probe.config._seeds)",
@@ -336,16 +415,10 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     )
     if imported is not None:
         prov["trajectories"] = imported.record
-    final = [results[u] for u in units]
+    order = sorted(units, key=lambda u: (questions[u[0]].group, questions[u[0]].id, u[1]))
     qtext = {(q.group, q.id): q.text for q in questions}
-    ms = measurement_set(final, model=job.model, P=job.P, question_text=qtext, provenance=prov)
-    manifest = save(ms, out, overwrite=overwrite or resume,
-                    extra_tables=token_tables(final, model=job.model))
-    run = {"engine_start_s": t_engine, "probe_s": t_probe, "total_s": time.perf_counter() - t_start,
-           "units": {"total": len(units), "probed": len(pending), "reused": len(units) - len(pending)},
-           "workers": worker_report, **stats.as_dict()}
-    if jr is not None:
-        run["journal"] = jr.report()
-    write_text_atomic(out / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
-    return RunSummary(out=out, manifest=manifest, run=run)
-
+    ms = measurement_set([summaries[u] for u in order], model=job.model, P=job.P,
+                         question_text=qtext, provenance=prov)
+    extra = {"direct": direct_table(direct, model=job.model)} if direct is not None else None
+    return save(ms, out, overwrite=overwrite, extra_tables=extra, write_extra=lambda folder: write_token_tables(
+        (jr.read(keys[u], arrays=True) for u in order), folder, model=job.model))

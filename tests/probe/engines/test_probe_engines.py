@@ -146,8 +146,15 @@ def test_top_k_one_is_greedy(kind, hf_engine, vllm_engine, setup):
 def test_sampled_runs_differ_but_are_valid(hf_engine, vllm_engine, setup):
     hf, _ = _probe(hf_engine, setup, SAMPLED)
     vl, _ = _probe(vllm_engine, setup, SAMPLED)
-    # different random streams, same structure and same seeds
-    assert [u.seeds for u in hf] == [u.seeds for u in vl]
+    # different random streams, same seeds: the same trajectory seed, position k's probe seed is the
+    # same wherever both trajectories reach k; the answer has a seed of its own only when it was
+    # forced (no thinking-end marker within the limit), else it came with the thinking
+    for a, b in zip(hf, vl):
+        assert a.seeds["think"] == b.seeds["think"]
+        m = min(len(a.seeds["probe"]), len(b.seeds["probe"]))
+        assert a.seeds["probe"][:m] == b.seeds["probe"][:m]
+    for u in hf + vl:
+        assert (u.seeds["answer"] is None) == u.finished
     assert [u.thinking for u in hf] != [u.thinking for u in vl]
     for u in hf + vl:
         assert u.L[0] == 0 and u.L[-1] == len(u.thinking)

@@ -12,8 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from otbench.probe.data import DatasetError, read_traces, split_reasoning
-from otbench.probe.engines import Completion, GenRequest
-from otbench.probe.stp._imported import ImportedTrajectory, ReplayEngine
+from otbench.probe.stp._imported import ImportedTrajectory, think_results
 from otbench.probe.stp._job import JobError, job_from_dict
 from test_probe_resume import baseline, otbench_cache, tiny_model  # noqa: F401 (session fixtures)
 
@@ -103,36 +102,31 @@ def test_trajectories_table_errors():
 # -- the replay seam ------------------------------------------------------------------------
 
 
-class _Echo:
-    """A stand-in engine: each request's completion is its seed (one token)."""
+def test_think_results_cut_imported_traces_as_the_loop_cuts_sampled_ones():
+    import types
 
-    def __init__(self):
-        self.calls = []
-
-    def generate(self, reqs, sampling):
-        self.calls.append([r.seed for r in reqs])
-        return [[Completion((r.seed % 1000,), None)] * r.n for r in reqs]
-
-    def vocab_size(self):
-        return 7
-
-
-def test_replay_serves_imported_requests_and_passes_the_rest():
     from otbench.probe.config import derive_seed
+    from otbench.probe.stp._loop import ThinkResult, split_trajectory
 
-    t = ImportedTrajectory("D", "q", 1, (5, 6, 7), True, (9,))
-    eng = _Echo()
-    rp = ReplayEngine(eng, "m", [t, ImportedTrajectory("D", "q", 0, (1, 2), False, None)])
-    think = derive_seed("m", "D", "q", 1, "think")
-    answer = derive_seed("m", "D", "q", 1, "answer")
-    other = derive_seed("m", "D", "q", 0, "answer")
-    reqs = [GenRequest((0,), 1, other, 4, (3,)), GenRequest((0,), 1, think, 10, (3, 4)),
-            GenRequest((0,), 1, answer, 4, (8,)), GenRequest((0,), 1, think, 2, (3,))]
-    out = rp.generate(reqs, None)
-    assert out[1] == [Completion((5, 6, 7), 3)] and out[2] == [Completion((9,), 8)]
-    assert out[3] == [Completion((5, 6), None)]               # cut at the limit: not finished
-    assert out[0] == [Completion((other % 1000,), None)] and eng.calls == [[other]]
-    assert rp.vocab_size() == 7                               # everything else is the engine's
+    fam = types.SimpleNamespace(native_thinking=True)
+    fmt = types.SimpleNamespace(family=fam, end_ids=(3, 4), think_stop_ids=(3, 9))
+    qs = [types.SimpleNamespace(dataset="D", id="q")]
+    trs = (ImportedTrajectory("D", "q", 0, (5, 6, 7), True, (9, 8, 8)),   # own answer, cut to 2
+           ImportedTrajectory("D", "q", 1, (5, 6, 7, 8, 1), True, (9,)),  # over the limit: cut
+           ImportedTrajectory("D", "q", 2, (5,), True, None),             # no own answer: forced
+           ImportedTrajectory("D", "q", 3, (5, 6), False, None))          # unfinished
+    job = types.SimpleNamespace(model="m", thinking_limit=4, answer_limit=2, replay=trs)
+    got = think_results(job, qs, fmt)
+    seed = [derive_seed("m", "D", "q", r, "think") for r in range(4)]
+    assert got == {(0, 0): ThinkResult(seed[0], (5, 6, 7), True, 3, (9, 8)),
+                   (0, 1): ThinkResult(seed[1], (5, 6, 7, 8), False, None, None),
+                   (0, 2): ThinkResult(seed[2], (5,), True, 3, None),
+                   (0, 3): ThinkResult(seed[3], (5, 6), False, None, None)}
+    # The same cut as the loop gives the generation "thinking + marker + answer" it replaces.
+    for r in (0, 1):
+        t = trs[r]
+        ids = t.thinking + fmt.end_ids + t.answer
+        assert split_trajectory(ids, 3, fmt, seed=seed[r], thinking_limit=4, answer_limit=2) == got[0, r]
 
 
 # -- end to end ----------------------------------------------------------------------------------

@@ -125,15 +125,14 @@ def test_job_defaults_from_family():
     (_with(engine__gpus=2), r"unknown key engine.gpus"),
     (_with(data__source="web"), r"data.source must be one of sums, arithmetic, champ, file, got 'web'"),
     (_with(data__source="file"), r"data.benchmark is required for data.source = 'file'"),
-    (_with(model__family=None), r"model.family is required with model.path"),
+    (_with(model__family=None), r"model.family is required for a model that is not a model entry"),
     (dict(_with(), sampling={"temperature": -1}), r"sampling.temperature must be a non-negative number"),
     (dict(_with(), sampling={"top_p": 0}), r"sampling.top_p must be in \(0, 1\], got 0"),
     (dict(_with(), sampling={"min_p": 0.1}), r"unknown key sampling.min_p"),
     (dict(_with(), grader={"kind": "judge"}), r"grader.kind must be one of auto, otbench, minimal"),
     (dict(_with(), extra={}), r"unknown table \[extra\]"),
     (_with(engine__max_model_len=60), r"engine.max_model_len \(60\) must exceed"),
-    ({"model": {"name": "qwen3-4b-thinking-2507"}},
-     r"is a hub checkpoint \(Qwen/Qwen3-4B-Thinking-2507\); download it and set model.path"),
+    ({"model": {"name": "qwen3-4b-thinking"}}, r"model.name 'qwen3-4b-thinking' is neither a model entry"),
 ])
 def test_job_validation(cfg, msg):
     with pytest.raises(JobError, match=msg):

@@ -10,6 +10,7 @@ import os
 import random
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -43,7 +44,13 @@ def test_record_round_trip():
     data, body = encode_record("k" * 64, u.to_record())
     assert data.startswith(MAGIC)
     assert UnitResult.from_record(decode_record(data, "k" * 64)) == u
-    assert json.loads(zlib.decompress(data[data.index(b"\n", len(MAGIC)) + 1:])) == json.loads(body)
+    payload = data[data.index(b"\n", len(MAGIC)) + 1:]
+    (jlen,) = struct.unpack_from("<I", payload)
+    assert json.loads(zlib.decompress(payload[4:4 + jlen])) == json.loads(body)
+    # the token ids are the raw int32 tail: prompt, thinking, answer, then each probe answer
+    ids = [*u.prompt, *u.thinking, *u.answer, *(t for pos in u.probe_tokens for a in pos for t in a)]
+    assert payload[4 + jlen:] == struct.pack(f"<{len(ids)}i", *ids)
+    assert "thinking" not in json.loads(body)["unit"]
 
 
 def _flip(data: bytes, i: int) -> bytes:
@@ -79,7 +86,8 @@ def test_record_under_another_key_is_refused():
     with pytest.raises(RecordError, match=r"holds key aaaaaaaaaaaaaaaa\.\.\., not bbbbbbbbbbbbbbbb\.\.\."):
         decode_record(data, "b" * 64)
     # valid checksum, payload that is not a record
-    payload = zlib.compress(b"[1, 2]")
+    z = zlib.compress(b"[1, 2]")
+    payload = struct.pack("<I", len(z)) + z
     import hashlib
     forged = MAGIC + f"{len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode() + payload
     with pytest.raises(RecordError, match=r"holds key None"):

@@ -1,0 +1,175 @@
+"""Starting the vLLM engine: no CUDA call before the engine exists, per-device arguments, version floor (issue 13).
+
+The GPU path cannot run on the project's CPU machines, so these tests start
+`VLLMEngine` against a stand-in `vllm` package whose platform reports a CUDA
+device and whose `LLM` records its keyword arguments. Every CUDA-initialising
+function of the real `torch.cuda` is replaced by a tripwire until that `LLM`
+is constructed: any call from otbench before then fails the test.
+"""
+
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+from otbench.probe.engines import EngineConfig, EngineStartError
+
+torch = pytest.importorskip("torch")
+
+# torch.cuda functions that query or initialise the CUDA driver.
+CUDA_CALLS = ("is_available", "device_count", "init", "_lazy_init", "current_device", "set_device",
+              "get_device_properties", "get_device_name", "get_device_capability", "mem_get_info",
+              "synchronize", "is_initialized")
+ENV = ("HF_HUB_OFFLINE", "VLLM_CPU_KVCACHE_SPACE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
+       "VLLM_LOGGING_LEVEL", "VLLM_LOGGING_STREAM", "VLLM_WORKER_MULTIPROC_METHOD",
+       "PYTORCH_NVML_BASED_CUDA_CHECK", "VLLM_BATCH_INVARIANT")
+
+
+class _Tok:
+    eos_token_id = 2
+
+
+def _fake_vllm(device: str, version: str, state: dict, *, with_token_ids: bool = True):
+    """A `vllm` stand-in: platform `device`, an `LLM` that records its arguments and the env."""
+
+    class LLM:
+        def __init__(self, **kw):
+            state["engine_built"] = True
+            state["kwargs"] = kw
+            state["env"] = {k: os.environ.get(k) for k in ENV}
+            self.llm_engine = types.SimpleNamespace(
+                model_config=types.SimpleNamespace(get_vocab_size=lambda: 100, hf_config=None))
+
+        def get_tokenizer(self):
+            return _Tok()
+
+    class SamplingParams:
+        __struct_fields__ = ("n", "seed") + (("logprob_token_ids",) if with_token_ids else ())
+
+    platform = types.SimpleNamespace(is_cuda=lambda: device == "cuda", device_type=device)
+    mods = {
+        "vllm": types.SimpleNamespace(__version__=version, LLM=LLM, SamplingParams=SamplingParams),
+        "vllm.inputs": types.SimpleNamespace(TokensPrompt=dict),
+        "vllm.platforms": types.SimpleNamespace(current_platform=platform),
+    }
+    return mods
+
+
+@pytest.fixture
+def start(monkeypatch):
+    """start(device, version, **config) -> (engine, state); CUDA calls before LLM() fail."""
+    for k in ENV:
+        monkeypatch.delenv(k, raising=False)
+    state: dict = {"engine_built": False, "early_cuda": []}
+
+    def tripwire(name, real):
+        def call(*a, **k):
+            if not state["engine_built"]:
+                state["early_cuda"].append(name)
+                raise AssertionError(f"torch.cuda.{name} called before the engine was constructed")
+            return real(*a, **k)
+        return call
+
+    for name in CUDA_CALLS:
+        if hasattr(torch.cuda, name):
+            monkeypatch.setattr(torch.cuda, name, tripwire(name, getattr(torch.cuda, name)))
+
+    def run(device="cuda", version="0.32.0", with_token_ids=True, **cfg):
+        for name, mod in _fake_vllm(device, version, state, with_token_ids=with_token_ids).items():
+            monkeypatch.setitem(sys.modules, name, mod)
+        from otbench.probe.engines._vllm import VLLMEngine
+        e = VLLMEngine(EngineConfig(kind="vllm", model="/models/m", max_model_len=4096, **cfg))
+        return e, state
+    return run
+
+
+def test_cuda_start_touches_no_cuda_and_uses_gpu_defaults(start):
+    e, st = start("cuda")
+    assert st["early_cuda"] == []
+    kw = st["kwargs"]
+    assert "enforce_eager" not in kw                       # CUDA graphs and compilation on
+    assert kw["gpu_memory_utilization"] == 0.9
+    assert "enable_chunked_prefill" not in kw and "max_num_batched_tokens" not in kw   # vLLM's default
+    assert kw["logprobs_mode"] == "raw_logprobs"            # explicit, not vLLM's default
+    assert kw["enable_prefix_caching"] is True and kw["tensor_parallel_size"] == 1
+    # the engine core is spawned, and torch's availability check goes through NVML
+    assert st["env"]["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    assert st["env"]["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+    assert st["env"]["VLLM_BATCH_INVARIANT"] is None
+    assert e.info()["device"] == "cuda"
+
+
+def test_cpu_start_keeps_the_cpu_settings(start):
+    _, st = start("cpu", version="0.32.0+cpu")
+    kw = st["kwargs"]
+    assert kw["enforce_eager"] is True
+    assert kw["enable_chunked_prefill"] is False and kw["max_num_batched_tokens"] == 8192
+    assert "gpu_memory_utilization" not in kw
+    assert kw["logprobs_mode"] == "raw_logprobs"
+    assert st["env"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
+
+
+def test_job_settings_override_the_device_defaults(start):
+    _, st = start("cuda", enforce_eager=True, chunked_prefill=False, gpu_memory_utilization=0.8,
+                  tensor_parallel_size=2, revision="abc123", batch_invariant=True)
+    kw = st["kwargs"]
+    assert kw["enforce_eager"] is True and kw["enable_chunked_prefill"] is False
+    assert kw["gpu_memory_utilization"] == 0.8 and kw["tensor_parallel_size"] == 2
+    assert kw["revision"] == kw["tokenizer_revision"] == "abc123"
+    assert st["env"]["VLLM_BATCH_INVARIANT"] == "1"
+
+
+@pytest.mark.parametrize("version,ok", [("0.19.1", False), ("0.10.2", False), ("0.20.0", True),
+                                        ("0.32.0+cpu", True), ("1.0.0rc1.dev5+g1234", True)])
+def test_version_floor(start, version, ok):
+    if ok:
+        start("cuda", version=version)
+        return
+    with pytest.raises(EngineStartError, match=r"^vLLM \S+ is too old: otbench needs vLLM >= 0\.20\.0") as e:
+        start("cuda", version=version)
+    assert "\n" not in str(e.value)
+
+
+def test_batch_invariance_is_refused_off_gpu(start):
+    with pytest.raises(EngineStartError, match=r"engine.batch_invariant needs vLLM on an NVIDIA GPU .* runs on cpu"):
+        start("cpu", batch_invariant=True)
+
+
+def test_missing_logprob_token_ids_is_refused(start):
+    with pytest.raises(EngineStartError, match="has no SamplingParams.logprob_token_ids"):
+        start("cuda", with_token_ids=False)
+
+
+def test_real_vllm_import_checks_cuda_only_through_nvml():
+    """With the installed vLLM: importing it and detecting the device never asks the CUDA runtime.
+
+    `torch.cuda.is_available` is called by libraries vLLM imports; it must then
+    take torch's NVML path (`PYTORCH_NVML_BASED_CUDA_CHECK=1`), which does not
+    initialise the driver, and the start method must already be spawn.
+    """
+    pytest.importorskip("vllm")
+    code = r"""
+import os, torch
+from otbench.probe.engines import EngineConfig
+from otbench.probe.engines import _vllm
+seen = []
+real = torch.cuda.is_available
+def avail():
+    seen.append((os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"), os.environ.get("VLLM_WORKER_MULTIPROC_METHOD")))
+    return real()
+torch.cuda.is_available = avail
+for name in ("init", "_lazy_init", "current_device", "set_device", "get_device_properties"):
+    setattr(torch.cuda, name, lambda *a, _n=name, **k: (_ for _ in ()).throw(AssertionError(_n)))
+_vllm._prepare_environment(EngineConfig())
+import vllm
+from vllm import LLM, SamplingParams
+_vllm.check_version(vllm.__version__, SamplingParams)
+print(_vllm.detect_device(), sorted(set(seen)))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ENV}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    device, seen = r.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert device == "cpu"                                  # vllm-cpu is a CPU build, whatever the host
+    assert seen in ("[]", "[('1', 'spawn')]")

@@ -1,0 +1,184 @@
+"""The streaming probe loop (issues 13, 14): one request for thinking and answer, harmony, bounded memory.
+
+* `split_trajectory` cuts one generation at the thinking-end marker in token
+  space, with the thinking limit applied exactly as a separate request of
+  that limit would (Qwen3 `</think>`; GPT-OSS harmony with several analysis
+  messages before the final channel);
+* `write_token_tables` (streaming, row groups) holds the same rows as the
+  in-memory `token_tables`;
+* the transformers engine gives the same measurement set as the loop before
+  continuous submission (digests pinned from that code for this job).
+"""
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from otbench.probe.config import load_family
+from otbench.probe.stp._loop import ThinkResult, split_trajectory
+from otbench.probe.stp._output import token_tables, write_token_tables
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_probe_job import _unit  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tok():
+    pytest.importorskip("tokenizers")
+    from otbench.probe.engines._tiny import build_tokenizer
+    return build_tokenizer(0)
+
+
+def _fmt(tok, family):
+    from otbench.probe.tokens._probe_prompts import compile_format
+    from otbench.probe.tokens._vocab import build_vocabulary
+    return compile_format(load_family(family), tok, build_vocabulary(tok))
+
+
+def _ids(tok, text):
+    return [int(t) for t in tok.encode(text, add_special_tokens=False)]
+
+
+def _split(fmt, ids, stop=None, T=100, A=50):
+    return split_trajectory(ids, stop, fmt, seed=7, thinking_limit=T, answer_limit=A)
+
+
+def test_qwen_split_at_the_marker(tok):
+    fmt = _fmt(tok, "qwen3-thinking")
+    think, end = _ids(tok, "we add the digits.\n\nso the sum is 4.\n"), _ids(tok, "</think>")
+    answer = _ids(tok, "\n\nthe answer is \\boxed{4}")
+    got = _split(fmt, think + end + answer, stop=_ids(tok, "<|im_end|>")[0])
+    assert got == ThinkResult(7, tuple(think), True, end[0], tuple(answer))
+    # the answer limit cuts the answer in token space; the thinking is unchanged
+    assert _split(fmt, think + end + answer, A=3).answer == tuple(answer[:3])
+    # the decoded parts are the text before and after the marker
+    assert tok.decode(list(got.thinking)) + "</think>" + tok.decode(list(got.answer)) == \
+        tok.decode(think + end + answer)
+
+
+def test_thinking_limit_is_applied_as_a_separate_request_would(tok):
+    fmt = _fmt(tok, "qwen3-thinking")
+    end = _ids(tok, "</think>")
+    think = _ids(tok, "the sum is four. " * 6)
+    T = len(think)
+    # the marker as token T+1 (index T): a request limited to T tokens never saw it
+    cut = _split(fmt, think + end + [5, 6], T=T)
+    assert (cut.thinking, cut.finished, cut.stop_id, cut.answer) == (tuple(think), False, None, None)
+    # the marker at index T-1: inside the limit
+    inside = _split(fmt, think[:-1] + end + [5, 6], T=T)
+    assert inside.finished and inside.thinking == tuple(think[:-1]) and inside.answer == (5, 6)
+    # ended by another stop (end of turn) before any marker: not finished, that stop recorded
+    im_end = _ids(tok, "<|im_end|>")[0]
+    other = _split(fmt, think[:5], stop=im_end, T=T)
+    assert (other.thinking, other.finished, other.stop_id, other.answer) == (tuple(think[:5]), False, im_end, None)
+
+
+def test_harmony_keeps_every_analysis_message(tok):
+    fmt = _fmt(tok, "gpt-oss")
+    a1, a2 = _ids(tok, "first we add."), _ids(tok, "then we check.")
+    reopen = _ids(tok, "<|end|><|start|>assistant<|channel|>analysis<|message|>")
+    final = _ids(tok, "<|end|><|start|>assistant<|channel|>final<|message|>")
+    assert tuple(final) == fmt.end_ids
+    answer = _ids(tok, "\\boxed{4}")
+    got = _split(fmt, a1 + reopen + a2 + final + answer, stop=_ids(tok, "<|return|>")[0])
+    # the trajectory is the whole analysis channel up to the switch to final, not its first message
+    assert got.thinking == tuple(a1 + reopen + a2) and got.finished and got.stop_id == final[0]
+    assert got.answer == tuple(answer)
+    assert "<|channel|>" not in tok.decode(list(got.answer), skip_special_tokens=False)
+    # an analysis message that ends without a final channel: not finished, no own answer
+    nofinal = _split(fmt, a1 + reopen + a2, stop=_ids(tok, "<|return|>")[0])
+    assert not nofinal.finished and nofinal.answer is None and nofinal.thinking == tuple(a1 + reopen + a2)
+
+
+def test_generic_family_reply_is_the_trajectory(tok):
+    fmt = _fmt(tok, "generic-chat")
+    reply = _ids(tok, "the answer is \\boxed{4}")
+    got = _split(fmt, reply, stop=fmt.think_stop_ids[0])
+    assert got.finished and got.thinking == tuple(reply) and got.answer is None
+    assert not _split(fmt, reply, T=3).finished
+
+
+def _digest(table) -> str:
+    return hashlib.sha256(json.dumps(table.to_pylist(), sort_keys=True).encode()).hexdigest()
+
+
+def test_streaming_tables_equal_the_in_memory_ones(tmp_path: Path, monkeypatch):
+    import pyarrow.parquet as pq
+    from otbench.probe.stp import _output
+
+    monkeypatch.setattr(_output, "UNITS_PER_ROW_GROUP", 2)      # several row groups, one partial
+    units = sorted([_unit(f"q{i}", r, L=(0, 2, 5)[: 2 + (i % 2)], C=(0, 1, 2)[: 2 + (i % 2)])
+                    for i in range(3) for r in range(2)], key=lambda u: (u.group, u.question, u.trajectory))
+    rows = write_token_tables(iter(units), tmp_path, model="m")
+    mem = token_tables(units, model="m")
+    for name in ("tokens", "probes"):
+        f = pq.ParquetFile(tmp_path / name / "part-0.parquet")
+        assert f.metadata.num_row_groups == 3
+        t = f.read()
+        assert rows[name] == t.num_rows == mem[name].num_rows
+        assert t.schema == mem[name].schema and _digest(t) == _digest(mem[name])
+
+
+# Digests of this job's set written by the loop before continuous submission (batched think ->
+# probe -> signal -> grade, commit 1901c5b): the content hash and both token tables.
+BEFORE = {
+    "content_hash": "8716e32f0d4a4e6c77e7011280d2d9b97ad09a701fcc464b8ada2bab7a84a887",
+    "tokens": "1f40e340e407d3201bdde097ed887d415d75fd9918209f6fa2917455f6c13269",
+    "probes": "a5791af4b2d695e588d138799f6fe75bc5943288fd275d304e8e2d17f0bb8d62",
+}
+
+
+def test_same_set_as_the_batched_loop(tmp_path: Path, tiny_model, otbench_cache):
+    from otbench.analysis.measurement import content_hash, load, load_table
+    from test_probe_resume import _run, write_job
+
+    out = tmp_path / "set"
+    s = _run(write_job(tmp_path / "job.toml", tiny_model, n=3, R=2), out)
+    got = {"content_hash": content_hash(load(out)), "tokens": _digest(load_table(out, "tokens")),
+           "probes": _digest(load_table(out, "probes"))}
+    assert got == BEFORE
+    # no journal asked for: the spool is gone, nothing else beside the set
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.toml", "set"]
+    assert s.run["busy_fraction"] is not None and 0 < s.run["busy_fraction"] <= 1
+
+
+def test_direct_answers(tmp_path: Path, tiny_model, otbench_cache):
+    from otbench.analysis.measurement import load_table
+    from otbench.probe.config import derive_seed
+    from test_probe_resume import _run, write_job
+
+    job = write_job(tmp_path / "job.toml", tiny_model, n=2, R=1)
+    job.write_text(job.read_text().replace("[probe]\n", "[probe]\ndirect_answer = true\n"))
+    s = _run(job, tmp_path / "set")
+    rows = load_table(tmp_path / "set", "direct").to_pylist()
+    assert [r["question"] for r in rows] == ["sums-0-0", "sums-0-1"]
+    for r in rows:
+        assert r["seed"] == derive_seed("tiny", r["dataset"], r["question"], 0, "direct")
+        assert r["model"] == "tiny" and r["status"] in ("ok", "wrong_answer", "no_answer", "parse_error")
+        assert r["correct"] == (r["status"] == "ok") and 0 < len(r["tokens"]) <= 6
+    assert s.manifest["tables"]["direct"]["rows"] == 2
+    assert s.manifest["provenance"]["probe"]["direct_answer"] is True
+    # the direct answers come from the no-thinking prompt: deterministic, like every sample
+    s2 = _run(job, tmp_path / "again")
+    assert load_table(tmp_path / "again", "direct").to_pylist() == rows
+
+
+from test_probe_resume import otbench_cache, tiny_model  # noqa: E402,F401  (session fixtures)
+
+
+def test_open_grader_keeps_one_pool_and_grades_the_same():
+    pytest.importorskip("math_verify")
+    from otbench.probe.grading import GradeItem, open_grader, resolve_grader
+
+    items = [GradeItem("math", "4", "so \\boxed{4}"), GradeItem("math", "4", "\\boxed{5}"),
+             GradeItem("choice", "B", "Answer: B"), GradeItem("math", "1/2", "\\boxed{0.5}")]
+    name, batch, close = open_grader("otbench")
+    try:
+        first = batch(items)
+        assert batch(items[::-1]) == first[::-1]                 # the same pool serves a second call
+    finally:
+        close()
+    assert name == "otbench" and first == resolve_grader("otbench")[1](items)
+    assert [c for c, _ in first] == [True, False, True, True]
