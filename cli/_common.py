@@ -30,7 +30,27 @@ def data_errors(*also: type[Exception], prefix: str = ""):
     try:
         yield
     except (MeasurementSetError, FileExistsError, *also) as e:
-        raise DataError(prefix + " ".join(str(e).split())) from None
+        raise DataError(prefix + one_line(e)) from None
+
+
+def one_line(e: BaseException) -> str:
+    """The message of `e` on one line; an OS error reads `PATH: reason` like a data error."""
+    if isinstance(e, OSError) and e.strerror and e.filename is not None:
+        return " ".join(f"{e.filename}: {e.strerror.lower()}".split())
+    return " ".join(str(e).split())
+
+
+class GuardedGroup(click.Group):
+    """The command group: errors of the file system and of the data that escape a command
+    (a read-only target, a refused output, a full disk) still end as one line, exit 2."""
+
+    def invoke(self, ctx):
+        from otbench.analysis.measurement import MeasurementSetError
+
+        try:
+            return super().invoke(ctx)
+        except (MeasurementSetError, OSError) as e:
+            raise DataError(one_line(e)) from None
 
 
 def argument_errors(*also: type[Exception]):

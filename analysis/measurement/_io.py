@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._atomic import atomic_dir
+from ._atomic import atomic_dir, foreign_entries, is_measurement_set
 from ._build import MeasurementSetError, from_ragged
 from ._provenance import provenance
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
@@ -111,6 +111,12 @@ def _partition(ms: MeasurementSet, c: int) -> str:
     return f"{TRAJ_DIR}/model={quote(m, safe='')}/group={quote(g, safe='')}/part-0.parquet"
 
 
+def _replaceable(path: Path) -> bool:
+    """What `--overwrite` may replace: a measurement set, or an empty folder."""
+    return is_measurement_set(path) or (path.is_dir() and not path.is_symlink()
+                                        and not any(path.iterdir()))
+
+
 def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False,
          extra_tables: Mapping[str, pa.Table] | None = None) -> dict[str, Any]:
     """Write `ms` to directory `path` atomically and return the manifest.
@@ -121,13 +127,23 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
     bytes (no timestamps).
 
     Args:
+      overwrite: replace an existing measurement set (or empty folder) at
+        `path`; anything else there is refused, and entries of the old set
+        that are not part of it (`results/`, `run.json`, a user's files) are
+        kept in the new one.
       extra_tables: name -> table written as `path/<name>/part-0.parquet` and
         hashed in the manifest (the probe stores raw token ids this way).
     """
     path = Path(path)
-    if path.exists() and not overwrite:
+    if os.path.lexists(path) and not overwrite:
         raise FileExistsError(f"{path}: already exists (pass overwrite=True / --overwrite)")
-    with atomic_dir(path) as tmp:
+    if overwrite and os.path.lexists(path) and not _replaceable(path):
+        raise FileExistsError(f"{path}: exists and is not a measurement set; --overwrite "
+                              f"replaces only a measurement set, refusing to touch it")
+    # Replace only a measurement set, and keep what it holds besides the set
+    # (results/, run.json, a user's notes): overwriting never deletes those.
+    with atomic_dir(path, replace=_replaceable if overwrite else None,
+                    keep=foreign_entries) as tmp:
         files = []
         for c in range(ms.num_cells):
             rows = ms.cell_rows(c)
