@@ -18,6 +18,7 @@ from ._horizon_run import (
                            write_run,
 )
 from ._io import content_hash, load, load_table, read_manifest, save, sha256_file
+from ._json import loads_json, read_json
 from ._jsonl import export_jsonl, import_jsonl
 from ._provenance import git_commit, provenance
 from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
@@ -26,11 +27,42 @@ from ._tokens import StoredThinking, stored_thinking
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
 __all__ = [
-    "INT32_MAX", "LETTERS", "SCHEMA", "SPAN_RULES", "SPLITS",
-    "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
-    "StoredThinking",
-    "atomic_dir", "atomic_path", "boundary_mask", "content_hash", "export_jsonl", "from_dense", "from_ragged", "git_commit",
-    "import_jsonl", "load", "provenance", "load_run", "load_table", "ragged", "read_manifest", "save",
-    "segment", "segment_flat", "sha256_file", "simulate", "stored_thinking", "target_steps",
-    "write_bytes_atomic", "write_run", "write_text_atomic",
+                           "INT32_MAX",
+                           "LETTERS",
+                           "SCHEMA",
+                           "SPAN_RULES",
+                           "SPLITS",
+                           "HorizonDataError",
+                           "HorizonRun",
+                           "MeasurementSet",
+                           "MeasurementSetError",
+                           "Readouts",
+                           "StoredThinking",
+                           "atomic_dir",
+                           "atomic_path",
+                           "boundary_mask",
+                           "content_hash",
+                           "export_jsonl",
+                           "from_dense",
+                           "from_ragged",
+                           "git_commit",
+                           "import_jsonl",
+                           "load",
+                           "load_run",
+                           "load_table",
+                           "loads_json",
+                           "provenance",
+                           "ragged",
+                           "read_json",
+                           "read_manifest",
+                           "save",
+                           "segment",
+                           "segment_flat",
+                           "sha256_file",
+                           "simulate",
+                           "stored_thinking",
+                           "target_steps",
+                           "write_bytes_atomic",
+                           "write_run",
+                           "write_text_atomic",
 ]

@@ -44,7 +44,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._atomic import atomic_dir
+from ._build import MeasurementSetError
 from ._io import sha256_file
+from ._json import read_json
 
 RUN_SCHEMA = "otbench.horizon-run/1"
 MANIFEST = "horizon.json"
@@ -185,12 +187,12 @@ def _read_table(path: Path, columns: Mapping[str, pa.DataType]) -> pa.Table:
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """The manifest of the run in `path` (schema checked)."""
     p = Path(path) / MANIFEST
+    if not p.is_file():
+        raise HorizonDataError(f"{p}: no such file (not a horizon run directory)")
     try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise HorizonDataError(f"{p}: no such file (not a horizon run directory)") from None
-    except json.JSONDecodeError as e:
-        raise HorizonDataError(f"{p}: not valid JSON ({e})") from None
+        doc = read_json(p)
+    except MeasurementSetError as e:
+        raise HorizonDataError(str(e)) from None
     if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else None
         raise HorizonDataError(f"{p}: schema must be {RUN_SCHEMA!r}, got {got!r}")

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from ._atomic import atomic_dir, foreign_entries, is_measurement_set
 from ._build import MeasurementSetError, from_ragged
+from ._json import read_json
 from ._provenance import provenance
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
@@ -184,11 +185,7 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise MeasurementSetError(str(path), "not a directory (expected a measurement set)")
     if not mpath.is_file():
         raise MeasurementSetError(str(mpath), "missing manifest (not a measurement set?)")
-    try:
-        with open(mpath, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MeasurementSetError(str(mpath), f"not valid JSON ({e})") from None
+    manifest = read_json(mpath)
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
         got = manifest.get("schema") if isinstance(manifest, dict) else None
         raise MeasurementSetError(str(mpath), f"schema must be {SCHEMA!r}, got {got!r}")

@@ -25,6 +25,7 @@ import numpy as np
 
 from ._atomic import write_text_atomic
 from ._build import INT32_MAX, MeasurementSetError, from_ragged, ragged
+from ._json import loads_json
 from ._types import SPLITS, MeasurementSet
 
 REQUIRED_KEYS = ("model", "group", "question", "trajectory", "probes", "L", "C", "y")
@@ -73,7 +74,7 @@ def _parse_line(where: str, obj) -> dict:
         v = obj[key]
         if not _is_int(v):
             raise MeasurementSetError(where, f"{key} must be an integer, got {json.dumps(v)}")
-        if v > INT32_MAX:
+        if not -INT32_MAX - 1 <= v <= INT32_MAX:
             raise MeasurementSetError(where, f"{key}={v} is beyond int32")
         rec[key] = v
     rec["L"] = _int_list(where, "L", obj["L"])
@@ -137,10 +138,7 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
                 if not line.strip():
                     continue
                 where = f"{name}:{lineno}"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise MeasurementSetError(where, f"malformed JSON ({e.msg} at column {e.colno})") from None
+                obj = loads_json(line, where, bad="malformed JSON")
                 recs.append(_parse_line(where, obj))
                 lines.append(lineno)
         except UnicodeDecodeError as e:

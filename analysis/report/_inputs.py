@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import MeasurementSet, MeasurementSetError, loads_json
 
 RESULTS_DIR = "results"
 CACHE_FILES = {"metrics": "metrics.json", "frontier": "frontier.json",
@@ -73,11 +73,13 @@ class Inputs:
 
 
 def _read(path: Path) -> tuple[Any, str]:
-    data = path.read_bytes()
     try:
-        return json.loads(data), hashlib.sha256(data).hexdigest()
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ReportInputError(f"{path}: not valid JSON ({e})") from None
+        data = path.read_bytes()
+        return loads_json(data, str(path)), hashlib.sha256(data).hexdigest()
+    except OSError as e:
+        raise ReportInputError(f"{path}: cannot read ({e.strerror or e})") from None
+    except MeasurementSetError as e:
+        raise ReportInputError(str(e)) from None
 
 
 def _schema_of(doc: Any) -> str | None:
