@@ -159,7 +159,7 @@ def run_cmd(directory: Path, method: str, thetas: str | None, theta_grid: int | 
                        options=None if features is None else {"features": features}, **sweep)
     click.echo(format_result(res), nl=False)
     if json_out is not None:
-        write_json(res.to_json(), str(json_out))
+        write_json(res.to_json(), str(json_out), of=ms)
         click.echo(f"wrote {json_out}")
 
 
@@ -195,5 +195,5 @@ def compare_cmd(directory: Path, theta_grid: int | None, split: str, features: s
                                     stored_features=stored, options=opts))
     click.echo(format_compare(results), nl=False)
     if json_out is not None:
-        write_json(compare_json(results), str(json_out))
+        write_json(compare_json(results), str(json_out), of=ms)
         click.echo(f"wrote {json_out}")

@@ -53,5 +53,5 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
                                progress=progress_callback(bar))
     click.echo(format_bootstrap(result), nl=False)
     if json_out is not None:
-        write_json(result.to_json(), str(json_out))
+        write_json(result.to_json(), str(json_out), of=ms)
         click.echo(f"wrote {json_out}")

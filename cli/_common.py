@@ -86,10 +86,17 @@ def load_set(path: str):
         return load(path)
 
 
-def write_json(obj, path) -> None:
-    """Write JSON atomically (indent 2, sorted keys; NaN is a bug, so it raises)."""
-    from otbench.analysis.measurement import write_text_atomic
+def write_json(obj, path, *, of=None) -> None:
+    """Write JSON atomically (indent 2, sorted keys; NaN is a bug, so it raises).
 
+    `of`: the measurement set a result was computed from; its content hash is
+    recorded as `content_hash`, which binds the result to that set (the
+    report refuses a result of another set).
+    """
+    from otbench.analysis.measurement import content_hash, write_text_atomic
+
+    if of is not None and isinstance(obj, dict):
+        obj = {**obj, "content_hash": content_hash(of)}
     text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
     write_text_atomic(path, text + "\n")
 

@@ -76,7 +76,7 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
         res = frontiers(ms, strategies=strategies, grid=grid_value, pareto=pareto_out is not None)
     click.echo(format_frontiers(res), nl=False)
     if json_out is not None:
-        write_json(res.to_json(), json_out)
+        write_json(res.to_json(), json_out, of=ms)
         click.echo(f"wrote {json_out}")
     if pareto_out is not None:
         import pyarrow.parquet as pq

@@ -22,5 +22,5 @@ def metrics_cmd(directory: Path, json_out: Path | None) -> None:
         result = metrics(ms)
     click.echo(format_metrics(result), nl=False)
     if json_out is not None:
-        write_json(result, json_out)
+        write_json(result, json_out, of=ms)
         click.echo(f"wrote {json_out}")

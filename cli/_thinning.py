@@ -9,8 +9,18 @@ import click
 from ._common import argument_errors, progress_bar, progress_callback
 
 
-def _counts(value: str, name: str) -> tuple[int, ...]:
-    """Comma-separated positive integers ('' = none)."""
+def _counts(value: str | None, name: str, ms=None) -> tuple[int, ...]:
+    """Comma-separated positive integers ('' = none; None = the defaults that fit the set `ms`)."""
+    if value is None:
+        from otbench.analysis.resampling import (
+            PROBES,
+            TRAJECTORIES,
+            default_levels,
+            max_trajectories,
+        )
+        if name == "'--probes'":
+            return default_levels(ms, PROBES, int(ms.probes.min()))
+        return default_levels(ms, TRAJECTORIES, max_trajectories(ms))
     text = value.strip()
     if not text:
         return ()
@@ -21,10 +31,12 @@ def _counts(value: str, name: str) -> tuple[int, ...]:
                                  param_hint=name) from None
 
 
-_PROBES = click.option("--probes", default="4,8,12,16", show_default=True,
-                       help="Probe counts m for exact thinning ('' to skip).")
-_TRAJ = click.option("--trajectories", default="2,4,8,16", show_default=True,
-                     help="Trajectory counts r per (model, question) ('' to skip).")
+_PROBES = click.option("--probes", default=None,
+                       help="Probe counts m for exact thinning ('' to skip; default: those of "
+                            "4,8,12,16 below the set's P, and P).")
+_TRAJ = click.option("--trajectories", default=None,
+                     help="Trajectory counts r per (model, question) ('' to skip; default: those "
+                          "of 2,4,8,16 below the set's largest R, and R).")
 _DRAWS = click.option("--draws", type=int, default=2000, show_default=True,
                       help="Subsamples per trajectory count.")
 _SEED = click.option("--seed", type=int, default=20260721, show_default=True,
@@ -47,22 +59,31 @@ def thinning_cmd(directory: Path, probes: str, trajectories: str, draws: int, se
 
     from ._common import write_json
 
-    p, t = _counts(probes, "'--probes'"), _counts(trajectories, "'--trajectories'")
     with argument_errors():
-        doc = thinning(load(directory), probes=p, trajectories=t, draws=draws, seed=seed)
+        ms = load(directory)
+        p, t = _counts(probes, "'--probes'", ms), _counts(trajectories, "'--trajectories'", ms)
+        doc = thinning(ms, probes=p, trajectories=t, draws=draws, seed=seed)
     click.echo(format_thinning(doc), nl=False)
     if json_out is not None:
-        write_json(doc, str(json_out))
+        write_json(doc, str(json_out), of=ms)
         click.echo(f"wrote {json_out}")
+
+
+def csv_cell(v):
+    """A text cell a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR) gets a
+    leading `'` so it shows as text; numbers are written as they are."""
+    if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + v
+    return v
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
     from otbench.analysis.measurement import write_text_atomic
 
     buf = io.StringIO(newline="")
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else [])
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(k) for k in rows[0]] if rows else [])
     w.writeheader()
-    w.writerows(rows)
+    w.writerows([{csv_cell(k): csv_cell(v) for k, v in r.items()} for r in rows])
     write_text_atomic(path, buf.getvalue())
 
 
@@ -100,9 +121,9 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
 
     from ._common import write_json
 
-    p, t = _counts(probes, "'--probes'"), _counts(trajectories, "'--trajectories'")
     with argument_errors():
         ms = load(directory)
+        p, t = _counts(probes, "'--probes'", ms), _counts(trajectories, "'--trajectories'", ms)
         with progress_bar(replicates, "bootstrap replicates") as bar:
             doc = sweep(ms, probes=p, trajectories=t, draws=draws, replicates=replicates, seed=seed,
                         frontiers=frontiers or grid is not None, grid=101 if grid is None else grid,
@@ -110,7 +131,7 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
                         checkpoint_every=checkpoint_every, resume=resume,
                         progress=progress_callback(bar))
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(doc, str(out_dir / "sweep.json"))
+    write_json(doc, str(out_dir / "sweep.json"), of=ms)
     tables = sweep_tables(doc)
     for name, rows in tables.items():
         _write_csv(out_dir / f"{name}.csv", rows)

@@ -328,8 +328,8 @@ def sensitivity_section(ctx) -> Section:
     sec = Section("sensitivity", "Probe-count and trajectory-count sensitivity",
                   "Exact hypergeometric probe thinning and trajectory subsampling (SPEC §7).")
     if th is None:
-        ctx.missing(sec, "No thinning results (Fig. 6): run `otbench thinning DIR --probes 4,8,12,16 "
-                         "--trajectories 2,4,8,16 --json DIR/results/thinning.json` and rebuild "
+        ctx.missing(sec, "No thinning results (Fig. 6): run `otbench thinning DIR --json "
+                         "DIR/results/thinning.json` (its levels follow the set) and rebuild "
                          "the report.")
         return sec
     probes, trajs = th.get("probes") or {}, th.get("trajectories") or {}

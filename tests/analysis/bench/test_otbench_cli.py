@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from otbench.analysis import load, save, simulate
+from otbench.analysis import content_hash, load, save, simulate
 from otbench.analysis.bench._splits import assign_splits
 from otbench.cli._bench import BUILTIN_HELP, LEARNED, bench_cmd
 
@@ -46,6 +46,7 @@ def test_run_prints_and_writes_json(set_dir, tmp_path):
     from otbench.analysis.bench._evaluate import evaluate
 
     want = evaluate(load(set_dir), "thinkbrake", thetas=[0.0, 4.0, 8.0]).to_json()
+    assert doc.pop("content_hash") == content_hash(load(set_dir))   # bound to its set
     assert doc == json.loads(json.dumps(want))
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from otbench.analysis import save, simulate
+from otbench.analysis import content_hash, save, simulate
 from otbench.analysis.resampling._thinning import thinning
 from otbench.cli._thinning import sweep_cmd, thinning_cmd
 
@@ -31,6 +31,7 @@ def test_thinning_table_and_json(saved_set, tmp_path):
     assert lines[6 + 1].startswith("Trajectory thinning (50 draws, seed 7, 2.5-97.5 percentile range")
     doc = json.loads(js.read_text())
     want = thinning(ms, probes=[1, 2, 4], trajectories=[2, 3], draws=50, seed=7)
+    assert doc.pop("content_hash") == content_hash(ms)            # bound to its set
     assert doc == json.loads(json.dumps(want))
     assert doc["schema"] == "otbench.thinning/1" and doc["probes"]["4"]["retention"] == 1.0
     assert set(doc["trajectories"]["2"]) == {"or", "ad", "mean_or", "mean_ad"}
