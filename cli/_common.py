@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import os
 import sys
 
 import click
@@ -103,3 +104,48 @@ def write_json(obj, path, *, of=None) -> None:
 
 def synthetic_banner(synthetic: bool) -> str:
     return "SYNTHETIC DATA (simulated, not model outputs)\n" if synthetic else ""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (MemAvailable), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def frontier_state_bytes(ms) -> tuple[int, str]:
+    """The largest per-cell frontier DP state (bytes) and the cell it belongs to.
+
+    The exact DP's state spans every attainable reward of a cell: one int32
+    entry per probe of each trajectory, rounded up to a power of two
+    (`analysis/frontier/_dp.py`, cost model). It dominates the frontier's
+    memory, so it is what is estimated before anything is allocated.
+    """
+    import numpy as np
+
+    per_cell = np.bincount(ms.cell, weights=ms.probes.astype(np.float64), minlength=ms.num_cells)
+    c = int(np.argmax(per_cell))
+    entries = 1 << int(per_cell[c] + 1).bit_length()
+    m, g = ms.cell_name(c)
+    return 4 * entries, f"{m}/{g}"
+
+
+def memory_guard(ms, what: str, copies: int = 1) -> None:
+    """Refuse, with the numbers, a frontier computation whose state exceeds available memory."""
+    state, cell = frontier_state_bytes(ms)
+    need, avail = state * max(int(copies), 1), available_memory()
+    if avail is not None and need > avail:
+        gib = 1 << 30
+        per = f" x {copies} replicates in flight (--batch)" if copies > 1 else ""
+        raise DataError(f"{what}: needs about {need / gib:.1f} GiB for the frontier state of cell "
+                        f"{cell} ({state / gib:.2f} GiB{per}), but {avail / gib:.1f} GiB is "
+                        f"available; use a set with fewer probes or trajectories per cell"
+                        + (", or a smaller --batch" if copies > 1 else ""))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from ._common import data_errors, write_json
+from ._common import data_errors, memory_guard, write_json
 
 
 def _parse_grid(value: str):
@@ -73,6 +73,7 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
             raise click.BadParameter(str(e), param_hint=hint) from None
     with data_errors(ValueError):
         ms = load(directory)
+        memory_guard(ms, "frontier")
         res = frontiers(ms, strategies=strategies, grid=grid_value, pareto=pareto_out is not None)
     click.echo(format_frontiers(res), nl=False)
     if json_out is not None:

@@ -103,3 +103,14 @@ def test_report_with_a_mean_an_ulp_outside_its_range(sets, tmp_path):
     out.write_text(json.dumps(doc))
     index = write_report(a, tmp_path / "rep", thinning=out, grid=11)
     assert index.is_file()
+
+
+def test_memory_is_estimated_before_the_frontier_allocates(sets, monkeypatch):
+    import otbench.cli._common as common
+
+    monkeypatch.setattr(common, "available_memory", lambda: 64)      # 64 bytes free
+    refused(cli("frontier", sets[0]), "frontier: needs about ", "GiB for the frontier state of "
+            "cell ", "GiB is available; use a set with fewer probes or trajectories per cell")
+    refused(cli("bootstrap", sets[0], "--frontiers", "--replicates", "10", "--batch", "4"),
+            "bootstrap --frontiers: needs about", "x 4 replicates in flight (--batch)",
+            "or a smaller --batch")
