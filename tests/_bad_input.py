@@ -13,10 +13,13 @@ def cli(*args: str):
 
 
 def refused(result, *needles: str) -> str:
-    """Assert exit 2 with exactly one line on stderr containing every needle; return it."""
+    """Assert exit 2 with the error as one line (the last on stderr; progress lines of long
+    commands such as `report:` come before it) containing every needle; return it."""
     assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
-    err = result.stderr.strip()
-    assert "Traceback" not in result.output and "\n" not in err, err
+    lines = result.stderr.strip().splitlines()
+    assert "Traceback" not in result.output and lines, result.output
+    assert all(ln.startswith("report: ") for ln in lines[:-1]), lines
+    err = lines[-1]
     for n in needles:
         assert n in err, (n, err)
     return err
