@@ -73,7 +73,10 @@ def csv_cell(v):
     """A text cell a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR) gets a
     leading `'` so it shows as text; numbers are written as they are."""
     if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + v
+        try:
+            float(v)
+        except ValueError:
+            return "'" + v
     return v
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from otbench.analysis import save, simulate
+from otbench.analysis import content_hash, save, simulate
 from otbench.analysis.resampling._bootstrap import bootstrap
 from otbench.cli import _common as cli_common
 from otbench.cli._bootstrap import bootstrap_cmd
@@ -34,6 +34,7 @@ def test_tables_and_json(saved_set, tmp_path):
     assert r.stderr == ""                       # no progress bar when stderr is not a terminal
     doc = json.loads(js.read_text())
     ref = bootstrap(ms, replicates=30, seed=5).to_json()
+    assert doc.pop("content_hash") == content_hash(ms)            # bound to its set
     assert doc == json.loads(json.dumps(ref))
     assert doc["schema"] == "otbench.bootstrap/1" and doc["replicates"] == 30 and doc["seed"] == 5
     for c in doc["cells"]:
