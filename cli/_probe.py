@@ -47,6 +47,7 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
         job = load_job(config)
     except (JobError, ArtifactError) as e:
         raise DataError(str(e)) from None
+    from otbench.probe.data import DatasetError
     from otbench.probe.stp import JournalError, RayMissingError, run_job
 
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
@@ -54,8 +55,8 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
         summary = run_job(job, out, overwrite=overwrite, progress=progress, journal=journal,
                           resume=resume, workers=workers, ray_address=ray_address,
                           worker_cpus=worker_cpus, worker_gpus=worker_gpus)
-    except (FileExistsError, JournalError, RayMissingError) as e:
-        raise DataError(str(e)) from None
+    except (FileExistsError, JournalError, RayMissingError, DatasetError) as e:
+        raise DataError(" ".join(str(e).split())) from None
     click.echo(_summary_text(summary))
 
 

@@ -50,6 +50,12 @@ def flag(v) -> str | None:
     return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
 
 
+def benchmark(v) -> str | None:
+    from otbench.probe.data import BENCHMARKS
+
+    return None if v in BENCHMARKS else f"must be one of {', '.join(BENCHMARKS)}, got {v!r}"
+
+
 def artifact(v) -> str | None:
     """A frozen family/model name, or a path to a `.toml` file (nothing else is opened)."""
     if isinstance(v, str) and (v.endswith(".toml") or (_PLAIN_NAME.fullmatch(v) and ".." not in v)):
@@ -66,7 +72,7 @@ STP_RULES: dict[str, dict[str, Rule]] = {
                "tensor_parallel_size": integer(1, 1 << 12), "enforce_eager": flag,
                "max_num_seqs": integer(1, 1 << 20), "chunked_prefill": flag},
     "data": {"source": text, "n": integer(), "seed": integer(0, INT64_MAX),
-             "benchmark": text, "path": text},
+             "benchmark": benchmark, "path": text},
     "probe": {"R": integer(1, 65_535), "P": integer(1, 65_535), "b": integer(),
               "thinking_limit": integer(1, 1 << 24), "answer_limit": integer(1, 1 << 24),
               "units_per_batch": integer(1, 1 << 20), "boundary": text},

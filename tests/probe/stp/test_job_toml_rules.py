@@ -72,3 +72,19 @@ def test_any_job_table_is_a_job_or_one_job_error(cfg):
         assert "\n" not in str(e)
     except ValueError as e:        # the family/model loaders' ArtifactError (one line, exit 2)
         assert type(e).__name__ == "ArtifactError" and "\n" not in str(e)
+
+
+def test_data_file_rules(tmp_path: Path):
+    from click.testing import CliRunner
+    from otbench.cli import main
+
+    with pytest.raises(JobError, match=r"data\.benchmark must be one of AIME2024, .*got 'aime'"):
+        job_from_dict({**BASE, "data": {"source": "file", "benchmark": "aime", "path": "x"}})
+    job = tmp_path / "job.toml"
+    job.write_text('[model]\nname = "smollm2-135m-instruct"\n[data]\nsource = "file"\n'
+                   'benchmark = "AIME2024"\npath = "missing.jsonl"\n')
+    r = CliRunner().invoke(main, ["probe", "run", "--config", str(job), "--out",
+                                  str(tmp_path / "out")])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip().splitlines()[-1].endswith("missing.jsonl: no such file")
+    assert not (tmp_path / "out").exists()
