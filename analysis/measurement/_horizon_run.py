@@ -184,6 +184,15 @@ def _read_table(path: Path, columns: Mapping[str, pa.DataType]) -> pa.Table:
     return t
 
 
+def _replaceable_run(path: Path) -> bool:
+    if not any(path.iterdir()):
+        return True
+    try:
+        return read_manifest(path).get("schema") == RUN_SCHEMA
+    except HorizonDataError:
+        return False
+
+
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """The manifest of the run in `path` (schema checked)."""
     p = Path(path) / MANIFEST
@@ -387,7 +396,8 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
                       r["context"], r["kind"], r.get("variant") or "", r["B"])
     tt = _table(sorted(trajectories, key=tkey), TRAJ_COLUMNS, TRAJ_FILE)
     rt = _table(sorted(readouts, key=rkey), READ_COLUMNS, READ_FILE)
-    with atomic_dir(out) as tmp:
+    # --overwrite replaces only an earlier run (or an empty folder), never a folder of yours.
+    with atomic_dir(out, replace=_replaceable_run if overwrite else None) as tmp:
         pq.write_table(tt, tmp / TRAJ_FILE)
         pq.write_table(rt, tmp / READ_FILE)
         man = dict(manifest)

@@ -103,3 +103,14 @@ def test_temporaries_of_killed_writers_are_cleaned(tmp_path):
     assert live.exists() and old.exists()
     save(small_set(), tmp_path / "S")
     assert not stale.exists()
+
+
+def test_a_horizon_run_overwrite_replaces_only_a_run(tmp_path):
+    from otbench.analysis.measurement import write_run
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "thesis.tex").write_text("x")
+    with pytest.raises(UnsafeOutputError, match="is not an otbench output of this kind"):
+        write_run(victim, {"arms": []}, [], [], overwrite=True)
+    assert (victim / "thesis.tex").read_text() == "x"
