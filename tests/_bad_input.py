@@ -2,10 +2,9 @@
 
 import json
 
+from _sets import build_set
 from click.testing import CliRunner
 from otbench.cli import main
-
-from _sets import build_set
 
 
 def cli(*args: str):

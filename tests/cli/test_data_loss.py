@@ -3,9 +3,8 @@
 import json
 import shutil
 
-from otbench.analysis.measurement import save
-
 from _bad_input import cli, refused, small_set, write_jsonl
+from otbench.analysis.measurement import save
 
 
 def test_import_overwrite_onto_a_foreign_folder(tmp_path):

@@ -1,16 +1,14 @@
 """Cases a new user hit: results bound to their set, defaults that fit the set, sweep.json in
 the report, inf thetas, spreadsheet-safe CSV. Each pinned by its message or its output."""
 
-import csv
 import json
 
 import pytest
+from _bad_input import cli, refused
 from otbench.analysis import content_hash, load, save, simulate
 from otbench.analysis.report import ReportInputError
 from otbench.analysis.report._inputs import gather
 from otbench.cli._thinning import csv_cell
-
-from _bad_input import cli, refused
 
 
 @pytest.fixture(scope="module")

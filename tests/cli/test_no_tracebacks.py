@@ -9,11 +9,10 @@ import json
 import os
 
 import pytest
+from _bad_input import cli, refused, small_set, write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from otbench.analysis.measurement import save
-
-from _bad_input import cli, refused, small_set, write_jsonl
 
 DEEP = "[" * 100_000 + "]" * 100_000
 HOSTILE = {

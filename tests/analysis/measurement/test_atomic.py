@@ -7,10 +7,9 @@ import sys
 import threading
 
 import pytest
+from _bad_input import small_set
 from otbench.analysis.measurement import atomic_dir, save, write_text_atomic
 from otbench.analysis.measurement._atomic import UnsafeOutputError, clean_stale, refuse_input
-
-from _bad_input import small_set
 
 
 def test_overwrite_refuses_a_folder_that_is_not_a_set(tmp_path):

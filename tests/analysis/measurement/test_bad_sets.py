@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _bad_input import small_set, write_jsonl
 from otbench.analysis.measurement import (
     MeasurementSetError,
     export_jsonl,
@@ -16,8 +17,6 @@ from otbench.analysis.measurement import (
     load,
     save,
 )
-
-from _bad_input import small_set, write_jsonl
 
 
 def _rec(**kw):
