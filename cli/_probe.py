@@ -32,9 +32,12 @@ def probe_group() -> None:
 @click.option("--worker-gpus", default=None, type=click.FloatRange(min=0),
               help="Ray GPUs per worker [default on a GPU cluster: vLLM's tensor-parallel size, "
                    "transformers 1; else 0].")
+@click.option("--limit", "limit", default=None, type=click.IntRange(min=1),
+              help="Probe only the first N questions of each group (smoke runs; recorded as data.limit).")
 @click.option("--progress/--no-progress", default=True, help="Progress bar with tokens/s on stderr.")
 def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Path | None, workers: int,
-            ray_address: str | None, worker_cpus: float, worker_gpus: float | None, progress: bool) -> None:
+            ray_address: str | None, worker_cpus: float, worker_gpus: float | None, limit: int | None,
+            progress: bool) -> None:
     """Probe the questions of a job and write the measurement set to OUT.
 
     Every finished work unit is committed to the journal as it completes, so
@@ -44,7 +47,7 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
     from otbench.probe.stp import JobError, load_job
 
     try:
-        job = load_job(config)
+        job = load_job(config, limit=limit)
     except (JobError, ArtifactError) as e:
         raise DataError(str(e)) from None
     from otbench.probe.data import DatasetError
@@ -88,7 +91,8 @@ def _summary_text(summary) -> str:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the audit as JSON.")
 def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
-    """Boundary vocabulary of the Hugging Face tokenizer in PATH: size and forms by kind (SPEC §3.2)."""
+    """Boundary vocabulary of the Hugging Face tokenizer in PATH: size and forms by kind (SPEC §3.2),
+    and the coverage of the boundary->content mapping (SPEC §3.3)."""
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from otbench.probe.tokens import KINDS, audit, build_vocabulary
@@ -106,6 +110,15 @@ def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
         # forms arrive escaped ("\\n" for a line feed); quote them as they are
         forms = ", ".join(f"'{f}' x{n}" for f, n in entry["forms"])
         click.echo(f"  {k:10s} {entry['count']:6d}" + (f"  {forms}" if forms else ""))
+    # The boundary->content mapping: which boundary ids close on the single token
+    # of their text up to one line feed (".\n\n" -> ".\n"), used by families
+    # whose separator is a line feed; the rest close on their content plus it.
+    m = result["mapping"]
+    by_kind = ", ".join(f"{k} {m['kinds'][k]['mapped']}/{m['kinds'][k]['total']}" for k in KINDS)
+    click.echo(f"  one-newline token for {m['mapped']} of {m['total']} boundary ids "
+               f"({100 * m['fraction']:.1f}%): {by_kind}")
+    if m["unmapped"]:
+        click.echo("  without one: " + ", ".join(f"'{f}' x{n}" for f, n in m["unmapped"]))
     if json_out is not None:
         write_json(result, str(json_out))
 

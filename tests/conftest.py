@@ -5,6 +5,7 @@ import os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
@@ -20,3 +21,24 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("OTBENCH_HYPOTHESIS_PROFILE", "otbench"))
+
+
+@pytest.fixture
+def cli():
+    """Run the `otbench` CLI in-process: `cli("metrics", path)` -> click `Result` (stderr apart)."""
+    from click.testing import CliRunner
+
+    from otbench.cli import main
+
+    runner = CliRunner()
+    return lambda *args: runner.invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """A saved synthetic tiny set (seed 0) shared by the session's tests; treat it as read-only."""
+    from otbench.analysis.measurement import save, simulate
+
+    path = tmp_path_factory.mktemp("tiny") / "set"
+    save(simulate("tiny", seed=0), path)
+    return path

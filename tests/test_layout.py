@@ -182,3 +182,12 @@ def test_public_facades_resolve():
         m = getattr(oa, sub)
         for name in getattr(m, "__all__", ()):
             assert hasattr(m, name), f"{sub}.{name}"
+
+
+def test_every_subpackage_is_installed():
+    # A subpackage missing from pyproject's `packages` works in an editable checkout
+    # and vanishes from a wheel; keep the list complete.
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {_module_name(p) for d in PACKAGES for p in (ROOT / d).rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

@@ -28,12 +28,31 @@ Protocol (`evaluate`):
    ``rel_cost <=`` and ``acc >=`` with one strict (exact comparisons); of
    identical points only the first in sweep order counts. Non-dominated
    points form the method's curve (per cell: by the cell's own values).
-6. Summary over the curve: ``mean_gap`` (pp, the mean gap of the curve's
-   points) and ``realized_share`` = `Σ (acc - A0) / Σ (frontier_acc - A0)`
-   over the curve's points, `A0` the zero-thinking accuracy (every
-   trajectory at its latest position with `L = 0`): the share of the
-   frontier's gain over no thinking that the method realizes at the same
-   costs (``None`` when the frontier gains nothing there).
+6. Summary over the curve, as areas over relative cost (so it does not
+   depend on how many `θ` land in a region, only on what the method can
+   reach). Per cell, the method's step curve `M(x)` is the best accuracy of
+   its curve points with ``rel_cost <= x``; below its cheapest point it is
+   `A0`, the zero-thinking accuracy (every trajectory at its latest position
+   with `L = 0`, an action of every strategy at cost 0), and beyond its most
+   expensive point it stays at that point's accuracy. `F(x)` is the exact
+   frontier's step function (largest reward whose minimum cost is
+   `<= x T_g`). Both step only at integer token costs, so the integrals are
+   exact rationals.
+
+   * ``gap_area`` (pp): `∫ (F - M) dx / (hi - lo)` over the method's own
+     range ``range = [lo, hi]`` (its cheapest to its most expensive curve
+     point); the point gap when the range has zero width;
+   * ``gap_area_full`` (pp): `∫ (F - M) dx` over `[0, 1]`;
+   * ``realized_share``: `∫ (M - A0) dx / ∫ (F - A0) dx` over `[0, 1]`, the
+     share of the frontier's area over no thinking that the method
+     realizes (``None`` when the frontier gains nothing).
+
+   Macro: ``gap_area`` and ``gap_area_full`` are the equal-weight chain of
+   the cell values; ``realized_share`` is the chain of the cells' realized
+   areas over the chain of their frontier areas. (The macro curve is not
+   integrated against the macro frontier `F_C`: a method may spend
+   different relative budgets in different cells, so `F_C` at the macro
+   cost is no upper bound on its macro accuracy.)
 
 Token cost counts retained thinking tokens `L(k)` only: feature extraction,
 signal computation (e.g. the early-exit margin) and answer probes are
@@ -145,15 +164,72 @@ def nondominated(costs: Sequence[Fraction], accs: Sequence[Fraction]) -> list[bo
     return out
 
 
-def _summary(acc: Sequence[Fraction], front: Sequence[Fraction], zero: Fraction,
-             keep: Sequence[bool]) -> dict[str, Any]:
-    on = [i for i, k in enumerate(keep) if k]
-    gaps = [front[i] - acc[i] for i in on]
-    gain = sum((front[i] - zero for i in on), Fraction(0))
-    got = sum((acc[i] - zero for i in on), Fraction(0))
-    return {"mean_gap": float(100 * sum(gaps, Fraction(0)) / len(on)),
-            "realized_share": float(got / gain) if gain > 0 else None,
-            "points": len(keep), "curve_points": len(on)}
+def step_integral(xs: np.ndarray, ys: np.ndarray, lo: int, hi: int) -> int:
+    """`∫_lo^hi y(b) db` of the right-continuous step `y = ys[j]` on `[xs[j], xs[j+1])`.
+
+    `xs` int64 ascending with `xs[0] <= lo`; the last value holds to the
+    right. Integer tokens and rewards, so the result is an exact integer.
+    """
+    xs = np.asarray(xs, dtype=np.int64)
+    ys = np.asarray(ys, dtype=np.int64)
+    left = np.clip(xs, lo, hi)
+    right = np.clip(np.append(xs[1:], hi), lo, hi)
+    return int(np.sum(ys * (right - left), dtype=np.int64))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Areas:
+    """Exact area terms of one cell (all accuracies as fractions of probes)."""
+
+    gap: Fraction        # mean of F - M over the method's own range
+    gap_full: Fraction   # mean of F - M over [0, 1]
+    realized: Fraction   # ∫ (M - A0) dx over [0, 1]
+    gain: Fraction       # ∫ (F - A0) dx over [0, 1]
+    lo: Fraction         # the method's range (relative cost)
+    hi: Fraction
+
+
+def cell_areas(cost: Sequence[int], reward: Sequence[int], keep: Sequence[bool],
+               pareto: tuple[np.ndarray, np.ndarray], total: int, probes: int,
+               zero: int) -> _Areas:
+    """The area terms of one cell from its integer sweep (see the module docstring, 6.).
+
+    Args:
+      cost, reward: per `θ`, the cell's retained tokens `B_g` and correct probes.
+      keep: per `θ`, whether the point is on the cell's curve.
+      pareto: the cell's exact frontier (min costs ascending from 0, rewards).
+      total: `T_g`; probes: `Σ P`; zero: the zero-thinking reward.
+    """
+    on = sorted((int(cost[i]), int(reward[i])) for i, k in enumerate(keep) if k)
+    pc, pr = (np.asarray(a, dtype=np.int64) for a in pareto)
+    mx = np.array([0] + [c for c, _ in on], dtype=np.int64)
+    my = np.array([zero] + [r for _, r in on], dtype=np.int64)
+    lo, hi = on[0][0], on[-1][0]
+
+    def gap_over(a: int, b: int) -> Fraction:
+        if b == a:   # zero width: the gap at that cost
+            at = np.searchsorted(pc, a, side="right") - 1
+            return Fraction(int(pr[at]) - int(my[np.searchsorted(mx, a, side="right") - 1]), probes)
+        return Fraction(step_integral(pc, pr, a, b) - step_integral(mx, my, a, b), (b - a) * probes)
+
+    if total == 0:
+        g = gap_over(0, 0)
+        return _Areas(g, g, Fraction(0), Fraction(0), Fraction(0), Fraction(0))
+    den = total * probes
+    return _Areas(gap=gap_over(lo, hi), gap_full=gap_over(0, total),
+                  realized=Fraction(step_integral(mx, my, 0, total) - zero * total, den),
+                  gain=Fraction(step_integral(pc, pr, 0, total) - zero * total, den),
+                  lo=Fraction(lo, total), hi=Fraction(hi, total))
+
+
+def _share(realized: Fraction, gain: Fraction) -> float | None:
+    return float(realized / gain) if gain > 0 else None
+
+
+def _cell_summary(a: _Areas, keep: Sequence[bool]) -> dict[str, Any]:
+    return {"gap_area": float(100 * a.gap), "gap_area_full": float(100 * a.gap_full),
+            "realized_share": _share(a.realized, a.gain), "range": [float(a.lo), float(a.hi)],
+            "points": len(keep), "curve_points": int(sum(keep))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,18 +300,21 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
     cost, reward, front = _sweep_cells(test, m, label, sweep, cells, stored_features, audit)
 
     # -- per cell: exact (mean tokens, rel cost, acc, frontier acc) per θ -----------
-    cell_results, per_cell = [], []
+    cell_results, per_cell, areas = [], [], []
     for c, ct in enumerate(cells):
         ntraj = ct.rows.size
         vals = tuple([_frac(x[i, c], d) for i in range(len(sweep))]
                      for x, d in ((cost, ntraj), (cost, ct.tokens), (reward, ct.probes),
                                   (front, ct.probes)))
         per_cell.append(vals)
-        pts, summ = _points(sweep, vals, _frac(ct.zero, ct.probes))
+        pts = _points(sweep, vals)
+        keep = [p.nondominated for p in pts]
+        areas.append(cell_areas(cost[:, c], reward[:, c], keep, ct.pareto, ct.tokens,
+                                ct.probes, ct.zero))
         cell_results.append(CellResult(
             model=ct.model, group=ct.group, trajectories=int(ntraj),
             questions=int(np.unique(test.question[ct.rows]).size),
-            total_tokens=ct.tokens, points=pts, summary=summ))
+            total_tokens=ct.tokens, points=pts, summary=_cell_summary(areas[-1], keep)))
 
     # -- macro: the equal-weight chain, exact -------------------------------------
     w = _weights([ct.model_index for ct in cells])
@@ -246,7 +325,12 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
     macro = tuple([chain([per_cell[c][j][i] for c in range(len(cells))]) for i in range(len(sweep))]
                   for j in range(4))
     zero = chain([_frac(ct.zero, ct.probes) for ct in cells])
-    points, summary = _points(sweep, macro, zero)
+    points = _points(sweep, macro)
+    summary = {"gap_area": float(100 * chain([a.gap for a in areas])),
+               "gap_area_full": float(100 * chain([a.gap_full for a in areas])),
+               "realized_share": _share(chain([a.realized for a in areas]),
+                                        chain([a.gain for a in areas])),
+               "points": len(points), "curve_points": sum(p.nondominated for p in points)}
     reference = {"a_zero": float(zero),
                  "a_full": float(chain([_frac(ct.endpoint, ct.probes) for ct in cells])),
                  "frontier_at_full": float(chain([_frac(ct.pareto[1][-1], ct.probes)
@@ -310,13 +394,11 @@ def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float
     return cost, reward, front
 
 
-def _points(sweep: Sequence[float], vals: Sequence[Sequence[Fraction]], zero: Fraction
-            ) -> tuple[tuple[Point, ...], dict[str, Any]]:
-    """Points and summary from exact (mean tokens, rel cost, acc, frontier acc) per θ."""
+def _points(sweep: Sequence[float], vals: Sequence[Sequence[Fraction]]) -> tuple[Point, ...]:
+    """Points from exact (mean tokens, rel cost, acc, frontier acc) per θ."""
     tok, rel, acc, fr = vals
     keep = nondominated(rel, acc)
-    pts = tuple(_point(th, tok[i], rel[i], acc[i], fr[i], keep[i]) for i, th in enumerate(sweep))
-    return pts, _summary(acc, fr, zero, keep)
+    return tuple(_point(th, tok[i], rel[i], acc[i], fr[i], keep[i]) for i, th in enumerate(sweep))
 
 
 def _method_config(m: Any, label: str) -> Any:
@@ -403,8 +485,9 @@ def format_result(r: BenchResult) -> str:
                      f"{100 * p.acc:5.1f}%  {100 * p.frontier_acc:5.1f}%  {p.gap:6.2f}  "
                      f"{'*' if p.nondominated else ''}")
     s = r.summary
-    lines.append(f"summary: mean gap {s['mean_gap']:.2f} pp over {s['curve_points']} curve points; "
-                 f"realized share {_pct(s['realized_share'])}; no thinking "
+    lines.append(f"summary ({s['curve_points']} curve points): gap area {s['gap_area']:.2f} pp over "
+                 f"the method's range, {s['gap_area_full']:.2f} pp over [0, 1]; realized area share "
+                 f"{_pct(s['realized_share'])}; no thinking "
                  f"{100 * r.reference['a_zero']:.1f}%, full thinking {100 * r.reference['a_full']:.1f}%")
     return "\n".join(lines) + "\n"
 
@@ -414,11 +497,14 @@ def format_compare(results: Sequence[BenchResult]) -> str:
     lines = []
     if any(r.synthetic for r in results):
         lines.append("SYNTHETIC DATA (simulated, not model outputs)")
-    lines.append(f"{'method':24s}  {'strategy':8s}  {'curve':>7s}  {'mean gap':>9s}  {'realized':>8s}")
+    lines.append(f"{'method':24s}  {'strategy':8s}  {'curve':>7s}  {'gap area':>9s}  "
+                 f"{'on [0,1]':>9s}  {'realized':>8s}")
     for r in results:
         s = r.summary
         lines.append(f"{r.method:24s}  {r.strategy.upper():8s}  "
-                     f"{s['curve_points']:>3d}/{s['points']:<3d}  {s['mean_gap']:6.2f} pp  "
-                     f"{_pct(s['realized_share']):>8s}")
+                     f"{s['curve_points']:>3d}/{s['points']:<3d}  {s['gap_area']:6.2f} pp  "
+                     f"{s['gap_area_full']:6.2f} pp  {_pct(s['realized_share']):>8s}")
+    lines.append("gap area: mean frontier-minus-method gap over the method's cost range (and over "
+                 "[0, 1]); realized: share of the frontier's area over no thinking")
     lines.append(f"cost = {TOKEN_COST}")
     return "\n".join(lines) + "\n"

@@ -2,13 +2,14 @@
 
 Decision units and their pruned actions (`_units`), the min-plus DP as a
 `lax.scan` (`_dp`), exact budget arithmetic (`_budgets`), per-cell frontiers
-and macro summaries (`_frontiers`), and the replicate entry points the
-bootstrap uses (`_replicates`, `_pipeline`).
+and macro summaries (`_frontiers`), the replicate entry points the
+bootstrap uses (`_replicates`, `_pipeline`), and the pipeline's compiled CPU
+kernels (`_cpu`: units, DP and budget queries per replicate, with numba).
 """
 
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
-from ._budgets import budget_grid, budgets, pareto_points, query, summarize
+from ._budgets import MACRO_WEIGHTING, budget_grid, budgets, pareto_points, query, summarize
 from ._frontiers import (
                          Cell,
                          FrontierHierarchyError,
@@ -23,7 +24,7 @@ from ._replicates import ReplicateFrontiers, frontier_replicates
 from ._units import STRATEGIES
 
 __all__ = [
-    "STRATEGIES",
+    "MACRO_WEIGHTING", "STRATEGIES",
     "Cell", "FrontierHierarchyError", "FrontierResult", "Pipeline", "ReplicateFrontiers",
     "StrategyFrontier",
     "budget_grid", "budgets", "cell_infos", "check_hierarchy", "frontier_replicates",

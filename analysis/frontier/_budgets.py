@@ -23,6 +23,11 @@ from typing import Any
 
 import numpy as np
 
+MACRO_WEIGHTING = ("equal weights over models of equal-weighted groups: the mean over a model's "
+                   "cells, then the mean over models (SPEC §4, §5); the plain mean over cells only "
+                   "on a full model x group grid")
+"""The macro rule, written into the frontier documents."""
+
 
 def budget_grid(grid: int | Sequence[Any]) -> tuple[Fraction, ...]:
     """Exact relative budgets: `N` points `i / (N - 1)`, or explicit values in [0, 1].

@@ -8,9 +8,11 @@ tokens), divided by the cell's total probes (sum of `P` over trajectories).
 
 Budgets are compared in exact integer arithmetic and macro values are
 correctly rounded exact rationals (`_frontier_budgets`). The macro frontier
-weights cells equally through the project's chain (SPEC §4): the mean over a
-model's cells, then the mean over models; on the full 6 x 4 grid this is the
-plain mean over the 24 cells. `A_full` is the same macro mean of
+weights cells through the project's chain (SPEC §4, §5): equal weights over
+models of equal-weighted groups, i.e. the mean over a model's cells, then the
+mean over models; on the full 6 x 4 grid this is the plain mean over the 24
+cells, on an incomplete grid it is not and the chain is the rule (the JSON
+says so in ``weighting``). `A_full` is the same macro mean of
 each cell's STP endpoint accuracy, pooled at probe level inside the cell
 (`sum C(n) / sum P` over the cell's trajectories), i.e. the accuracy of the
 all-full action, the normalization the frontier itself uses (SPEC §5: "cell
@@ -28,7 +30,7 @@ import numpy as np
 from otbench.analysis.measurement import MeasurementSet
 
 from . import _dp
-from ._budgets import Weights, budget_grid, budgets, pareto_points, query, summarize
+from ._budgets import MACRO_WEIGHTING, Weights, budget_grid, budgets, pareto_points, query, summarize
 from ._units import STRATEGIES, CellData, actions, cell_data, totals
 
 SCHEMA = "otbench.frontier/1"
@@ -105,6 +107,7 @@ class FrontierResult:
             "synthetic": bool(self.synthetic),
             "grid": self.beta.tolist(),
             "a_full": float(self.a_full),
+            "weighting": MACRO_WEIGHTING,
             "strategies": {
                 s: {"macro": f.macro.tolist(), "beta_match": opt(f.beta_match),
                     "ceiling": float(f.ceiling), "beta_sat": opt(f.beta_sat),

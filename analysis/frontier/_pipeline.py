@@ -19,6 +19,13 @@ for 10,000 replicates:
   `[rep, grid]` rewards come back to the host;
 * budgets are normalized by each replicate's own full-thinking tokens, in
   exact integers (`_frontier_budgets.budgets`).
+
+On a CPU-only mesh with numba installed (`engine="auto"`) a batch runs
+instead through `_cpu`: one compiled pass per (strategy, cell) builds the
+units from precomputed per-trajectory actions and sorted FB events, runs the
+DP and queries the budgets, replicates in parallel over the cores, in a
+background thread so the next batch's draws overlap it. Both engines give
+the same integers (tested); `engine="jax"` forces the path above.
 """
 
 import concurrent.futures
@@ -36,7 +43,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from otbench.analysis.core import use_cpu_only
 from otbench.analysis.measurement import MeasurementSet
 
-from . import _dp
+from . import _cpu, _dp
 from ._budgets import budgets
 from ._units import (
     STRATEGIES,
@@ -217,6 +224,17 @@ class BatchFrontiers:
     endpoint: np.ndarray     # int64[rep, cell] sum of C(n) over the draws
 
 
+def _engine(engine: str, devices) -> str:
+    if engine not in ("auto", "cpu", "jax"):
+        raise ValueError(f"`engine` must be auto, cpu or jax, got {engine!r}")
+    if engine == "cpu" and not _cpu.available():
+        raise ValueError("`engine='cpu'` needs numba (pip install numba)")
+    if engine == "auto":
+        cpu_only = all(d.platform == "cpu" for d in devices)
+        return "cpu" if cpu_only and _cpu.available() else "jax"
+    return engine
+
+
 class Pipeline:
     """Frontier replicates of every (strategy, cell), batch after batch.
 
@@ -224,19 +242,27 @@ class Pipeline:
       infos: `CellInfo` per layout cell.
       grid: exact budgets.
       strategies: subset of `STRATEGIES`.
-      workers: worker processes for the host work (0: in this process).
+      workers: worker processes for the host work (0: in this process; JAX engine only).
       devices: devices of the mesh (default all).
+      engine: "auto" (the CPU kernels on a CPU-only mesh when numba is
+        installed, else JAX), "cpu" or "jax".
     """
 
     def __init__(self, infos: list[CellInfo], grid: Sequence[Fraction],
                  strategies: Sequence[str] = STRATEGIES, workers: int = 0,
-                 devices: Sequence[Any] | None = None):
+                 devices: Sequence[Any] | None = None, engine: str = "auto"):
         self.infos, self.grid, self.strategies = infos, tuple(grid), tuple(strategies)
         self.runner = Runner(devices)
         self.shapes = {(s, c): job_shape(info, s) for s in self.strategies
                        for c, info in enumerate(infos)}
+        self.engine = _engine(engine, self.runner.mesh.devices.reshape(-1))
         self.pool = None
-        if workers > 0:
+        if self.engine == "cpu":
+            # One thread launches the (internally parallel) kernels: numba's
+            # thread pool is never entered from two threads at once.
+            self.cpu_cells = [_cpu.cpu_cell(info.data, info.events) for info in infos]
+            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        elif workers > 0:
             # spawn, not fork: the parent runs JAX threads, which fork would copy mid-state.
             self.pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
@@ -262,13 +288,16 @@ class Pipeline:
         bud = np.concatenate([budgets(self.grid, built.tokens), built.tokens[:, None]], axis=1)
         return self.runner.run(built.plan, bud)           # asynchronous
 
-    def submit(self, rows: np.ndarray) -> list:
+    def submit(self, rows: np.ndarray) -> Any:
         """Start a batch; `rows` int[rep, model, slot, draw] global rows (-1: none).
 
         In this process each job's DP is dispatched (asynchronously) as soon
         as its plan is built, so the device works while the host builds the
-        next job; with workers the plans are built in the pool.
+        next job; with workers the plans are built in the pool. The CPU
+        engine runs the whole batch in its thread.
         """
+        if self.engine == "cpu":
+            return self.pool.submit(self._cpu_batch, np.array(rows, dtype=np.int64))
         out = []
         for s, c in self._jobs():
             info = self.infos[c]
@@ -282,8 +311,30 @@ class Pipeline:
                             None))
         return out
 
-    def finish(self, jobs: list) -> BatchFrontiers:
+    def _cpu_batch(self, rows: np.ndarray) -> BatchFrontiers:
+        S, C, G = len(self.strategies), len(self.infos), len(self.grid)
+        B = rows.shape[0]
+        reward = np.zeros((B, S, C, G), dtype=np.int64)
+        one = np.zeros((B, S, C), dtype=np.int64)
+        tokens, probes, endpoint = (np.zeros((B, C), dtype=np.int64) for _ in range(3))
+        for c, info in enumerate(self.infos):
+            f, n = info.slots
+            sub = rows[:, info.model, f:f + n]
+            loc = np.where(sub >= 0, sub - info.row0, -1)
+            cc = self.cpu_cells[c]
+            t = _cpu.totals_batch(cc, loc)
+            bud = np.concatenate([budgets(self.grid, t["tokens"]), t["tokens"][:, None]], axis=1)
+            for k, s in enumerate(self.strategies):
+                r = _cpu.frontier_batch(s, cc, info.local_q, loc, bud, self.shapes[(s, c)].dtype)
+                reward[:, k, c], one[:, k, c] = r[:, :G], r[:, G]
+            tokens[:, c], probes[:, c], endpoint[:, c] = t["tokens"], t["probes"], t["endpoint"]
+        return BatchFrontiers(reward=reward, reward_one=one, tokens=tokens, probes=probes,
+                              endpoint=endpoint)
+
+    def finish(self, jobs: Any) -> BatchFrontiers:
         """Run the remaining DPs of a batch and collect the rewards."""
+        if self.engine == "cpu":
+            return jobs.result()
         jobs = [(s, c, b, dev) if dev is not None else (s, c, b.result(), None)
                 for s, c, b, dev in jobs]
         jobs = [(s, c, b, dev if dev is not None else self._dispatch(b)) for s, c, b, dev in jobs]

@@ -23,19 +23,36 @@ two arms within item and replicate (a pair needs both outcomes), report
 pointwise intervals, a simultaneous band over horizons and one over the
 family of all requested contrasts x horizons (per readout), the trapezoid
 summary over `log2 B` (horizons `B > 0`) divided by the span, and the same
-under the two-way item x replicate bootstrap as a sensitivity. The
+under the two-way item x replicate bootstrap as a sensitivity; beside them,
+per horizon, the second paper's crossed random-intercept sensitivity
+(``crossed``: item and replicate intercepts by the method of moments on the
+items paired in every replicate, Satterthwaite `t` interval;
+`_inference.crossed_intercepts`), whose estimate can differ from `Δ` when
+items lack a pair in some replicate. The
 four-stratum decomposition splits each pair by which arm has finished by
 `B`; a stratum's contribution is the mean of item means of `D 1{stratum}`
 over all pairs, so contributions add up to the total contrast in the
 estimate and in every replicate; its share is the same mean of
-`1{stratum}` and its within-stratum contrast the ratio of the two.
+`1{stratum}`. Its within-stratum contrast ``within`` is the second paper's:
+the item-averaged difference inside the stratum (the mean over items with a
+pair in it of their mean `D` over those pairs), bootstrapped the same way;
+``items`` counts those items. The ratio contribution / share, the contrast
+that makes share x contrast = contribution, is kept as
+``contribution_per_share`` (the two differ when items contribute unequal
+numbers of pairs to the stratum).
 
 Matched horizon chosen by one arm (a "matched" block of the run): for each
 finished run of the lower arm `c`, the upper arm is read at `L^c` (its
 complete block when it finished earlier); pairs whose upper run cannot be
 replayed (it ended at the limit before `L^c`) are missing, and worst-case
 bounds set their upper outcome to correct (lower bound) and to wrong (upper
-bound), with the lower arm's natural outcome, over all pairs.
+bound), with the lower arm's natural outcome. ``bound_low`` / ``bound_high``
+follow the second paper: pooled over the `N` retained pairs,
+`(Σ_observed D + Σ_missing (Y - 1)) / N` (and `Y` for the upper), with
+intervals from the item bootstrap of the two sums (a ratio of item totals,
+items resampled). ``bound_low_item_mean`` / ``bound_high_item_mean`` average
+within item first like every other rate here; they differ when items hold
+unequal numbers of pairs.
 
 Proper scores of the candidate-logit readout: conditional log loss
 `-log q_true`, multiclass Brier score, valid-option mass `M`, and the share
@@ -264,6 +281,13 @@ def _contrast_block(gr: _Group, st: Settings, A: int, Bz: int, readout: str, sch
     return gr.boot(x, a, scheme), pair, xa, xb
 
 
+def _crossed(pair: np.ndarray, d: np.ndarray) -> dict[str, Any] | None:
+    """Crossed item x replicate random intercepts on the items paired in every replicate."""
+    full = pair.all(axis=1)
+    fit = inf.crossed_intercepts(d[full]) if pair.shape[1] >= 2 else None
+    return None if fit is None else dataclasses.asdict(fit)
+
+
 def _contrasts(gr: _Group, st: Settings) -> tuple[list, list, list]:
     nH = len(st.horizons)
     rows, strata, tests = [], [], []
@@ -305,6 +329,7 @@ def _contrasts(gr: _Group, st: Settings) -> tuple[list, list, list]:
                       "band": None if band is None or not np.isfinite(e) else [e - band, e + band]}
                 if two is not None:
                     hr["two_way_ci"] = inf.interval(two.draws[:, h]) if np.isfinite(e) else None
+                hr["crossed"] = _crossed(pair[..., h], (xa - xb)[..., h])
                 row["horizons"].append(hr)
                 if rd == "policy":
                     p = pair[..., h]
@@ -342,11 +367,14 @@ def _strata(gr: _Group, st: Settings, A, Bz, an, bn, rd, pair, xa, xb) -> list[d
         ind = (code == s).astype(np.float64)
         parts += [(ind, pair), (d * ind, pair)]
     parts.append((d, pair))
+    # The paper's within-stratum contrast: mean of item means of D over the stratum's pairs.
+    parts += [(d, pair & (code == s)) for s in order]
     x, a = _stack(parts)
     b = gr.boot(x, a)
     # Built-in check: contributions add up to the total, in the estimate and in
     # every replicate (the statistic is linear in the outcomes; float rounding only).
-    for est, tot in ((b.estimate[None, :], b.estimate[None, 8 * nH:]), (b.draws, b.draws[:, 8 * nH:])):
+    tot_cols = slice(8 * nH, 9 * nH)
+    for est, tot in ((b.estimate[None, :], b.estimate[None, tot_cols]), (b.draws, b.draws[:, tot_cols])):
         parts_sum = sum(est[:, (2 * s + 1) * nH:(2 * s + 2) * nH] for s in order)
         if not np.allclose(parts_sum, tot, rtol=1e-9, atol=1e-12, equal_nan=True):
             raise AssertionError("stratum contributions do not add up to the total contrast")
@@ -356,15 +384,18 @@ def _strata(gr: _Group, st: Settings, A, Bz, an, bn, rd, pair, xa, xb) -> list[d
         contribs = []
         for s in order:
             ks, kc = (2 * s) * nH + h, (2 * s + 1) * nH + h
+            kw = (9 + s) * nH + h
             share, contrib = b.estimate[ks], b.estimate[kc]
             with np.errstate(invalid="ignore", divide="ignore"):
-                within_draws = np.where(b.draws[:, ks] > 0, b.draws[:, kc] / b.draws[:, ks], np.nan)
-            within = contrib / share if share > 0 else np.nan
+                ratio_draws = np.where(b.draws[:, ks] > 0, b.draws[:, kc] / b.draws[:, ks], np.nan)
+            ratio = contrib / share if share > 0 else np.nan
             contribs.append(contrib)
+            in_s = pair[..., h] & (code[..., h] == s)
             rows.append({"a": an, "b": bn, "readout": rd, "B": int(B), "stratum": STRATA[s],
-                         "pairs": int((pair[..., h] & (code[..., h] == s)).sum()),
+                         "pairs": int(in_s.sum()), "items": int(in_s.any(axis=1).sum()),
                          "share": _summ(share, b.draws[:, ks]),
-                         "within": _summ(within, within_draws),
+                         "within": _summ(b.estimate[kw], b.draws[:, kw]),
+                         "contribution_per_share": _summ(ratio, ratio_draws),
                          "contribution": _summ(contrib, b.draws[:, kc]),
                          "total": None if not np.isfinite(total) else float(total)})
     return rows
@@ -457,8 +488,28 @@ def _matched(gr: _Group, st: Settings) -> list[dict[str, Any]]:
                "items": int(base.any(axis=1).sum())}
         for k, name in enumerate(names):
             row[name] = _summ(b.estimate[k], b.draws[:, k])
+        row["bound_low_item_mean"], row["bound_high_item_mean"] = row["bound_low"], row["bound_high"]
+        row["bound_low"], row["bound_high"] = _pooled_bounds(gr, base, rep, d, ync)
         out.append(row)
     return out
+
+
+def _pooled_bounds(gr: _Group, base, rep, d, ync) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The second paper's worst-case bounds: sums over all retained pairs over their number.
+
+    Item totals (sum of the bound outcome over the item's pairs, pair count)
+    are bootstrapped as item means on the same item weights; their ratio is
+    the pooled pair mean in the estimate and in every replicate.
+    """
+    lo = np.where(base, np.where(rep, d, ync - 1.0), 0.0).sum(axis=1)
+    hi = np.where(base, np.where(rep, d, ync), 0.0).sum(axis=1)
+    n = base.sum(axis=1).astype(np.float64)
+    has = np.broadcast_to((n > 0)[:, None, None], (n.size, 1, 3))
+    b = gr.boot(np.stack([lo, hi, n], axis=-1)[:, None, :], has)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = b.estimate[:2] / b.estimate[2] if b.estimate[2] > 0 else np.full(2, np.nan)
+        draws = np.where(b.draws[:, 2:3] > 0, b.draws[:, :2] / b.draws[:, 2:3], np.nan)
+    return _summ(est[0], draws[:, 0]), _summ(est[1], draws[:, 1])
 
 
 def _controls(gr: _Group, st: Settings) -> list[dict[str, Any]]:

@@ -16,6 +16,13 @@
 * `mcnemar`: exact two-sided binomial test when the discordant count is
   below 25, else the continuity-corrected chi-square with one degree of
   freedom.
+* `crossed_intercepts`: the second paper's model-based sensitivity: paired
+  differences `D_ir = μ + a_i + b_r + e_ir` with crossed item and replicate
+  random intercepts, fitted by the method of moments (two-way ANOVA without
+  replication) on the complete item x replicate matrix; the grand mean's
+  variance `σ_a²/I + σ_b²/R + σ_e²/(IR)` (negative component estimates set
+  to 0) with a Satterthwaite `t` interval. Closed form, no optimizer, so no
+  mixed-model library is needed.
 * `sign_flip`: two-sided paired sign-flip randomization test of a mean of
   item-level differences; `p = (1 + #{|mean(s d)| >= |mean(d)|}) / (1 + B)`
   (the observed assignment counts as one draw, so p > 0), with a 1e-12
@@ -240,6 +247,83 @@ def mcnemar_counts(b: int, c: int) -> McNemar:
     stat = (abs(b - c) - 1.0) ** 2 / n
     # chi-square(1) survival function: erfc(sqrt(x / 2)).
     return McNemar(b, c, stat, math.erfc(math.sqrt(stat / 2.0)), "chi2-cc")
+
+
+@dataclasses.dataclass(frozen=True)
+class Crossed:
+    """Crossed random-intercept fit of a complete `[item, replicate]` matrix of differences.
+
+    Attributes:
+      estimate: grand mean `μ`; se: its standard error; df: Satterthwaite
+        degrees of freedom (None when the variance is 0); ci: the `t`
+        interval at `level` (None without a positive variance).
+      var_item, var_replicate, var_residual: method-of-moments components
+        (negative estimates set to 0).
+      items, replicates: the matrix' shape.
+    """
+
+    estimate: float
+    se: float
+    df: float | None
+    ci: list[float] | None
+    var_item: float
+    var_replicate: float
+    var_residual: float
+    items: int
+    replicates: int
+
+
+def crossed_intercepts(d: np.ndarray, level: float = LEVEL) -> Crossed | None:
+    """Method-of-moments crossed item x replicate intercepts (module docstring); None if < 2 x 2."""
+    d = np.asarray(d, dtype=np.float64)
+    if d.ndim != 2 or not np.isfinite(d).all():
+        raise InferenceError("`d` must be a complete 2-d [item, replicate] array of finite values")
+    I, R = d.shape
+    if I < 2 or R < 2:
+        return None
+    mu = float(d.mean())
+    ri, cr = d.mean(axis=1), d.mean(axis=0)
+    ms = np.array([R * np.sum((ri - mu) ** 2) / (I - 1), I * np.sum((cr - mu) ** 2) / (R - 1),
+                   np.sum((d - ri[:, None] - cr[None, :] + mu) ** 2) / ((I - 1) * (R - 1))])
+    dfs = np.array([I - 1, R - 1, (I - 1) * (R - 1)], dtype=np.float64)
+    keep = np.array([ms[0] > ms[2], ms[1] > ms[2]])          # component estimate > 0
+    var_a = (ms[0] - ms[2]) / R if keep[0] else 0.0
+    var_b = (ms[1] - ms[2]) / I if keep[1] else 0.0
+    # Var(μ) as a combination of mean squares: c_item MS_item + c_rep MS_rep + c_err MS_err.
+    c = np.array([keep[0], keep[1], 1.0 - keep[0] - keep[1]], dtype=np.float64) / (I * R)
+    V = float(np.dot(c, ms))
+    if not V > 0:
+        return Crossed(mu, 0.0, None, None, var_a, var_b, float(ms[2]), I, R)
+    df = V ** 2 / float(np.sum((c * ms) ** 2 / dfs))
+    q = t_quantile(0.5 + level / 200.0, df)
+    se = math.sqrt(V)
+    return Crossed(mu, se, df, [mu - q * se, mu + q * se], float(var_a), float(var_b),
+                   float(ms[2]), I, R)
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student-t quantile for `0.5 <= p < 1` by bisection on the regularized incomplete beta.
+
+    `P(T <= t) = 1 - I_{df/(df+t²)}(df/2, 1/2) / 2` for `t >= 0`; 200 halvings
+    of `[0, hi]` pin the root to float precision.
+    """
+    from jax.scipy.special import betainc
+
+    def cdf(t: float) -> float:
+        return 1.0 - 0.5 * float(betainc(df / 2.0, 0.5, df / (df + t * t)))
+
+    lo, hi = 0.0, 1.0
+    while cdf(hi) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if cdf(mid) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-15 * hi:
+            break
+    return 0.5 * (lo + hi)
 
 
 @dataclasses.dataclass(frozen=True)

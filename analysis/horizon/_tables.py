@@ -68,7 +68,8 @@ def calibration_table(doc: Mapping[str, Any]) -> Table:
 
 def contrast_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
     header = ("group", "contrast", "B", "items", "pairs", "A acc. (%)", "B acc. (%)", "Δ (pp) [95% CI]",
-              "simultaneous 95% band", "family band", "two-way CI", "AUC over log2 B (pp)")
+              "simultaneous 95% band", "family band", "two-way CI", "crossed Δ [95% CI]",
+              "AUC over log2 B (pp)")
     rows = []
     for g in doc["groups"]:
         for c in g["contrasts"]:
@@ -78,21 +79,30 @@ def contrast_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
                 rows.append((g["group"], f"{c['a']} − {c['b']}", f"{h['B']:,}", str(h["items"]),
                              str(h["pairs"]), pct(h["acc_a"]), pct(h["acc_b"]), pct(h["delta"], sign=True),
                              band(h["band"]), band(h.get("family_band")),
-                             band(h.get("two_way_ci")), pct(c["auc"], sign=True) if j == 0 else ""))
+                             band(h.get("two_way_ci")), _crossed(h.get("crossed")),
+                             pct(c["auc"], sign=True) if j == 0 else ""))
     return (f"Paired contrasts at matched horizons ({readout} readout)", header, rows)
 
 
+def _crossed(c: Mapping[str, Any] | None) -> str:
+    """Crossed-intercept estimate [t interval] in points, with the complete items used."""
+    if c is None:
+        return DASH
+    return pct({"estimate": c["estimate"], "ci": c["ci"]}, sign=True) + f" (n={c['items']})"
+
+
 def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
-    header = ("group", "contrast", "B", "stratum", "pairs", "share (%)", "within-stratum Δ (pp)",
-              "contribution (pp)", "total (pp)")
+    header = ("group", "contrast", "B", "stratum", "items", "pairs", "share (%)",
+              "within-stratum Δ (pp)", "contribution (pp)", "contribution / share (pp)", "total (pp)")
     rows = []
     for g in doc["groups"]:
         for s in g["strata"]:
             if s["readout"] != readout:
                 continue
             rows.append((g["group"], f"{s['a']} − {s['b']}", f"{s['B']:,}", s["stratum"].replace("_", " "),
-                         str(s["pairs"]), pct(s["share"]), pct(s["within"], sign=True),
-                         pct(s["contribution"], sign=True),
+                         str(s.get("items", "")), str(s["pairs"]), pct(s["share"]),
+                         pct(s["within"], sign=True), pct(s["contribution"], sign=True),
+                         pct(s.get("contribution_per_share"), sign=True),
                          DASH if s["total"] is None else f"{_z(100 * s['total'], 1):+.1f}"))
     return (f"Termination-stratum decomposition ({readout} readout)", header, rows)
 
@@ -111,16 +121,20 @@ def scores_table(doc: Mapping[str, Any]) -> Table:
 
 def matched_table(doc: Mapping[str, Any]) -> Table:
     header = ("group", "lower − upper", "pairs", "replayable", "missing", "lower acc. (%)",
-              "upper acc. (%)", "Δ (pp)", "worst-case bounds (pp)", "upper-active Δ (pp)",
+              "upper acc. (%)", "Δ (pp)", "worst-case bounds (pp)", "bounds, item means (pp)",
+              "upper-active Δ (pp)",
               "continuation Δ (pp)", "log-loss diff.", "Brier diff.")
     rows = []
     for g in doc["groups"]:
         for m in g["matched"]:
             lo, hi = m["bound_low"]["estimate"], m["bound_high"]["estimate"]
+            ilo = (m.get("bound_low_item_mean") or {}).get("estimate")
+            ihi = (m.get("bound_high_item_mean") or {}).get("estimate")
             rows.append((g["group"], f"{m['lower']} − {m['upper']}", str(m["pairs"]), str(m["replayable"]),
                          str(m["missing"]), pct(m["acc_lower"]), pct(m["acc_upper"]),
                          pct(m["delta"], sign=True),
                          band(None if lo is None else [lo, hi]),
+                         band(None if ilo is None else [ilo, ihi]),
                          pct(m["delta_high_active"], sign=True), pct(m.get("delta_continuation"), sign=True),
                          num(m["log_loss_diff"], sign=True), num(m["brier_diff"], sign=True)))
     return ("Matched horizon chosen by the lower arm (its terminal length)", header, rows)

@@ -407,7 +407,7 @@ def otbench_figure(bench: Sequence[Mapping[str, Any]],
             mk = markers[i % len(markers)]
             summ = d.get("summary", {})
             share = summ.get("realized_share")
-            lab = (f"{d['method']}: mean gap {summ.get('mean_gap', float('nan')):.2f} pp, "
+            lab = (f"{d['method']}: gap area {summ.get('gap_area', float('nan')):.2f} pp, "
                    f"realized {_pct(share)}")
             ax.vlines(x, y, yf, color=color, lw=0.6, alpha=0.6)
             ax.plot(x[nd], y[nd], marker=mk, ls="-", color=color, ms=5, label=lab)

@@ -229,8 +229,12 @@ def horizon_sections(ctx, set_dir: Path | None) -> list[Section]:
         sec.figure(ctx.fig(
             "fig12_horizon_strata", lambda: strata_figure(doc),
             title="Termination-stratum contributions",
-            caption=f"Each pair's stratum by which arm has finished by B; contributions (share × "
-                    f"within-stratum Δ, pp) add up to the total Δ (diamonds); {src}.", trajectories=n))
+            caption=f"Each pair's stratum by which arm has finished by B; contributions (mean of "
+                    f"item means of Δ·1{{stratum}} over all pairs, pp) add up to the total Δ "
+                    f"(diamonds); {src}.", trajectories=n))
         sec.table(ctx.table(_table("table_horizon_strata", htabs.strata_table(doc, "policy"),
-                                   f"Four-stratum decomposition (policy readout); {src}.")))
+                                   f"Four-stratum decomposition (policy readout); within-stratum "
+                                   f"Δ: the item-averaged difference inside the stratum (the "
+                                   f"second paper's); contribution / share: the ratio that "
+                                   f"multiplies back to the contribution; {src}.")))
     return [sec]

@@ -51,8 +51,12 @@ def matrices_section(ctx) -> Section:
         sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title, boot=b,
                                               caption=f"{cap}; {_WEIGHTS}; {_n(T)} trajectories.")))
     rho = m.get("spearman_or_ad")
+    rho_iv = ((b or {}).get("spearman_or_ad") or {}).get("interval")
     sec.text("Spearman correlation of OR and AD across the cell means: "
              + ("n/a (fewer than two cells or constant values)" if rho is None else f"{rho:.3f}")
+             + ("" if rho_iv is None else
+                f", {figs.coverage(b)} bootstrap interval {tabs.fmt_interval(rho_iv, 1.0, 3)} "
+                f"(recomputed across the cells of every replicate)")
              + f" ({len(m['cells'])} cells).")
     sec.figure(ctx.fig(
         "fig1b_baselines",
@@ -79,7 +83,7 @@ def matrices_section(ctx) -> Section:
             ("table_pairwise_ad", "pairwise_ad", "Within-question variation of AD (pp)",
              "Mean absolute AD difference over a question's trajectory pairs (questions with R ≥ 2)")):
         sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title,
-                                              boot=b if key in ("tokens", "endpoint_acc") else None,
+                                              boot=b if key in _BOOT_IN_TABLE else None,
                                               caption=f"{cap}; {_WEIGHTS}.")))
     if b is None:
         ctx.missing(sec, "No bootstrap intervals (Tables 4–6): run `otbench bootstrap DIR --frontiers "
@@ -93,13 +97,28 @@ def matrices_section(ctx) -> Section:
                               f"{cov} intervals of original full-thinking accuracy (%)"),
                              ("table_tokens_ci", "tokens", f"{cov} intervals of mean thinking tokens"),
                              ("table_endpoint_acc_ci", "endpoint_acc",
-                              f"{cov} intervals of STP endpoint accuracy P(n) (%)")):
+                              f"{cov} intervals of STP endpoint accuracy P(n) (%)"),
+                             ("table7_zero_step_ci", "zero_step_acc",
+                              f"{cov} intervals of zero-step accuracy P(0) (%)"),
+                             ("table_pairwise_or_ci", "pairwise_or",
+                              f"{cov} intervals of the within-question variation of OR (pp)"),
+                             ("table_pairwise_ad_ci", "pairwise_ad",
+                              f"{cov} intervals of the within-question variation of AD (pp)")):
         sec.table(ctx.table(tabs.interval_table(
             name, b, m, key, title=title,
             caption=f"{lo:g}/{hi:g} percentiles over {reps}two-stage paired bootstrap replicates "
                     f"(questions, then trajectories; probe labels fixed; seed {b.get('seed')}); "
-                    "Avg. entries from replicate-level averages where the bootstrap reports them.")))
+                    "Avg. entries from replicate-level averages where the bootstrap reports them"
+                    + (_PAIR_NOTE if key.startswith("pairwise") else "") + ".")))
     return sec
+
+
+_BOOT_IN_TABLE = ("tokens", "endpoint_acc", "zero_step_acc", "pairwise_or", "pairwise_ad")
+"""Matrix tables that show the bootstrap interval under each value (OR / AD / full-thinking
+accuracy have their own figure panels and Tables 4-6)."""
+_PAIR_NOTE = ("; pairs are formed within each drawn (model, question) occurrence, and a trajectory "
+              "drawn twice forms a pair that differs by 0, so replicate values centre near "
+              "(R-1)/R of the estimate")
 
 
 # -- 2. local changes (Fig. 2) ---------------------------------------------------------------------
@@ -306,17 +325,22 @@ def otbench_section(ctx) -> Section:
                      (str(d.get("split", "")), str(d.get("split", ""))),
                      (f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}",
                       f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}"),
-                     (tabs.fmt(s.get("mean_gap"), 1.0, 2), tabs.csv_num(s.get("mean_gap"))),
+                     (tabs.fmt(s.get("gap_area"), 1.0, 2), tabs.csv_num(s.get("gap_area"))),
+                     (tabs.fmt(s.get("gap_area_full"), 1.0, 2), tabs.csv_num(s.get("gap_area_full"))),
                      (tabs.fmt(share, 100.0, 1), tabs.csv_num(share, 100.0)),
                      (tabs.fmt(ref.get("a_zero"), 100.0, 1), tabs.csv_num(ref.get("a_zero"), 100.0)),
                      (tabs.fmt(ref.get("a_full"), 100.0, 1), tabs.csv_num(ref.get("a_full"), 100.0))])
     sec.table(ctx.table(tabs.simple_table(
         "table_otbench", title="OTBench summary",
-        caption="Curve points / all points; mean gap to the oracle over the curve (pp); realized "
-                "share of the oracle's gain over no thinking (%); macro accuracy with no thinking "
-                "and with full thinking on the evaluated split (%).",
-        header=["method", "strategy", "split", "curve/points", "mean gap (pp)", "realized (%)",
-                "no thinking (%)", "full thinking (%)"], rows=rows)))
+        caption="Curve points / all points; gap area: the mean gap between the oracle frontier "
+                "and the method's step curve over relative cost (pp), over the method's own cost "
+                "range and over [0, 1] (cells chained with equal weights); realized: the share of "
+                "the frontier's area over no thinking that the method's curve reaches on [0, 1] "
+                "(%); macro accuracy with no thinking and with full thinking on the evaluated "
+                "split (%).",
+        header=["method", "strategy", "split", "curve/points", "gap area (pp)",
+                "gap area [0,1] (pp)", "realized (%)", "no thinking (%)", "full thinking (%)"],
+        rows=rows)))
     return sec
 
 

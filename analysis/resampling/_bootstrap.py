@@ -5,9 +5,13 @@ the group has, with replacement, one draw shared by every model (AIME is one
 pool: it is one group); then, within every selected (model, question)
 occurrence, draw that pair's `R` trajectories with replacement. Probe curves
 stay fixed, so per-trajectory OR, AD, `y`, `L(n)` and `P(n)` are computed
-once and only the draws change. Each replicate recomputes every cell value
-(mean over its occurrences of the occurrence means), the equal-weight model
-and group averages and the macro average (SPEC §4 chain); percentiles of the
+once and only the draws change. Each replicate recomputes every cell summary
+of SPEC §4 -- OR, AD, full-thinking accuracy, tokens, the STP endpoint
+`P(n)`, the zero-step accuracy `P(0)` and the within-question pairwise
+spreads of OR and AD (`_summaries`; pairs within each occurrence's `R`
+draws) -- as the mean over its occurrences of the occurrence values, the
+equal-weight model and group averages, the macro average (SPEC §4 chain)
+and Spearman's OR-AD correlation across the replicate's cells; percentiles of the
 replicates (default 2.5 / 97.5, linear interpolation as `numpy.percentile`)
 are the intervals. With `frontiers=True` the exact DR, FB and DEE frontiers
 of every cell are re-solved on the same draws (paired), with budgets
@@ -42,6 +46,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from otbench.analysis.frontier import (
+    MACRO_WEIGHTING,
     STRATEGIES,
     Cell,
     Pipeline,
@@ -52,17 +57,28 @@ from otbench.analysis.frontier import (
 from otbench.analysis.frontier import summarize as frontier_summary
 from otbench.analysis.measurement import MeasurementSet
 from otbench.analysis.measurement import provenance as measurement_provenance
-from otbench.analysis.overthinking import LayoutNames, build_layout, trajectory_metrics
+from otbench.analysis.overthinking import LayoutNames, build_layout, summarize, trajectory_metrics
 
 from ._checkpoint import Checkpointer
 from ._draws import fixed_point, packed_table, packing, replicate_kernel, resampling
+from ._summaries import (
+    SUMMARY_METRICS,
+    spearman_replicates,
+    summary_kernel,
+    summary_table,
+    summary_values,
+)
 
 SCHEMA = "otbench.bootstrap/1"
 REPLICATES = 10_000
 SEED = 20260721
 PERCENTILES = (2.5, 97.5)
-BOOT_METRICS = ("or", "ad", "full_acc", "tokens", "endpoint_acc")
-"""Bootstrapped metrics (keys of `_metrics.METRICS`), in the order of the metric axis."""
+KERNEL_METRICS = ("or", "ad", "full_acc", "tokens", "endpoint_acc")
+"""The metrics of the main replicate kernel (linear in the draws), in its sums' order."""
+BOOT_METRICS = KERNEL_METRICS + SUMMARY_METRICS
+"""Bootstrapped metrics (the keys of `overthinking.METRICS`, same order): the metric axis."""
+SUMMARY_BATCH = 128
+"""Replicates per call of the `P(0)` / spread kernel (it sorts every occurrence's draws)."""
 DRAWS_VERSION = "otbench.bootstrap.draws/1"
 """Version of the documented draw (`_bootstrap_draws`): checkpoints and outputs record it."""
 BATCH = 1000
@@ -126,6 +142,9 @@ class BootstrapResult:
     frontiers: FrontierBootstrap | None
     synthetic: bool
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    spearman_or_ad: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    # float64[rep] Spearman OR-AD across the replicate's cells (NaN: undefined)
+    estimate_spearman: float = float("nan")
 
     def to_json(self) -> dict[str, Any]:
         """The `otbench.bootstrap/1` document (fractions and tokens; null = undefined / never)."""
@@ -150,11 +169,16 @@ class BootstrapResult:
             "by_group": {g: keyed(self.group[:, :, i]) for i, g in enumerate(self.names.groups)},
             "macro": keyed(self.macro),
             "estimate": {"macro": {k: _num(v) for k, v in zip(BOOT_METRICS, self.estimate_macro)}},
+            "spearman_or_ad": {
+                "estimate": _num(self.estimate_spearman),
+                "interval": iv(percentile(self.spearman_or_ad, q)),
+                "defined": int(np.sum(~np.isnan(self.spearman_or_ad)))},
             "provenance": dict(self.provenance),
         }
         f = self.frontiers
         if f is not None:
-            fr: dict[str, Any] = {"grid": f.beta.tolist(), "a_full": iv(percentile(f.a_full, q))}
+            fr: dict[str, Any] = {"grid": f.beta.tolist(), "a_full": iv(percentile(f.a_full, q)),
+                                  "weighting": MACRO_WEIGHTING}
             for k, s in enumerate(f.strategies):
                 acc = f.acc[:, k]                                       # [rep, cell, grid]
                 lo, hi = percentile(f.macro[:, k], q)
@@ -310,7 +334,7 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
               percentiles: Sequence[float] = PERCENTILES,
               progress: Callable[[int], None] | None = None,
               devices: Sequence[Any] | None = None) -> BootstrapResult:
-    """Two-stage paired bootstrap of OR, AD, accuracies and tokens, optionally the frontiers (SPEC §7).
+    """Two-stage paired bootstrap of every cell summary (SPEC §4), optionally the frontiers (SPEC §7).
 
     Args:
       ms: the measurement set.
@@ -372,7 +396,7 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
 
     N, C = cfg.replicates, res.num_cells
     strategies = STRATEGIES
-    arrays = {"sums": np.zeros((N, C, len(BOOT_METRICS)), dtype=np.int64),
+    arrays = {"sums": np.zeros((N, C, len(KERNEL_METRICS)), dtype=np.int64),
               "count": np.zeros((N, C), dtype=np.int32)}
     if cfg.frontiers:
         G, S = len(cfg.grid), len(strategies)
@@ -452,9 +476,14 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
         cell = (arrays["sums"].astype(np.float64) * np.exp2(-F.astype(np.float64))
                 / count[:, :, None])                                        # [rep, cell, metric]
     cell = np.where(count[:, :, None] > 0, cell, np.nan).transpose(0, 2, 1)
+    cell = np.concatenate([cell, _summary_replicates(ms, tm, layout, res, cfg, rep_sharding,
+                                                     replicated, seed_d)], axis=1)
     model, group, macro = chain(cell, res.cell_model, res.cell_group, layout.num_models,
                                 layout.num_groups)
-    est_cell = _point_estimate(per_row, np.asarray(layout.seg), res)
+    point = summarize(tm, jnp.asarray(ms.y), jnp.ones(ms.num_trajectories, dtype=jnp.float64),
+                      jnp.ones(layout.num_segments, dtype=jnp.float64), layout)
+    est_cell = np.concatenate([_point_estimate(per_row, np.asarray(layout.seg), res),
+                               np.asarray(point.cell)[len(KERNEL_METRICS):]], axis=0)
     est_model, est_group, est_macro = chain(est_cell, res.cell_model, res.cell_group,
                                             layout.num_models, layout.num_groups)
     fb = None
@@ -468,7 +497,32 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
         estimate_cell=est_cell, estimate_model=est_model, estimate_group=est_group,
         estimate_macro=est_macro,
         cell=cell, model=model, group=group, macro=macro, frontiers=fb,
+        spearman_or_ad=spearman_replicates(cell[:, 0], cell[:, 1]),
+        estimate_spearman=float(point.spearman_or_ad),
         synthetic=bool(ms.synthetic), provenance=provenance(devs))
+
+
+def _summary_replicates(ms, tm, layout, res, cfg, rep_sharding, replicated, seed_d) -> np.ndarray:
+    """float64[rep, 3, cell] `P(0)` and the pairwise spreads on the same draws (`_summaries`)."""
+    sv, F = summary_table(np.asarray(tm.zero_step), np.asarray(tm.ratio),
+                          np.asarray(tm.degradation), res, np.asarray(layout.seg))
+    kernel = summary_kernel(res, rep_sharding, replicated)
+    tables = jax.device_put(res.tables, replicated)
+    table_d = jax.device_put(sv, replicated)
+    ndev = rep_sharding.mesh.size
+    B = -(-SUMMARY_BATCH // ndev) * ndev
+    N, C = cfg.replicates, res.num_cells
+    sums = np.zeros((N, C, len(SUMMARY_METRICS)), dtype=np.int64)
+    count = np.zeros((N, C), dtype=np.int32)
+    paired = np.zeros((N, C), dtype=np.int32)
+    for start in range(0, N, B):
+        k = min(B, N - start)
+        reps = jax.device_put(np.arange(start, start + B, dtype=np.uint64), rep_sharding)
+        out = kernel(reps, seed_d, tables, table_d)
+        sums[start:start + k] = np.asarray(out.sums)[:k]
+        count[start:start + k] = np.asarray(out.count)[:k]
+        paired[start:start + k] = np.asarray(out.paired)[:k]
+    return summary_values(sums, count, paired, F)
 
 
 def _point_estimate(per_row: np.ndarray, seg: np.ndarray, res) -> np.ndarray:
@@ -537,8 +591,14 @@ def format_bootstrap(r: BootstrapResult) -> str:
             ("Accuracy Degradation AD (pp)", "ad", 100.0, 2),
             ("Original full-thinking accuracy (%)", "full_acc", 100.0, 2),
             ("Mean full thinking tokens L(n)", "tokens", 1.0, 0),
-            ("STP endpoint accuracy P(n) (%)", "endpoint_acc", 100.0, 2)):
+            ("STP endpoint accuracy P(n) (%)", "endpoint_acc", 100.0, 2),
+            ("Zero-step accuracy P(0) (%)", "zero_step_acc", 100.0, 2),
+            ("Within-question mean pairwise |dOR| (pp)", "pairwise_or", 100.0, 2),
+            ("Within-question mean pairwise |dAD| (pp)", "pairwise_ad", 100.0, 2)):
         lines += _matrix(title, r, BOOT_METRICS.index(key), scale, digits) + [""]
+    if r.spearman_or_ad.size:
+        lines += [f"Spearman OR-AD across cells: {r.estimate_spearman:.3f} "
+                  f"{_fmt_iv(percentile(r.spearman_or_ad, r.percentiles), 1.0, 3)}", ""]
     f = r.frontiers
     if f is not None:
         q = r.percentiles

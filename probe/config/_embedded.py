@@ -9,13 +9,12 @@ package and de-quantizes it -- into safetensors plus a Hugging Face
 tokenizer in a cache directory, which both engines load offline.
 """
 
-import hashlib
 import importlib.metadata
 import json
 import os
 from pathlib import Path
 
-from otbench.analysis.measurement import atomic_dir
+from otbench.analysis.measurement import atomic_dir, sha256_file
 
 from ._family import ModelEntry, load_model
 
@@ -33,14 +32,6 @@ def cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "otbench"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def locate_gguf(entry: ModelEntry) -> Path:
@@ -82,7 +73,7 @@ def embedded_model_dir(name: str = DEFAULT_MODEL, *, cache: Path | None = None,
             pass
     gguf = locate_gguf(entry)
     log(f"embedded model: checking {gguf.name} ({gguf.stat().st_size / 2**20:.0f} MiB)")
-    got = _sha256(gguf)
+    got = sha256_file(gguf)
     if want and got != want:
         raise EmbeddedModelError(f"{gguf}: sha256 {got} differs from the frozen entry's {want}")
     log(f"embedded model: converting GGUF to safetensors in {target} (once)")

@@ -11,8 +11,37 @@ from ._benchmarks import (
                           load_group,
                           load_hub,
 )
-from ._questions import load_questions, sum_questions
+from ._questions import load_data, load_questions, sum_questions
+from ._schemas import BUILTIN as BUILTIN_SCHEMAS
+from ._schemas import TASK_COLUMNS, UserSchema
+from ._sources import EMBEDDED_SOURCES, DataRecord, load_source, load_sources, release_files
+from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 
-__all__ = ["BENCHMARKS", "GROUPS", "DatasetError", "Question", "arithmetic_questions",
-           "champ_questions", "load_benchmark", "load_group", "load_hub", "load_questions",
-           "sum_questions"]
+__all__ = [
+                          "BENCHMARKS",
+                          "BUILTIN_SCHEMAS",
+                          "EMBEDDED_SOURCES",
+                          "GROUPS",
+                          "MARKERS",
+                          "TASK_COLUMNS",
+                          "TRACE_FORMATS",
+                          "DataRecord",
+                          "DatasetError",
+                          "Question",
+                          "TraceRecord",
+                          "UserSchema",
+                          "arithmetic_questions",
+                          "champ_questions",
+                          "load_benchmark",
+                          "load_data",
+                          "load_group",
+                          "load_hub",
+                          "load_questions",
+                          "load_source",
+                          "load_sources",
+                          "load_traces",
+                          "read_traces",
+                          "release_files",
+                          "split_reasoning",
+                          "sum_questions",
+]

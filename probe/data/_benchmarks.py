@@ -1,17 +1,19 @@
-"""Benchmark loaders: local JSONL/Parquet files, optional Hugging Face `datasets`, embedded offline data.
+"""Benchmark loaders: local JSONL/Parquet/CSV files, optional Hugging Face `datasets`, embedded offline data.
 
 Every loader returns `Question`s in one of the four reporting groups (SPEC §1):
 
 | benchmark | group | task | local file fields (accepted names) |
 |---|---|---|---|
 | MATH500 | MATH500 | math | problem (`problem`, `question`), answer (`answer`), id (`unique_id`, `id`) |
-| AIME2024 / AIME2025 / AIME2026 | AIME (one pool) | math | problem (`problem`, `Problem`, `question`), answer (`answer`, `Answer`; string or integer), id (`id`, `ID`, `problem_id`, `unique_id`; string or integer) |
+| AIME2024 / AIME2025 / AIME2026 | AIME (one pool) | math | problem (`problem`, `Problem`, `question`), answer (`answer`, `Answer`; string or integer), id (`id`, `problem_idx`, `ID`, `problem_id`, `unique_id`; string or integer; none: `text_id` of the problem) |
 | GPQA-Diamond | GPQA-Diamond | choice | `Question`, `Correct Answer`, `Incorrect Answer 1..3` (or `question`, `correct_answer`, `incorrect_answers` [3 strings]), id (`Record ID`, `id`) |
 | LiveCodeBench | LiveCodeBench | code | id (`question_id`, `id`), statement (`question_content`, `question`), `starter_code` (optional), tests: `tests` (list of {input, output[, testtype]}) or `public_test_cases` + `private_test_cases` (LiveCodeBench's release files: JSON text, the private ones possibly zlib/base64-packed), `fn_name` or `metadata.func_name` for functional tests, `contest_date` (optional, for date windows) |
 
-Local files: `.jsonl` (one JSON object per line; blank lines skipped) or
-`.parquet`. Any problem stops loading with `FILE:LINE: rule` (Parquet:
-`FILE:row N: rule`), lines and rows numbered from 1.
+Local files: `.jsonl` (one JSON object per line; blank lines skipped),
+`.parquet` or `.csv` (a header row; GPQA's `gpqa_diamond.csv` as
+distributed). Any problem stops loading with `FILE:LINE: rule` (Parquet and
+CSV: `FILE:row N: rule`), lines and rows numbered from 1. Several sources
+per job and group, Hub datasets and user schemas: `_sources`, `_schemas`.
 
 Question ids are unique within a group; AIME ids are prefixed with their
 year's dataset (`AIME2025-7`) so the pooled group stays unique.
@@ -35,7 +37,8 @@ import os
 import pickle
 import re
 import zlib
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
 
@@ -116,8 +119,11 @@ def _rows(path: str) -> Iterator[tuple[str, Any]]:
         for i, row in enumerate(rows, 1):
             yield f"{path}:row {i}", row
         return
+    if path.endswith(".csv"):
+        yield from _csv_rows(path)
+        return
     if not path.endswith(".jsonl"):
-        raise DatasetError(f"{path}: expected a .jsonl or .parquet file")
+        raise DatasetError(f"{path}: expected a .jsonl, .parquet or .csv file")
     with open(path, "rb") as f:
         for i, raw in enumerate(f, 1):
             try:
@@ -131,6 +137,32 @@ def _rows(path: str) -> Iterator[tuple[str, Any]]:
             except json.JSONDecodeError as e:
                 raise DatasetError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
             yield f"{path}:{i}", row
+
+
+def _csv_rows(path: str) -> Iterator[tuple[str, Any]]:
+    """Rows of a CSV file with a header (GPQA's `gpqa_diamond.csv` as distributed).
+
+    Cells are strings; quoted cells may span lines, so locations count data
+    rows from 1 (`FILE:row N`), not lines. An empty cell reads as missing.
+    """
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise DatasetError(f"{path}: empty CSV file (no header row)")
+            for i, cells in enumerate(reader, 1):
+                if not any(c.strip() for c in cells):
+                    continue
+                if len(cells) != len(header):
+                    raise DatasetError(f"{path}:row {i}: {len(cells)} cells, the header has {len(header)}")
+                yield f"{path}:row {i}", {h: (c if c != "" else None) for h, c in zip(header, cells)}
+    except UnicodeDecodeError:
+        raise DatasetError(f"{path}: not UTF-8 text") from None
+    except csv.Error as e:
+        raise DatasetError(f"{path}: not a readable CSV file ({e})") from None
 
 
 def _field(row: Mapping, loc: str, names: Sequence[str], *, types=(str,), required: bool = True):
@@ -175,15 +207,34 @@ def _math500(row, loc, **_) -> Question:
                     _text(row, loc, ("answer",)))
 
 
+AIME_ID_FIELDS = ("id", "problem_idx", "ID", "problem_id", "unique_id")
+"""AIME id columns, first present wins; a file with none gets `text_id` of the problem."""
+
+TEXT_ID_PREFIX = "sha256-"
+
+
+def text_id(text: str) -> str:
+    """A stable id from a problem's text: `sha256-` + 16 hex digits of its whitespace-normalized UTF-8.
+
+    For files that carry no id (bare question/answer AIME files): the same
+    problem gets the same id in any file, order or run.
+    """
+    norm = " ".join(text.split())
+    return TEXT_ID_PREFIX + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
+
+
 def _aime(dataset: str):
     def mapper(row, loc, **_) -> Question:
         answer = _field(row, loc, ("answer", "Answer"), types=(str, int))
         answer = str(answer).strip()
         if not answer:
             raise DatasetError(f"{loc}: field 'answer' is empty")
-        qid = _id(row, loc, ("id", "ID", "problem_id", "unique_id"))
-        return Question("AIME", dataset, f"{dataset}-{qid}", "math",
-                        _text(row, loc, ("problem", "Problem", "question")), answer)
+        text = _text(row, loc, ("problem", "Problem", "question"))
+        if any(row.get(n) is not None for n in AIME_ID_FIELDS):
+            qid = _id(row, loc, AIME_ID_FIELDS)
+        else:
+            qid = text_id(text)
+        return Question("AIME", dataset, f"{dataset}-{qid}", "math", text, answer)
     return mapper
 
 

@@ -150,6 +150,17 @@ class HFEngine:
                 res.append([float(v) for v in lp[ids]])
         return res
 
+    def position_logits(self, input_ids, attention_mask, keep):
+        """Logits `[batch, len(keep), vocab]` at sequence positions `keep` of a padded batch.
+
+        The forward pass of the batched candidate-logit readout
+        (`otbench.probe.horizon` pads, batches and reads the rows).
+        """
+        with self._torch.inference_mode():
+            return self._model(input_ids=input_ids.to(self._device),
+                               attention_mask=attention_mask.to(self._device),
+                               logits_to_keep=keep.to(self._device)).logits
+
     def cache_stats(self) -> dict[str, int] | None:
         return None
 

@@ -1,14 +1,14 @@
 """Grading (SPEC §3.4): math, multiple-choice and sandboxed code; worker pools; the probe loop's grading seam."""
 
 from ._batch import GRADERS, GradeBatch, GradeItem, resolve_grader
-from ._choice import LETTERS, extract_choice, shuffle_options
+from ._choice import ANSWER_FORMS, LETTERS, extract_choice, shuffle_options
 from ._grade import GradeConfig, GradeRequest, grade, grade_request, make_request
 from ._pool import Grader, grade_many
 from ._sandbox import SandboxLimits, sandbox_status
 from ._types import TASKS, CodeTest, Grade, Status
 
 __all__ = [
-    "GRADERS", "LETTERS", "TASKS",
+    "ANSWER_FORMS", "GRADERS", "LETTERS", "TASKS",
     "CodeTest", "Grade", "GradeBatch", "GradeConfig", "GradeItem", "GradeRequest", "Grader",
     "SandboxLimits", "Status",
     "extract_choice", "grade", "grade_many", "grade_request", "make_request", "resolve_grader",

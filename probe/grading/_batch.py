@@ -18,10 +18,14 @@ grader's vocabulary (`ok`, `wrong_answer`, `no_answer`, `parse_error`, ...);
 anything but `ok` counts as wrong and the denominator never shrinks.
 """
 
+import atexit
 import importlib.util
 import re
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
+
+from ._math import last_boxed as _math_last_boxed
 
 GRADERS = ("auto", "otbench", "minimal")
 
@@ -39,27 +43,23 @@ GradeBatch = Callable[[Sequence[GradeItem]], list[tuple[bool, str]]]
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` with balanced braces, or None.
+    """Content of the last `\\boxed{...}` with balanced braces, or None (the math grader's rule, linear time).
 
     >>> last_boxed("so \\\\boxed{1} then \\\\boxed{{2}}")
     '{2}'
     >>> last_boxed("\\\\boxed{12") is None
     True
     """
-    start = text.rfind("\\boxed{")
-    while start >= 0:
-        i = start + len("\\boxed{")
-        depth = 1
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            return text[start + len("\\boxed{"): i - 1]
-        start = text.rfind("\\boxed{", 0, start)
-    return None
+    return _math_last_boxed(text)
 
 
-_INT = re.compile(r"\A\s*\$?\s*([+-]?\d[\d,]*)(?:\.0*)?\s*\$?\s*\Z")
+# Applied with fullmatch to the box's content stripped of spaces and one `$`
+# each side; no two adjacent unbounded runs, so matching is linear.
+_INT = re.compile(r"([+-]?\d[\d,]*)(?:\.0*)?")
+
+
+def _strip_dollars(box: str) -> str:
+    return box.strip().removeprefix("$").removesuffix("$").strip()
 
 
 def grade_minimal(task: str, reference: str, response: str) -> tuple[bool, str]:
@@ -79,7 +79,7 @@ def grade_minimal(task: str, reference: str, response: str) -> tuple[bool, str]:
     box = last_boxed(response)
     if box is None:
         return False, "no_answer"
-    m = _INT.match(box)
+    m = _INT.fullmatch(_strip_dollars(box))
     if not m:
         return False, "parse_error"
     ok = int(m.group(1).replace(",", "")) == ref
@@ -90,9 +90,33 @@ def _minimal_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
     return [grade_minimal(it.task, it.reference, it.response) for it in items]
 
 
+_POOL: dict[str, Any] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def _shared_grader():
+    """This process's grading pool, started on first use and kept for the run.
+
+    The probe loop grades one unit at a time; a pool per call would spawn its
+    worker processes (and run the sandbox self-test) once per unit. Results do
+    not depend on the pool (`Grader.grade_many`), so sharing it changes no grade.
+    """
+    if "grader" not in _POOL:
+        from ._pool import Grader
+
+        _POOL["grader"] = Grader()
+        atexit.register(_close_shared_grader)
+    return _POOL["grader"]
+
+
+def _close_shared_grader() -> None:
+    g = _POOL.pop("grader", None)
+    if g is not None:
+        g.close()
+
+
 def _otbench_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
     from ._grade import GradeRequest
-    from ._pool import grade_many
 
     reqs = []
     for it in items:
@@ -101,7 +125,9 @@ def _otbench_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
             reqs.append(q.grade_request(it.response))
         else:
             reqs.append(GradeRequest(it.task, it.reference, it.response))
-    return [(bool(g.correct), g.status.value) for g in grade_many(reqs)]
+    with _POOL_LOCK:        # one batch at a time through the shared pool
+        grades = _shared_grader().grade_many(reqs)
+    return [(bool(g.correct), g.status.value) for g in grades]
 
 
 def resolve_grader(name: str = "auto") -> tuple[str, GradeBatch]:

@@ -2,6 +2,7 @@
 
 import json
 import re
+from decimal import Decimal, InvalidOperation
 from typing import Sequence
 
 from ._sandbox import SandboxLimits, TestOutcome, run_tests
@@ -46,21 +47,58 @@ def extract_code(answer: str) -> str | None:
 
 
 def normalize_output(text: str) -> list[str]:
-    """Lines of `text` with trailing whitespace removed from each, and trailing blank lines dropped.
+    """The lines LiveCodeBench compares: the whole text stripped, split at line feeds, each line stripped.
 
-    This is the stdin/stdout comparison rule: `"3 \\n4\\n\\n"` equals `"3\\n4"`.
+    Blank lines at either end vanish; blank lines inside are kept (they count).
+
+    >>> normalize_output("\\n 3 \\r\\n\\n4\\n\\n")
+    ['3', '', '4']
     """
-    return [line.rstrip() for line in text.rstrip().split("\n")]
+    return [line.strip() for line in text.strip().split("\n")]
+
+
+def _decimals(line: str) -> list[Decimal] | None:
+    try:
+        return [Decimal(tok) for tok in line.split()]
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def lines_match(got: str, expected: str) -> bool:
+    """LiveCodeBench's stdout rule: same number of `normalize_output` lines, and each pair
+    either equal as text or, split at whitespace, equal element by element as decimal numbers.
+
+    Decimal equality is exact (no tolerance): "1.0 2" equals "1 2" and "1e3"
+    equals "1000", but "0.3333" does not equal "0.33333".
+    """
+    a, b = normalize_output(got), normalize_output(expected)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        dx, dy = _decimals(x), _decimals(y)
+        if dx is None or dy is None:
+            return False
+        try:
+            if dx != dy:
+                return False
+        except InvalidOperation:  # a signalling NaN refuses comparison: not equal
+            return False
+    return True
 
 
 def _matches(outcome: TestOutcome, expected: str, functional: bool) -> bool:
     got = outcome.output.decode("utf-8", "replace")
     if functional:
+        # The harness wrote the return value as JSON; LiveCodeBench compares
+        # the value (a top-level tuple taken as a list) with the decoded
+        # expected JSON by Python equality.
         try:
             return json.loads(got) == json.loads(expected)
         except ValueError:
             return False
-    return normalize_output(got) == normalize_output(expected)
+    return lines_match(got, expected)
 
 
 def _failure(i: int, n: int, o: TestOutcome) -> Grade:
@@ -134,7 +172,7 @@ def grade_code(answer: str, tests: Sequence[CodeTest], *, fn_name: str | None = 
         if not verdicts[i]:
             return _failure(i, n, o)
     if run.timed_out:
-        return Grade.wrong(Status.TIMEOUT, f"total time limit after {len(run.outcomes)} of {n} tests")
+        return Grade.wrong(Status.TIMEOUT, f"run time limit after {len(run.outcomes)} of {n} tests")
     if run.output_limit:
         return Grade.wrong(Status.OUTPUT_LIMIT, "output limit")
     if len(run.outcomes) < n:

@@ -7,28 +7,40 @@ from ._types import Grade, Status
 
 # `\boxed` / `\fbox` not followed by a letter (so `\boxedx` is another macro).
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+MAX_BOXED_CHARS = 1000
+"""Longest boxed answer handed to math-verify (MATH-500's longest reference is far shorter)."""
 
 
-def _braced(text: str, open_at: int) -> int:
-    """Index just past the brace group opening at `text[open_at] == "{"`, or -1 if unbalanced.
+def brace_matches(text: str) -> dict[int, int]:
+    """Index of each `{` that has a matching `}` -> index just past that `}` (one pass, a stack).
 
-    `\\{` and `\\}` are literal braces in LaTeX, not grouping, so escapes are skipped.
+    `\\{` and `\\}` are literal braces in LaTeX, not grouping, so escapes are
+    skipped. Linear in `len(text)`: every box's extent comes from this one
+    table, so `\\boxed{` repeated n times costs O(n), not O(n^2) rescans.
     """
-    depth = 0
-    i = open_at
-    while i < len(text):
+    ends: dict[int, int] = {}
+    stack: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
+        # jump to the next character that matters (C speed, no per-char Python loop)
+        m = _SPECIAL.search(text, i)
+        if m is None:
+            break
+        i = m.start()
         c = text[i]
         if c == "\\":
             i += 2
             continue
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
+            stack.append(i)
+        elif stack:
+            ends[stack.pop()] = i + 1
         i += 1
-    return -1
+    return ends
+
+
+_SPECIAL = re.compile(r"[\\{}]")
+_WORD = re.compile(r"[^\s$]+")
 
 
 def boxed_candidates(text: str) -> list[str]:
@@ -37,19 +49,22 @@ def boxed_candidates(text: str) -> list[str]:
     `\\boxed{...}` takes the balanced brace group (nested braces allowed);
     `\\boxed x` (no brace) takes the next run of non-space characters up to a
     `$`, without trailing `.`, `,` or `;`. An unclosed `\\boxed{` (a
-    truncated answer) is not a candidate.
+    truncated answer) is not a candidate. Linear time (see `brace_matches`).
     """
     out = []
+    ends = None
     for m in _BOX.finditer(text):
         i = m.end()
         while i < len(text) and text[i] in " \t":
             i += 1
         if i < len(text) and text[i] == "{":
-            end = _braced(text, i)
+            if ends is None:
+                ends = brace_matches(text)
+            end = ends.get(i, -1)
             if end >= 0:
                 out.append(text[i + 1:end - 1])
-        elif m.end() < i:  # `\boxed x` needs the space
-            word = re.match(r"[^\s$]+", text[i:])
+        elif m.end() < i:  # `\\boxed x` needs the space
+            word = _WORD.match(text, i)
             if word:
                 content = word.group(0).rstrip(".,;")
                 if content:
@@ -110,6 +125,10 @@ def grade_math(answer: str, reference: str, *, timeout_s: int = 5) -> Grade:
     content = last_boxed(answer)
     if content is None:
         return Grade.wrong(Status.NO_ANSWER, "no \\boxed{} answer after the thinking")
+    if len(content) > MAX_BOXED_CHARS:
+        # No benchmark answer is this long; math-verify's work grows with the
+        # input, so a flood is refused before it reaches the verifier.
+        return Grade.wrong(Status.PARSE_ERROR, f"boxed answer longer than {MAX_BOXED_CHARS} characters")
     ref = reference if _BOX.search(reference) else "\\boxed{" + reference + "}"
     gold, gold_timeout = _parse(ref, timeout_s)
     if not gold:

@@ -41,8 +41,9 @@ def _reap() -> None:
 
 
 def _worker(conn, config: GradeConfig) -> None:
-    """Worker main loop: receive (index, request), send (index, Grade); None stops."""
+    """Worker main loop: send `_READY` once, then receive (index, request), send (index, Grade); None stops."""
     _become_subreaper()
+    conn.send(_READY)
     while True:
         try:
             msg = conn.recv()
@@ -59,6 +60,12 @@ def _worker(conn, config: GradeConfig) -> None:
         conn.send((index, g))
 
 
+# A started worker says so first; a request's deadline counts from then, so a
+# worker still importing (spawn, a loaded machine) does not eat its time.
+_READY = "ready"
+_STARTUP_S = 120.0
+
+
 class _Slot:
     def __init__(self, ctx, config: GradeConfig):
         self.conn, child = ctx.Pipe(duplex=True)
@@ -67,6 +74,7 @@ class _Slot:
         child.close()
         self.index: int | None = None
         self.deadline = 0.0
+        self.ready = False
 
     def stop(self, kill: bool) -> None:
         if not kill:
@@ -91,8 +99,9 @@ class Grader:
             0 grades in the calling process (main thread only, for debugging).
         config: grader settings, sent to each worker once.
         request_timeout_s: hard wall-clock limit per request in the parent;
-            default: generous bound of the graders' own limits
-            (6 math-verify calls + the sandbox's total wall clock + 30 s).
+            default (None): per request, a generous bound of the graders' own
+            limits: 6 math-verify calls, plus for code the sandbox's run
+            bound for its number of tests and its self-test, plus 30 s.
 
     Use as a context manager, or call `close()`.
 
@@ -107,16 +116,24 @@ class Grader:
             workers = min(os.cpu_count() or 1, 8)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"`workers` must be a non-negative integer, got {workers!r}.")
-        if request_timeout_s is None:
-            request_timeout_s = 6 * config.math_timeout_s + config.limits.total_wall_s + 30.0
-        if not request_timeout_s > 0:
+        if request_timeout_s is not None and not request_timeout_s > 0:
             raise ValueError(f"`request_timeout_s` must be positive, got {request_timeout_s!r}.")
         self.workers = workers
         self.config = config
-        self.request_timeout_s = float(request_timeout_s)
+        self.request_timeout_s = None if request_timeout_s is None else float(request_timeout_s)
         # spawn: safe even when the caller holds CUDA contexts or threads.
         self._ctx = multiprocessing.get_context("spawn")
         self._slots: list[_Slot] = []
+
+    def deadline_s(self, req: GradeRequest) -> float:
+        """The parent's hard limit for one request (see `request_timeout_s`)."""
+        if self.request_timeout_s is not None:
+            return self.request_timeout_s
+        code = 0.0
+        if req.task == "code":
+            # the run itself, and the once-per-worker sandbox self-test (20 s cap)
+            code = self.config.limits.run_deadline_s(len(req.tests)) + 20.0
+        return 6 * self.config.math_timeout_s + code + 30.0
 
     def __enter__(self) -> "Grader":
         return self
@@ -129,6 +146,27 @@ class Grader:
         for s in self._slots:
             s.stop(kill=False)
         self._slots = []
+
+    def _collect(self, s: _Slot, ready: list, req: GradeRequest) -> Grade | None:
+        """The grade of `s`'s request if it is settled (result, dead worker, deadline), else None."""
+        if s.conn in ready:
+            try:
+                msg = s.conn.recv()
+            except (EOFError, OSError):
+                msg = None
+            if msg == _READY:  # the worker has started: the request's clock starts now
+                s.ready = True
+                s.deadline = time.monotonic() + self.deadline_s(req)
+                return None
+            if msg is not None:
+                idx, got = msg
+                assert idx == s.index
+                return got
+        if s.proc.sentinel in ready or s.conn in ready:
+            return Grade.wrong(Status.GRADER_ERROR, f"grading worker died (exit code {s.proc.exitcode})")
+        if time.monotonic() >= s.deadline:
+            return Grade.wrong(Status.TIMEOUT, f"grading took longer than {self.deadline_s(req):g} s")
+        return None
 
     def grade_many(self, requests: Iterable[GradeRequest | dict]) -> list[Grade]:
         """Grade every request; `result[i]` is the grade of `requests[i]`.
@@ -154,7 +192,9 @@ class Grader:
                     if s.index is None and pending:
                         i = pending.pop()
                         s.conn.send((i, reqs[i]))
-                        s.index, s.deadline = i, time.monotonic() + self.request_timeout_s
+                        s.index = i
+                        s.deadline = time.monotonic() + self.deadline_s(reqs[i]) + (
+                            0.0 if s.ready else _STARTUP_S)
                         busy += 1
                 now = time.monotonic()
                 waiting = [s for s in self._slots if s.index is not None]
@@ -163,19 +203,7 @@ class Grader:
                 for k, s in enumerate(self._slots):
                     if s.index is None:
                         continue
-                    got = None
-                    if s.conn in ready:
-                        try:
-                            idx, got = s.conn.recv()
-                            assert idx == s.index
-                        except (EOFError, OSError):
-                            got = None
-                    if got is None and (s.proc.sentinel in ready or s.conn in ready):
-                        got = Grade.wrong(Status.GRADER_ERROR,
-                                          f"grading worker died (exit code {s.proc.exitcode})")
-                    elif got is None and time.monotonic() >= s.deadline:
-                        got = Grade.wrong(Status.TIMEOUT,
-                                          f"grading took longer than {self.request_timeout_s:g} s")
+                    got = self._collect(s, ready, reqs[s.index])
                     if got is None:
                         continue
                     results[s.index] = got

@@ -2,6 +2,11 @@
 
 Isolation, strongest first, and why each piece is there:
 
+* **no environment, no other processes**: bwrap is started with an empty
+  environment and the harness with only `PATH`, `HOME` and `LANG`; with
+  `--as-pid-1` the harness is the box's PID 1, so `/proc` lists the harness
+  and the program's own processes and nothing else (no process in the box
+  carries the grader's environment: `/proc/1/environ` is empty of it).
 * **bubblewrap** (`bwrap`, Debian package `bubblewrap`) builds fresh user, PID,
   network, mount, IPC, UTS and cgroup namespaces: the program sees an empty
   root with read-only `/usr`, `/lib*` (the interpreter), its own read-only box
@@ -16,10 +21,12 @@ Isolation, strongest first, and why each piece is there:
 * **rlimits** set inside the sandbox: processes (`RLIMIT_NPROC`, counted per
   user namespace, so per sandbox), address space (`RLIMIT_AS`), CPU seconds,
   output file size, no core files.
-* **wall clock**: per test inside (the harness SIGKILLs the test's process
-  group) and for the whole run on the host, which SIGKILLs the sandbox's init
-  (ending its PID namespace, so every process in it) and then bwrap's
-  process group.
+* **wall clock**: per test inside (each test its own `wall_s`, 6 s as in
+  LiveCodeBench; the harness SIGKILLs the test's process group and, as PID 1,
+  every other process left in the box) and for the whole run on the host
+  (`SandboxLimits.run_deadline_s`, which grows with the number of tests), which
+  SIGKILLs the sandbox's init (ending its PID namespace, so every process in
+  it) and then bwrap's process group.
 * **expected outputs never enter the sandbox**: the host compares outputs
   itself and stops at the first failing test, so a program cannot read the
   answers it is graded against.
@@ -59,19 +66,22 @@ class SandboxLimits:
     """Resource limits for one sandboxed run.
 
     Attributes:
-        wall_s: wall-clock seconds per test (LiveCodeBench uses 6).
+        wall_s: wall-clock seconds per test (LiveCodeBench's per-test timeout, 6).
         cpu_s: CPU seconds per test process (RLIMIT_CPU, whole seconds).
-        total_wall_s: wall-clock cap for the whole run, all tests together.
+        total_wall_s: an optional extra cap for the whole run; None (the
+            default) gives each test its own `wall_s` and bounds the run only
+            by `run_deadline_s` (LiveCodeBench's global limit is
+            (timeout + 1) x tests + 5 s, which this bound exceeds).
         memory_bytes: address-space limit per process (RLIMIT_AS).
         processes: process/thread limit for the sandbox (RLIMIT_NPROC), the
-            harness and bwrap's own init included (so at least 4).
+            harness (the box's init) included (so at least 4).
         output_bytes: largest stdout (or return value JSON) per test.
         tmpfs_bytes: size of the writable `/tmp` (the working directory).
     """
 
     wall_s: float = 6.0
     cpu_s: int = 6
-    total_wall_s: float = 120.0
+    total_wall_s: float | None = None
     memory_bytes: int = 1 << 30
     processes: int = 8
     output_bytes: int = 8 << 20
@@ -80,6 +90,8 @@ class SandboxLimits:
     def __post_init__(self):
         for name in ("wall_s", "total_wall_s"):
             v = getattr(self, name)
+            if v is None and name == "total_wall_s":
+                continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
                 raise ValueError(f"`{name}` must be a positive number of seconds, got {v!r}.")
         for name, least in (("cpu_s", 1), ("memory_bytes", 64 << 20), ("processes", 4),
@@ -87,6 +99,13 @@ class SandboxLimits:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"`{name}` must be an integer >= {least}, got {v!r}.")
+
+
+    def run_deadline_s(self, n_tests: int) -> float:
+        """Wall-clock bound of a run of `n_tests` tests: each its `wall_s` plus 1 s
+        (start-up, reading), plus 10 s for the box, capped by `total_wall_s`."""
+        bound = n_tests * (self.wall_s + 1.0) + 10.0
+        return bound if self.total_wall_s is None else min(bound, self.total_wall_s)
 
 
 class TestOutcome(NamedTuple):
@@ -167,7 +186,10 @@ def _bwrap_argv(bwrap: str, box: str, limits: SandboxLimits, exe: str, prefix: s
     argv = [
         bwrap,
         "--unshare-all", "--unshare-user", "--disable-userns",
-        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        # --as-pid-1: no bwrap reaper inside; the harness is the box's init,
+        # so the only processes a program can see are the harness (cleared
+        # environment, not dumpable) and its own.
+        "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
         "--uid", str(_NOBODY), "--gid", str(_NOBODY), "--hostname", "sandbox",
         "--ro-bind", "/usr", "/usr",
     ]
@@ -293,18 +315,22 @@ def _write_box(box: str, code: str, inputs: Sequence[str], mode: str, fn_name: s
 def _run_box(bwrap: str, box: str, n_tests: int, limits: SandboxLimits, accept, exe: str,
              prefix: str) -> SandboxRun:
     argv, fds = _bwrap_argv(bwrap, box, limits, exe, prefix)
-    # bwrap reports the host pid of the sandbox's init on --info-fd; killing
+    # bwrap reports the host pid of the sandbox's init (the harness, with
+    # --as-pid-1) on --info-fd; killing
     # that init ends the PID namespace (every process in the sandbox) and lets
     # bwrap reap it and exit, so no orphaned zombies are left to the host's init.
     info_r, info_w = os.pipe()
     argv[1:1] = ["--info-fd", str(info_w)]
     # Frame stream cap: every test's output plus headers, and some slack.
     cap = n_tests * (limits.output_bytes + 256) + 4096
-    deadline = time.monotonic() + min(limits.total_wall_s, n_tests * (limits.wall_s + 1.0) + 10.0)
+    deadline = time.monotonic() + limits.run_deadline_s(n_tests)
     try:
+        # env={}: bwrap itself starts with an empty environment, so no process
+        # in the box (and no /proc/<pid>/environ) holds any of the grader's
+        # variables; the harness gets only what --setenv gives it.
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
-                                pass_fds=[*fds, info_w], **_drop_privileges())
+                                pass_fds=[*fds, info_w], env={}, **_drop_privileges())
     except OSError as e:
         os.close(info_r)
         return SandboxRun((), f"could not start bubblewrap: {e}", False, False)

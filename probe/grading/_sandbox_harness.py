@@ -8,6 +8,12 @@ frame per test to its stdout, which the host reads:
     {"test": i, "kind": "exit"|"signal"|"timeout"|"memory"|"output_limit",
      "code": int, "nbytes": N}\n  followed by exactly N raw bytes of output
 
+Each test's program runs as LiveCodeBench runs it: in a namespace holding
+LiveCodeBench's import block (`_prelude`), with its recursion and int-digit
+limits; stdin/stdout programs as `__main__` (a `SystemExit` of any code ends
+the program normally), functional tests by calling `Solution().<fn_name>`
+(or the module-level function) with one JSON argument per input line.
+
 The host (probe/_sandbox.py) compares outputs itself and kills the sandbox at
 the first failure, so this script never decides correctness. A first frame
 `{"ready": true}` tells the host the sandbox started (absence = sandbox_error).
@@ -34,6 +40,43 @@ _EXIT_EXCEPTION = 101
 _EXIT_MEMORY = 102
 _EXIT_NO_FUNCTION = 103
 
+# LiveCodeBench's grader runs every program after a fixed block of imports
+# and a raised recursion limit (lcb_runner/evaluation/testing_util.py); the
+# same names are made available here, so a solution that relies on them
+# (`List` without `from typing import List`, `deque` without an import)
+# behaves as it does there. First the star-imports, in LiveCodeBench's order
+# (later ones win: `builtins` restores `open` after `io`), then the modules
+# themselves bound by name (so `datetime` is the module, not the class).
+LCB_STAR_IMPORTS = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math",
+                    "random", "statistics", "itertools", "functools", "operator", "io", "sys",
+                    "json", "builtins", "typing")
+LCB_MODULES = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math",
+               "random", "statistics", "itertools", "functools", "operator", "io", "sys", "json")
+LCB_RECURSION_LIMIT = 50000
+# LiveCodeBench's metric module raises the int->str digit limit in the
+# process that runs the programs.
+LCB_INT_MAX_STR_DIGITS = 50000
+
+
+def _prelude(ns: dict) -> dict:
+    """Fill `ns` as LiveCodeBench's import block would, and raise the interpreter limits."""
+    import importlib
+
+    for name in LCB_STAR_IMPORTS:
+        mod = importlib.import_module(name)
+        public = getattr(mod, "__all__", None)
+        if public is None:
+            public = [n for n in dir(mod) if not n.startswith("_")]
+        for n in public:
+            if hasattr(mod, n):
+                ns[n] = getattr(mod, n)
+    for name in LCB_MODULES:
+        ns[name] = importlib.import_module(name)
+    sys.setrecursionlimit(LCB_RECURSION_LIMIT)
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(LCB_INT_MAX_STR_DIGITS)
+    return ns
+
 
 def _frame(out, header: dict, payload: bytes = b"") -> None:
     header = dict(header, nbytes=len(payload))
@@ -45,6 +88,14 @@ def _child(spec: dict, code_obj, index: int, out_path: str) -> None:
     """Run one test in this forked child; never returns."""
     try:
         os.setpgid(0, 0)
+        # The harness is not dumpable (its frame pipe stays private); the
+        # test's own process is, so the program may read its /proc/self.
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+        except Exception:
+            pass
         lim = spec["limits"]
         cpu = int(lim["cpu_s"])
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -75,12 +126,13 @@ def _child(spec: dict, code_obj, index: int, out_path: str) -> None:
     except BaseException:
         os._exit(_EXIT_EXCEPTION)
     try:
+        # After the stdio set-up, so `stdin` / `stdout` from `sys` are the test's.
+        ns = _prelude({"__name__": "solution" if functional else "__main__",
+                       "__builtins__": __builtins__})
         if not functional:
-            ns = {"__name__": "__main__", "__builtins__": __builtins__}
             exec(code_obj, ns)
             sys.stdout.flush()
             os._exit(0)
-        ns = {"__name__": "solution", "__builtins__": __builtins__}
         exec(code_obj, ns)
         name = spec["fn_name"]
         target = None
@@ -96,14 +148,44 @@ def _child(spec: dict, code_obj, index: int, out_path: str) -> None:
         text = json.dumps(result)
         os.write(out_fd, text.encode())
         os._exit(0)
-    except SystemExit as e:
-        sys.stdout.flush()
-        # `exit()` / `sys.exit(0)` after printing is a normal end of program.
-        os._exit(0 if e.code in (None, 0) else _EXIT_EXCEPTION)
+    except SystemExit:
+        # Stdin/stdout tests: LiveCodeBench swallows SystemExit whatever its
+        # code and compares what was printed. Functional tests: leaving
+        # before returning a value is an error.
+        if not functional:
+            sys.stdout.flush()
+            os._exit(0)
+        os._exit(_EXIT_EXCEPTION)
     except MemoryError:
         os._exit(_EXIT_MEMORY)
     except BaseException:
         os._exit(_EXIT_EXCEPTION)
+
+
+def _end_leftovers(pid: int) -> None:
+    """Kill what the test left running and reap it, so nothing leaks into the next test.
+
+    As the box's PID 1 (bwrap --as-pid-1) the harness signals every other
+    process in the box (kill(-1) spares the caller) and reaps them all,
+    orphans included; otherwise only the test's process group.
+    """
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if os.getpid() != 1:
+        return
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
 
 
 def main() -> None:
@@ -135,6 +217,9 @@ def main() -> None:
         # The host compiled it; an older interpreter in here may not.
         _frame(out, {"test": 0, "kind": "exit", "code": _EXIT_EXCEPTION})
         return
+    # Import the block's modules once here; each test's child then only binds names.
+    for name in {*LCB_STAR_IMPORTS, *LCB_MODULES}:
+        __import__(name)
     out_path = "/tmp/.otbench-out"
     for i in range(spec["tests"]):
         start = time.monotonic()
@@ -154,10 +239,7 @@ def main() -> None:
         _, status = os.waitpid(pid, 0)
         os.close(pidfd)
         # Leftover processes the program started must not leak into the next test.
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _end_leftovers(pid)
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             kind = {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit"}.get(sig, "signal")

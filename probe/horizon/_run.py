@@ -15,7 +15,8 @@ Steps (everything from token ids; only answers are ever decoded, to grade them):
 4. readout inputs (`_horizon_stops`): "stop" at every horizon, checkpoint and
    control horizon, in each context; "terminal" (the complete block); the
    "matched" readouts of each [[matched]] block; the prefix controls;
-5. one candidate-logit readout per distinct input (`engine.choice_logprobs`
+5. one candidate-logit readout per distinct input (`_readout.readout_logprobs`:
+   padded batches on the transformers engine, else `engine.choice_logprobs`;
    over every spelling id; `_horizon_readout`) and, with `continuation`, one
    greedy generated answer of up to `answer_limit` tokens;
 6. `OUT/` through `otbench.analysis.measurement._horizon_run.write_run`, and
@@ -42,7 +43,7 @@ from otbench.probe.grading import LETTERS, extract_choice
 from otbench.probe.tokens import ProbeFormat, build_vocabulary, compile_format
 
 from ._job import HorizonJob
-from ._readout import OptionSpellings, find_spellings, logp_from_ids, score_logp
+from ._readout import OptionSpellings, find_spellings, logp_from_ids, readout_logprobs, score_logp
 from ._sources import load_choice_questions, scripted_thinking
 from ._stops import (
     assign_donors,
@@ -325,7 +326,7 @@ def _run(job: HorizonJob, engine: Engine, fmt: ProbeFormat, tok, V: int, questio
     lp_ids: list[list[float]] = []
     flat = spell.flat_ids
     for n_done, chunk in enumerate(_chunks(uniq, job.batch)):
-        lp_ids.extend(engine.choice_logprobs(chunk, flat) if flat else [[] for _ in chunk])
+        lp_ids.extend(readout_logprobs(engine, chunk, flat))
         if progress:
             log(f"  readouts {min((n_done + 1) * job.batch, len(uniq))}/{len(uniq)}")
     stats["readouts_s"] = time.perf_counter() - t

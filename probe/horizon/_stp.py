@@ -25,7 +25,7 @@ import numpy as np
 from otbench.probe.grading import LETTERS
 from otbench.probe.tokens import ProbeFormat
 
-from ._readout import OptionSpellings, logp_from_ids, score_logp
+from ._readout import OptionSpellings, logp_from_ids, readout_logprobs, score_logp
 
 
 def stp_input(fmt: ProbeFormat, prompt: Sequence[int], thinking: Sequence[int], length: int,
@@ -79,7 +79,7 @@ def run_stp_logit(engine, fmt: ProbeFormat, job, questions: Sequence, spellings:
     flat = spellings.flat_ids
     lp: list[list[float]] = []
     for i in range(0, len(inputs), job.batch):
-        lp.extend(engine.choice_logprobs(inputs[i:i + job.batch], flat))
+        lp.extend(readout_logprobs(engine, inputs[i:i + job.batch], flat))
     C, qt, mass, acc = [], [], [], []
     at = 0
     for t, (q, n) in enumerate(rows):

@@ -16,9 +16,18 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     [data]
     source = "sums"                  # "sums" | "arithmetic" | "champ" | "file"
     n = 8                            # questions (arithmetic: generated; others: the first n)
-    seed = 0                         # generator seed (sums, arithmetic)
+    seed = 0                         # generator seed (sums, arithmetic); GPQA option shuffling
+    # limit = 5                      # first 5 questions of each group (`probe run --limit 5`)
     # benchmark = "MATH500"          # source = "file": see otbench.probe.data._benchmarks
     # path = "math500.jsonl"
+
+    # Or several sources, pooled by group (otbench.probe.data._sources; schemas: ._schemas):
+    # [[data.sources]]
+    # benchmark = "AIME2025"         # built-in schema, or group + task + columns (a user schema)
+    # path = "aime2025.jsonl"        # .jsonl / .parquet / .csv / saved dataset folder ...
+    # hub = "MathArena/aime_2025"    # ... or a Hugging Face dataset (config, split, revision)
+    # [[data.sources]]
+    # embedded = "champ"             # offline: "sums" | "arithmetic" | "champ" (n, seed, group)
 
     [probe]
     R = 2                            # trajectories per question
@@ -34,6 +43,11 @@ Example (`otbench probe run --config job.toml --out DIR`)::
 
     [grader]
     kind = "auto"                    # "auto" | "otbench" | "minimal"
+
+    # [trajectories]                 # probe traces you already have instead of sampling
+    # path = "traces.jsonl"          # (or hub/config/split/revision), see probe.stp._imported
+    # format = "otbench"             # "otbench" | "lm-eval" | "chat" (probe.data._traces)
+    # per_question = 4               # keep the first N trajectories of each question
 """
 
 import dataclasses
@@ -74,6 +88,10 @@ class ProbeJob:
       grader: "auto" | "otbench" | "minimal".
       units_per_batch: work units (question x trajectory) per engine call.
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
+      trajectories: the `[trajectories]` table (probe imported traces instead
+        of sampling, `_imported`), or None.
+      replay: the imported trajectories resolved to token ids; set by the
+        runner (`_imported.import_trajectories`), empty in a job as read.
     """
 
     model: str
@@ -91,9 +109,12 @@ class ProbeJob:
     units_per_batch: int = 16
     boundary: str = "vocab"
     model_entry: Mapping[str, Any] | None = None
+    trajectories: Mapping[str, Any] | None = None
+    replay: tuple = ()
 
     def as_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = dataclasses.asdict(dataclasses.replace(self, replay=()))
+        d.pop("replay")
         d["data"] = dict(self.data)
         return d
 
@@ -108,8 +129,9 @@ def _pos_int(table: Mapping, key: str, where: str, default=None) -> int:
 def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJob:
     """Validate a parsed job table (the TOML layout in the module docstring)."""
     for key in cfg:
-        if key not in ("model", "engine", "data", "probe", "sampling", "grader"):
-            raise JobError(f"unknown table [{key}] (expected model, engine, data, probe, sampling, grader)")
+        if key not in ("model", "engine", "data", "probe", "sampling", "grader", "trajectories"):
+            raise JobError(f"unknown table [{key}] (expected model, engine, data, probe, sampling, grader, "
+                           "trajectories)")
     check_tables(cfg, STP_RULES, JobError)
     m = dict(cfg.get("model", {}))
     entry = None
@@ -147,17 +169,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     e.setdefault("max_model_len", family.limits.context)
     engine = EngineConfig(kind=kind, model=path, **e)
 
-    d = dict(cfg.get("data", {"source": "arithmetic"}))
-    if d.get("source") not in DATA_SOURCES:
-        raise JobError(f"data.source must be one of {', '.join(DATA_SOURCES)}, got {d.get('source')!r}")
-    if "n" in d:
-        _pos_int(d, "n", "data")
-    if d["source"] == "file":
-        for k in ("benchmark", "path"):
-            if not isinstance(d.get(k), str):
-                raise JobError(f"data.{k} is required for data.source = 'file'")
-        if base is not None and not Path(d["path"]).is_absolute():
-            d["path"] = str(base / d["path"])
+    d = _data_iv(dict(cfg.get("data", {"source": "arithmetic"})), base)
 
     p = dict(cfg.get("probe", {}))
     for k in p:
@@ -186,10 +198,139 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     if think + answer + 8 > engine.max_model_len:
         raise JobError(f"engine.max_model_len ({engine.max_model_len}) must exceed "
                        f"probe.thinking_limit + probe.answer_limit ({think} + {answer}) plus the prompt")
+    traj = None
+    if "trajectories" in cfg:
+        from ._imported import trajectories_iv
+        if "R" in p:
+            raise JobError("probe.R does not apply with [trajectories] (the records are the "
+                           "trajectories; trajectories.per_question keeps the first N of each question)")
+        traj = trajectories_iv(cfg["trajectories"], base, _resolve)
     return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, data=d,
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
                     grader=grader, units_per_batch=upb, boundary=boundary,
-                    model_entry=entry.as_dict() if entry else None)
+                    model_entry=entry.as_dict() if entry else None, trajectories=traj)
+
+
+def _resolve(path: str, base: Path | None) -> str:
+    return str(base / path) if base is not None and not Path(path).is_absolute() else path
+
+
+def _data_iv(d: dict, base: Path | None) -> dict:
+    """The [data] table, checked: one `source`, or a list of `[[data.sources]]` (`probe.data._sources`)."""
+    if "limit" in d:
+        _pos_int(d, "limit", "data")
+    if "seed" in d and (isinstance(d["seed"], bool) or not isinstance(d["seed"], int)):
+        raise JobError(f"data.seed must be an integer, got {d['seed']!r}")
+    if "sources" in d:
+        extra = sorted(set(d) - {"sources", "seed", "limit"})
+        if extra:
+            raise JobError(f"data.{extra[0]} cannot be combined with [[data.sources]] "
+                           "(set it on each source)")
+        if not isinstance(d["sources"], list) or not d["sources"]:
+            raise JobError("data.sources must be a non-empty list of tables ([[data.sources]])")
+        d["sources"] = [_source_iv(dict(s) if isinstance(s, Mapping) else s, f"data.sources[{i}]", base)
+                        for i, s in enumerate(d["sources"])]
+        return d
+    if d.get("source") not in DATA_SOURCES:
+        raise JobError(f"data.source must be one of {', '.join(DATA_SOURCES)}, got {d.get('source')!r}")
+    if "n" in d:
+        _pos_int(d, "n", "data")
+    if d["source"] == "file":
+        for k in ("benchmark", "path"):
+            if not isinstance(d.get(k), str):
+                raise JobError(f"data.{k} is required for data.source = 'file'")
+        d["path"] = _resolve(d["path"], base)
+    return d
+
+
+_SOURCE_KEYS = {"benchmark", "embedded", "path", "hub", "config", "split", "revision",
+                "release_version", "contest_date", "group", "dataset", "task", "columns", "n", "seed"}
+
+
+def _source_iv(s, where: str, base: Path | None) -> dict:
+    """One `[[data.sources]]` table: where the rows are, and which schema reads them."""
+    from otbench.probe.data import BUILTIN_SCHEMAS, EMBEDDED_SOURCES, TASK_COLUMNS, UserSchema
+
+    if not isinstance(s, dict):
+        raise JobError(f"{where} must be a table, got {type(s).__name__}")
+    for k in s:
+        if k not in _SOURCE_KEYS:
+            raise JobError(f"unknown key {where}.{k} (expected one of {', '.join(sorted(_SOURCE_KEYS))})")
+    for k in ("benchmark", "embedded", "path", "hub", "config", "split", "revision", "release_version",
+              "group", "dataset", "task"):
+        if k in s and (not isinstance(s[k], str) or not s[k]):
+            raise JobError(f"{where}.{k} must be a non-empty string, got {s[k]!r}")
+    if "n" in s:
+        _pos_int(s, "n", where)
+    if "embedded" in s:
+        if s["embedded"] not in EMBEDDED_SOURCES:
+            raise JobError(f"{where}.embedded must be one of {', '.join(EMBEDDED_SOURCES)}, "
+                           f"got {s['embedded']!r}")
+        extra = sorted(set(s) - {"embedded", "n", "seed", "group"})
+        if extra:
+            raise JobError(f"{where}.{extra[0]} does not apply to an embedded source")
+        return s
+    if ("path" in s) == ("hub" in s):
+        raise JobError(f"{where} needs exactly one of `path` (a local file or folder) or `hub` "
+                       "(a Hugging Face dataset id)")
+    if "path" in s:
+        s["path"] = _resolve(s["path"], base)
+        for k in ("config", "revision"):
+            if k in s:
+                raise JobError(f"{where}.{k} applies to `hub` sources only")
+    if "benchmark" in s:
+        if s["benchmark"] not in BUILTIN_SCHEMAS:
+            raise JobError(f"{where}.benchmark must be one of {', '.join(BUILTIN_SCHEMAS)}, "
+                           f"got {s['benchmark']!r} (or give a user schema: group, task, columns)")
+        for k in ("group", "dataset", "task", "columns"):
+            if k in s:
+                raise JobError(f"{where}.{k} is for user schemas; a built-in benchmark sets it")
+    else:
+        _user_schema_iv(s, where, TASK_COLUMNS, UserSchema)
+    lcb = s.get("benchmark") == "LiveCodeBench"
+    if "release_version" in s and not lcb:
+        raise JobError(f"{where}.release_version applies to benchmark = 'LiveCodeBench' only")
+    if "release_version" in s and "config" in s:
+        raise JobError(f"{where}: set release_version or config, not both (the release is the config)")
+    if "contest_date" in s:
+        if not lcb:
+            raise JobError(f"{where}.contest_date applies to benchmark = 'LiveCodeBench' only")
+        _date_window_iv(s["contest_date"], f"{where}.contest_date")
+    return s
+
+
+def _user_schema_iv(s: dict, where: str, task_columns, user_schema) -> None:
+    for k in ("group", "task", "columns"):
+        if k not in s:
+            raise JobError(f"{where} needs `benchmark` (one of the built-in schemas) or a user schema "
+                           f"(group, task, columns); missing {k}")
+    if s["task"] not in task_columns:
+        raise JobError(f"{where}.task must be one of {', '.join(task_columns)}, got {s['task']!r}")
+    cols = s["columns"]
+    if not isinstance(cols, Mapping):
+        raise JobError(f"{where}.columns must be a table of column names")
+    for k, v in cols.items():
+        ok = isinstance(v, str) and v or (k == "incorrect" and isinstance(v, list) and v
+                                          and all(isinstance(c, str) and c for c in v))
+        if not ok:
+            raise JobError(f"{where}.columns.{k} must be a column name, got {v!r}")
+    try:
+        user_schema(group=s["group"], dataset=s.get("dataset", s["group"]), task=s["task"], columns=cols)
+    except ValueError as e:
+        raise JobError(f"{where}.{e}") from None
+
+
+def _date_window_iv(v, where: str) -> None:
+    import datetime
+
+    if not (isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)):
+        raise JobError(f"{where} must be [first, last] ISO dates, e.g. [\"2025-01-01\", \"2025-04-30\"]")
+    try:
+        first, last = (datetime.date.fromisoformat(x) for x in v)
+    except ValueError:
+        raise JobError(f"{where} must be [first, last] ISO dates (YYYY-MM-DD), got {v!r}") from None
+    if first > last:
+        raise JobError(f"{where}: the first day {v[0]} is after the last {v[1]}")
 
 
 def _sampling_iv(s: Mapping[str, Any]) -> Sampling:
@@ -225,6 +366,14 @@ def load_toml_job(path: str | Path, build):
         raise JobError(f"{path}: {e}") from None
 
 
-def load_job(path: str | Path) -> ProbeJob:
-    """Read and validate a job TOML file (relative paths resolve against its folder)."""
-    return load_toml_job(path, job_from_dict)
+def load_job(path: str | Path, *, limit: int | None = None) -> ProbeJob:
+    """Read and validate a job TOML file (relative paths resolve against its folder).
+
+    `limit` (`probe run --limit N`) sets `data.limit`: the first N questions of each group.
+    """
+    job = load_toml_job(path, job_from_dict)
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise JobError(f"--limit must be a positive integer, got {limit!r}")
+        job = dataclasses.replace(job, data={**job.data, "limit": limit})
+    return job

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from otbench.analysis.measurement import write_text_atomic
+from otbench.analysis.measurement import sha256_file, write_text_atomic
 
 UNIT_SCHEMA = "otbench.unit/1"
 
@@ -50,14 +50,6 @@ def _canon(obj: Any) -> bytes:
     # Canonical JSON: sorted keys, no whitespace; floats as repr (exact round trip).
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False).encode()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _read_memo(memo: Path) -> dict:

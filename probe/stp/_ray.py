@@ -66,7 +66,8 @@ class ProbeWorker:
         self.job, self.questions = job, questions
         self.engine_cfg = resolve_engine_config(job, log)
         log(f"starting the {self.engine_cfg.kind} engine on {self.engine_cfg.model} ...")
-        self.engine = open_engine(self.engine_cfg)
+        from ._imported import replay_engine
+        self.engine = replay_engine(open_engine(self.engine_cfg), job)
         self.tok, self.fmt, self.setup = prepare(job, self.engine_cfg, self.engine, questions, instructions)
         self.grade = resolve_grader(grader)[1]
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}

@@ -31,11 +31,12 @@ import numpy as np
 
 from otbench.analysis.measurement import provenance, write_text_atomic
 from otbench.probe.config import derive_seed, load_instructions
-from otbench.probe.data import load_questions
+from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
 from otbench.probe.grading import resolve_grader
 from otbench.probe.tokens import build_vocabulary, compile_format
 
+from ._imported import replay_engine
 from ._job import ProbeJob
 from ._loop import RunStats, UnitResult, encode_prompts, run_units
 from ._output import measurement_set, token_tables
@@ -128,7 +129,7 @@ class _LocalExecutor:
         self.job, self.questions, self.engine_cfg = job, questions, engine_cfg
         self._grade = resolve_grader(grader)[1]
         log(f"starting the {engine_cfg.kind} engine on {engine_cfg.model} ...")
-        self.engine = open_engine(engine_cfg)
+        self.engine = replay_engine(open_engine(engine_cfg), job)
         try:
             self.tok, self.fmt, self.setup = prepare(job, engine_cfg, self.engine, questions, instructions)
         except BaseException:
@@ -206,9 +207,16 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     out = Path(out)
     _check_out(out, overwrite=overwrite, resume=resume)
     t_start = time.perf_counter()
-    questions = load_questions(job.data)
+    questions, data_record = load_data(job.data)
     if not questions:
         raise ValueError("the job's [data] selects no questions")
+    # -- imported trajectories (issue 15): the job's [trajectories] replace sampling
+    imported = None
+    if job.trajectories is not None:
+        from ._imported import import_trajectories
+        imported = import_trajectories(job, questions, log)
+        questions, job = imported.questions, imported.job
+    # --
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
     use_ray = workers > 1 or ray_address is not None
@@ -235,10 +243,15 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             log(f"engine ready in {t_engine:.1f} s; {len(questions)} questions x R={job.R} trajectories, "
                 f"P={job.P} probes per position, b={job.b}, grader={grader_name}"
                 + (f", {workers} Ray workers" if use_ray else ""))
-            run_id = run_digest(run_key_material(
+            material = run_key_material(
                 job, fingerprint=setup.fingerprint, tokenizer_hash=setup.tokenizer_hash,
-                engine_info=setup.info, grader=grader_name, otbench_version=__version__))
+                engine_info=setup.info, grader=grader_name, otbench_version=__version__)
             units = [(q, r) for q in range(len(questions)) for r in range(job.R)]
+            if imported is not None:        # issue 15: the imported units, keyed by their traces
+                imported.check_tokenizer(setup.tokenizer_hash)
+                material["trajectories"] = imported.digest
+                units = [u for u in units if u in imported.units]
+            run_id = run_digest(material)
             keys = {(q, r): unit_key(run_id, model=job.model, question=questions[q], trajectory=r,
                                      think_seed=derive_seed(job.model, questions[q].dataset,
                                                             questions[q].id, r, "think"),
@@ -308,6 +321,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         seeds="otbench.seed/1: sha256(model, benchmark, question, trajectory, phase[, position]); "
               "sample j of a request uses seed + j (otbench.probe.config._seeds)",
         data=dict(job.data),
+        data_sources=data_record.as_dict(),
         grader=grader_name,
         instructions=instructions,
         tokenizer_hash=setup.tokenizer_hash,
@@ -320,6 +334,8 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                  "logp_other": "log p(most likely other token | retained prefix)",
                  "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)"},
     )
+    if imported is not None:
+        prov["trajectories"] = imported.record
     final = [results[u] for u in units]
     qtext = {(q.group, q.id): q.text for q in questions}
     ms = measurement_set(final, model=job.model, P=job.P, question_text=qtext, provenance=prov)

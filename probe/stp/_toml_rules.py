@@ -71,7 +71,9 @@ STP_RULES: dict[str, dict[str, Rule]] = {
                "gpu_memory_utilization": number(0.0, 1.0, what="in [0, 1]"),
                "tensor_parallel_size": integer(1, 1 << 12), "enforce_eager": flag,
                "max_num_seqs": integer(1, 1 << 20), "chunked_prefill": flag},
+    # [[data.sources]] entries are checked by the job's own source rules.
     "data": {"source": text, "n": integer(), "seed": integer(0, INT64_MAX),
+             "limit": integer(), "sources": lambda v: None,
              "benchmark": benchmark, "path": text},
     "probe": {"R": integer(1, 65_535), "P": integer(1, 65_535), "b": integer(),
               "thinking_limit": integer(1, 1 << 24), "answer_limit": integer(1, 1 << 24),

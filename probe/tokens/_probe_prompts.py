@@ -3,7 +3,9 @@
 At position `k` the probe prompt is::
 
     prompt ids + thinking[:L(k)]            (copied, never re-encoded)
-               with thinking[L(k)-1] -> content ids when it is a boundary token
+               with thinking[L(k)-1] -> its one-newline token (families whose
+               separator is a line feed, when the vocabulary has it) or its
+               content ids, when it is a boundary token
     + separator ids                          (unless the retained text ends with a line feed)
     + thinking-end ids + answer-prefix ids   (fixed per family and tokenizer)
 
@@ -60,6 +62,21 @@ class ProbeFormat:
     boundary_rule: str = "vocab"
 
     @property
+    def closes_on_newline(self) -> bool:
+        """The family puts one line feed before its marker (separator "\\n": Qwen3, DeepSeek-R1).
+
+        Then a boundary token closes as the single token of its text up to one
+        line feed when the vocabulary has it (`.\\n\\n` -> `.\\n`, the
+        tokenizer's own way to end a line, after which no separator is
+        needed) instead of its content ids plus a separate `\\n`: the same
+        text, tokenized as the model would write it. Families with another
+        separator keep the content ids, so their probe text is unchanged
+        (GPT-OSS ends the analysis message right after the text; the generic
+        family's answer-forcing suffix follows a blank line).
+        """
+        return self.family.separator == "\n"
+
+    @property
     def span(self) -> tuple | None:
         """The (ends_newline, starts_newline) tables under "vocab+span", else None."""
         if self.boundary_rule == "vocab+span":
@@ -88,7 +105,11 @@ class ProbeFormat:
         ids.extend(thinking[: length - 1])
         last = int(thinking[length - 1])
         if self.vocab.mask[last]:
-            ids.extend(self.vocab.content[last])
+            one = self.vocab.content_newline.get(last) if self.closes_on_newline else None
+            if one is not None:
+                ids.append(one)
+            else:
+                ids.extend(self.vocab.content[last])
         elif self.is_span_end(thinking, length):
             pass
         else:

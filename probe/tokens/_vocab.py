@@ -1,4 +1,4 @@
-"""Boundary vocabulary, its audit, and the boundary→content mapping of a tokenizer (SPEC §3.2-§3.3).
+"""Boundary vocabulary, its audit, and the boundary→content mappings of a tokenizer (SPEC §3.2-§3.3).
 
 Every rule here looks at one token id at a time ("its own decoded form");
 nothing decodes a trajectory. The tokenizer is any object with
@@ -51,6 +51,18 @@ def content_form(form: str) -> str:
     return form[: form.find(DOUBLE_LF)]
 
 
+def newline_form(form: str) -> str:
+    """The text of a boundary form up to and including one line feed of its first double LF.
+
+    The text a step keeps when it closes on a single line break, the way the
+    tokenizer itself closes a line (`.\\n` rather than `.` then `\\n`).
+
+    >>> [newline_form(s) for s in ["\\n\\n", ".\\n\\n", ".\\n\\nThe", " \\n\\n\\n"]]
+    ['\\n', '.\\n', '.\\n', ' \\n']
+    """
+    return form[: form.find(DOUBLE_LF) + 1]
+
+
 def token_forms(tokenizer, vocab_size: int) -> list[str]:
     """Decoded form of every id `0..vocab_size-1` (special tokens kept, no clean-up)."""
     kw = dict(skip_special_tokens=False, clean_up_tokenization_spaces=False)
@@ -97,6 +109,11 @@ class Vocabulary:
         `ends_newline`, the "vocab+span" boundary rule of `_segment`).
       content: boundary id -> token ids of its content form (`content_form`),
         possibly empty.
+      content_newline: boundary id -> the single id whose form is the
+        boundary's `newline_form`, for the boundary ids whose text up to one
+        line feed is one token of the vocabulary (the tokenizer's own
+        encoding of that text when it is one token, else the lowest id with
+        exactly that form); absent ids have no such token.
       tokenizer_hash: `tokenizer_hash` of the tokenizer.
     """
 
@@ -108,6 +125,7 @@ class Vocabulary:
     starts_newline: np.ndarray
     content: dict[int, tuple[int, ...]]
     tokenizer_hash: str
+    content_newline: dict[int, int] = dataclasses.field(default_factory=dict)
 
     def kinds(self) -> dict[str, list[int]]:
         """kind -> boundary ids of that kind (see `KINDS`)."""
@@ -146,7 +164,32 @@ def build_vocabulary(tokenizer, vocab_size: int | None = None) -> Vocabulary:
     return Vocabulary(size=size, forms=tuple(forms),
                       boundary_ids=np.asarray(boundary, dtype=np.int32), mask=mask,
                       ends_newline=ends, starts_newline=starts, content=content,
-                      tokenizer_hash=tokenizer_hash(tokenizer))
+                      tokenizer_hash=tokenizer_hash(tokenizer),
+                      content_newline=_newline_tokens(tokenizer, forms, boundary))
+
+
+def _newline_tokens(tokenizer, forms: list[str], boundary: list[int]) -> dict[int, int]:
+    """boundary id -> the one id whose form is its `newline_form` (see `Vocabulary`)."""
+    special = set(getattr(tokenizer, "all_special_ids", None) or ())
+    by_form: dict[str, int] | None = None
+    found: dict[str, int | None] = {}
+    out: dict[int, int] = {}
+    for i in boundary:
+        text = newline_form(forms[i])
+        if text not in found:
+            enc = [int(t) for t in tokenizer.encode(text, add_special_tokens=False)]
+            if len(enc) == 1 and forms[enc[0]] == text:
+                found[text] = enc[0]
+            else:
+                if by_form is None:  # built once, only when some text is not its own encoding
+                    by_form = {}
+                    for j, f in enumerate(forms):
+                        if f and j not in special:
+                            by_form.setdefault(f, j)
+                found[text] = by_form.get(text)
+        if found[text] is not None:
+            out[i] = found[text]
+    return out
 
 
 def audit(vocab: Vocabulary, *, top: int = 10) -> dict:
@@ -161,11 +204,39 @@ def audit(vocab: Vocabulary, *, top: int = 10) -> dict:
     out = {"size": int(vocab.boundary_ids.size), "vocab_size": vocab.size,
            "tokenizer_hash": vocab.tokenizer_hash, "kinds": {}}
     for k in KINDS:
-        c = Counter(vocab.forms[i] for i in kinds[k])
-        forms = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
         out["kinds"][k] = {"count": len(kinds[k]),
-                           "forms": [[f.encode("unicode_escape").decode("ascii"), n] for f, n in forms]}
+                           "forms": _top_forms((vocab.forms[i] for i in kinds[k]), top)}
+    out["mapping"] = mapping_coverage(vocab, top=top)
     return out
+
+
+def _escaped(form: str) -> str:
+    return form.encode("unicode_escape").decode("ascii")
+
+
+def _top_forms(forms, top: int) -> list[list]:
+    c = Counter(forms)
+    return [[_escaped(f), n] for f, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
+
+
+def mapping_coverage(vocab: Vocabulary, *, top: int = 10) -> dict:
+    """How many boundary ids close on one token that keeps their text up to one line feed.
+
+    Returns:
+      {"mapped": n, "total": |B|, "fraction": n / |B| (1.0 for an empty set),
+       "kinds": {kind: {"mapped": int, "total": int}},
+       "unmapped": [[escaped form, ids], ...]} (up to `top` forms without
+      such a token; they close on their `content_form` ids and the separator).
+    """
+    kinds = vocab.kinds()
+    mapped = set(vocab.content_newline)
+    total = int(vocab.boundary_ids.size)
+    return {"mapped": len(mapped), "total": total,
+            "fraction": len(mapped) / total if total else 1.0,
+            "kinds": {k: {"mapped": sum(i in mapped for i in kinds[k]), "total": len(kinds[k])}
+                      for k in KINDS},
+            "unmapped": _top_forms((vocab.forms[i] for i in vocab.boundary_ids.tolist()
+                                    if i not in mapped), top)}
 
 
 def count_events(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray, ends_newline: np.ndarray,

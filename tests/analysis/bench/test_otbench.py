@@ -209,6 +209,30 @@ def positions_twin(test, method, theta):
     return out
 
 
+def area_twin(ints, keep, states, T, P, zero):
+    """The area terms by a unit-token Riemann sum (exact: both curves step at integer costs)."""
+    on = [ints[i] for i in range(len(keep)) if keep[i]]
+
+    def M(b):
+        return max([r for c, r in on if c <= b], default=zero)
+
+    def F(b):
+        return best_under(states, b)[0]
+
+    lo, hi = min(c for c, _ in on), max(c for c, _ in on)
+
+    def mean_gap(a, b):
+        if a == b:
+            return Fraction(F(a) - M(a), P)
+        return Fraction(sum(F(x) - M(x) for x in range(a, b)), (b - a) * P)
+
+    if T == 0:
+        return mean_gap(0, 0), mean_gap(0, 0), Fraction(0), Fraction(0), Fraction(0), Fraction(0)
+    return (mean_gap(lo, hi), mean_gap(0, T),
+            Fraction(sum(M(x) - zero for x in range(T)), T * P),
+            Fraction(sum(F(x) - zero for x in range(T)), T * P), Fraction(lo, T), Fraction(hi, T))
+
+
 def check_against_twin(ms, res, kind, strategy, thetas):
     test = _test_split_of(ms)
     cells = [int(c) for c in np.unique(test.cell)]
@@ -221,7 +245,7 @@ def check_against_twin(ms, res, kind, strategy, thetas):
         P = int(test.probes[rows].sum())
         zero = sum(int(test.C[t, max(k for k in range(test.n[t] + 1) if test.L[t, k] == 0)])
                    for t in rows)
-        vals = []
+        vals, ints = [], []
         for th in thetas:
             pos = positions_twin(test, kind, th)
             cost = sum(int(test.L[t, pos[t]]) for t in rows)
@@ -230,27 +254,35 @@ def check_against_twin(ms, res, kind, strategy, thetas):
             assert front >= rew                       # a feasible action never beats the frontier
             vals.append((Fraction(cost, len(rows)), Fraction(cost, T) if T else Fraction(0),
                          Fraction(rew, P), Fraction(front, P)))
-        per.append((vals, Fraction(zero, P)))
+            ints.append((cost, rew))
+        per.append((vals, ints, states, T, P, zero))
     w = weights_twin([int(test.cell_model[c]) for c in cells])
 
-    def check_points(points, vals, zero):
+    def check_points(points, vals):
         tok, rel, acc, fr = (list(x) for x in zip(*vals))
         keep = nondominated_twin(rel, acc)
         for p, th, a, b, cc, d, k in zip(points, thetas, tok, rel, acc, fr, keep):
             assert (p.theta, p.cost, p.rel_cost, p.acc, p.frontier_acc, p.gap, p.nondominated) == (
                 th, float(a), float(b), float(cc), float(d), float(100 * (d - cc)), k)
-        on = [i for i in range(len(keep)) if keep[i]]
-        gain = sum(fr[i] - zero for i in on)
-        return {"mean_gap": float(100 * sum(fr[i] - acc[i] for i in on) / len(on)),
-                "realized_share": float(sum(acc[i] - zero for i in on) / gain) if gain > 0 else None,
-                "points": len(thetas), "curve_points": len(on)}
+        return keep
 
-    for cres, (vals, zero) in zip(res.cells, per):
-        assert cres.summary == check_points(cres.points, vals, zero)
+    terms = []
+    for cres, (vals, ints, states, T, P, zero) in zip(res.cells, per):
+        keep = check_points(cres.points, vals)
+        g, gf, real, gain, lo, hi = area_twin(ints, keep, states, T, P, zero)
+        terms.append((g, gf, real, gain))
+        assert cres.summary == {
+            "gap_area": float(100 * g), "gap_area_full": float(100 * gf),
+            "realized_share": float(real / gain) if gain > 0 else None,
+            "range": [float(lo), float(hi)], "points": len(thetas), "curve_points": sum(keep)}
     macro = [tuple(sum(wc * per[c][0][i][j] for c, wc in enumerate(w)) for j in range(4))
              for i in range(len(thetas))]
-    zero = sum(wc * per[c][1] for c, wc in enumerate(w))
-    assert res.summary == check_points(res.points, macro, zero)
+    keep = check_points(res.points, macro)
+    g, gf, real, gain = (sum(wc * t[j] for wc, t in zip(w, terms)) for j in range(4))
+    assert res.summary == {
+        "gap_area": float(100 * g), "gap_area_full": float(100 * gf),
+        "realized_share": float(real / gain) if gain > 0 else None,
+        "points": len(thetas), "curve_points": sum(keep)}
 
 
 @settings(max_examples=40)
@@ -364,7 +396,7 @@ def test_json_schema():
     assert (doc["method"], doc["strategy"], doc["split"]) == ("thinkbrake", "dee", "test")
     keys = {"theta", "cost", "rel_cost", "acc", "frontier_acc", "gap", "nondominated"}
     assert all(set(p) == keys for p in doc["points"])
-    assert {"mean_gap", "realized_share"} <= set(doc["summary"])
+    assert {"gap_area", "gap_area_full", "realized_share"} <= set(doc["summary"])
     assert all({"model", "group", "points"} <= set(c) for c in doc["cells"])
     assert all(set(p) == keys for c in doc["cells"] for p in c["points"])
     assert "excluded" in doc["token_cost"]
@@ -424,3 +456,55 @@ def test_evaluate_messages():
     with pytest.raises(MethodError, match=r"method 'thinkbrake' needs the per-position signal "
                                           r"'margin'; the set records: none"):
         evaluate(no_sig, "thinkbrake")
+
+
+# -- the area summary: exact values, and no weight on how many θ land in a region --------
+
+def test_area_summary_by_hand():
+    from otbench.analysis.bench._evaluate import cell_areas
+
+    F = Fraction
+    pareto = (np.array([0, 10, 20, 40]), np.array([2, 5, 7, 9]))   # T = 40 tokens, P = 10
+    a = cell_areas([10, 40], [4, 8], [True, True], pareto, 40, 10, 2)
+    # F on [10, 40): 5 x 10 + 7 x 20 = 190; M: 4 x 30 = 120
+    assert (a.gap, a.lo, a.hi) == (F(70, 300), F(1, 4), F(1))
+    # [0, 10): both at A0 = 2 (20 each); realized (140 - 80) / 400, gain (210 - 80) / 400
+    assert (a.gap_full, a.realized, a.gain) == (F(70, 400), F(60, 400), F(130, 400))
+    b = cell_areas([10, 20, 40], [4, 6, 8], [True, True, True], pareto, 40, 10, 2)
+    assert b.gap == F(190 - (40 + 120), 300)         # a new step adds exactly its own area
+    one = cell_areas([20], [6], [True], pareto, 40, 10, 2)
+    assert one.gap == F(7 - 6, 10)                   # zero-width range: the point gap
+
+
+def test_area_summary_ignores_extra_thetas_on_the_same_points():
+    ms = assign_splits(simulate("small", 0))
+    base = [-1e9, 0.0, 0.5, 1.0, 2.0, 1e9]
+    # 40 more θ below every margin: all land on the full-thinking point (one region)
+    dense = base[:1] + [-1e9 + i for i in range(1, 41)] + base[1:]
+    a, b = evaluate(ms, "thinkbrake", thetas=base), evaluate(ms, "thinkbrake", thetas=dense)
+    assert b.summary["points"] == a.summary["points"] + 40
+    strip = ("points",)
+    assert {k: v for k, v in a.summary.items() if k not in strip} == \
+        {k: v for k, v in b.summary.items() if k not in strip}
+    for ca, cb in zip(a.cells, b.cells):
+        assert {k: v for k, v in ca.summary.items() if k not in strip} == \
+            {k: v for k, v in cb.summary.items() if k not in strip}
+
+
+def test_refined_region_moves_the_area_by_what_it_reaches_not_by_its_count():
+    from otbench.analysis.bench._evaluate import cell_areas
+
+    # The issue's failure: three more curve points packed into 3 tokens moved the old
+    # per-point mean gap by 10.8 pp although they change the attainable curve very little.
+    T, P, zero = 1000, 100, 10
+    pareto = (np.array([0, 1, 2, 3, 500, 1000]), np.array([10, 20, 30, 40, 80, 90]))
+    coarse = cell_areas([0, 1000], [10, 90], [True, True], pareto, T, P, zero)
+    fine = cell_areas([0, 1, 2, 3, 1000], [10, 11, 12, 13, 90], [True] * 5, pareto, T, P, zero)
+    old_mean = (Fraction(0), Fraction(0 + 9 + 18 + 27 + 0, 5 * P))   # F - acc at each point
+    assert old_mean[1] - old_mean[0] == Fraction(108, 1000)
+    # M rises by 1 on [1, 2), 2 on [2, 3), 3 on [3, 1000): 2994 probe-tokens
+    assert coarse.gap - fine.gap == Fraction(2994, T * P)
+    assert fine.realized - coarse.realized == Fraction(2994, T * P)
+    many = cell_areas([0, 1, 1, 2, 2, 3, 3, 1000], [10, 11, 11, 12, 12, 13, 13, 90],
+                      [True, True, False, True, False, True, False, True], pareto, T, P, zero)
+    assert many == fine                                   # duplicates of a point add nothing

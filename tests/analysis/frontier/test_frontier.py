@@ -651,3 +651,31 @@ def test_random_draws_equal_explicit_repetition(trajs, seed):
             occ = [d[d >= 0] for d in draws[b]]
             want = frontiers(explicit(ms, 0, occ), strategies=[s], grid=6).strategies[s]
             assert rep.reward[b].tolist() == want.reward[0].tolist(), (s, b)
+
+
+def test_macro_frontier_chains_models_of_groups_on_an_incomplete_grid():
+    """SPEC §5: equal weights over models of equal-weighted groups, not the plain cell mean."""
+    rng = np.random.default_rng(11)
+    full = build(random_trajs(rng, models=2, groups=(2, 2), R=(1, 3), P=(2, 4)))
+    res_full = frontiers(full, grid=11)
+    # one cell missing: model 0 keeps one group, model 1 keeps two
+    part = full.take(np.flatnonzero(full.cell != 0))
+    res = frontiers(part, grid=11)
+    assert res.to_json()["weighting"].startswith("equal weights over models of equal-weighted groups")
+    for r in (res_full, res):
+        cm = [c.model for c in r.cells]
+        for s, f in r.strategies.items():
+            acc = [[Fraction(int(f.reward[i, j]), c.total_probes) for i, c in enumerate(r.cells)]
+                   for j in range(len(r.grid))]
+            per_model = [[sum(a for a, m in zip(row, cm) if m == mm) / cm.count(mm)
+                          for mm in sorted(set(cm))] for row in acc]
+            chain = [float(sum(pm) / len(pm)) for pm in per_model]
+            plain = [float(sum(row) / len(row)) for row in acc]
+            assert f.macro.tolist() == chain
+            if r is res_full:
+                assert chain == plain                  # full grid: the same number
+    f = res.strategies["dee"]
+    plain = [float(sum(Fraction(int(f.reward[i, j]), c.total_probes)
+                       for i, c in enumerate(res.cells)) / len(res.cells))
+             for j in range(len(res.grid))]
+    assert f.macro.tolist() != plain                   # incomplete grid: the chain differs

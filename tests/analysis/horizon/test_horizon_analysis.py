@@ -140,7 +140,19 @@ def test_contrasts_strata_and_mcnemar_match_the_twin(fixed):
             da = bool(s.fin[A, i, r] and s.L[A, i, r] <= B)
             db = bool(s.fin[Bz, i, r] and s.L[Bz, i, r] <= B)
             return oa and ob, (va - vb) * ((da, db) == code)
+
+        def inside(i, r):       # the paper's within-stratum contrast: only the stratum's pairs
+            ok, v = contrib(i, r)
+            da = bool(s.fin[A, i, r] and s.L[A, i, r] <= B)
+            db = bool(s.fin[Bz, i, r] and s.L[Bz, i, r] <= B)
+            return ok and (da, db) == code, v
         assert close(st_["contribution"]["estimate"], twin_mean(s, contrib))
+        assert close(st_["within"]["estimate"], twin_mean(s, inside))
+        I, R = s.obs.shape[1:]
+        assert st_["items"] == sum(any(inside(i, r)[0] for r in range(R)) for i in range(I))
+        sh = st_["share"]["estimate"]
+        want = None if not sh else st_["contribution"]["estimate"] / sh
+        assert close(st_["contribution_per_share"]["estimate"], want)
     by = {}
     for st_ in g["strata"]:
         by.setdefault((st_["a"], st_["readout"], st_["B"]), []).append(st_)
@@ -179,9 +191,18 @@ def test_matched_bounds_and_controls_match_the_twin(fixed):
     assert m["pairs"] == len(rows) and m["replayable"] == sum(x[1] for x in rows)
     assert m["missing"] == m["pairs"] - m["replayable"]
     assert close(m["delta"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else None))
-    assert close(m["bound_low"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else x[4] - 1))
-    assert close(m["bound_high"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else x[4]))
+    # the paper's bounds: pooled over all retained pairs, divided by their number N
+    N = len(rows)
+    assert close(m["bound_low"]["estimate"],
+                 sum(x[2] - x[3] if x[1] else x[4] - 1 for x in rows) / N)
+    assert close(m["bound_high"]["estimate"], sum(x[2] - x[3] if x[1] else x[4] for x in rows) / N)
     assert m["bound_low"]["estimate"] <= m["bound_high"]["estimate"]
+    lo_ci, hi_ci = m["bound_low"]["ci"], m["bound_high"]["ci"]
+    assert lo_ci[0] <= lo_ci[1] and hi_ci[0] <= hi_ci[1]
+    # kept beside them: the same bounds averaged within item first
+    assert close(m["bound_low_item_mean"]["estimate"],
+                 by_item(lambda x: x[2] - x[3] if x[1] else x[4] - 1))
+    assert close(m["bound_high_item_mean"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] else x[4]))
     # the upper-arm-active diagnostic: replayable pairs whose upper run is still reasoning at L^c
     assert close(m["delta_high_active"]["estimate"], by_item(lambda x: x[2] - x[3] if x[1] and x[5] else None))
 
@@ -400,3 +421,96 @@ def test_a_policy_only_run_reads_dense_curves_in_the_policy_context(tmp_path):
     assert g["dense"]["context"] == "policy" and g["dense"]["curves"]
     assert {c["readout"] for c in g["contrasts"]} == {"policy", "continuation"}
     assert {r["context"] for r in g["scores"]} == {"policy"}
+
+
+def test_pooled_bounds_follow_the_paper_on_unequal_items():
+    """16 pairs, 6 missing, items of unequal size: the pooled and item-mean bounds differ."""
+    from otbench.analysis.horizon._analysis import _pooled_bounds
+
+    class G:
+        def boot(self, x, a):
+            return inf.bootstrap(x, a, replicates=300, seed=1)
+
+    # item 0: 10 pairs (6 missing: all in item 0), items 1-3: 2 pairs each
+    base = np.zeros((4, 10), dtype=bool)
+    base[0] = True
+    base[1:, :2] = True
+    rep = base.copy()
+    rep[0, :6] = False
+    d = np.zeros((4, 10))
+    d[0, 6:] = [1, 1, 0, 0]
+    d[1:, :2] = [[1, 0], [0, -1], [1, 1]]
+    ync = np.zeros((4, 10))
+    ync[0, :6] = [1, 1, 1, 0, 0, 0]
+    lo, hi = _pooled_bounds(G(), base, rep, d, ync)
+    obs = 2 + 2                            # observed D: item 0 gives 2, items 1-3 give 1 - 1 + 2
+    assert lo["estimate"] == pytest.approx((obs + (3 * 0 + 3 * -1)) / 16, abs=1e-15)
+    assert hi["estimate"] == pytest.approx((obs + 3) / 16, abs=1e-15)
+    item_lo = np.mean([(2 - 3) / 10, 1 / 2, -1 / 2, 2 / 2])
+    assert abs(lo["estimate"] - item_lo) > 0.05          # not the within-item-first mean
+    assert lo["ci"][0] <= lo["estimate"] <= lo["ci"][1]
+
+
+def crossed_twin(d, level=95.0):
+    """Method-of-moments crossed intercepts by loops, Satterthwaite t from scipy."""
+    import scipy.stats
+
+    I, R = len(d), len(d[0])
+    mu = sum(sum(row) for row in d) / (I * R)
+    ri = [sum(row) / R for row in d]
+    cr = [sum(d[i][r] for i in range(I)) / I for r in range(R)]
+    ms_i = R * sum((x - mu) ** 2 for x in ri) / (I - 1)
+    ms_r = I * sum((x - mu) ** 2 for x in cr) / (R - 1)
+    ms_e = sum((d[i][r] - ri[i] - cr[r] + mu) ** 2 for i in range(I) for r in range(R)) / ((I - 1) * (R - 1))
+    va, vb = max(0.0, (ms_i - ms_e) / R), max(0.0, (ms_r - ms_e) / I)
+    V = va / I + vb / R + ms_e / (I * R)
+    # Satterthwaite: V written in mean squares, each term's variance 2 (c MS)^2 / df
+    terms = []
+    if va > 0:
+        terms.append(((ms_i - 0) / (I * R), I - 1))
+    if vb > 0:
+        terms.append((ms_r / (I * R), R - 1))
+    terms.append(((1 - (va > 0) - (vb > 0)) * ms_e / (I * R), (I - 1) * (R - 1)))
+    df = V ** 2 / sum(t ** 2 / f for t, f in terms)
+    q = scipy.stats.t.ppf(0.5 + level / 200, df)
+    return mu, V ** 0.5, df, [mu - q * V ** 0.5, mu + q * V ** 0.5], va, vb, ms_e
+
+
+@pytest.mark.parametrize("seed, I, R, item_sd, rep_sd", [
+    (0, 12, 3, 0.3, 0.2), (1, 30, 4, 0.0, 0.0), (2, 8, 2, 1.0, 0.0), (3, 5, 6, 0.0, 0.5)])
+def test_crossed_intercepts_match_a_plain_anova(seed, I, R, item_sd, rep_sd):
+    rng = np.random.default_rng(seed)
+    d = (0.1 + item_sd * rng.normal(size=(I, 1)) + rep_sd * rng.normal(size=(1, R))
+         + 0.4 * rng.normal(size=(I, R)))
+    got = inf.crossed_intercepts(d)
+    mu, se, df, ci, va, vb, ve = crossed_twin(d.tolist())
+    assert got.estimate == pytest.approx(mu, abs=1e-14) and got.se == pytest.approx(se, rel=1e-12)
+    assert got.df == pytest.approx(df, rel=1e-12)
+    assert got.ci == pytest.approx(ci, rel=1e-9, abs=1e-12)
+    assert (got.var_item, got.var_replicate, got.var_residual) == pytest.approx((va, vb, ve), rel=1e-12, abs=1e-15)
+    assert (got.items, got.replicates) == (I, R)
+    assert inf.crossed_intercepts(d[:1]) is None and inf.crossed_intercepts(d[:, :1]) is None
+    assert inf.crossed_intercepts(np.zeros((3, 3))).ci is None      # no variance, no interval
+
+
+def test_contrasts_carry_the_crossed_sensitivity_beside_the_bootstrap(fixed):
+    s, _, doc = fixed
+    g = doc["groups"][0]
+    I, R = s.obs.shape[1:]
+    for c in g["contrasts"]:
+        A, Bz = s.arms.index(c["a"]), s.arms.index(c["b"])
+        for h, hr in enumerate(c["horizons"]):
+            rows = []
+            for i in range(I):
+                out = [(twin_outcome(s, A, i, r, h, c["readout"]), twin_outcome(s, Bz, i, r, h, c["readout"]))
+                       for r in range(R)]
+                if all(a[0] and b[0] for a, b in out):
+                    rows.append([a[1] - b[1] for a, b in out])
+            if len(rows) < 2:
+                assert hr["crossed"] is None
+                continue
+            mu, se, df, ci, *_ = crossed_twin(rows)
+            assert hr["crossed"]["items"] == len(rows)
+            assert close(hr["crossed"]["estimate"], mu)
+            if se > 0:
+                assert hr["crossed"]["ci"] == pytest.approx(ci, rel=1e-9, abs=1e-12)

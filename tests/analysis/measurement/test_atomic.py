@@ -1,115 +1,62 @@
-"""The atomic writer's safe-replace rule: nothing lost, nothing replaced that otbench did not write."""
+"""The one atomic writer and the one provenance builder (issue 12)."""
 
 import json
-import os
-import subprocess
-import sys
-import threading
 
 import pytest
-from _bad_input import small_set
-from otbench.analysis.measurement import atomic_dir, save, write_text_atomic
-from otbench.analysis.measurement._atomic import UnsafeOutputError, clean_stale, refuse_input
+
+from otbench.analysis.measurement import (atomic_dir, atomic_path, provenance, save, simulate,
+                                          write_text_atomic)
 
 
-def test_overwrite_refuses_a_folder_that_is_not_a_set(tmp_path):
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    (victim / "thesis.tex").write_text("x")
-    with pytest.raises(FileExistsError, match="is not a measurement set"):
-        save(small_set(), victim, overwrite=True)
-    assert (victim / "thesis.tex").read_text() == "x"
+def _siblings(path):
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith("."))
 
 
-def test_overwrite_keeps_what_the_old_set_holds_besides_the_set(tmp_path):
-    out = tmp_path / "S"
-    save(small_set(), out)
-    (out / "results").mkdir()
-    (out / "results" / "bootstrap.json").write_text("{}")
-    (out / "run.json").write_text("{}")
-    (out / "notes.txt").write_text("mine")
-    save(small_set(synthetic=True), out, overwrite=True)
-    assert json.loads((out / "manifest.json").read_text())["synthetic"] is True
-    for kept in ("results/bootstrap.json", "run.json", "notes.txt"):
-        assert (out / kept).exists(), kept
+def test_atomic_dir_replaces_only_when_complete(tmp_path):
+    out = tmp_path / "out"
+    with atomic_dir(out) as tmp:
+        (tmp / "a.txt").write_text("one")
+    assert (out / "a.txt").read_text() == "one"
+    with pytest.raises(RuntimeError):
+        with atomic_dir(out) as tmp:
+            (tmp / "a.txt").write_text("two")
+            assert (out / "a.txt").read_text() == "one"     # the old output is valid meanwhile
+            raise RuntimeError("killed half-way")
+    assert (out / "a.txt").read_text() == "one"
+    assert _siblings(out) == []                              # no temporary folder left behind
+    with atomic_dir(out) as tmp:
+        (tmp / "b.txt").write_text("three")
+    assert sorted(p.name for p in out.iterdir()) == ["b.txt"] and _siblings(out) == []
 
 
-def test_a_folder_that_appears_while_writing_is_never_replaced(tmp_path):
-    out = tmp_path / "X"
-    with pytest.raises(FileExistsError, match="appeared while writing"):
-        with atomic_dir(out, replace=None) as tmp:
-            (tmp / "a").write_text("new")
-            out.mkdir()
-            (out / "notes.txt").write_text("user")
-    assert (out / "notes.txt").read_text() == "user"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".X.tmp")]
+def test_atomic_path_and_text(tmp_path):
+    f = tmp_path / "sub" / "x.json"
+    write_text_atomic(f, "{}\n")
+    assert f.read_text() == "{}\n"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(f) as tmp:
+            tmp.write_text("partial")
+            raise KeyboardInterrupt
+    assert f.read_text() == "{}\n" and _siblings(f) == []
 
 
-def test_concurrent_saves_without_overwrite_one_wins_one_refuses(tmp_path):
-    out, errors = tmp_path / "C", []
-    barrier = threading.Barrier(2)
+def test_save_leaves_no_temporary_on_failure(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
 
-    def one():
-        try:
-            with atomic_dir(out, replace=None) as tmp:
-                (tmp / "f").write_text(str(threading.get_ident()))
-                barrier.wait()
-        except FileExistsError as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=one) for _ in range(2)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    assert len(errors) == 1 and (out / "f").is_file()
+    def boom(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(pq, "write_table", boom)
+    with pytest.raises(OSError, match="disk full"):
+        save(simulate("tiny", seed=0), tmp_path / "set")
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_outputs_never_land_on_a_set(tmp_path):
-    out = tmp_path / "S"
-    save(small_set(), out)
-    before = (out / "manifest.json").read_bytes()
-    with pytest.raises(UnsafeOutputError, match="is part of the measurement set"):
-        write_text_atomic(out / "manifest.json", "{}")
-    part = next((out / "trajectories").rglob("*.parquet"))
-    with pytest.raises(UnsafeOutputError, match="is part of the measurement set"):
-        write_text_atomic(part, "{}")
-    assert (out / "manifest.json").read_bytes() == before
-    write_text_atomic(out / "results" / "r.json", "{}")      # beside the set is fine
-    with pytest.raises(UnsafeOutputError, match="refusing to write onto an input"):
-        refuse_input(tmp_path, out)                          # an ancestor of the input
-
-
-def test_dot_and_root_targets(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "keep.txt").write_text("x")
-    with pytest.raises(FileExistsError, match="is not a measurement set"):
-        save(small_set(), ".", overwrite=True)
-    with pytest.raises(UnsafeOutputError, match="filesystem root"):
-        with atomic_dir("/", replace=None):
-            pass
-    assert (tmp_path / "keep.txt").exists()
-
-
-def test_temporaries_of_killed_writers_are_cleaned(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
-    stale = tmp_path / f".S.tmp-{dead}-{'0' * 32}"
-    stale.mkdir()
-    live = tmp_path / f".S.tmp-{os.getppid()}-{'1' * 32}"
-    live.mkdir()
-    old = tmp_path / f".S.old-{dead}-{'2' * 32}"
-    old.mkdir()
-    assert clean_stale(tmp_path / "S") == [stale]
-    assert live.exists() and old.exists()
-    save(small_set(), tmp_path / "S")
-    assert not stale.exists()
-
-
-def test_a_horizon_run_overwrite_replaces_only_a_run(tmp_path):
-    from otbench.analysis.measurement import write_run
-
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    (victim / "thesis.tex").write_text("x")
-    with pytest.raises(UnsafeOutputError, match="is not an otbench output of this kind"):
-        write_run(victim, {"arms": []}, [], [], overwrite=True)
-    assert (victim / "thesis.tex").read_text() == "x"
+def test_one_provenance_key_set(tmp_path):
+    p = provenance(("numpy", "jax"), stage="x")
+    assert set(p) == {"code", "hardware", "libraries", "stage"}
+    assert set(p["code"]) == {"otbench", "git"}
+    assert set(p["hardware"]) == {"machine", "system", "cpus", "python"}
+    assert set(p["libraries"]) == {"jax", "numpy"} and p["libraries"]["numpy"]
+    man = save(simulate("tiny", seed=0), tmp_path / "set")
+    assert set(man["writer"]) == {"code", "hardware", "libraries"}
+    assert json.loads((tmp_path / "set" / "manifest.json").read_text())["writer"] == man["writer"]

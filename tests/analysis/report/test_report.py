@@ -160,7 +160,8 @@ def bench_doc(ms, *, strategy: str = "dee") -> dict:
             "frontier_acc": f[t], "gap": 1.0, "nondominated": t != 5} for t in (2, 5, 8)]
     return {"schema": "otbench.bench/1", "method": "fixed-test", "strategy": strategy,
             "split": "test", "synthetic": bool(ms.synthetic), "points": pts,
-            "summary": {"mean_gap": 1.0, "realized_share": 0.5, "points": 3, "curve_points": 2},
+            "summary": {"gap_area": 1.0, "gap_area_full": 0.8, "realized_share": 0.5,
+                        "points": 3, "curve_points": 2},
             "reference": {"a_zero": 0.1, "a_full": 0.5},
             "config": {"splits": dict(ms.provenance.get("split", {}))}, "cells": cells}
 

@@ -136,11 +136,11 @@ def test_replicates_match_python_twin():
         want, _ = ref_replicate(ms, i, 77)
         # Fixed-point sums round each value to 2**-F (F >= 38 here) once: 1e-12
         # relative covers tokens (~1e3) and fractions alike.
-        np.testing.assert_allclose(r.cell[i], want, rtol=1e-12, atol=1e-13, equal_nan=True)
+        np.testing.assert_allclose(r.cell[i, :5], want, rtol=1e-12, atol=1e-13, equal_nan=True)
         model, group, macro = chain(want, np.asarray(layout.cell_model), np.asarray(layout.cell_group),
                                     layout.num_models, layout.num_groups)
-        np.testing.assert_allclose(r.macro[i], macro, rtol=1e-12, atol=1e-13, equal_nan=True)
-        np.testing.assert_allclose(r.model[i], model, rtol=1e-12, atol=1e-13, equal_nan=True)
+        np.testing.assert_allclose(r.macro[i, :5], macro, rtol=1e-12, atol=1e-13, equal_nan=True)
+        np.testing.assert_allclose(r.model[i, :5], model, rtol=1e-12, atol=1e-13, equal_nan=True)
 
 
 def test_wide_values_take_the_unpacked_path_and_match_the_twin():
@@ -164,7 +164,7 @@ def test_wide_values_take_the_unpacked_path_and_match_the_twin():
     r = bootstrap(ms, replicates=4, seed=2)
     for i in range(4):
         want, _ = ref_replicate(ms, i, 2)
-        np.testing.assert_allclose(r.cell[i], want, rtol=1e-12, atol=1e-13, equal_nan=True)
+        np.testing.assert_allclose(r.cell[i, :5], want, rtol=1e-12, atol=1e-13, equal_nan=True)
 
 
 def test_drawn_rows_match_python_twin_and_eager_single_replicate():
@@ -231,16 +231,93 @@ def test_point_estimates_and_replicate_centre():
     ms = simulate("tiny", seed=3)
     r = bootstrap(ms, replicates=400, batch=200)
     ref = metrics(ms)
+    # Expected replicate spread: a pair of R draws with replacement is one trajectory
+    # twice (difference 0) with probability 1/R, so E = (R-1)/R x the question's spread.
+    layout, names = build_layout(ms)
+    shrunk = np.zeros((2, len(names.cells)))
+    for c, (m, g) in enumerate(names.cells):
+        per_q = []
+        for q in np.unique(ms.question[ms.cell == names.cell_index[c]]):
+            rows = np.flatnonzero((ms.cell == names.cell_index[c]) & (ms.question == q))
+            v = np.asarray([ref_row_values(ms, t)[:2] for t in rows])
+            R = len(rows)
+            assert R >= 2
+            u = np.mean([abs(v[a] - v[b]) for a in range(R) for b in range(a + 1, R)], axis=0)
+            per_q.append(u * (R - 1) / R)
+        shrunk[:, c] = np.mean(per_q, axis=0)
+    expected = dict(zip(("pairwise_or", "pairwise_ad"),
+                        chain(shrunk, np.asarray(layout.cell_model), np.asarray(layout.cell_group),
+                              layout.num_models, layout.num_groups)[2]))
+    assert r.estimate_spearman == pytest.approx(ref["spearman_or_ad"], rel=1e-12)
     for j, k in enumerate(BOOT_METRICS):
         assert r.estimate_macro[j] == pytest.approx(ref["macro"][k], rel=1e-12)
         assert r.estimate_cell[j].tolist() == pytest.approx([c[k] for c in ref["cells"]], rel=1e-12)
         # The bootstrap distribution is centred near the estimate (the mean of a
-        # resampled mean is the sample mean; 5 Monte Carlo standard errors).
+        # resampled mean is the sample mean; 5 Monte Carlo standard errors). A
+        # pairwise spread of R draws with replacement has mean (R-1)/R of it:
+        # two draws of one trajectory form a pair that differs by 0.
         x = r.macro[:, j]
-        assert abs(x.mean() - r.estimate_macro[j]) <= 5 * x.std() / np.sqrt(x.size)
+        centre = expected.get(k, r.estimate_macro[j])
+        assert abs(x.mean() - centre) <= 5 * x.std() / np.sqrt(x.size)
     # Paired: every cell's values vary, and the intervals bracket the estimates.
-    lo, hi = percentile(r.cell, (2.5, 97.5))
-    assert np.all(lo <= r.estimate_cell + 1e-12) and np.all(r.estimate_cell <= hi + 1e-12)
+    lin = [BOOT_METRICS.index(k) for k in BOOT_METRICS if not k.startswith("pairwise")]
+    lo, hi = percentile(r.cell[:, lin], (2.5, 97.5))
+    est = r.estimate_cell[lin]
+    assert np.all(lo <= est + 1e-12) and np.all(est <= hi + 1e-12)
+
+
+def ref_summaries(ms, drawn, names):
+    """Cell P(0), pairwise |dOR| and |dAD| [3, cell] of one replicate from its drawn rows."""
+    models = list(names.models)
+    occ = {}
+    for (mi, s), rows in drawn.items():
+        t0 = rows[0]
+        key = (models[mi], ms.groups[ms.question_group[ms.question[t0]]])
+        vals = [ref_row_values(ms, t) for t in rows]
+        p0 = np.mean([ms.C[t, 0] / ms.probes[t] for t in rows])
+        pairs = [(a, b) for a in range(len(rows)) for b in range(a + 1, len(rows))]
+        spread = [np.mean([abs(vals[a][i] - vals[b][i]) for a, b in pairs]) if pairs else None
+                  for i in (0, 1)]
+        occ.setdefault(key, []).append((p0, *spread))
+    out = np.full((3, len(names.cells)), np.nan)
+    for c, key in enumerate(names.cells):
+        if key not in occ:
+            continue
+        out[0, c] = np.mean([o[0] for o in occ[key]])
+        for i in (1, 2):
+            v = [o[i] for o in occ[key] if o[i] is not None]
+            out[i, c] = np.mean(v) if v else np.nan
+    return out
+
+
+def test_zero_step_and_spreads_match_python_twin():
+    ms = ragged_set(1)
+    r = bootstrap(ms, replicates=7, seed=5, batch=3)
+    layout, names = build_layout(ms)
+    k0 = BOOT_METRICS.index("zero_step_acc")
+    for i in range(7):
+        want, drawn = ref_replicate(ms, i, 5)
+        got = r.cell[i, k0:k0 + 3]
+        np.testing.assert_allclose(got, ref_summaries(ms, drawn, names), rtol=1e-12, atol=1e-13,
+                                   equal_nan=True)
+        # Spearman across the replicate's cells, as scipy (average ranks for ties)
+        rho = scipy.stats.spearmanr(want[0], want[1]).statistic
+        if np.isnan(want[:2]).any() or np.ptp(want[0]) == 0 or np.ptp(want[1]) == 0:
+            assert np.isnan(r.spearman_or_ad[i])
+        else:
+            assert r.spearman_or_ad[i] == pytest.approx(rho, rel=1e-12, abs=1e-12)
+
+
+def test_zero_step_and_spreads_do_not_depend_on_the_batch(monkeypatch):
+    from otbench.analysis.resampling import _bootstrap
+
+    ms = ragged_set(2)
+    monkeypatch.setattr(_bootstrap, "SUMMARY_BATCH", 2)
+    a = bootstrap(ms, replicates=9, seed=3, batch=2)
+    monkeypatch.setattr(_bootstrap, "SUMMARY_BATCH", 16)
+    b = bootstrap(ms, replicates=9, seed=3, batch=9)
+    assert np.array_equal(a.cell, b.cell, equal_nan=True)
+    assert np.array_equal(a.spearman_or_ad, b.spearman_or_ad, equal_nan=True)
 
 
 # -- intervals -----------------------------------------------------------------------------------------
@@ -318,10 +395,12 @@ def test_json_document_and_tables():
     assert set(doc["macro"]) == set(BOOT_METRICS) and "frontiers" not in doc
     assert set(doc["by_model"]) == set(r.names.models)
     prov = doc["provenance"]                       # what produced the numbers (STYLE: seeds are data)
-    assert prov["draws"] == "otbench.bootstrap.draws/1" and prov["jax"] and prov["devices"]
+    assert prov["draws"] == "otbench.bootstrap.draws/1" and prov["libraries"]["jax"] and prov["devices"]
     text = format_bootstrap(r)
+    assert set(doc["spearman_or_ad"]) == {"estimate", "interval", "defined"}
     for title in ("Overthinking Ratio OR (%)", "Accuracy Degradation AD (pp)",
-                  "Original full-thinking accuracy (%)", "Avg."):
+                  "Original full-thinking accuracy (%)", "Zero-step accuracy P(0) (%)",
+                  "Within-question mean pairwise |dOR| (pp)", "Spearman OR-AD", "Avg."):
         assert title in text
     assert text.startswith("SYNTHETIC")
 

@@ -63,7 +63,8 @@ def test_sweep_writes_json_and_one_csv_per_table(saved_set, tmp_path):
     assert len(doc["bootstrap"]["frontiers"]["grid"]) == 11          # --grid implies --frontiers
     names = {p.stem for p in out.glob("*.csv")}
     assert names == {"bootstrap_or", "bootstrap_ad", "bootstrap_full_acc", "bootstrap_tokens",
-                     "bootstrap_endpoint_acc", "bootstrap_frontiers", "bootstrap_frontier_summary",
+                     "bootstrap_endpoint_acc", "bootstrap_zero_step_acc", "bootstrap_pairwise_or",
+                     "bootstrap_pairwise_ad", "bootstrap_frontiers", "bootstrap_frontier_summary",
                      "probe_thinning", "trajectory_thinning"}
     with open(out / "bootstrap_or.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -74,4 +75,4 @@ def test_sweep_writes_json_and_one_csv_per_table(saved_set, tmp_path):
     with open(out / "probe_thinning.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["probes"] for r in rows} == {"2", "4"}
-    assert f"wrote {out / 'sweep.json'} and 9 tables" in r.stdout
+    assert f"wrote {out / 'sweep.json'} and 12 tables" in r.stdout

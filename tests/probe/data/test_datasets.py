@@ -128,8 +128,8 @@ ERRORS = [
     ("MATH500", [MATH_ROWS[0], MATH_ROWS[0]],
      r"2: duplicate question id 'test/a/1\.json' \(first at .*m\.jsonl:1\)"),
     ("MATH500", [[1, 2]], r"1: expected a JSON object, got list"),
-    ("AIME2025", [{"problem": "p", "answer": "1"}],
-     r"1: missing field 'id' \(also accepted: 'ID', 'problem_id', 'unique_id'\)"),
+    ("AIME2025", [{"problem": "p", "answer": "1", "problem_idx": 2.5}],
+     r"1: field 'problem_idx' must be str or int, got float"),
     ("GPQA-Diamond", [{k: v for k, v in GPQA_ROWS[0].items() if k != "Incorrect Answer 2"}],
      r"1: missing field 'Incorrect Answer 2'"),
     ("GPQA-Diamond", [dict(GPQA_ROWS[0], **{"Incorrect Answer 1": "Neon"})],
@@ -161,9 +161,9 @@ def test_errors_name_file_line_and_rule(tmp_path, benchmark, rows, match):
 def test_file_level_errors(tmp_path):
     with pytest.raises(DatasetError, match=r"nope\.jsonl: no such file$"):
         load_benchmark("MATH500", str(tmp_path / "nope.jsonl"))
-    (tmp_path / "m.csv").write_text("a,b\n")
-    with pytest.raises(DatasetError, match=r"m\.csv: expected a \.jsonl or \.parquet file$"):
-        load_benchmark("MATH500", str(tmp_path / "m.csv"))
+    (tmp_path / "m.txt").write_text("a,b\n")
+    with pytest.raises(DatasetError, match=r"m\.txt: expected a \.jsonl, \.parquet or \.csv file$"):
+        load_benchmark("MATH500", str(tmp_path / "m.txt"))
     (tmp_path / "bad.jsonl").write_text(json.dumps(MATH_ROWS[0]) + "\n\n{oops\n")
     with pytest.raises(DatasetError, match=r"bad\.jsonl:3: not valid JSON \(Expecting property name "
                                            r"enclosed in double quotes at column 2\)$"):

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from otbench.probe.grading._choice import (
+    ANSWER_FORMS,
     LETTERS,
+    answer_letters,
     extract_choice,
     shuffle_options,
     shuffle_order,
@@ -16,44 +18,94 @@ from otbench.probe.grading._choice import (
 from otbench.probe.grading._grade import grade
 from otbench.probe.grading._types import Status
 
-# (answer part, expected letter); n_options = 4 (A-D).
-EXTRACT = [
-    ("Answer: C", "C"),                                        # the canonical answer field
-    ("The answer is (B).", "B"),                               # "answer is" + parenthesised
-    ("**Answer:** D", "D"),                                    # markdown-bold field name
-    ("Final Answer: **A**", "A"),                              # bold letter
+# The grading corpus of the choice task: every accepted answer form and the
+# rejected look-alikes, as (answer part, expected letter or None = unparsed);
+# n_options = 4 (A-D). The letter comes only from an answer field (SPEC §3.4).
+ACCEPTED = [
+    # an answer field
+    ("Answer: C", "C"),                                        # the instructed form
     ("ANSWER: B", "B"),                                        # field name in capitals
-    ("answer: c", "C"),                                        # lowercase letter alone on its line
+    ("answer:B", "B"),                                         # no space
+    ("**Answer:** D", "D"),                                    # bold field name
+    ("**Answer: C**", "C"),                                    # bold field with the letter
+    ("**Final Answer**: C", "C"),                              # bold name, colon outside
+    ("Final Answer: **A**", "A"),                              # bold letter
     ("Answer: (A) because it is inert", "A"),                  # explanation after the letter
-    ("I first thought B.\nAnswer: C", "C"),                    # the field beats earlier mentions
-    ("Answer: A\nOn reflection, Answer: D", "D"),              # last answer field wins
-    ("(C)", "C"),                                              # whole answer is a marked letter
-    ("**C**", "C"),                                            # whole answer is bold letter
-    ("C", "C"),                                                # whole answer is the letter
-    ("B) 42 moles", "B"),                                      # option echoed with its text
-    (r"\boxed{B}", "B"),                                       # boxed letter
-    (r"\boxed{\text{C}}", "C"),                                # boxed text letter
-    ("It must be (D), not (A) as one might think... so (B)", "B"),  # last marked letter
-    ("I think B is right. A possible objection fails.", "B"),  # article "A" is not an option
-    ("A good choice is D", "D"),                               # article again; D is the letter
-    ("The answer is a bit unclear, but D", "D"),               # "is a bit" is no lowercase answer
-    ("Option C seems right", "C"),                             # last standalone letter
-    ("None of them", None),                                    # no letter at all
-    ("The answer is E", None),                                 # E is not an option of four
-    ("", None),                                                # empty answer part
+    ("Answer: $C$", "C"),                                      # simple-evals' optional dollars
+    (r"Answer: $\boxed{C}$", "C"),                            # boxed in the field
+    ("Answer: Option C", "C"),                                 # "option" word
+    ("Answer - C.", "C"),                                      # dash instead of a colon
+    ("Answer:\n\nC", "C"),                                     # letter on a following line
+    ("The answer is (B).", "B"),                               # "answer is" phrasing
+    ("The correct answer is: **(B)**", "B"),                   # "is:" and bold parentheses
+    ("I first thought B.\nAnswer: C", "C"),                    # other letters before the field
+    ("Answer: A\nOn reflection, Answer: D", "D"),              # the last field wins
+    ("assistantfinalAnswer: C", "C"),                          # harmony final message, tokens skipped
+    # a boxed letter
+    (r"\boxed{B}", "B"),
+    (r"so $\boxed{(D)}$.", "D"),
+    (r"\boxed{\text{C}}", "C"),
+    (r"\boxed{\textbf{(C)}}", "C"),
+    (r"\boxed{A} no wait, \boxed{B}", "B"),                     # the last form wins
+    (r"Answer: A" + "\n" + r"\boxed{B}", "B"),                   # across forms too
+    # the letter alone
+    ("C", "C"),
+    ("(C)", "C"),
+    ("**C**", "C"),
+    ("C.", "C"),
+    ("  **(C)**\n", "C"),
+]
+
+REJECTED = [
+    # the issue's examples: letters in reasoning text are never read
+    ("The C=O stretch is weak here, so", None),
+    ("the data in D) we can see", None),
+    ("…the correct one is C, but wait, maybe A is", None),
+    # other look-alikes
+    ("It must be (D), not (A) as one might think... so (B)", None),  # marked letters, no field
+    ("I think B is right.", None),                                  # a letter in a sentence
+    ("Option C seems right", None),                                 # no answer field
+    ("B) 42 moles", None),                                          # an echoed option is no field
+    ("To answer this, C matters", None),                            # "answer" without ":" / "is"
+    ("I answered C", None),                                         # a longer word
+    ("answer: c", None),                                            # lowercase (simple-evals scores it 0)
+    ("The answer is a bit unclear", None),                          # the article "a"
+    ("Answer: I think so", None),                                   # "I" is no option of four
+    ("The answer is C=O", None),                                    # a formula, not a letter
+    ("The answer is E", None),                                      # E is not an option of four
+    (r"\boxed{C. 42 moles}", None),                                 # a box holding more than a letter
+    ("Answer: \n\n\n\nC", None),                                   # more than two line breaks
+    ("None of them", None),
+    ("", None),
 ]
 
 
-@pytest.mark.parametrize("text,expected", EXTRACT)
+@pytest.mark.parametrize("text,expected", ACCEPTED + REJECTED)
 def test_extract_choice(text, expected):
     assert extract_choice(text, 4) == expected
 
 
-# (reference, full response, status)
+def test_forms_are_documented():
+    assert [name for name, _ in ANSWER_FORMS] == ["field", "boxed", "alone"]
+    assert {form for text, _ in ACCEPTED for _, _, form in answer_letters(text)} == {"field", "boxed", "alone"}
+
+
+# (reference, full response, status): the answer part each family produces
 GRADE = [
-    ("C", "<think>Clearly (A).</think>Answer: C", Status.OK),          # thinking never read
+    # Qwen3-Thinking / DeepSeek-R1-Distill: the text after the last </think>
+    ("C", "<think>Clearly (A).</think>\n\nAnswer: C", Status.OK),        # thinking never read
     ("A", "<think>Answer: A</think>I cannot decide.", Status.NO_ANSWER),  # letter only in thinking
     ("A", "<think>Answer: A", Status.NO_ANSWER),                         # thinking never ended
+    ("C", "We add.\n</think>\n\nThe C=O stretch … so", Status.NO_ANSWER),  # unparsed: wrong
+    ("D", "</think>\n\nthe data in D) we", Status.NO_ANSWER),
+    ("C", "</think>\n\n…correct one is C, but wait, maybe A is", Status.NO_ANSWER),
+    # GPT-OSS: the final channel
+    ("B", "<|channel|>analysis<|message|>Answer: A<|end|><|start|>assistant<|channel|>final"
+          "<|message|>**B**<|return|>", Status.OK),
+    ("B", "<|channel|>analysis<|message|>Answer: B", Status.NO_ANSWER),   # never reached the final channel
+    # generic chat: the answer-forcing suffix opens a box
+    ("D", "Therefore, the final answer is $\\boxed{D}$.", Status.OK),
+    # statuses
     ("B", "Answer: C", Status.WRONG_ANSWER),                            # wrong letter
     ("b", "Answer: B", Status.OK),                                      # reference case-insensitive
     ("E", "Answer: E", Status.REFERENCE_ERROR),                         # reference outside A-D
@@ -65,6 +117,8 @@ GRADE = [
 def test_grade_choice(reference, response, status):
     g = grade("choice", reference, response)
     assert (g.correct, g.status) == (status is Status.OK, status)
+    if status is Status.NO_ANSWER and "</think>" in response:
+        assert g.detail.startswith("unparsed")
 
 
 def test_more_options_extend_letters():

@@ -3,7 +3,12 @@
 import os
 
 import pytest
-from otbench.probe.grading._code import extract_code, fenced_blocks, normalize_output
+from otbench.probe.grading._code import (
+    extract_code,
+    fenced_blocks,
+    lines_match,
+    normalize_output,
+)
 from otbench.probe.grading._grade import GradeConfig, grade
 from otbench.probe.grading._sandbox import SandboxLimits, sandbox_status
 from otbench.probe.grading._types import Status
@@ -24,6 +29,8 @@ EXTRACT = [
     (fence("print(1)"), "print(1)\n"),                                    # tagged python
     (fence("print(1)", ""), "print(1)\n"),                                # untagged block
     (fence("print(1)", "py"), "print(1)\n"),                              # short tag
+    (fence("print(1)", "python3"), "print(1)\n"),                         # versioned tag
+    (fence("print(1)", "Python"), "print(1)\n"),                          # tags are case-blind
     (fence("print(1)") + fence("print(2)"), "print(2)\n"),               # final block wins
     (fence("print(1)") + fence("3", "text"), "print(1)\n"),              # shown output skipped
     (fence("int main(){}", "cpp"), None),                                 # not Python
@@ -43,17 +50,36 @@ def test_fenced_blocks_reports_tags():
     assert fenced_blocks(fence("a", "Python") + fence("b", "bash")) == [("python", "a\n"), ("bash", "b\n")]
 
 
-@pytest.mark.parametrize("a,b,equal", [
+# LiveCodeBench's stdout rule (lcb_runner/evaluation/testing_util.py, restated):
+# strip the whole output, split at line feeds, strip each line; same line
+# count; each pair equal as text or, failing that, element-wise as Decimals.
+@pytest.mark.parametrize("got,expected,equal", [
     ("3\n", "3", True),             # trailing newline
     ("3  \n4\t\n", "3\n4", True),   # trailing spaces per line
     ("3\n\n\n", "3", True),         # trailing blank lines
+    ("\n\n3", "3", True),           # leading blank lines
     ("3\r\n4\r\n", "3\n4", True),   # CRLF
-    (" 3", "3", False),             # leading space matters
-    ("3\n\n4", "3\n4", False),      # an inner blank line matters
-    ("3 4", "3  4", False),         # inner spacing matters
+    (" 3", "3", True),              # leading space: each line is stripped
+    ("1.0 2", "1 2", True),         # numeric fallback, element by element
+    ("1e3", "1000", True),          # Decimal equality is numeric
+    ("-0", "0", True),
+    ("3  4", "3 4", True),          # inner spacing: equal as numbers
+    ("a  b", "a b", False),         # ...but not as text
+    ("0.3333", "0.33333", False),   # no tolerance
+    ("3\n\n4", "3\n4", False),      # an inner blank line counts
+    ("3 4", "34", False),
+    ("3", "3\n4", False),           # line count differs
+    ("NaN", "nan", False),          # NaN equals nothing
+    ("sNaN", "sNaN", True),         # equal as text (compared before numbers)
+    ("sNaN 1", "sNaN 2", False),    # a signalling NaN compares as unequal, no crash
+    ("Yes", "yes", False),          # no case folding
 ])
-def test_normalize_output(a, b, equal):
-    assert (normalize_output(a) == normalize_output(b)) is equal
+def test_lines_match(got, expected, equal):
+    assert lines_match(got, expected) is equal
+
+
+def test_normalize_output_keeps_inner_blank_lines():
+    assert normalize_output("\n 3 \r\n\n4\n\n") == ["3", "", "4"]
 
 
 ADD = [{"input": "1 2\n", "output": "3\n"}, {"input": "10 -4\n", "output": "6"}]
@@ -68,7 +94,10 @@ CASES = [
     (fence("print(int(input()) + )"), ADD, None, Status.PARSE_ERROR),                      # syntax error
     (fence("raise ValueError('boom')"), ADD, None, Status.RUNTIME_ERROR),                  # exception
     (fence("import sys\nprint(3)\nsys.exit(0)"), ADD[:1], None, Status.OK),               # exit(0) is fine
-    (fence("import sys\nsys.exit(3)"), ADD, None, Status.RUNTIME_ERROR),                   # non-zero exit
+    (fence("import sys\nprint(3)\nsys.exit(3)"), ADD[:1], None, Status.OK),               # SystemExit is
+                                                                                           # swallowed (LCB)
+    (fence("import os\nprint(3, flush=True)\nos._exit(3)"), ADD[:1], None, Status.RUNTIME_ERROR),  # a real
+                                                                                           # non-zero exit
     (fence("print(3)\nexit()"), ADD[:1], None, Status.OK),                                 # exit() builtin
     (fence("print(3)\nquit(0)"), ADD[:1], None, Status.OK),                                # quit() builtin
     ("no code at all", ADD, None, Status.NO_ANSWER),                                       # no block
@@ -83,8 +112,13 @@ CASES = [
      [{"input": "1\n2", "output": "[1, 2]"}], "add", Status.OK),                          # tuple == list in JSON
     (fence("class Solution:\n    def add(self, a, b):\n        return a - b"),
      [{"input": "1\n2", "output": "3"}], "add", Status.WRONG_ANSWER),                     # wrong value
+    (fence("def add(a, b):\n    raise SystemExit(0)"),
+     [{"input": "1\n2", "output": "3"}], "add", Status.RUNTIME_ERROR),                   # no value returned
     (fence("def other(a, b):\n    return a"),
-     [{"input": "1\n2", "output": "3"}], "add", Status.RUNTIME_ERROR),                    # missing function
+     [{"input": "1\n2", "output": "3"}], "combine", Status.RUNTIME_ERROR),                # missing function
+                                                                                           # (not "add": the
+                                                                                           # import block has
+                                                                                           # operator.add)
     (fence("def add(a, b):\n    return a"),
      [{"input": "1\n2", "output": "not json"}], "add", Status.REFERENCE_ERROR),           # bad expected
     (fence("def add(a, b):\n    return a"),
@@ -117,6 +151,66 @@ def test_fresh_state_per_test():
     code = fence("import builtins\nprint(getattr(builtins, 'seen', 0))\nbuiltins.seen = 1")
     g = grade("code", "", code, tests=[{"input": "", "output": "0"}] * 3, config=FAST)
     assert g.status is Status.OK
+
+
+# LiveCodeBench's execution rules, each pinned by a program that fails
+# without the rule (names and limits LCB provides, comparisons it makes).
+TWO_SUM = """class Solution:
+    def twoSum(self, nums: List[int], target: int) -> List[int]:
+        seen = {}
+        for i, x in enumerate(nums):
+            if target - x in seen:
+                return [seen[target - x], i]
+            seen[x] = i"""
+LCB_RULES = [
+    # the import block: typing names without an import (call-based)
+    (TWO_SUM, [{"input": "[2,7,11,15]\n9", "output": "[0, 1]"},
+               {"input": "[3,2,4]\n6", "output": "[1, 2]"}], "twoSum"),
+    # the import block: collections, heapq, math, itertools, functools... (stdin)
+    ("q = deque([2, 3])\nq.appendleft(1)\nprint(*q)", [{"input": "", "output": "1 2 3"}], None),
+    ("h = [3, 1, 2]\nheapify(h)\nprint(heappop(h), gcd(12, 18), list(accumulate([1, 2])), "
+     "reduce(mul, [2, 3]), bisect_left([1, 3], 2), ascii_lowercase[:2])",
+     [{"input": "", "output": "1 6 [1, 3] 6 1 ab"}], None),
+    ("print(datetime.date(2024, 1, 2).day, Counter('aab')['a'], sqrt(16))",
+     [{"input": "", "output": "2 2 4.0"}], None),      # `datetime` is the module
+    ("print(open(0).read().split()[0])", [{"input": "7 8", "output": "7"}], None),  # builtins' open
+    # the raised recursion limit: depth 5000 (Python's default limit is 1000)
+    ("def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\nprint(depth(int(input())))",
+     [{"input": "5000", "output": "5000"}], None),
+    ("class Solution:\n    def f(self, n: int) -> int:\n        return 0 if n == 0 else 1 + self.f(n - 1)",
+     [{"input": "5000", "output": "5000"}], "f"),
+    # the int->str digit limit LCB raises
+    ("print(len(str(10 ** 10000)))", [{"input": "", "output": "10001"}], None),
+    # stripped lines and the numeric fallback
+    ("print(' 3')", [{"input": "", "output": "3"}], None),
+    ("print('1.0 2')", [{"input": "", "output": "1 2"}], None),
+    # __main__ guard runs
+    ("def main():\n    print(5)\nif __name__ == '__main__':\n    main()", [{"input": "", "output": "5"}], None),
+]
+
+
+@needs_sandbox
+@pytest.mark.parametrize("code,tests,fn_name", LCB_RULES)
+def test_livecodebench_rules(code, tests, fn_name):
+    g = grade("code", "", fence(code), tests=tests, fn_name=fn_name, config=FAST)
+    assert g.correct, g
+
+
+@needs_sandbox
+def test_each_test_gets_its_own_time_limit():
+    # Four tests of ~0.6 s each (2.4 s in all) under a 2 s per-test limit:
+    # LiveCodeBench's per-test timeout passes them; one wall cap would not.
+    limits = SandboxLimits(wall_s=2.0, cpu_s=2)
+    code = fence("import time\nt = time.time()\nwhile time.time() - t < 0.6:\n    pass\nprint(input())")
+    tests = [{"input": str(i), "output": str(i)} for i in range(4)]
+    g = grade("code", "", code, tests=tests, config=GradeConfig(limits=limits))
+    assert g.correct, g
+    assert limits.run_deadline_s(4) == 4 * 3.0 + 10.0
+    assert SandboxLimits(total_wall_s=5.0).run_deadline_s(4) == 5.0
+    slow = fence("import time\ntime.sleep(float(input()))\nprint(1)")
+    g = grade("code", "", slow, tests=[{"input": "0", "output": "1"}, {"input": "30", "output": "1"}],
+              config=GradeConfig(limits=SandboxLimits(wall_s=1.0, cpu_s=1)))
+    assert (g.status, g.detail) == (Status.TIMEOUT, "test 2 of 2: time limit")
 
 
 def test_missing_bwrap_is_sandbox_error(tmp_path):

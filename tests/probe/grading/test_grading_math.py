@@ -66,6 +66,14 @@ MATH = [
     (r"\boxed{12}", r"\boxed{12}", Status.OK),                          # reference already boxed
     ("5", "<|channel|>analysis<|message|>\\boxed{4}<|end|><|start|>assistant"
           "<|channel|>final<|message|>\\boxed{5}<|return|>", Status.OK),  # GPT-OSS channels
+    ("5", "<|channel|>analysis<|message|>\\boxed{5}", Status.NO_ANSWER),   # GPT-OSS: analysis only
+    # per family: DeepSeek-R1's prompt already opened <think>, so the reply has only the end
+    ("5", "We add 2 and 3.\n</think>\n\nSo \\boxed{5}.", Status.OK),
+    # the generic family's answer-forcing suffix opens the box the answer closes
+    ("5", "Therefore, the final answer is $\\boxed{5}$.", Status.OK),
+    ("5", "Therefore, the final answer is $\\boxed{5", Status.NO_ANSWER),   # cut before the brace
+    ("5", "\\boxed{" + "1" * 1001 + "}", Status.PARSE_ERROR),              # over 1,000 characters
+    ("5", "the answer is $5$", Status.NO_ANSWER),                          # no box: no bare numbers
 ]
 
 

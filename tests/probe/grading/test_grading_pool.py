@@ -87,6 +87,14 @@ def test_overrunning_request_is_timeout_and_worker_replaced():
     assert got[1] == Grade(True, Status.OK, "")
 
 
+def test_worker_start_up_is_not_counted_against_the_deadline():
+    # A fresh worker spends a second or more importing (spawn); the request's
+    # clock starts when the worker says it is ready, so a tight deadline holds.
+    with Grader(2, request_timeout_s=0.3) as g:
+        got = g.grade_many([GradeRequest("choice", "C", "Answer: C")] * 4)
+    assert got == [Grade(True, Status.OK, "")] * 4
+
+
 @needs_sandbox
 def test_dead_worker_is_grader_error_and_batch_completes():
     slow = GradeRequest("code", "", "```python\nimport time\ntime.sleep(3)\n```", (CodeTest("", "x"),))

@@ -217,10 +217,37 @@ def test_environment_is_not_inherited(monkeypatch, no_leftovers):
     assert (g.correct, g.status) == (False, Status.WRONG_ANSWER)
 
 
-def test_killing_the_harness_is_graded_wrong(no_leftovers):
-    # The program kills its parent (the in-sandbox harness) after printing the answer.
-    g, _ = run("import os, signal\nprint(42, flush=True)\nos.kill(os.getppid(), signal.SIGKILL)")
-    assert not g.correct and g.status is Status.RUNTIME_ERROR
+# Reads the environment of every process it can see (itself, the harness,
+# anything else in /proc) and prints LEAK when the secret is in any of them.
+LEAK_PROBE = """import os
+found = 'abc123' in repr(dict(os.environ))
+for p in os.listdir('/proc'):
+    if p.isdigit():
+        for part in ('environ', 'cmdline'):
+            try:
+                found |= b'abc123' in open(f'/proc/{p}/{part}', 'rb').read()
+            except OSError:
+                pass
+print('LEAK' if found else 'SAFE')"""
+
+
+def test_secret_in_the_graders_environment_does_not_leak(monkeypatch, no_leftovers):
+    # The issue's attack: graded correct exactly when the grader's variable is visible.
+    monkeypatch.setenv("SECRET_TEST_TOKEN", "abc123")
+    g, _ = run(LEAK_PROBE, expected="LEAK")
+    assert (g.correct, g.status) == (False, Status.WRONG_ANSWER)
+    # control: the probe really ran and saw nothing
+    g, _ = run(LEAK_PROBE, expected="SAFE")
+    assert g.correct, g
+
+
+def test_the_harness_survives_a_kill(no_leftovers):
+    # The harness is the box's PID 1: a program cannot kill it, so a program
+    # that tries is graded on its own output, and the next test still runs.
+    code = "import os, signal\nos.kill(1, signal.SIGKILL)\nos.kill(os.getppid(), signal.SIGKILL)\nprint(42)"
+    g = grade("code", "", f"```python\n{code}\n```", tests=[{"input": "", "output": "42"}] * 2,
+              config=CONFIG)
+    assert g.correct, g
 
 
 def test_output_flood_is_cut(no_leftovers):
@@ -230,8 +257,10 @@ def test_output_flood_is_cut(no_leftovers):
 
 
 def test_sandbox_sees_no_host_processes(no_leftovers):
-    # Its own PID namespace: only bwrap's init, the harness and the test process.
-    r = run_tests("import os\nprint(sum(p.isdigit() for p in os.listdir('/proc')))", [""],
-                  mode="stdin", limits=LIMITS)
+    # Its own PID namespace with the harness as PID 1: the program sees the
+    # harness and itself, nothing else.
+    code = ("import os\nps = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+            "print(ps, open('/proc/1/cmdline', 'rb').read().split(b'\\0')[-2].decode())")
+    r = run_tests(code, [""], mode="stdin", limits=LIMITS)
     assert not r.error
-    assert int(r.outcomes[0].output) <= 4
+    assert r.outcomes[0].output.decode().split() == ["[1,", "2]", "/box/harness.py"]

@@ -29,7 +29,7 @@ def _with(section, key, value):
     ("engine", "kv_cache_gib", "lots", r"engine\.kv_cache_gib must be a positive integer, got 'lots'"),
     ("engine", "enforce_eager", "yes", r"engine\.enforce_eager must be true or false, got 'yes'"),
     ("model", "revision", "main", r"unknown key model\.revision \(expected one of family, id, name, path\)"),
-    ("data", "split", "test", r"unknown key data\.split \(expected one of benchmark, n, path, seed, source\)"),
+    ("data", "split", "test", r"unknown key data\.split \(expected one of benchmark, limit, n, path, seed, source, sources\)"),
     ("model", "family", "../../../../etc/passwd", r"model\.family must be a frozen name \(letters, "
                                                   r"digits, \. _ -\) or a \.toml file, got "),
     ("model", "family", "/etc/passwd", r"model\.family must be a frozen name"),

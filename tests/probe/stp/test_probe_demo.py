@@ -23,7 +23,10 @@ def test_demo_job_is_valid():
     job = job_from_dict(demo_job())
     assert job.embedded == "smollm2-135m-instruct" and job.family.name == "generic-chat"
     assert job.engine.kind == "vllm" and job.boundary == "vocab+span"
-    assert job.data["source"] == "sums"
+    assert [s["embedded"] for s in job.data["sources"]] == ["sums", "champ"]
+    from otbench.probe.data import load_data
+    qs, _ = load_data(job.data)
+    assert [q.group for q in qs] == ["SUMS"] * 12 + ["CHAMP"] * 3
 
 
 def test_demo_refuses_a_foreign_folder(tmp_path: Path):

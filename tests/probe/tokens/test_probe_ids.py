@@ -89,10 +89,11 @@ def test_qwen_probe_at_a_boundary(tok, vocab):
     prompt = [7, 8, 9]
     th = ids(tok, "We", "Ġadd", "Ġ", "3", ".ĊĊ", "We", "Ġ", "7")
     # position after the first step (5 tokens, ending on the boundary ".\n\n"):
-    # ".\n\n" -> "." (content), then the separator "\n", "</think>", answer prefix "\n\n".
-    want = prompt + th[:4] + ids(tok, ".", "Ċ", "</think>", "ĊĊ")
+    # ".\n\n" -> ".\n" (the tokenizer's own one-newline token, not "." + "\n"),
+    # no separator after it, then "</think>" and the answer prefix "\n\n".
+    want = prompt + th[:4] + ids(tok, ".Ċ", "</think>", "ĊĊ")
     assert f.probe_prompt(prompt, th, 5) == want
-    assert f.signal_context(prompt, th, 5) == prompt + th[:4] + ids(tok, ".", "Ċ")
+    assert f.signal_context(prompt, th, 5) == prompt + th[:4] + ids(tok, ".Ċ")
     # the full trajectory ends on a non-boundary token without a newline: separator added
     assert f.probe_prompt(prompt, th, 8) == prompt + th + ids(tok, "Ċ", "</think>", "ĊĊ")
 
@@ -111,13 +112,29 @@ def test_qwen_probe_without_separator(tok, vocab):
     th2 = ids(tok, "We", ".ĊĊ")
     assert f.answer_context(prompt_ids, th2, True) == prompt_ids + th2 + ids(tok, "</think>", "ĊĊ")
     # cut at the limit: the forced answer of the full-length probe (boundary replaced)
-    assert f.answer_context(prompt_ids, th2, False) == prompt_ids + ids(tok, "We", ".", "Ċ", "</think>", "ĊĊ")
+    assert f.answer_context(prompt_ids, th2, False) == prompt_ids + ids(tok, "We", ".Ċ", "</think>", "ĊĊ")
+
+
+def test_qwen_boundary_without_a_one_newline_token(tok, vocab):
+    # ").\n\n" has no ").\n" token in this vocabulary: it closes on its content
+    # ids ")" "." and the separator "\n", as before
+    f = fmt_for("qwen3-thinking", tok, vocab)
+    th = ids(tok, "We", ").ĊĊ")
+    assert ids(tok, ").ĊĊ")[0] not in vocab.content_newline
+    assert f.probe_prompt([1], th, 2) == [1] + ids(tok, "We") + list(vocab.content[th[1]]) + \
+        ids(tok, "Ċ", "</think>", "ĊĊ")
+    assert tok.decode(list(vocab.content[th[1]])) == ")."
+    # pure and triple line feeds keep one "\n"
+    for form in ("ĊĊ", "ĊĊĊ"):
+        th = ids(tok, "We", form)
+        assert f.probe_prompt([1], th, 2) == [1] + ids(tok, "We", "Ċ", "</think>", "ĊĊ")
+        assert f.signal_context([1], th, 2) == [1] + ids(tok, "We", "Ċ")
 
 
 def test_deepseek_matches_qwen_closing(tok, vocab):
     f = fmt_for("deepseek-r1-distill", tok, vocab)
     th = ids(tok, "We", ".ĊĊ")
-    assert f.probe_prompt([1], th, 2) == [1] + ids(tok, "We", ".", "Ċ", "</think>", "ĊĊ")
+    assert f.probe_prompt([1], th, 2) == [1] + ids(tok, "We", ".Ċ", "</think>", "ĊĊ")
     assert f.think_stop_ids == tuple(ids(tok, "</think>"))
     assert f.answer_stop_ids == tuple(ids(tok, "<｜end▁of▁sentence｜>"))
 
@@ -127,7 +144,9 @@ def test_gpt_oss_channel_switch(tok, vocab):
     th = ids(tok, "We", ".ĊĊ")
     switch = ids(tok, "<|end|>", "<|start|>", "a", "s", "s", "i", "st", "a", "n", "t",
                  "<|channel|>", "f", "inal", "<|message|>")
-    # no separator; the boundary closes as "." and the analysis message ends with <|end|>
+    # no separator; the boundary closes as "." (no newline: the family's separator
+    # is empty, so the one-newline token is not used) and the analysis message ends
+    # with <|end|>
     assert f.probe_prompt([1], th, 2) == [1] + ids(tok, "We", ".") + switch
     assert f.signal_id == ids(tok, "<|end|>")[0]
     assert f.signal_context([1], th, 2) == [1] + ids(tok, "We", ".")
@@ -139,6 +158,7 @@ def test_generic_answer_forcing(tok, vocab):
     th = ids(tok, "We", "Ġadd", ".ĊĊ", "We")
     suffix = tok.encode("Therefore, the final answer is $\\boxed{", add_special_tokens=False)
     assert suffix[:3] == ids(tok, "Therefore", ",", "Ġthe")
+    # separator "\n\n": the content ids "." then the blank line, not ".\n"
     assert f.probe_prompt([1], th, 3) == [1] + ids(tok, "We", "Ġadd", ".", "ĊĊ") + suffix
     # no marker: the signal (end of turn) is read right after the retained text
     assert f.signal_context([1], th, 3) == [1] + ids(tok, "We", "Ġadd", ".")

@@ -11,6 +11,8 @@ from otbench.probe.tokens._vocab import (
     classify_form,
     content_form,
     count_events,
+    mapping_coverage,
+    newline_form,
 )
 
 
@@ -69,6 +71,36 @@ def test_boundary_set_and_content(vocab):
     assert vocab.content == {3: (), 4: (), 5: (9,), 6: (1,), 7: (11, 1), 8: (), 13: (14,)}
     assert [i for i in range(len(FORMS)) if vocab.ends_newline[i]] == [2, 3, 4, 5, 6, 7, 12]
     assert [i for i in range(len(FORMS)) if vocab.starts_newline[i]] == [2, 3, 4, 8]
+
+
+def test_one_newline_tokens(vocab):
+    # boundary -> the single token of its text up to one line feed, when one exists:
+    # "\n\n", "\n\n\n", "\n\nThe" -> "\n" (2); ".\n\n" -> ".\n" (12); " \n", ").\n"
+    # and "b\n" are no tokens of FORMS
+    assert vocab.content_newline == {3: 2, 4: 2, 6: 12, 8: 2}
+    assert [newline_form(s) for s in ["\n\n", ".\n\n\n", "x\n\ny\n\n", " \n\n"]] == \
+        ["\n", ".\n", "x\n", " \n"]
+
+
+class CharTokenizer(FakeTokenizer):
+    """Encodes one character per token: ".\n" is in the vocabulary but never its own encoding."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [self.forms.index(c) for c in text]
+
+
+def test_one_newline_token_by_form_when_not_the_encoding():
+    v = build_vocabulary(CharTokenizer(FORMS))
+    assert v.content_newline == {3: 2, 4: 2, 6: 12, 8: 2}
+
+
+def test_mapping_coverage(vocab):
+    m = mapping_coverage(vocab, top=10)
+    assert (m["mapped"], m["total"]) == (4, 7) and m["fraction"] == 4 / 7
+    assert m["kinds"] == {"pure": {"mapped": 2, "total": 2}, "whitespace": {"mapped": 0, "total": 1},
+                          "suffix": {"mapped": 1, "total": 2}, "infix": {"mapped": 1, "total": 2}}
+    assert m["unmapped"] == [[" \\n\\n", 1], [").\\n\\n", 1], ["b\\n\\n c", 1]]
+    assert audit(vocab)["mapping"] == mapping_coverage(vocab)
 
 
 def test_audit_counts(vocab):

