@@ -4,6 +4,8 @@ import importlib
 
 import click
 
+from ._common import GuardedGroup
+
 # Each command lives in its own private module and is registered here; the
 # modules import their libraries lazily so `otbench --help` stays fast.
 _COMMANDS = {
@@ -22,7 +24,7 @@ _COMMANDS = {
 }
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="otbench")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show third-party warnings and library log messages (hidden by default).")

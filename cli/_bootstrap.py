@@ -43,10 +43,15 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
     from otbench.analysis.measurement import load
     from otbench.analysis.resampling import bootstrap, format_bootstrap
 
-    from ._common import argument_errors, progress_bar, progress_callback, write_result
+    from ._common import argument_errors, memory_guard, progress_bar, progress_callback, write_result
 
     with argument_errors():
         ms = load(directory)
+        if frontiers:
+            import jax
+
+            cpu = jax.default_backend() == "cpu"
+            memory_guard(ms, "bootstrap --frontiers", batch or (16 if cpu else 1024))
         with progress_bar(replicates, "bootstrap replicates") as bar:
             result = bootstrap(ms, replicates=replicates, seed=seed, frontiers=frontiers, grid=grid,
                                batch=batch, workers=workers, checkpoint_dir=checkpoint_dir,

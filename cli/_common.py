@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import os
 import sys
 
 import click
@@ -30,7 +31,7 @@ def data_errors(*also: type[Exception], prefix: str = ""):
     try:
         yield
     except (MeasurementSetError, FileExistsError, *also) as e:
-        raise DataError(prefix + option_names(" ".join(str(e).split()))) from None
+        raise DataError(prefix + option_names(one_line(e))) from None
 
 
 def option_names(message: str) -> str:
@@ -75,6 +76,26 @@ def configure_output(verbose: bool) -> None:
     for name in ("vllm", "transformers", "torch", "ray", "jax", "absl", "orbax", "numba",
                  "urllib3", "filelock", "datasets", "huggingface_hub"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def one_line(e: BaseException) -> str:
+    """The message of `e` on one line; an OS error reads `PATH: reason` like a data error."""
+    if isinstance(e, OSError) and e.strerror and e.filename is not None:
+        return " ".join(f"{e.filename}: {e.strerror.lower()}".split())
+    return " ".join(str(e).split())
+
+
+class GuardedGroup(click.Group):
+    """The command group: errors of the file system and of the data that escape a command
+    (a read-only target, a refused output, a full disk) still end as one line, exit 2."""
+
+    def invoke(self, ctx):
+        from otbench.analysis.measurement import MeasurementSetError
+
+        try:
+            return super().invoke(ctx)
+        except (MeasurementSetError, OSError) as e:
+            raise DataError(one_line(e)) from None
 
 
 def argument_errors(*also: type[Exception]):
@@ -168,10 +189,17 @@ def load_set(path: str):
         return load(path)
 
 
-def write_json(obj, path) -> None:
-    """Write JSON atomically (indent 2, sorted keys; NaN is a bug, so it raises)."""
-    from otbench.analysis.measurement import write_text_atomic
+def write_json(obj, path, *, of=None) -> None:
+    """Write JSON atomically (indent 2, sorted keys; NaN is a bug, so it raises).
 
+    `of`: the measurement set a result was computed from; its content hash is
+    recorded as `content_hash`, which binds the result to that set (the
+    report refuses a result of another set).
+    """
+    from otbench.analysis.measurement import content_hash, write_text_atomic
+
+    if of is not None and isinstance(obj, dict):
+        obj = {**obj, "content_hash": content_hash(of)}
     text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
     write_text_atomic(path, text + "\n")
 
@@ -208,3 +236,48 @@ def write_result(doc: dict, directory, name: str, override=None):
 
 def synthetic_banner(synthetic: bool) -> str:
     return "SYNTHETIC DATA (simulated, not model outputs)\n" if synthetic else ""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (MemAvailable), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def frontier_state_bytes(ms) -> tuple[int, str]:
+    """The largest per-cell frontier DP state (bytes) and the cell it belongs to.
+
+    The exact DP's state spans every attainable reward of a cell: one int32
+    entry per probe of each trajectory, rounded up to a power of two
+    (`analysis/frontier/_dp.py`, cost model). It dominates the frontier's
+    memory, so it is what is estimated before anything is allocated.
+    """
+    import numpy as np
+
+    per_cell = np.bincount(ms.cell, weights=ms.probes.astype(np.float64), minlength=ms.num_cells)
+    c = int(np.argmax(per_cell))
+    entries = 1 << int(per_cell[c] + 1).bit_length()
+    m, g = ms.cell_name(c)
+    return 4 * entries, f"{m}/{g}"
+
+
+def memory_guard(ms, what: str, copies: int = 1) -> None:
+    """Refuse, with the numbers, a frontier computation whose state exceeds available memory."""
+    state, cell = frontier_state_bytes(ms)
+    need, avail = state * max(int(copies), 1), available_memory()
+    if avail is not None and need > avail:
+        gib = 1 << 30
+        per = f" x {copies} replicates in flight (--batch)" if copies > 1 else ""
+        raise DataError(f"{what}: needs about {need / gib:.1f} GiB for the frontier state of cell "
+                        f"{cell} ({state / gib:.2f} GiB{per}), but {avail / gib:.1f} GiB is "
+                        f"available; use a set with fewer probes or trajectories per cell"
+                        + (", or a smaller --batch" if copies > 1 else ""))

@@ -38,14 +38,14 @@ def analyze(ms, out: Path) -> str:
 
     out.mkdir(parents=True, exist_ok=True)
     result = metrics(ms)
-    write_json(result, str(out / "metrics.json"))
+    write_json(result, str(out / "metrics.json"), of=ms)
     text = format_metrics(result)
     from otbench.analysis.frontier import frontiers
 
     from ._frontier import format_frontiers
 
     res = frontiers(ms)
-    write_json(res.to_json(), str(out / "frontier.json"))
+    write_json(res.to_json(), str(out / "frontier.json"), of=ms)
     return text + "\n" + format_frontiers(res)
 
 

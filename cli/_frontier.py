@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from ._common import data_errors, write_result
+from ._common import data_errors, memory_guard, write_result
 
 
 def _parse_grid(value: str):
@@ -74,6 +74,7 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
             raise click.BadParameter(str(e), param_hint=hint) from None
     with data_errors(ValueError):
         ms = load(directory)
+        memory_guard(ms, "frontier")
         res = frontiers(ms, strategies=strategies, grid=grid_value, pareto=pareto_out is not None)
     click.echo(format_frontiers(res), nl=False)
     click.echo(f"wrote {write_result(res.to_json(), directory, 'frontier.json', json_out)}")

@@ -1,6 +1,5 @@
 """`otbench grade`: grade a JSONL file of responses with the probe's grader (SPEC §3.4)."""
 
-import json
 import os
 
 import click
@@ -12,6 +11,7 @@ _KEYS = {"task", "reference", "response", "tests", "fn_name", "n_options"}
 
 def read_requests(path: str) -> list[tuple[int, object]]:
     """(line number from 1, GradeRequest) per non-blank line; a bad line raises `DataError`."""
+    from otbench.analysis.measurement import MeasurementSetError, loads_json
     from otbench.probe.grading import make_request
 
     out = []
@@ -29,9 +29,9 @@ def read_requests(path: str) -> list[tuple[int, object]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+                row = loads_json(line, where)
+            except MeasurementSetError as e:
+                raise DataError(str(e)) from None
             if not isinstance(row, dict):
                 raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
             unknown = sorted(set(row) - _KEYS)

@@ -9,8 +9,18 @@ import click
 from ._common import argument_errors, progress_bar, progress_callback, result_path, write_result
 
 
-def _counts(value: str, name: str) -> tuple[int, ...]:
-    """Comma-separated positive integers ('' = none)."""
+def _counts(value: str | None, name: str, ms=None) -> tuple[int, ...]:
+    """Comma-separated positive integers ('' = none; None = the defaults that fit the set `ms`)."""
+    if value is None:
+        from otbench.analysis.resampling import (
+            PROBES,
+            TRAJECTORIES,
+            default_levels,
+            max_trajectories,
+        )
+        if name == "'--probes'":
+            return default_levels(ms, PROBES, int(ms.probes.min()))
+        return default_levels(ms, TRAJECTORIES, max_trajectories(ms))
     text = value.strip()
     if not text:
         return ()
@@ -21,10 +31,12 @@ def _counts(value: str, name: str) -> tuple[int, ...]:
                                  param_hint=name) from None
 
 
-_PROBES = click.option("--probes", default="4,8,12,16", show_default=True,
-                       help="Probe counts m for exact thinning ('' to skip).")
-_TRAJ = click.option("--trajectories", default="2,4,8,16", show_default=True,
-                     help="Trajectory counts r per (model, question) ('' to skip).")
+_PROBES = click.option("--probes", default=None,
+                       help="Probe counts m for exact thinning ('' to skip; default: those of "
+                            "4,8,12,16 below the set's P, and P).")
+_TRAJ = click.option("--trajectories", default=None,
+                     help="Trajectory counts r per (model, question) ('' to skip; default: those "
+                          "of 2,4,8,16 below the set's largest R, and R).")
 _DRAWS = click.option("--draws", type=int, default=2000, show_default=True,
                       help="Subsamples per trajectory count.")
 _SEED = click.option("--seed", type=int, default=20260721, show_default=True,
@@ -46,9 +58,10 @@ def thinning_cmd(directory: Path, probes: str, trajectories: str, draws: int, se
     from otbench.analysis.measurement import load
     from otbench.analysis.resampling import format_thinning, thinning
 
-    p, t = _counts(probes, "'--probes'"), _counts(trajectories, "'--trajectories'")
     with argument_errors():
-        doc = thinning(load(directory), probes=p, trajectories=t, draws=draws, seed=seed)
+        ms = load(directory)
+        p, t = _counts(probes, "'--probes'", ms), _counts(trajectories, "'--trajectories'", ms)
+        doc = thinning(ms, probes=p, trajectories=t, draws=draws, seed=seed)
     click.echo(format_thinning(doc), nl=False)
     click.echo(f"wrote {write_result(doc, directory, 'thinning.json', json_out)}")
 
@@ -69,6 +82,17 @@ def _header(table: str, column: str) -> str:
     return column if unit is None else f"{column} ({unit})"
 
 
+def csv_cell(v):
+    """A text cell a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR) gets a
+    leading `'` so it shows as text; numbers are written as they are."""
+    if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        try:
+            float(v)
+        except ValueError:
+            return "'" + v
+    return v
+
+
 def _write_csv(path: Path, table: str, rows: list[dict]) -> None:
     from otbench.analysis.measurement import write_text_atomic
 
@@ -76,7 +100,7 @@ def _write_csv(path: Path, table: str, rows: list[dict]) -> None:
     buf = io.StringIO(newline="")
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([_header(table, c) for c in names])
-    w.writerows([["" if r[c] is None else r[c] for c in names] for r in rows])
+    w.writerows([["" if r[c] is None else csv_cell(r[c]) for c in names] for r in rows])
     write_text_atomic(path, buf.getvalue())
 
 
@@ -137,9 +161,9 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
     from otbench.analysis.measurement import load
     from otbench.analysis.resampling import sweep, sweep_tables
 
-    p, t = _counts(probes, "'--probes'"), _counts(trajectories, "'--trajectories'")
     with argument_errors():
         ms = load(directory)
+        p, t = _counts(probes, "'--probes'", ms), _counts(trajectories, "'--trajectories'", ms)
         with progress_bar(replicates, "bootstrap replicates") as bar:
             doc = sweep(ms, probes=p, trajectories=t, draws=draws, replicates=replicates, seed=seed,
                         frontiers=frontiers or grid is not None, grid=101 if grid is None else grid,

@@ -61,6 +61,7 @@ excluded (SPEC §6.1).
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -94,7 +95,12 @@ class Point:
     nondominated: bool
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # θ = inf (an FB cap of none) has no JSON number: it is written as null.
+        return {**dataclasses.asdict(self), "theta": _theta_json(self.theta)}
+
+
+def _theta_json(theta: float) -> float | None:
+    return None if math.isinf(theta) else theta
 
 
 @dataclasses.dataclass(frozen=True)
@@ -347,7 +353,7 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
                  "a_full": float(chain([_frac(ct.endpoint, ct.probes) for ct in cells])),
                  "frontier_at_full": float(chain([_frac(ct.pareto[1][-1], ct.probes)
                                                   for ct in cells]))}
-    config = {"method_config": _method_config(m, label), "thetas": list(sweep),
+    config = {"method_config": _method_config(m, label), "thetas": [_theta_json(t) for t in sweep],
               "audit_rows": int(walk.audit_rows(test.num_trajectories, audit).size)
               if m.strategy == "dee" else 0,
               "splits": dict(ms.provenance.get("split", {})) if isinstance(ms.provenance, Mapping) else {},

@@ -299,8 +299,13 @@ def method_thetas(method: Any, label: str, thetas: Sequence[Any] | None,
         raise ValueError(f"`thetas` must be numbers, got {thetas!r}") from None
     if not out:
         raise ValueError("`thetas` must not be empty")
-    if not all(np.isfinite(out)):
-        raise ValueError(f"`thetas` must be finite, got {list(out)}")
+    # FB's θ scales a token cap, and a cap of inf means none (full thinking).
+    ok = [np.isfinite(t) or (getattr(method, "strategy", None) == "fb" and t == np.inf)
+          for t in out]
+    if not all(ok):
+        allowed = "finite (or inf for an FB method: no cap)" \
+            if getattr(method, "strategy", None) == "fb" else "finite"
+        raise ValueError(f"`thetas` must be {allowed}, got {list(out)}")
     if len(set(out)) != len(out):
         raise ValueError("`thetas` must not repeat a value")
     return out

@@ -45,6 +45,7 @@ from otbench.analysis.measurement import (
     SPLITS,
     MeasurementSet,
     MeasurementSetError,
+    read_json,
     write_text_atomic,
 )
 
@@ -235,13 +236,9 @@ def read_split_file(path: str | os.PathLike) -> dict[tuple[str, str], int]:
     """(group, question id) -> split index from a split file; `MeasurementSetError` on bad input."""
     p = Path(path)
     where = str(p)
-    try:
-        with open(p, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise MeasurementSetError(where, "split file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MeasurementSetError(where, f"not valid JSON ({e})") from None
+    if not p.is_file():
+        raise MeasurementSetError(where, "split file not found")
+    doc = read_json(p)
     if not isinstance(doc, dict) or doc.get("schema") != FILE_SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else None
         raise MeasurementSetError(where, f"schema must be {FILE_SCHEMA!r}, got {got!r}")

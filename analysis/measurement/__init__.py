@@ -18,6 +18,7 @@ from ._horizon_run import (
                            write_run,
 )
 from ._io import content_hash, load, load_table, read_manifest, save, sha256_file
+from ._json import loads_json, read_json
 from ._jsonl import export_jsonl, import_jsonl
 from ._provenance import git_commit, provenance
 from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
@@ -31,7 +32,7 @@ __all__ = [
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
     "atomic_dir", "atomic_path", "boundary_mask", "concat_columns", "content_hash", "export_jsonl", "from_dense", "from_ragged", "git_commit",
-    "import_jsonl", "load", "provenance", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
+    "import_jsonl", "load", "loads_json", "read_json", "provenance", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
     "segment", "segment_flat", "sha256_file", "simulate", "stored_thinking", "target_steps",
     "write_bytes_atomic", "write_run", "write_text_atomic",
 ]

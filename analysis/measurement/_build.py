@@ -5,6 +5,7 @@ simulator and the probe all end here, so every reader enforces the same rules
 with the same messages.
 """
 
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -13,6 +14,9 @@ import numpy as np
 from ._types import SPLITS, MeasurementSet, pad_ragged
 
 INT32_MAX = np.iinfo(np.int32).max
+# P bounds every per-probe array (frontier states, thinning levels): beyond
+# this a valid-looking set asks for tens of GiB downstream.
+MAX_PROBES = 65_535
 
 
 class MeasurementSetError(ValueError):
@@ -120,6 +124,7 @@ def from_ragged(
     split_idx = _split_rule(checks, split, T)
     _raise_first(checks, where)
 
+    _name_rules(model, group, question, where)
     ix = _index(model, group, question)
     cross: list[tuple[np.ndarray, Callable[[int], str]]] = []
     _duplicate_rule(cross, ix, model, group, question, trajectory, where)
@@ -147,8 +152,12 @@ def _row_rules(checks, trajectory, probes, y, L, C, n) -> None:
         n_arr = np.asarray(n, dtype=np.int64)
         rule(n_arr != L_len - 1,
              lambda i: f"n is {n_arr[i]} but L has {L_len[i]} entries (expected n+1)")
+    # Ranges are checked on int64 before anything is narrowed to int32.
     rule(trajectory < 0, lambda i: f"trajectory must be a non-negative integer, got {trajectory[i]}")
+    rule(trajectory > INT32_MAX,
+         lambda i: f"trajectory must fit in int32 (<= {INT32_MAX}), got {trajectory[i]}")
     rule(probes < 1, lambda i: f"probes must be a positive integer, got {probes[i]}")
+    rule(probes > MAX_PROBES, lambda i: f"probes must be at most {MAX_PROBES}, got {probes[i]}")
     rule((y != 0) & (y != 1), lambda i: f"y must be 0 or 1, got {y[i]}")
 
     starts = L_off[:-1]
@@ -218,6 +227,33 @@ def _split_rule(checks, split, T: int) -> np.ndarray:
         checks.append((bad_split, lambda i: (f"split must be one of {', '.join(SPLITS)} or null, "
                                              f"got {split[i]!r}")))
     return split_idx
+
+
+def _name_rules(model, group, question, where) -> None:
+    """Names are valid Unicode, and no two differ only in normalisation (NFC vs NFD).
+
+    Twins would be two cells or questions that print identically; refusing
+    them (rather than normalising) keeps every stored name as given.
+    """
+    for col, names in (("model", model), ("group", group), ("question", question)):
+        seen: dict[str, tuple[str, int]] = {}
+        firsts: dict[str, int] = {}
+        for i, name in enumerate(names):
+            firsts.setdefault(name, i)
+        for name, i in firsts.items():
+            if not isinstance(name, str):
+                continue
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raise MeasurementSetError(where(i), f"{col} {name!r} is not valid Unicode "
+                                                    f"(lone surrogate)") from None
+            key = unicodedata.normalize("NFC", name)
+            first = seen.setdefault(key, (name, i))
+            if first[0] != name:
+                raise MeasurementSetError(where(i), (
+                    f"{col} {ascii(name)} differs from {ascii(first[0])} at {where(first[1])} only in "
+                    f"Unicode normalisation (NFC/NFD); spell it one way"))
 
 
 def _index(model, group, question) -> _Index:

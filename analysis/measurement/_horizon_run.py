@@ -44,7 +44,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._atomic import atomic_dir
+from ._build import MeasurementSetError
 from ._io import sha256_file
+from ._json import read_json
 
 RUN_SCHEMA = "otbench.horizon-run/1"
 MANIFEST = "horizon.json"
@@ -182,15 +184,24 @@ def _read_table(path: Path, columns: Mapping[str, pa.DataType]) -> pa.Table:
     return t
 
 
+def _replaceable_run(path: Path) -> bool:
+    if not any(path.iterdir()):
+        return True
+    try:
+        return read_manifest(path).get("schema") == RUN_SCHEMA
+    except HorizonDataError:
+        return False
+
+
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """The manifest of the run in `path` (schema checked)."""
     p = Path(path) / MANIFEST
+    if not p.is_file():
+        raise HorizonDataError(f"{p}: no such file (not a horizon run directory)")
     try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise HorizonDataError(f"{p}: no such file (not a horizon run directory)") from None
-    except json.JSONDecodeError as e:
-        raise HorizonDataError(f"{p}: not valid JSON ({e})") from None
+        doc = read_json(p)
+    except MeasurementSetError as e:
+        raise HorizonDataError(str(e)) from None
     if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else None
         raise HorizonDataError(f"{p}: schema must be {RUN_SCHEMA!r}, got {got!r}")
@@ -385,7 +396,8 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
                       r["context"], r["kind"], r.get("variant") or "", r["B"])
     tt = _table(sorted(trajectories, key=tkey), TRAJ_COLUMNS, TRAJ_FILE)
     rt = _table(sorted(readouts, key=rkey), READ_COLUMNS, READ_FILE)
-    with atomic_dir(out) as tmp:
+    # --overwrite replaces only an earlier run (or an empty folder), never a folder of yours.
+    with atomic_dir(out, replace=_replaceable_run if overwrite else None) as tmp:
         pq.write_table(tt, tmp / TRAJ_FILE)
         pq.write_table(rt, tmp / READ_FILE)
         man = dict(manifest)

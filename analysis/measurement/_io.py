@@ -30,8 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._atomic import atomic_dir
+from ._atomic import atomic_dir, foreign_entries, is_measurement_set
 from ._build import MeasurementSetError, from_ragged
+from ._json import read_json
 from ._provenance import provenance
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
@@ -54,8 +55,15 @@ def _version() -> str:
 
 
 def content_hash(ms: MeasurementSet) -> str:
-    """sha256 of the logical content (arrays and name tables), independent of file encoding."""
+    """sha256 of the logical content (arrays and name tables), independent of file encoding.
+
+    The synthetic label is part of the content (a simulated set is not the
+    same data as a measured one): flipping `synthetic` in a manifest breaks
+    the hash. It enters only when set, so measured sets keep their hashes.
+    """
     h = hashlib.sha256()
+    if ms.synthetic:
+        h.update(b"synthetic")
     for name in ("n", "probes", "y", "finished", "trajectory", "cell", "question", "split"):
         h.update(name.encode())
         h.update(np.ascontiguousarray(getattr(ms, name)).astype("<i8").tobytes())
@@ -113,19 +121,31 @@ def cell_table(ms: MeasurementSet, rows: np.ndarray) -> pa.Table:
     return pa.table(cols)
 
 
-def _folder(value: str) -> str:
-    """A model or group id as one folder name: percent-encoded, never hidden.
+# Folder names are at most 255 bytes on common file systems; a long percent-encoded
+# name keeps a readable head and is made unique by a hash of the full name.
+_PART_MAX = 200
+
+
+def part_name(value: str) -> str:
+    """A model or group id as one folder name: percent-encoded, never hidden, bounded.
 
     Dataset readers (pyarrow, hence pandas) skip names starting with `.` or
-    `_`, so a leading one is encoded too.
+    `_`, so a leading one is encoded too; a name longer than `_PART_MAX`
+    keeps a readable head and a hash of the full name.
     """
     enc = quote(value, safe="")
-    return ("%2E" if enc[0] == "." else "%5F") + enc[1:] if enc[:1] in (".", "_") else enc
+    if enc[:1] in (".", "_"):
+        enc = ("%2E" if enc[0] == "." else "%5F") + enc[1:]
+    if len(enc) <= _PART_MAX:
+        return enc
+    head = enc[:120]
+    head = head[:head.rfind("%")] if "%" in head[-2:] else head
+    return f"{head}~{hashlib.sha256(value.encode('utf-8')).hexdigest()[:16]}"
 
 
 def _partition(ms: MeasurementSet, c: int) -> str:
     m, g = ms.cell_name(c)
-    return f"{TRAJ_DIR}/{_folder(m)}/{_folder(g)}/part-0.parquet"
+    return f"{TRAJ_DIR}/{part_name(m)}/{part_name(g)}/part-0.parquet"
 
 
 def _partition_values(rel: str) -> dict[str, str]:
@@ -140,6 +160,12 @@ def _partition_values(rel: str) -> dict[str, str]:
     return dict(zip(("model", "group"), segs))
 
 
+def _replaceable(path: Path) -> bool:
+    """What `--overwrite` may replace: a measurement set, or an empty folder."""
+    return is_measurement_set(path) or (path.is_dir() and not path.is_symlink()
+                                        and not any(path.iterdir()))
+
+
 def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False,
          extra_tables: Mapping[str, pa.Table] | None = None,
          write_extra: Callable[[Path], Mapping[str, int]] | None = None) -> dict[str, Any]:
@@ -151,6 +177,10 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
     bytes (no timestamps).
 
     Args:
+      overwrite: replace an existing measurement set (or empty folder) at
+        `path`; anything else there is refused, and entries of the old set
+        that are not part of it (`results/`, `run.json`, a user's files) are
+        kept in the new one.
       extra_tables: name -> table written as `path/<name>/part-0.parquet` and
         hashed in the manifest (the probe stores raw token ids this way).
       write_extra: for tables too large to hold in memory: called with the
@@ -158,9 +188,15 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
         (streaming) and returns name -> rows; those files are hashed too.
     """
     path = Path(path)
-    if path.exists() and not overwrite:
+    if os.path.lexists(path) and not overwrite:
         raise FileExistsError(f"{path}: already exists (pass overwrite=True / --overwrite)")
-    with atomic_dir(path) as tmp:
+    if overwrite and os.path.lexists(path) and not _replaceable(path):
+        raise FileExistsError(f"{path}: exists and is not a measurement set; --overwrite "
+                              f"replaces only a measurement set, refusing to touch it")
+    # Replace only a measurement set, and keep what it holds besides the set
+    # (results/, run.json, a user's notes): overwriting never deletes those.
+    with atomic_dir(path, replace=_replaceable if overwrite else None,
+                    keep=foreign_entries) as tmp:
         files = []
         for c in range(ms.num_cells):
             rows = ms.cell_rows(c)
@@ -206,18 +242,50 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise MeasurementSetError(str(path), "not a directory (expected a measurement set)")
     if not mpath.is_file():
         raise MeasurementSetError(str(mpath), "missing manifest (not a measurement set?)")
-    try:
-        with open(mpath, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MeasurementSetError(str(mpath), f"not valid JSON ({e})") from None
+    manifest = read_json(mpath)
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
         got = manifest.get("schema") if isinstance(manifest, dict) else None
         raise MeasurementSetError(str(mpath), f"schema must be {SCHEMA!r}, got {got!r}")
     for key in ("files", "synthetic", "content_hash"):
         if key not in manifest:
             raise MeasurementSetError(str(mpath), f"missing key {key!r}")
+    _manifest_shape(str(mpath), manifest)
     return manifest
+
+
+def _manifest_shape(where: str, manifest: Mapping[str, Any]) -> None:
+    """Types of the manifest's keys and confinement of every path it lists to the set."""
+    if not isinstance(manifest["synthetic"], bool):
+        raise MeasurementSetError(where, f"'synthetic' must be true or false, got "
+                                         f"{json.dumps(manifest['synthetic'])}")
+    if not isinstance(manifest["content_hash"], str):
+        raise MeasurementSetError(where, "'content_hash' must be a string")
+    files, tables = manifest["files"], manifest.get("tables", {})
+    if not isinstance(files, list):
+        raise MeasurementSetError(where, "'files' must be a list of {path, rows, sha256}")
+    if not isinstance(tables, dict):
+        raise MeasurementSetError(where, "'tables' must be an object name -> {path, rows, sha256}")
+    entries = [(f"files[{i}]", e, TRAJ_DIR) for i, e in enumerate(files)]
+    entries += [(f"tables[{k!r}]", e, k) for k, e in tables.items()]
+    for label, entry, folder in entries:
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
+                and isinstance(entry.get("sha256"), str)
+                and type(entry.get("rows")) is int and entry["rows"] >= 0):
+            raise MeasurementSetError(where, f"{label} must be {{path: str, rows: int >= 0, "
+                                             f"sha256: str}}")
+        _confined(where, label, entry["path"], folder)
+    paths = [e["path"] for e in files]
+    if len(set(paths)) != len(paths):
+        raise MeasurementSetError(where, "'files' lists a path twice")
+
+
+def _confined(where: str, label: str, rel: str, folder: str) -> None:
+    """A listed path is relative, inside its folder of the set, without `.`/`..` steps."""
+    parts = rel.split("/")
+    if (not rel or rel.startswith("/") or "\\" in rel or parts[0] != folder or len(parts) < 2
+            or any(p in ("", ".", "..") for p in parts) or not rel.endswith(".parquet")):
+        raise MeasurementSetError(where, f"{label} path {rel!r} must be a relative "
+                                         f"'{folder}/...parquet' path inside the set")
 
 
 def _check_column(file: str, table: pa.Table, name: str, typ: pa.DataType) -> None:
@@ -283,7 +351,14 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
     )
     if verify and content_hash(ms) != manifest["content_hash"]:
         raise MeasurementSetError(str(path / MANIFEST),
-                                  "content hash does not match the trajectories")
+                                  "content hash does not match the trajectories (or the "
+                                  "synthetic flag was changed)")
+    counts, actual = manifest.get("counts"), ms.summary()
+    if verify and counts is not None and counts != actual:
+        wrong = (sorted(k for k in set(counts) | set(actual) if counts.get(k) != actual.get(k))
+                 if isinstance(counts, dict) else ["counts"])
+        raise MeasurementSetError(str(path / MANIFEST), f"counts do not match the trajectories "
+                                                        f"({', '.join(wrong)} differ)")
     return ms
 
 
@@ -339,7 +414,7 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
         want = parts.get(col)
         vals = table.column(col).to_pylist()
         for r, v in enumerate(vals):
-            if want is not None and want not in (_folder(v or ""), quote(v or "", safe="")):
+            if want is not None and want not in (part_name(v or ""), quote(v or "", safe="")):
                 raise MeasurementSetError(f"{file}: row {r}",
                                           f"{col} {v!r} does not match its folder {want!r}")
     return table, names
@@ -375,10 +450,12 @@ def load_table(path: str | os.PathLike, name: str) -> pa.Table:
     """An extra table (e.g. the probe's `tokens`) of a measurement set, checksum verified."""
     path = Path(path)
     manifest = read_manifest(path)
-    entry = manifest.get("tables", {}).get(name)
+    entry = manifest["tables"].get(name) if "tables" in manifest else None
     if entry is None:
         raise MeasurementSetError(str(path / MANIFEST), f"no table {name!r} in this set")
     fpath = path / entry["path"]
+    if not fpath.is_file():
+        raise MeasurementSetError(str(fpath), "listed in the manifest but missing")
     if sha256_file(fpath) != entry["sha256"]:
         raise MeasurementSetError(str(fpath), "sha256 does not match the manifest (file changed after writing)")
     return pq.read_table(fpath)

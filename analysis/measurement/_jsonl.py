@@ -7,9 +7,11 @@ One trajectory per line::
      # optional
      "dataset": str, "split": "train" | "validation" | "test" | null,
      "finished": bool, "question_text": str | null,
-     "signals": {name: [float, ...]}}
+     "signals": {name: [float, ...]}, "synthetic": bool}
 
-`L` and `C` hold the `n+1` positions `k = 0..n`. Integer question ids are
+`L` and `C` hold the `n+1` positions `k = 0..n`. `synthetic` (the same on
+every line; the export writes `true` on every line of a synthetic set) keeps
+the synthetic label across export and import. Integer question ids are
 accepted and stored as their decimal string. Blank lines are ignored. Any
 other deviation is an error naming `FILE:LINE` and the rule; nothing is
 written then. `export_jsonl` writes the canonical form, so
@@ -25,10 +27,11 @@ import numpy as np
 
 from ._atomic import write_text_atomic
 from ._build import INT32_MAX, MeasurementSetError, from_ragged, ragged
+from ._json import loads_json
 from ._types import SPLITS, MeasurementSet
 
 REQUIRED_KEYS = ("model", "group", "question", "trajectory", "probes", "L", "C", "y")
-OPTIONAL_KEYS = ("dataset", "split", "finished", "question_text", "signals")
+OPTIONAL_KEYS = ("dataset", "split", "finished", "question_text", "signals", "synthetic")
 _ALLOWED = set(REQUIRED_KEYS) | set(OPTIONAL_KEYS)
 
 
@@ -73,7 +76,7 @@ def _parse_line(where: str, obj) -> dict:
         v = obj[key]
         if not _is_int(v):
             raise MeasurementSetError(where, f"{key} must be an integer, got {json.dumps(v)}")
-        if v > INT32_MAX:
+        if not -INT32_MAX - 1 <= v <= INT32_MAX:
             raise MeasurementSetError(where, f"{key}={v} is beyond int32")
         rec[key] = v
     rec["L"] = _int_list(where, "L", obj["L"])
@@ -88,6 +91,10 @@ def _parse_line(where: str, obj) -> dict:
     if not isinstance(fin, bool):
         raise MeasurementSetError(where, f"finished must be true or false, got {json.dumps(fin)}")
     rec["finished"] = fin
+    syn = obj.get("synthetic", False)
+    if not isinstance(syn, bool):
+        raise MeasurementSetError(where, f"synthetic must be true or false, got {json.dumps(syn)}")
+    rec["synthetic"] = syn
     for key in ("dataset",):
         v = obj.get(key)
         if v is not None and (not isinstance(v, str) or not v):
@@ -137,10 +144,7 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
                 if not line.strip():
                     continue
                 where = f"{name}:{lineno}"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise MeasurementSetError(where, f"malformed JSON ({e.msg} at column {e.colno})") from None
+                obj = loads_json(line, where, bad="malformed JSON")
                 recs.append(_parse_line(where, obj))
                 lines.append(lineno)
         except UnicodeDecodeError as e:
@@ -149,6 +153,10 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
         raise MeasurementSetError(name, "empty file (no trajectories)")
     names = set(recs[0]["signals"])
     for rec, lineno in zip(recs, lines):
+        if rec["synthetic"] != recs[0]["synthetic"]:
+            raise MeasurementSetError(
+                f"{name}:{lineno}", f"synthetic is {json.dumps(rec['synthetic'])} but "
+                f"{json.dumps(recs[0]['synthetic'])} on line {lines[0]}; a file is synthetic or not")
         if set(rec["signals"]) != names:
             raise MeasurementSetError(
                 f"{name}:{lineno}", f"signals {sorted(rec['signals'])} differ from {sorted(names)} on line "
@@ -164,7 +172,8 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
         dataset=[r["dataset"] for r in recs], split=[r["split"] for r in recs],
         question_text=[r["question_text"] for r in recs],
         signals={s: ragged([r["signals"][s] for r in recs], np.float64) for s in sorted(names)},
-        synthetic=synthetic,
+        # The label is never lost: a file that says synthetic stays synthetic.
+        synthetic=synthetic or recs[0]["synthetic"],
         provenance=provenance if provenance is not None else {"source": {"jsonl": path.name}},
         where=lambda i: f"{name}:{lines[i]}",
     )
@@ -191,6 +200,8 @@ def iter_records(ms: MeasurementSet):
         }
         if ms.signals:
             rec["signals"] = {s: v[t, :k].tolist() for s, v in sorted(ms.signals.items())}
+        if ms.synthetic:
+            rec["synthetic"] = True
         yield rec
 
 

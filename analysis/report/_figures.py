@@ -464,6 +464,8 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                 # The mean over draws when recorded, else the range's midpoint.
                 mid = np.asarray([100.0 * v if v is not None else (lo_ + hi_) / 2.0
                                   for v, lo_, hi_ in zip(mean, lo, hi)])
+                # Float summation can put the mean an ulp outside its range (r = R).
+                mid = np.clip(mid, lo, hi)
                 a.errorbar(rr, mid, yerr=[mid - lo, hi - mid], fmt="o", color="#ff7f0e",
                            capsize=4, label="mean over draws, 2.5–97.5% range")
                 if macro.get(key) is not None:

@@ -14,6 +14,12 @@ file                   schema                              written by
 ``bench-*.json``       ``otbench.bench-compare/1``         --json``
 =====================  ==================================  ===========================
 
+Every result otbench writes records the content hash of the set it was
+computed from (`content_hash`); a result whose hash differs from the set's
+never fits. A bootstrap, thinning or OTBench file that records none (written
+by an older otbench) is checked by its cells only, and a note says so. A `sweep.json` (``otbench.sweep/1``) can be
+passed as the bootstrap or the thinning document: its part is used.
+
 Metrics and frontiers are cheap, so a cached document is used only when it
 provably belongs to the set -- same synthetic flag, same cells with the same
 question and trajectory counts (metrics) or the same full-thinking tokens and
@@ -33,13 +39,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import MeasurementSet, MeasurementSetError, loads_json
 
 RESULTS_DIR = "results"
 CACHE_FILES = {"metrics": "metrics.json", "frontier": "frontier.json",
                "bootstrap": "bootstrap.json", "thinning": "thinning.json",
                "otbench": "otbench.json"}
 BENCH_GLOB = "bench-*.json"
+SWEEP_SCHEMA = "otbench.sweep/1"
 SCHEMAS = {"metrics": "otbench.metrics/1", "frontier": "otbench.frontier/1",
            "bootstrap": "otbench.bootstrap/1", "thinning": "otbench.thinning/1",
            "bench": "otbench.bench/1", "bench_compare": "otbench.bench-compare/1"}
@@ -73,11 +80,34 @@ class Inputs:
 
 
 def _read(path: Path) -> tuple[Any, str]:
-    data = path.read_bytes()
     try:
-        return json.loads(data), hashlib.sha256(data).hexdigest()
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ReportInputError(f"{path}: not valid JSON ({e})") from None
+        data = path.read_bytes()
+        return loads_json(data, str(path)), hashlib.sha256(data).hexdigest()
+    except OSError as e:
+        raise ReportInputError(f"{path}: cannot read ({e.strerror or e})") from None
+    except MeasurementSetError as e:
+        raise ReportInputError(str(e)) from None
+
+
+def binding_misfit(doc: Any, set_hash: str) -> str | None:
+    """Why a result is not bound to the set with content hash `set_hash` (None: it is, or
+    it records no hash)."""
+    got = doc.get("content_hash") if isinstance(doc, dict) else None
+    if got is not None and got != set_hash:
+        return (f"it was computed on another set (content hash {str(got)[:12]}..., this set's "
+                f"{set_hash[:12]}...)")
+    return None
+
+
+def _unwrap_sweep(kind: str, doc: Any) -> Any:
+    """The bootstrap or thinning part of an `otbench.sweep/1` document (others unchanged)."""
+    if _schema_of(doc) != SWEEP_SCHEMA or not isinstance(doc.get(kind), dict):
+        return doc
+    part = dict(doc[kind])
+    for key in ("content_hash", "synthetic"):
+        if key in doc:
+            part.setdefault(key, doc[key])
+    return part
 
 
 def _schema_of(doc: Any) -> str | None:
@@ -273,7 +303,21 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
     from otbench.analysis.frontier import budget_grid, frontiers
     from otbench.analysis.overthinking import metrics
 
+    from otbench.analysis.measurement import content_hash
+
     cells = SetCells.of(ms)
+    set_hash = content_hash(ms)
+
+    def bound(misfit, kind=None):
+        def check(d, src):
+            why = binding_misfit(d, set_hash) or misfit(d)
+            if why is None and kind and src.name and not (isinstance(d, dict)
+                                                          and "content_hash" in d):
+                notes.append(f"{kind}: {src.name} records no content hash (older otbench); "
+                             f"only its cells were checked against the set")
+            return why
+        return check
+
     grid_arr = np.asarray([float(b) for b in budget_grid(grid)], dtype=np.float64)
     notes: list[str] = []
     sources: list[Source] = []
@@ -296,7 +340,7 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
             if found is None:
                 continue
             doc, src = found
-            why = misfit(doc)
+            why = bound(misfit)(doc, src)
             if why is None:
                 sources.append(src)
                 return doc
@@ -314,7 +358,8 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
     def expensive(kind: str, given: Doc | None, misfit) -> dict[str, Any] | None:
         if given is not None:
             doc, src = _given(kind, given)
-            why = misfit(doc)
+            doc = _unwrap_sweep(kind, doc)
+            why = bound(misfit, kind)(doc, src)
             if why is not None:
                 raise ReportInputError(f"{src.name or f'the {kind} document'}: cannot be used "
                                        f"for this set: {why}")
@@ -324,7 +369,7 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
         if found is None:
             return None
         doc, src = found
-        why = misfit(doc)
+        why = bound(misfit, kind)(doc, src)
         if why is not None:
             notes.append(f"{kind}: {src.name} skipped ({why})")
             return None
@@ -338,6 +383,9 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
     if otbench:
         for value in otbench:
             doc, src = _given("otbench", value)
+            why = binding_misfit(doc, set_hash)
+            if why is not None:
+                raise ReportInputError(f"{src.name}: cannot be used for this set: {why}")
             docs = bench_docs(doc)
             if docs is None:
                 raise ReportInputError(f"{src.name or 'an OTBench document'}: schema must be "
@@ -362,8 +410,9 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
                 notes.append(f"otbench: {p.name} skipped ({e})")
                 continue
             docs = bench_docs(doc)
-            bad = ("not an OTBench document" if docs is None
-                   else next((w for w in (bench_misfit(d, cells, bool(ms.synthetic)) for d in docs) if w), None))
+            fits = (bench_misfit(d, cells, bool(ms.synthetic)) for d in docs or ())
+            bad = binding_misfit(doc, set_hash) or (
+                "not an OTBench document" if docs is None else next((w for w in fits if w), None))
             if bad:
                 notes.append(f"otbench: {p.name} skipped ({bad})")
                 continue

@@ -357,7 +357,7 @@ def sensitivity_section(ctx) -> Section:
                   "Exact hypergeometric probe thinning and trajectory subsampling (SPEC §7).")
     if th is None:
         ctx.missing(sec, f"No thinning results ({num.figure_label('sensitivity')}): run `otbench "
-                         "thinning DIR --probes 4,8,12,16 --trajectories 2,4,8,16` (it writes "
+                         "thinning DIR` (its levels follow the set; it writes "
                          "DIR/results/thinning.json) and rebuild the report.")
         return sec
     probes, trajs = th.get("probes") or {}, th.get("trajectories") or {}

@@ -238,9 +238,21 @@ def simple_table(name: str, *, title: str, caption: str, header: Sequence[str],
 # -- renderers --------------------------------------------------------------------------
 
 def _csv_field(s: str) -> str:
+    # A text cell a spreadsheet would run as a formula (a model id "=HYPERLINK(...)")
+    # is written as text; numbers such as "-1.5" stay numbers.
+    if s[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(s):
+        s = "'" + s
     if any(ch in s for ch in ',"\n\r'):
         return '"' + s.replace('"', '""') + '"'
     return s
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
 
 
 def to_csv(t: Table, *, synthetic: bool) -> str:

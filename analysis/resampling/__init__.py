@@ -24,7 +24,9 @@ from ._thinning import (
                          TRAJECTORIES,
                          ProbeThinning,
                          TrajectoryThinning,
+                         default_levels,
                          format_thinning,
+                         max_trajectories,
                          probe_thinning,
                          thinning,
                          trajectory_thinning,
@@ -35,6 +37,7 @@ __all__ = [
     "TRAJECTORIES",
     "BootstrapResult", "CheckpointError", "FrontierBootstrap", "ProbeThinning",
     "TrajectoryThinning",
-    "bootstrap", "chain", "format_bootstrap", "format_thinning", "percentile", "probe_thinning",
+    "bootstrap", "chain", "default_levels", "format_bootstrap", "format_thinning",
+    "max_trajectories", "percentile", "probe_thinning",
     "provenance", "sweep", "sweep_tables", "thinning", "trajectory_thinning",
 ]

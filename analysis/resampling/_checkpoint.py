@@ -8,9 +8,18 @@ resuming at `done` and computing the rest reproduces an uninterrupted run
 bit for bit, whatever the batch size before and after the interruption.
 Saves are synchronous and orbax commits a step atomically, so a run killed
 while saving resumes from the previous step.
+
+Nothing resumes silently wrong: the metadata records the sha256 of the saved
+arrays and `done` must equal the step it is stored under, so a flipped bit,
+an edited count or a deleted state is refused; a lock file makes a second
+bootstrap on the same directory fail at once instead of racing; orbax's
+temporary folders of a killed save are removed on open (under the lock).
 """
 
+import fcntl
+import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +49,16 @@ class Checkpointer:
 
         self._ocp = ocp
         self.directory = Path(directory).absolute()
+        self._lock = _lock(self.directory)
+        for tmp in self.directory.glob("*.orbax-checkpoint-tmp*"):
+            shutil.rmtree(tmp, ignore_errors=True)
         self.fingerprint = json.loads(json.dumps(fingerprint))      # normalized (tuples -> lists)
         opts = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
                                             enable_async_checkpointing=False)
         self.manager = ocp.CheckpointManager(self.directory, options=opts)
         self.resume = resume
         if not resume and self.manager.latest_step() is not None:
-            self.manager.close()
+            self.close()
             raise CheckpointError(
                 f"`checkpoint_dir` {self.directory} already holds a checkpoint; pass resume=True "
                 "(--resume) to continue it, or choose an empty directory")
@@ -57,9 +69,17 @@ class Checkpointer:
         if step is None:
             return 0
         ocp = self._ocp
-        got = self.manager.restore(step, args=ocp.args.Composite(
-            meta=ocp.args.JsonRestore(), state=ocp.args.StandardRestore()))
+        try:
+            got = self.manager.restore(step, args=ocp.args.Composite(
+                meta=ocp.args.JsonRestore(), state=ocp.args.StandardRestore()))
+        except Exception as e:  # noqa: BLE001 -- orbax raises many kinds for a damaged step
+            raise CheckpointError(f"the checkpoint step {step} in {self.directory} cannot be read "
+                                  f"({type(e).__name__}: {' '.join(str(e).split())[:200]}); "
+                                  "delete it to start over") from None
         meta = got["meta"]
+        if not isinstance(meta, dict):
+            raise CheckpointError(f"the checkpoint step {step} in {self.directory} has no "
+                                  "metadata; delete it to start over")
         if meta.get("fingerprint") != self.fingerprint:
             old, new = meta.get("fingerprint", {}), self.fingerprint
             diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
@@ -74,7 +94,15 @@ class Checkpointer:
                 raise CheckpointError(f"checkpoint array {k!r} has shape {src.shape} {src.dtype}, "
                                       f"expected {a.shape} {a.dtype}")
             a[...] = src
-        return int(meta["done"])
+        done = meta.get("done")
+        if type(done) is not int or done != step or not 0 <= done <= _rows(arrays):
+            raise CheckpointError(f"the checkpoint step {step} in {self.directory} records "
+                                  f"done={done!r}, which must equal its step and lie in "
+                                  f"0..{_rows(arrays)}; delete it to start over")
+        if meta.get("sha256") != _digest(arrays):
+            raise CheckpointError(f"the checkpoint step {step} in {self.directory} does not match "
+                                  "its checksum (changed or damaged); delete it to start over")
+        return done
 
     def save(self, done: int, arrays: dict[str, np.ndarray]) -> None:
         """Write a checkpoint of the first `done` replicates (step = done)."""
@@ -82,10 +110,42 @@ class Checkpointer:
         if done in self.manager.all_steps():
             return                 # already saved (a resumed, finished run)
         self.manager.save(done, args=ocp.args.Composite(
-            meta=ocp.args.JsonSave({"fingerprint": self.fingerprint, "done": int(done)}),
+            meta=ocp.args.JsonSave({"fingerprint": self.fingerprint, "done": int(done),
+                                    "sha256": _digest(arrays)}),
             state=ocp.args.StandardSave({k: np.asarray(a) for k, a in arrays.items()})),
             force=True)
         self.manager.wait_until_finished()
 
     def close(self) -> None:
         self.manager.close()
+        if self._lock is not None:
+            self._lock.close()              # closing the file releases the lock
+            self._lock = None
+
+
+def _lock(directory: Path):
+    """An exclusive lock on `directory` for this run; `CheckpointError` when another holds it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    f = open(directory / ".otbench.lock", "a")  # noqa: SIM115 -- held until close()
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        raise CheckpointError(f"`checkpoint_dir` {directory} is in use by another bootstrap "
+                              "(its lock is held); wait for it or choose another directory") \
+            from None
+    return f
+
+
+def _rows(arrays: dict[str, np.ndarray]) -> int:
+    return min((a.shape[0] for a in arrays.values() if a.ndim), default=0)
+
+
+def _digest(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 over the arrays (names, shapes, dtypes, bytes) in name order."""
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(f"{k}:{a.shape}:{a.dtype.str};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()

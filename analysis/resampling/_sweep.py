@@ -6,13 +6,13 @@ from typing import Any
 from otbench.analysis.measurement import MeasurementSet
 
 from ._bootstrap import BOOT_METRICS, PERCENTILES, REPLICATES, SEED, bootstrap
-from ._thinning import DRAWS, PROBES, THINNING_METRICS, TRAJECTORIES, thinning
+from ._thinning import DRAWS, THINNING_METRICS, thinning
 
 SCHEMA = "otbench.sweep/1"
 
 
-def sweep(ms: MeasurementSet, *, probes: Sequence[int] = PROBES,
-          trajectories: Sequence[int] = TRAJECTORIES, draws: int = DRAWS,
+def sweep(ms: MeasurementSet, *, probes: Sequence[int] | None = None,
+          trajectories: Sequence[int] | None = None, draws: int = DRAWS,
           replicates: int = REPLICATES, seed: int = SEED, frontiers: bool = False,
           grid: int | Sequence[Any] = 101, batch: int | None = None, workers: int | None = None,
           checkpoint_dir: Any = None, checkpoint_every: int = 10, resume: bool = False,

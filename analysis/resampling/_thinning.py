@@ -124,6 +124,18 @@ def _counts_iv(name: str, values: Any, hi: int | None = None, hi_rule: str = "")
     return tuple(int(v) for v in out)
 
 
+def max_trajectories(ms: MeasurementSet) -> int:
+    """The largest number of trajectories of one (model, question) of `ms`."""
+    model = np.asarray(ms.cell_model)[ms.cell].astype(np.int64)
+    key = model * (int(ms.question.max()) + 1) + ms.question.astype(np.int64)
+    return int(np.unique(key, return_counts=True)[1].max())
+
+
+def default_levels(ms: MeasurementSet, standard: Sequence[int], top: int) -> tuple[int, ...]:
+    """The standard levels below `top` (the set's P or R), then `top`: defaults that fit the set."""
+    return tuple(v for v in standard if v < top) + (int(top),)
+
+
 def _set_iv(ms: Any) -> MeasurementSet:
     if not isinstance(ms, MeasurementSet):
         raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
@@ -132,7 +144,7 @@ def _set_iv(ms: Any) -> MeasurementSet:
     return ms
 
 
-def probe_thinning(ms: MeasurementSet, probes: Sequence[int] = PROBES) -> ProbeThinning:
+def probe_thinning(ms: MeasurementSet, probes: Sequence[int] | None = None) -> ProbeThinning:
     """Exact expected OR, AD and retention when thinning to `m` probes (SPEC §7).
 
     Args:
@@ -146,6 +158,8 @@ def probe_thinning(ms: MeasurementSet, probes: Sequence[int] = PROBES) -> ProbeT
     """
     ms = _set_iv(ms)
     pmin = int(ms.probes.min())
+    if probes is None:
+        probes = default_levels(ms, PROBES, pmin)
     probes = _counts_iv("probes", probes, pmin, f"the smallest probe count P of the set ({pmin})")
     layout, names = build_layout(ms)
     per = []
@@ -174,7 +188,7 @@ def _aggregate_rows(values, layout):
     return tuple(x.reshape(lead + x.shape[1:]) for x in jax.vmap(one)(flat))
 
 
-def trajectory_thinning(ms: MeasurementSet, trajectories: Sequence[int] = TRAJECTORIES, *,
+def trajectory_thinning(ms: MeasurementSet, trajectories: Sequence[int] | None = None, *,
                         draws: int = DRAWS, seed: int = SEED) -> TrajectoryThinning:
     """Macro OR / AD from `r` trajectories per (model, question), `draws` times (SPEC §7).
 
@@ -186,7 +200,11 @@ def trajectory_thinning(ms: MeasurementSet, trajectories: Sequence[int] = TRAJEC
       seed: stream seed, `0 <= seed < 2**64` (default 20260721).
     """
     ms = _set_iv(ms)
-    trajectories = _counts_iv("trajectories", trajectories)
+    rmax = max_trajectories(ms)
+    if trajectories is None:
+        trajectories = default_levels(ms, TRAJECTORIES, rmax)
+    trajectories = _counts_iv("trajectories", trajectories, rmax,
+                              f"the largest trajectory count R of a (model, question) ({rmax})")
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"`draws` must be a positive integer, got {draws!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 64:
@@ -224,12 +242,15 @@ def _num(x) -> float | None:
     return x if np.isfinite(x) else None
 
 
-def thinning(ms: MeasurementSet, *, probes: Sequence[int] = PROBES,
-             trajectories: Sequence[int] = TRAJECTORIES, draws: int = DRAWS, seed: int = SEED,
+def thinning(ms: MeasurementSet, *, probes: Sequence[int] | None = None,
+             trajectories: Sequence[int] | None = None, draws: int = DRAWS, seed: int = SEED,
              percentiles: Sequence[float] = PERCENTILES) -> dict[str, Any]:
     """Probe and trajectory thinning as the `otbench.thinning/1` document.
 
-    Either part is skipped when its sequence is empty. Returns::
+    Either part is skipped when its sequence is empty; None (the default)
+    means the levels that fit the set: those of 4, 8, 12, 16 below its
+    smallest P, then P (probes), and those of 2, 4, 8, 16 below its largest
+    R, then R (trajectories). Returns::
 
         {"schema": "otbench.thinning/1", "synthetic": bool,
          "probes": {"4": {"or", "ad", "retention",            # macro expectations
@@ -245,7 +266,7 @@ def thinning(ms: MeasurementSet, *, probes: Sequence[int] = PROBES,
     q = tuple(float(p) for p in percentiles)
     if len(q) != 2 or not (0 <= q[0] < q[1] <= 100):
         raise ValueError(f"`percentiles` must be two increasing numbers in [0, 100], got {percentiles!r}")
-    if len(tuple(probes)):
+    if probes is None or len(tuple(probes)):
         pt = probe_thinning(ms, probes)
         for i, m in enumerate(pt.probes):
             def keyed(col):
@@ -258,7 +279,7 @@ def thinning(ms: MeasurementSet, *, probes: Sequence[int] = PROBES,
                                  for j, mo in enumerate(pt.names.models)}
             entry["by_group"] = {g: keyed(pt.group[i, :, j]) for j, g in enumerate(pt.names.groups)}
             doc["probes"][str(m)] = entry
-    if len(tuple(trajectories)):
+    if trajectories is None or len(tuple(trajectories)):
         tt = trajectory_thinning(ms, trajectories, draws=draws, seed=seed)
         for i, r in enumerate(tt.trajectories):
             lohi = percentile(tt.macro[i], q)                       # [2, metric]

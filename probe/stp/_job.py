@@ -65,6 +65,8 @@ from otbench.probe.config import Family, Sampling, find_model, list_entries, loa
 from otbench.probe.engines import ENGINES, EngineConfig
 from otbench.probe.grading import GRADERS
 
+from ._toml_rules import STP_RULES, check_tables
+
 DATA_SOURCES = ("sums", "arithmetic", "champ", "file")
 
 
@@ -143,6 +145,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
         if key not in ("model", "engine", "data", "probe", "sampling", "grader", "trajectories"):
             raise JobError(f"unknown table [{key}] (expected model, engine, data, probe, sampling, grader, "
                            "trajectories)")
+    check_tables(cfg, STP_RULES, JobError)
     model_id, family, entry, embedded, path, hub = _model_iv(dict(cfg.get("model", {})), base)
     e = dict(cfg.get("engine", {}))
     kind = e.pop("kind", "vllm")
@@ -379,8 +382,12 @@ def load_toml_job(path: str | Path, build):
             cfg = tomllib.load(f)
     except FileNotFoundError:
         raise JobError(f"{path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise JobError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
-        raise JobError(f"{path}: not valid TOML ({e})") from None
+        raise JobError(f"{path}: not valid TOML ({' '.join(str(e).split())})") from None
+    except OSError as e:
+        raise JobError(f"{path}: cannot read ({e.strerror or e})") from None
     try:
         return build(cfg, base=path.parent)
     except JobError as e:

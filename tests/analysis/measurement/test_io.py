@@ -61,7 +61,7 @@ BAD = [
     ("signal length", [rec(signals={"margin": [0.1, 0.2]})], 1,
      r"signal 'margin' has 2 entries, expected 3 \(n\+1\)"),
     ("signal NaN", [rec(signals={"margin": [0.1, float("nan"), 0.3]})], 1,
-     r"signal 'margin'\[1\] must be a number, got NaN"),
+     r"not accepted JSON \(NaN is not a JSON number \(numbers must be finite\)\)"),
     ("signals differ between lines", [rec(signals={"a": [0, 0, 0]}), rec(trajectory=1)], 2,
      r"signals \[\] differ from \['a'\] on line 1"),
     ("finished not bool", [rec(finished=1)], 1, r"finished must be true or false, got 1"),

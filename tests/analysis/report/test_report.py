@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from otbench.analysis import frontiers, metrics, simulate
+from otbench.analysis import content_hash, frontiers, metrics, simulate
 from otbench.analysis.bench._splits import assign_splits
 from otbench.analysis.measurement._build import from_ragged, ragged
 from otbench.analysis.measurement._io import save
@@ -182,9 +182,10 @@ def full_report(token_dir, tmp_path_factory):
     m, f = metrics(ms), frontiers(ms).to_json()
     res = d / "results"
     res.mkdir()
-    (res / "bootstrap.json").write_text(json.dumps(bootstrap_doc(m, f)))
-    (res / "thinning.json").write_text(json.dumps(thinning_doc(m)))
-    (res / "bench-dee.json").write_text(json.dumps(bench_doc(ms)))
+    bound = {"content_hash": content_hash(ms)}     # as otbench writes them
+    (res / "bootstrap.json").write_text(json.dumps({**bootstrap_doc(m, f), **bound}))
+    (res / "thinning.json").write_text(json.dumps({**thinning_doc(m), **bound}))
+    (res / "bench-dee.json").write_text(json.dumps({**bench_doc(ms), **bound}))
     out = tmp_path_factory.mktemp("rep") / "report"
     lines = []
     index = write_report(d, out, progress=lines.append)

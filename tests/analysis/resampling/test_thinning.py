@@ -322,8 +322,12 @@ def test_mean_over_draws_matches_full_pool_within_monte_carlo_error():
 
 def test_r_at_least_R_keeps_everything():
     ms = simulate("tiny", seed=0)                  # R in 3..4
-    got = trajectory_thinning(ms, [4, 9], draws=7, seed=1)
+    got = trajectory_thinning(ms, [4], draws=7, seed=1)
     np.testing.assert_allclose(got.macro, np.broadcast_to(got.full, got.macro.shape), rtol=0, atol=1e-15)
+    # r beyond every R is refused, as probes beyond P are.
+    with pytest.raises(ValueError, match=r"`trajectories` must not exceed the largest trajectory "
+                                         r"count R of a \(model, question\) \(4\), got 9"):
+        trajectory_thinning(ms, [4, 9], draws=7, seed=1)
 
 
 def test_selection_is_uniform_over_subsets():

@@ -1,0 +1,122 @@
+"""Typed keys of the job TOML tables: every key known, every value of its type and range.
+
+`job_from_dict` validates a table's meaning (which sources exist, how limits
+relate); this module first checks the shape a careless edit breaks: unknown
+keys (a misspelt `[model]` key was silently ignored), wrong types (`kv_cache_gib =
+"lots"`, `max_model_len = 4096.5`), values beyond any sensible range (`b =
+99999999999999999`) and non-finite numbers (`temperature = nan`). Messages
+read `TABLE.KEY must be ..., got VALUE`, like the job's own.
+"""
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+# A frozen artifact is named by a plain name; anything else must be a .toml file.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+Rule = Callable[[Any], str | None]     # the rule a value breaks, or None
+
+
+def integer(lo: int = 1, hi: int = INT32_MAX) -> Rule:
+    what = "a positive integer" if lo == 1 else ("a non-negative integer" if lo == 0
+                                                  else f"an integer >= {lo}")
+
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            return f"must be {what}, got {v!r}"
+        if v > hi:
+            return f"must be at most {hi}, got {v!r}"
+        return None
+    return check
+
+
+def number(lo: float, hi: float, *, what: str) -> Rule:
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return f"must be {what} (a finite number), got {v!r}"
+        return None if lo <= v <= hi else f"must be {what}, got {v!r}"
+    return check
+
+
+def text(v) -> str | None:
+    return None if isinstance(v, str) and v else f"must be a non-empty string, got {v!r}"
+
+
+def flag(v) -> str | None:
+    return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
+
+
+def benchmark(v) -> str | None:
+    from otbench.probe.data import BENCHMARKS
+
+    return None if v in BENCHMARKS else f"must be one of {', '.join(BENCHMARKS)}, got {v!r}"
+
+
+def artifact(v) -> str | None:
+    """A frozen family/model name, or a path to a `.toml` file (nothing else is opened)."""
+    if isinstance(v, str) and (v.endswith(".toml") or (_PLAIN_NAME.fullmatch(v) and ".." not in v)):
+        return None
+    return f"must be a frozen name (letters, digits, . _ -) or a .toml file, got {v!r}"
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def model_name(v) -> str | None:
+    """A frozen model entry (see `artifact`) or a Hugging Face id `org/name` (no `..`, no path)."""
+    if isinstance(v, str) and _HUB_ID.fullmatch(v) and ".." not in v:
+        return None
+    return artifact(v)
+
+
+STP_RULES: dict[str, dict[str, Rule]] = {
+    # model.name: a frozen entry or a Hugging Face repository id ("Org/Model"), resolved
+    # through the hub cache (never a path: `path` is for local directories).
+    "model": {"name": model_name, "path": text, "family": artifact, "id": text, "revision": text},
+    "engine": {"kind": text, "dtype": text, "max_model_len": integer(1, 1 << 24),
+               "seed": integer(0, INT64_MAX), "block_size": integer(1, 1 << 16),
+               "kv_cache_gib": integer(1, 1 << 20),
+               "gpu_memory_utilization": number(0.0, 1.0, what="in [0, 1]"),
+               "tensor_parallel_size": integer(1, 1 << 12), "enforce_eager": flag,
+               "max_num_seqs": integer(1, 1 << 20), "chunked_prefill": flag,
+               "revision": text, "batch_invariant": flag},
+    # [[data.sources]] entries are checked by the job's own source rules.
+    "data": {"source": text, "n": integer(), "seed": integer(0, INT64_MAX),
+             "limit": integer(), "sources": lambda v: None,
+             "benchmark": benchmark, "path": text},
+    "probe": {"R": integer(1, 65_535), "P": integer(1, 65_535), "b": integer(),
+              "thinking_limit": integer(1, 1 << 24), "answer_limit": integer(1, 1 << 24),
+              "units_per_batch": integer(1, 1 << 20), "units_in_flight": integer(1, 1 << 24),
+              "boundary": text, "direct_answer": flag},
+    "sampling": {"temperature": number(0.0, 1e6, what="a non-negative number"),
+                 "top_p": number(0.0, 1.0, what="in (0, 1]"),
+                 "top_k": integer(0, INT32_MAX),
+                 "presence_penalty": number(-2.0, 2.0, what="in [-2, 2]")},
+    "grader": {"kind": text},
+}
+
+
+def check_tables(cfg: Mapping[str, Any], rules: Mapping[str, Mapping[str, Rule]],
+                 error: type[Exception]) -> None:
+    """Raise `error("TABLE.KEY must be ...")` at the first key of `cfg` that breaks `rules`.
+
+    Only the tables named in `rules` are checked; which tables may appear is
+    the caller's rule.
+    """
+    for table, keys in rules.items():
+        if table not in cfg:
+            continue
+        t = cfg[table]
+        if not isinstance(t, Mapping):
+            raise error(f"[{table}] must be a table, got {t!r}")
+        for key, value in t.items():
+            rule = keys.get(key)
+            if rule is None:
+                raise error(f"unknown key {table}.{key} (expected one of {', '.join(sorted(keys))})")
+            why = rule(value)
+            if why is not None:
+                raise error(f"{table}.{key} {why}")

@@ -1,0 +1,58 @@
+"""The guarded JSON reader: every unsafe document is one line naming the place, never a traceback."""
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from otbench.analysis.measurement import MeasurementSetError, loads_json
+
+CASES = [
+    ("deep nesting", "[" * 100_000 + "]" * 100_000, r"f: not accepted JSON \(nested deeper than 64 levels\)"),
+    ("65 levels", "[" * 65 + "]" * 65, r"nested deeper than 64 levels"),
+    ("4300+ digits", "9" * 5000, r"integer with 5000 digits is beyond int64"),
+    ("beyond int64", "1" + "0" * 400, r"integer with 401 digits is beyond int64"),
+    ("beyond float64", "[1e400]", r"number 1e400 is beyond float64"),
+    ("NaN literal", "[NaN]", r"NaN is not a JSON number"),
+    ("lone surrogate", '{"q": "\\ud800x"}', r"holds a lone surrogate \(not valid Unicode\)"),
+    ("surrogate key", '{"\\udfff": 1}', r"holds a lone surrogate"),
+    ("duplicate key", '{"y": 0, "y": 1}', r"duplicate key 'y' in one object"),
+    ("syntax", "{oops", r"f: not valid JSON \(Expecting property name enclosed in double quotes at column 2\)"),
+    ("not UTF-8", b"\xff{}", r"f: not UTF-8 text"),
+]
+
+
+@pytest.mark.parametrize("text,rule", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_refusals_are_one_line(text, rule):
+    with pytest.raises(MeasurementSetError, match=rule) as e:
+        loads_json(text, "f")
+    assert "\n" not in str(e.value)
+
+
+def test_valid_documents_pass_unchanged():
+    doc = {"a": [1, 2.5, "é", {"b": None, "c": True}], "d": "\\ud800 is text here"}
+    assert loads_json(json.dumps(doc, ensure_ascii=False), "f") == doc
+    assert loads_json(json.dumps(doc), "f") == doc
+    deep = loads_json("[" * 64 + "]" * 64, "f")            # 64 levels are fine
+    for _ in range(63):
+        deep = deep[0]
+    assert deep == []
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
+                     | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(), c, max_size=4),
+                     max_leaves=30)
+
+
+@given(_json)
+def test_any_json_value_round_trips(doc):
+    assert loads_json(json.dumps(doc), "f") == doc
+
+
+@given(st.text() | st.binary())
+def test_any_text_is_a_value_or_one_line(text):
+    try:
+        loads_json(text, "f")
+    except MeasurementSetError as e:
+        assert str(e).startswith("f: ") and "\n" not in str(e)

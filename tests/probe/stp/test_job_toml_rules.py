@@ -1,0 +1,90 @@
+"""Job TOML: every key typed and known, no path opened but a family name or a .toml file."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from otbench.probe.stp import JobError, job_from_dict, load_job
+
+BASE = {"model": {"path": "m", "family": "qwen3-thinking", "id": "m"},
+        "data": {"source": "sums", "n": 2},
+        "probe": {"R": 2, "P": 3, "b": 16, "thinking_limit": 64, "answer_limit": 8}}
+
+
+def _with(section, key, value):
+    cfg = json.loads(json.dumps(BASE))
+    cfg.setdefault(section, {})[key] = value
+    return cfg
+
+
+@pytest.mark.parametrize("section,key,value,msg", [
+    ("sampling", "temperature", math.nan, r"sampling\.temperature must be a non-negative number "
+                                          r"\(a finite number\), got nan"),
+    ("probe", "b", 99999999999999999, r"probe\.b must be at most 2147483647, got 99999999999999999"),
+    ("probe", "P", 70000, r"probe\.P must be at most 65535, got 70000"),
+    ("engine", "max_model_len", 4096.5, r"engine\.max_model_len must be a positive integer, got 4096\.5"),
+    ("engine", "kv_cache_gib", "lots", r"engine\.kv_cache_gib must be a positive integer, got 'lots'"),
+    ("engine", "enforce_eager", "yes", r"engine\.enforce_eager must be true or false, got 'yes'"),
+    ("model", "revision", "main", r"unknown key model\.revision \(expected one of family, id, name, path\)"),
+    ("data", "split", "test", r"unknown key data\.split \(expected one of benchmark, limit, n, path, seed, source, sources\)"),
+    ("model", "family", "../../../../etc/passwd", r"model\.family must be a frozen name \(letters, "
+                                                  r"digits, \. _ -\) or a \.toml file, got "),
+    ("model", "family", "/etc/passwd", r"model\.family must be a frozen name"),
+    ("sampling", "top_p", math.inf, r"sampling\.top_p must be in \(0, 1\] \(a finite number\), got inf"),
+])
+def test_typed_keys(section, key, value, msg):
+    with pytest.raises(JobError, match=msg):
+        job_from_dict(_with(section, key, value))
+
+
+def test_a_table_that_is_not_a_table():
+    with pytest.raises(JobError, match=r"\[probe\] must be a table, got 3"):
+        job_from_dict({**BASE, "probe": 3})
+
+
+def test_non_utf8_and_unreadable_job_files(tmp_path: Path):
+    p = tmp_path / "job.toml"
+    p.write_bytes(b'[model]\npath = "m\xff"\n')
+    with pytest.raises(JobError, match=r"job\.toml: not UTF-8 text \(invalid start byte at byte 17\)"):
+        load_job(p)
+    with pytest.raises(JobError, match=r": cannot read \(Is a directory\)"):
+        load_job(tmp_path)
+
+
+_toml_values = st.recursive(
+    st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=20),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+    max_leaves=8)
+
+
+@given(st.dictionaries(st.sampled_from(["model", "engine", "data", "probe", "sampling", "grader"]),
+                       st.dictionaries(st.sampled_from(["name", "path", "family", "kind", "n", "R",
+                                                        "P", "b", "temperature", "top_p", "source",
+                                                        "max_model_len", "boundary", "x"]),
+                                       _toml_values, max_size=4), max_size=4))
+def test_any_job_table_is_a_job_or_one_job_error(cfg):
+    try:
+        job_from_dict(cfg)
+    except JobError as e:
+        assert "\n" not in str(e)
+    except ValueError as e:        # the family/model loaders' ArtifactError (one line, exit 2)
+        assert type(e).__name__ == "ArtifactError" and "\n" not in str(e)
+
+
+def test_data_file_rules(tmp_path: Path):
+    from click.testing import CliRunner
+    from otbench.cli import main
+
+    with pytest.raises(JobError, match=r"data\.benchmark must be one of AIME2024, .*got 'aime'"):
+        job_from_dict({**BASE, "data": {"source": "file", "benchmark": "aime", "path": "x"}})
+    job = tmp_path / "job.toml"
+    job.write_text('[model]\nname = "smollm2-135m-instruct"\n[data]\nsource = "file"\n'
+                   'benchmark = "AIME2024"\npath = "missing.jsonl"\n')
+    r = CliRunner().invoke(main, ["probe", "run", "--config", str(job), "--out",
+                                  str(tmp_path / "out")])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip().splitlines()[-1].endswith("missing.jsonl: no such file")
+    assert not (tmp_path / "out").exists()
