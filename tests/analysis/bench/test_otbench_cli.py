@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from otbench.analysis import content_hash, load, save, simulate
+from otbench.analysis import load, save, simulate
 from otbench.analysis.bench._splits import assign_splits
 from otbench.cli._bench import BUILTIN_HELP, LEARNED, bench_cmd
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from otbench.analysis import content_hash, save, simulate
+from otbench.analysis import save, simulate
 from otbench.analysis.resampling._bootstrap import bootstrap
 from otbench.cli import _common as cli_common
 from otbench.cli._bootstrap import bootstrap_cmd

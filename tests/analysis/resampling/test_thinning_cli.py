@@ -5,7 +5,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from otbench.analysis import content_hash, save, simulate
+from otbench.analysis import save, simulate
 from otbench.analysis.resampling._thinning import thinning
 from otbench.cli._thinning import sweep_cmd, thinning_cmd
 
