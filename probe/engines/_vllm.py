@@ -183,6 +183,7 @@ class VLLMEngine:
         self.config = config
         self._device = detect_device()
         if config.batch_invariant and self._device != "cuda":
+            os.environ.pop("VLLM_BATCH_INVARIANT", None)    # set above for a GPU; leave no trace
             raise EngineStartError(f"engine.batch_invariant needs vLLM on an NVIDIA GPU (compute capability "
                                    f">= 8.0); this vLLM runs on {self._device}")
         if self._device == "cuda":

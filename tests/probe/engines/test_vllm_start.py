@@ -60,7 +60,10 @@ def _fake_vllm(device: str, version: str, state: dict, *, with_token_ids: bool =
 def start(monkeypatch):
     """start(device, version, **config) -> (engine, state); CUDA calls before LLM() fail."""
     for k in ENV:
-        monkeypatch.delenv(k, raising=False)
+        # set, then delete: monkeypatch then restores the variable's absence at teardown
+        # even when the engine sets it meanwhile (it must not leak into later tests)
+        monkeypatch.setenv(k, "")
+        monkeypatch.delenv(k)
     state: dict = {"engine_built": False, "early_cuda": []}
 
     def tripwire(name, real):
