@@ -336,6 +336,9 @@ def _model_iv(m: dict, base: Path | None):
         if key not in ("name", "path", "family", "id", "revision"):
             raise JobError(f"unknown key model.{key} (expected name, path, family, id, revision)")
     name, entry = m.get("name"), None
+    if name is None and "path" not in m:
+        raise JobError("[model] needs `name` (a model entry or a Hugging Face id) or `path` "
+                       "(a local model directory)")
     if name is not None:
         if not isinstance(name, str) or not name:
             raise JobError(f"model.name must be a model entry name or a Hugging Face id, got {name!r}")
