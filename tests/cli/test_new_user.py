@@ -34,7 +34,7 @@ def test_thinning_defaults_follow_the_set(sets, tmp_path):
 
 def test_r_beyond_R_is_refused(sets):
     refused(cli("thinning", sets[0], "--probes", "", "--trajectories", "2,16"),
-            "Error: `trajectories` must not exceed the largest trajectory count R of a "
+            "Error: `--trajectories` must not exceed the largest trajectory count R of a "
             "(model, question) (4), got 16")
 
 
@@ -80,7 +80,7 @@ def test_inf_theta_is_no_cap_for_fb_methods(sets, tmp_path):
     assert doc["config"]["thetas"] == [1.0, None]          # inf has no JSON number: null
     assert doc["points"][-1]["theta"] is None and doc["points"][-1]["rel_cost"] == 1.0
     refused(cli("bench", "run", s, "--method", "thinkbrake", "--thetas", "0.5,inf"),
-            "Error: `thetas` must be finite, got [0.5, inf]")
+            "Error: `--thetas` must be finite, got [0.5, inf]")
 
 
 def test_csv_cells_are_not_formulas(tmp_path):

@@ -28,7 +28,10 @@ def _with(section, key, value):
     ("engine", "max_model_len", 4096.5, r"engine\.max_model_len must be a positive integer, got 4096\.5"),
     ("engine", "kv_cache_gib", "lots", r"engine\.kv_cache_gib must be a positive integer, got 'lots'"),
     ("engine", "enforce_eager", "yes", r"engine\.enforce_eager must be true or false, got 'yes'"),
-    ("model", "revision", "main", r"unknown key model\.revision \(expected one of family, id, name, path\)"),
+    ("model", "weights", "x", r"unknown key model\.weights \(expected one of family, id, name, path, revision\)"),
+    ("model", "name", "../../etc/passwd", r"model\.name must be a frozen name"),
+    ("engine", "batch_invariant", "yes", r"engine\.batch_invariant must be true or false, got 'yes'"),
+    ("probe", "units_in_flight", 0, r"probe\.units_in_flight must be"),
     ("data", "split", "test", r"unknown key data\.split \(expected one of benchmark, limit, n, path, seed, source, sources\)"),
     ("model", "family", "../../../../etc/passwd", r"model\.family must be a frozen name \(letters, "
                                                   r"digits, \. _ -\) or a \.toml file, got "),
