@@ -144,7 +144,7 @@ def _digest(trajs: Sequence[ImportedTrajectory]) -> str:
 
 def import_trajectories(job, questions: Sequence, log) -> Imported:
     """Read, match and tokenize the job's `[trajectories]`; the job to run and what to record."""
-    from ._runner import resolve_engine_config
+    from ._setup import resolve_engine_config
 
     table = job.trajectories
     recs, source = load_traces(table)

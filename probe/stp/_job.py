@@ -94,7 +94,7 @@ class ProbeJob:
       grader: "auto" | "otbench" | "minimal".
       units_per_batch: work units (question x trajectory) per Ray task.
       units_in_flight: units between admission and result at once in one
-        engine (None: sized to the engine, `_runner.units_in_flight`).
+        engine (None: sized to the engine, `_setup.units_in_flight`).
       direct_answer: also sample one answer per question to the no-thinking
         prompt (the set's `direct` table; SPEC §4, beside `P(0)`).
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".

@@ -58,7 +58,7 @@ class ProbeWorker:
         from otbench.probe.engines import open_engine
         from otbench.probe.grading import open_grader
 
-        from ._runner import prepare, resolve_engine_config
+        from ._setup import prepare, resolve_engine_config
 
         def log(msg):
             print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)

@@ -27,19 +27,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from otbench.analysis.measurement import provenance, write_text_atomic
 from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
 from otbench.probe.grading import open_grader, resolve_grader
-from otbench.probe.tokens import build_vocabulary, compile_format
 
 from ._imported import think_results
 from ._job import ProbeJob
-from ._loop import RunStats, UnitResult, direct_answers, encode_prompts, run_units
+from ._loop import RunStats, UnitResult, direct_answers, run_units
 from ._output import direct_table, measurement_set, write_token_tables
+from ._setup import prepare, resolve_engine_config, units_in_flight
 
 RUN_FILE = "run.json"
 
@@ -53,98 +52,11 @@ class RunSummary:
     run: dict[str, Any]
 
 
-@dataclasses.dataclass(frozen=True)
-class EngineSetup:
-    """What the run needs from an opened engine, as plain data (it crosses Ray to the driver).
-
-    Attributes:
-      prompts: prompt ids per question.
-      tokenizer_hash, boundary_ids, newline_end_ids, newline_start_ids: the
-        vocabulary facts recorded in the provenance.
-      fingerprint: `_resume_keys.model_fingerprint` of the weights folder.
-      info: `Engine.info()` (engine, library versions, device, config).
-    """
-
-    prompts: tuple[tuple[int, ...], ...]
-    tokenizer_hash: str
-    boundary_ids: tuple[int, ...]
-    newline_end_ids: tuple[int, ...]
-    newline_start_ids: tuple[int, ...]
-    fingerprint: str
-    info: dict[str, Any]
-
-    def agreement(self) -> dict[str, Any]:
-        """Everything that must be equal across workers for their units to be interchangeable."""
-        d = dataclasses.asdict(self)
-        d["info"] = {k: v for k, v in self.info.items() if k != "config"}
-        return d
-
-
 def _progress_bar(total: int, enabled: bool):
     if not enabled:
         return None
     from tqdm import tqdm
     return tqdm(total=total, unit="traj", desc="probing", file=sys.stderr, dynamic_ncols=True)
-
-
-def resolve_engine_config(job: ProbeJob, log) -> EngineConfig:
-    """The job's engine settings with the model located: an embedded one converted (once per machine),
-    a Hugging Face id resolved through the hub cache (its commit recorded as `revision`), a local
-    folder checked. Raises `ModelNotFoundError` (one line) before any engine starts."""
-    from otbench.probe.config import check_local_model, resolve_hub_model
-
-    if job.embedded:
-        from otbench.probe.config import embedded_model_dir
-        return dataclasses.replace(job.engine, model=str(embedded_model_dir(job.embedded, log=log)))
-    if job.hub is not None:
-        repo, revision = job.hub
-        log(f"resolving {repo} at {revision or 'main'} through the Hugging Face cache ...")
-        found = resolve_hub_model(repo, revision)
-        return dataclasses.replace(job.engine, model=found.path, revision=found.commit)
-    check_local_model(job.engine.model)
-    return job.engine
-
-
-def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence,
-            instructions: dict[str, str]):
-    """(tokenizer, probe format, `EngineSetup`) for an opened engine; checks the context limit."""
-    from otbench.probe.config import cache_dir
-
-    from ._keys import model_fingerprint
-
-    tok = engine.tokenizer()
-    vocab = build_vocabulary(tok, engine.vocab_size())
-    fmt = compile_format(job.family, tok, vocab, boundary_rule=job.boundary)
-    prompts = encode_prompts(fmt, tok, questions, instructions)
-    longest = max(map(len, prompts))
-    need = longest + job.thinking_limit + len(fmt.separator_ids) + len(fmt.end_ids) \
-        + len(fmt.answer_prefix_ids) + job.answer_limit + 1
-    if need > engine_cfg.max_model_len:
-        raise ValueError(f"engine.max_model_len {engine_cfg.max_model_len} is too small: the longest "
-                         f"prompt ({longest} tokens) + thinking_limit + answer_limit needs {need}")
-    setup = EngineSetup(
-        prompts=tuple(tuple(p) for p in prompts), tokenizer_hash=vocab.tokenizer_hash,
-        boundary_ids=tuple(vocab.boundary_ids.tolist()),
-        newline_end_ids=tuple(np.flatnonzero(vocab.ends_newline).tolist()),
-        newline_start_ids=tuple(np.flatnonzero(vocab.starts_newline).tolist()),
-        fingerprint=model_fingerprint(engine_cfg.model, memo=cache_dir() / "fingerprints.json"),
-        info=engine.info())
-    return tok, fmt, setup
-
-
-def units_in_flight(job: ProbeJob, engine) -> int:
-    """Units between admission and result at once: the job's `probe.units_in_flight`, else sized to the engine.
-
-    vLLM: its scheduler's `max_num_seqs`, so even with every unit in the
-    think phase (one sequence each) the engine's batch is full; the probe
-    phase adds (n+1)(P+1) requests per unit on top. Memory grows with this
-    number (a unit in its probe phase holds its answers until graded), never
-    with the run.
-    """
-    if job.units_in_flight is not None:
-        return job.units_in_flight
-    cap = getattr(engine, "capacity", None)
-    return max(1, int(cap())) if cap is not None else job.units_per_batch
 
 
 class _LocalExecutor:

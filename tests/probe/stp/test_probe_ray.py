@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from otbench.probe.stp._loop import PhaseStats, RunStats
 from otbench.probe.stp._ray import RayMissingError, check_agreement, merge_stats
-from otbench.probe.stp._runner import EngineSetup
+from otbench.probe.stp._setup import EngineSetup
 from test_probe_resume import (  # noqa: F401
     _job,
     _run,
