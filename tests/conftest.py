@@ -35,7 +35,7 @@ def cli():
 
 
 @pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory):
+def tiny_set_dir(tmp_path_factory):
     """A saved synthetic tiny set (seed 0) shared by the session's tests; treat it as read-only."""
     from otbench.analysis.measurement import save, simulate
 

@@ -9,8 +9,8 @@ import pytest
     (("thinning", "{tiny}", "--probes", "99", "--trajectories", ""), "Error: `--probes` must not exceed"),
     (("bench", "run", "{tiny}", "--method", "nope"), "Error: the set has no split assignment"),
 ])
-def test_one_line_exit_2(cli, tiny_dir, tmp_path, args, first):
-    args = [a.format(tiny=tiny_dir, missing=tmp_path / "nope") for a in args]
+def test_one_line_exit_2(cli, tiny_set_dir, tmp_path, args, first):
+    args = [a.format(tiny=tiny_set_dir, missing=tmp_path / "nope") for a in args]
     r = cli(*args)
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()

@@ -22,6 +22,7 @@ from ._metrics import (
                          LocalChangeCounts,
                          Summary,
                          TrajectoryMetrics,
+                         SUMMARY_DISPLAY,
                          format_metrics,
                          local_change_counts,
                          metrics,
@@ -30,6 +31,7 @@ from ._metrics import (
 )
 
 __all__ = [
+    "SUMMARY_DISPLAY",
     "DEFAULT_BIN_EDGES", "METRICS",
     "Aggregate", "Layout", "LayoutNames", "LocalChangeCounts", "Summary", "TrajectoryMetrics",
     "aggregate", "build_layout", "format_metrics", "local_change_counts", "metrics",

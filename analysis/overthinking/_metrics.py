@@ -321,6 +321,20 @@ def _matrix(title: str, result: dict[str, Any], key: str, scale: float, digits: 
     return out
 
 
+SUMMARY_DISPLAY = (
+    ("Overthinking Ratio OR (%)", "or", 100.0, 1),
+    ("Accuracy Degradation AD (pp)", "ad", 100.0, 2),
+    ("Original full-thinking accuracy (%)", "full_acc", 100.0, 2),
+    ("Mean full thinking tokens L(n)", "tokens", 1.0, 1),
+    ("STP endpoint accuracy P(n) (%)", "endpoint_acc", 100.0, 2),
+    ("Zero-step accuracy P(0) (%)", "zero_step_acc", 100.0, 2),
+    ("Within-question mean pairwise |dOR| (pp)", "pairwise_or", 100.0, 2),
+    ("Within-question mean pairwise |dAD| (pp)", "pairwise_ad", 100.0, 2),
+)
+"""(title, summary key, display scale, digits) of every cell summary, in the order the
+text tables show them (`format_metrics`, `otbench.analysis.resampling.format_bootstrap`)."""
+
+
 def format_metrics(result: dict[str, Any]) -> str:
     """Human-readable tables of a `metrics` result (OR in %, AD in pp, accuracy in %).
 
@@ -332,15 +346,7 @@ def format_metrics(result: dict[str, Any]) -> str:
     if result.get("synthetic"):
         title += "  [SYNTHETIC DATA - not model measurements]"
     lines = [title, ""]
-    for heading, key, scale, digits in (
-            ("Overthinking Ratio OR (%)", "or", 100.0, 1),
-            ("Accuracy Degradation AD (pp)", "ad", 100.0, 2),
-            ("Original full-thinking accuracy (%)", "full_acc", 100.0, 2),
-            ("Mean full thinking tokens L(n)", "tokens", 1.0, 1),
-            ("STP endpoint accuracy P(n) (%)", "endpoint_acc", 100.0, 2),
-            ("Zero-step accuracy P(0) (%)", "zero_step_acc", 100.0, 2),
-            ("Within-question mean pairwise |dOR| (pp)", "pairwise_or", 100.0, 2),
-            ("Within-question mean pairwise |dAD| (pp)", "pairwise_ad", 100.0, 2)):
+    for heading, key, scale, digits in SUMMARY_DISPLAY:
         lines += _matrix(heading, result, key, scale, digits) + [""]
     rho = result["spearman_or_ad"]
     lines.append(f"Spearman(OR, AD) across cells: {'n/a' if rho is None else f'{rho:.3f}'}")

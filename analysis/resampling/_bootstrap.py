@@ -57,7 +57,8 @@ from otbench.analysis.frontier import (
 from otbench.analysis.frontier import summarize as frontier_summary
 from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, melt_columns
 from otbench.analysis.measurement import provenance as measurement_provenance
-from otbench.analysis.overthinking import LayoutNames, build_layout, summarize, trajectory_metrics
+from otbench.analysis.overthinking import (SUMMARY_DISPLAY, LayoutNames, build_layout, summarize,
+                                           trajectory_metrics)
 
 from ._checkpoint import Checkpointer
 from ._draws import fixed_point, packed_table, packing, replicate_kernel, resampling
@@ -635,15 +636,8 @@ def format_bootstrap(r: BootstrapResult) -> str:
     head = (f"Two-stage paired bootstrap: {r.replicates:,} replicates, seed {r.seed}; "
             f"each entry is the point estimate [{lo:g}-{hi:g} percentile interval]")
     lines = ([("SYNTHETIC DATA (simulated, not model outputs)")] if r.synthetic else []) + [head, ""]
-    for title, key, scale, digits in (
-            ("Overthinking Ratio OR (%)", "or", 100.0, 1),
-            ("Accuracy Degradation AD (pp)", "ad", 100.0, 2),
-            ("Original full-thinking accuracy (%)", "full_acc", 100.0, 2),
-            ("Mean full thinking tokens L(n)", "tokens", 1.0, 0),
-            ("STP endpoint accuracy P(n) (%)", "endpoint_acc", 100.0, 2),
-            ("Zero-step accuracy P(0) (%)", "zero_step_acc", 100.0, 2),
-            ("Within-question mean pairwise |dOR| (pp)", "pairwise_or", 100.0, 2),
-            ("Within-question mean pairwise |dAD| (pp)", "pairwise_ad", 100.0, 2)):
+    for title, key, scale, digits in SUMMARY_DISPLAY:
+        digits = 0 if key == "tokens" else digits    # intervals of token means: whole tokens
         lines += _matrix(title, r, BOOT_METRICS.index(key), scale, digits) + [""]
     if r.spearman_or_ad.size:
         lines += [f"Spearman OR-AD across cells: {r.estimate_spearman:.3f} "
