@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ._ids import from_le_bytes, to_le_bytes
 from ._loop import UnitResult
 
 JOURNAL_SCHEMA = "otbench.journal/1"
@@ -60,8 +61,6 @@ _FLAT_IDS = ("prompt", "thinking", "answer")
 
 def encode_record(key: str, rec: Mapping[str, Any]) -> tuple[bytes, bytes]:
     """(file bytes, the canonical JSON inside) of one unit record (`UnitResult.to_record()` form)."""
-    import numpy as np
-
     small = dict(rec)
     parts = [rec[k] for k in _FLAT_IDS]
     small["ids"] = {k: len(rec[k]) for k in _FLAT_IDS}
@@ -69,12 +68,9 @@ def encode_record(key: str, rec: Mapping[str, Any]) -> tuple[bytes, bytes]:
     for k in _FLAT_IDS:
         del small[k]
     parts.extend(t for pos in rec["probe_tokens"] for t in pos)
-    # one small array per sequence, then one copy: much faster than iterating all ids
-    ids = np.concatenate([np.asarray(p, dtype="<i4") for p in parts]) if parts else np.zeros(0, "<i4")
-    ids = ids.astype("<i4", copy=False)
     body = json.dumps({"key": key, "unit": small}, sort_keys=True, separators=(",", ":")).encode()
     z = zlib.compress(body, 3)
-    payload = struct.pack("<I", len(z)) + z + ids.tobytes()
+    payload = b"".join([struct.pack("<I", len(z)), z, *map(to_le_bytes, parts)])
     head = f"{len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode()
     return MAGIC + head + payload, body
 
@@ -93,8 +89,9 @@ def _unpack(payload: bytes) -> tuple[Any, memoryview]:
 def _with_ids(unit: dict, blob: memoryview, *, arrays: bool = False) -> dict:
     """The record with its token ids put back from the int32 blob.
 
-    Tuples, as `UnitResult` holds them; with `arrays`, read-only NumPy views
-    of the blob instead (no per-id Python objects: the final writer's path).
+    As `UnitResult` holds them (tuples; `array("i")` probe answers); with
+    `arrays`, read-only NumPy views of the blob instead (the final writer's
+    path: no copy at all).
     """
     import numpy as np
 
@@ -107,18 +104,16 @@ def _with_ids(unit: dict, blob: memoryview, *, arrays: bool = False) -> dict:
         raise RecordError("fields do not form a unit result") from None
     if flat.size != want:
         raise RecordError(f"holds {flat.size} token ids, its fields need {want}")
-    ids = flat if arrays else flat.tolist()
     rec = {k: v for k, v in unit.items() if k != "ids"}
-    cut = (lambda a, b: ids[a:b]) if arrays else (lambda a, b: tuple(ids[a:b]))
     at = 0
     for k, n in zip(_FLAT_IDS, lens):
-        rec[k] = cut(at, at + n)
+        rec[k] = flat[at:at + n] if arrays else tuple(flat[at:at + n].tolist())
         at += n
     probes = []
     for pos in shape:
         row = []
         for n in pos:
-            row.append(cut(at, at + n))
+            row.append(flat[at:at + n] if arrays else from_le_bytes(blob[4 * at:4 * (at + n)]))
             at += n
         probes.append(tuple(row))
     rec["probe_tokens"] = tuple(probes)
@@ -143,7 +138,7 @@ def decode_record(data: bytes, key: str, *, arrays: bool = False) -> dict[str, A
         size = int(size_s)
     except (UnicodeDecodeError, ValueError):
         raise RecordError("malformed header") from None
-    payload = data[nl + 1:]
+    payload = memoryview(data)[nl + 1:]              # no copy of the ~3 MB of ids
     if len(payload) != size:
         raise RecordError(f"truncated payload: {len(payload)} of {size} bytes")
     if hashlib.sha256(payload).hexdigest() != digest:
@@ -163,6 +158,10 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_WRITE_DEPTH = 2
+"""Encoded records waiting for the journal's writer thread (~3 MB each at paper shape)."""
+
+
 class Journal:
     """One run's view of a journal folder: look up, verify and commit unit records.
 
@@ -179,6 +178,9 @@ class Journal:
         self.reused = 0
         self.committed = 0
         self.quarantined: list[tuple[str, str]] = []
+        self._todo = None                 # the writer thread's queue (`commit_later`), once started
+        self._writer = None
+        self._failed: list[BaseException] = []
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -229,6 +231,15 @@ class Journal:
         return cls(root, lock_fd, torn)
 
     def close(self) -> None:
+        """Finish the commits already handed to the writer thread, then release the lock.
+
+        A failure of those late commits is not raised here (`drain` raises it
+        on the normal path); their units are simply not in the journal.
+        """
+        if self._writer is not None:
+            self._todo.put(None)
+            self._writer.join()
+            self._writer = None
         if self._lock_fd >= 0:
             os.close(self._lock_fd)       # releases the flock
             self._lock_fd = -1
@@ -294,6 +305,50 @@ class Journal:
         `read_back=False`, for callers that read it later with `read`).
         """
         data, _ = encode_record(key, unit.to_record())
+        self._write(key, data)
+        return UnitResult.from_record(decode_record(data, key)) if read_back else None
+
+    def commit_later(self, key: str, unit: UnitResult) -> None:
+        """`commit(key, unit, read_back=False)` with the file I/O in a writer thread.
+
+        The record is encoded here; writing, fsyncing and renaming release
+        the GIL, and at paper shape they are a quarter of the driver's time
+        per probe, so they run beside the probe loop. At most `_WRITE_DEPTH`
+        records wait (bounded memory); a commit fails the run at the next
+        `commit_later` or at `drain`. A kill loses the waiting records, which
+        is the same as losing units in flight: they are probed again.
+        """
+        import queue
+        import threading
+
+        if self._failed:
+            raise self._failed[0]
+        data, _ = encode_record(key, unit.to_record())
+        if self._writer is None:
+            self._todo = queue.Queue(maxsize=_WRITE_DEPTH)
+            self._writer = threading.Thread(target=self._write_loop, name="otbench-journal", daemon=True)
+            self._writer.start()
+        self._todo.put((key, data))
+
+    def drain(self) -> None:
+        """Wait for every `commit_later` record to be committed; raise the first failure."""
+        if self._writer is not None:
+            self._todo.join()
+        if self._failed:
+            raise self._failed[0]
+
+    def _write_loop(self) -> None:
+        while (item := self._todo.get()) is not None:
+            try:
+                if not self._failed:
+                    self._write(*item)
+            except BaseException as e:                  # raised in the run's thread (`drain`)
+                self._failed.append(e)
+            finally:
+                self._todo.task_done()
+        self._todo.task_done()
+
+    def _write(self, key: str, data: bytes) -> None:
         final = self.path(key)
         folder = final.parent
         if not folder.is_dir():
@@ -311,7 +366,6 @@ class Journal:
         os.replace(tmp, final)
         _fsync_dir(folder)
         self.committed += 1
-        return UnitResult.from_record(decode_record(data, key)) if read_back else None
 
     def report(self) -> dict[str, Any]:
         """What this run did with the journal (for `run.json`)."""

@@ -38,6 +38,7 @@ sampling streams are.
 
 import dataclasses
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +48,8 @@ from otbench.probe.config import derive_seed
 from otbench.probe.engines import Engine, GenRequest, SignalRequest
 from otbench.probe.grading import GradeBatch, GradeItem
 from otbench.probe.tokens import ProbeFormat
+
+from ._ids import compact
 
 SIGNALS = ("logp_end", "logp_other", "margin")
 """Signal columns written by the probe: `margin = logp_other - logp_end` is the
@@ -73,7 +76,8 @@ class UnitResult:
       y, y_status: the original answer's grade.
       L: int[n+1] retained thinking tokens per position.
       C: int[n+1] correct probes per position.
-      probe_tokens: [n+1][P] answer ids of each probe.
+      probe_tokens: [n+1][P] answer ids of each probe, each an `array("i")`
+        (4 bytes per id; `_ids`): ~0.75 M of them per paper-shaped unit.
       probe_status: [n+1][P] grade status of each probe.
       logp_end, logp_other, other_id: [n+1] signal at each position.
       seeds: {"think": int, "answer": int | None, "probe": [n+1 ints]};
@@ -94,19 +98,26 @@ class UnitResult:
     y_status: str
     L: tuple[int, ...]
     C: tuple[int, ...]
-    probe_tokens: tuple[tuple[tuple[int, ...], ...], ...]
+    probe_tokens: tuple[tuple[Sequence[int], ...], ...]
     probe_status: tuple[tuple[str, ...], ...]
     logp_end: tuple[float, ...]
     logp_other: tuple[float, ...]
     other_id: tuple[int, ...]
     seeds: dict
 
+    def __post_init__(self):
+        # Probe answers are held as int32 arrays (`_ids`) whatever the caller passed,
+        # so results compare by value; NumPy views (the final writer's reads) stay views.
+        pt = self.probe_tokens
+        if not all(isinstance(t, (array, np.ndarray)) for pos in pt for t in pos):
+            object.__setattr__(self, "probe_tokens", tuple(tuple(compact(t) for t in pos) for pos in pt))
+
     @property
     def n(self) -> int:
         return len(self.L) - 1
 
     def to_record(self) -> dict[str, Any]:
-        """A JSON-serializable dict (tuples serialize as arrays); `from_record` inverts it exactly.
+        """The fields as a dict (the journal's record form); `from_record` inverts it exactly.
 
         Field by field, not `dataclasses.asdict`: that deep-copies every token
         id (~0.75 M per paper-shaped unit), which dominated the driver's time.
@@ -120,7 +131,7 @@ class UnitResult:
         kw = {f.name: rec[f.name] for f in dataclasses.fields(cls)}
         for k in _FLAT_FIELDS:
             kw[k] = tuple(kw[k])
-        kw["probe_tokens"] = tuple(tuple(tuple(t) for t in pos) for pos in kw["probe_tokens"])
+        kw["probe_tokens"] = tuple(tuple(pos) for pos in kw["probe_tokens"])
         kw["probe_status"] = tuple(tuple(pos) for pos in kw["probe_status"])
         if isinstance(kw["seeds"], dict) and isinstance(kw["seeds"].get("probe"), list):
             kw["seeds"] = dict(kw["seeds"], probe=list(kw["seeds"]["probe"]))
@@ -253,7 +264,7 @@ class _Unit:
     """A unit in flight: its think result, outputs as they arrive, then its grades."""
 
     __slots__ = ("q", "r", "think", "L", "outs", "sigs", "answer_out", "missing", "probe_seed",
-                 "answer_seed", "grades")
+                 "answer_seed", "first", "texts")
 
     def __init__(self, q: int, r: int):
         self.q, self.r = q, r
@@ -265,7 +276,8 @@ class _Unit:
         self.missing = 0
         self.probe_seed: list[int] = []
         self.answer_seed: int | None = None
-        self.grades = None
+        self.first = None                   # future of the original answer's text (grading lane)
+        self.texts: list = []               # per position: future of its P answers' texts
 
 
 def _batch_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
@@ -287,8 +299,12 @@ def _batch_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
 class _GradeLane:
     """Decoding and grading off the engine's path: one thread feeding the grader (its own processes).
 
-    A unit's answers are graded as one `grade_batch` call, in the order the
-    loop lists them; results depend only on the answers.
+    Answers are decoded as they arrive (`decode`), so the engine's lists of
+    Python ints are dropped at once and only text waits for the rest of the
+    unit; a unit's texts are then graded as one `grade_batch` call (`grade`),
+    in the order the loop lists them. One thread runs tasks in submission
+    order, so a unit's decodes are done before its grading starts. Results
+    depend only on the answers.
     """
 
     def __init__(self, grade_batch: GradeBatch, tokenizer, prefix: Sequence[int]):
@@ -299,14 +315,23 @@ class _GradeLane:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otbench-grade")
         self.seconds = 0.0
 
-    def submit(self, question, answers: Sequence[tuple[tuple[int, ...], bool]]):
-        """Future of [(correct, status)] for `answers` = [(ids, with the family's answer prefix)]."""
-        return self._pool.submit(self._run, question, answers)
+    def decode(self, answers: Sequence[tuple[Sequence[int], bool]]):
+        """Future of the texts of `answers` = [(ids, with the family's answer prefix)]."""
+        return self._pool.submit(self._run_decode, answers)
 
-    def _run(self, q, answers):
+    def grade(self, question, texts: Sequence):
+        """Future of [(correct, status)] for the texts of the `decode` futures `texts`, in order."""
+        return self._pool.submit(self._run_grade, question, texts)
+
+    def _run_decode(self, answers):
         t = time.perf_counter()
-        texts = self._decode([(self._prefix + list(ids)) if pre else list(ids) for ids, pre in answers])
-        res = self._grade([GradeItem(q.task, q.reference, text, q) for text in texts])
+        out = self._decode([(self._prefix + list(ids)) if pre else list(ids) for ids, pre in answers])
+        self.seconds += time.perf_counter() - t
+        return out
+
+    def _run_grade(self, q, texts):
+        t = time.perf_counter()
+        res = self._grade([GradeItem(q.task, q.reference, text, q) for f in texts for text in f.result()])
         self.seconds += time.perf_counter() - t
         return res
 
@@ -359,8 +384,15 @@ class _Driver:
                                  fmt.vocab.mask, j["b"], span=fmt.span)
         u.L = tuple(int(x) for x in L_flat)
         m = len(u.L)
-        u.outs, u.sigs = [None] * m, [None] * m
-        if th.answer is None and (fmt.family.native_thinking or not th.finished):
+        u.outs, u.sigs, u.texts = [None] * m, [None] * m, [None] * m
+        # What is graded first: the model's own ids after the marker, the
+        # generic family's finished reply, or (below) a forced answer.
+        forced = th.answer is None and (fmt.family.native_thinking or not th.finished)
+        if th.answer is not None:
+            u.first = self.lane.decode([(th.answer, False)])
+        elif not forced:
+            u.first = self.lane.decode([(th.thinking, False)])
+        if forced:
             u.answer_seed = derive_seed(j["model"], qs.dataset, qs.id, u.r, "answer")
             self._submit(((u.q, u.r), "a", 0),
                          GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
@@ -397,23 +429,15 @@ class _Driver:
             self.phase_in_flight["probe"] -= 1
             self.stats.probe.generated += _gen_tokens(res)
             if kind == "a":
-                u.answer_out = res[0].token_ids
+                u.answer_out = tuple(res[0].token_ids)
+                u.first = self.lane.decode([(u.answer_out, True)])   # the prefix is in the prompt
             else:
-                u.outs[k] = res
+                u.texts[k] = self.lane.decode([(c.token_ids, True) for c in res])
+                u.outs[k] = tuple(compact(c.token_ids) for c in res)
         u.missing -= 1
         if u.missing == 0:
-            self.grading[key] = self.lane.submit(j["questions"][u.q], self._answers(u))
-
-    def _answers(self, u: _Unit) -> list[tuple[tuple[int, ...], bool]]:
-        """What to grade, in a fixed order: the original answer (or the reply), then every probe."""
-        th = u.think
-        if th.answer is not None:
-            first = [(th.answer, False)]                  # the model's own ids after the marker
-        elif u.answer_out is not None:
-            first = [(u.answer_out, True)]                # forced: the prefix is in the prompt
-        else:
-            first = [(th.thinking, False)]                # the generic family's finished reply
-        return first + [(c.token_ids, True) for comps in u.outs for c in comps]
+            # Graded in a fixed order: the original answer (or the reply), then every probe.
+            self.grading[key] = self.lane.grade(j["questions"][u.q], [u.first, *u.texts])
 
     def finish(self, key) -> UnitResult:
         u = self.active.pop(key)
@@ -428,7 +452,7 @@ class _Driver:
             finished=th.finished, stop_id=th.stop_id, answer=tuple(own),
             y=int(gs[0][0]), y_status=gs[0][1], L=u.L,
             C=tuple(sum(int(c) for c, _ in gs[1 + k * P:1 + (k + 1) * P]) for k in range(len(u.L))),
-            probe_tokens=tuple(tuple(c.token_ids for c in comps) for comps in u.outs),
+            probe_tokens=tuple(u.outs),
             probe_status=probe_status,
             logp_end=tuple(s.logp_end for s in u.sigs), logp_other=tuple(s.logp_other for s in u.sigs),
             other_id=tuple(s.other_id for s in u.sigs),
@@ -448,6 +472,78 @@ class _Driver:
             self.deliver(tag, res)
 
 
+class UnitStream:
+    """Work units in flight on one engine, kept across calls: `add` units, `step` until they are done.
+
+    The open-ended form of `stream_units`, for a caller that receives units
+    over time (a Ray worker fed by the driver): the engine's stream, the
+    grading lane and the units in flight live as long as this object, so
+    nothing drains between one batch of units and the next. Counters go to
+    `stats` (`take_stats` hands them over and starts fresh ones).
+    """
+
+    def __init__(self, engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,
+                 prompts: Sequence[Sequence[int]], P: int, b: int, thinking_limit: int, answer_limit: int,
+                 sampling, grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
+                 given: Mapping[tuple[int, int], ThinkResult] | None = None):
+        job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
+                   thinking_limit=thinking_limit, answer_limit=answer_limit)
+        self.stats = stats if stats is not None else RunStats()
+        self._engine, self._given = engine, given or {}
+        self._lane = _GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
+        self._d = _Driver(engine, fmt, job, self.stats, self._lane)
+        self._mark()
+
+    def _mark(self) -> None:
+        self._t, self._graded, self._cache = time.perf_counter(), self._lane.seconds, self._engine.cache_stats()
+
+    @property
+    def in_flight(self) -> int:
+        """Units admitted and not yet returned by `step`."""
+        return len(self._d.active)
+
+    def add(self, unit: tuple[int, int]) -> None:
+        """Admit a `(question index, trajectory)` unit now (its first requests go to the engine)."""
+        self._d.admit(unit[0], unit[1], self._given.get(unit))
+
+    def step(self) -> list[UnitResult]:
+        """The units finished by now, then one round of engine work (or a wait for grading).
+
+        Returns the finished units (often none); call it while `in_flight`.
+        """
+        d = self._d
+        done = [d.finish(key) for key in [k for k, f in d.grading.items() if f.done()]]
+        if d.stream.in_flight():
+            d.poll()
+        elif d.grading and not done:
+            # Only grading left for the units in flight: wait for the first of them.
+            from concurrent.futures import FIRST_COMPLETED, wait
+            wait(list(d.grading.values()), return_when=FIRST_COMPLETED)
+        return done
+
+    def _settle(self) -> RunStats:
+        st = self.stats
+        st.wall_seconds += time.perf_counter() - self._t
+        st.grading_seconds += self._lane.seconds - self._graded
+        cache = self._engine.cache_stats()
+        if self._cache is not None and cache is not None:
+            st.cache_queries += cache["queries"] - self._cache["queries"]
+            st.cache_hits += cache["hits"] - self._cache["hits"]
+        self._mark()
+        return st
+
+    def take_stats(self) -> RunStats:
+        """The counters since the last call (wall, grading and cache included); later ones start at zero."""
+        st = self._settle()
+        self.stats = self._d.stats = RunStats()
+        return st
+
+    def close(self) -> None:
+        """Stop the grading lane (pending grading is cancelled) and settle the counters."""
+        self._lane.close()
+        self._settle()
+
+
 def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,
                  prompts: Sequence[Sequence[int]], units: Iterable[tuple[int, int]], P: int, b: int,
                  thinking_limit: int, answer_limit: int, sampling, grade_batch: GradeBatch, tokenizer,
@@ -461,43 +557,26 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     `ThinkResult` (no think request for those). The order of results is the
     order they finish; each result is the same whatever the order.
     """
-    stats = stats if stats is not None else RunStats()
     if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
         raise ValueError(f"`max_in_flight` must be a positive integer, got {max_in_flight!r}.")
-    job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
-               thinking_limit=thinking_limit, answer_limit=answer_limit)
-    lane = _GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
-    d = _Driver(engine, fmt, job, stats, lane)
+    us = UnitStream(engine, fmt, model=model, questions=questions, prompts=prompts, P=P, b=b,
+                    thinking_limit=thinking_limit, answer_limit=answer_limit, sampling=sampling,
+                    grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given)
     todo = iter(units)
     more = True
-    cache0 = engine.cache_stats()
-    t0 = time.perf_counter()
     try:
         while True:
-            while more and len(d.active) < max_in_flight:
+            while more and us.in_flight < max_in_flight:
                 u = next(todo, None)
                 if u is None:
                     more = False
                     break
-                d.admit(u[0], u[1], (given or {}).get(u))
-            for key in [k for k, f in d.grading.items() if f.done()]:
-                yield d.finish(key)
-            if d.stream.in_flight():
-                d.poll()
-            elif d.grading:
-                # Only grading left for the units in flight: wait for the first of them.
-                from concurrent.futures import FIRST_COMPLETED, wait
-                wait(list(d.grading.values()), return_when=FIRST_COMPLETED)
-            elif not more and not d.active:
+                us.add(u)
+            if not more and not us.in_flight:
                 break
+            yield from us.step()
     finally:
-        lane.close()
-        stats.wall_seconds += time.perf_counter() - t0
-        stats.grading_seconds += lane.seconds
-        cache1 = engine.cache_stats()
-        if cache0 is not None and cache1 is not None:
-            stats.cache_queries += cache1["queries"] - cache0["queries"]
-            stats.cache_hits += cache1["hits"] - cache0["hits"]
+        us.close()
 
 
 def probe_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,

@@ -156,8 +156,16 @@ def direct_table(rows: Sequence[Mapping[str, Any]], *, model: str) -> pa.Table:
 def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str) -> dict[str, int]:
     """Stream `units` (already in sorted order) into `folder/{tokens,probes}/part-0.parquet`.
 
-    Holds at most one row group's units at once (`IDS_PER_ROW_GROUP`); returns rows per table.
+    Holds at most two row groups at once (`IDS_PER_ROW_GROUP`): the one
+    being gathered here and the one a writer thread encodes. Parquet
+    encoding releases the GIL, so it runs beside the reading and gathering
+    instead of after it (about half of this step's time at paper shape);
+    the bytes are the same as writing in one thread.
+    Returns rows per table.
     """
+    import queue
+    import threading
+
     import pyarrow.parquet as pq
 
     folder = Path(folder)
@@ -166,15 +174,37 @@ def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str)
         (folder / name).mkdir(parents=True, exist_ok=True)
         writers[name] = pq.ParquetWriter(folder / name / "part-0.parquet",
                                          pa.schema(list(types.items())), compression="zstd")
+    todo: queue.Queue = queue.Queue(maxsize=1)
+    failed: list[BaseException] = []
+
+    def encode() -> None:
+        while (tables := todo.get()) is not None:
+            try:
+                if not failed:
+                    for name, t in tables:
+                        writers[name].write_table(t, row_group_size=max(t.num_rows, 1))
+            except BaseException as e:                    # re-raised in the caller's thread
+                failed.append(e)
+            finally:
+                del tables
+                todo.task_done()
 
     def flush(buf: list[UnitResult]) -> None:
+        tables = []
         for name, cols, types in (("tokens", _tokens_cols(buf, model), _TOKENS_TYPES),
                                   ("probes", _probes_cols(buf, model), _PROBES_TYPES)):
             t = _table(cols, types)
             if t.num_rows:
-                writers[name].write_table(t, row_group_size=max(t.num_rows, 1))
+                tables.append((name, t))
             rows[name] += t.num_rows
+        buf.clear()                                       # the tables hold copies: free the units now
+        todo.join()                                       # the previous row group is written
+        if failed:
+            raise failed[0]
+        todo.put(tables)
 
+    worker = threading.Thread(target=encode, name="otbench-parquet", daemon=True)
+    worker.start()
     try:
         buf: list[UnitResult] = []
         ids = 0
@@ -184,10 +214,14 @@ def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str)
                 len(t) for pos in u.probe_tokens for t in pos)
             if len(buf) == UNITS_PER_ROW_GROUP or ids >= IDS_PER_ROW_GROUP:
                 flush(buf)
-                buf, ids = [], 0
+                ids = 0
         if buf:
             flush(buf)
     finally:
+        todo.put(None)
+        worker.join()
         for w in writers.values():
             w.close()
+    if failed:
+        raise failed[0]
     return rows

@@ -234,7 +234,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             def on_batch(res: Sequence[UnitResult], st: RunStats) -> None:
                 for u in res:
                     qr = (where[u.group, u.question], u.trajectory)
-                    jr.commit(keys[qr], u, read_back=False)
+                    jr.commit_later(keys[qr], u)
                     summaries[qr] = _summary(u)
                 if bar is None:
                     return
@@ -252,6 +252,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             finally:
                 if bar is not None:
                     bar.close()
+            jr.drain()                                   # every probed unit is on disk
             t_probe = time.perf_counter() - t_probe
             direct = executor.direct() if job.direct_answer else None
             worker_report = executor.report()

@@ -471,3 +471,26 @@ def test_cli_resume_flow(tmp_path: Path, baseline):
     _same_set(out, base_out)
     r = runner.invoke(probe_group, ["run", "--config", str(cfg), "--out", str(out), "--workers", "0"])
     assert r.exit_code == 2 and "Invalid value for '--workers'" in r.output
+
+
+def test_commits_in_the_writer_thread(tmp_path: Path, monkeypatch):
+    from otbench.probe.stp import _journal
+
+    j = Journal.open(tmp_path / "j", resume=False)
+    units = {f"{i:02d}" * 32: _unit(f"q{i}", i % 3) for i in range(6)}
+    for k, u in units.items():
+        j.commit_later(k, u)                           # encoded here, written by the thread
+    j.drain()
+    assert j.committed == 6
+    assert all(j.read(k) == u for k, u in units.items())
+
+    def broken(self, key, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(_journal.Journal, "_write", broken)
+    j.commit_later("ff" * 32, _unit())
+    with pytest.raises(OSError, match="No space left"):
+        j.drain()                                      # a failed commit fails the run ...
+    with pytest.raises(OSError, match="No space left"):
+        j.commit_later("ee" * 32, _unit())             # ... and every later commit
+    j.close()                                          # closing after a failure does not raise
+    assert j.committed == 6 and not j.path("ff" * 32).exists()

@@ -121,6 +121,23 @@ def test_streaming_tables_equal_the_in_memory_ones(tmp_path: Path, monkeypatch):
         assert t.schema == mem[name].schema and _digest(t) == _digest(mem[name])
 
 
+def test_a_failed_parquet_write_is_raised_not_hung(tmp_path: Path, monkeypatch):
+    import pyarrow.parquet as pq
+    from otbench.probe.stp import _output
+
+    monkeypatch.setattr(_output, "UNITS_PER_ROW_GROUP", 1)      # many row groups: the writer fails early
+    calls = []
+
+    def full(self, table, row_group_size=None):
+        calls.append(1)
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    units = [_unit(f"q{i}", 0) for i in range(5)]
+    with pytest.raises(OSError, match="No space left"):
+        write_token_tables(iter(units), tmp_path, model="m")
+    assert len(calls) == 1                                       # nothing more written after the failure
+
+
 # Digests of this job's set written by the loop before continuous submission (batched think ->
 # probe -> signal -> grade, commit 1901c5b): the content hash and both token tables. The new
 # loop reproduced them exactly; they were re-pinned once, for one intended change: a step
