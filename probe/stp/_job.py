@@ -37,7 +37,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     b = 32                           # target tokens per step
     thinking_limit = 256             # defaults: the family's limits
     answer_limit = 16
-    units_per_batch = 16             # work units per Ray task
+    units_per_batch = 16             # spare units a Ray worker holds beyond those in flight
     # units_in_flight = 256          # units in flight at once (default: sized to the engine)
     # direct_answer = true           # also one answer per question to the no-thinking prompt
     # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
@@ -92,7 +92,10 @@ class ProbeJob:
       sampling: sampling parameters for trajectories and probes (SPEC §3.3:
         probes use the model's own parameters).
       grader: "auto" | "otbench" | "minimal".
-      units_per_batch: work units (question x trajectory) per Ray task.
+      units_per_batch: work units (question x trajectory) a Ray worker holds
+        in its backlog beyond its units in flight, so a finished unit is
+        replaced without a round trip to the driver (and the in-flight bound
+        of an engine that reports no capacity).
       units_in_flight: units between admission and result at once in one
         engine (None: sized to the engine, `_setup.units_in_flight`).
       direct_answer: also sample one answer per question to the no-thinking

@@ -1,17 +1,20 @@
-"""Data-parallel probing on Ray: one engine per actor, fed batches of work units (issue 6).
+"""Data-parallel probing on Ray: one engine per actor, fed work units continuously (issues 6, 13).
 
 `RayExecutor` starts `workers` actors (`ProbeWorker`), each opening its own
 engine (vLLM with tensor parallelism inside as vLLM supports it, or
 transformers) on whatever node Ray places it, and checks that every worker
 sees the same model fingerprint, tokenizer, prompts, engine stack and
 device: units from different workers are interchangeable only then. The
-driver (the process running `run_job`) keeps the queue of pending units,
-hands each actor up to two batches at a time (one running, one waiting, so
-an engine never idles while the driver commits), and is the only writer
-of the journal and the output: actors return `UnitResult`s, never touch
-files. A batch lost with a dead actor goes back to the queue for the
-others; if every actor dies the run stops, and `--resume` continues from
-the journal.
+driver (the process running `run_job`) keeps the queue of pending units
+(`Feeder`) and is the only writer of the journal and the output: actors
+return `UnitResult`s, never touch files. Each actor keeps one
+`UnitStream` for the whole run, holding its engine's bound on units in
+flight plus `probe.units_per_batch` spare units in a backlog; each
+`advance` call returns as soon as a unit is done, and the driver sends the
+next call (topping the actor up) before it commits the results, so an
+engine never drains between batches or waits for the driver. The units
+held by a dead actor go back to the queue for the others; if every actor
+dies the run stops, and `--resume` continues from the journal.
 
 Ray is an optional dependency, imported only here and only when a run asks
 for workers or a cluster (`--workers N`, `--ray-address ADDR`). Without an
@@ -32,9 +35,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._loop import PhaseStats, RunStats
-
-IN_FLIGHT = 2
-"""Batches queued per actor: one running, one ready to start."""
 
 
 class RayMissingError(ImportError):
@@ -58,7 +58,7 @@ class ProbeWorker:
         from otbench.probe.engines import open_engine
         from otbench.probe.grading import open_grader
 
-        from ._setup import prepare, resolve_engine_config
+        from ._setup import prepare, resolve_engine_config, units_in_flight
 
         def log(msg):
             print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)
@@ -70,30 +70,85 @@ class ProbeWorker:
         self.tok, self.fmt, self.setup = prepare(job, self.engine_cfg, self.engine, questions, instructions)
         self.grade, self._grade_close = open_grader(grader)[1:]
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}
+        self.bound = units_in_flight(job, self.engine)
+        self._stream = None
+        self._backlog: collections.deque = collections.deque()
 
     def describe(self):
-        """(EngineSetup, EngineConfig, where this worker runs)."""
-        return self.setup, self.engine_cfg, self.where
+        """(EngineSetup, EngineConfig, where this worker runs, its bound on units in flight)."""
+        return self.setup, self.engine_cfg, self.where, self.bound
 
-    def probe(self, units: Sequence[tuple[int, int]]):
-        """(unit results, this batch's RunStats) for a batch of (question, trajectory) units."""
+    def advance(self, units: Sequence[tuple[int, int]]):
+        """Take `units` into this worker's backlog, run until at least one unit is done; (results, stats).
+
+        The worker's `UnitStream` lives across calls, so its engine keeps the
+        same units in flight while the driver commits and sends more (with
+        vLLM the engine core decodes in its own process meanwhile); a unit
+        is admitted from the backlog the moment one leaves. Returns no
+        results only when the worker has nothing left.
+        """
         from ._imported import think_results
-        from ._loop import probe_units
+        from ._loop import UnitStream
 
-        job = self.job
-        stats = RunStats()
-        # Within a batch the engine streams (`stream_units`); between batches this
-        # synchronous actor waits for the driver to send the next one.
-        res = probe_units(self.engine, self.fmt, model=job.model, questions=self.questions,
-                          prompts=self.setup.prompts, units=list(units), P=job.P, b=job.b,
-                          thinking_limit=job.thinking_limit, answer_limit=job.answer_limit,
-                          sampling=job.sampling, grade_batch=self.grade, tokenizer=self.tok, stats=stats,
-                          given=think_results(job, self.questions, self.fmt))
-        return res, stats
+        if self._stream is None:
+            job = self.job
+            self._stream = UnitStream(
+                self.engine, self.fmt, model=job.model, questions=self.questions,
+                prompts=self.setup.prompts, P=job.P, b=job.b, thinking_limit=job.thinking_limit,
+                answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
+                tokenizer=self.tok, given=think_results(job, self.questions, self.fmt))
+        us = self._stream
+        self._backlog.extend(tuple(u) for u in units)
+        out = []
+        while True:
+            while self._backlog and us.in_flight < self.bound:
+                us.add(self._backlog.popleft())   # its first requests reach the engine now
+            if out or not us.in_flight:
+                break                             # the freed places are refilled before returning
+            out.extend(us.step())
+        return out, us.take_stats()
 
     def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
         self._grade_close()
         self.engine.close()
+
+
+class Feeder:
+    """Which units each worker holds, and what to send it next (the driver's side of `advance`).
+
+    Each live worker holds up to its bound on units in flight plus `spare`
+    more in its backlog, so a finished unit is replaced without a round trip
+    to the driver. A worker that dies gives its units back to the front of
+    the queue. Pure bookkeeping (no Ray), so it is tested on its own.
+    """
+
+    def __init__(self, units: Sequence[tuple[int, int]], bounds: Sequence[int], spare: int):
+        self.queue = collections.deque(tuple(u) for u in units)
+        self.want = [b + spare for b in bounds]
+        self.held: list[set] = [set() for _ in bounds]
+        self.alive = [True] * len(bounds)
+
+    def top_up(self, i: int) -> list[tuple[int, int]]:
+        """Units to send worker `i` now (taken off the queue)."""
+        n = min(max(0, self.want[i] - len(self.held[i])), len(self.queue)) if self.alive[i] else 0
+        batch = [self.queue.popleft() for _ in range(n)]
+        self.held[i].update(batch)
+        return batch
+
+    def done(self, i: int, units: Sequence[tuple[int, int]]) -> None:
+        self.held[i].difference_update(units)
+
+    def busy(self, i: int) -> bool:
+        """Worker `i` holds units, or could take some: it should have a call outstanding."""
+        return self.alive[i] and bool(self.held[i] or self.queue)
+
+    def lost(self, i: int) -> None:
+        """Worker `i` died: its units go back to the front of the queue, in order."""
+        self.alive[i] = False
+        self.queue.extendleft(sorted(self.held[i], reverse=True))
+        self.held[i].clear()
 
 
 def merge_stats(into: RunStats, part: RunStats) -> None:
@@ -108,10 +163,13 @@ def merge_stats(into: RunStats, part: RunStats) -> None:
     into.cache_hits += part.cache_hits
 
 
-def check_agreement(described: Sequence[tuple[Any, Any, dict]]) -> None:
-    """Raise unless every worker's `EngineSetup.agreement()` equals worker 0's (names the first field)."""
+def check_agreement(described: Sequence[tuple]) -> None:
+    """Raise unless every worker's `EngineSetup.agreement()` equals worker 0's (names the first field).
+
+    `described`: per worker (EngineSetup, EngineConfig, where it runs, ...) as `describe` returns it.
+    """
     ref = described[0][0].agreement()
-    for i, (setup, _, where) in enumerate(described[1:], start=1):
+    for i, (setup, _, where, *_) in enumerate(described[1:], start=1):
         other = setup.agreement()
         if other != ref:
             field = next(k for k in ref if ref[k] != other.get(k))
@@ -160,9 +218,11 @@ class RayExecutor:
             raise
         self.setup, self.engine_cfg = described[0][0], described[0][1]
         self._where = [d[2] for d in described]
+        self._bounds = [d[3] for d in described]
         self._units = [0] * workers
-        self._batches = [0] * workers
+        self._calls = [0] * workers
         self._alive = [True] * workers
+        self._index = {(q.group, q.id): k for k, q in enumerate(questions)}
 
     def _wait_ready(self, refs: list) -> list:
         ray = self._ray
@@ -176,48 +236,55 @@ class RayExecutor:
         return ray.get(refs)
 
     def run(self, units: Sequence[tuple[int, int]], on_batch, stats: RunStats) -> None:
-        """Probe `units` in batches of `units_per_batch`; `on_batch(results, stats)` per finished batch."""
+        """Probe `units` on the workers; `on_batch(results, stats)` as each worker call returns.
+
+        Every busy worker always has one `advance` call outstanding: the next
+        one is sent (with units to top it up) before the last one's results
+        are committed, so no engine waits for the driver.
+        """
         ray = self._ray
-        upb = self.job.units_per_batch
-        queue = collections.deque(list(units[i:i + upb]) for i in range(0, len(units), upb))
-        inflight: dict[Any, tuple[int, list]] = {}
-        load = [0] * len(self.actors)
+        feed = Feeder(units, self._bounds, self.job.units_per_batch)
+        for i in range(len(self.actors)):
+            feed.alive[i] = self._alive[i]
+        calls: dict[Any, int] = {}
 
-        def feed() -> None:
-            for i, actor in enumerate(self.actors):
-                while self._alive[i] and load[i] < IN_FLIGHT and queue:
-                    batch = queue.popleft()
-                    inflight[actor.probe.remote(batch)] = (i, batch)
-                    load[i] += 1
+        def call(i: int) -> None:
+            calls[self.actors[i].advance.remote(feed.top_up(i))] = i
 
-        feed()
-        while inflight:
-            (ref,), _ = ray.wait(list(inflight), num_returns=1)
-            i, batch = inflight.pop(ref)
-            load[i] -= 1
+        for i in range(len(self.actors)):
+            if feed.busy(i):
+                call(i)
+        while calls:
+            (ref,), _ = ray.wait(list(calls), num_returns=1)
+            i = calls.pop(ref)
             try:
                 res, part = ray.get(ref)
             except ray.exceptions.RayActorError as e:
-                queue.appendleft(batch)
+                feed.lost(i)
                 if self._alive[i]:
                     self._alive[i] = False
                     self._log(f"Ray worker {i} on {self._where[i]['host']} died "
-                              f"({type(e).__name__}); its batches go to the others")
+                              f"({type(e).__name__}); its units go to the others")
                 if not any(self._alive):
                     raise RuntimeError("every Ray worker died; the committed units are in the journal: "
                                        "rerun with --resume") from e
-                feed()
+                idle = set(range(len(self.actors))) - set(calls.values())
+                for j in sorted(idle):
+                    if feed.busy(j):
+                        call(j)
                 continue
+            feed.done(i, [(self._index[u.group, u.question], u.trajectory) for u in res])
+            if feed.busy(i):
+                call(i)                              # before committing: the engine keeps going
             merge_stats(stats, part)
             self._units[i] += len(res)
-            self._batches[i] += 1
+            self._calls[i] += 1
             on_batch(res, stats)
-            feed()
 
     def report(self) -> list[dict[str, Any]]:
-        """Per worker: where it ran, units and batches done, whether it survived."""
-        return [{**w, "units": u, "batches": b, "alive": a}
-                for w, u, b, a in zip(self._where, self._units, self._batches, self._alive)]
+        """Per worker: where it ran, units done, calls answered, its bound on units in flight, whether it survived."""
+        return [{**w, "units": u, "calls": c, "units_in_flight": b, "alive": a}
+                for w, u, c, b, a in zip(self._where, self._units, self._calls, self._bounds, self._alive)]
 
     def close(self) -> None:
         ray = self._ray

@@ -107,3 +107,62 @@ def test_missing_ray_is_a_clear_error(tmp_path: Path, monkeypatch):
     r = CliRunner().invoke(probe_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "y"),
                                          "--ray-address", "auto"])
     assert r.exit_code == 2 and "multi-worker probing (--workers > 1 or --ray-address) needs Ray" in r.output
+
+
+def test_feeder_tops_up_and_hands_back_a_dead_workers_units():
+    from otbench.probe.stp._ray import Feeder
+
+    units = [(q, r) for q in range(4) for r in range(2)]
+    f = Feeder(units, bounds=[2, 1], spare=1)
+    assert f.top_up(0) == units[:3] and f.top_up(1) == units[3:5]     # bound + spare each
+    assert f.top_up(0) == []                                         # full: nothing more to send
+    f.done(0, [units[1]])
+    assert f.top_up(0) == [units[5]]                                  # one left, one replaces it
+    f.lost(1)                                                        # its units go back, in order
+    assert list(f.queue) == [units[3], units[4], units[6], units[7]]
+    assert not f.busy(1) and f.top_up(1) == []                        # a dead worker gets nothing
+    f.done(0, [units[0], units[2], units[5]])
+    assert f.top_up(0) == [units[3], units[4], units[6]] and f.busy(0)
+    f.done(0, [units[3], units[4], units[6]])
+    assert f.top_up(0) == [units[7]]
+    f.done(0, [units[7]])
+    assert not f.busy(0) and not f.queue
+
+
+def test_worker_keeps_units_in_flight_across_calls(baseline, tiny_model):  # noqa: F811
+    """`advance` returns as soon as a unit is done and keeps the others streaming (no Ray needed)."""
+    from otbench.probe.config import load_instructions
+    from otbench.probe.data._questions import load_data
+    from otbench.probe.stp._job import load_job
+    from otbench.probe.stp._loop import probe_units
+    from otbench.probe.stp._ray import Feeder, ProbeWorker
+
+    job = load_job(baseline[0])
+    questions, _ = load_data(job.data)
+    w = ProbeWorker(job, questions, load_instructions(), "minimal", 0)
+    try:
+        w.bound = 3
+        units = [(q, r) for q in range(len(questions)) for r in range(job.R)]
+        index = {(q.group, q.id): k for k, q in enumerate(questions)}
+        feed = Feeder(units, [w.bound], spare=1)              # the driver's side, as `RayExecutor.run`
+        got, calls, kept, thinks = {}, 0, 0, 0
+        while feed.busy(0):
+            res, stats = w.advance(feed.top_up(0))
+            calls += 1
+            thinks += stats.think.requests                    # each call hands over its own counters
+            assert res and w._stream.in_flight <= w.bound
+            kept += w._stream.in_flight > 0                   # units still streaming between calls
+            feed.done(0, [(index[u.group, u.question], u.trajectory) for u in res])
+            for u in res:
+                got[u.group, u.question, u.trajectory] = u
+        todo = list(feed.queue)
+        assert not todo and len(got) == len(units) and calls > 2 and kept > 0 and thinks == len(units)
+        assert w._stream.in_flight == 0 and not w._backlog and w.advance([])[0] == []
+        # the same results as one stream over all units on the same engine
+        want = probe_units(w.engine, w.fmt, model=job.model, questions=questions, prompts=w.setup.prompts,
+                           units=units, P=job.P, b=job.b, thinking_limit=job.thinking_limit,
+                           answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=w.grade,
+                           tokenizer=w.tok)
+        assert [got[questions[q].group, questions[q].id, r] for q, r in units] == want
+    finally:
+        w.close()
