@@ -32,7 +32,9 @@ def run_cmd(config: Path, out: Path, overwrite: bool, progress: bool) -> None:
         raise DataError(str(e)) from None
     from otbench.probe.horizon import run_horizon
 
-    with data_errors(ValueError):
+    from otbench.probe.engines import EngineStartError
+
+    with data_errors(ValueError, EngineStartError):
         summary = run_horizon(job, out, overwrite=overwrite, progress=progress)
     m, r = summary.manifest, summary.run
     click.echo(synthetic_banner(bool(m.get("synthetic"))), nl=False)

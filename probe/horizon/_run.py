@@ -40,6 +40,7 @@ from otbench.analysis.measurement import provenance
 from otbench.probe.config import Sampling, derive_seed, load_instructions
 from otbench.probe.engines import Engine, GenRequest, open_engine
 from otbench.probe.grading import LETTERS, extract_choice
+from otbench.probe.stp import resolve_engine_config
 from otbench.probe.tokens import ProbeFormat, build_vocabulary, compile_format
 
 from ._job import HorizonJob
@@ -133,10 +134,9 @@ def run_horizon(job: HorizonJob, out: str | os.PathLike, *, engine: Engine | Non
     own = engine is None
     engine_cfg = job.base.engine
     if own:
-        if job.base.embedded:
-            from otbench.probe.config import embedded_model_dir
-            engine_cfg = dataclasses.replace(engine_cfg, model=str(embedded_model_dir(job.base.embedded,
-                                                                                       log=log)))
+        # Located as the probe runner does (embedded entry, Hugging Face id through the hub
+        # cache, local folder): a wrong path or id is one line before any engine starts.
+        engine_cfg = resolve_engine_config(job.base, log)
         log(f"starting the {engine_cfg.kind} engine on {engine_cfg.model} ...")
         engine = open_engine(engine_cfg)
     stats: dict[str, Any] = {"engine_start_s": time.perf_counter() - t0}
@@ -162,6 +162,9 @@ def run_horizon(job: HorizonJob, out: str | os.PathLike, *, engine: Engine | Non
     man["provenance"]["engine"] = {k: v for k, v in info.items() if k != "config"} | {
         "config": {k: v for k, v in engine_cfg.as_dict().items() if k != "model"}}
     man["provenance"]["tokenizer_hash"] = vocab.tokenizer_hash
+    if own and job.base.hub is not None:
+        man["provenance"]["model"] = {"id": job.base.model, "repository": job.base.hub[0],
+                                      "revision": engine_cfg.revision}
     written = write_run(out, man, result["trajectories"], result["readouts"], overwrite=overwrite)
     if stp is not None:
         from otbench.analysis.measurement import save

@@ -13,7 +13,9 @@ from ._loop import SIGNALS, UnitResult, probe_units, run_units
 from ._ray import RayMissingError
 from ._resegment import resegment
 from ._runner import RunSummary, run_job
+from ._setup import resolve_engine_config
 
 __all__ = ["DATA_SOURCES", "SIGNALS", "Journal", "JournalError", "JobError", "ProbeJob",
            "RayMissingError", "RunSummary", "UnitResult", "job_from_dict", "load_job",
-           "load_toml_job", "probe_units", "resegment", "run_job", "run_units"]
+           "load_toml_job", "probe_units", "resegment", "resolve_engine_config", "run_job",
+           "run_units"]

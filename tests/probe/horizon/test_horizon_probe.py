@@ -351,6 +351,55 @@ name = "base"
     assert bad.exit_code == 2 and "must not exceed horizon.thinking_limit (12)" in bad.output
 
 
+def test_cli_run_names_a_hugging_face_id(tiny_dir, tmp_path, monkeypatch):
+    """A horizon job names its model by Hugging Face id, resolved offline through the cache (issue 13)."""
+    import shutil
+
+    constants = pytest.importorskip("huggingface_hub.constants")
+    hub = tmp_path / "hub"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = hub / "models--Org--Tiny-Thinker"
+    shutil.copytree(tiny_dir, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
+    body = """
+[engine]
+kind = "transformers"
+dtype = "float32"
+max_model_len = 512
+[data]
+source = "choice-sums"
+n = 1
+[horizon]
+thinking_limit = 8
+answer_limit = 2
+horizons = [0, 8]
+checkpoints = [0]
+contexts = ["policy"]
+continuation = false
+"""
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('[model]\nname = "Org/Tiny-Thinker"\nfamily = "qwen3-thinking"\n' + body)
+    r = CliRunner().invoke(horizon_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "o"),
+                                           "--no-progress"])
+    assert r.exit_code == 0, r.output
+    man = json.loads((tmp_path / "o" / "horizon.json").read_text())
+    assert man["model"] == "Org/Tiny-Thinker"
+    assert man["provenance"]["model"] == {"id": "Org/Tiny-Thinker", "repository": "Org/Tiny-Thinker",
+                                          "revision": commit}
+    # an id that is not in the cache: one line, exit 2, nothing written
+    cfg.write_text('[model]\nname = "Org/Not-Here"\nfamily = "qwen3-thinking"\n' + body)
+    bad = CliRunner().invoke(horizon_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "p"),
+                                             "--no-progress"])
+    lines = bad.output.strip().splitlines()               # the "resolving ..." log line, then the error
+    assert bad.exit_code == 2 and len(lines) == 2 and "Traceback" not in bad.output
+    assert lines[-1].startswith("model 'Org/Not-Here' at revision 'main' is not in the Hugging Face cache")
+    assert not (tmp_path / "p").exists()
+
+
 @pytest.mark.parametrize("patch, match", [
     ({"horizon": {"horizons": [0, 99]}}, r"horizon.horizons must not exceed horizon.thinking_limit \(40\)"),
     ({"horizon": {"contexts": ["other"]}}, "horizon.contexts must be a non-empty list"),
