@@ -6,7 +6,7 @@ unit's own requests, whose seeds come from what they are
 (`_seeds.derive_seed`), never from run order. Results come out in any
 order: this is the seam for crash-safe resume (commit each `UnitResult` as
 it completes, skip completed units on restart) and for data-parallel
-workers (each runs `stream_units` on its share).
+workers (each keeps a `UnitStream` fed with its share).
 
 The engine is never left waiting (`stream_units`): a bounded number of units
 is in flight at once, each unit's requests are submitted to the engine's
@@ -344,7 +344,7 @@ def _gen_tokens(comps) -> int:
 
 
 class _Driver:
-    """State of one `stream_units` call (see its docstring)."""
+    """State of one `UnitStream`: the units in flight, their requests and their grading."""
 
     def __init__(self, engine, fmt, job: dict, stats: RunStats, lane: _GradeLane):
         self.fmt, self.job, self.stats, self.lane = fmt, job, stats, lane
@@ -585,7 +585,7 @@ def probe_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequ
                 grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
                 max_in_flight: int | None = None,
                 given: Mapping[tuple[int, int], ThinkResult] | None = None) -> list[UnitResult]:
-    """`stream_units` over `units`, results in the order of `units` (for Ray workers and tests)."""
+    """`stream_units` over `units`, results in the order of `units` (for tests and scripts)."""
     out = {}
     for u in stream_units(engine, fmt, model=model, questions=questions, prompts=prompts, units=units,
                           P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,

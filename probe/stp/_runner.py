@@ -141,26 +141,14 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         cluster with GPUs the vLLM tensor-parallel size, or 1 for
         transformers; else 0).
     """
-    from otbench import __version__
-
     from ._journal import Journal
-    from ._keys import run_digest, run_key_material, unit_key
 
     _run_job_iv(journal, resume, workers, ray_address, worker_cpus, worker_gpus)
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = Path(out)
     _check_out(out, overwrite=overwrite, resume=resume)
     t_start = time.perf_counter()
-    questions, data_record = load_data(job.data)
-    if not questions:
-        raise ValueError("the job's [data] selects no questions")
-    # -- imported trajectories (issue 15): the job's [trajectories] replace sampling
-    imported = None
-    if job.trajectories is not None:
-        from ._imported import import_trajectories
-        imported = import_trajectories(job, questions, log)
-        questions, job = imported.questions, imported.job
-    # --
+    job, questions, data_record, imported = _load_inputs(job, log)
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
     use_ray = workers > 1 or ray_address is not None
@@ -194,66 +182,16 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             executor = _LocalExecutor(job, engine_cfg, questions, instructions, grader_name, log)
         t_engine = time.perf_counter() - t
         try:
-            setup = executor.setup
-            engine_cfg = executor.engine_cfg
+            setup, engine_cfg = executor.setup, executor.engine_cfg
             log(f"engine ready in {t_engine:.1f} s; {len(questions)} questions x R={job.R} trajectories, "
                 f"P={job.P} probes per position, b={job.b}, grader={grader_name}"
                 + (f", {workers} Ray workers" if use_ray else ""))
-            material = run_key_material(
-                job, fingerprint=setup.fingerprint, tokenizer_hash=setup.tokenizer_hash,
-                engine_info=setup.info, grader=grader_name, otbench_version=__version__)
-            units = [(q, r) for q in range(len(questions)) for r in range(job.R)]
-            if imported is not None:        # issue 15: the imported units, keyed by their traces
-                imported.check_tokenizer(setup.tokenizer_hash)
-                material["trajectories"] = imported.digest
-                units = [u for u in units if u in imported.units]
-            run_id = run_digest(material)
-            keys = {(q, r): unit_key(run_id, model=job.model, question=questions[q], trajectory=r,
-                                     think_seed=derive_seed(job.model, questions[q].dataset,
-                                                            questions[q].id, r, "think"),
-                                     prompt=setup.prompts[q])
-                    for q, r in units}
-            where = {(qs.group, qs.id): q for q, qs in enumerate(questions)}
+            units, keys = _unit_keys(job, setup, questions, imported, grader_name)
             # Only each unit's small per-position numbers stay here (the measurement
             # set proper); token ids live in the journal until the final write.
-            summaries: dict[tuple[int, int], UnitResult] = {}
-            if resume:
-                for q, r in units:
-                    u = jr.lookup(keys[q, r], group=questions[q].group, question=questions[q].id,
-                                  trajectory=r)
-                    if u is not None:
-                        summaries[q, r] = _summary(u)
-                for name, reason in jr.quarantined:
-                    log(f"journal: {name}: {reason}; moved to quarantine, the unit is probed again")
-                log(f"journal {jr.root}: {len(summaries)} of {len(units)} units reused, "
-                    f"{len(units) - len(summaries)} to probe")
+            summaries = _reused(jr, units, keys, questions, log) if resume else {}
             pending = [u for u in units if u not in summaries]
-            stats = RunStats()
-            bar = _progress_bar(len(pending), progress)
-
-            def on_batch(res: Sequence[UnitResult], st: RunStats) -> None:
-                for u in res:
-                    qr = (where[u.group, u.question], u.trajectory)
-                    jr.commit_later(keys[qr], u)
-                    summaries[qr] = _summary(u)
-                if bar is None:
-                    return
-                bar.update(len(res))
-                post = {"think": f"{st.think.tokens_per_s:.0f} tok/s",
-                        "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
-                if st.cache_queries:
-                    post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
-                bar.set_postfix(post, refresh=True)
-
-            t_probe = time.perf_counter()
-            try:
-                if pending:
-                    executor.run(pending, on_batch, stats)
-            finally:
-                if bar is not None:
-                    bar.close()
-            jr.drain()                                   # every probed unit is on disk
-            t_probe = time.perf_counter() - t_probe
+            stats, t_probe = _probe(executor, pending, jr, keys, questions, summaries, progress)
             direct = executor.direct() if job.direct_answer else None
             worker_report = executor.report()
         finally:
@@ -281,6 +219,88 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         run["journal"] = jr.report()
     write_text_atomic(out / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
     return RunSummary(out=out, manifest=manifest, run=run)
+
+
+def _load_inputs(job: ProbeJob, log):
+    """(job, questions, data record, imported trajectories or None): the job's [data], then its
+    [trajectories] (issue 15), which replace sampling and may narrow the questions."""
+    questions, data_record = load_data(job.data)
+    if not questions:
+        raise ValueError("the job's [data] selects no questions")
+    imported = None
+    if job.trajectories is not None:
+        from ._imported import import_trajectories
+        imported = import_trajectories(job, questions, log)
+        questions, job = imported.questions, imported.job
+    return job, questions, data_record, imported
+
+
+def _unit_keys(job: ProbeJob, setup, questions, imported, grader_name: str):
+    """(units, journal key per unit): the job's (question, trajectory) units under a key of
+    everything their results depend on (`_keys`)."""
+    from otbench import __version__
+
+    from ._keys import run_digest, run_key_material, unit_key
+
+    material = run_key_material(
+        job, fingerprint=setup.fingerprint, tokenizer_hash=setup.tokenizer_hash,
+        engine_info=setup.info, grader=grader_name, otbench_version=__version__)
+    units = [(q, r) for q in range(len(questions)) for r in range(job.R)]
+    if imported is not None:        # issue 15: the imported units, keyed by their traces
+        imported.check_tokenizer(setup.tokenizer_hash)
+        material["trajectories"] = imported.digest
+        units = [u for u in units if u in imported.units]
+    run_id = run_digest(material)
+    keys = {(q, r): unit_key(run_id, model=job.model, question=questions[q], trajectory=r,
+                             think_seed=derive_seed(job.model, questions[q].dataset, questions[q].id, r,
+                                                    "think"),
+                             prompt=setup.prompts[q])
+            for q, r in units}
+    return units, keys
+
+
+def _reused(jr, units, keys, questions, log) -> dict[tuple[int, int], UnitResult]:
+    """Summaries of the units already committed in the journal (a damaged record is quarantined)."""
+    summaries = {}
+    for q, r in units:
+        u = jr.lookup(keys[q, r], group=questions[q].group, question=questions[q].id, trajectory=r)
+        if u is not None:
+            summaries[q, r] = _summary(u)
+    for name, reason in jr.quarantined:
+        log(f"journal: {name}: {reason}; moved to quarantine, the unit is probed again")
+    log(f"journal {jr.root}: {len(summaries)} of {len(units)} units reused, "
+        f"{len(units) - len(summaries)} to probe")
+    return summaries
+
+
+def _probe(executor, pending, jr, keys, questions, summaries, progress: bool) -> tuple[RunStats, float]:
+    """Probe `pending` on the executor, committing each unit as it comes; (stats, seconds)."""
+    where = {(qs.group, qs.id): q for q, qs in enumerate(questions)}
+    stats = RunStats()
+    bar = _progress_bar(len(pending), progress)
+
+    def on_batch(res: Sequence[UnitResult], st: RunStats) -> None:
+        for u in res:
+            qr = (where[u.group, u.question], u.trajectory)
+            jr.commit_later(keys[qr], u)
+            summaries[qr] = _summary(u)
+        if bar is None:
+            return
+        bar.update(len(res))
+        post = {"think": f"{st.think.tokens_per_s:.0f} tok/s", "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
+        if st.cache_queries:
+            post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
+        bar.set_postfix(post, refresh=True)
+
+    t = time.perf_counter()
+    try:
+        if pending:
+            executor.run(pending, on_batch, stats)
+    finally:
+        if bar is not None:
+            bar.close()
+    jr.drain()                                   # every probed unit is on disk
+    return stats, time.perf_counter() - t
 
 
 def _summary(u: UnitResult) -> UnitResult:
