@@ -45,7 +45,7 @@ Example (`otbench horizon run --config job.toml --out DIR`; the [model],
 """
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,52 +170,9 @@ def horizon_job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -
     probe_cfg["probe"] = {"thinking_limit": think, "answer_limit": answer}
     pj = job_from_dict(probe_cfg, base=base)
 
-    d = dict(cfg.get("data", {"source": "choice-sums"}))
-    if d.get("source") not in DATA_SOURCES:
-        raise JobError(f"data.source must be one of {', '.join(DATA_SOURCES)}, got {d.get('source')!r}")
-    if "n" in d:
-        _pos(d, "n", "data", 1)
-    if d["source"] == "file":
-        for k in ("benchmark", "path"):
-            if not isinstance(d.get(k), str):
-                raise JobError(f"data.{k} is required for data.source = 'file'")
-        if base is not None and not Path(d["path"]).is_absolute():
-            d["path"] = str(base / d["path"])
-
-    raw_arms = cfg.get("arm", [{"name": "base"}])
-    if not isinstance(raw_arms, list) or not raw_arms:
-        raise JobError("[[arm]] must list at least one arm")
-    arms = []
-    for j, a in enumerate(raw_arms):
-        where = f"arm[{j}]"
-        for k in a:
-            if k not in ("name", "instruction", "effort", "script", "thinking_limit"):
-                raise JobError(f"unknown key {where}.{k}")
-        name = a.get("name")
-        if not isinstance(name, str) or not name or "," in name:
-            raise JobError(f"{where}.name must be a non-empty string without commas, got {name!r}")
-        instr = a.get("instruction", "")
-        if not isinstance(instr, str):
-            raise JobError(f"{where}.instruction must be a string")
-        effort = a.get("effort")
-        if effort is not None and effort not in EFFORTS:
-            raise JobError(f"{where}.effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
-        if effort is not None and "Reasoning: " not in pj.family.system:
-            raise JobError(f"{where}.effort needs a family whose system message has a 'Reasoning: ' "
-                           f"line (GPT-OSS); {pj.family.name!r} has none")
-        script = a.get("script")
-        if script is not None and script not in SCRIPTS:
-            raise JobError(f"{where}.script must be one of {', '.join(SCRIPTS)}, got {script!r}")
-        lim = a.get("thinking_limit")
-        if lim is not None:
-            lim = _pos(a, "thinking_limit", where, 1)
-            if lim > think:
-                raise JobError(f"{where}.thinking_limit ({lim}) must not exceed horizon.thinking_limit "
-                               f"({think})")
-        arms.append(Arm(name, instr, effort, script, lim))
+    d = _data(cfg, base)
+    arms = _arms(cfg.get("arm", [{"name": "base"}]), pj, think)
     names = [a.name for a in arms]
-    if len(set(names)) != len(names):
-        raise JobError(f"arm names must be unique, got {names}")
 
     horizons = _ints(h.get("horizons", [0, 64, 128, 256, 512]), "horizon.horizons")
     checkpoints = _ints(h.get("checkpoints", list(DEFAULT_CHECKPOINTS)), "horizon.checkpoints")
@@ -260,22 +217,8 @@ def horizon_job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -
     seed = h.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise JobError(f"horizon.seed must be a non-negative integer, got {seed!r}")
-    matched = []
-    for j, m in enumerate(cfg.get("matched", [])):
-        lo, up = m.get("lower"), m.get("upper")
-        if lo not in names or up not in names or lo == up or set(m) - {"lower", "upper"}:
-            raise JobError(f"matched[{j}] must name two different arms as lower and upper, got {m!r}")
-        if "common" not in contexts:
-            raise JobError("[[matched]] readouts use the common context: add 'common' to horizon.contexts")
-        matched.append((lo, up))
-    if len({lo for lo, _ in matched}) != len(matched):
-        raise JobError("each arm may be the lower arm of one [[matched]] block")
-    stp = cfg.get("stp_logit")
-    stp_set = None
-    if stp is not None:
-        if not isinstance(stp, dict) or not isinstance(stp.get("set"), str) or set(stp) - {"set"}:
-            raise JobError("[stp_logit] needs `set`, the directory of a stored measurement set")
-        stp_set = stp["set"] if base is None or Path(stp["set"]).is_absolute() else str(base / stp["set"])
+    matched = _matched(cfg.get("matched", []), names, contexts)
+    stp_set = _stp_set(cfg.get("stp_logit"), base)
     return HorizonJob(
         base=pj, data=d, arms=tuple(arms), replicates=_pos(h, "replicates", "horizon", 1),
         thinking_limit=think, answer_limit=answer, horizons=horizons, checkpoints=checkpoints,
@@ -284,6 +227,86 @@ def horizon_job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -
         control_horizons=ctl_h if ctl_arm else (), controls=tuple(controls) if ctl_arm else (),
         matched=tuple(matched), seed=seed, stp_logit_set=stp_set,
         batch=_pos(h, "batch", "horizon", 64))
+
+
+def _data(cfg: Mapping[str, Any], base: Path | None) -> dict[str, Any]:
+    """The [data] table: a multiple-choice source (relative file paths resolve against `base`)."""
+    d = dict(cfg.get("data", {"source": "choice-sums"}))
+    if d.get("source") not in DATA_SOURCES:
+        raise JobError(f"data.source must be one of {', '.join(DATA_SOURCES)}, got {d.get('source')!r}")
+    if "n" in d:
+        _pos(d, "n", "data", 1)
+    if d["source"] == "file":
+        for k in ("benchmark", "path"):
+            if not isinstance(d.get(k), str):
+                raise JobError(f"data.{k} is required for data.source = 'file'")
+        if base is not None and not Path(d["path"]).is_absolute():
+            d["path"] = str(base / d["path"])
+
+    return d
+
+
+def _arms(raw_arms, pj: ProbeJob, think: int) -> list[Arm]:
+    """The [[arm]] blocks: unique names, a known effort / script, limits within the job's."""
+    if not isinstance(raw_arms, list) or not raw_arms:
+        raise JobError("[[arm]] must list at least one arm")
+    arms = []
+    for j, a in enumerate(raw_arms):
+        where = f"arm[{j}]"
+        for k in a:
+            if k not in ("name", "instruction", "effort", "script", "thinking_limit"):
+                raise JobError(f"unknown key {where}.{k}")
+        name = a.get("name")
+        if not isinstance(name, str) or not name or "," in name:
+            raise JobError(f"{where}.name must be a non-empty string without commas, got {name!r}")
+        instr = a.get("instruction", "")
+        if not isinstance(instr, str):
+            raise JobError(f"{where}.instruction must be a string")
+        effort = a.get("effort")
+        if effort is not None and effort not in EFFORTS:
+            raise JobError(f"{where}.effort must be one of {', '.join(EFFORTS)}, got {effort!r}")
+        if effort is not None and "Reasoning: " not in pj.family.system:
+            raise JobError(f"{where}.effort needs a family whose system message has a 'Reasoning: ' "
+                           f"line (GPT-OSS); {pj.family.name!r} has none")
+        script = a.get("script")
+        if script is not None and script not in SCRIPTS:
+            raise JobError(f"{where}.script must be one of {', '.join(SCRIPTS)}, got {script!r}")
+        lim = a.get("thinking_limit")
+        if lim is not None:
+            lim = _pos(a, "thinking_limit", where, 1)
+            if lim > think:
+                raise JobError(f"{where}.thinking_limit ({lim}) must not exceed horizon.thinking_limit "
+                               f"({think})")
+        arms.append(Arm(name, instr, effort, script, lim))
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise JobError(f"arm names must be unique, got {names}")
+
+    return arms
+
+
+def _matched(raw, names: Sequence[str], contexts: Sequence[str]) -> list[tuple[str, str]]:
+    """The [[matched]] blocks: (lower arm, upper arm), each arm the lower of at most one."""
+    matched = []
+    for j, m in enumerate(raw):
+        lo, up = m.get("lower"), m.get("upper")
+        if lo not in names or up not in names or lo == up or set(m) - {"lower", "upper"}:
+            raise JobError(f"matched[{j}] must name two different arms as lower and upper, got {m!r}")
+        if "common" not in contexts:
+            raise JobError("[[matched]] readouts use the common context: add 'common' to horizon.contexts")
+        matched.append((lo, up))
+    if len({lo for lo, _ in matched}) != len(matched):
+        raise JobError("each arm may be the lower arm of one [[matched]] block")
+    return matched
+
+
+def _stp_set(stp, base: Path | None) -> str | None:
+    """The [stp_logit] table's measurement-set folder, or None."""
+    if stp is None:
+        return None
+    if not isinstance(stp, dict) or not isinstance(stp.get("set"), str) or set(stp) - {"set"}:
+        raise JobError("[stp_logit] needs `set`, the directory of a stored measurement set")
+    return stp["set"] if base is None or Path(stp["set"]).is_absolute() else str(base / stp["set"])
 
 
 def load_horizon_job(path: str | Path) -> HorizonJob:
