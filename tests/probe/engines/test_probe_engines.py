@@ -14,7 +14,6 @@ from otbench.analysis.measurement._segment import segment  # noqa: E402
 from otbench.probe.config._family import Sampling, load_family, load_instructions  # noqa: E402
 from otbench.probe.data._questions import sum_questions  # noqa: E402
 from otbench.probe.engines._interface import EngineConfig, GenRequest, open_engine  # noqa: E402
-from otbench.probe.engines._tiny import build_tiny_model  # noqa: E402
 from otbench.probe.grading._batch import resolve_grader  # noqa: E402
 from otbench.probe.stp._loop import RunStats, encode_prompts, probe_units  # noqa: E402
 from otbench.probe.tokens._probe_prompts import compile_format  # noqa: E402
@@ -25,22 +24,9 @@ SAMPLED = Sampling(temperature=1.0, top_p=0.9, top_k=40, presence_penalty=0.5)
 
 
 @pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory):
-    # One fixed folder per session: `build_tiny_model` reuses it (test_probe_job too).
-    return build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-qwen3", seed=0)
-
-
-@pytest.fixture(scope="session")
-def hf_engine(tiny_dir):
-    e = open_engine(EngineConfig(kind="transformers", model=str(tiny_dir), dtype="float32"))
-    yield e
-    e.close()
-
-
-@pytest.fixture(scope="session")
-def vllm_engine(tiny_dir):
+def vllm_engine(tiny_model):
     pytest.importorskip("vllm")
-    e = open_engine(EngineConfig(kind="vllm", model=str(tiny_dir), dtype="float32", max_model_len=512,
+    e = open_engine(EngineConfig(kind="vllm", model=str(tiny_model), dtype="float32", max_model_len=512,
                                  block_size=32, kv_cache_gib=1))
     yield e
     e.close()
@@ -95,11 +81,11 @@ def test_units_are_consistent(greedy_runs, setup):
         assert len(u.thinking) <= 40
 
 
-def test_signals_match_a_direct_forward_pass(greedy_runs, setup, tiny_dir):
+def test_signals_match_a_direct_forward_pass(greedy_runs, setup, tiny_model):
     from transformers import AutoModelForCausalLM
 
     tok, fmt, qs, prompts = setup
-    model = AutoModelForCausalLM.from_pretrained(str(tiny_dir), dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.float32).eval()
     u = greedy_runs[1][0][0]
     q = [q.id for q in qs].index(u.question)
     for k, Lk in enumerate(u.L):

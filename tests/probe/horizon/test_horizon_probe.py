@@ -29,7 +29,6 @@ from otbench.analysis.measurement._horizon_run import load_run  # noqa: E402
 from otbench.cli._horizon import horizon_group  # noqa: E402
 from otbench.probe.config._family import load_family  # noqa: E402
 from otbench.probe.engines._interface import EngineConfig, open_engine  # noqa: E402
-from otbench.probe.engines._tiny import build_tiny_model  # noqa: E402
 from otbench.probe.horizon._job import horizon_job_from_dict  # noqa: E402
 from otbench.probe.horizon._readout import (  # noqa: E402
     find_spellings,
@@ -56,18 +55,6 @@ from otbench.probe.tokens._vocab import build_vocabulary  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-qwen3", seed=0)
-
-
-@pytest.fixture(scope="session")
-def hf_engine(tiny_dir):
-    e = open_engine(EngineConfig(kind="transformers", model=str(tiny_dir), dtype="float32"))
-    yield e
-    e.close()
-
-
-@pytest.fixture(scope="session")
 def tok(hf_engine):
     return hf_engine.tokenizer()
 
@@ -77,10 +64,10 @@ def fmt(hf_engine, tok):
     return compile_format(load_family("qwen3-thinking"), tok, build_vocabulary(tok, hf_engine.vocab_size()))
 
 
-def job_dict(tiny_dir, **horizon):
+def job_dict(tiny_model, **horizon):
     h = {"replicates": 1, "thinking_limit": 40, "answer_limit": 4, "horizons": [0, 8, 24, 40],
          "checkpoints": [0, 16, 32], "batch": 64} | horizon
-    return {"model": {"path": str(tiny_dir), "family": "qwen3-thinking", "id": "tiny"},
+    return {"model": {"path": str(tiny_model), "family": "qwen3-thinking", "id": "tiny"},
             "engine": {"kind": "transformers", "dtype": "float32", "max_model_len": 1024},
             "data": {"source": "choice-sums", "n": 3, "seed": 0}, "horizon": h,
             "arm": [{"name": "base"}, {"name": "brief", "instruction": "Be brief."}]}
@@ -163,14 +150,14 @@ def test_swap_donors_are_distinct_long_enough_and_from_other_questions(donors, B
 
 # -- engines ------------------------------------------------------------------------------------
 
-def test_transformers_and_vllm_candidate_logprobs_agree(tiny_dir, hf_engine, tok, fmt):
+def test_transformers_and_vllm_candidate_logprobs_agree(tiny_model, hf_engine, tok, fmt):
     pytest.importorskip("vllm")
     sp = find_spellings(tok, 4)
     q = choice_sum_questions(2, seed=1)
     ctxs = [tok.encode(fmt.family.render_prompt("Pick a letter.", x.body()), add_special_tokens=False)
             + list(range(40, 40 + n)) + list(fmt.end_ids) + list(fmt.answer_prefix_ids)
             for x in q for n in (0, 7, 31)]
-    vl = open_engine(EngineConfig(kind="vllm", model=str(tiny_dir), dtype="float32", max_model_len=512,
+    vl = open_engine(EngineConfig(kind="vllm", model=str(tiny_model), dtype="float32", max_model_len=512,
                                   block_size=32, kv_cache_gib=1))
     try:
         a = np.array(hf_engine.choice_logprobs(ctxs, sp.flat_ids))
@@ -214,8 +201,8 @@ def test_length_batches_bound_the_padded_tokens():
 # -- runs -------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
-def tiny_run(tiny_dir, hf_engine, tmp_path_factory):
-    cfg = job_dict(tiny_dir, control_arm="base", control_horizons=[8, 24], answer_limit=2)
+def tiny_run(tiny_model, hf_engine, tmp_path_factory):
+    cfg = job_dict(tiny_model, control_arm="base", control_horizons=[8, 24], answer_limit=2)
     cfg["data"]["n"] = 4
     cfg["matched"] = [{"lower": "brief", "upper": "base"}]
     job = horizon_job_from_dict(cfg)
@@ -279,8 +266,8 @@ def test_a_tiny_run_is_token_exact(tiny_run, hf_engine, tok, fmt):
     assert man["closure"] == {"name": "neutral", "text": "", "ids": []}
 
 
-def test_terminal_replay_agrees_with_natural_answers(tiny_dir, tok, tmp_path):
-    cfg = job_dict(tiny_dir, replicates=4, thinking_limit=30, horizons=[0, 30], checkpoints=[0])
+def test_terminal_replay_agrees_with_natural_answers(tiny_model, tok, tmp_path):
+    cfg = job_dict(tiny_model, replicates=4, thinking_limit=30, horizons=[0, 30], checkpoints=[0])
     cfg["data"]["n"] = 8
     eng = ScriptedEngine(tok, mode="hash")
     run_horizon(horizon_job_from_dict(cfg), tmp_path / "r", engine=eng, progress=False)
@@ -291,8 +278,8 @@ def test_terminal_replay_agrees_with_natural_answers(tiny_dir, tok, tmp_path):
     assert all(r["agree"] == r["compared"] for r in rows)
 
 
-def test_scripted_positive_control(tiny_dir, tok, tmp_path):
-    cfg = job_dict(tiny_dir, replicates=1, thinking_limit=600, horizons=[64, 512], checkpoints=[64],
+def test_scripted_positive_control(tiny_model, tok, tmp_path):
+    cfg = job_dict(tiny_model, replicates=1, thinking_limit=600, horizons=[64, 512], checkpoints=[64],
                    contexts=["policy"], continuation=False)
     cfg["data"] = {"source": "positive-control", "n": 96}
     cfg["arm"] = [{"name": "long", "script": "reveal-late"}, {"name": "short", "script": "reveal-early"}]
@@ -315,30 +302,33 @@ def test_scripted_positive_control(tiny_dir, tok, tmp_path):
     assert inf.sign_flip(d512, draws=10_000).p == 1.0
 
 
-def test_cli_run_on_the_tiny_model(tiny_dir, tmp_path):
-    cfg = tmp_path / "job.toml"
-    cfg.write_text(f'''
+def _cli_job(model: str, *, n: int, T: int) -> str:
+    """A small horizon job file on the transformers engine: `model` is its [model] table's body."""
+    return f"""
 [model]
-path = "{tiny_dir}"
-family = "qwen3-thinking"
-id = "tiny"
+{model}
 [engine]
 kind = "transformers"
 dtype = "float32"
 max_model_len = 512
 [data]
 source = "choice-sums"
-n = 2
+n = {n}
 [horizon]
-thinking_limit = 12
+thinking_limit = {T}
 answer_limit = 2
-horizons = [0, 12]
+horizons = [0, {T}]
 checkpoints = [0]
 contexts = ["policy"]
 continuation = false
 [[arm]]
 name = "base"
-''')
+"""
+
+
+def test_cli_run_on_the_tiny_model(tiny_model, tmp_path):
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(_cli_job(f'path = "{tiny_model}"\nfamily = "qwen3-thinking"\nid = "tiny"', n=2, T=12))
     r = CliRunner().invoke(horizon_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "o"),
                                            "--no-progress"])
     assert r.exit_code == 0, r.output
@@ -351,7 +341,7 @@ name = "base"
     assert bad.exit_code == 2 and "must not exceed horizon.thinking_limit (12)" in bad.output
 
 
-def test_cli_run_names_a_hugging_face_id(tiny_dir, tmp_path, monkeypatch):
+def test_cli_run_names_a_hugging_face_id(tiny_model, tmp_path, monkeypatch):
     """A horizon job names its model by Hugging Face id, resolved offline through the cache (issue 13)."""
     import shutil
 
@@ -359,30 +349,14 @@ def test_cli_run_names_a_hugging_face_id(tiny_dir, tmp_path, monkeypatch):
     hub = tmp_path / "hub"
     commit = "0123456789abcdef0123456789abcdef01234567"
     repo = hub / "models--Org--Tiny-Thinker"
-    shutil.copytree(tiny_dir, repo / "snapshots" / commit)
+    shutil.copytree(tiny_model, repo / "snapshots" / commit)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
-    body = """
-[engine]
-kind = "transformers"
-dtype = "float32"
-max_model_len = 512
-[data]
-source = "choice-sums"
-n = 1
-[horizon]
-thinking_limit = 8
-answer_limit = 2
-horizons = [0, 8]
-checkpoints = [0]
-contexts = ["policy"]
-continuation = false
-"""
     cfg = tmp_path / "job.toml"
-    cfg.write_text('[model]\nname = "Org/Tiny-Thinker"\nfamily = "qwen3-thinking"\n' + body)
+    cfg.write_text(_cli_job('name = "Org/Tiny-Thinker"\nfamily = "qwen3-thinking"', n=1, T=8))
     r = CliRunner().invoke(horizon_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "o"),
                                            "--no-progress"])
     assert r.exit_code == 0, r.output
@@ -391,7 +365,7 @@ continuation = false
     assert man["provenance"]["model"] == {"id": "Org/Tiny-Thinker", "repository": "Org/Tiny-Thinker",
                                           "revision": commit}
     # an id that is not in the cache: one line, exit 2, nothing written
-    cfg.write_text('[model]\nname = "Org/Not-Here"\nfamily = "qwen3-thinking"\n' + body)
+    cfg.write_text(_cli_job('name = "Org/Not-Here"\nfamily = "qwen3-thinking"', n=1, T=8))
     bad = CliRunner().invoke(horizon_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "p"),
                                              "--no-progress"])
     lines = bad.output.strip().splitlines()               # the "resolving ..." log line, then the error
@@ -413,26 +387,26 @@ continuation = false
     ({"data": {"source": "sums"}}, "data.source must be one of"),
     ({"extra": {}}, r"unknown table \[extra\]"),
 ])
-def test_horizon_job_validation(tiny_dir, patch, match):
-    cfg = job_dict(tiny_dir)
+def test_horizon_job_validation(tiny_model, patch, match):
+    cfg = job_dict(tiny_model)
     for k, v in patch.items():
         cfg[k] = cfg[k] | v if isinstance(v, dict) and k in cfg and k != "data" else v
     with pytest.raises(JobError, match=match):
         horizon_job_from_dict(cfg)
 
 
-def test_generic_family_needs_an_answer_prefix(tiny_dir):
-    cfg = job_dict(tiny_dir)
+def test_generic_family_needs_an_answer_prefix(tiny_model):
+    cfg = job_dict(tiny_model)
     cfg["model"]["family"] = "generic-chat"
     with pytest.raises(JobError, match="horizon.answer_prefix is required for the 'generic-chat' family"):
         horizon_job_from_dict(cfg)
 
 
-def test_effort_arms_write_the_reasoning_line(tiny_dir):
+def test_effort_arms_write_the_reasoning_line(tiny_model):
     from otbench.probe.config._family import load_instructions
     from otbench.probe.horizon._run import render_prompt
 
-    cfg = job_dict(tiny_dir)
+    cfg = job_dict(tiny_model)
     cfg["model"]["family"] = "gpt-oss"
     cfg["arm"] = [{"name": "low", "effort": "low"}, {"name": "high", "effort": "high", "instruction": "Hm."}]
     job = horizon_job_from_dict(cfg)
@@ -443,7 +417,7 @@ def test_effort_arms_write_the_reasoning_line(tiny_dir):
     assert lo.replace("Reasoning: low", "Reasoning: high") == hi.replace("\n\nHm.", "")
 
 
-def test_candidate_logit_stp_of_a_stored_set(tiny_dir, tok, fmt, tmp_path):
+def test_candidate_logit_stp_of_a_stored_set(tiny_model, tok, fmt, tmp_path):
     import pyarrow as pa
     from otbench.analysis.measurement._build import from_ragged, ragged
     from otbench.analysis.measurement._io import load, save
@@ -466,7 +440,7 @@ def test_candidate_logit_stp_of_a_stored_set(tiny_dir, tok, fmt, tmp_path):
                        "question": [q.id for q, *_ in rows], "trajectory": [t for _, t, *_ in rows],
                        "prompt": [r[2] for r in rows], "thinking": [r[3] for r in rows]})
     save(src, tmp_path / "set", extra_tables={"tokens": tokens})
-    cfg = job_dict(tiny_dir, horizons=[0], checkpoints=[0], contexts=["policy"], continuation=False)
+    cfg = job_dict(tiny_model, horizons=[0], checkpoints=[0], contexts=["policy"], continuation=False)
     cfg["stp_logit"] = {"set": str(tmp_path / "set")}
     eng = ScriptedEngine(tok, mode="hash")
     run_horizon(horizon_job_from_dict(cfg), tmp_path / "out", engine=eng, progress=False)

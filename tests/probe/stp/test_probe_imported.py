@@ -14,7 +14,7 @@ import pytest
 from otbench.probe.data import DatasetError, read_traces, split_reasoning
 from otbench.probe.stp._imported import ImportedTrajectory, think_results
 from otbench.probe.stp._job import JobError, job_from_dict
-from test_probe_resume import baseline, otbench_cache, tiny_model  # noqa: F401 (session fixtures)
+from test_probe_resume import baseline  # noqa: F401 (a session fixture)
 
 # -- readers ----------------------------------------------------------------------------
 
@@ -173,7 +173,7 @@ TINY = {
 }
 
 
-def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model, otbench_cache):  # noqa: F811
+def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model, otbench_cache):
     cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model)}}
     sampled = _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
     rows = _export(tmp_path / "sampled", tmp_path / "traces.jsonl")
@@ -192,7 +192,7 @@ def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model, otbench_cache)
     assert _set_and_probes(tmp_path / "imp2") == _set_and_probes(tmp_path / "sampled")
 
 
-def test_tiny_imported_journal_and_resume(tmp_path: Path, tiny_model, otbench_cache):  # noqa: F811
+def test_tiny_imported_journal_and_resume(tmp_path: Path, tiny_model, otbench_cache):
     from otbench.probe.stp._runner import run_job
 
     cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model)}, "data": {"source": "sums", "n": 2}}
@@ -319,7 +319,7 @@ needs_ray = pytest.mark.skipif(__import__("importlib").util.find_spec("ray") is 
 
 
 @needs_ray
-def test_imported_on_two_ray_workers_equals_sampled(tmp_path: Path, baseline, otbench_cache):  # noqa: F811
+def test_imported_on_two_ray_workers_equals_sampled(tmp_path: Path, baseline, otbench_cache):  # noqa: F811 (the fixture imported above)
     # The replay is set up inside each Ray actor from the job it is sent.
     import ray
     from test_probe_resume import _run as run_toml

@@ -203,13 +203,10 @@ def test_measurement_set_from_units(tmp_path: Path):
 # -- the CLI end to end (transformers engine; vLLM is covered in test_probe_engines) -------
 
 
-def test_probe_cli(tmp_path: Path, tmp_path_factory):
-    pytest.importorskip("transformers")
+def test_probe_cli(tmp_path: Path, tiny_model):
     from otbench.cli._probe import probe_group
-    from otbench.probe.engines._tiny import build_tiny_model
 
-    # the session's tiny model folder (shared with test_probe_engines; built once)
-    model = build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-qwen3", seed=0)
+    model = tiny_model
     cfg = tmp_path / "job.toml"
     cfg.write_text(f"""
 [model]

@@ -21,8 +21,6 @@ from test_probe_resume import (  # noqa: F401
     _same_set,
     _units_in,
     baseline,
-    otbench_cache,
-    tiny_model,
     write_job,
 )
 
@@ -31,7 +29,7 @@ needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None and not o
 
 
 @pytest.fixture(scope="module")
-def ray_session(otbench_cache):  # noqa: F811 - the fixture imported above
+def ray_session(otbench_cache):
     import ray
 
     with pytest.MonkeyPatch.context() as mp:
@@ -45,7 +43,7 @@ def ray_session(otbench_cache):  # noqa: F811 - the fixture imported above
 
 
 @needs_ray
-def test_two_ray_workers_equal_one_worker(tmp_path: Path, ray_session, baseline, tiny_model):  # noqa: F811
+def test_two_ray_workers_equal_one_worker(tmp_path: Path, ray_session, baseline, tiny_model):  # noqa: F811 (the fixture imported above)
     cfg, base_out, base_journal = baseline
     journal = tmp_path / "j"
     # A first, partial run (one trajectory per question) in this process ...
@@ -129,7 +127,7 @@ def test_feeder_tops_up_and_hands_back_a_dead_workers_units():
     assert not f.busy(0) and not f.queue
 
 
-def test_worker_keeps_units_in_flight_across_calls(baseline, tiny_model):  # noqa: F811
+def test_worker_keeps_units_in_flight_across_calls(baseline, tiny_model):  # noqa: F811 (the fixture imported above)
     """`advance` returns as soon as a unit is done and keeps the others streaming (no Ray needed)."""
     from otbench.probe.config import load_instructions
     from otbench.probe.data._questions import load_data

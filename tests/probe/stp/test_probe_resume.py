@@ -273,24 +273,6 @@ def write_job(path: Path, model: Path, *, n: int = 5, R: int = 3, temperature: f
     return path
 
 
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from otbench.probe.engines._tiny import build_tiny_model
-    # the session's tiny model folder (shared with test_probe_engines; built once)
-    return build_tiny_model(tmp_path_factory.getbasetemp() / "tiny-qwen3", seed=0)
-
-
-@pytest.fixture(scope="session")
-def otbench_cache(tmp_path_factory):
-    # Fingerprint memos go to a test folder, not the user's cache.
-    d = tmp_path_factory.mktemp("otbench-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OTBENCH_CACHE", str(d))
-        yield d
-
-
 def _run(cfg: Path, out: Path, **kw):
     from otbench.probe.stp._job import load_job
     from otbench.probe.stp._runner import run_job

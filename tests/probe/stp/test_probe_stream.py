@@ -183,11 +183,10 @@ def test_direct_answers(tmp_path: Path, tiny_model, otbench_cache):
     assert s.manifest["tables"]["direct"]["rows"] == 2
     assert s.manifest["provenance"]["probe"]["direct_answer"] is True
     # the direct answers come from the no-thinking prompt: deterministic, like every sample
-    s2 = _run(job, tmp_path / "again")
+    _run(job, tmp_path / "again")
     assert load_table(tmp_path / "again", "direct").to_pylist() == rows
 
 
-from test_probe_resume import otbench_cache, tiny_model  # noqa: E402,F401  (session fixtures)
 
 
 def test_open_grader_keeps_one_pool_and_grades_the_same():
