@@ -379,44 +379,61 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
     b_doc = expensive("bootstrap", bootstrap, lambda d: bootstrap_misfit(d, cells, bool(ms.synthetic)))
     t_doc = expensive("thinning", thinning, lambda d: thinning_misfit(d, cells, bool(ms.synthetic)))
 
-    bench: list[dict[str, Any]] = []
     if otbench:
-        for value in otbench:
-            doc, src = _given("otbench", value)
-            why = binding_misfit(doc, set_hash)
-            if why is not None:
-                raise ReportInputError(f"{src.name}: cannot be used for this set: {why}")
-            docs = bench_docs(doc)
-            if docs is None:
-                raise ReportInputError(f"{src.name or 'an OTBench document'}: schema must be "
-                                       f"{SCHEMAS['bench']!r} or {SCHEMAS['bench_compare']!r}, "
-                                       f"got {_schema_of(doc)!r}")
-            for d in docs:
-                why = bench_misfit(d, cells, bool(ms.synthetic))
-                if why is not None:
-                    raise ReportInputError(f"{src.name or 'an OTBench document'}: method "
-                                           f"{d.get('method')!r} cannot be used: {why}")
-            bench += docs
-            sources.append(src)
+        bench = _given_bench(otbench, cells, set_hash, bool(ms.synthetic), sources)
     elif results_dir is not None:
-        files = [Path(results_dir) / CACHE_FILES["otbench"]]
-        files += sorted(Path(results_dir).glob(BENCH_GLOB)) if Path(results_dir).is_dir() else []
-        for p in files:
-            if not p.is_file():
-                continue
-            try:
-                doc, sha = _read(p)
-            except ReportInputError as e:
-                notes.append(f"otbench: {p.name} skipped ({e})")
-                continue
-            docs = bench_docs(doc)
-            fits = (bench_misfit(d, cells, bool(ms.synthetic)) for d in docs or ())
-            bad = binding_misfit(doc, set_hash) or (
-                "not an OTBench document" if docs is None else next((w for w in fits if w), None))
-            if bad:
-                notes.append(f"otbench: {p.name} skipped ({bad})")
-                continue
-            bench += docs
-            sources.append(Source("otbench", "cached", p.name, sha))
+        bench = _cached_bench(Path(results_dir), cells, set_hash, bool(ms.synthetic), sources, notes)
+    else:
+        bench = []
     return Inputs(metrics=m_doc, frontier=f_doc, bootstrap=b_doc, thinning=t_doc,
                   bench=tuple(bench), sources=tuple(sources), notes=tuple(notes))
+
+
+def _given_bench(values: Sequence[Doc], cells, set_hash: str, synthetic: bool,
+                 sources: list) -> list[dict[str, Any]]:
+    """The OTBench documents passed in: each must fit the set, or the report is refused."""
+    bench: list[dict[str, Any]] = []
+    for value in values:
+        doc, src = _given("otbench", value)
+        why = binding_misfit(doc, set_hash)
+        if why is not None:
+            raise ReportInputError(f"{src.name}: cannot be used for this set: {why}")
+        docs = bench_docs(doc)
+        if docs is None:
+            raise ReportInputError(f"{src.name or 'an OTBench document'}: schema must be "
+                                   f"{SCHEMAS['bench']!r} or {SCHEMAS['bench_compare']!r}, "
+                                   f"got {_schema_of(doc)!r}")
+        for d in docs:
+            why = bench_misfit(d, cells, synthetic)
+            if why is not None:
+                raise ReportInputError(f"{src.name or 'an OTBench document'}: method "
+                                       f"{d.get('method')!r} cannot be used: {why}")
+        bench += docs
+        sources.append(src)
+    return bench
+
+
+def _cached_bench(results_dir: Path, cells, set_hash: str, synthetic: bool, sources: list,
+                  notes: list) -> list[dict[str, Any]]:
+    """The cached OTBench documents that fit the set; the others are skipped with a note."""
+    bench: list[dict[str, Any]] = []
+    files = [results_dir / CACHE_FILES["otbench"]]
+    files += sorted(results_dir.glob(BENCH_GLOB)) if results_dir.is_dir() else []
+    for p in files:
+        if not p.is_file():
+            continue
+        try:
+            doc, sha = _read(p)
+        except ReportInputError as e:
+            notes.append(f"otbench: {p.name} skipped ({e})")
+            continue
+        docs = bench_docs(doc)
+        fits = (bench_misfit(d, cells, synthetic) for d in docs or ())
+        bad = binding_misfit(doc, set_hash) or (
+            "not an OTBench document" if docs is None else next((w for w in fits if w), None))
+        if bad:
+            notes.append(f"otbench: {p.name} skipped ({bad})")
+            continue
+        bench += docs
+        sources.append(Source("otbench", "cached", p.name, sha))
+    return bench
