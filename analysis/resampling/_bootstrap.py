@@ -417,21 +417,7 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
 
     layout, names = build_layout(ms)
     res = resampling(ms, layout, names)
-    tm = trajectory_metrics(jnp.asarray(ms.L), jnp.asarray(ms.C), jnp.asarray(ms.n),
-                            jnp.asarray(ms.probes))
-    per_row = np.stack([np.asarray(tm.ratio), np.asarray(tm.degradation),
-                        np.asarray(ms.y, dtype=np.float64),
-                        np.asarray(tm.tokens, dtype=np.float64), np.asarray(tm.endpoint)])
-    rr = np.arange(ms.num_trajectories)
-    k_star = np.asarray(tm.k_star)
-    ints = np.stack([np.asarray(ms.y, dtype=np.int64), ms.C[rr, ms.n].astype(np.int64),
-                     (ms.C[rr, k_star] - ms.C[rr, ms.n]).astype(np.int64),
-                     ms.L[rr, ms.n].astype(np.int64)])
-    pk = packing(ints, ms.probes, res)
-    if pk is None:        # fields too wide to pack: one fixed-point column per metric
-        table, F = fixed_point(per_row, res, np.asarray(layout.seg))
-    else:
-        table, F = packed_table(per_row[0], ints, res, np.asarray(layout.seg), pk)
+    tm, per_row, table, F, pk = _row_table(ms, layout, res)
     kernel = replicate_kernel(res, rep_sharding, replicated, rows=cfg.frontiers, pk=pk)
     tables = jax.device_put(res.tables, replicated)
     table_d = jax.device_put(jnp.asarray(table), replicated)
@@ -513,7 +499,40 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
         if ckpt is not None:
             ckpt.close()
 
-    # -- replicate values --------------------------------------------------
+    return _result(ms, cfg, arrays, F, tm, per_row, layout, res, names,
+                   (rep_sharding, replicated, seed_d), devs)
+
+
+def _row_table(ms: MeasurementSet, layout, res):
+    """(trajectory metrics, per-row metric values, the kernel's row table, its fixed-point scales,
+    the packing or None): what one replicate draws from, built once."""
+    tm = trajectory_metrics(jnp.asarray(ms.L), jnp.asarray(ms.C), jnp.asarray(ms.n),
+                            jnp.asarray(ms.probes))
+    per_row = np.stack([np.asarray(tm.ratio), np.asarray(tm.degradation),
+                        np.asarray(ms.y, dtype=np.float64),
+                        np.asarray(tm.tokens, dtype=np.float64), np.asarray(tm.endpoint)])
+    rr = np.arange(ms.num_trajectories)
+    k_star = np.asarray(tm.k_star)
+    ints = np.stack([np.asarray(ms.y, dtype=np.int64), ms.C[rr, ms.n].astype(np.int64),
+                     (ms.C[rr, k_star] - ms.C[rr, ms.n]).astype(np.int64),
+                     ms.L[rr, ms.n].astype(np.int64)])
+    pk = packing(ints, ms.probes, res)
+    if pk is None:        # fields too wide to pack: one fixed-point column per metric
+        table, F = fixed_point(per_row, res, np.asarray(layout.seg))
+    else:
+        table, F = packed_table(per_row[0], ints, res, np.asarray(layout.seg), pk)
+    return tm, per_row, table, F, pk
+
+
+def _result(ms: MeasurementSet, cfg, arrays, F, tm, per_row, layout, res, names, placed,
+            devs) -> BootstrapResult:
+    """The replicate values of every summary from the drawn sums, with the point estimates.
+
+    `placed`: (replicate sharding, replicated sharding, seed on the devices) for the summaries
+    that are drawn after the kernel's (`_summary_replicates`).
+    """
+    rep_sharding, replicated, seed_d = placed
+    N = cfg.replicates
     count = arrays["count"].astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         cell = (arrays["sums"].astype(np.float64) * np.exp2(-F.astype(np.float64))
@@ -531,10 +550,10 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
                                             layout.num_models, layout.num_groups)
     fb = None
     if cfg.frontiers:
-        fb = _frontier_result(cfg.grid, strategies, arrays, res.cell_model)
+        fb = _frontier_result(cfg.grid, STRATEGIES, arrays, res.cell_model)
     if np.isnan(cell).any():
         warnings.warn("some cells have no drawn question in some replicates; their intervals "
-                      "use the replicates where they are defined (see `defined`)", stacklevel=2)
+                      "use the replicates where they are defined (see `defined`)", stacklevel=3)
     return BootstrapResult(
         replicates=N, seed=cfg.seed, percentiles=cfg.percentiles, names=names,
         estimate_cell=est_cell, estimate_model=est_model, estimate_group=est_group,
