@@ -115,6 +115,12 @@ def progress_bar(total: int, label: str):
                              show_pos=True)
 
 
+def library_progress(label: str):
+    """`progress` for a library call that draws its own bar: True on a terminal, else a factory
+    of `LineProgress` (timed plain lines, readable in a batch system's log)."""
+    return True if sys.stderr.isatty() else (lambda total: LineProgress(total, label))
+
+
 class LineProgress:
     """Plain progress lines for logs (batch systems, pipes): at least every `interval`
     seconds from a timer thread -- also while one long step runs and reports nothing --

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from ._common import DataError
+from ._common import DataError, library_progress
 
 DEMO_JOB_FILE = "demo.toml"
 """The embedded default job: `artifacts/jobs/demo.toml` (frozen with the other artifacts)."""
@@ -77,7 +77,7 @@ def demo_cmd(out: Path, engine: str, n: int) -> None:
     click.echo(f"otbench demo: {job.model} ({job.family.name} family) on {n} embedded questions, "
                f"R={job.R} trajectories, P={job.P} probes per position, b={job.b}, engine {engine}",
                err=True)
-    summary = run_job(job, ms_dir, overwrite=True, progress=True)
+    summary = run_job(job, ms_dir, overwrite=True, progress=library_progress("probing"))
     from ._probe import _summary_text
     click.echo(_summary_text(summary))
     ms = load(ms_dir)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from ._common import DataError, write_json
+from ._common import DataError, library_progress, write_json
 
 
 @click.group("probe")
@@ -34,7 +34,8 @@ def probe_group() -> None:
                    "transformers 1; else 0].")
 @click.option("--limit", "limit", default=None, type=click.IntRange(min=1),
               help="Probe only the first N questions of each group (smoke runs; recorded as data.limit).")
-@click.option("--progress/--no-progress", default=True, help="Progress bar with tokens/s on stderr.")
+@click.option("--progress/--no-progress", default=True,
+              help="Progress on stderr: a bar with tokens/s on a terminal, else a line every 30 s.")
 def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Path | None, workers: int,
             ray_address: str | None, worker_cpus: float, worker_gpus: float | None, limit: int | None,
             progress: bool) -> None:
@@ -57,9 +58,9 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
 
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
     try:
-        summary = run_job(job, out, overwrite=overwrite, progress=progress, journal=journal,
-                          resume=resume, workers=workers, ray_address=ray_address,
-                          worker_cpus=worker_cpus, worker_gpus=worker_gpus)
+        summary = run_job(job, out, overwrite=overwrite, journal=journal, resume=resume,
+                          progress=progress and library_progress("probing"), workers=workers,
+                          ray_address=ray_address, worker_cpus=worker_cpus, worker_gpus=worker_gpus)
     except (FileExistsError, JournalError, RayMissingError, DatasetError, EngineStartError,
             ModelNotFoundError, JobError) as e:
         raise DataError(" ".join(str(e).split())) from None

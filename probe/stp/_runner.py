@@ -52,9 +52,19 @@ class RunSummary:
     run: dict[str, Any]
 
 
-def _progress_bar(total: int, enabled: bool):
-    if not enabled:
-        return None
+def _progress_bar(total: int, progress):
+    """A context manager giving the run's progress bar (`update(n)`, optionally `set_postfix`).
+
+    `progress`: False (none), True (a tqdm bar with tokens/s on stderr), or a
+    factory `progress(total)` of such a context manager (the CLI passes plain
+    timed lines when stderr is not a terminal, e.g. a batch system's log).
+    """
+    import contextlib
+
+    if not progress:
+        return contextlib.nullcontext()
+    if callable(progress):
+        return progress(total)
     from tqdm import tqdm
     return tqdm(total=total, unit="traj", desc="probing", file=sys.stderr, dynamic_ncols=True)
 
@@ -123,12 +133,14 @@ def _check_out(out: Path, *, overwrite: bool, resume: bool) -> None:
 
 
 def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
-            progress: bool = True, log=None, journal: str | os.PathLike | None = None,
+            progress=True, log=None, journal: str | os.PathLike | None = None,
             resume: bool = False, workers: int = 1, ray_address: str | None = None,
             worker_cpus: float = 1, worker_gpus: float | None = None) -> RunSummary:
     """Probe every (question, trajectory) of `job` and write the measurement set to `out`.
 
     Args:
+      progress: False, True (a progress bar on stderr), or a factory
+        `progress(total)` of a context manager giving a bar (`_progress_bar`).
       journal: folder committing each finished unit (crash safety; see the
         module docstring and `_resume`); None: no journal.
       resume: reuse the units already committed in `journal`. An existing
@@ -273,11 +285,10 @@ def _reused(jr, units, keys, questions, log) -> dict[tuple[int, int], UnitResult
     return summaries
 
 
-def _probe(executor, pending, jr, keys, questions, summaries, progress: bool) -> tuple[RunStats, float]:
+def _probe(executor, pending, jr, keys, questions, summaries, progress) -> tuple[RunStats, float]:
     """Probe `pending` on the executor, committing each unit as it comes; (stats, seconds)."""
     where = {(qs.group, qs.id): q for q, qs in enumerate(questions)}
     stats = RunStats()
-    bar = _progress_bar(len(pending), progress)
 
     def on_batch(res: Sequence[UnitResult], st: RunStats) -> None:
         for u in res:
@@ -287,18 +298,17 @@ def _probe(executor, pending, jr, keys, questions, summaries, progress: bool) ->
         if bar is None:
             return
         bar.update(len(res))
-        post = {"think": f"{st.think.tokens_per_s:.0f} tok/s", "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
-        if st.cache_queries:
-            post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
-        bar.set_postfix(post, refresh=True)
+        if hasattr(bar, "set_postfix"):
+            post = {"think": f"{st.think.tokens_per_s:.0f} tok/s",
+                    "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
+            if st.cache_queries:
+                post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
+            bar.set_postfix(post, refresh=True)
 
     t = time.perf_counter()
-    try:
+    with _progress_bar(len(pending), progress) as bar:
         if pending:
             executor.run(pending, on_batch, stats)
-    finally:
-        if bar is not None:
-            bar.close()
     jr.drain()                                   # every probed unit is on disk
     return stats, time.perf_counter() - t
 

@@ -236,6 +236,12 @@ kind = "minimal"
     assert "4 trajectories, 2 questions" in r.output
     r2 = runner.invoke(probe_group, ["run", "--config", str(cfg), "--out", str(out), "--no-progress"])
     assert r2.exit_code == 2 and "already exists" in r2.output
+    # progress in a log (stderr is not a terminal here): plain timed lines, no bar redraws
+    r3 = runner.invoke(probe_group, ["run", "--config", str(cfg), "--out", str(tmp_path / "logged")])
+    assert r3.exit_code == 0, r3.output
+    lines = [x for x in r3.output.replace("\r", "\n").splitlines() if x.startswith("probing")]
+    assert lines and all("|" not in x for x in lines)                # no tqdm bar of ours
+    assert lines[-1].startswith("probing: 4/4 (100%), ") and lines[-1].endswith(" s (done)")
 
     from otbench.analysis.measurement._io import load
     ms = load(out)
