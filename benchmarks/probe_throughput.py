@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     import numpy as np
     from otbench.analysis.measurement._segment import segment_flat
     from otbench.probe.config._family import load_family, load_instructions, load_model
-    from otbench.probe.data._questions import sum_questions
+    from otbench.probe.data import sum_questions
     from otbench.probe.engines import EngineConfig, GenRequest, SignalRequest, open_engine
     from otbench.probe.grading import GradeItem, resolve_grader
     from otbench.probe.stp._loop import encode_prompts

@@ -11,10 +11,11 @@ from ._benchmarks import (
                           load_group,
                           load_hub,
 )
-from ._questions import load_data, load_questions, sum_questions
+from ._questions import load_data, load_questions
 from ._schemas import BUILTIN as BUILTIN_SCHEMAS
 from ._schemas import TASK_COLUMNS, UserSchema
 from ._sources import EMBEDDED_SOURCES, DataRecord, load_source, load_sources, release_files
+from ._sums import sum_questions
 from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 
 __all__ = [

@@ -48,8 +48,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._benchmarks import TEXT_ID_PREFIX, DatasetError, Question, _rows
+from ._benchmarks import (
+    TEXT_ID_PREFIX,
+    DatasetError,
+    Question,
+    _rows,
+    arithmetic_questions,
+    champ_questions,
+)
 from ._schemas import schema_mapper
+from ._sums import sum_questions
 
 EMBEDDED_SOURCES = ("sums", "arithmetic", "champ")
 """Offline sources (`embedded = ...`): seeded generators and the CHAMP problems of `champ-dataset`."""
@@ -208,9 +216,6 @@ def load_source(src: Mapping[str, Any], *, seed: int = 0) -> tuple[list[Question
 
 def _embedded(src: Mapping[str, Any], seed: int) -> tuple[list[Question], dict[str, Any]]:
     """An embedded offline source: "sums", "arithmetic" (seeded generators) or "champ" (CHAMP problems)."""
-    from ._benchmarks import arithmetic_questions, champ_questions
-    from ._questions import sum_questions
-
     kind, n = src["embedded"], src.get("n")
     seed = int(src.get("seed", seed))
     if kind == "champ":

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from otbench.analysis.measurement._segment import segment  # noqa: E402
 from otbench.probe.config._family import Sampling, load_family, load_instructions  # noqa: E402
-from otbench.probe.data._questions import sum_questions  # noqa: E402
+from otbench.probe.data import sum_questions  # noqa: E402
 from otbench.probe.engines._interface import EngineConfig, GenRequest, open_engine  # noqa: E402
 from otbench.probe.grading._batch import resolve_grader  # noqa: E402
 from otbench.probe.stp._loop import RunStats, encode_prompts, probe_units  # noqa: E402

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from otbench.probe.config._seeds import derive_seed
-from otbench.probe.data._questions import sum_questions
+from otbench.probe.data import sum_questions
 from otbench.probe.grading._batch import grade_minimal, last_boxed, resolve_grader
 from otbench.probe.stp._job import JobError, job_from_dict, load_job
 from otbench.probe.stp._loop import UnitResult

@@ -130,7 +130,7 @@ def test_feeder_tops_up_and_hands_back_a_dead_workers_units():
 def test_worker_keeps_units_in_flight_across_calls(baseline, tiny_model):  # noqa: F811 (the fixture imported above)
     """`advance` returns as soon as a unit is done and keeps the others streaming (no Ray needed)."""
     from otbench.probe.config import load_instructions
-    from otbench.probe.data._questions import load_data
+    from otbench.probe.data import load_data
     from otbench.probe.stp._job import load_job
     from otbench.probe.stp._loop import probe_units
     from otbench.probe.stp._ray import Feeder, ProbeWorker

@@ -226,7 +226,7 @@ def test_run_key_covers_what_shapes_results():
 
 
 def test_unit_key_covers_the_unit_inputs():
-    from otbench.probe.data._questions import sum_questions
+    from otbench.probe.data import sum_questions
 
     q = sum_questions(2, seed=0)
     args = dict(model="m", question=q[0], trajectory=0, think_seed=5, prompt=[1, 2, 3])

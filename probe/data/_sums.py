@@ -1,0 +1,37 @@
+"""The embedded `sums` questions: one-digit sums and differences, drawn from a seed.
+
+SmolLM2-135M rarely answers them right away (asked for the answer with no
+reasoning it tends to repeat an operand) but often writes the right result
+while reasoning ("3 + 4 = 7") and then wanders on, so its STP curves rise
+and fall: a small real instance of what the probe measures. Every draw is SHA-256 of
+("otbench/sums/v1", seed, question, slot): identical on any machine.
+"""
+
+import hashlib
+
+from ._benchmarks import Question
+
+
+def _draw(seed: int, *key) -> int:
+    h = hashlib.sha256("\0".join(map(str, ("otbench/sums/v1", seed, *key))).encode()).digest()
+    return int.from_bytes(h[:8], "big")
+
+
+def sum_questions(n: int, *, seed: int = 0, group: str = "SUMS") -> list:
+    """`n` seeded questions "What is a + b?" / "What is a - b?" (operands 1..9, exact answers).
+
+    >>> [q.text for q in sum_questions(2, seed=0)] == [q.text for q in sum_questions(2, seed=0)]
+    True
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
+    out = []
+    for i in range(n):
+        a, b = 1 + _draw(seed, i, 0) % 9, 1 + _draw(seed, i, 1) % 9
+        if _draw(seed, i, 2) % 2:
+            text, value = f"What is {a} + {b}?", a + b
+        else:
+            a, b = max(a, b), min(a, b)
+            text, value = f"What is {a} - {b}?", a - b
+        out.append(Question(group, "sums", f"sums-{seed}-{i}", "math", text, str(value)))
+    return out
