@@ -36,13 +36,14 @@ import dataclasses
 import hashlib
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from otbench.probe.config import derive_seed
 from otbench.probe.data import DatasetError, load_traces
 
-TRAJECTORY_KEYS = {"path", "hub", "config", "split", "revision", "format", "per_question"}
+from ._loop import ThinkResult
+from ._setup import resolve_engine_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +145,6 @@ def _digest(trajs: Sequence[ImportedTrajectory]) -> str:
 
 def import_trajectories(job, questions: Sequence, log) -> Imported:
     """Read, match and tokenize the job's `[trajectories]`; the job to run and what to record."""
-    from ._setup import resolve_engine_config
-
     table = job.trajectories
     recs, source = load_traces(table)
     match = _matcher(questions)
@@ -219,8 +218,6 @@ def think_results(job, questions: Sequence, fmt) -> dict[tuple[int, int], Any]:
     cut one. The seed is the one the unit would have been sampled with, so
     journal keys and provenance read the same as for a sampled run.
     """
-    from ._loop import ThinkResult
-
     index = {(q.dataset, q.id): i for i, q in enumerate(questions)}
     native = fmt.family.native_thinking
     limit, answer_limit = job.thinking_limit, job.answer_limit
@@ -240,30 +237,3 @@ def think_results(job, questions: Sequence, fmt) -> dict[tuple[int, int], Any]:
             think = ThinkResult(seed, tuple(t.thinking), False, None, None)
         out[(q, t.trajectory)] = think
     return out
-
-
-def trajectories_iv(t: Mapping[str, Any], base, resolve) -> dict:
-    """The `[trajectories]` table, checked (`resolve` makes a relative path absolute)."""
-    from otbench.probe.data import TRACE_FORMATS
-
-    from ._job import JobError
-
-    t = dict(t)
-    for k in t:
-        if k not in TRAJECTORY_KEYS:
-            raise JobError(f"unknown key trajectories.{k} (expected one of {', '.join(sorted(TRAJECTORY_KEYS))})")
-    if ("path" in t) == ("hub" in t):
-        raise JobError("[trajectories] needs exactly one of `path` (a local file or saved dataset) "
-                       "or `hub` (a Hugging Face dataset id)")
-    for k in ("path", "hub", "config", "split", "revision", "format"):
-        if k in t and (not isinstance(t[k], str) or not t[k]):
-            raise JobError(f"trajectories.{k} must be a non-empty string, got {t[k]!r}")
-    if t.get("format", "otbench") not in TRACE_FORMATS:
-        raise JobError(f"trajectories.format must be one of {', '.join(TRACE_FORMATS)}, got {t['format']!r}")
-    t.setdefault("format", "otbench")
-    pq = t.get("per_question")
-    if pq is not None and (isinstance(pq, bool) or not isinstance(pq, int) or pq < 1):
-        raise JobError(f"trajectories.per_question must be a positive integer, got {pq!r}")
-    if "path" in t:
-        t["path"] = resolve(t["path"], base)
-    return t

@@ -199,11 +199,10 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                        f"probe.thinking_limit + probe.answer_limit ({think} + {answer}) plus the prompt")
     traj = None
     if "trajectories" in cfg:
-        from ._imported import trajectories_iv
         if "R" in p:
             raise JobError("probe.R does not apply with [trajectories] (the records are the "
                            "trajectories; trajectories.per_question keeps the first N of each question)")
-        traj = trajectories_iv(cfg["trajectories"], base, _resolve)
+        traj = _trajectories_iv(cfg["trajectories"], base, _resolve)
     return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, hub=hub, data=d,
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
                     grader=grader, units_per_batch=upb, units_in_flight=uif, boundary=boundary,
@@ -213,6 +212,37 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
 
 def _resolve(path: str, base: Path | None) -> str:
     return str(base / path) if base is not None and not Path(path).is_absolute() else path
+
+
+TRAJECTORY_KEYS = {"path", "hub", "config", "split", "revision", "format", "per_question"}
+"""Keys of a job's [trajectories] table (imported traces; `_imported`)."""
+
+
+def _trajectories_iv(t: Mapping[str, Any], base, resolve) -> dict:
+    """The `[trajectories]` table, checked (`resolve` makes a relative path absolute)."""
+    from otbench.probe.data import TRACE_FORMATS
+
+    t = dict(t)
+    for k in t:
+        if k not in TRAJECTORY_KEYS:
+            raise JobError(f"unknown key trajectories.{k} (expected one of "
+                           f"{', '.join(sorted(TRAJECTORY_KEYS))})")
+    if ("path" in t) == ("hub" in t):
+        raise JobError("[trajectories] needs exactly one of `path` (a local file or saved dataset) "
+                       "or `hub` (a Hugging Face dataset id)")
+    for k in ("path", "hub", "config", "split", "revision", "format"):
+        if k in t and (not isinstance(t[k], str) or not t[k]):
+            raise JobError(f"trajectories.{k} must be a non-empty string, got {t[k]!r}")
+    if t.get("format", "otbench") not in TRACE_FORMATS:
+        raise JobError(f"trajectories.format must be one of {', '.join(TRACE_FORMATS)}, "
+                       f"got {t['format']!r}")
+    t.setdefault("format", "otbench")
+    pq = t.get("per_question")
+    if pq is not None and (isinstance(pq, bool) or not isinstance(pq, int) or pq < 1):
+        raise JobError(f"trajectories.per_question must be a positive integer, got {pq!r}")
+    if "path" in t:
+        t["path"] = resolve(t["path"], base)
+    return t
 
 
 def _data_iv(d: dict, base: Path | None) -> dict:
