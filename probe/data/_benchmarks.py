@@ -37,7 +37,7 @@ import os
 import pickle
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
@@ -337,7 +337,12 @@ _MAPPERS = {"MATH500": _math500, "AIME2024": _aime("AIME2024"), "AIME2025": _aim
 def _map_rows(benchmark: str, rows: Iterable[tuple[str, Any]], **kw) -> list[Question]:
     if benchmark not in _MAPPERS:
         raise ValueError(f"`benchmark` must be one of {', '.join(map(repr, _MAPPERS))}, got {benchmark!r}.")
-    mapper = _MAPPERS[benchmark]
+    return map_unique(_MAPPERS[benchmark], rows, **kw)
+
+
+def map_unique(mapper: Callable[..., "Question | None"], rows: Iterable[tuple[str, Any]],
+               **kw) -> list[Question]:
+    """`mapper(row, loc, **kw)` over `(loc, row)` pairs: None skips a row, a repeated id is refused."""
     out, seen = [], {}
     for loc, row in rows:
         q = mapper(row, loc, **kw)

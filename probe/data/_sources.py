@@ -55,6 +55,7 @@ from ._benchmarks import (
     _rows,
     arithmetic_questions,
     champ_questions,
+    map_unique,
 )
 from ._schemas import schema_mapper
 from ._sums import sum_questions
@@ -196,16 +197,15 @@ def load_source(src: Mapping[str, Any], *, seed: int = 0) -> tuple[list[Question
     window = _window(src)
     if window is not None:
         record["contest_date"] = list(src["contest_date"])
-    out, seen, rows = [], {}, 0
-    for loc, row in _source_rows(src, record):
-        rows += 1
-        q = mapper(row, loc, seed=seed, contest_dates=window)
-        if q is None:
-            continue
-        if q.id in seen:
-            raise DatasetError(f"{loc}: duplicate question id {q.id!r} (first at {seen[q.id]})")
-        seen[q.id] = loc
-        out.append(q)
+    read = [0]
+
+    def counted():
+        for item in _source_rows(src, record):
+            read[0] += 1
+            yield item
+
+    out = map_unique(mapper, counted(), seed=seed, contest_dates=window)
+    rows = read[0]
     if src.get("n"):
         out = out[:src["n"]]
     record.update(rows=rows, questions=len(out),
