@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ._background import BackgroundWorker
 from ._ids import from_le_bytes, to_le_bytes
 from ._loop import UnitResult
 
@@ -159,7 +160,8 @@ def _fsync_dir(path: Path) -> None:
 
 
 _WRITE_DEPTH = 2
-"""Encoded records waiting for the journal's writer thread (~3 MB each at paper shape)."""
+"""Encoded records handed to the journal's writer thread and not yet on disk (~3 MB each at paper
+shape)."""
 
 
 class Journal:
@@ -178,9 +180,7 @@ class Journal:
         self.reused = 0
         self.committed = 0
         self.quarantined: list[tuple[str, str]] = []
-        self._todo = None                 # the writer thread's queue (`commit_later`), once started
-        self._writer = None
-        self._failed: list[BaseException] = []
+        self._writer: BackgroundWorker | None = None     # `commit_later`'s thread, once started
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -237,8 +237,7 @@ class Journal:
         on the normal path); their units are simply not in the journal.
         """
         if self._writer is not None:
-            self._todo.put(None)
-            self._writer.join()
+            self._writer.close()
             self._writer = None
         if self._lock_fd >= 0:
             os.close(self._lock_fd)       # releases the flock
@@ -313,40 +312,22 @@ class Journal:
 
         The record is encoded here; writing, fsyncing and renaming release
         the GIL, and at paper shape they are a quarter of the driver's time
-        per probe, so they run beside the probe loop. At most `_WRITE_DEPTH`
-        records wait (bounded memory); a commit fails the run at the next
-        `commit_later` or at `drain`. A kill loses the waiting records, which
-        is the same as losing units in flight: they are probed again.
+        per probe, so they run beside the probe loop (`_background`). At most `_WRITE_DEPTH`
+        records are not yet on disk (bounded memory); a commit fails the run
+        at the next `commit_later` or at `drain`. A kill loses the records not
+        yet on disk, which is the same as losing units in flight: they are
+        probed again.
         """
-        import queue
-        import threading
-
-        if self._failed:
-            raise self._failed[0]
         data, _ = encode_record(key, unit.to_record())
         if self._writer is None:
-            self._todo = queue.Queue(maxsize=_WRITE_DEPTH)
-            self._writer = threading.Thread(target=self._write_loop, name="otbench-journal", daemon=True)
-            self._writer.start()
-        self._todo.put((key, data))
+            self._writer = BackgroundWorker(lambda item: self._write(*item), depth=_WRITE_DEPTH,
+                                            name="otbench-journal")
+        self._writer.submit((key, data))
 
     def drain(self) -> None:
         """Wait for every `commit_later` record to be committed; raise the first failure."""
         if self._writer is not None:
-            self._todo.join()
-        if self._failed:
-            raise self._failed[0]
-
-    def _write_loop(self) -> None:
-        while (item := self._todo.get()) is not None:
-            try:
-                if not self._failed:
-                    self._write(*item)
-            except BaseException as e:                  # raised in the run's thread (`drain`)
-                self._failed.append(e)
-            finally:
-                self._todo.task_done()
-        self._todo.task_done()
+            self._writer.drain()
 
     def _write(self, key: str, data: bytes) -> None:
         final = self.path(key)

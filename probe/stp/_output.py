@@ -163,10 +163,9 @@ def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str)
     the bytes are the same as writing in one thread.
     Returns rows per table.
     """
-    import queue
-    import threading
-
     import pyarrow.parquet as pq
+
+    from ._background import BackgroundWorker
 
     folder = Path(folder)
     writers, rows = {}, {"tokens": 0, "probes": 0}
@@ -174,20 +173,10 @@ def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str)
         (folder / name).mkdir(parents=True, exist_ok=True)
         writers[name] = pq.ParquetWriter(folder / name / "part-0.parquet",
                                          pa.schema(list(types.items())), compression="zstd")
-    todo: queue.Queue = queue.Queue(maxsize=1)
-    failed: list[BaseException] = []
 
-    def encode() -> None:
-        while (tables := todo.get()) is not None:
-            try:
-                if not failed:
-                    for name, t in tables:
-                        writers[name].write_table(t, row_group_size=max(t.num_rows, 1))
-            except BaseException as e:                    # re-raised in the caller's thread
-                failed.append(e)
-            finally:
-                del tables
-                todo.task_done()
+    def encode(tables) -> None:
+        for name, t in tables:
+            writers[name].write_table(t, row_group_size=max(t.num_rows, 1))
 
     def flush(buf: list[UnitResult]) -> None:
         tables = []
@@ -198,13 +187,9 @@ def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str)
                 tables.append((name, t))
             rows[name] += t.num_rows
         buf.clear()                                       # the tables hold copies: free the units now
-        todo.join()                                       # the previous row group is written
-        if failed:
-            raise failed[0]
-        todo.put(tables)
+        worker.submit(tables)                             # once the previous row group is written
 
-    worker = threading.Thread(target=encode, name="otbench-parquet", daemon=True)
-    worker.start()
+    worker = BackgroundWorker(encode, depth=1, name="otbench-parquet")
     try:
         buf: list[UnitResult] = []
         ids = 0
@@ -217,11 +202,9 @@ def write_token_tables(units: Iterable[UnitResult], folder: Path, *, model: str)
                 ids = 0
         if buf:
             flush(buf)
+        worker.drain()
     finally:
-        todo.put(None)
-        worker.join()
+        worker.close()
         for w in writers.values():
             w.close()
-    if failed:
-        raise failed[0]
     return rows
