@@ -26,8 +26,8 @@ if array("i").itemsize != 4:                                    # C int is 4 byt
 
 
 @functools.lru_cache(maxsize=4096)
-def _native(n: int) -> struct.Struct:
-    return struct.Struct(f"={n}i")
+def _packer(n: int, order: str) -> struct.Struct:
+    return struct.Struct(f"{order}{n}i")
 
 
 def compact(ids: Sequence[int]) -> array:
@@ -45,21 +45,20 @@ def compact(ids: Sequence[int]) -> array:
         if a.size and (a.min() < -2**31 or a.max() >= 2**31):
             raise struct.error("a token id is outside int32")
         return array("i", a.astype("=i4").tobytes())
-    return array("i", _native(len(ids)).pack(*ids))
+    return array("i", _packer(len(ids), "=").pack(*ids))
 
 
 def to_le_bytes(ids: Sequence[int]) -> bytes:
     """`ids` as little-endian int32 bytes (the journal's on-disk form)."""
-    if isinstance(ids, array) and ids.typecode == "i":
-        if _LITTLE:
-            return ids.tobytes()
-        swapped = array("i", ids)
-        swapped.byteswap()
-        return swapped.tobytes()
     if hasattr(ids, "dtype"):
-        return compact(ids).tobytes() if _LITTLE else to_le_bytes(compact(ids))
-    packed = _native(len(ids)).pack(*ids)
-    return packed if _LITTLE else to_le_bytes(array("i", packed))
+        ids = compact(ids)
+    if not (isinstance(ids, array) and ids.typecode == "i"):
+        return _packer(len(ids), "<").pack(*ids)            # Python ints: packed little-endian directly
+    if _LITTLE:
+        return ids.tobytes()
+    swapped = array("i", ids)
+    swapped.byteswap()
+    return swapped.tobytes()
 
 
 def from_le_bytes(buf) -> array:

@@ -124,11 +124,12 @@ class Feeder:
     the queue. Pure bookkeeping (no Ray), so it is tested on its own.
     """
 
-    def __init__(self, units: Sequence[tuple[int, int]], bounds: Sequence[int], spare: int):
+    def __init__(self, units: Sequence[tuple[int, int]], bounds: Sequence[int], spare: int,
+                 alive: list[bool] | None = None):
         self.queue = collections.deque(tuple(u) for u in units)
         self.want = [b + spare for b in bounds]
         self.held: list[set] = [set() for _ in bounds]
-        self.alive = [True] * len(bounds)
+        self.alive = alive if alive is not None else [True] * len(bounds)   # updated in place
 
     def top_up(self, i: int) -> list[tuple[int, int]]:
         """Units to send worker `i` now (taken off the queue)."""
@@ -243,9 +244,7 @@ class RayExecutor:
         are committed, so no engine waits for the driver.
         """
         ray = self._ray
-        feed = Feeder(units, self._bounds, self.job.units_per_batch)
-        for i in range(len(self.actors)):
-            feed.alive[i] = self._alive[i]
+        feed = Feeder(units, self._bounds, self.job.units_per_batch, alive=self._alive)
         calls: dict[Any, int] = {}
 
         def call(i: int) -> None:
@@ -260,11 +259,9 @@ class RayExecutor:
             try:
                 res, part = ray.get(ref)
             except ray.exceptions.RayActorError as e:
-                feed.lost(i)
-                if self._alive[i]:
-                    self._alive[i] = False
-                    self._log(f"Ray worker {i} on {self._where[i]['host']} died "
-                              f"({type(e).__name__}); its units go to the others")
+                feed.lost(i)                         # one call per worker: it dies once
+                self._log(f"Ray worker {i} on {self._where[i]['host']} died "
+                          f"({type(e).__name__}); its units go to the others")
                 if not any(self._alive):
                     raise RuntimeError("every Ray worker died; the committed units are in the journal: "
                                        "rerun with --resume") from e

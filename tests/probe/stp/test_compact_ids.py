@@ -38,6 +38,6 @@ def test_big_endian_machines_write_and_read_little_endian(monkeypatch):
     # one by declaring this machine big-endian, so native (little) bytes count as "big".
     monkeypatch.setattr(_ids, "_LITTLE", False)
     ids = [1, 256, -2, 2**31 - 1]
-    assert _ids.to_le_bytes(ids) == struct.pack(">4i", *ids)
-    assert _ids.to_le_bytes(array("i", ids)) == struct.pack(">4i", *ids)
+    assert _ids.to_le_bytes(array("i", ids)) == struct.pack(">4i", *ids)   # native arrays are swapped
+    assert _ids.to_le_bytes(ids) == struct.pack("<4i", *ids)   # Python ints: packed in an explicit order
     assert _ids.from_le_bytes(struct.pack(">4i", *ids)).tolist() == ids
