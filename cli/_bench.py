@@ -18,10 +18,8 @@ LEARNED = ("thinkswitcher", "predictive-scheduling")   # built-ins that take --f
 
 
 def _errors():
-    """Bad data, bad arguments and interface violations: one line, exit 2."""
-    from otbench.analysis.bench import MethodError
-
-    return argument_errors(MethodError)
+    """Bad data, bad arguments and interface violations (`MethodError`): one line, exit 2."""
+    return argument_errors()
 
 
 def _numbers(value: str, what: str) -> list[float]:
@@ -211,7 +209,8 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     otbench.bench/1 result where `otbench report DIRECTORY` finds it.
     """
     from otbench.analysis.bench import compare_json, evaluate, leaderboard
-    from otbench.analysis.measurement import write_text_atomic
+
+    from otbench.files import write_text_atomic
 
     _plugins_importable()
     specs = list(methods) or list(BUILTIN_HELP)

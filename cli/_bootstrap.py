@@ -43,7 +43,13 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
     from otbench.analysis.measurement import load
     from otbench.analysis.resampling import bootstrap, format_bootstrap
 
-    from ._common import argument_errors, memory_guard, progress_bar, progress_callback, write_result
+    from ._common import (
+        argument_errors,
+        memory_guard,
+        progress_bar,
+        progress_callback,
+        write_result,
+    )
 
     with argument_errors():
         ms = load(directory)

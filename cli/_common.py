@@ -19,18 +19,19 @@ class DataError(click.ClickException):
 
 @contextlib.contextmanager
 def data_errors(*also: type[Exception], prefix: str = ""):
-    """The CLI's one error path: `MeasurementSetError`, `FileExistsError` and `also` become `DataError`.
+    """The CLI's one error path: otbench's errors (`OtbenchError`), `FileExistsError` and `also`
+    become `DataError`.
 
     The message is folded onto one line: it names the file, row and rule, and
     a traceback would add nothing for a bad input. Data errors start with the
     file they name; argument errors (an `_iv` validator's `ValueError`) are
     shown with `prefix="Error: "`.
     """
-    from otbench.analysis.measurement import MeasurementSetError
+    from otbench.errors import OtbenchError
 
     try:
         yield
-    except (MeasurementSetError, FileExistsError, *also) as e:
+    except (OtbenchError, FileExistsError, *also) as e:
         raise DataError(prefix + option_names(one_line(e))) from None
 
 
@@ -90,11 +91,11 @@ class GuardedGroup(click.Group):
     (a read-only target, a refused output, a full disk) still end as one line, exit 2."""
 
     def invoke(self, ctx):
-        from otbench.analysis.measurement import MeasurementSetError
+        from otbench.errors import OtbenchError
 
         try:
             return super().invoke(ctx)
-        except (MeasurementSetError, OSError) as e:
+        except (OtbenchError, OSError) as e:
             raise DataError(one_line(e)) from None
 
 
@@ -202,7 +203,9 @@ def write_json(obj, path, *, of=None) -> None:
     recorded as `content_hash`, which binds the result to that set (the
     report refuses a result of another set).
     """
-    from otbench.analysis.measurement import content_hash, write_text_atomic
+    from otbench.analysis.measurement import content_hash
+
+    from otbench.files import write_text_atomic
 
     if of is not None and isinstance(obj, dict):
         obj = {**obj, "content_hash": content_hash(of)}

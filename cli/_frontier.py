@@ -82,7 +82,7 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
         import pyarrow.parquet as pq
 
         table = res.pareto_table()
-        from otbench.analysis.measurement import atomic_path
+        from otbench.files import atomic_path
 
         with atomic_path(pareto_out) as tmp:
             pq.write_table(table, tmp)

@@ -11,8 +11,10 @@ _KEYS = {"task", "reference", "response", "tests", "fn_name", "n_options"}
 
 def read_requests(path: str) -> list[tuple[int, object]]:
     """(line number from 1, GradeRequest) per non-blank line; a bad line raises `DataError`."""
-    from otbench.analysis.measurement import MeasurementSetError, loads_json
+    from otbench.analysis.measurement import MeasurementSetError
     from otbench.probe.grading import make_request
+
+    from otbench.files import loads_json
 
     out = []
     try:

@@ -22,19 +22,15 @@ def horizon_group() -> None:
 @click.option("--progress/--no-progress", default=True, help="Progress lines on stderr.")
 def run_cmd(config: Path, out: Path, overwrite: bool, progress: bool) -> None:
     """Generate the arms' trajectories, stop them at every horizon and read the answers out."""
-    from otbench.probe.config import ArtifactError
-    from otbench.probe.horizon import load_horizon_job
-    from otbench.probe.stp import JobError
+    from otbench.probe.horizon import load_horizon_job, run_horizon
+
+    from otbench.errors import OtbenchError
 
     try:
         job = load_horizon_job(config)
-    except (JobError, ArtifactError) as e:
+    except OtbenchError as e:
         raise DataError(str(e)) from None
-    from otbench.probe.horizon import run_horizon
-
-    from otbench.probe.engines import EngineStartError
-
-    with data_errors(ValueError, EngineStartError):
+    with data_errors(ValueError):
         summary = run_horizon(job, out, overwrite=overwrite, progress=progress)
     m, r = summary.manifest, summary.run
     click.echo(synthetic_banner(bool(m.get("synthetic"))), nl=False)
@@ -79,11 +75,10 @@ def analyze_cmd(directory: Path, arms: tuple[str, ...], horizons: str | None, re
                 seed: int, two_way: bool, json_out: Path | None) -> None:
     """Survival, accuracies, paired contrasts, strata, scores and controls of the run in DIRECTORY."""
     from otbench.analysis import horizon as tabs
-    from otbench.analysis.horizon import HorizonAnalysisError, analyze
-    from otbench.analysis.measurement import HorizonDataError
+    from otbench.analysis.horizon import analyze
 
     hs = _ints(horizons)
-    with data_errors(HorizonDataError, HorizonAnalysisError):
+    with data_errors():
         doc = analyze(directory, contrasts=list(arms), horizons=hs, replicates=replicates, seed=seed,
                       two_way=two_way)
     click.echo(synthetic_banner(doc["run"]["synthetic"]), nl=False)

@@ -44,25 +44,20 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
     Every finished work unit is committed to the journal as it completes, so
     a crashed or killed run continues with `--resume` and gives the same set.
     """
-    from otbench.probe.config import ArtifactError
-    from otbench.probe.stp import JobError, load_job
+    from otbench.probe.stp import load_job, run_job
+
+    from otbench.errors import OtbenchError
 
     try:
         job = load_job(config, limit=limit)
-    except (JobError, ArtifactError) as e:
+    except OtbenchError as e:
         raise DataError(str(e)) from None
-    from otbench.probe.data import DatasetError
-    from otbench.probe.config import ModelNotFoundError
-    from otbench.probe.engines import EngineStartError
-    from otbench.probe.stp import JournalError, RayMissingError, run_job
-
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
     try:
         summary = run_job(job, out, overwrite=overwrite, journal=journal, resume=resume,
                           progress=progress and library_progress("probing"), workers=workers,
                           ray_address=ray_address, worker_cpus=worker_cpus, worker_gpus=worker_gpus)
-    except (FileExistsError, JournalError, RayMissingError, DatasetError, EngineStartError,
-            ModelNotFoundError, JobError) as e:
+    except (OtbenchError, FileExistsError) as e:
         raise DataError(" ".join(str(e).split())) from None
     click.echo(_summary_text(summary))
 

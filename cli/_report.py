@@ -34,12 +34,12 @@ def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Pat
     """
     # Lazy: JAX and matplotlib load only when the command runs.
     from otbench.analysis.measurement import load
-    from otbench.analysis.report import ReportError, ReportInputError, write_report
+    from otbench.analysis.report import write_report
 
     def progress(line: str) -> None:
         click.echo(f"report: {line}", err=True)
 
-    with data_errors(ReportError, ReportInputError, ValueError):
+    with data_errors(ValueError):
         ms = load(directory)           # load once, here, so a bad set fails before any work
         if ms.synthetic:
             click.echo(synthetic_banner(True), nl=False, err=True)

@@ -1,7 +1,5 @@
 """`otbench thinning` (exact probe thinning, trajectory thinning) and `otbench sweep` (SPEC §7)."""
 
-import csv
-import io
 from pathlib import Path
 
 import click
@@ -66,46 +64,10 @@ def thinning_cmd(directory: Path, probes: str, trajectories: str, draws: int, se
     click.echo(f"wrote {write_result(doc, directory, 'thinning.json', json_out)}")
 
 
-def _unit(table: str, column: str) -> str | None:
-    """The unit of a sweep-table column (None: a label)."""
-    if column in ("model", "group", "strategy", "quantity"):
-        return None
-    if column in ("probes", "trajectories"):
-        return "count"
-    if table == "bootstrap_tokens":
-        return "tokens"
-    return "fraction"
-
-
-def _header(table: str, column: str) -> str:
-    unit = _unit(table, column)
-    return column if unit is None else f"{column} ({unit})"
-
-
-def csv_cell(v):
-    """A text cell a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR) gets a
-    leading `'` so it shows as text; numbers are written as they are."""
-    if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        try:
-            float(v)
-        except ValueError:
-            return "'" + v
-    return v
-
-
-def _write_csv(path: Path, table: str, rows: list[dict]) -> None:
-    from otbench.analysis.measurement import write_text_atomic
-
-    names = list(rows[0]) if rows else []
-    buf = io.StringIO(newline="")
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow([_header(table, c) for c in names])
-    w.writerows([["" if r[c] is None else csv_cell(r[c]) for c in names] for r in rows])
-    write_text_atomic(path, buf.getvalue())
-
-
 def _format_tables(tables: dict[str, list[dict]], max_rows: int = 40) -> str:
     """Every sweep table as aligned text (fractions as in the CSVs; long tables are cut)."""
+    from otbench.analysis.resampling import sweep_header
+
     out = []
     for name, rows in tables.items():
         if not rows:
@@ -116,7 +78,7 @@ def _format_tables(tables: dict[str, list[dict]], max_rows: int = 40) -> str:
             return "" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
         shown = rows if len(rows) <= max_rows else rows[:max_rows]
-        body = [[_header(name, c) for c in names]] + [[cell(r[c]) for c in names] for r in shown]
+        body = [[sweep_header(name, c) for c in names]] + [[cell(r[c]) for c in names] for r in shown]
         widths = [max(len(x[k]) for x in body) for k in range(len(names))]
         out.append(name)
         out += ["  ".join(v.rjust(wd) if i else v.ljust(wd) for i, (v, wd) in
@@ -159,7 +121,9 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
     unit of every column is in its header), and prints the tables.
     """
     from otbench.analysis.measurement import load
-    from otbench.analysis.resampling import sweep, sweep_tables
+    from otbench.analysis.resampling import sweep, sweep_csv, sweep_tables
+
+    from otbench.files import write_text_atomic
 
     with argument_errors():
         ms = load(directory)
@@ -176,7 +140,7 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
                         None if out_dir is None else out_dir / "sweep.json")
     tables = sweep_tables(doc)
     for name, rows in tables.items():
-        _write_csv(tables_dir / f"{name}.csv", name, rows)
+        write_text_atomic(tables_dir / f"{name}.csv", sweep_csv(name, rows))
     click.echo(_format_tables(tables), nl=False)
     click.echo(f"wrote {path} and {len(tables)} tables in {tables_dir}: "
                f"{', '.join(sorted(tables))}")

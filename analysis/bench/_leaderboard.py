@@ -15,14 +15,14 @@ when some cell of a result has fewer than `MIN_RANK_QUESTIONS` questions in
 the evaluated split (the leaderboard carries the warning in every format).
 """
 
-import csv
 import dataclasses
-import io
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from otbench.analysis.measurement import Tidy
+
+from otbench.files import csv_text
 
 from ._evaluate import BenchResult
 
@@ -105,12 +105,8 @@ class Leaderboard(Tidy):
                 "rows": [dict(r) for r in self.rows]}
 
     def to_csv(self) -> str:
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow([h for _, h, _ in COLUMNS] + ["points (count)"])
-        for r in self.rows:
-            w.writerow(["" if r[k] is None else r[k] for k, _, _ in COLUMNS] + [r["points"]])
-        return out.getvalue()
+        return csv_text([h for _, h, _ in COLUMNS] + ["points (count)"],
+                        ([r[k] for k, _, _ in COLUMNS] + [r["points"]] for r in self.rows))
 
     def to_markdown(self) -> str:
         lines = ["# OTBench leaderboard", ""]

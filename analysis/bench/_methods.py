@@ -54,6 +54,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from otbench.errors import OtbenchError
+
 STRATEGIES = ("dr", "fb", "dee")
 DECISION = {"dr": "route", "fb": "budget", "dee": "stop"}
 BUILTINS = {
@@ -64,7 +66,7 @@ BUILTINS = {
 """Built-in method names -> ``module:object`` (imported only when chosen)."""
 
 
-class MethodError(ValueError):
+class MethodError(OtbenchError, ValueError):
     """A method that cannot be loaded or that broke the interface; the message says how."""
 
 

@@ -41,13 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import (
-    SPLITS,
-    MeasurementSet,
-    MeasurementSetError,
-    read_json,
-    write_text_atomic,
-)
+from otbench.analysis.measurement import SPLITS, MeasurementSet, MeasurementSetError
+
+from otbench.files import read_json, write_text_atomic
 
 SCHEME = "otbench.split/1"
 FILE_SCHEMA = "otbench.splits/1"

@@ -29,15 +29,25 @@ from typing import Any
 import numpy as np
 from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, melt_columns
 
+from otbench.errors import OtbenchError
+
 from . import _dp
-from ._budgets import MACRO_WEIGHTING, Weights, budget_grid, budgets, pareto_points, query, summarize
+from ._budgets import (
+    MACRO_WEIGHTING,
+    Weights,
+    budget_grid,
+    budgets,
+    pareto_points,
+    query,
+    summarize,
+)
 from ._units import STRATEGIES, CellData, actions, cell_data, totals
 
 SCHEMA = "otbench.frontier/1"
 NAMES = {"dr": "DR", "fb": "FB", "dee": "DEE"}
 
 
-class FrontierHierarchyError(AssertionError):
+class FrontierHierarchyError(OtbenchError, AssertionError):
     """`F_DR <= F_FB <= F_DEE` failed somewhere: a bug (the feasible sets are nested)."""
 
 

@@ -70,6 +70,8 @@ import jax.numpy as jnp
 import numpy as np
 from otbench.analysis.measurement import LETTERS, HorizonRun, Readouts, load_run
 
+from otbench.errors import OtbenchError
+
 from . import _inference as inf
 from . import _kernels as K
 
@@ -81,7 +83,7 @@ DENSE_SPAN = 512
 ACTIVE_SPAN = 128
 
 
-class HorizonAnalysisError(ValueError):
+class HorizonAnalysisError(OtbenchError, ValueError):
     """A request the run cannot answer (unknown arm, horizon not read out, ...)."""
 
 

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from otbench.errors import OtbenchError
+
 from . import _kernels as K
 
 REPLICATES = 10_000
@@ -47,7 +49,7 @@ EXACT_BELOW = 25
 """McNemar: exact binomial test when the discordant count is below this."""
 
 
-class InferenceError(ValueError):
+class InferenceError(OtbenchError, ValueError):
     """An argument of the matched-horizon inference is invalid; the message names it."""
 
 

@@ -11,21 +11,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from otbench.errors import MeasurementSetError
+
 from ._types import SPLITS, MeasurementSet, pad_ragged
 
 INT32_MAX = np.iinfo(np.int32).max
 # P bounds every per-probe array (frontier states, thinning levels): beyond
 # this a valid-looking set asks for tens of GiB downstream.
 MAX_PROBES = 65_535
-
-
-class MeasurementSetError(ValueError):
-    """Invalid measurement data; `str()` is one line naming the place and the rule."""
-
-    def __init__(self, where: str, rule: str):
-        self.where = where
-        self.rule = rule
-        super().__init__(f"{where}: {rule}")
 
 
 def default_where(row: int) -> str:

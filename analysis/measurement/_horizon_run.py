@@ -43,10 +43,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._atomic import atomic_dir
+from otbench.errors import OtbenchError
+from otbench.files import atomic_dir, read_json, sha256_file
+
 from ._build import MeasurementSetError
-from ._io import sha256_file
-from ._json import read_json
 
 RUN_SCHEMA = "otbench.horizon-run/1"
 MANIFEST = "horizon.json"
@@ -80,7 +80,7 @@ READ_COLUMNS: dict[str, pa.DataType] = {
 `donor` names the swap control's source trajectory ("group/question/arm/replicate")."""
 
 
-class HorizonDataError(ValueError):
+class HorizonDataError(OtbenchError, ValueError):
     """A run directory that breaks the format; the message names the file, row and rule."""
 
 

@@ -30,10 +30,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._atomic import atomic_dir, foreign_entries, is_measurement_set
+from otbench.files import (
+    atomic_dir,
+    foreign_entries,
+    is_measurement_set,
+    provenance,
+    read_json,
+    sha256_file,
+)
+
 from ._build import MeasurementSetError, from_ragged
-from ._json import read_json
-from ._provenance import provenance
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
 MANIFEST = "manifest.json"
@@ -78,15 +84,6 @@ def content_hash(ms: MeasurementSet) -> str:
         "question_dataset": ms.question_dataset, "question_text": ms.question_text,
     }
     h.update(json.dumps(tables, sort_keys=True, ensure_ascii=False).encode())
-    return h.hexdigest()
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB chunks (the one checksum helper)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
     return h.hexdigest()
 
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._atomic import write_text_atomic
+from otbench.files import loads_json, write_text_atomic
+
 from ._build import INT32_MAX, MeasurementSetError, from_ragged, ragged
-from ._json import loads_json
 from ._types import SPLITS, MeasurementSet
 
 REQUIRED_KEYS = ("model", "group", "question", "trajectory", "probes", "L", "C", "y")

@@ -78,7 +78,7 @@ class MeasurementSet(Tidy):
     provenance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def _tidy_columns(self) -> dict[str, Any]:
-        from ._io import cell_table     # _io builds on this module
+        from ._io import cell_table  # _io builds on this module
         table = cell_table(self, np.arange(self.num_trajectories))
         return {name: table.column(name) for name in table.column_names}
 

@@ -19,10 +19,10 @@ from ._aggregate import (
 from ._metrics import (
                          DEFAULT_BIN_EDGES,
                          METRICS,
+                         SUMMARY_DISPLAY,
                          LocalChangeCounts,
                          Summary,
                          TrajectoryMetrics,
-                         SUMMARY_DISPLAY,
                          format_metrics,
                          local_change_counts,
                          metrics,

@@ -39,7 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import MeasurementSet, MeasurementSetError, loads_json
+from otbench.analysis.measurement import MeasurementSet, MeasurementSetError
+
+from otbench.errors import OtbenchError
+from otbench.files import loads_json
 
 RESULTS_DIR = "results"
 CACHE_FILES = {"metrics": "metrics.json", "frontier": "frontier.json",
@@ -52,7 +55,7 @@ SCHEMAS = {"metrics": "otbench.metrics/1", "frontier": "otbench.frontier/1",
            "bench": "otbench.bench/1", "bench_compare": "otbench.bench-compare/1"}
 
 
-class ReportInputError(ValueError):
+class ReportInputError(OtbenchError, ValueError):
     """A result document that cannot be used for this set; the message names the file and rule."""
 
 
@@ -301,9 +304,8 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
       progress: called with a short line before each slow step.
     """
     from otbench.analysis.frontier import budget_grid, frontiers
-    from otbench.analysis.overthinking import metrics
-
     from otbench.analysis.measurement import content_hash
+    from otbench.analysis.overthinking import metrics
 
     cells = SetCells.of(ms)
     set_hash = content_hash(ms)

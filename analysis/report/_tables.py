@@ -22,6 +22,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from otbench.files import csv_text
+
 SYNTHETIC_NOTE = "SYNTHETIC DATA (simulated, not model outputs)"
 MISSING = "n/a"
 """Display text of a value without data (never a silent zero)."""
@@ -237,33 +239,12 @@ def simple_table(name: str, *, title: str, caption: str, header: Sequence[str],
 
 # -- renderers --------------------------------------------------------------------------
 
-def _csv_field(s: str) -> str:
-    # A text cell a spreadsheet would run as a formula (a model id "=HYPERLINK(...)")
-    # is written as text; numbers such as "-1.5" stay numbers.
-    if s[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(s):
-        s = "'" + s
-    if any(ch in s for ch in ',"\n\r'):
-        return '"' + s.replace('"', '""') + '"'
-    return s
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
-
-
 def to_csv(t: Table, *, synthetic: bool) -> str:
     """RFC-4180 CSV (``\\n`` line ends); a synthetic set gets a leading ``#`` comment line.
 
     Read it with ``pandas.read_csv(path, comment="#")``.
     """
-    lines = [f"# {SYNTHETIC_NOTE}"] if synthetic else []
-    lines.append(",".join(_csv_field(h) for h in t.csv_header))
-    lines += [",".join(_csv_field(c) for c in r) for r in t.csv_rows]
-    return "\n".join(lines) + "\n"
+    return csv_text(t.csv_header, t.csv_rows, comment=SYNTHETIC_NOTE if synthetic else None)
 
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",

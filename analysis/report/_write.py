@@ -50,7 +50,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import MeasurementSet, atomic_dir
+from otbench.analysis.measurement import MeasurementSet
+
+from otbench.errors import OtbenchError
+from otbench.files import atomic_dir
 
 from . import _figures as figs
 from . import _numbering as num
@@ -71,7 +74,7 @@ from ._sections import (
 SCHEMA = "otbench.report/1"
 
 
-class ReportError(ValueError):
+class ReportError(OtbenchError, ValueError):
     """The report cannot be written (bad output folder or unusable inputs)."""
 
 

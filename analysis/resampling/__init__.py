@@ -16,7 +16,7 @@ from ._bootstrap import (
                          provenance,
 )
 from ._checkpoint import CheckpointError
-from ._sweep import sweep, sweep_tables
+from ._sweep import sweep, sweep_csv, sweep_header, sweep_tables, sweep_unit
 from ._thinning import (
                          DRAWS,
                          PROBES,
@@ -39,5 +39,5 @@ __all__ = [
     "TrajectoryThinning",
     "bootstrap", "chain", "default_levels", "format_bootstrap", "format_thinning",
     "max_trajectories", "percentile", "probe_thinning",
-    "provenance", "sweep", "sweep_tables", "thinning", "trajectory_thinning",
+    "provenance", "sweep", "sweep_csv", "sweep_header", "sweep_tables", "sweep_unit", "thinning", "trajectory_thinning",
 ]

@@ -44,7 +44,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
 from otbench.analysis.frontier import (
     MACRO_WEIGHTING,
     STRATEGIES,
@@ -56,9 +55,15 @@ from otbench.analysis.frontier import (
 )
 from otbench.analysis.frontier import summarize as frontier_summary
 from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, melt_columns
-from otbench.analysis.measurement import provenance as measurement_provenance
-from otbench.analysis.overthinking import (SUMMARY_DISPLAY, LayoutNames, build_layout, summarize,
-                                           trajectory_metrics)
+from otbench.analysis.overthinking import (
+    SUMMARY_DISPLAY,
+    LayoutNames,
+    build_layout,
+    summarize,
+    trajectory_metrics,
+)
+
+from otbench.files import provenance as measurement_provenance
 
 from ._checkpoint import Checkpointer
 from ._draws import fixed_point, packed_table, packing, replicate_kernel, resampling

@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from otbench.errors import OtbenchError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(OtbenchError, ValueError):
     """A checkpoint directory that cannot be used as asked (message says why and how to fix)."""
 
 

@@ -5,6 +5,8 @@ from typing import Any
 
 from otbench.analysis.measurement import MeasurementSet
 
+from otbench.files import csv_text
+
 from ._bootstrap import BOOT_METRICS, PERCENTILES, REPLICATES, SEED, bootstrap
 from ._thinning import DRAWS, THINNING_METRICS, thinning
 
@@ -83,3 +85,26 @@ def sweep_tables(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
          "ad_lo": e["ad"][0], "ad_hi": e["ad"][1], "mean_ad": e["mean_ad"]}
         for r, e in t["trajectories"].items()]
     return out
+
+
+def sweep_unit(table: str, column: str) -> str | None:
+    """The unit of a column of a `sweep_tables` table (None: a label)."""
+    if column in ("model", "group", "strategy", "quantity"):
+        return None
+    if column in ("probes", "trajectories"):
+        return "count"
+    if table == "bootstrap_tokens":
+        return "tokens"
+    return "fraction"
+
+
+def sweep_header(table: str, column: str) -> str:
+    """A column's header with its unit, as in the CSV files: ``lo (fraction)``."""
+    unit = sweep_unit(table, column)
+    return column if unit is None else f"{column} ({unit})"
+
+
+def sweep_csv(table: str, rows: list[dict[str, Any]]) -> str:
+    """One `sweep_tables` table as CSV text (units in the headers; None is empty)."""
+    names = list(rows[0]) if rows else []
+    return csv_text([sweep_header(table, c) for c in names], ([r[c] for c in names] for r in rows))

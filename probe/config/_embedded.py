@@ -14,14 +14,15 @@ import json
 import os
 from pathlib import Path
 
-from otbench.analysis.measurement import atomic_dir, sha256_file
+from otbench.errors import OtbenchError
+from otbench.files import atomic_dir, sha256_file
 
 from ._family import ModelEntry, load_model
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 
-class EmbeddedModelError(RuntimeError):
+class EmbeddedModelError(OtbenchError, RuntimeError):
     """The embedded model cannot be found or converted; the message says how to fix it."""
 
 

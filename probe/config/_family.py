@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from otbench.errors import OtbenchError
+
 FAMILY_SCHEMA = "otbench.family/1"
 MODEL_SCHEMA = "otbench.model/1"
 INSTRUCTIONS_SCHEMA = "otbench.instructions/1"
 INSTRUCTION_PLACES = ("system", "user_prefix")
 
 
-class ArtifactError(ValueError):
+class ArtifactError(OtbenchError, ValueError):
     """A malformed family / model / instructions file; the message names the file and the key."""
 
 

@@ -22,8 +22,10 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from otbench.errors import OtbenchError
 
-class ModelNotFoundError(ValueError):
+
+class ModelNotFoundError(OtbenchError, ValueError):
     """The job's model cannot be found; the message (one line) says where it looked and what to do."""
 
 

@@ -42,6 +42,8 @@ from typing import Any
 
 from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
 
+from otbench.errors import OtbenchError
+
 GROUPS = ("AIME", "MATH500", "GPQA-Diamond", "LiveCodeBench")
 BENCHMARKS = {  # benchmark (dataset) name -> reporting group
     "AIME2024": "AIME", "AIME2025": "AIME", "AIME2026": "AIME",
@@ -49,7 +51,7 @@ BENCHMARKS = {  # benchmark (dataset) name -> reporting group
 }
 
 
-class DatasetError(ValueError):
+class DatasetError(OtbenchError, ValueError):
     """A benchmark file (or hub row) that breaks its schema: message `FILE:LINE: rule`."""
 
 

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple, Protocol
 
 from otbench.probe.config import Sampling
 
+from otbench.errors import OtbenchError
+
 ENGINES = {
     "vllm": "otbench.probe.engines._vllm:VLLMEngine",
     "transformers": "otbench.probe.engines._transformers:HFEngine",
@@ -132,7 +134,7 @@ class EngineConfig:
         return dataclasses.asdict(self)
 
 
-class EngineStartError(RuntimeError):
+class EngineStartError(OtbenchError, RuntimeError):
     """The engine cannot start as configured (library too old, model not found, ...).
 
     The message is one line that says what to change; the CLI prints it and

@@ -14,8 +14,14 @@ from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._interface import (Completion, EngineConfig, EngineStartError, GenRequest, Signal,
-                         SignalRequest)
+from ._interface import (
+    Completion,
+    EngineConfig,
+    EngineStartError,
+    GenRequest,
+    Signal,
+    SignalRequest,
+)
 
 # A logit bias that removes the signal token from the greedy choice, so the one
 # sampled token is the most likely *other* token; log-probabilities are read

@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from otbench.analysis.measurement import provenance, write_text_atomic
 from otbench.probe.config import Sampling, derive_seed, load_instructions
 from otbench.probe.engines import Engine, GenRequest, open_engine
 from otbench.probe.grading import LETTERS, extract_choice
 from otbench.probe.stp import resolve_engine_config
 from otbench.probe.tokens import ProbeFormat, build_vocabulary, compile_format
+
+from otbench.files import provenance, write_text_atomic
 
 from ._job import HorizonJob
 from ._readout import OptionSpellings, find_spellings, logp_from_ids, readout_logprobs, score_logp

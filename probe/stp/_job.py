@@ -65,12 +65,14 @@ from otbench.probe.config import Family, Sampling, find_model, list_entries, loa
 from otbench.probe.engines import ENGINES, EngineConfig
 from otbench.probe.grading import GRADERS
 
+from otbench.errors import OtbenchError
+
 from ._toml_rules import STP_RULES, check_tables
 
 DATA_SOURCES = ("sums", "arithmetic", "champ", "file")
 
 
-class JobError(ValueError):
+class JobError(OtbenchError, ValueError):
     """An invalid job configuration; the message names the key and the rule."""
 
 

@@ -38,6 +38,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from otbench.errors import OtbenchError
+
 from ._background import BackgroundWorker
 from ._ids import from_le_bytes, to_le_bytes
 from ._loop import UnitResult
@@ -49,11 +51,11 @@ _UNITS = "units"
 _QUARANTINE = "quarantine"
 
 
-class JournalError(RuntimeError):
+class JournalError(OtbenchError, RuntimeError):
     """The journal folder cannot be used as asked; the message says what to do."""
 
 
-class RecordError(ValueError):
+class RecordError(OtbenchError, ValueError):
     """A record file failed verification; the message names the check."""
 
 

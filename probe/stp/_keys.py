@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from otbench.analysis.measurement import sha256_file, write_text_atomic
+from otbench.files import sha256_file, write_text_atomic
 
 UNIT_SCHEMA = "otbench.unit/2"   # 2: thinking and its own answer sampled in one request
 

@@ -34,10 +34,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from otbench.errors import OtbenchError
+
 from ._loop import PhaseStats, RunStats
 
 
-class RayMissingError(ImportError):
+class RayMissingError(OtbenchError, ImportError):
     """Ray is needed (workers or a cluster were asked for) but not installed."""
 
 

@@ -27,12 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
-from otbench.analysis.measurement import provenance, write_text_atomic
 from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
 from otbench.probe.grading import open_grader, resolve_grader
+
+from otbench.files import provenance, write_text_atomic
 
 from ._imported import think_results
 from ._job import ProbeJob

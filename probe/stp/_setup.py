@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 from otbench.probe.engines import EngineConfig
 from otbench.probe.tokens import build_vocabulary, compile_format
 

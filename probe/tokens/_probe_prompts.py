@@ -18,10 +18,12 @@ from collections.abc import Sequence
 
 from otbench.probe.config import Family
 
+from otbench.errors import OtbenchError
+
 from ._vocab import Vocabulary
 
 
-class FormatError(ValueError):
+class FormatError(OtbenchError, ValueError):
     """The family does not fit the tokenizer (a marker that is not one token, ...)."""
 
 

@@ -8,7 +8,6 @@ from _bad_input import cli, refused
 from otbench.analysis import content_hash, load, save, simulate
 from otbench.analysis.report import ReportInputError
 from otbench.analysis.report._inputs import gather
-from otbench.cli._thinning import csv_cell
 
 
 @pytest.fixture(scope="module")
@@ -83,11 +82,6 @@ def test_inf_theta_is_no_cap_for_fb_methods(sets, tmp_path):
             "Error: `--thetas` must be finite, got [0.5, inf]")
 
 
-def test_csv_cells_are_not_formulas(tmp_path):
-    assert [csv_cell(v) for v in ("=HYPERLINK(\"x\")", "+1", "-x", "@a", "ok", -0.5, 3)] == \
-        ["'=HYPERLINK(\"x\")", "+1", "'-x", "'@a", "ok", -0.5, 3]
-
-
 def test_report_with_a_mean_an_ulp_outside_its_range(sets, tmp_path):
     import numpy as np
     from otbench.analysis.report import write_report
@@ -112,11 +106,3 @@ def test_memory_is_estimated_before_the_frontier_allocates(sets, monkeypatch):
     refused(cli("bootstrap", sets[0], "--frontiers", "--replicates", "10", "--batch", "4"),
             "bootstrap --frontiers: needs about", "x 4 replicates in flight (--batch)",
             "or a smaller --batch")
-
-
-def test_report_csv_cells_are_not_formulas():
-    from otbench.analysis.report._tables import _csv_field
-
-    assert _csv_field('=HYPERLINK("http://x","y")') == '"\'=HYPERLINK(""http://x"",""y"")"'
-    assert [_csv_field(v) for v in ("-12.5", "+3", "@sum", "plain")] == \
-        ["-12.5", "+3", "'@sum", "plain"]

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from otbench.analysis.measurement import save, simulate
 
-from otbench.analysis.measurement import (atomic_dir, atomic_path, provenance, save, simulate,
-                                          write_text_atomic)
+from otbench.files import atomic_dir, atomic_path, provenance, write_text_atomic
 
 
 def _siblings(path):

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from otbench.analysis.measurement._jsonl import export_jsonl, import_jsonl
 from otbench.cli import main
 
+from otbench.files import sha256_file
+
 
 def rec(**kw):
     base = {"model": "m", "group": "G", "question": "q1", "trajectory": 0, "probes": 4,
@@ -209,7 +211,7 @@ def rewrite(d, fn):
     table = fn(pq.read_table(f))
     pq.write_table(table, f)
     manifest = json.loads((d / "manifest.json").read_text())
-    manifest["files"][0]["sha256"] = oa.measurement.sha256_file(f)
+    manifest["files"][0]["sha256"] = sha256_file(f)
     (d / "manifest.json").write_text(json.dumps(manifest))
 
 

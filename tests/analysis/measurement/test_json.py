@@ -5,7 +5,9 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from otbench.analysis.measurement import MeasurementSetError, loads_json
+from otbench.analysis.measurement import MeasurementSetError
+
+from otbench.files import loads_json
 
 CASES = [
     ("deep nesting", "[" * 100_000 + "]" * 100_000, r"f: not accepted JSON \(nested deeper than 64 levels\)"),

@@ -8,8 +8,10 @@ import threading
 
 import pytest
 from _bad_input import small_set
-from otbench.analysis.measurement import atomic_dir, save, write_text_atomic
-from otbench.analysis.measurement._atomic import UnsafeOutputError, clean_stale, refuse_input
+from otbench.analysis.measurement import save
+
+from otbench.errors import UnsafeOutputError
+from otbench.files import atomic_dir, clean_stale, refuse_input, write_text_atomic
 
 
 def test_overwrite_refuses_a_folder_that_is_not_a_set(tmp_path):

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ._build import MeasurementSetError
+from otbench.errors import MeasurementSetError, OtbenchError
 
 MAX_DEPTH = 64
 # Integers past int64 have no meaning in any otbench document.
@@ -23,7 +23,7 @@ MAX_INT_DIGITS = 19
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-class _Refused(ValueError):
+class _Refused(OtbenchError, ValueError):     # internal: always re-raised as MeasurementSetError
     pass
 
 

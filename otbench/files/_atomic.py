@@ -38,14 +38,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from otbench.errors import UnsafeOutputError
+
 # Temporaries without a pid (older writers) are removed only once clearly abandoned.
 _UNOWNED_STALE_S = 24 * 3600
 _SET_MANIFEST = "manifest.json"
 _SET_SCHEMA = "otbench.measurement_set/1"
-
-
-class UnsafeOutputError(FileExistsError):
-    """An output that would replace an input or something otbench did not write."""
 
 
 def _sibling(path: Path, tag: str) -> Path:

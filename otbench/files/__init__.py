@@ -1,0 +1,29 @@
+"""Files otbench writes and reads, whatever stage writes them (no JAX, no NumPy).
+
+The shared helpers every stage uses: the atomic writers and the rules that
+keep outputs off inputs and off what otbench did not write, the one guarded
+JSON reader, the one CSV encoder, the provenance block and the file
+checksum. The probe, the analysis, the report and the CLI import them from
+here; `otbench.analysis.measurement` keeps to the measurement contract.
+"""
+
+from ._atomic import (
+                      atomic_dir,
+                      atomic_path,
+                      clean_stale,
+                      foreign_entries,
+                      is_measurement_set,
+                      refuse_input,
+                      write_bytes_atomic,
+                      write_text_atomic,
+)
+from ._csv import csv_field, csv_text
+from ._hash import sha256_file
+from ._json import loads_json, read_json
+from ._provenance import git_commit, provenance
+
+__all__ = [
+    "atomic_dir", "atomic_path", "clean_stale", "csv_field", "csv_text",
+    "foreign_entries", "git_commit", "is_measurement_set", "loads_json", "provenance",
+    "read_json", "refuse_input", "sha256_file", "write_bytes_atomic", "write_text_atomic",
+]
