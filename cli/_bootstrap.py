@@ -17,7 +17,8 @@ import click
               help="Frontier budget points i/(N-1) (with --frontiers).")
 @click.option("--batch", type=int, default=None,
               help="Replicates per vectorized call (bounds memory; never changes a result). "
-                   "Default 1000, with --frontiers 16 on CPU and 1024 on an accelerator.")
+                   "Default: otbench.analysis.resampling.default_batch (1000; with --frontiers 16 on "
+                   "CPU, 1024 on an accelerator).")
 @click.option("--workers", type=int, default=None,
               help="Worker processes building frontier units (default: 0 on CPU, cores - 1 otherwise).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -41,7 +42,7 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
     """
     # Lazy: JAX and orbax load only when the command runs, not for `otbench --help`.
     from otbench.analysis.measurement import load
-    from otbench.analysis.resampling import bootstrap, format_bootstrap
+    from otbench.analysis.resampling import bootstrap, default_batch, format_bootstrap
 
     from ._common import (
         argument_errors,
@@ -54,10 +55,7 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
     with argument_errors():
         ms = load(directory)
         if frontiers:
-            import jax
-
-            cpu = jax.default_backend() == "cpu"
-            memory_guard(ms, "bootstrap --frontiers", batch or (16 if cpu else 1024))
+            memory_guard(ms, "bootstrap --frontiers", batch or default_batch(True))
         with progress_bar(replicates, "bootstrap replicates") as bar:
             result = bootstrap(ms, replicates=replicates, seed=seed, frontiers=frontiers, grid=grid,
                                batch=batch, workers=workers, checkpoint_dir=checkpoint_dir,

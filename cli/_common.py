@@ -262,26 +262,11 @@ def available_memory() -> int | None:
         return None
 
 
-def frontier_state_bytes(ms) -> tuple[int, str]:
-    """The largest per-cell frontier DP state (bytes) and the cell it belongs to.
-
-    The exact DP's state spans every attainable reward of a cell: one int32
-    entry per probe of each trajectory, rounded up to a power of two
-    (`analysis/frontier/_dp.py`, cost model). It dominates the frontier's
-    memory, so it is what is estimated before anything is allocated.
-    """
-    import numpy as np
-
-    per_cell = np.bincount(ms.cell, weights=ms.probes.astype(np.float64), minlength=ms.num_cells)
-    c = int(np.argmax(per_cell))
-    entries = 1 << int(per_cell[c] + 1).bit_length()
-    m, g = ms.cell_name(c)
-    return 4 * entries, f"{m}/{g}"
-
-
 def memory_guard(ms, what: str, copies: int = 1) -> None:
     """Refuse, with the numbers, a frontier computation whose state exceeds available memory."""
-    state, cell = frontier_state_bytes(ms)
+    from otbench.analysis.frontier import state_bytes
+
+    state, cell = state_bytes(ms)
     need, avail = state * max(int(copies), 1), available_memory()
     if avail is not None and need > avail:
         gib = 1 << 30

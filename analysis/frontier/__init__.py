@@ -19,6 +19,7 @@ from ._frontiers import (
                          frontiers,
                          strategies_iv,
 )
+from ._dp import state_bytes
 from ._pipeline import Pipeline, cell_infos
 from ._replicates import ReplicateFrontiers, frontier_replicates
 from ._units import STRATEGIES
@@ -28,5 +29,5 @@ __all__ = [
     "Cell", "FrontierHierarchyError", "FrontierResult", "Pipeline", "ReplicateFrontiers",
     "StrategyFrontier",
     "budget_grid", "budgets", "cell_infos", "check_hierarchy", "frontier_replicates",
-    "frontiers", "pareto_points", "query", "strategies_iv", "summarize",
+    "frontiers", "pareto_points", "query", "state_bytes", "strategies_iv", "summarize",
 ]

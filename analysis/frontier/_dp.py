@@ -389,3 +389,18 @@ def solve(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
     tops = acts.top_total()
     return [buf[b, p.front:p.front + int(tops[b]) + 1].astype(np.int64)
             for b in range(acts.num_problems)]
+
+
+def state_bytes(ms) -> tuple[int, str]:
+    """The largest per-cell DP state of `ms` (bytes) and the `model/group` cell it belongs to.
+
+    The exact DP's state spans every attainable reward of a cell: one int32
+    entry per probe of each trajectory, rounded up to a power of two. It
+    dominates a frontier's memory, so it is what callers estimate before
+    anything is allocated (per replicate in flight for the bootstrap).
+    """
+    per_cell = np.bincount(ms.cell, weights=ms.probes.astype(np.float64), minlength=ms.num_cells)
+    c = int(np.argmax(per_cell))
+    entries = 1 << int(per_cell[c] + 1).bit_length()
+    m, g = ms.cell_name(c)
+    return 4 * entries, f"{m}/{g}"

@@ -2,18 +2,13 @@
 
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
-from ._bootstrap import (
+from ._bootstrap import PERCENTILES, REPLICATES, SEED, bootstrap, chain, default_batch, provenance
+from ._bootstrap_result import (
                          BOOT_METRICS,
-                         PERCENTILES,
-                         REPLICATES,
-                         SEED,
                          BootstrapResult,
                          FrontierBootstrap,
-                         bootstrap,
-                         chain,
                          format_bootstrap,
                          percentile,
-                         provenance,
 )
 from ._checkpoint import CheckpointError
 from ._sweep import sweep, sweep_csv, sweep_header, sweep_tables, sweep_unit
@@ -37,7 +32,7 @@ __all__ = [
     "TRAJECTORIES",
     "BootstrapResult", "CheckpointError", "FrontierBootstrap", "ProbeThinning",
     "TrajectoryThinning",
-    "bootstrap", "chain", "default_levels", "format_bootstrap", "format_thinning",
+    "bootstrap", "chain", "default_batch", "default_levels", "format_bootstrap", "format_thinning",
     "max_trajectories", "percentile", "probe_thinning",
     "provenance", "sweep", "sweep_csv", "sweep_header", "sweep_tables", "sweep_unit", "thinning", "trajectory_thinning",
 ]

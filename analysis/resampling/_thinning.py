@@ -31,7 +31,8 @@ from otbench.analysis.overthinking import (
     trajectory_metrics,
 )
 
-from ._bootstrap import PERCENTILES, SEED, chain, percentile, provenance
+from ._bootstrap import PERCENTILES, SEED, chain, provenance
+from ._bootstrap_result import percentile
 from ._draws import fixed_point, resampling
 from ._probe_thinning import expected
 from ._trajectory_thinning import cell_sums

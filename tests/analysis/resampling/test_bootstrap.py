@@ -11,13 +11,7 @@ import scipy.stats
 from _sets import build_set
 from otbench.analysis import build_layout, core, metrics, simulate
 from otbench.analysis.resampling import _draws as bd
-from otbench.analysis.resampling._bootstrap import (
-    BOOT_METRICS,
-    bootstrap,
-    chain,
-    format_bootstrap,
-    percentile,
-)
+from otbench.analysis.resampling import BOOT_METRICS, bootstrap, chain, format_bootstrap, percentile
 
 MASK64 = (1 << 64) - 1
 
