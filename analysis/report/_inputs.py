@@ -286,6 +286,82 @@ def _given(kind: str, value: Doc) -> tuple[Any, Source]:
     return json.loads(json.dumps(value)), Source(kind, "given", None, None)
 
 
+class _Resolver:
+    """Finds each document of a report: given, cached in `results_dir`, or computed.
+
+    Explicit state instead of closures: `sources` (what was used, in order)
+    and `notes` (what was skipped or recomputed, and why) are filled as the
+    documents are resolved.
+    """
+
+    def __init__(self, set_hash: str, results_dir: Path | None,
+                 progress: Callable[[str], None]):
+        self.set_hash, self.results_dir, self.progress = set_hash, results_dir, progress
+        self.sources: list[Source] = []
+        self.notes: list[str] = []
+
+    def misfit(self, doc, src: Source, misfit, kind: str | None = None) -> str | None:
+        """Why `doc` does not fit the set (None: it fits); notes a missing content hash."""
+        why = binding_misfit(doc, self.set_hash) or misfit(doc)
+        if why is None and kind and src.name and not (isinstance(doc, dict)
+                                                      and "content_hash" in doc):
+            self.notes.append(f"{kind}: {src.name} records no content hash (older otbench); "
+                              f"only its cells were checked against the set")
+        return why
+
+    def cached(self, kind: str) -> tuple[Any, Source] | None:
+        if self.results_dir is None:
+            return None
+        p = Path(self.results_dir) / CACHE_FILES[kind]
+        if not p.is_file():
+            return None
+        try:
+            doc, sha = _read(p)
+        except ReportInputError as e:
+            self.notes.append(f"ignored {p.name}: {e}")
+            return None
+        return doc, Source(kind, "cached", p.name, sha)
+
+    def cheap(self, kind: str, given: Doc | None, misfit, compute) -> dict[str, Any]:
+        """A document that is cheap to compute: given or cached if it fits, else computed."""
+        for found in ([_given(kind, given)] if given is not None else []) + [self.cached(kind)]:
+            if found is None:
+                continue
+            doc, src = found
+            why = self.misfit(doc, src, misfit)
+            if why is None:
+                self.sources.append(src)
+                return doc
+            self.notes.append(f"{kind}: {src.name or 'the given document'} not used ({why}); "
+                              f"recomputed")
+        self.progress(f"computing {kind}")
+        doc = compute()
+        self.sources.append(Source(kind, "computed", None, None))
+        return doc
+
+    def expensive(self, kind: str, given: Doc | None, misfit) -> dict[str, Any] | None:
+        """A document too slow to compute here: given (must fit) or cached (skipped if not)."""
+        if given is not None:
+            doc, src = _given(kind, given)
+            doc = _unwrap_sweep(kind, doc)
+            why = self.misfit(doc, src, misfit, kind)
+            if why is not None:
+                raise ReportInputError(f"{src.name or f'the {kind} document'}: cannot be used "
+                                       f"for this set: {why}")
+            self.sources.append(src)
+            return doc
+        found = self.cached(kind)
+        if found is None:
+            return None
+        doc, src = found
+        why = self.misfit(doc, src, misfit, kind)
+        if why is not None:
+            self.notes.append(f"{kind}: {src.name} skipped ({why})")
+            return None
+        self.sources.append(src)
+        return doc
+
+
 def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence[float],
            bootstrap: Doc | None = None, thinning: Doc | None = None,
            otbench: Sequence[Doc] = (), metrics_doc: Doc | None = None,
@@ -307,88 +383,23 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
     from otbench.analysis.measurement import content_hash
     from otbench.analysis.overthinking import metrics
 
-    cells = SetCells.of(ms)
-    set_hash = content_hash(ms)
-
-    def bound(misfit, kind=None):
-        def check(d, src):
-            why = binding_misfit(d, set_hash) or misfit(d)
-            if why is None and kind and src.name and not (isinstance(d, dict)
-                                                          and "content_hash" in d):
-                notes.append(f"{kind}: {src.name} records no content hash (older otbench); "
-                             f"only its cells were checked against the set")
-            return why
-        return check
-
+    cells, synthetic = SetCells.of(ms), bool(ms.synthetic)
+    r = _Resolver(content_hash(ms), results_dir, progress)
     grid_arr = np.asarray([float(b) for b in budget_grid(grid)], dtype=np.float64)
-    notes: list[str] = []
-    sources: list[Source] = []
-
-    def cached(kind: str) -> tuple[Any, Source] | None:
-        if results_dir is None:
-            return None
-        p = Path(results_dir) / CACHE_FILES[kind]
-        if not p.is_file():
-            return None
-        try:
-            doc, sha = _read(p)
-        except ReportInputError as e:
-            notes.append(f"ignored {p.name}: {e}")
-            return None
-        return doc, Source(kind, "cached", p.name, sha)
-
-    def cheap(kind: str, given: Doc | None, misfit, compute) -> dict[str, Any]:
-        for found in ([_given(kind, given)] if given is not None else []) + [cached(kind)]:
-            if found is None:
-                continue
-            doc, src = found
-            why = bound(misfit)(doc, src)
-            if why is None:
-                sources.append(src)
-                return doc
-            notes.append(f"{kind}: {src.name or 'the given document'} not used ({why}); recomputed")
-        progress(f"computing {kind}")
-        doc = compute()
-        sources.append(Source(kind, "computed", None, None))
-        return doc
-
-    m_doc = cheap("metrics", metrics_doc, lambda d: metrics_misfit(d, ms, cells),
-                  lambda: metrics(ms))
-    f_doc = cheap("frontier", frontier_doc, lambda d: frontier_misfit(d, ms, cells, grid_arr),
-                  lambda: frontiers(ms, grid=grid).to_json())
-
-    def expensive(kind: str, given: Doc | None, misfit) -> dict[str, Any] | None:
-        if given is not None:
-            doc, src = _given(kind, given)
-            doc = _unwrap_sweep(kind, doc)
-            why = bound(misfit, kind)(doc, src)
-            if why is not None:
-                raise ReportInputError(f"{src.name or f'the {kind} document'}: cannot be used "
-                                       f"for this set: {why}")
-            sources.append(src)
-            return doc
-        found = cached(kind)
-        if found is None:
-            return None
-        doc, src = found
-        why = bound(misfit, kind)(doc, src)
-        if why is not None:
-            notes.append(f"{kind}: {src.name} skipped ({why})")
-            return None
-        sources.append(src)
-        return doc
-
-    b_doc = expensive("bootstrap", bootstrap, lambda d: bootstrap_misfit(d, cells, bool(ms.synthetic)))
-    t_doc = expensive("thinning", thinning, lambda d: thinning_misfit(d, cells, bool(ms.synthetic)))
-
+    m_doc = r.cheap("metrics", metrics_doc, lambda d: metrics_misfit(d, ms, cells),
+                    lambda: metrics(ms))
+    f_doc = r.cheap("frontier", frontier_doc, lambda d: frontier_misfit(d, ms, cells, grid_arr),
+                    lambda: frontiers(ms, grid=grid).to_json())
+    b_doc = r.expensive("bootstrap", bootstrap, lambda d: bootstrap_misfit(d, cells, synthetic))
+    t_doc = r.expensive("thinning", thinning, lambda d: thinning_misfit(d, cells, synthetic))
     if otbench:
-        bench = _given_bench(otbench, cells, set_hash, bool(ms.synthetic), sources)
+        bench = _given_bench(otbench, cells, r.set_hash, synthetic, r.sources)
     elif results_dir is not None:
-        bench = _cached_bench(Path(results_dir), cells, set_hash, bool(ms.synthetic), sources, notes)
+        bench = _cached_bench(Path(results_dir), cells, r.set_hash, synthetic, r.sources, r.notes)
     else:
         bench = []
     return Inputs(metrics=m_doc, frontier=f_doc, bootstrap=b_doc, thinning=t_doc,
-                  bench=tuple(bench), sources=tuple(sources), notes=tuple(notes))
+                  bench=tuple(bench), sources=tuple(r.sources), notes=tuple(r.notes))
 
 
 def _given_bench(values: Sequence[Doc], cells, set_hash: str, synthetic: bool,
