@@ -7,7 +7,14 @@
 4. `cli/` and `analysis/report/` are leaves, and the CLI imports only public
    names of the subpackages;
 5. no `_`-prefixed module or name is imported across subpackage lines;
-6. one module owns JAX configuration (`analysis/core/_config.py`).
+6. one module owns JAX configuration (`analysis/core/_config.py`);
+7. the CLI only parses, calls and prints: no JAX (or orbax) import in `cli/`;
+8. one CSV encoder (`otbench/files/_csv.py`): nobody else writes CSV;
+9. the shared file helpers (atomic writers, the JSON reader, provenance, the
+   checksum) are defined only in `otbench.files`, and the measurement
+   contract does not re-export them;
+10. one error base: every exception class otbench defines derives from
+    `otbench.errors.OtbenchError`.
 """
 
 import ast
@@ -18,7 +25,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"analysis": "otbench.analysis", "probe": "otbench.probe", "cli": "otbench.cli"}
+PACKAGES = {"analysis": "otbench.analysis", "probe": "otbench.probe", "cli": "otbench.cli",
+            "otbench": "otbench"}
 
 
 def _module_name(path: Path) -> str:
@@ -191,3 +199,91 @@ def test_every_subpackage_is_installed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {_module_name(p) for d in PACKAGES for p in (ROOT / d).rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+def _top_level_imports(path: Path):
+    """(line, top-level module) of every import of `path`, lazy ones included."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.lineno, node.module.split(".")[0]
+
+
+def test_cli_imports_no_jax():
+    # Library knowledge (batch sizes, memory models, devices) lives in the library.
+    bad = [f"{_where(p, ln)} imports {mod}" for p in (ROOT / "cli").rglob("*.py")
+           for ln, mod in _top_level_imports(p) if mod in ("jax", "jaxlib", "orbax")]
+    assert not bad, bad
+
+
+def test_one_csv_encoder():
+    home = ROOT / "otbench" / "files" / "_csv.py"
+    bad = []
+    for p in _modules():
+        if p == home:
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "csv" and node.attr in ("writer", "DictWriter"):
+                bad.append(f"{_where(p, node.lineno)} writes CSV with csv.{node.attr}")
+            if isinstance(node, ast.FunctionDef) and node.name in ("csv_field", "csv_text",
+                                                                   "_csv_field", "csv_cell"):
+                bad.append(f"{_where(p, node.lineno)} defines {node.name}")
+    assert not bad, bad
+
+
+HELPERS = ("atomic_dir", "atomic_path", "write_text_atomic", "write_bytes_atomic", "refuse_input",
+           "clean_stale", "loads_json", "read_json", "git_commit", "sha256_file")
+
+
+def test_shared_helpers_live_in_files():
+    home = ROOT / "otbench" / "files"
+    bad = [f"{_where(p, node.lineno)} defines {node.name}" for p in _modules()
+           if home not in p.parents
+           for node in ast.walk(ast.parse(p.read_text()))
+           if isinstance(node, ast.FunctionDef) and node.name in HELPERS + ("provenance",)
+           and not (node.name == "provenance" and p.parent.name == "resampling")]
+    assert not bad, bad
+    import otbench.analysis.measurement as m
+    assert not set(m.__all__) & set(HELPERS + ("provenance",)), "measurement re-exports helpers"
+
+
+# Exception classes that are another library's mechanism, not otbench's errors.
+_FOREIGN_BASES = {"cli/_common.py:DataError": "click.ClickException: click prints and exits"}
+
+
+def test_one_error_base():
+    import builtins
+    builtin_errors = {n for n, v in vars(builtins).items()
+                      if isinstance(v, type) and issubclass(v, BaseException)}
+    classes = {}       # name -> (where, base names)
+    for p in _modules():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else ast.unparse(b) for b in node.bases]
+                classes.setdefault(node.name, []).append((p, node.lineno, bases))
+
+    def is_error(name, seen=()):
+        if name in builtin_errors:
+            return True
+        return name not in seen and any(is_error(b, seen + (name,)) for _, _, bs in
+                                        classes.get(name, ()) for b in bs)
+
+    def has_base(name, seen=()):
+        if name == "OtbenchError":
+            return True
+        return name not in seen and any(has_base(b, seen + (name,)) for _, _, bs in
+                                        classes.get(name, ()) for b in bs)
+
+    bad = []
+    for name, defs in classes.items():
+        for p, line, bases in defs:
+            where = f"{p.relative_to(ROOT)}:{name}"
+            if where in _FOREIGN_BASES or name == "OtbenchError":
+                continue
+            if any(is_error(b) for b in bases) and not any(has_base(b) for b in bases):
+                bad.append(f"{_where(p, line)} {name}({', '.join(bases)}) does not derive from "
+                           f"OtbenchError")
+    assert not bad, bad

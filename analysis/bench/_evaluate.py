@@ -71,6 +71,7 @@ from otbench.analysis.frontier import frontiers
 from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 
 from . import _walk as walk
+from ._areas import cell_areas, cell_summary, frac, nondominated, share
 from ._features import units_of
 from ._methods import BUILTINS, MethodError, load_method, method_name, method_thetas
 
@@ -161,95 +162,6 @@ class BenchResult(Tidy):
                 "cells": [c.to_json() for c in self.cells]}
 
 
-# -- exact helpers -------------------------------------------------------------------
-
-def _frac(num: int, den: int) -> Fraction:
-    return Fraction(int(num), int(den)) if den else Fraction(0)
-
-
-def nondominated(costs: Sequence[Fraction], accs: Sequence[Fraction]) -> list[bool]:
-    """Exact Pareto filter (lower cost, higher accuracy); duplicates: the first counts."""
-    out = []
-    for i, (c, a) in enumerate(zip(costs, accs)):
-        ok = True
-        for j, (c2, a2) in enumerate(zip(costs, accs)):
-            if j == i:
-                continue
-            if c2 <= c and a2 >= a and (c2 < c or a2 > a or j < i):
-                ok = False
-                break
-        out.append(ok)
-    return out
-
-
-def step_integral(xs: np.ndarray, ys: np.ndarray, lo: int, hi: int) -> int:
-    """`∫_lo^hi y(b) db` of the right-continuous step `y = ys[j]` on `[xs[j], xs[j+1])`.
-
-    `xs` int64 ascending with `xs[0] <= lo`; the last value holds to the
-    right. Integer tokens and rewards, so the result is an exact integer.
-    """
-    xs = np.asarray(xs, dtype=np.int64)
-    ys = np.asarray(ys, dtype=np.int64)
-    left = np.clip(xs, lo, hi)
-    right = np.clip(np.append(xs[1:], hi), lo, hi)
-    return int(np.sum(ys * (right - left), dtype=np.int64))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Areas:
-    """Exact area terms of one cell (all accuracies as fractions of probes)."""
-
-    gap: Fraction        # mean of F - M over the method's own range
-    gap_full: Fraction   # mean of F - M over [0, 1]
-    realized: Fraction   # ∫ (M - A0) dx over [0, 1]
-    gain: Fraction       # ∫ (F - A0) dx over [0, 1]
-    lo: Fraction         # the method's range (relative cost)
-    hi: Fraction
-
-
-def cell_areas(cost: Sequence[int], reward: Sequence[int], keep: Sequence[bool],
-               pareto: tuple[np.ndarray, np.ndarray], total: int, probes: int,
-               zero: int) -> _Areas:
-    """The area terms of one cell from its integer sweep (see the module docstring, 6.).
-
-    Args:
-      cost, reward: per `θ`, the cell's retained tokens `B_g` and correct probes.
-      keep: per `θ`, whether the point is on the cell's curve.
-      pareto: the cell's exact frontier (min costs ascending from 0, rewards).
-      total: `T_g`; probes: `Σ P`; zero: the zero-thinking reward.
-    """
-    on = sorted((int(cost[i]), int(reward[i])) for i, k in enumerate(keep) if k)
-    pc, pr = (np.asarray(a, dtype=np.int64) for a in pareto)
-    mx = np.array([0] + [c for c, _ in on], dtype=np.int64)
-    my = np.array([zero] + [r for _, r in on], dtype=np.int64)
-    lo, hi = on[0][0], on[-1][0]
-
-    def gap_over(a: int, b: int) -> Fraction:
-        if b == a:   # zero width: the gap at that cost
-            at = np.searchsorted(pc, a, side="right") - 1
-            return Fraction(int(pr[at]) - int(my[np.searchsorted(mx, a, side="right") - 1]), probes)
-        return Fraction(step_integral(pc, pr, a, b) - step_integral(mx, my, a, b), (b - a) * probes)
-
-    if total == 0:
-        g = gap_over(0, 0)
-        return _Areas(g, g, Fraction(0), Fraction(0), Fraction(0), Fraction(0))
-    den = total * probes
-    return _Areas(gap=gap_over(lo, hi), gap_full=gap_over(0, total),
-                  realized=Fraction(step_integral(mx, my, 0, total) - zero * total, den),
-                  gain=Fraction(step_integral(pc, pr, 0, total) - zero * total, den),
-                  lo=Fraction(lo, total), hi=Fraction(hi, total))
-
-
-def _share(realized: Fraction, gain: Fraction) -> float | None:
-    return float(realized / gain) if gain > 0 else None
-
-
-def _cell_summary(a: _Areas, keep: Sequence[bool]) -> dict[str, Any]:
-    return {"gap_area": float(a.gap), "gap_area_full": float(a.gap_full),
-            "realized_share": _share(a.realized, a.gain), "range": [float(a.lo), float(a.hi)],
-            "points": len(keep), "curve_points": int(sum(keep))}
-
-
 @dataclasses.dataclass(frozen=True)
 class _CellTotals:
     rows: np.ndarray
@@ -321,7 +233,7 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
     cell_results, per_cell, areas = [], [], []
     for c, ct in enumerate(cells):
         ntraj = ct.rows.size
-        vals = tuple([_frac(x[i, c], d) for i in range(len(sweep))]
+        vals = tuple([frac(x[i, c], d) for i in range(len(sweep))]
                      for x, d in ((cost, ntraj), (cost, ct.tokens), (reward, ct.probes),
                                   (front, ct.probes)))
         per_cell.append(vals)
@@ -332,7 +244,7 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
         cell_results.append(CellResult(
             model=ct.model, group=ct.group, trajectories=int(ntraj),
             questions=int(np.unique(test.question[ct.rows]).size),
-            total_tokens=ct.tokens, points=pts, summary=_cell_summary(areas[-1], keep)))
+            total_tokens=ct.tokens, points=pts, summary=cell_summary(areas[-1], keep)))
 
     # -- macro: the equal-weight chain, exact -------------------------------------
     w = _weights([ct.model_index for ct in cells])
@@ -342,16 +254,16 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
 
     macro = tuple([chain([per_cell[c][j][i] for c in range(len(cells))]) for i in range(len(sweep))]
                   for j in range(4))
-    zero = chain([_frac(ct.zero, ct.probes) for ct in cells])
+    zero = chain([frac(ct.zero, ct.probes) for ct in cells])
     points = _points(sweep, macro)
     summary = {"gap_area": float(chain([a.gap for a in areas])),
                "gap_area_full": float(chain([a.gap_full for a in areas])),
-               "realized_share": _share(chain([a.realized for a in areas]),
+               "realized_share": share(chain([a.realized for a in areas]),
                                         chain([a.gain for a in areas])),
                "points": len(points), "curve_points": sum(p.nondominated for p in points)}
     reference = {"a_zero": float(zero),
-                 "a_full": float(chain([_frac(ct.endpoint, ct.probes) for ct in cells])),
-                 "frontier_at_full": float(chain([_frac(ct.pareto[1][-1], ct.probes)
+                 "a_full": float(chain([frac(ct.endpoint, ct.probes) for ct in cells])),
+                 "frontier_at_full": float(chain([frac(ct.pareto[1][-1], ct.probes)
                                                   for ct in cells]))}
     config = {"method_config": _method_config(m, label), "thetas": [_theta_json(t) for t in sweep],
               "audit_rows": int(walk.audit_rows(test.num_trajectories, audit).size)
@@ -484,6 +396,7 @@ def compare(ms: MeasurementSet, methods: Sequence[Any] = tuple(BUILTINS), **kwar
 
 
 def compare_json(results: Sequence[BenchResult]) -> dict[str, Any]:
+    """The `otbench.bench-compare/1` document: every result's `to_json()`, in order."""
     return {"schema": COMPARE_SCHEMA, "results": [r.to_json() for r in results]}
 
 

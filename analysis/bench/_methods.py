@@ -161,6 +161,8 @@ class OnlineView:
 
 @runtime_checkable
 class RoutingMethod(Protocol):
+    """A DR method: `route(units, theta)` picks each unit's routing (think or answer now)."""
+
     strategy: str
 
     def route(self, units: UnitTable, theta: float) -> Any: ...
@@ -168,6 +170,8 @@ class RoutingMethod(Protocol):
 
 @runtime_checkable
 class BudgetMethod(Protocol):
+    """An FB method: `budget(units, theta)` gives each unit's fixed thinking budget."""
+
     strategy: str
 
     def budget(self, units: UnitTable, theta: float) -> Any: ...
@@ -175,6 +179,8 @@ class BudgetMethod(Protocol):
 
 @runtime_checkable
 class ExitMethod(Protocol):
+    """A DEE method: `stop(view, theta)` decides online, boundary by boundary, when to stop."""
+
     strategy: str
 
     def stop(self, view: OnlineView, theta: float) -> Any: ...

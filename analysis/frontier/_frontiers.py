@@ -52,6 +52,7 @@ class FrontierHierarchyError(OtbenchError, AssertionError):
 
 
 def strategies_iv(strategies: Sequence[str]) -> tuple[str, ...]:
+    """Validate a strategy list (names or "dr,fb" text): non-empty, each of dr / fb / dee."""
     if isinstance(strategies, str):
         strategies = [s for s in strategies.split(",") if s]
     out = tuple(strategies)

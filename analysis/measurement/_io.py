@@ -233,6 +233,7 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
 
 
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of the measurement set at `path`, checked for schema (one-line errors)."""
     path = Path(path)
     mpath = path / MANIFEST
     if not path.is_dir():

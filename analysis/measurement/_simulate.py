@@ -95,6 +95,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._build import from_ragged
+from ._calibration import GROUPS, MODELS, SCALE_SIZES, Group, Model
 from ._types import MeasurementSet
 
 GENERATOR = "otbench.simulate/1"
@@ -104,97 +105,6 @@ THINKING_LIMIT = 32_768
 STEP_TOKENS = 256
 """Target average step length `b` (SPEC §3.2)."""
 
-
-@dataclasses.dataclass(frozen=True)
-class _Group:
-    """Parameters of one benchmark group (logit units unless stated)."""
-
-    name: str
-    datasets: tuple[tuple[str, int], ...]  # (dataset, questions at paper scale)
-    topics: tuple[tuple[str, float], ...]  # (topic, difficulty offset)
-    diff_sd: float      # within-topic difficulty spread
-    tokens: float       # typical thinking tokens (before model and difficulty terms)
-    len_sd: float       # log-length spread between trajectories
-    len_diff: float     # log-length slope on difficulty
-    zero: float         # zero-step accuracy offset
-    solve: float        # chance of finding the answer during thinking
-    hi: float           # probe logit while holding the answer
-    lo: float           # probe logit after losing it (a committed wrong answer)
-    jitter: float       # per-position probe logit noise
-    corrupt: float      # overthinking: corruption hazard at the end of thinking
-    lateness: float     # discovery timing multiplier (times the model's)
-    few_blocks: float   # probability of fewer boundaries than the step target
-
-
-@dataclasses.dataclass(frozen=True)
-class _Model:
-    """Parameters of one synthetic model."""
-
-    name: str
-    skill: float
-    zero: float
-    length: float       # log-length offset
-    lateness: float     # discovery timing: cumulative hazard grows like u**lateness
-    overthink: float    # corruption-hazard multiplier
-
-
-GROUPS = (
-    _Group("AIME", (("AIME2024", 30), ("AIME2025", 30), ("AIME2026", 30)),
-           (("algebra", 0.0), ("combinatorics", 0.4), ("geometry", 0.3), ("number theory", -0.2)),
-           diff_sd=1.1, tokens=10_000, len_sd=0.45, len_diff=0.25, zero=-3.0, solve=0.6,
-           hi=3.2, lo=-4.5, jitter=0.3, corrupt=0.035, lateness=1.0, few_blocks=0.005),
-    _Group("MATH500", (("MATH500", 500),),
-           (("prealgebra", -0.8), ("algebra", -0.5), ("number theory", 0.0), ("counting", 0.2),
-            ("geometry", 0.3), ("intermediate algebra", 0.6), ("precalculus", 0.5)),
-           diff_sd=1.2, tokens=2_000, len_sd=0.5, len_diff=0.45, zero=2.3, solve=2.6,
-           hi=5.0, lo=-4.0, jitter=0.3, corrupt=0.002, lateness=0.8, few_blocks=0.005),
-    _Group("GPQA-Diamond", (("GPQA-Diamond", 198),),
-           (("physics", -0.2), ("chemistry", 0.3), ("biology", 0.0)),
-           diff_sd=1.0, tokens=6_100, len_sd=0.5, len_diff=0.25, zero=0.2, solve=0.3,
-           hi=2.8, lo=-1.3, jitter=0.5, corrupt=0.12, lateness=1.3, few_blocks=0.005),
-    _Group("LiveCodeBench", (("LiveCodeBench", 175),),
-           (("easy", -1.2), ("medium", 0.0), ("hard", 1.2)),
-           diff_sd=0.8, tokens=7_450, len_sd=0.5, len_diff=0.3, zero=-2.5, solve=0.7,
-           hi=3.0, lo=-4.0, jitter=0.3, corrupt=0.04, lateness=1.0, few_blocks=0.03),
-)
-
-MODELS = (
-    _Model("sim/gpt-oss-20b-like", skill=0.4, zero=-0.8, length=-0.3, lateness=4.0,
-           overthink=0.6),
-    _Model("sim/qwen3-4b-thinking-like", skill=0.2, zero=0.0, length=0.35, lateness=0.8,
-           overthink=0.9),
-    _Model("sim/qwen3-30b-a3b-thinking-like", skill=0.6, zero=0.3, length=0.25, lateness=0.9,
-           overthink=0.8),
-    _Model("sim/r1-distill-qwen-7b-like", skill=-0.7, zero=-0.4, length=0.1, lateness=1.0,
-           overthink=1.8),
-    _Model("sim/r1-distill-qwen-14b-like", skill=-0.1, zero=0.0, length=-0.05, lateness=1.0,
-           overthink=1.3),
-    _Model("sim/r1-distill-qwen-32b-like", skill=0.1, zero=0.1, length=-0.1, lateness=1.0,
-           overthink=1.2),
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Scale:
-    """What one scale draws (sizes only; the generative model is the same)."""
-
-    models: tuple[int, ...]                # indices into MODELS
-    groups: tuple[int, ...]                # indices into GROUPS
-    questions: tuple[int, ...] | None      # questions per group (spread over its datasets);
-                                           # None = the paper's counts
-    trajectories: tuple[int, int]          # R drawn uniformly from [lo, hi] per (model, question)
-    probes: int
-    force_edges: bool                      # force one n = 0 and one capped trajectory
-
-
-_SCALES = {
-    "tiny": _Scale(models=(0, 3), groups=(0, 2), questions=(4, 4), trajectories=(3, 4),
-                   probes=4, force_edges=True),
-    "small": _Scale(models=(0, 1, 3), groups=(0, 1, 2, 3), questions=(21, 20, 20, 20),
-                    trajectories=(8, 8), probes=8, force_edges=True),
-    "paper": _Scale(models=tuple(range(6)), groups=(0, 1, 2, 3), questions=None,
-                    trajectories=(16, 16), probes=16, force_edges=False),
-}
 
 # Global constants of the generative model (module docstring).
 _EMPTY_RATE = 0.001        # trajectories with no thinking at all
@@ -226,7 +136,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def _parameters(scale: str) -> dict[str, Any]:
     """JSON-serializable description of every generator parameter (for provenance)."""
-    sc = _SCALES[scale]
+    sc = SCALE_SIZES[scale]
     return {
         "scale": dataclasses.asdict(sc),
         "groups": [dataclasses.asdict(GROUPS[g]) for g in sc.groups],
@@ -241,7 +151,7 @@ def _parameters(scale: str) -> dict[str, Any]:
 
 def _questions(scale: str, rng: np.random.Generator):
     """Per-question tables: group index, id, dataset, difficulty, text."""
-    sc = _SCALES[scale]
+    sc = SCALE_SIZES[scale]
     q_group, q_id, q_dataset = [], [], []
     for j, g in enumerate(sc.groups):
         grp = GROUPS[g]
@@ -375,7 +285,7 @@ def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
       per-position signal ``"margin"`` and unassigned splits.
     """
     scale, seed = _simulate_iv(scale, seed)
-    sc = _SCALES[scale]
+    sc = SCALE_SIZES[scale]
     rng = np.random.default_rng(seed)
     # The phases draw from one stream in a fixed order; reordering them changes every set.
     q_group, q_id, q_dataset, diff, q_text = _questions(scale, rng)
@@ -421,9 +331,9 @@ def _rows(sc, rng, q_group, diff) -> _Rows:
     row_s = np.arange(mq.size) - np.concatenate([[0], np.cumsum(R.ravel())[:-1]])[mq]
     gi = q_group[row_q]
     G = {f.name: np.array([getattr(g, f.name) for g in GROUPS])[gi]
-         for f in dataclasses.fields(_Group) if f.type is float}
+         for f in dataclasses.fields(Group) if f.type is float}
     Mp = {f.name: np.array([getattr(MODELS[m], f.name) for m in sc.models])[row_m]
-          for f in dataclasses.fields(_Model) if f.type is float}
+          for f in dataclasses.fields(Model) if f.type is float}
     return _Rows(row_m, row_q, row_s, mq, gi, G, Mp, diff[row_q], M * Q)
 
 

@@ -123,6 +123,7 @@ def set_members(directory: Path) -> set[Path] | None:
 
 
 def is_measurement_set(directory: Path) -> bool:
+    """Whether `directory` holds a readable measurement-set manifest."""
     return directory.is_dir() and set_members(directory) is not None
 
 

@@ -135,6 +135,7 @@ class ModelEntry:
 
 
 def artifacts_dir() -> Path:
+    """The folder of the installed frozen artifacts (families, models, instructions)."""
     return Path(str(importlib.resources.files("otbench.artifacts")))
 
 

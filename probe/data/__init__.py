@@ -15,7 +15,7 @@ from ._questions import load_data, load_questions
 from ._schemas import BUILTIN as BUILTIN_SCHEMAS
 from ._schemas import TASK_COLUMNS, UserSchema
 from ._sources import EMBEDDED_SOURCES, DataRecord, load_source, load_sources, release_files
-from ._sums import sum_questions
+from ._sums import seeded_operands, sum_questions
 from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 
 __all__ = [
@@ -44,5 +44,5 @@ __all__ = [
                           "read_traces",
                           "release_files",
                           "split_reasoning",
-                          "sum_questions",
+                          "seeded_operands", "sum_questions",
 ]

@@ -12,9 +12,23 @@ import hashlib
 from ._benchmarks import Question
 
 
-def _draw(seed: int, *key) -> int:
-    h = hashlib.sha256("\0".join(map(str, ("otbench/sums/v1", seed, *key))).encode()).digest()
+def _draw(namespace: str, seed: int, *key) -> int:
+    h = hashlib.sha256("\0".join(map(str, (namespace, seed, *key))).encode()).digest()
     return int.from_bytes(h[:8], "big")
+
+
+def seeded_operands(n: int, *, seed: int, namespace: str) -> list[tuple[int, int, int, int]]:
+    """`(i, a, b, c)` for questions `i = 0 .. n-1`: operands `a, b` in 1..9 and a free draw `c`.
+
+    Each number is SHA-256 of `(namespace, seed, i, slot)`, so a question
+    depends only on its namespace, seed and index: identical on any machine.
+    The embedded sums (`otbench/sums/v1`) and the horizon jobs' choice sums
+    (`otbench/choice-sums/v1`) both draw here.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
+    return [(i, 1 + _draw(namespace, seed, i, 0) % 9, 1 + _draw(namespace, seed, i, 1) % 9,
+             _draw(namespace, seed, i, 2)) for i in range(n)]
 
 
 def sum_questions(n: int, *, seed: int = 0, group: str = "SUMS") -> list:
@@ -23,12 +37,9 @@ def sum_questions(n: int, *, seed: int = 0, group: str = "SUMS") -> list:
     >>> [q.text for q in sum_questions(2, seed=0)] == [q.text for q in sum_questions(2, seed=0)]
     True
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
     out = []
-    for i in range(n):
-        a, b = 1 + _draw(seed, i, 0) % 9, 1 + _draw(seed, i, 1) % 9
-        if _draw(seed, i, 2) % 2:
+    for i, a, b, c in seeded_operands(n, seed=seed, namespace="otbench/sums/v1"):
+        if c % 2:
             text, value = f"What is {a} + {b}?", a + b
         else:
             a, b = max(a, b), min(a, b)

@@ -50,7 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from otbench.probe.config import Family
-from otbench.probe.stp import JobError, ProbeJob, job_from_dict, load_toml_job
+from otbench.probe.stp import (
+    HORIZON_RULES,
+    JobError,
+    ProbeJob,
+    check_tables,
+    job_from_dict,
+    load_toml_job,
+)
 
 CLOSURES = {
     # The papers' neutral closure: only the family's thinking-end marker.
@@ -153,17 +160,8 @@ def _pos(t: Mapping, key: str, where: str, default: int) -> int:
 
 def horizon_job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> HorizonJob:
     """Validate a parsed horizon job (the TOML layout in the module docstring)."""
-    known = ("model", "engine", "sampling", "data", "horizon", "arm", "matched", "closures", "stp_logit")
-    for key in cfg:
-        if key not in known:
-            raise JobError(f"unknown table [{key}] (expected {', '.join(known)})")
+    check_tables(cfg, HORIZON_RULES, JobError)     # every table and key known
     h = dict(cfg.get("horizon", {}))
-    hk = ("replicates", "thinking_limit", "answer_limit", "horizons", "checkpoints", "contexts",
-          "common_arm", "closure", "continuation", "answer_prefix", "control_arm", "control_horizons",
-          "controls", "seed", "batch")
-    for k in h:
-        if k not in hk:
-            raise JobError(f"unknown key horizon.{k} (expected one of {', '.join(hk)})")
     think = _pos(h, "thinking_limit", "horizon", 512)
     answer = _pos(h, "answer_limit", "horizon", 16)
     probe_cfg = {k: cfg[k] for k in ("model", "engine", "sampling") if k in cfg}
@@ -193,9 +191,7 @@ def horizon_job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -
         raise JobError(f"horizon.common_arm must name an arm ({', '.join(names)}), got {common!r}")
     closures = dict(CLOSURES)
     extra = cfg.get("closures", {})
-    if not isinstance(extra, dict) or not all(isinstance(v, str) for v in extra.values()):
-        raise JobError("[closures] must map names to closure texts")
-    closures.update(extra)
+    closures.update(extra)         # a table of strings: HORIZON_RULES["closures"]
     closure = h.get("closure", "neutral")
     if closure not in closures:
         raise JobError(f"horizon.closure must be one of {', '.join(sorted(closures))}, got {closure!r}")
@@ -253,9 +249,6 @@ def _arms(raw_arms, pj: ProbeJob, think: int) -> list[Arm]:
     arms = []
     for j, a in enumerate(raw_arms):
         where = f"arm[{j}]"
-        for k in a:
-            if k not in ("name", "instruction", "effort", "script", "thinking_limit"):
-                raise JobError(f"unknown key {where}.{k}")
         name = a.get("name")
         if not isinstance(name, str) or not name or "," in name:
             raise JobError(f"{where}.name must be a non-empty string without commas, got {name!r}")

@@ -25,7 +25,6 @@ Steps (everything from token ids; only answers are ever decoded, to grade them):
 
 import dataclasses
 import hashlib
-import json
 import os
 import re
 import sys
@@ -38,10 +37,10 @@ import numpy as np
 from otbench.probe.config import Sampling, derive_seed, load_instructions
 from otbench.probe.engines import Engine, GenRequest, open_engine
 from otbench.probe.grading import LETTERS, extract_choice
-from otbench.probe.stp import resolve_engine_config
+from otbench.probe.stp import RunSummary, resolve_engine_config
 from otbench.probe.tokens import ProbeFormat, build_vocabulary, compile_format
 
-from otbench.files import provenance, write_text_atomic
+from otbench.files import provenance
 
 from ._job import HorizonJob
 from ._readout import OptionSpellings, find_spellings, logp_from_ids, readout_logprobs, score_logp
@@ -57,16 +56,8 @@ from ._stops import (
 )
 
 GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
-RUN_FILE = "run.json"
-
-
-@dataclasses.dataclass(frozen=True)
-class HorizonSummary:
-    """What `run_horizon` did: where the run is, its manifest, and this execution's stats."""
-
-    out: Path
-    manifest: dict[str, Any]
-    run: dict[str, Any]
+HorizonSummary = RunSummary
+"""What `run_horizon` did: where the run is, its manifest, and this execution's stats."""
 
 
 @dataclasses.dataclass
@@ -170,8 +161,7 @@ def run_horizon(job: HorizonJob, out: str | os.PathLike, *, engine: Engine | Non
         from otbench.analysis.measurement import save
         save(stp, out / "stp_logit", overwrite=True)
     stats["total_s"] = time.perf_counter() - t0
-    write_text_atomic(out / RUN_FILE, json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    return HorizonSummary(out=out, manifest=written, run=stats)
+    return RunSummary.write(out, written, stats)
 
 
 @dataclasses.dataclass

@@ -22,7 +22,6 @@ tokenizer (scripted text, not model output, so encoding it is fine):
 Both are cut to the arm's thinking limit and never finish by themselves.
 """
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,11 +31,6 @@ REVEAL_AFTER = 64
 _FILLER = ("Let me restate the task. There are four labels and I have to pick one of them. "
            "I will go through the labels one at a time and think about each of them. "
            "Nothing in the question itself points to a label, so I keep reading my notes. ")
-
-
-def _draw(seed: int, *key) -> int:
-    h = hashlib.sha256("\0".join(map(str, ("otbench/choice-sums/v1", seed, *key))).encode()).digest()
-    return int.from_bytes(h[:8], "big")
 
 
 def choice_sum_questions(n: int, *, seed: int = 0, group: str = "CHOICE-SUMS") -> list:
@@ -49,16 +43,13 @@ def choice_sum_questions(n: int, *, seed: int = 0, group: str = "CHOICE-SUMS") -
     >>> q.options[LETTERS.index(q.reference)] == str(eval(q.text[8:-1]))
     True
     """
-    from otbench.probe.data import Question
+    from otbench.probe.data import Question, seeded_operands
 
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
     out = []
-    for i in range(n):
-        a, b = 1 + _draw(seed, i, 0) % 9, 1 + _draw(seed, i, 1) % 9
+    for i, a, b, c in seeded_operands(n, seed=seed, namespace="otbench/choice-sums/v1"):
         v = a + b
         near = [v - 2, v - 1, v + 1, v + 2]
-        skip = _draw(seed, i, 2) % 4
+        skip = c % 4
         distract = [near[k] for k in range(4) if k != skip]
         qid = f"choice-sums-{seed}-{i}"
         sh = shuffle_options([str(v)] + [str(d) for d in distract], 0, seed=seed, question_id=qid)

@@ -14,8 +14,9 @@ from ._ray import RayMissingError
 from ._resegment import resegment
 from ._runner import RunSummary, run_job
 from ._setup import resolve_engine_config
+from ._toml_rules import HORIZON_RULES, STP_RULES, check_tables
 
-__all__ = ["DATA_SOURCES", "SIGNALS", "Journal", "JournalError", "JobError", "ProbeJob",
+__all__ = ["DATA_SOURCES", "HORIZON_RULES", "SIGNALS", "STP_RULES", "Journal", "JournalError", "JobError", "ProbeJob",
            "RayMissingError", "RunSummary", "UnitResult", "job_from_dict", "load_job",
-           "load_toml_job", "probe_units", "resegment", "resolve_engine_config", "run_job",
+           "check_tables", "load_toml_job", "probe_units", "resegment", "resolve_engine_config", "run_job",
            "run_units"]

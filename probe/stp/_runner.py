@@ -35,7 +35,7 @@ from otbench.probe.grading import open_grader, resolve_grader
 from otbench.files import provenance, write_text_atomic
 
 from ._imported import think_results
-from ._job import ProbeJob
+from ._job import JobError, ProbeJob
 from ._loop import RunStats, UnitResult, direct_answers, run_units
 from ._output import direct_table, measurement_set, write_token_tables
 from ._setup import prepare, resolve_engine_config, units_in_flight
@@ -45,11 +45,18 @@ RUN_FILE = "run.json"
 
 @dataclasses.dataclass(frozen=True)
 class RunSummary:
-    """What `run_job` did: where the set is, its counts, and this execution's stats."""
+    """What a run did (`run_job`, `run_horizon`): where its output is, the output's manifest,
+    and this execution's stats (`run`, also written to OUT/run.json)."""
 
     out: Path
     manifest: dict[str, Any]
     run: dict[str, Any]
+
+    @classmethod
+    def write(cls, out: Path, manifest: dict[str, Any], run: dict[str, Any]) -> "RunSummary":
+        """Write `run` to OUT/run.json (atomically; keys sorted) and return the summary."""
+        write_text_atomic(out / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
+        return cls(out=out, manifest=manifest, run=run)
 
 
 def _progress_bar(total: int, progress):
@@ -107,7 +114,9 @@ class _LocalExecutor:
         self.engine.close()
 
 
-def _run_job_iv(journal, resume: bool, workers: int, ray_address, worker_cpus, worker_gpus):
+def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address, worker_cpus,
+                worker_gpus):
+    """Validate `run_job`'s arguments, before anything is read or started."""
     if resume and journal is None:
         raise ValueError("`resume` needs a `journal` folder to resume from.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -119,6 +128,9 @@ def _run_job_iv(journal, resume: bool, workers: int, ray_address, worker_cpus, w
     if worker_gpus is not None and (isinstance(worker_gpus, bool)
                                     or not isinstance(worker_gpus, (int, float)) or worker_gpus < 0):
         raise ValueError(f"`worker_gpus` must be a non-negative number or None, got {worker_gpus!r}.")
+    if (workers > 1 or ray_address is not None) and job.direct_answer:
+        raise JobError("probe.direct_answer runs on a single engine: run it without --workers / "
+                       "--ray-address (it is one request per question)")
 
 
 def _check_out(out: Path, *, overwrite: bool, resume: bool) -> None:
@@ -155,7 +167,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     """
     from ._journal import Journal
 
-    _run_job_iv(journal, resume, workers, ray_address, worker_cpus, worker_gpus)
+    _run_job_iv(job, journal, resume, workers, ray_address, worker_cpus, worker_gpus)
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = Path(out)
     _check_out(out, overwrite=overwrite, resume=resume)
@@ -164,10 +176,6 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
     use_ray = workers > 1 or ray_address is not None
-    if use_ray and job.direct_answer:
-        from ._job import JobError
-        raise JobError("probe.direct_answer runs on a single engine: run it without --workers / "
-                       "--ray-address (it is one request per question)")
 
     # Without a journal folder, units are spooled to a private one beside the output
     # (the final set is assembled from it in bounded memory) and it is removed after.
@@ -229,8 +237,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
            "workers": worker_report, **stats.as_dict()}
     if not spool:
         run["journal"] = jr.report()
-    write_text_atomic(out / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
-    return RunSummary(out=out, manifest=manifest, run=run)
+    return RunSummary.write(out, manifest, run)
 
 
 def _load_inputs(job: ProbeJob, log):

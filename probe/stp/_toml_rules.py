@@ -1,11 +1,18 @@
 """Typed keys of the job TOML tables: every key known, every value of its type and range.
 
-`job_from_dict` validates a table's meaning (which sources exist, how limits
-relate); this module first checks the shape a careless edit breaks: unknown
-keys (a misspelt `[model]` key was silently ignored), wrong types (`kv_cache_gib =
-"lots"`, `max_model_len = 4096.5`), values beyond any sensible range (`b =
-99999999999999999`) and non-finite numbers (`temperature = nan`). Messages
-read `TABLE.KEY must be ..., got VALUE`, like the job's own.
+One declarative rule table per job kind (`STP_RULES` for probe jobs,
+`HORIZON_RULES` for matched-horizon jobs) names every table a job may have,
+every key of each, and the rule its value must meet; `check_tables` is the
+one place that refuses unknown tables and keys. The job readers
+(`job_from_dict`, `horizon_job_from_dict`) then validate meaning (which
+sources exist, how limits relate) and never list keys again.
+
+What this catches is the shape a careless edit breaks: unknown tables and
+keys (a misspelt `[model]` key was silently ignored), wrong types
+(`kv_cache_gib = "lots"`, `max_model_len = 4096.5`), values beyond any
+sensible range (`b = 99999999999999999`) and non-finite numbers
+(`temperature = nan`). Messages read `TABLE.KEY must be ..., got VALUE`,
+like the job's own; unknown keys list the known ones in sorted order.
 """
 
 import math
@@ -13,12 +20,29 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-INT32_MAX = 2**31 - 1
+from otbench.analysis.measurement import INT32_MAX
+
 INT64_MAX = 2**63 - 1
 # A frozen artifact is named by a plain name; anything else must be a .toml file.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 Rule = Callable[[Any], str | None]     # the rule a value breaks, or None
+
+
+def meaning(v) -> str | None:
+    """Any value: the job reader checks it, because its rule depends on other keys."""
+    return None
+
+
+class ArrayOf(dict):
+    """The key rules of an array of tables (`[[arm]]`): each entry is checked as `TABLE[i]`."""
+
+
+class MapOf:
+    """A table of free names (`[closures]`): any key, each value meeting `rule`."""
+
+    def __init__(self, rule: Rule):
+        self.rule = rule
 
 
 def integer(lo: int = 1, hi: int = INT32_MAX) -> Rule:
@@ -97,26 +121,66 @@ STP_RULES: dict[str, dict[str, Rule]] = {
                  "top_k": integer(0, INT32_MAX),
                  "presence_penalty": number(-2.0, 2.0, what="in [-2, 2]")},
     "grader": {"kind": text},
+    # [trajectories]: imported traces (`_imported`); which of path / hub is the job's rule.
+    "trajectories": {"path": text, "hub": text, "config": text, "split": text, "revision": text,
+                     "format": text, "per_question": integer()},
+}
+
+HORIZON_RULES: dict[str, Any] = {
+    # [model], [engine], [sampling] are those of a probe job (checked again by `job_from_dict`).
+    "model": STP_RULES["model"], "engine": STP_RULES["engine"], "sampling": STP_RULES["sampling"],
+    "data": {"source": text, "n": meaning, "seed": integer(0, INT64_MAX), "benchmark": text,
+             "path": text},
+    "horizon": {k: meaning for k in (
+        "replicates", "thinking_limit", "answer_limit", "horizons", "checkpoints", "contexts",
+        "common_arm", "closure", "continuation", "answer_prefix", "control_arm",
+        "control_horizons", "controls", "seed", "batch")},
+    "arm": ArrayOf({k: meaning for k in ("name", "instruction", "effort", "script",
+                                         "thinking_limit")}),
+    "matched": ArrayOf({"lower": meaning, "upper": meaning}),
+    "closures": MapOf(lambda v: None if isinstance(v, str) else f"must be a string, got {v!r}"),
+    "stp_logit": {"set": text},
 }
 
 
-def check_tables(cfg: Mapping[str, Any], rules: Mapping[str, Mapping[str, Rule]],
+def check_tables(cfg: Mapping[str, Any], rules: Mapping[str, Any],
                  error: type[Exception]) -> None:
-    """Raise `error("TABLE.KEY must be ...")` at the first key of `cfg` that breaks `rules`.
+    """Raise `error(...)` at the first table or key of `cfg` that breaks `rules`.
 
-    Only the tables named in `rules` are checked; which tables may appear is
-    the caller's rule.
+    `rules` maps every table a job may have, in the order the message lists
+    them, to its key rules: a mapping `key -> Rule`, an `ArrayOf` (an array of
+    such tables) or a `MapOf` (free keys, one rule for every value).
     """
+    for table in cfg:
+        if table not in rules:
+            raise error(f"unknown table [{table}] (expected {', '.join(rules)})")
     for table, keys in rules.items():
         if table not in cfg:
             continue
         t = cfg[table]
+        if isinstance(keys, ArrayOf):
+            if not isinstance(t, list) or not all(isinstance(x, Mapping) for x in t):
+                raise error(f"[{table}] must be an array of tables ([[{table}]]), got {t!r}")
+            for j, entry in enumerate(t):
+                _check_keys(entry, keys, f"{table}[{j}]", error)
+            continue
         if not isinstance(t, Mapping):
             raise error(f"[{table}] must be a table, got {t!r}")
-        for key, value in t.items():
-            rule = keys.get(key)
-            if rule is None:
-                raise error(f"unknown key {table}.{key} (expected one of {', '.join(sorted(keys))})")
-            why = rule(value)
-            if why is not None:
-                raise error(f"{table}.{key} {why}")
+        if isinstance(keys, MapOf):
+            for key, value in t.items():
+                why = keys.rule(value)
+                if why is not None:
+                    raise error(f"{table}.{key} {why}")
+            continue
+        _check_keys(t, keys, table, error)
+
+
+def _check_keys(t: Mapping[str, Any], keys: Mapping[str, Rule], where: str,
+                error: type[Exception]) -> None:
+    for key, value in t.items():
+        rule = keys.get(key)
+        if rule is None:
+            raise error(f"unknown key {where}.{key} (expected one of {', '.join(sorted(keys))})")
+        why = rule(value)
+        if why is not None:
+            raise error(f"{where}.{key} {why}")

@@ -18,7 +18,8 @@ from _otbench_helpers import (
 )
 from hypothesis import given, settings
 from otbench.analysis import simulate
-from otbench.analysis.bench._evaluate import SCHEMA, evaluate, nondominated
+from otbench.analysis.bench._areas import nondominated
+from otbench.analysis.bench._evaluate import SCHEMA, evaluate
 from otbench.analysis.bench._methods import MethodError
 from otbench.analysis.bench._splits import assign_splits
 from otbench.analysis.frontier._frontiers import frontiers
@@ -461,7 +462,7 @@ def test_evaluate_messages():
 # -- the area summary: exact values, and no weight on how many θ land in a region --------
 
 def test_area_summary_by_hand():
-    from otbench.analysis.bench._evaluate import cell_areas
+    from otbench.analysis.bench._areas import cell_areas
 
     F = Fraction
     pareto = (np.array([0, 10, 20, 40]), np.array([2, 5, 7, 9]))   # T = 40 tokens, P = 10
@@ -492,7 +493,7 @@ def test_area_summary_ignores_extra_thetas_on_the_same_points():
 
 
 def test_refined_region_moves_the_area_by_what_it_reaches_not_by_its_count():
-    from otbench.analysis.bench._evaluate import cell_areas
+    from otbench.analysis.bench._areas import cell_areas
 
     # The failure: three more curve points packed into 3 tokens moved the old
     # per-point mean gap by 10.8 pp although they change the attainable curve very little.

@@ -1,8 +1,8 @@
 """The OTBench method interface (SPEC §6.1): online causality, plug-in loading, interface violations."""
 
-import importlib
 import dataclasses
 import gc
+import importlib
 import sys
 import textwrap
 from pathlib import Path

@@ -12,9 +12,10 @@ without an occurrence and replicates without any.
 import jax
 import numpy as np
 import pytest
+from _sets import ragged_set as _ragged_set
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from otbench.analysis import build_layout, from_ragged, ragged
+from otbench.analysis import build_layout
 from otbench.analysis.frontier import _cpu, _dp, _units
 from otbench.analysis.frontier._budgets import budget_grid
 from otbench.analysis.frontier._pipeline import (
@@ -247,24 +248,7 @@ def test_solve_query_equals_jax_dp(seed):
 # -- the pipeline: CPU engine against the JAX engine ------------------------------------------
 
 def ragged_set(seed):
-    rng = np.random.default_rng(seed)
-    rows = []
-    for m in ("a", "b"):
-        for g, qs in (("g1", ("q1", "q2", "q3")), ("g2", ("q4", "q5"))):
-            for q in qs:
-                if m == "b" and q == "q2":
-                    continue
-                P = int(rng.integers(1, 5))
-                for s in range(int(rng.integers(1, 4))):
-                    n = int(rng.integers(0, 5))
-                    L = np.r_[0, np.cumsum(rng.choice([0, 1, 7, 30], n))].tolist()
-                    C = rng.integers(0, P + 1, n + 1).tolist()
-                    rows.append((m, g, q, s, P, L, C))
-    cols = list(zip(*rows))
-    return from_ragged(model=list(cols[0]), group=list(cols[1]), question=list(cols[2]),
-                       trajectory=np.asarray(cols[3]), probes=np.asarray(cols[4]),
-                       L=ragged(list(cols[5]), np.int64), C=ragged(list(cols[6]), np.int64),
-                       y=np.zeros(len(rows), dtype=np.int64), synthetic=True)
+    return _ragged_set(seed, synthetic=True)
 
 
 @pytest.mark.parametrize("seed,workers", [(0, 0), (1, 1)])

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import scipy.stats
 from _sets import build_set
+from _sets import ragged_set as _ragged_set
 from otbench.analysis import build_layout, core, metrics, simulate
-from otbench.analysis.resampling import _draws as bd
 from otbench.analysis.resampling import BOOT_METRICS, bootstrap, chain, format_bootstrap, percentile
+from otbench.analysis.resampling import _draws as bd
 
 MASK64 = (1 << 64) - 1
 
@@ -22,21 +23,7 @@ def build(trajs, synthetic=False):
 def ragged_set(seed=0):
     """Two models x two groups, R from 1 to 4, model b lacks question q2 of g1, ties,
     flat curves, zero-length steps, n = 0."""
-    rng = np.random.default_rng(seed)
-    trajs = []
-    for m in ("a", "b"):
-        for g, qs in (("g1", ("q1", "q2", "q3")), ("g2", ("q4", "q5"))):
-            for q in qs:
-                if m == "b" and q == "q2":
-                    continue
-                P = int(rng.integers(1, 5))
-                for s in range(int(rng.integers(1, 5))):
-                    n = int(rng.integers(0, 5))
-                    L = np.r_[0, np.cumsum(rng.choice([0, 1, 7, 300], n))].tolist()
-                    C = ([int(rng.integers(0, P + 1))] * (n + 1) if rng.random() < 0.3
-                         else rng.integers(0, P + 1, n + 1).tolist())
-                    trajs.append((m, g, q, s, P, L, C, int(rng.integers(0, 2))))
-    return build(trajs)
+    return _ragged_set(seed, max_r=4, jumps=(0, 1, 7, 300), flat=0.3, random_y=True)
 
 
 # -- the generator -----------------------------------------------------------------------------------
@@ -45,23 +32,6 @@ def mix64(z):
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
     return z ^ (z >> 31)
-
-
-def test_splitmix64_reference_vectors():
-    # Published SplitMix64 outputs (Vigna's reference splitmix64.c): seed 0 and seed 1234567.
-    got0 = np.asarray(core.words(jnp.uint64(0), jnp.uint64(1), 3)).tolist()
-    assert got0 == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
-    got = np.asarray(core.words(jnp.uint64(1234567), jnp.uint64(1), 5)).tolist()
-    assert got == [6457827717110365317, 3203168211198807973, 9817491932198370423,
-                   4593380528125082431, 16408922859458223821]
-
-
-def test_pick_is_exact_multiply_shift():
-    u = np.asarray([0, 1, 2 ** 31, 2 ** 32 - 1, 123456789, 2 ** 32 - 2], dtype=np.uint64)
-    for n in (1, 3, 16, 90, 2 ** 31 - 1):
-        got = np.asarray(core.pick(jnp.asarray(u), jnp.asarray(n, dtype=jnp.int32))).tolist()
-        assert got == [(int(x) * n) >> 32 for x in u.tolist()]
-        assert max(got) < n
 
 
 # -- a replicate against a plain-Python twin -----------------------------------------------------------

@@ -5,6 +5,7 @@ import jax
 import numpy as np
 import pytest
 from _sets import build_set
+from _sets import ragged_set as _ragged_set
 from otbench.analysis import build_layout, frontiers, simulate
 from otbench.analysis.frontier._budgets import budget_grid
 from otbench.analysis.frontier._pipeline import Pipeline, cell_infos, occurrences
@@ -22,20 +23,7 @@ def build(trajs, synthetic=False):
 def ragged_set(seed=0):
     """2 models x 2 groups, unequal R and P, a missing (model, question), zero-length
     steps, n = 0, ties: the SPEC §2 edge cases."""
-    rng = np.random.default_rng(seed)
-    trajs = []
-    for m in ("a", "b"):
-        for g, qs in (("g1", ("q1", "q2", "q3")), ("g2", ("q4", "q5", "q6"))):
-            for q in qs:
-                if m == "b" and q == "q2":
-                    continue
-                P = int(rng.integers(1, 5))
-                for s in range(int(rng.integers(1, 4))):
-                    n = int(rng.integers(0, 5))
-                    L = np.r_[0, np.cumsum(rng.choice([0, 1, 7, 30], n))].tolist()
-                    C = rng.integers(0, P + 1, n + 1).tolist()
-                    trajs.append((m, g, q, s, P, L, C, 0))
-    return build(trajs)
+    return _ragged_set(seed, groups=(("g1", ("q1", "q2", "q3")), ("g2", ("q4", "q5", "q6"))))
 
 
 def kernel_rows(ms, reps, seed):

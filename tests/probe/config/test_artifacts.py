@@ -1,0 +1,44 @@
+"""The frozen artifacts shipped with the package: every family and model entry loads and is sane."""
+
+import pytest
+from otbench.probe.config import (
+    DEFAULT_MODEL,
+    ArtifactError,
+    artifacts_dir,
+    find_model,
+    list_entries,
+    load_family,
+)
+
+
+def test_artifacts_are_installed_with_the_package():
+    assert artifacts_dir().is_dir()
+
+
+def test_every_model_entry_names_a_loadable_family():
+    entries = list_entries("models")
+    assert entries, "no frozen model entries shipped"
+    for name in entries:
+        entry = find_model(name)
+        assert entry is not None and entry.name == name
+        assert find_model(entry.repository.upper()) == entry    # a Hugging Face id, any case
+        fam = load_family(entry.family)
+        assert fam.limits.thinking > 0 and fam.limits.answer > 0 and fam.limits.context > 0
+        assert fam.limits.thinking + fam.limits.answer < fam.limits.context
+        assert entry.tensor_parallel_size >= 1
+
+
+def test_every_family_loads():
+    assert list_entries("families")
+    for name in list_entries("families"):
+        assert load_family(name).name == name
+
+
+def test_the_default_model_is_an_entry():
+    assert DEFAULT_MODEL in list_entries("models")
+
+
+def test_an_unknown_family_is_one_line():
+    with pytest.raises(ArtifactError) as e:
+        load_family("no-such-family")
+    assert "\n" not in str(e.value) and "no-such-family" in str(e.value)
