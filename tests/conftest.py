@@ -11,6 +11,9 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 # Surface silent broadcasting in kernels as errors (STYLE.md).
 jax.config.update("jax_numpy_rank_promotion", "raise")
+# Mixed dtypes must be promoted on purpose (diffrax runs its suite the same way): an int32
+# count meeting a float64 weight, or uint64 meeting int64, is an error, not a silent cast.
+jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 settings.register_profile(
     "otbench",

@@ -14,7 +14,7 @@ model's raw next-token log-softmax, before any sampling transform.
 
 import dataclasses
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from otbench.probe.config import Sampling
@@ -38,6 +38,11 @@ class GenRequest(NamedTuple):
       stop_ids: ids that end a sample (the stop id is not part of the output).
       ignore_eos: generate exactly `max_tokens` (no stop ids, no end-of-sequence);
         for throughput benchmarks that must compare equal token counts.
+      extra_args: per-request arguments for engine-side extensions (vLLM:
+        `SamplingParams.extra_args`, which its logits processors read; over an
+        OpenAI-compatible server: the request's `vllm_xargs`). None: none. An
+        engine that cannot honour them refuses the request rather than
+        silently generating without them.
     """
 
     prompt: Sequence[int]
@@ -46,6 +51,7 @@ class GenRequest(NamedTuple):
     max_tokens: int
     stop_ids: Sequence[int]
     ignore_eos: bool = False
+    extra_args: Mapping[str, Any] | None = None
 
 
 class SignalRequest(NamedTuple):

@@ -114,6 +114,10 @@ class HFEngine:
         return [Completion(tuple(o), s) for o, s in zip(out, stop_id)]
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
+        if any(r.extra_args is not None for r in requests):
+            # Engine-side extensions (vLLM logits processors) have no transformers counterpart.
+            raise ValueError("the transformers engine cannot honour a request's `extra_args` "
+                             "(engine-side extensions need engine = \"vllm\")")
         return [self._run(r.prompt, r, sampling) for r in requests]
 
     def signals(self, contexts: Sequence[Sequence[int]], token_id: int) -> list[Signal]:

@@ -219,7 +219,7 @@ class VLLMEngine:
             top_k=sampling.top_k if sampling.top_k > 0 else 0,
             presence_penalty=sampling.presence_penalty,
             stop_token_ids=[] if r.ignore_eos else list(r.stop_ids), ignore_eos=r.ignore_eos,
-            detokenize=False,
+            detokenize=False, extra_args=None if r.extra_args is None else dict(r.extra_args),
         )
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
