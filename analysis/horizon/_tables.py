@@ -51,10 +51,12 @@ def num(s: Mapping | None, digits: int = 3, *, sign: bool = False) -> str:
 
 
 def band(b: Sequence[float] | None) -> str:
+    """A band `[lo, hi]` (fractions) in signed points, or "—"."""
     return DASH if b is None else f"[{_z(100 * b[0], 1):+.1f}, {_z(100 * b[1], 1):+.1f}]"
 
 
 def calibration_table(doc: Mapping[str, Any]) -> Table:
+    """Fixed-stop calibration (Table A3): per group, arm and `B`, survival and the accuracies."""
     header = ("group", "arm", "B", "n", "survivors", "survival (%)", "survivor-only acc. (%)",
               "terminal-aware acc. (%)", "correct completion (%)", "natural full-trace acc. (%)")
     rows = []
@@ -67,6 +69,7 @@ def calibration_table(doc: Mapping[str, Any]) -> Table:
 
 
 def contrast_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
+    """Paired contrasts of one readout (Tables A6, A11): `Δ` with its intervals, bands and sensitivities."""
     header = ("group", "contrast", "B", "items", "pairs", "A acc. (%)", "B acc. (%)", "Δ (pp) [95% CI]",
               "simultaneous 95% band", "family band", "two-way CI", "crossed Δ [95% CI]",
               "AUC over log2 B (pp)")
@@ -92,6 +95,7 @@ def _crossed(c: Mapping[str, Any] | None) -> str:
 
 
 def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
+    """Termination strata of one readout (Tables A8b, A16, A18): share, within-stratum `Δ`, contribution."""
     header = ("group", "contrast", "B", "stratum", "items", "pairs", "share (%)",
               "within-stratum Δ (pp)", "contribution (pp)", "contribution / share (pp)", "total (pp)")
     rows = []
@@ -108,6 +112,7 @@ def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
 
 
 def scores_table(doc: Mapping[str, Any]) -> Table:
+    """Proper scores of the candidate-logit readout per arm, context and `B` (Tables A13, A15)."""
     header = ("group", "arm", "context", "B", "readouts", "log loss (nats)", "Brier", "valid mass (%)",
               "q_true < tail (%)", "argmax acc. (%)")
     rows = []
@@ -120,6 +125,7 @@ def scores_table(doc: Mapping[str, Any]) -> Table:
 
 
 def matched_table(doc: Mapping[str, Any]) -> Table:
+    """Matched horizon chosen by the lower arm (Tables A14, A20): `Δ`, bounds, diagnostics."""
     header = ("group", "lower − upper", "pairs", "replayable", "missing", "lower acc. (%)",
               "upper acc. (%)", "Δ (pp)", "worst-case bounds (pp)", "bounds, item means (pp)",
               "upper-active Δ (pp)",
@@ -141,6 +147,7 @@ def matched_table(doc: Mapping[str, Any]) -> Table:
 
 
 def controls_table(doc: Mapping[str, Any]) -> Table:
+    """Length-matched prefix controls (Figure 2d): original minus control accuracy, sign-flip p."""
     header = ("group", "arm", "control", "items", "readouts", "original acc. (%)", "control acc. (%)",
               "original − control (pp)", "sign-flip p")
     rows = []
@@ -156,6 +163,7 @@ def controls_table(doc: Mapping[str, Any]) -> Table:
 
 
 def agreement_table(doc: Mapping[str, Any]) -> Table:
+    """Terminal replay agreement (Table A4): candidate-logit answer vs the parsed natural answer."""
     header = ("group", "arm", "finished", "compared", "agree", "agreement (%)")
     rows = []
     for g in doc["groups"]:
@@ -171,6 +179,6 @@ def format_text(table: Table) -> str:
     if not rows:
         return f"{title}: no rows\n"
     w = [max(len(str(r[j])) for r in [header, *rows]) for j in range(len(header))]
-    line = lambda r: "  ".join(str(c).rjust(w[j]) if j > 1 else str(c).ljust(w[j])  # noqa: E731
+    line = lambda r: "  ".join(str(c).rjust(w[j]) if j > 1 else str(c).ljust(w[j])
                                for j, c in enumerate(r)).rstrip()
     return "\n".join([title, line(header), *[line(r) for r in rows]]) + "\n"

@@ -425,7 +425,7 @@ def test_a_policy_only_run_reads_dense_curves_in_the_policy_context(tmp_path):
 
 def test_pooled_bounds_follow_the_paper_on_unequal_items():
     """16 pairs, 6 missing, items of unequal size: the pooled and item-mean bounds differ."""
-    from otbench.analysis.horizon._analysis import _pooled_bounds
+    from otbench.analysis.horizon._matched import pooled_bounds as _pooled_bounds
 
     class G:
         def boot(self, x, a):
