@@ -21,6 +21,7 @@ from otbench.analysis.measurement import LETTERS, HorizonRun, load_run
 
 from . import _inference as inf
 from ._contrasts import contrasts as _contrasts
+from ._contrasts import diagonal_rows as _diagonal
 from ._group import SCHEMA, TAIL, Group, HorizonAnalysisError, settings_iv
 from ._matched import matched as _matched
 from ._readouts import agreement as _agreement
@@ -35,7 +36,8 @@ __all__ = ["HorizonAnalysisError", "analyze"]
 def analyze(run: HorizonRun | str | os.PathLike, *, contrasts: Sequence = (),
             horizons: Sequence[int] | None = None, replicates: int = inf.REPLICATES,
             seed: int = inf.SEED, two_way: bool = True, batch: int = inf.BATCH,
-            tail: float = TAIL, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+            tail: float = TAIL, scheme: str = "item", direct: Sequence = (), diagonal: Sequence = (),
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The matched-horizon analysis document (``otbench.horizon/1``) of a run.
 
     Args:
@@ -46,6 +48,12 @@ def analyze(run: HorizonRun | str | os.PathLike, *, contrasts: Sequence = (),
       two_way: also report the two-way item x replicate bootstrap of contrasts.
       batch: bootstrap replicates per kernel call (memory; never changes a result).
       tail: threshold of the correct-option probability tail share.
+      scheme: "item" (default), or "nested" for designs with item-specific
+        replicates: items resampled, then the paired replicate slots within
+        each selected item (every primary interval and band; §A.8).
+      direct: further contrasts from the same draws, outside the family band.
+      diagonal: pairs of (arm, announced horizon), e.g. "X:512,Y:2048": the
+        matching-number statistic (Table A7b).
 
     Values are fractions (rates) or nats (log loss); intervals are 2.5/97.5
     percentiles. Groups are analysed separately.
@@ -53,7 +61,8 @@ def analyze(run: HorizonRun | str | os.PathLike, *, contrasts: Sequence = (),
     say = progress or (lambda s: None)
     if not isinstance(run, HorizonRun):
         run = load_run(run)
-    st = settings_iv(run, contrasts, horizons, replicates, seed, two_way, batch, tail)
+    st = settings_iv(run, contrasts, horizons, replicates, seed, two_way, batch, tail, scheme, direct,
+                     diagonal)
     groups = []
     for g, name in enumerate(run.groups):
         say(f"group {name}: calibration")
@@ -61,6 +70,7 @@ def analyze(run: HorizonRun | str | os.PathLike, *, contrasts: Sequence = (),
         doc = {"group": name, "items": int(gr.sel.size), "calibration": _calibration(gr, st)}
         say(f"group {name}: contrasts")
         doc["contrasts"], doc["strata"], doc["mcnemar"] = _contrasts(gr, st)
+        doc["diagonal"] = _diagonal(gr, st)
         say(f"group {name}: proper scores, matched horizons, controls, dense readouts")
         doc["scores"], doc["score_contrasts"] = _score_rows(gr, st)
         doc["matched"] = _matched(gr, st)
@@ -77,8 +87,10 @@ def analyze(run: HorizonRun | str | os.PathLike, *, contrasts: Sequence = (),
                 "readouts_sha256": man.get("readouts_sha256"),
                 "synthetic": bool(man.get("synthetic", False))},
         "settings": {"contrasts": [list(c) for c in st.contrasts], "horizons": list(st.horizons),
-                     "replicates": st.replicates, "seed": st.seed, "scheme": "item",
+                     "replicates": st.replicates, "seed": st.seed, "scheme": st.scheme,
                      "two_way": st.two_way, "percentiles": [2.5, 97.5], "level": inf.LEVEL,
-                     "tail": st.tail, "options": LETTERS[:run.options]},
+                     "tail": st.tail, "options": LETTERS[:run.options],
+                     "direct": [list(c) for c in st.direct],
+                     "diagonal": [[list(x) for x in d] for d in st.diagonal]},
         "groups": groups,
     }

@@ -48,7 +48,13 @@ class HorizonAnalysisError(OtbenchError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Analysis settings (recorded in the result)."""
+    """Analysis settings (recorded in the result).
+
+    `scheme` resamples every primary interval ("item", or "nested" for
+    designs with item-specific replicates); `direct` are contrasts reported
+    from the same draws outside the simultaneous family; `diagonal` pairs
+    of (arm, announced horizon) give the matching-number statistic.
+    """
 
     contrasts: tuple[tuple[str, str], ...]
     horizons: tuple[int, ...]
@@ -57,10 +63,12 @@ class Settings:
     two_way: bool
     batch: int
     tail: float
+    scheme: str = "item"
+    direct: tuple[tuple[str, str], ...] = ()
+    diagonal: tuple[tuple[tuple[str, int], tuple[str, int]], ...] = ()
 
 
-def settings_iv(run: HorizonRun, contrasts, horizons, replicates, seed, two_way, batch,
-                 tail) -> Settings:
+def _pairs(run: HorizonRun, contrasts) -> tuple[tuple[str, str], ...]:
     pairs = []
     for c in contrasts:
         if isinstance(c, str):
@@ -70,6 +78,33 @@ def settings_iv(run: HorizonRun, contrasts, horizons, replicates, seed, two_way,
         for a in c:
             run.arm(a)
         pairs.append((str(c[0]), str(c[1])))
+    return tuple(pairs)
+
+
+def _diagonal(run: HorizonRun, spec, hs) -> tuple:
+    """Parse diagonal specs: "X:512,Y:2048" or ((X, 512), (Y, 2048)); arms known, horizons analysed."""
+    out = []
+    for d in spec:
+        if isinstance(d, str):
+            try:
+                d = tuple((a.strip(), int(h)) for a, h in (p.rsplit(":", 1) for p in d.split(",")))
+            except ValueError:
+                raise HorizonAnalysisError(f"a diagonal must read 'ARM:H,ARM:H', got {d!r}") from None
+        d = tuple((str(a), int(h)) for a, h in d)
+        if len(d) != 2 or d[0][0] == d[1][0] or d[0][1] == d[1][1]:
+            raise HorizonAnalysisError(f"a diagonal names two arms announcing two different horizons, got {d!r}")
+        for a, h in d:
+            run.arm(a)
+            if h not in hs:
+                raise HorizonAnalysisError(f"diagonal horizon {h} is not among the analysed horizons {list(hs)}")
+        out.append(tuple(sorted(d, key=lambda ah: ah[1])))
+    return tuple(out)
+
+
+def settings_iv(run: HorizonRun, contrasts, horizons, replicates, seed, two_way, batch,
+                tail, scheme="item", direct=(), diagonal=()) -> Settings:
+    """Validated `Settings` of a request on `run`; HorizonAnalysisError names the bad argument."""
+    pairs = _pairs(run, contrasts)
     if horizons is None:
         hs = tuple(run.horizons)
     else:
@@ -86,8 +121,10 @@ def settings_iv(run: HorizonRun, contrasts, horizons, replicates, seed, two_way,
         raise HorizonAnalysisError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
     if not 0 < tail < 1:
         raise HorizonAnalysisError(f"`tail` must be in (0, 1), got {tail!r}")
-    return Settings(tuple(pairs), hs, replicates, seed, bool(two_way), int(batch), float(tail))
-
+    if scheme not in ("item", "nested"):
+        raise HorizonAnalysisError(f"`scheme` must be 'item' or 'nested', got {scheme!r}")
+    return Settings(pairs, hs, replicates, seed, bool(two_way), int(batch), float(tail), scheme,
+                    _pairs(run, direct), _diagonal(run, diagonal, hs))
 
 
 # -- per-readout quantities ------------------------------------------------------------------
@@ -163,18 +200,46 @@ class Group:
                      for ctx, ro in run.terminal.items()}
         self._res: dict[str, inf.Resampler] = {}
 
-    def boot(self, x: np.ndarray, a: np.ndarray, scheme: str = "item") -> inf.Boot:
-        """Bootstrap of stacked statistics over this group's items (weights drawn once per scheme)."""
+    def boot(self, x: np.ndarray, a: np.ndarray, scheme: str | None = None) -> inf.Boot:
+        """Bootstrap of stacked statistics over this group's items (weights drawn once per scheme).
+
+        `scheme` defaults to the primary one of the settings.
+        """
+        scheme = scheme or self.st.scheme
         if scheme not in self._res:
             self._res[scheme] = inf.Resampler(self.sel.size, self.run.R, replicates=self.st.replicates,
                                               seed=self.st.seed, scheme=scheme, batch=self.st.batch)
         return inf.bootstrap(x, a, resampler=self._res[scheme])
 
+    def pooled_ratio(self, num: np.ndarray, den: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(estimate[k], draws[rep, k]) of pooled pair means `Σ num[..., k] / Σ den[..., k]` over resampled items.
+
+        `num`, `den` `[item, rep, k]` are per-pair sums (0 where no pair).
+        Item totals are bootstrapped as item means on the primary weights
+        (under the nested scheme, per replicate slot), so their ratio is the
+        pooled mean in the estimate and in every replicate; NaN where a
+        replicate has no pair.
+        """
+        k = num.shape[-1]
+        if self.st.scheme == "nested":
+            x = np.concatenate([num, den], axis=-1)
+            a = np.ones(x.shape, dtype=bool)
+        else:
+            x = np.concatenate([num.sum(axis=1), den.sum(axis=1)], axis=-1)[:, None, :]
+            a = np.tile(den.sum(axis=1) > 0, 2)[:, None, :]
+        b = self.boot(x, a)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            est = np.where(b.estimate[k:] > 0, b.estimate[:k] / b.estimate[k:], np.nan)
+            draws = np.where(b.draws[:, k:] > 0, b.draws[:, :k] / b.draws[:, k:], np.nan)
+        return est, draws
+
     # per-arm outcome grids [item, rep, horizon]
     def done(self, z):
+        """Finished by `B`: bool[item, rep, horizon]."""
         return self.fin[z][..., None] & (self.L[z][..., None] <= self.H[None, None, :])
 
     def active(self, z):
+        """Still reasoning at `B` (`L > B`): bool[item, rep, horizon]."""
         return self.L[z][..., None] > self.H[None, None, :]
 
     def outcome(self, z: int, readout: str) -> tuple[np.ndarray, np.ndarray]:
@@ -195,6 +260,7 @@ class Group:
         raise ValueError(readout)
 
     def has_readout(self, readout: str) -> bool:
+        """Whether the run holds any readout of this kind for the group."""
         if readout == "continuation":
             return "policy" in self.stop and bool(self.stop["policy"][0].cont_avail.any())
         return readout in self.stop and bool(self.stop[readout][0].avail.any())

@@ -2,8 +2,10 @@
 
 * `bootstrap`: estimate and replicate distribution of stacked means of item
   means (`_horizon_kernels.item_means`), item scheme (primary: replicates
-  averaged within item, items resampled) or two-way item x replicate scheme
-  (sensitivity: items and global replicates resampled independently).
+  averaged within item, items resampled), two-way item x replicate scheme
+  (sensitivity: items and global replicates resampled independently) or the
+  nested scheme of the eight-replicate designs (items resampled, then the
+  paired replicate slots within each selected item; `_kernels`).
 * `interval`: percentile interval over the replicates where the statistic is
   defined (`numpy.nanpercentile`, linear interpolation).
 * `simultaneous_band`: `estimate +- q`, `q` the 95th percentile of the
@@ -34,8 +36,8 @@
 
 import dataclasses
 import math
-from fractions import Fraction
 from collections.abc import Sequence
+from fractions import Fraction
 
 import jax.numpy as jnp
 import numpy as np
@@ -49,6 +51,7 @@ SEED = 0
 """Default resampling seed of the matched-horizon intervals (the second paper's NumPy seed 0; SPEC §8)."""
 BATCH = 1000
 LEVEL = 95.0
+SCHEMES = ("item", "two-way", "nested")
 EXACT_BELOW = 25
 """McNemar: exact binomial test when the discordant count is below this."""
 
@@ -64,7 +67,7 @@ class Boot:
     Attributes:
       estimate: float64[k] (NaN: undefined).
       draws: float64[rep, k] (axis 0: replicates; NaN where undefined).
-      seed, scheme: what produced the draws ("item" or "two-way").
+      seed, scheme: what produced the draws ("item", "two-way" or "nested").
     """
 
     estimate: np.ndarray
@@ -87,9 +90,13 @@ class Resampler:
         _resampler_iv(replicates, batch, seed, scheme)
         self.n_items, self.n_reps = int(n_items), int(n_reps)
         self.replicates, self.seed, self.scheme, self.batch = replicates, seed, scheme, batch
-        self.batches = [K.draw_weights(jnp.uint64(seed), jnp.uint64(start), batch, self.n_items,
-                                       self.n_reps, scheme == "two-way")
-                        for start in range(0, replicates, batch)]
+        if scheme == "nested":
+            self.batches = [K.draw_nested(jnp.uint64(seed), jnp.uint64(start), batch, self.n_items,
+                                          self.n_reps) for start in range(0, replicates, batch)]
+        else:
+            self.batches = [K.draw_weights(jnp.uint64(seed), jnp.uint64(start), batch, self.n_items,
+                                           self.n_reps, scheme == "two-way")
+                            for start in range(0, replicates, batch)]
 
 
 def _resampler_iv(replicates, batch, seed, scheme) -> None:
@@ -99,8 +106,8 @@ def _resampler_iv(replicates, batch, seed, scheme) -> None:
         raise InferenceError(f"`batch` must be a positive integer, got {batch!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise InferenceError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
-    if scheme not in ("item", "two-way"):
-        raise InferenceError(f"`scheme` must be 'item' or 'two-way', got {scheme!r}")
+    if scheme not in SCHEMES:
+        raise InferenceError(f"`scheme` must be one of {', '.join(SCHEMES)}, got {scheme!r}")
 
 
 def _pad_k(k: int) -> int:
@@ -128,7 +135,7 @@ def bootstrap(x: np.ndarray, a: np.ndarray, *, replicates: int = REPLICATES, see
     I, R, k = x.shape
     if resampler is None:
         resampler = Resampler(I, R, replicates=replicates, seed=seed, scheme=scheme, batch=batch)
-    elif resampler.n_items != I or (resampler.scheme == "two-way" and resampler.n_reps != R):
+    elif resampler.n_items != I or (resampler.scheme != "item" and resampler.n_reps != R):
         # (the item scheme never resamples replicates, so any rep axis fits it)
         raise InferenceError(f"the resampler is for {resampler.n_items} items x {resampler.n_reps} "
                              f"replicates, got data of {I} x {R}")
@@ -148,7 +155,12 @@ def bootstrap(x: np.ndarray, a: np.ndarray, *, replicates: int = REPLICATES, see
         m = jnp.where(has, num / jnp.where(has, den, 1), 0.0)
     for j, w in enumerate(resampler.batches):
         start = j * resampler.batch
-        got = K.item_means_fixed(m, has, w.item) if resampler.scheme == "item" else K.item_means(xj, aj, w)
+        if resampler.scheme == "item":
+            got = K.item_means_fixed(m, has, w.item)
+        elif resampler.scheme == "nested":
+            got = K.nested_means(xj, aj, w)
+        else:
+            got = K.item_means(xj, aj, w)
         stop = min(start + resampler.batch, n)
         out[start:stop] = np.asarray(got)[: stop - start, :k]
     return Boot(est, out, resampler.seed, resampler.scheme)

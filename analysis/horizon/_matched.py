@@ -11,6 +11,12 @@ intervals from the item bootstrap of the two sums (a ratio of item totals,
 items resampled). ``bound_low_item_mean`` / ``bound_high_item_mean``
 average within item first like every other rate here; they differ when
 items hold unequal numbers of pairs.
+
+Sensitivities of the all-replayable `Δ` and its continuation version
+(``sensitivity``, Table A11 beside the fixed-horizon contrasts): the
+two-way item x replicate bootstrap, crossed item and replicate intercepts
+on the items replayable in every replicate (`_inference.crossed_intercepts`),
+and each replicate alone with its own item bootstrap.
 """
 
 from typing import Any
@@ -18,10 +24,12 @@ from typing import Any
 import numpy as np
 from otbench.analysis.measurement import Readouts
 
+from ._contrasts import crossed, replicate_rows
 from ._group import Group, Settings, scores, stack, summ
 
 
 def matched(gr: Group, st: Settings) -> list[dict[str, Any]]:
+    """One row per matched block of the run: `Δ`, arm accuracies, bounds, diagnostics, sensitivities."""
     run = gr.run
     out = []
     if "common" not in gr.term:
@@ -63,7 +71,28 @@ def matched(gr: Group, st: Settings) -> list[dict[str, Any]]:
             row[name] = summ(b.estimate[k], b.draws[:, k])
         row["bound_low_item_mean"], row["bound_high_item_mean"] = row["bound_low"], row["bound_high"]
         row["bound_low"], row["bound_high"] = pooled_bounds(gr, base, rep, d, ync)
+        row["sensitivity"] = {"delta": sensitivity(gr, st, d, rep)}
+        if cont.any():
+            dc = tro.cont_correct[c].astype(np.float64) - mro.cont_correct
+            row["sensitivity"]["delta_continuation"] = sensitivity(gr, st, dc, cont)
         out.append(row)
+    return out
+
+
+def sensitivity(gr: Group, st: Settings, d: np.ndarray, pair: np.ndarray) -> dict[str, Any]:
+    """Table A11's sensitivities of a matched estimand `D[item, rep]` over its pairs.
+
+    ``two_way``: the two-way item x replicate bootstrap (when requested);
+    ``crossed``: crossed intercepts on the items paired in every replicate;
+    ``replicates``: each replicate alone with its own item bootstrap.
+    """
+    out: dict[str, Any] = {}
+    if st.two_way:
+        x, a = stack([(d, pair)])
+        b = gr.boot(x, a, "two-way")
+        out["two_way"] = summ(b.estimate[0], b.draws[:, 0])
+    out["crossed"] = crossed(pair, np.where(pair, d, 0.0))
+    out["replicates"] = replicate_rows(gr, pair[..., None], d[..., None])[0]
     return out
 
 
@@ -74,12 +103,8 @@ def pooled_bounds(gr: Group, base, rep, d, ync) -> tuple[dict[str, Any], dict[st
     are bootstrapped as item means on the same item weights; their ratio is
     the pooled pair mean in the estimate and in every replicate.
     """
-    lo = np.where(base, np.where(rep, d, ync - 1.0), 0.0).sum(axis=1)
-    hi = np.where(base, np.where(rep, d, ync), 0.0).sum(axis=1)
-    n = base.sum(axis=1).astype(np.float64)
-    has = np.broadcast_to((n > 0)[:, None, None], (n.size, 1, 3))
-    b = gr.boot(np.stack([lo, hi, n], axis=-1)[:, None, :], has)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        est = b.estimate[:2] / b.estimate[2] if b.estimate[2] > 0 else np.full(2, np.nan)
-        draws = np.where(b.draws[:, 2:3] > 0, b.draws[:, :2] / b.draws[:, 2:3], np.nan)
+    lo = np.where(base, np.where(rep, d, ync - 1.0), 0.0)
+    hi = np.where(base, np.where(rep, d, ync), 0.0)
+    n = np.broadcast_to(base[..., None], base.shape + (2,)).astype(np.float64)
+    est, draws = gr.pooled_ratio(np.stack([lo, hi], axis=-1), n)
     return summ(est[0], draws[:, 0]), summ(est[1], draws[:, 1])

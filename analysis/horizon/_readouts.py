@@ -147,7 +147,7 @@ def controls(gr: Group, st: Settings) -> list[dict[str, Any]]:
         for v in ctl:
             xc = flat(ctl[v]["correct"][z].astype(np.float64))
             x, a = stack([(xo - xc, co), (xo, co), (xc, co)])
-            b = gr.boot(x, a)
+            b = gr.boot(x, a, "item")   # budgets pooled: the item scheme
             has = co.any(axis=1)
             dm = np.where(co, xo - xc, 0.0).sum(axis=1)[has] / co.sum(axis=1)[has]
             sf = inf.sign_flip(dm, draws=st.replicates, seed=st.seed)
