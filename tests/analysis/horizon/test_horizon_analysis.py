@@ -150,7 +150,11 @@ def test_contrasts_strata_and_mcnemar_match_the_twin(fixed):
         assert close(st_["within"]["estimate"], twin_mean(s, inside))
         I, R = s.obs.shape[1:]
         assert st_["items"] == sum(any(inside(i, r)[0] for r in range(R)) for i in range(I))
-        sh = st_["share"]["estimate"]
+        sh = st_["share_item_mean"]["estimate"]
+        assert close(sh, twin_mean(s, lambda i, r: (contrib(i, r)[0], float(inside(i, r)[0]))))
+        # Table A18's share: the raw fraction of all pairs (pooled over items)
+        all_pairs = [(i, r) for i in range(I) for r in range(R) if contrib(i, r)[0]]
+        assert close(st_["share"]["estimate"], sum(inside(i, r)[0] for i, r in all_pairs) / len(all_pairs))
         want = None if not sh else st_["contribution"]["estimate"] / sh
         assert close(st_["contribution_per_share"]["estimate"], want)
     by = {}
@@ -427,7 +431,14 @@ def test_pooled_bounds_follow_the_paper_on_unequal_items():
     """16 pairs, 6 missing, items of unequal size: the pooled and item-mean bounds differ."""
     from otbench.analysis.horizon._matched import pooled_bounds as _pooled_bounds
 
+    from types import SimpleNamespace
+
+    from otbench.analysis.horizon._group import Group
+
     class G:
+        st = SimpleNamespace(scheme="item")
+        pooled_ratio = Group.pooled_ratio
+
         def boot(self, x, a):
             return inf.bootstrap(x, a, replicates=300, seed=1)
 
