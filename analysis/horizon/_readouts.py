@@ -106,7 +106,9 @@ def score_rows(gr: Group, st: Settings) -> tuple[list, list]:
             if not p.any():
                 continue
             pl = p & np.isfinite(lla) & np.isfinite(llb)
-            x, a = stack([(np.where(pl, lla - llb, 0.0), pl), (bra - brb, p)])
+            with np.errstate(invalid="ignore"):     # inf - inf where a loss is infinite (masked out)
+                d_ll = np.where(pl, lla - llb, 0.0)
+            x, a = stack([(d_ll, pl), (bra - brb, p)])
             b = gr.boot(x, a)
             for h, B in enumerate(st.horizons):
                 contrasts.append({"a": an, "b": bn, "context": ctx, "B": int(B),

@@ -10,6 +10,10 @@ CLI); the report turns the same rows into its HTML/CSV/LaTeX tables.
 * `contrast_table`: the paired-contrast layout (`B`, items, both arms'
   accuracies, `Δ` with its pointwise interval, the simultaneous band and
   the log2-B trapezoid summary on the first row of each contrast);
+* `sensitivity_table`: Table A11's layout: per contrast (every readout) and
+  matched estimand, the pooled item-bootstrap `Δ` beside the two-way and
+  crossed intervals, then each replicate alone;
+* `diagonal_table`: the matching-number statistic (Table A7b);
 * `strata_table`, `scores_table`, `matched_table`, `controls_table`,
   `agreement_table`.
 """
@@ -96,8 +100,9 @@ def _crossed(c: Mapping[str, Any] | None) -> str:
 
 def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
     """Termination strata of one readout (Tables A8b, A16, A18): share, within-stratum `Δ`, contribution."""
-    header = ("group", "contrast", "B", "stratum", "items", "pairs", "share (%)",
-              "within-stratum Δ (pp)", "contribution (pp)", "contribution / share (pp)", "total (pp)")
+    header = ("group", "contrast", "B", "stratum", "items", "pairs", "share of pairs (%)",
+              "share, item means (%)", "within-stratum Δ (pp)", "contribution (pp)",
+              "contribution / share (pp)", "total (pp)")
     rows = []
     for g in doc["groups"]:
         for s in g["strata"]:
@@ -105,10 +110,54 @@ def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
                 continue
             rows.append((g["group"], f"{s['a']} − {s['b']}", f"{s['B']:,}", s["stratum"].replace("_", " "),
                          str(s.get("items", "")), str(s["pairs"]), pct(s["share"]),
-                         pct(s["within"], sign=True), pct(s["contribution"], sign=True),
+                         pct(s.get("share_item_mean")), pct(s["within"], sign=True), pct(s["contribution"], sign=True),
                          pct(s.get("contribution_per_share"), sign=True),
                          DASH if s["total"] is None else f"{_z(100 * s['total'], 1):+.1f}"))
     return (f"Termination-stratum decomposition ({readout} readout)", header, rows)
+
+
+def sensitivity_table(doc: Mapping[str, Any]) -> Table:
+    """Table A11: pooled item-bootstrap `Δ`, two-way and crossed intervals, each replicate alone."""
+    header = ("group", "comparison", "readout", "B", "replicate", "items", "item-bootstrap Δ (pp)",
+              "two-way Δ (pp)", "crossed Δ (pp)")
+    rows = []
+    for g in doc["groups"]:
+        for c in g["contrasts"]:
+            for h in c["horizons"]:
+                two = {"estimate": h["delta"]["estimate"], "ci": h.get("two_way_ci")} if "two_way_ci" in h else None
+                rows += _sensitivity_rows(g["group"], f"{c['a']} − {c['b']}", c["readout"], f"{h['B']:,}",
+                                          h["items"], h["delta"], two, h.get("crossed"), h.get("replicates", []))
+        for m in g["matched"]:
+            for key, rd in (("delta", "matched"), ("delta_continuation", "matched continuation")):
+                sens = (m.get("sensitivity") or {}).get(key)
+                if sens is None:
+                    continue
+                rows += _sensitivity_rows(g["group"], f"{m['lower']} − {m['upper']}", rd, "L_lower", m["items"],
+                                          m[key], sens.get("two_way"), sens.get("crossed"), sens["replicates"])
+    return ("Replicate-specific, two-way and crossed-intercept sensitivities", header, rows)
+
+
+def _sensitivity_rows(group, name, readout, B, items, pooled, two, crossed, replicates) -> list[tuple[str, ...]]:
+    """The pooled row of one estimand, then one row per replicate (item bootstrap only)."""
+    out = [(group, name, readout, B, f"pooled ({len(replicates) or 1})", str(items), pct(pooled, sign=True),
+            pct(two, sign=True), _crossed(crossed))]
+    out += [(group, name, readout, B, f"replicate {r['replicate']}", str(r["items"]), pct(r["delta"], sign=True),
+             DASH, DASH) for r in replicates]
+    return out
+
+
+def diagonal_table(doc: Mapping[str, Any]) -> Table:
+    """Table A7b: the matching-number statistic, with its two signed differences."""
+    header = ("group", "readout", "arms (announced H)", "X − Y at B = H_X (pp)", "Y − X at B = H_Y (pp)",
+              "match advantage (pp) [95% CI]")
+    rows = []
+    for g in doc["groups"]:
+        for d in g.get("diagonal", []):
+            (x, y), (hx, hy) = d["arms"], d["announced"]
+            rows.append((g["group"], d["readout"], f"{x} (H={hx:,}), {y} (H={hy:,})",
+                         pct(d["at_h1"], sign=True), pct(d["at_h2"], sign=True),
+                         pct(d["match_advantage"], sign=True)))
+    return ("Matching the announced and imposed horizons (diagonal statistic)", header, rows)
 
 
 def scores_table(doc: Mapping[str, Any]) -> Table:

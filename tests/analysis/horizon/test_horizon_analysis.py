@@ -402,6 +402,13 @@ def test_report_shows_the_horizon_document_beside_a_set(fixed, tmp_path):
     csv_text = (tmp_path / "rep" / "tables" / "table24_horizon_contrasts.csv").read_text()
     header = [ln for ln in csv_text.splitlines() if not ln.startswith("#")][0]
     assert "Δ (pp),Δ lo (pp),Δ hi (pp)" in header and "B (tokens)" in header   # units in headers
+    assert "table26_horizon_sensitivity" in tables and "table27_horizon_diagonal" not in tables
+    import csv
+    sens = list(csv.reader(ln for ln in (tmp_path / "rep" / "tables" / "table26_horizon_sensitivity.csv")
+                           .read_text().splitlines() if not ln.startswith("#")))
+    col = sens[0].index("crossed Δ hi (pp)")
+    assert any(r[col] for r in sens[1:]) and all(r[col] == "" or float(r[col]) == float(r[col]) for r in sens[1:])
+    assert {r[sens[0].index("replicate")] for r in sens[1:]} >= {"pooled (3)", "replicate 0", "replicate 2"}
     assert "Matched-horizon readouts" in index.read_text()
     # a file that is not a horizon document gives a note, not a figure
     (set_dir / "results" / "horizon.json").write_text('{"schema": "other"}')

@@ -165,3 +165,29 @@ def test_contributions_sum_to_the_pooled_difference_and_shares_to_one(tmp_path_f
         for h in c["horizons"]:
             assert (h["replicates"] == []) == (R == 1)
     assert g["diagonal"] == []
+
+
+def test_cli_nested_direct_and_diagonal(runs, tmp_path):
+    from click.testing import CliRunner
+    from otbench.cli._horizon import horizon_group
+
+    _, path, _, nested = runs
+    out = tmp_path / "h.json"
+    args = ["analyze", str(path), "--arms", "a1,a0", "--arms", "a2,a0", "--direct", "a1,a2",
+            "--diagonal", "a1:64,a2:128", "--scheme", "nested", "--replicates", str(REPS), "--json", str(out)]
+    r = CliRunner().invoke(horizon_group, args)
+    assert r.exit_code == 0, r.output
+    assert "nested-bootstrap draws" in r.output and "diagonal statistic" in r.output
+    assert "Replicate-specific, two-way and crossed-intercept sensitivities" in r.output
+    import json
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["scheme"] == "nested" and doc["settings"]["direct"] == [["a1", "a2"]]
+    assert doc["groups"][0]["diagonal"] == nested["groups"][0]["diagonal"]       # the API's document
+    for bad, msg in ((["--diagonal", "a1:64"], "a diagonal names two arms"),
+                     (["--diagonal", "a1:64,a2:x"], "a diagonal must read 'ARM:H,ARM:H'"),
+                     (["--diagonal", "a1:64,a2:100"], "diagonal horizon 100 is not among"),
+                     (["--direct", "a1,zz"], "arm 'zz' is not in the run"),
+                     (["--scheme", "two-way"], "Invalid value for '--scheme'")):
+        r = CliRunner().invoke(horizon_group, ["analyze", str(path), "--arms", "a1,a0", "--replicates", "5", *bad])
+        assert r.exit_code == 2 and msg in r.output, (bad, r.output)
+        assert "Traceback" not in r.output
