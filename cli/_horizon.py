@@ -95,7 +95,7 @@ def analyze_cmd(directory: Path, arms: tuple[str, ...], horizons: str | None, re
                f"{replicates:,} {scheme}-bootstrap draws, seed {seed}; rates in %, contrasts in pp\n")
     tables = [tabs.calibration_table(doc)]
     if arms or direct:
-        for rd in ("policy", "common", "continuation"):
+        for rd in ("policy", "common", "continuation", "completion"):
             t = tabs.contrast_table(doc, rd)
             if t[2]:
                 tables.append(t)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from . import _inference as inf
-from ._group import READOUTS, STRATA, Group, Settings, stack, summ
+from ._group import CONTRAST_READOUTS, READOUTS, STRATA, Group, Settings, stack, summ
 
 
 def contrast_block(gr: Group, st: Settings, A: int, Bz: int, readout: str, scheme: str | None = None):
@@ -113,7 +113,11 @@ def _contrast(gr: Group, st: Settings, an: str, bn: str, rd: str, tests: list) -
         for h, B in enumerate(st.horizons):
             p = pair[..., h]
             m = inf.mcnemar(xa[..., h][p].astype(np.int64), xb[..., h][p].astype(np.int64))
-            tests.append({"a": an, "b": bn, "B": int(B), **dataclasses.asdict(m)})
+            has = p.any(axis=1)
+            dm = np.where(p, xa[..., h] - xb[..., h], 0.0).sum(axis=1)[has] / p.sum(axis=1)[has]
+            sf = inf.sign_flip(dm, draws=st.replicates, seed=st.seed)
+            tests.append({"a": an, "b": bn, "B": int(B), **dataclasses.asdict(m),
+                          "sign_flip_p": None if sf is None else sf.p})
     return row, b, two, pair, xa, xb
 
 
@@ -143,7 +147,7 @@ def contrasts(gr: Group, st: Settings) -> tuple[list, list, list]:
     readout; direct contrasts (``family`` False) share the draws but not the band.
     """
     rows, strata, tests = [], [], []
-    for rd in READOUTS:
+    for rd in CONTRAST_READOUTS:
         if not gr.has_readout(rd):
             continue
         fam = []
@@ -190,7 +194,7 @@ def diagonal_rows(gr: Group, st: Settings) -> list[dict[str, Any]]:
 
 def strata_rows(gr: Group, st: Settings, A, Bz, an, bn, rd, pair, xa, xb) -> list[dict[str, Any]]:
     """The four termination strata of one contrast and readout, per horizon (module docstring)."""
-    if rd == "continuation":
+    if rd in ("continuation", "completion"):
         return []
     nH = len(st.horizons)
     code = gr.done(A).astype(np.int64) + 2 * gr.done(Bz).astype(np.int64)  # 0 both active .. 3 both

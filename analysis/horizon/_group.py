@@ -7,7 +7,8 @@ in the source model's tokenizer):
   itself with `L <= B` (a run cut at the thinking limit never finishes:
   its forced answer at the limit stands in for its answer, so choose
   horizons up to the limit);
-* correct completion by the deadline `K(B) = 1{finished by B} y`;
+* correct completion by the deadline `K(B) = 1{finished by B} y` (a
+  readout of its own for paired contrasts, "completion");
 * terminal-aware accuracy (policy context) `T(B) = y` when finished by `B`,
   else the readout of the reasoning cut at `B` under the arm's own prompt;
 * survivor-only accuracy: the readout among runs with `L > B`;
@@ -37,6 +38,8 @@ from . import _kernels as K
 SCHEMA = "otbench.horizon/1"
 STRATA = ("both_active", "only_a_finished", "only_b_finished", "both_finished")
 READOUTS = ("policy", "common", "continuation")
+CONTRAST_READOUTS = (*READOUTS, "completion")
+"""Contrasts also pair correct completion by the deadline (Table A8a), readout-context invariant."""
 TAIL = 1e-4
 DENSE_SPAN = 512
 ACTIVE_SPAN = 128
@@ -247,6 +250,8 @@ class Group:
         obs = self.obs[z][..., None]
         done = self.done(z)
         y = self.y[z][..., None]
+        if readout == "completion":
+            return (done * y).astype(np.float64), np.broadcast_to(obs, done.shape)
         if readout == "common":
             ro, sc = self.stop["common"]
             return sc["correct"][z].astype(np.float64), obs & sc["ok"][z]
@@ -261,6 +266,8 @@ class Group:
 
     def has_readout(self, readout: str) -> bool:
         """Whether the run holds any readout of this kind for the group."""
+        if readout == "completion":
+            return True
         if readout == "continuation":
             return "policy" in self.stop and bool(self.stop["policy"][0].cont_avail.any())
         return readout in self.stop and bool(self.stop[readout][0].avail.any())
