@@ -99,7 +99,8 @@ def analyze_cmd(directory: Path, arms: tuple[str, ...], horizons: str | None, re
             t = tabs.contrast_table(doc, rd)
             if t[2]:
                 tables.append(t)
-        tables += [tabs.strata_table(doc, "policy"), tabs.diagonal_table(doc), tabs.scores_table(doc)]
+        tables += [tabs.strata_table(doc, "policy"), tabs.diagonal_table(doc), tabs.length_table(doc),
+                   tabs.scores_table(doc)]
     tables += [tabs.matched_table(doc), tabs.sensitivity_table(doc), tabs.controls_table(doc),
                tabs.agreement_table(doc)]
     for t in tables:

@@ -25,6 +25,7 @@ from ._tables import (
                          controls_table,
                          diagonal_table,
                          format_text,
+                         length_table,
                          matched_table,
                          scores_table,
                          sensitivity_table,
@@ -34,6 +35,6 @@ from ._tables import (
 __all__ = [
     "DASH", "HorizonAnalysisError", "McNemar", "SignFlip", "Table",
     "agreement_table", "analyze", "calibration_table", "contrast_table", "controls_table",
-    "diagonal_table", "format_text", "log2_trapezoid", "matched_table", "mcnemar", "mcnemar_counts",
+    "diagonal_table", "format_text", "length_table", "log2_trapezoid", "matched_table", "mcnemar", "mcnemar_counts",
     "scores_table", "sensitivity_table", "sign_flip", "simultaneous_band", "strata_table",
 ]

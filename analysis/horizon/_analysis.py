@@ -22,6 +22,7 @@ from otbench.analysis.measurement import LETTERS, HorizonRun, load_run
 from . import _inference as inf
 from ._contrasts import contrasts as _contrasts
 from ._contrasts import diagonal_rows as _diagonal
+from ._contrasts import length_rows as _lengths
 from ._group import SCHEMA, TAIL, Group, HorizonAnalysisError, settings_iv
 from ._matched import matched as _matched
 from ._readouts import agreement as _agreement
@@ -71,6 +72,7 @@ def analyze(run: HorizonRun | str | os.PathLike, *, contrasts: Sequence = (),
         say(f"group {name}: contrasts")
         doc["contrasts"], doc["strata"], doc["mcnemar"] = _contrasts(gr, st)
         doc["diagonal"] = _diagonal(gr, st)
+        doc["lengths"] = _lengths(gr, st)
         say(f"group {name}: proper scores, matched horizons, controls, dense readouts")
         doc["scores"], doc["score_contrasts"] = _score_rows(gr, st)
         doc["matched"] = _matched(gr, st)

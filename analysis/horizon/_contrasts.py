@@ -10,7 +10,24 @@ horizon, the second paper's crossed random-intercept sensitivity
 (``crossed``: item and replicate intercepts by the method of moments on the
 items paired in every replicate, Satterthwaite `t` interval;
 `_inference.crossed_intercepts`), whose estimate can differ from `Δ` when
-items lack a pair in some replicate. McNemar's test of the policy pairs.
+items lack a pair in some replicate; and each replicate alone
+(``replicates``: the mean over items paired in replicate `r` of their
+difference there, with its own item bootstrap; Table A11's run rows).
+McNemar's test of the policy pairs, with the paired sign-flip test of the
+item-level mean differences (Table A29). Readouts: policy, common,
+continuation, and correct completion by the deadline (Table A8a).
+
+Eight-replicate designs (§A.8, Tables A7–A9), with ``--scheme nested``:
+every primary interval and band resamples items, then the paired replicate
+slots within each selected item (the same draws for every arm, so pairs
+stay paired). The simultaneous family band is the 95th percentile over
+draws of the maximum absolute deviation over every requested contrast x
+horizon of a readout (Table A9a); direct contrasts (``--direct``,
+``family`` False) come from the same draws, pointwise only (Table A9b).
+The diagonal matching statistic (Table A7b) of arms `X`, `Y` announcing
+`H_X < H_Y` averages the advantage of `X` over `Y` at `B = H_X` with that of
+`Y` over `X` at `B = H_Y`; positive when matching the announced and imposed
+horizons helps.
 
 The four-stratum decomposition (Tables A8b, A16, A18) splits each pair by
 which arm has finished by `B`; a stratum's contribution is the mean of item
@@ -163,6 +180,29 @@ def contrasts(gr: Group, st: Settings) -> tuple[list, list, list]:
             strata.extend(strata_rows(gr, st, gr.run.arm(an), gr.run.arm(bn), an, bn, rd, pair, xa, xb))
         _family_bands(fam, len(st.horizons))
     return rows, strata, tests
+
+
+def length_rows(gr: Group, st: Settings) -> list[dict[str, Any]]:
+    """Reasoning length of each contrast's arms (Table A10a): medians and the paired mean `Δ log L`.
+
+    Medians over every observed run of an arm (runs, not item means);
+    `Δ log L = log L_A - log L_B` over the pairs where both runs exist and
+    have `L > 0`, a mean of item means with the primary bootstrap interval.
+    """
+    out = []
+    for an, bn in st.contrasts + st.direct:
+        A, Bz = gr.run.arm(an), gr.run.arm(bn)
+        pair = gr.obs[A] & gr.obs[Bz] & (gr.L[A] > 0) & (gr.L[Bz] > 0)
+        if not pair.any():
+            continue
+        dl = np.where(pair, np.log(np.maximum(gr.L[A], 1)) - np.log(np.maximum(gr.L[Bz], 1)), 0.0)
+        x, a = stack([(dl, pair)])
+        b = gr.boot(x, a)
+        out.append({"a": an, "b": bn, "pairs": int(pair.sum()), "items": int(pair.any(axis=1).sum()),
+                    "median_a": float(np.median(gr.L[A][gr.obs[A]])),
+                    "median_b": float(np.median(gr.L[Bz][gr.obs[Bz]])),
+                    "delta_log_L": summ(b.estimate[0], b.draws[:, 0])})
+    return out
 
 
 def diagonal_rows(gr: Group, st: Settings) -> list[dict[str, Any]]:

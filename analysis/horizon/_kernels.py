@@ -135,10 +135,11 @@ def draw_nested(seed: jax.Array, first: jax.Array, count: int, n_items: int, n_r
 
 @functools.partial(jax.jit, static_argnames=("chunk",))
 def nested_means(x: Float64[Array, "item rep k"], a: Bool[Array, "item rep k"], w: NestedWeights,
-                 chunk: int = 16) -> Float64[Array, "boot k"]:
+                 chunk: int = 1) -> Float64[Array, "boot k"]:
     """Means over draws of the draws' slot-weighted item means (module docstring); NaN where none.
 
-    Replicates are mapped `chunk` at a time (memory `chunk x I x R x k`);
+    Replicates are mapped `chunk` at a time (memory `chunk x I x R x k`; one
+    at a time measured fastest on CPU, `benchmarks/horizon_nested.py`);
     `chunk` never changes a value.
     """
     xa = jnp.where(a, x, 0.0)

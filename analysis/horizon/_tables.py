@@ -14,6 +14,7 @@ CLI); the report turns the same rows into its HTML/CSV/LaTeX tables.
   matched estimand, the pooled item-bootstrap `Δ` beside the two-way and
   crossed intervals, then each replicate alone;
 * `diagonal_table`: the matching-number statistic (Table A7b);
+* `length_table`: median reasoning lengths and the paired `Δ log L` (Table A10a);
 * `strata_table`, `scores_table`, `matched_table`, `controls_table`,
   `agreement_table`.
 """
@@ -158,6 +159,18 @@ def diagonal_table(doc: Mapping[str, Any]) -> Table:
                          pct(d["at_h1"], sign=True), pct(d["at_h2"], sign=True),
                          pct(d["match_advantage"], sign=True)))
     return ("Matching the announced and imposed horizons (diagonal statistic)", header, rows)
+
+
+def length_table(doc: Mapping[str, Any]) -> Table:
+    """Table A10a: median reasoning length per arm and the paired mean `Δ log L` of each contrast."""
+    header = ("group", "contrast", "items", "pairs", "median L, A (tokens)", "median L, B (tokens)",
+              "mean Δ log L [95% CI]")
+    rows = []
+    for g in doc["groups"]:
+        for r in g.get("lengths", []):
+            rows.append((g["group"], f"{r['a']} − {r['b']}", str(r["items"]), str(r["pairs"]),
+                         f"{r['median_a']:,.1f}", f"{r['median_b']:,.1f}", num(r["delta_log_L"], sign=True)))
+    return ("Reasoning length: medians and the paired log-length difference", header, rows)
 
 
 def scores_table(doc: Mapping[str, Any]) -> Table:

@@ -7,6 +7,8 @@ compare to 1e-12, counts exactly.
 """
 
 
+import math
+
 import numpy as np
 import pytest
 from _horizon_helpers import random_run, write
@@ -191,3 +193,19 @@ def test_cli_nested_direct_and_diagonal(runs, tmp_path):
         r = CliRunner().invoke(horizon_group, ["analyze", str(path), "--arms", "a1,a0", "--replicates", "5", *bad])
         assert r.exit_code == 2 and msg in r.output, (bad, r.output)
         assert "Traceback" not in r.output
+
+
+def test_lengths_match_the_twin(runs):
+    s, _, doc, _ = runs
+    I, R = s.obs.shape[1:]
+    rows = {(r["a"], r["b"]): r for r in doc["groups"][0]["lengths"]}
+    assert set(rows) == {("a1", "a0"), ("a2", "a0"), ("a1", "a2")}
+    for (an, bn), row in rows.items():
+        A, Bz = s.arms.index(an), s.arms.index(bn)
+        assert row["median_a"] == float(np.median([s.L[A, i, r] for i in range(I) for r in range(R) if s.obs[A, i, r]]))
+        per_item = [[math.log(s.L[A, i, r] / s.L[Bz, i, r]) for r in range(R)
+                     if s.obs[A, i, r] and s.obs[Bz, i, r] and s.L[A, i, r] > 0 and s.L[Bz, i, r] > 0]
+                    for i in range(I)]
+        means = [sum(v) / len(v) for v in per_item if v]
+        assert row["pairs"] == sum(map(len, per_item)) and row["items"] == len(means)
+        assert close(row["delta_log_L"]["estimate"], sum(means) / len(means))
