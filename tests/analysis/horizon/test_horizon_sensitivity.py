@@ -144,10 +144,12 @@ def test_pooled_shares_and_item_mean_shares_differ_on_unequal_pair_sets(runs):
     assert any(abs(r["share"]["estimate"] - r["share_item_mean"]["estimate"]) > 1e-3 for r in rows)
 
 
-@settings(max_examples=6, deadline=None)
-@given(seed=st.integers(0, 10_000), R=st.integers(1, 3), scheme=st.sampled_from(["item", "nested"]))
-def test_contributions_sum_to_the_pooled_difference_and_shares_to_one(tmp_path_factory, seed, R, scheme):
-    s = random_run(seed, A=2, I=5, R=R, missing=0.3, horizons=(0, 64, 512), controls=False)
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), R=st.integers(1, 3), scheme=st.sampled_from(["item", "nested"]),
+       missing=st.sampled_from([0.0, 0.3]))
+def test_contributions_sum_to_the_pooled_difference_and_shares_to_one(tmp_path_factory, seed, R, scheme, missing):
+    """Complete and incomplete pair sets, one or more replicates, both schemes."""
+    s = random_run(seed, A=2, I=5, R=R, missing=missing, horizons=(0, 64, 512), controls=False)
     path = tmp_path_factory.mktemp("hp") / "run"
     write(s, path)
     doc = analyze(path, contrasts=["a1,a0"], replicates=30, scheme=scheme, two_way=False)
