@@ -147,7 +147,8 @@ _CSV_UNITS = {"B": "B (tokens)", "n": "n (runs)", "survivors": "survivors (runs)
               "log-loss diff.": "log-loss diff. (nats)", "Brier diff.": "Brier diff. (score)",
               "sign-flip p": "sign-flip p (probability)",
               "simultaneous 95% band": "simultaneous 95% band (pp)",
-              "family band": "family band (pp)", "two-way CI": "two-way CI (pp)"}
+              "family band": "family band (pp)", "two-way CI": "two-way CI (pp)",
+              "mean Δ log L": "mean Δ log L (log tokens)"}
 _LABELS = ("group", "arm", "contrast", "stratum", "context", "control", "lower − upper", "comparison",
            "readout", "replicate", "arms (announced H)")
 
@@ -275,4 +276,8 @@ def horizon_sections(ctx, set_dir: Path | None) -> list[Section]:
                                    f"Matching statistic: the mean of X − Y at X's announced horizon and "
                                    f"Y − X at Y's; positive when matching the announced and imposed "
                                    f"horizons helps; {src}.")))
+    if any(g.get("lengths") for g in doc["groups"]):
+        sec.table(ctx.table(_table("horizon_lengths", htabs.length_table(doc),
+                                   f"Median terminal reasoning length per arm (runs) and the paired "
+                                   f"mean log-length difference over pairs with L > 0; {src}.")))
     return [sec]

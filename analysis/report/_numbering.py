@@ -52,6 +52,7 @@ TABLES = (
     "horizon_strata",
     "horizon_sensitivity",
     "horizon_diagonal",
+    "horizon_lengths",
 )
 _FIG = {k: (i + 1, k) for i, k in enumerate(FIGURES)}
 _TAB = {k: (i + 1, k) for i, k in enumerate(TABLES)}

@@ -415,6 +415,7 @@ def test_report_shows_the_horizon_document_beside_a_set(fixed, tmp_path):
     header = [ln for ln in csv_text.splitlines() if not ln.startswith("#")][0]
     assert "Δ (pp),Δ lo (pp),Δ hi (pp)" in header and "B (tokens)" in header   # units in headers
     assert "table26_horizon_sensitivity" in tables and "table27_horizon_diagonal" not in tables
+    assert "table28_horizon_lengths" in tables
     import csv
     sens = list(csv.reader(ln for ln in (tmp_path / "rep" / "tables" / "table26_horizon_sensitivity.csv")
                            .read_text().splitlines() if not ln.startswith("#")))
