@@ -40,7 +40,8 @@ def _tables(doc, contrasts: bool) -> str:
 
 def positive_control(work: Path, quick: bool) -> dict:
     from otbench.analysis.horizon import _inference as inf
-    from otbench.analysis.horizon._analysis import _scores, analyze
+    from otbench.analysis.horizon import analyze
+    from otbench.analysis.horizon._group import scores as _scores
     from otbench.analysis.measurement._horizon_run import load_run
     from otbench.probe.horizon._job import load_horizon_job
     from otbench.probe.horizon._run import run_horizon

@@ -63,16 +63,25 @@ def _ints(value: str | None) -> list[int] | None:
 @click.option("--horizons", "horizons", default=None,
               help="Comma-separated horizons B (default: every horizon read out in the run).")
 @click.option("--replicates", default=10_000, show_default=True, type=click.IntRange(min=1),
-              help="Item-bootstrap draws.")
+              help="Bootstrap draws (every scheme).")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0, max=2**64 - 1),
               help="Bootstrap / sign-flip seed (recorded).")
 @click.option("--two-way/--no-two-way", default=True, show_default=True,
               help="Also the two-way item x replicate bootstrap of the contrasts (sensitivity).")
+@click.option("--scheme", type=click.Choice(["item", "nested"]), default="item", show_default=True,
+              help="Primary resampling: items, or items then each selected item's paired replicates "
+                   "(designs with item-specific replicates).")
+@click.option("--direct", "direct", multiple=True,
+              help="A direct contrast 'A,B' from the same draws, outside the family band; repeatable.")
+@click.option("--diagonal", "diagonal", multiple=True,
+              help="Arms and the horizons they announce, 'X:512,Y:2048': the matching-number statistic; "
+                   "repeatable.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the otbench.horizon/1 document (e.g. SETDIR/results/horizon.json for the "
                    "report).")
 def analyze_cmd(directory: Path, arms: tuple[str, ...], horizons: str | None, replicates: int,
-                seed: int, two_way: bool, json_out: Path | None) -> None:
+                seed: int, two_way: bool, scheme: str, direct: tuple[str, ...], diagonal: tuple[str, ...],
+                json_out: Path | None) -> None:
     """Survival, accuracies, paired contrasts, strata, scores and controls of the run in DIRECTORY."""
     from otbench.analysis import horizon as tabs
     from otbench.analysis.horizon import analyze
@@ -80,18 +89,20 @@ def analyze_cmd(directory: Path, arms: tuple[str, ...], horizons: str | None, re
     hs = _ints(horizons)
     with data_errors():
         doc = analyze(directory, contrasts=list(arms), horizons=hs, replicates=replicates, seed=seed,
-                      two_way=two_way)
+                      two_way=two_way, scheme=scheme, direct=list(direct), diagonal=list(diagonal))
     click.echo(synthetic_banner(doc["run"]["synthetic"]), nl=False)
     click.echo(f"{directory}: model {doc['run']['model']}, arms {', '.join(doc['run']['arms'])}; "
-               f"{replicates:,} item-bootstrap draws, seed {seed}; rates in %, contrasts in pp\n")
+               f"{replicates:,} {scheme}-bootstrap draws, seed {seed}; rates in %, contrasts in pp\n")
     tables = [tabs.calibration_table(doc)]
-    if arms:
-        for rd in ("policy", "common", "continuation"):
+    if arms or direct:
+        for rd in ("policy", "common", "continuation", "completion"):
             t = tabs.contrast_table(doc, rd)
             if t[2]:
                 tables.append(t)
-        tables += [tabs.strata_table(doc, "policy"), tabs.scores_table(doc)]
-    tables += [tabs.matched_table(doc), tabs.controls_table(doc), tabs.agreement_table(doc)]
+        tables += [tabs.strata_table(doc, "policy"), tabs.diagonal_table(doc), tabs.length_table(doc),
+                   tabs.scores_table(doc)]
+    tables += [tabs.matched_table(doc), tabs.sensitivity_table(doc), tabs.controls_table(doc),
+               tabs.agreement_table(doc)]
     for t in tables:
         if t[2]:
             click.echo(tabs.format_text(t))

@@ -23,15 +23,18 @@ from ._tables import (
                          calibration_table,
                          contrast_table,
                          controls_table,
+                         diagonal_table,
                          format_text,
+                         length_table,
                          matched_table,
                          scores_table,
+                         sensitivity_table,
                          strata_table,
 )
 
 __all__ = [
     "DASH", "HorizonAnalysisError", "McNemar", "SignFlip", "Table",
     "agreement_table", "analyze", "calibration_table", "contrast_table", "controls_table",
-    "format_text", "log2_trapezoid", "matched_table", "mcnemar", "mcnemar_counts",
-    "scores_table", "sign_flip", "simultaneous_band", "strata_table",
+    "diagonal_table", "format_text", "length_table", "log2_trapezoid", "matched_table", "mcnemar", "mcnemar_counts",
+    "scores_table", "sensitivity_table", "sign_flip", "simultaneous_band", "strata_table",
 ]

@@ -2,8 +2,10 @@
 
 * `bootstrap`: estimate and replicate distribution of stacked means of item
   means (`_horizon_kernels.item_means`), item scheme (primary: replicates
-  averaged within item, items resampled) or two-way item x replicate scheme
-  (sensitivity: items and global replicates resampled independently).
+  averaged within item, items resampled), two-way item x replicate scheme
+  (sensitivity: items and global replicates resampled independently) or the
+  nested scheme of the eight-replicate designs (items resampled, then the
+  paired replicate slots within each selected item; `_kernels`).
 * `interval`: percentile interval over the replicates where the statistic is
   defined (`numpy.nanpercentile`, linear interpolation).
 * `simultaneous_band`: `estimate +- q`, `q` the 95th percentile of the
@@ -22,7 +24,10 @@
   replication) on the complete item x replicate matrix; the grand mean's
   variance `σ_a²/I + σ_b²/R + σ_e²/(IR)` (negative component estimates set
   to 0) with a Satterthwaite `t` interval. Closed form, no optimizer, so no
-  mixed-model library is needed.
+  mixed-model library is needed. The mean squares are exact (integer sums of
+  the values scaled by their common power of two, compared as fractions), so
+  equal item and residual mean squares give a zero item component and the
+  residual-only df, not a rounding residue.
 * `sign_flip`: two-sided paired sign-flip randomization test of a mean of
   item-level differences; `p = (1 + #{|mean(s d)| >= |mean(d)|}) / (1 + B)`
   (the observed assignment counts as one draw, so p > 0), with a 1e-12
@@ -32,6 +37,7 @@
 import dataclasses
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import jax.numpy as jnp
 import numpy as np
@@ -45,6 +51,7 @@ SEED = 0
 """Default resampling seed of the matched-horizon intervals (the second paper's NumPy seed 0; SPEC §8)."""
 BATCH = 1000
 LEVEL = 95.0
+SCHEMES = ("item", "two-way", "nested")
 EXACT_BELOW = 25
 """McNemar: exact binomial test when the discordant count is below this."""
 
@@ -60,7 +67,7 @@ class Boot:
     Attributes:
       estimate: float64[k] (NaN: undefined).
       draws: float64[rep, k] (axis 0: replicates; NaN where undefined).
-      seed, scheme: what produced the draws ("item" or "two-way").
+      seed, scheme: what produced the draws ("item", "two-way" or "nested").
     """
 
     estimate: np.ndarray
@@ -83,9 +90,13 @@ class Resampler:
         _resampler_iv(replicates, batch, seed, scheme)
         self.n_items, self.n_reps = int(n_items), int(n_reps)
         self.replicates, self.seed, self.scheme, self.batch = replicates, seed, scheme, batch
-        self.batches = [K.draw_weights(jnp.uint64(seed), jnp.uint64(start), batch, self.n_items,
-                                       self.n_reps, scheme == "two-way")
-                        for start in range(0, replicates, batch)]
+        if scheme == "nested":
+            self.batches = [K.draw_nested(jnp.uint64(seed), jnp.uint64(start), batch, self.n_items,
+                                          self.n_reps) for start in range(0, replicates, batch)]
+        else:
+            self.batches = [K.draw_weights(jnp.uint64(seed), jnp.uint64(start), batch, self.n_items,
+                                           self.n_reps, scheme == "two-way")
+                            for start in range(0, replicates, batch)]
 
 
 def _resampler_iv(replicates, batch, seed, scheme) -> None:
@@ -95,8 +106,8 @@ def _resampler_iv(replicates, batch, seed, scheme) -> None:
         raise InferenceError(f"`batch` must be a positive integer, got {batch!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
         raise InferenceError(f"`seed` must be an integer in [0, 2**64), got {seed!r}")
-    if scheme not in ("item", "two-way"):
-        raise InferenceError(f"`scheme` must be 'item' or 'two-way', got {scheme!r}")
+    if scheme not in SCHEMES:
+        raise InferenceError(f"`scheme` must be one of {', '.join(SCHEMES)}, got {scheme!r}")
 
 
 def _pad_k(k: int) -> int:
@@ -124,7 +135,7 @@ def bootstrap(x: np.ndarray, a: np.ndarray, *, replicates: int = REPLICATES, see
     I, R, k = x.shape
     if resampler is None:
         resampler = Resampler(I, R, replicates=replicates, seed=seed, scheme=scheme, batch=batch)
-    elif resampler.n_items != I or (resampler.scheme == "two-way" and resampler.n_reps != R):
+    elif resampler.n_items != I or (resampler.scheme != "item" and resampler.n_reps != R):
         # (the item scheme never resamples replicates, so any rep axis fits it)
         raise InferenceError(f"the resampler is for {resampler.n_items} items x {resampler.n_reps} "
                              f"replicates, got data of {I} x {R}")
@@ -144,7 +155,12 @@ def bootstrap(x: np.ndarray, a: np.ndarray, *, replicates: int = REPLICATES, see
         m = jnp.where(has, num / jnp.where(has, den, 1), 0.0)
     for j, w in enumerate(resampler.batches):
         start = j * resampler.batch
-        got = K.item_means_fixed(m, has, w.item) if resampler.scheme == "item" else K.item_means(xj, aj, w)
+        if resampler.scheme == "item":
+            got = K.item_means_fixed(m, has, w.item)
+        elif resampler.scheme == "nested":
+            got = K.nested_means(xj, aj, w)
+        else:
+            got = K.item_means(xj, aj, w)
         stop = min(start + resampler.batch, n)
         out[start:stop] = np.asarray(got)[: stop - start, :k]
     return Boot(est, out, resampler.seed, resampler.scheme)
@@ -276,31 +292,59 @@ class Crossed:
 
 
 def crossed_intercepts(d: np.ndarray, level: float = LEVEL) -> Crossed | None:
-    """Method-of-moments crossed item x replicate intercepts (module docstring); None if < 2 x 2."""
+    """Method-of-moments crossed item x replicate intercepts (module docstring); None if < 2 x 2.
+
+    The moments are exact: every float is a binary rational, so the sums of
+    squares are computed in integers (values scaled by their common power of
+    two) and the mean squares compared and combined as fractions; a tie
+    between two mean squares (a zero component) is a tie, not a rounding
+    residue, and the Satterthwaite df does not jump with it.
+    """
     d = np.asarray(d, dtype=np.float64)
     if d.ndim != 2 or not np.isfinite(d).all():
         raise InferenceError("`d` must be a complete 2-d [item, replicate] array of finite values")
     I, R = d.shape
     if I < 2 or R < 2:
         return None
-    mu = float(d.mean())
-    ri, cr = d.mean(axis=1), d.mean(axis=0)
-    ms = np.array([R * np.sum((ri - mu) ** 2) / (I - 1), I * np.sum((cr - mu) ** 2) / (R - 1),
-                   np.sum((d - ri[:, None] - cr[None, :] + mu) ** 2) / ((I - 1) * (R - 1))])
-    dfs = np.array([I - 1, R - 1, (I - 1) * (R - 1)], dtype=np.float64)
-    keep = np.array([ms[0] > ms[2], ms[1] > ms[2]])          # component estimate > 0
-    var_a = (ms[0] - ms[2]) / R if keep[0] else 0.0
-    var_b = (ms[1] - ms[2]) / I if keep[1] else 0.0
+    ms, df_ = _exact_mean_squares(d)
+    mu = float(Fraction(sum(Fraction(v) for v in d.reshape(-1).tolist()), I * R))
+    keep = (ms[0] > ms[2], ms[1] > ms[2])                   # component estimate > 0
+    var_a = (ms[0] - ms[2]) / R if keep[0] else Fraction(0)
+    var_b = (ms[1] - ms[2]) / I if keep[1] else Fraction(0)
     # Var(μ) as a combination of mean squares: c_item MS_item + c_rep MS_rep + c_err MS_err.
-    c = np.array([keep[0], keep[1], 1.0 - keep[0] - keep[1]], dtype=np.float64) / (I * R)
-    V = float(np.dot(c, ms))
+    c = (Fraction(int(keep[0]), I * R), Fraction(int(keep[1]), I * R),
+         Fraction(1 - int(keep[0]) - int(keep[1]), I * R))
+    V = sum(ck * mk for ck, mk in zip(c, ms, strict=True))
     if not V > 0:
-        return Crossed(mu, 0.0, None, None, var_a, var_b, float(ms[2]), I, R)
-    df = V ** 2 / float(np.sum((c * ms) ** 2 / dfs))
+        return Crossed(mu, 0.0, None, None, float(var_a), float(var_b), float(ms[2]), I, R)
+    df = float(V * V / sum((ck * mk) ** 2 / f for ck, mk, f in zip(c, ms, df_, strict=True) if ck))
     q = t_quantile(0.5 + level / 200.0, df)
     se = math.sqrt(V)
     return Crossed(mu, se, df, [mu - q * se, mu + q * se], float(var_a), float(var_b),
                    float(ms[2]), I, R)
+
+
+def _exact_mean_squares(d: np.ndarray) -> tuple[tuple[Fraction, ...], tuple[int, ...]]:
+    """(MS_item, MS_rep, MS_err) of a two-way table without replication, exactly, and their df.
+
+    `SS_item = Σ_i T_i²/R - T²/(IR)`, `SS_rep = Σ_r C_r²/I - T²/(IR)`,
+    `SS_err = Σ d² - Σ_i T_i²/R - Σ_r C_r²/I + T²/(IR)` (row, column and
+    grand totals), in integers of the values times their common scale.
+    """
+    I, R = d.shape
+    fr = [Fraction(v) for v in d.reshape(-1).tolist()]
+    scale = max(f.denominator for f in fr)             # powers of two: the largest is their lcm
+    n = np.array([f.numerator * (scale // f.denominator) for f in fr], dtype=object).reshape(I, R)
+    rows = [sum(n[i, :]) for i in range(I)]
+    cols = [sum(n[:, r]) for r in range(R)]
+    T = sum(rows)
+    sq = sum(v * v for v in n.reshape(-1))
+    s_rows, s_cols, grand = Fraction(sum(v * v for v in rows), R), Fraction(sum(v * v for v in cols), I), \
+        Fraction(T * T, I * R)
+    s2 = scale * scale
+    df_ = (I - 1, R - 1, (I - 1) * (R - 1))
+    ss = ((s_rows - grand) / s2, (s_cols - grand) / s2, (sq - s_rows - s_cols + grand) / s2)
+    return tuple(s / f for s, f in zip(ss, df_, strict=True)), df_
 
 
 def t_quantile(p: float, df: float) -> float:

@@ -22,6 +22,21 @@ generator of `_bootstrap_draws`, shared with the SPEC §7 bootstrap), `W =
 ceil(I / 2)` (+ `ceil(R / 2)` for the two-way scheme), each 32-bit half
 mapped to an index by `floor(u * n / 2**32)`. Replicates never depend on the
 batch they are computed in.
+
+Nested scheme (the second paper's eight-replicate designs, §A.8): replicate
+`b` draws its `I` items exactly as the item scheme does (the same words, so
+its item counts equal the item scheme's), then, for its `j`-th item draw,
+`R` replicate slots of that item with replacement: numbers `j R .. j R + R -
+1` of words `b * V + 1 .. b * V + V` of stream `mix64(s ^ NESTED_TAG)`, `V =
+ceil(I R / 2)`, each mapped to a slot by `floor(u * R / 2**32)`. A draw's
+item mean is over its drawn slots where the pair exists; a draw with none is
+left out of that statistic's mean (as an undefined item is), so
+
+    m[b, j, k] = sum_r e[b, j, r] a[i_j, r, k] x[i_j, r, k] / sum_r e[b, j, r] a[i_j, r, k]
+    stat[b, k] = sum_j m[b, j, k] / #{j : draw j defined for k}
+
+with `i_j` the `j`-th drawn item and `e` the slot counts. With one slot per
+item the slot draws are all 0 and the nested replicate is the item one.
 """
 
 import functools
@@ -34,7 +49,9 @@ from otbench.analysis.core import (  # shapes in annotations (STYLE.md)
     Array,
     Bool,
     Float64,
+    Int32,
     Int64,
+    mix64,
     numbers,
     pick,
     words,
@@ -81,6 +98,64 @@ def draw_weights(seed: jax.Array, first: jax.Array, count: int, n_items: int, n_
     else:
         cr = jnp.ones((count, n_reps), jnp.int64)
     return Weights(ci, cr)
+
+
+NESTED_TAG = 0x6E65737465642D72
+"""Stream tag of the within-item slot draws of the nested scheme (ASCII "nested-r")."""
+
+
+class NestedWeights(NamedTuple):
+    """Draws of a batch of nested bootstrap replicates.
+
+    Attributes:
+      item: int32[boot, draw] the item of each of the `I` item draws.
+      slots: int64[boot, draw, replicate] times each replicate slot of that
+        draw's item is drawn (each row sums to `R`).
+    """
+
+    item: Int32[Array, "boot draw"]
+    slots: Int64[Array, "boot draw replicate"]
+
+
+@functools.partial(jax.jit, static_argnames=("count", "n_items", "n_reps"))
+def draw_nested(seed: jax.Array, first: jax.Array, count: int, n_items: int, n_reps: int) -> NestedWeights:
+    """Nested draws of replicates `first .. first + count - 1` (module docstring)."""
+    hi = max((n_items + 1) // 2, 1)
+    hv = max((n_items * n_reps + 1) // 2, 1)
+    b = jnp.asarray(first, jnp.uint64) + jnp.arange(count, dtype=jnp.uint64)
+    s = jnp.asarray(seed, jnp.uint64)
+    w = jax.vmap(lambda i: words(s, i * jnp.uint64(hi) + jnp.uint64(1), hi))(b)
+    items = pick(numbers(w, n_items), jnp.uint64(max(n_items, 1)))
+    s2 = mix64(s ^ jnp.uint64(NESTED_TAG))
+    v = jax.vmap(lambda i: words(s2, i * jnp.uint64(hv) + jnp.uint64(1), hv))(b)
+    slots = pick(numbers(v, n_items * n_reps), jnp.uint64(max(n_reps, 1))).reshape(count, n_items, n_reps)
+    counts = jax.vmap(lambda row: _counts(row, n_reps))(slots)
+    return NestedWeights(items, counts)
+
+
+@functools.partial(jax.jit, static_argnames=("chunk",))
+def nested_means(x: Float64[Array, "item rep k"], a: Bool[Array, "item rep k"], w: NestedWeights,
+                 chunk: int = 1) -> Float64[Array, "boot k"]:
+    """Means over draws of the draws' slot-weighted item means (module docstring); NaN where none.
+
+    Replicates are mapped `chunk` at a time (memory `chunk x I x R x k`; one
+    at a time measured fastest on CPU, `benchmarks/horizon_nested.py`);
+    `chunk` never changes a value.
+    """
+    xa = jnp.where(a, x, 0.0)
+    af = a.astype(jnp.float64)
+
+    def one(args):
+        idx, e = args
+        ef = e.astype(jnp.float64)
+        num = jnp.einsum("jr,jrk->jk", ef, xa[idx])
+        den = jnp.einsum("jr,jrk->jk", ef, af[idx])
+        has = den > 0
+        m = jnp.where(has, num / jnp.where(has, den, 1.0), 0.0)
+        top, bot = m.sum(axis=0), has.sum(axis=0).astype(jnp.float64)
+        return jnp.where(bot > 0, top / jnp.where(bot > 0, bot, 1.0), jnp.nan)
+
+    return jax.lax.map(one, (w.item, w.slots), batch_size=chunk)
 
 
 def point_weights(n_items: int, n_reps: int) -> Weights:

@@ -10,6 +10,11 @@ CLI); the report turns the same rows into its HTML/CSV/LaTeX tables.
 * `contrast_table`: the paired-contrast layout (`B`, items, both arms'
   accuracies, `Δ` with its pointwise interval, the simultaneous band and
   the log2-B trapezoid summary on the first row of each contrast);
+* `sensitivity_table`: Table A11's layout: per contrast (every readout) and
+  matched estimand, the pooled item-bootstrap `Δ` beside the two-way and
+  crossed intervals, then each replicate alone;
+* `diagonal_table`: the matching-number statistic (Table A7b);
+* `length_table`: median reasoning lengths and the paired `Δ log L` (Table A10a);
 * `strata_table`, `scores_table`, `matched_table`, `controls_table`,
   `agreement_table`.
 """
@@ -51,10 +56,12 @@ def num(s: Mapping | None, digits: int = 3, *, sign: bool = False) -> str:
 
 
 def band(b: Sequence[float] | None) -> str:
+    """A band `[lo, hi]` (fractions) in signed points, or "—"."""
     return DASH if b is None else f"[{_z(100 * b[0], 1):+.1f}, {_z(100 * b[1], 1):+.1f}]"
 
 
 def calibration_table(doc: Mapping[str, Any]) -> Table:
+    """Fixed-stop calibration (Table A3): per group, arm and `B`, survival and the accuracies."""
     header = ("group", "arm", "B", "n", "survivors", "survival (%)", "survivor-only acc. (%)",
               "terminal-aware acc. (%)", "correct completion (%)", "natural full-trace acc. (%)")
     rows = []
@@ -67,6 +74,7 @@ def calibration_table(doc: Mapping[str, Any]) -> Table:
 
 
 def contrast_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
+    """Paired contrasts of one readout (Tables A6, A11): `Δ` with its intervals, bands and sensitivities."""
     header = ("group", "contrast", "B", "items", "pairs", "A acc. (%)", "B acc. (%)", "Δ (pp) [95% CI]",
               "simultaneous 95% band", "family band", "two-way CI", "crossed Δ [95% CI]",
               "AUC over log2 B (pp)")
@@ -92,8 +100,10 @@ def _crossed(c: Mapping[str, Any] | None) -> str:
 
 
 def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
-    header = ("group", "contrast", "B", "stratum", "items", "pairs", "share (%)",
-              "within-stratum Δ (pp)", "contribution (pp)", "contribution / share (pp)", "total (pp)")
+    """Termination strata of one readout (Tables A8b, A16, A18): share, within-stratum `Δ`, contribution."""
+    header = ("group", "contrast", "B", "stratum", "items", "pairs", "share of pairs (%)",
+              "share, item means (%)", "within-stratum Δ (pp)", "contribution (pp)",
+              "contribution / share (pp)", "total (pp)")
     rows = []
     for g in doc["groups"]:
         for s in g["strata"]:
@@ -101,13 +111,70 @@ def strata_table(doc: Mapping[str, Any], readout: str = "policy") -> Table:
                 continue
             rows.append((g["group"], f"{s['a']} − {s['b']}", f"{s['B']:,}", s["stratum"].replace("_", " "),
                          str(s.get("items", "")), str(s["pairs"]), pct(s["share"]),
-                         pct(s["within"], sign=True), pct(s["contribution"], sign=True),
+                         pct(s.get("share_item_mean")), pct(s["within"], sign=True), pct(s["contribution"], sign=True),
                          pct(s.get("contribution_per_share"), sign=True),
                          DASH if s["total"] is None else f"{_z(100 * s['total'], 1):+.1f}"))
     return (f"Termination-stratum decomposition ({readout} readout)", header, rows)
 
 
+def sensitivity_table(doc: Mapping[str, Any]) -> Table:
+    """Table A11: pooled item-bootstrap `Δ`, two-way and crossed intervals, each replicate alone."""
+    header = ("group", "comparison", "readout", "B", "replicate", "items", "item-bootstrap Δ (pp)",
+              "two-way Δ (pp)", "crossed Δ (pp)")
+    rows = []
+    for g in doc["groups"]:
+        for c in g["contrasts"]:
+            for h in c["horizons"]:
+                two = {"estimate": h["delta"]["estimate"], "ci": h.get("two_way_ci")} if "two_way_ci" in h else None
+                rows += _sensitivity_rows(g["group"], f"{c['a']} − {c['b']}", c["readout"], f"{h['B']:,}",
+                                          h["items"], h["delta"], two, h.get("crossed"), h.get("replicates", []))
+        for m in g["matched"]:
+            for key, rd in (("delta", "matched"), ("delta_continuation", "matched continuation")):
+                sens = (m.get("sensitivity") or {}).get(key)
+                if sens is None:
+                    continue
+                rows += _sensitivity_rows(g["group"], f"{m['lower']} − {m['upper']}", rd, "L_lower", m["items"],
+                                          m[key], sens.get("two_way"), sens.get("crossed"), sens["replicates"])
+    return ("Replicate-specific, two-way and crossed-intercept sensitivities", header, rows)
+
+
+def _sensitivity_rows(group, name, readout, B, items, pooled, two, crossed, replicates) -> list[tuple[str, ...]]:
+    """The pooled row of one estimand, then one row per replicate (item bootstrap only)."""
+    out = [(group, name, readout, B, f"pooled ({len(replicates) or 1})", str(items), pct(pooled, sign=True),
+            pct(two, sign=True), _crossed(crossed))]
+    out += [(group, name, readout, B, f"replicate {r['replicate']}", str(r["items"]), pct(r["delta"], sign=True),
+             DASH, DASH) for r in replicates]
+    return out
+
+
+def diagonal_table(doc: Mapping[str, Any]) -> Table:
+    """Table A7b: the matching-number statistic, with its two signed differences."""
+    header = ("group", "readout", "arms (announced H)", "X − Y at B = H_X (pp)", "Y − X at B = H_Y (pp)",
+              "match advantage (pp) [95% CI]")
+    rows = []
+    for g in doc["groups"]:
+        for d in g.get("diagonal", []):
+            (x, y), (hx, hy) = d["arms"], d["announced"]
+            rows.append((g["group"], d["readout"], f"{x} (H={hx:,}), {y} (H={hy:,})",
+                         pct(d["at_h1"], sign=True), pct(d["at_h2"], sign=True),
+                         pct(d["match_advantage"], sign=True)))
+    return ("Matching the announced and imposed horizons (diagonal statistic)", header, rows)
+
+
+def length_table(doc: Mapping[str, Any]) -> Table:
+    """Table A10a: median reasoning length per arm and the paired mean `Δ log L` of each contrast."""
+    header = ("group", "contrast", "items", "pairs", "median L, A (tokens)", "median L, B (tokens)",
+              "mean Δ log L [95% CI]")
+    rows = []
+    for g in doc["groups"]:
+        for r in g.get("lengths", []):
+            rows.append((g["group"], f"{r['a']} − {r['b']}", str(r["items"]), str(r["pairs"]),
+                         f"{r['median_a']:,.1f}", f"{r['median_b']:,.1f}", num(r["delta_log_L"], sign=True)))
+    return ("Reasoning length: medians and the paired log-length difference", header, rows)
+
+
 def scores_table(doc: Mapping[str, Any]) -> Table:
+    """Proper scores of the candidate-logit readout per arm, context and `B` (Tables A13, A15)."""
     header = ("group", "arm", "context", "B", "readouts", "log loss (nats)", "Brier", "valid mass (%)",
               "q_true < tail (%)", "argmax acc. (%)")
     rows = []
@@ -120,6 +187,7 @@ def scores_table(doc: Mapping[str, Any]) -> Table:
 
 
 def matched_table(doc: Mapping[str, Any]) -> Table:
+    """Matched horizon chosen by the lower arm (Tables A14, A20): `Δ`, bounds, diagnostics."""
     header = ("group", "lower − upper", "pairs", "replayable", "missing", "lower acc. (%)",
               "upper acc. (%)", "Δ (pp)", "worst-case bounds (pp)", "bounds, item means (pp)",
               "upper-active Δ (pp)",
@@ -141,6 +209,7 @@ def matched_table(doc: Mapping[str, Any]) -> Table:
 
 
 def controls_table(doc: Mapping[str, Any]) -> Table:
+    """Length-matched prefix controls (Figure 2d): original minus control accuracy, sign-flip p."""
     header = ("group", "arm", "control", "items", "readouts", "original acc. (%)", "control acc. (%)",
               "original − control (pp)", "sign-flip p")
     rows = []
@@ -156,6 +225,7 @@ def controls_table(doc: Mapping[str, Any]) -> Table:
 
 
 def agreement_table(doc: Mapping[str, Any]) -> Table:
+    """Terminal replay agreement (Table A4): candidate-logit answer vs the parsed natural answer."""
     header = ("group", "arm", "finished", "compared", "agree", "agreement (%)")
     rows = []
     for g in doc["groups"]:
@@ -171,6 +241,6 @@ def format_text(table: Table) -> str:
     if not rows:
         return f"{title}: no rows\n"
     w = [max(len(str(r[j])) for r in [header, *rows]) for j in range(len(header))]
-    line = lambda r: "  ".join(str(c).rjust(w[j]) if j > 1 else str(c).ljust(w[j])  # noqa: E731
+    line = lambda r: "  ".join(str(c).rjust(w[j]) if j > 1 else str(c).ljust(w[j])
                                for j, c in enumerate(r)).rstrip()
     return "\n".join([title, line(header), *[line(r) for r in rows]]) + "\n"

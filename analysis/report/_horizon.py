@@ -147,8 +147,10 @@ _CSV_UNITS = {"B": "B (tokens)", "n": "n (runs)", "survivors": "survivors (runs)
               "log-loss diff.": "log-loss diff. (nats)", "Brier diff.": "Brier diff. (score)",
               "sign-flip p": "sign-flip p (probability)",
               "simultaneous 95% band": "simultaneous 95% band (pp)",
-              "family band": "family band (pp)", "two-way CI": "two-way CI (pp)"}
-_LABELS = ("group", "arm", "contrast", "stratum", "context", "control", "lower − upper")
+              "family band": "family band (pp)", "two-way CI": "two-way CI (pp)",
+              "mean Δ log L": "mean Δ log L (log tokens)"}
+_LABELS = ("group", "arm", "contrast", "stratum", "context", "control", "lower − upper", "comparison",
+           "readout", "replicate", "arms (announced H)")
 
 
 def _csv_unit(h: str) -> str:
@@ -182,7 +184,7 @@ def _table(name: str, t: htabs.Table, caption: str) -> tabs.Table:
                 out.append("" if c == htabs.DASH else c.replace(",", ""))
                 continue
             est, _, ci = c.partition(" [")
-            lo, _, hi = ci.rstrip("]").partition(", ")
+            lo, _, hi = ci.partition("]")[0].partition(", ")     # "(n=...)" after a crossed interval
             if c.startswith("["):       # a band: only lo and hi
                 est, (lo, _, hi) = "", c.strip("[]").partition(", ")
             out += ["" if v in ("", htabs.DASH) else v.lstrip("+") for v in (est, lo, hi)]
@@ -227,7 +229,8 @@ def horizon_sections(ctx, set_dir: Path | None) -> list[Section]:
             if r["B"] == st["horizons"][0])
     src = (f"model {run.get('model')}, arms {', '.join(run['arms'])}"
            + (" (scripted arms: synthetic)" if run.get("synthetic") else "")
-           + f"; {st['replicates']:,} item-bootstrap draws (seed {st['seed']}), 2.5/97.5 percentiles")
+           + f"; {st['replicates']:,} {st.get('scheme', 'item')}-bootstrap draws (seed {st['seed']}), "
+             f"2.5/97.5 percentiles")
     if any(g["calibration"] for g in doc["groups"]):
         sec.figure(ctx.fig(
             "horizon_accuracy", lambda: accuracy_figure(doc),
@@ -259,5 +262,22 @@ def horizon_sections(ctx, set_dir: Path | None) -> list[Section]:
                                    f"Four-stratum decomposition (policy readout); within-stratum "
                                    f"Δ: the item-averaged difference inside the stratum (the "
                                    f"second paper's); contribution / share: the ratio that "
-                                   f"multiplies back to the contribution; {src}.")))
+                                   f"multiplies back to the contribution; share of pairs: the "
+                                   f"fraction of all paired item-replicates (Table A18's); {src}.")))
+    if any(h.get("replicates") for g in doc["groups"] for c in g["contrasts"] for h in c["horizons"]) \
+            or any(m.get("sensitivity") for g in doc["groups"] for m in g["matched"]):
+        sec.table(ctx.table(_table("horizon_sensitivity", htabs.sensitivity_table(doc),
+                                   f"Pooled item-bootstrap Δ beside the two-way item x replicate "
+                                   f"bootstrap and crossed item and replicate intercepts (method of "
+                                   f"moments, Satterthwaite t; n: items complete in every replicate), "
+                                   f"then each replicate alone with its own item bootstrap; {src}.")))
+    if any(g.get("diagonal") for g in doc["groups"]):
+        sec.table(ctx.table(_table("horizon_diagonal", htabs.diagonal_table(doc),
+                                   f"Matching statistic: the mean of X − Y at X's announced horizon and "
+                                   f"Y − X at Y's; positive when matching the announced and imposed "
+                                   f"horizons helps; {src}.")))
+    if any(g.get("lengths") for g in doc["groups"]):
+        sec.table(ctx.table(_table("horizon_lengths", htabs.length_table(doc),
+                                   f"Median terminal reasoning length per arm (runs) and the paired "
+                                   f"mean log-length difference over pairs with L > 0; {src}.")))
     return [sec]

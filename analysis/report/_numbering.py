@@ -50,6 +50,9 @@ TABLES = (
     "horizon_calibration",
     "horizon_contrasts",
     "horizon_strata",
+    "horizon_sensitivity",
+    "horizon_diagonal",
+    "horizon_lengths",
 )
 _FIG = {k: (i + 1, k) for i, k in enumerate(FIGURES)}
 _TAB = {k: (i + 1, k) for i, k in enumerate(TABLES)}

@@ -23,6 +23,7 @@ from otbench.analysis.measurement._horizon_run import (
     write_run,
 )
 from otbench.cli._horizon import horizon_group
+from test_horizon_exact import exact_crossed_twin
 
 REPS = 200      # bootstrap draws in these tests: the estimates, not the intervals, are checked
 
@@ -47,6 +48,8 @@ def twin_outcome(s, z, i, r, h, readout):
     if not s.obs[z, i, r]:
         return False, 0.0
     done = s.fin[z, i, r] and s.L[z, i, r] <= B
+    if readout == "completion":                      # correct completion by the deadline
+        return True, float(done) * float(s.y[z, i, r])
     av, lp, cav, cc = s.stop["common" if readout == "common" else "policy"]
     ok, corr = ok_and_correct(s, lp[z, i, r, h], i) if av[z, i, r, h] else (False, False)
     if readout == "common":
@@ -150,7 +153,11 @@ def test_contrasts_strata_and_mcnemar_match_the_twin(fixed):
         assert close(st_["within"]["estimate"], twin_mean(s, inside))
         I, R = s.obs.shape[1:]
         assert st_["items"] == sum(any(inside(i, r)[0] for r in range(R)) for i in range(I))
-        sh = st_["share"]["estimate"]
+        sh = st_["share_item_mean"]["estimate"]
+        assert close(sh, twin_mean(s, lambda i, r: (contrib(i, r)[0], float(inside(i, r)[0]))))
+        # Table A18's share: the raw fraction of all pairs (pooled over items)
+        all_pairs = [(i, r) for i in range(I) for r in range(R) if contrib(i, r)[0]]
+        assert close(st_["share"]["estimate"], sum(inside(i, r)[0] for i, r in all_pairs) / len(all_pairs))
         want = None if not sh else st_["contribution"]["estimate"] / sh
         assert close(st_["contribution_per_share"]["estimate"], want)
     by = {}
@@ -166,6 +173,15 @@ def test_contrasts_strata_and_mcnemar_match_the_twin(fixed):
                  for i in range(s.obs.shape[1]) for r in range(s.obs.shape[2])]
         pairs = [(a[1], b[1]) for a, b in pairs if a[0] and b[0]]
         assert (m["n10"], m["n01"]) == (sum(a > b for a, b in pairs), sum(a < b for a, b in pairs))
+        by_item = {}
+        for i in range(s.obs.shape[1]):
+            for r in range(s.obs.shape[2]):
+                oa, va = twin_outcome(s, A, i, r, h, "policy")
+                ob, vb = twin_outcome(s, Bz, i, r, h, "policy")
+                if oa and ob:
+                    by_item.setdefault(i, []).append(va - vb)
+        dm = np.array([sum(v) / len(v) for v in by_item.values()])
+        assert m["sign_flip_p"] == inf.sign_flip(dm, draws=REPS, seed=0).p
 
 
 def test_matched_bounds_and_controls_match_the_twin(fixed):
@@ -398,6 +414,14 @@ def test_report_shows_the_horizon_document_beside_a_set(fixed, tmp_path):
     csv_text = (tmp_path / "rep" / "tables" / "table24_horizon_contrasts.csv").read_text()
     header = [ln for ln in csv_text.splitlines() if not ln.startswith("#")][0]
     assert "Δ (pp),Δ lo (pp),Δ hi (pp)" in header and "B (tokens)" in header   # units in headers
+    assert "table26_horizon_sensitivity" in tables and "table27_horizon_diagonal" not in tables
+    assert "table28_horizon_lengths" in tables
+    import csv
+    sens = list(csv.reader(ln for ln in (tmp_path / "rep" / "tables" / "table26_horizon_sensitivity.csv")
+                           .read_text().splitlines() if not ln.startswith("#")))
+    col = sens[0].index("crossed Δ hi (pp)")
+    assert any(r[col] for r in sens[1:]) and all(r[col] == "" or float(r[col]) == float(r[col]) for r in sens[1:])
+    assert {r[sens[0].index("replicate")] for r in sens[1:]} >= {"pooled (3)", "replicate 0", "replicate 2"}
     assert "Matched-horizon readouts" in index.read_text()
     # a file that is not a horizon document gives a note, not a figure
     (set_dir / "results" / "horizon.json").write_text('{"schema": "other"}')
@@ -419,15 +443,21 @@ def test_a_policy_only_run_reads_dense_curves_in_the_policy_context(tmp_path):
     doc = analyze(tmp_path / "run", contrasts=["a1,a0"], replicates=50)
     g = doc["groups"][0]
     assert g["dense"]["context"] == "policy" and g["dense"]["curves"]
-    assert {c["readout"] for c in g["contrasts"]} == {"policy", "continuation"}
+    assert {c["readout"] for c in g["contrasts"]} == {"policy", "continuation", "completion"}
     assert {r["context"] for r in g["scores"]} == {"policy"}
 
 
 def test_pooled_bounds_follow_the_paper_on_unequal_items():
     """16 pairs, 6 missing, items of unequal size: the pooled and item-mean bounds differ."""
-    from otbench.analysis.horizon._analysis import _pooled_bounds
+    from types import SimpleNamespace
+
+    from otbench.analysis.horizon._group import Group
+    from otbench.analysis.horizon._matched import pooled_bounds as _pooled_bounds
 
     class G:
+        st = SimpleNamespace(scheme="item")
+        pooled_ratio = Group.pooled_ratio
+
         def boot(self, x, a):
             return inf.bootstrap(x, a, replicates=300, seed=1)
 
@@ -509,8 +539,8 @@ def test_contrasts_carry_the_crossed_sensitivity_beside_the_bootstrap(fixed):
             if len(rows) < 2:
                 assert hr["crossed"] is None
                 continue
-            mu, se, df, ci, *_ = crossed_twin(rows)
-            assert hr["crossed"]["items"] == len(rows)
+            mu, se, df, ci, *_ = exact_crossed_twin(rows)     # binary differences: ties are exact
+            assert hr["crossed"]["items"] == len(rows) and hr["crossed"]["df"] == df
             assert close(hr["crossed"]["estimate"], mu)
             if se > 0:
                 assert hr["crossed"]["ci"] == pytest.approx(ci, rel=1e-9, abs=1e-12)

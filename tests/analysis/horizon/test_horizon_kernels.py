@@ -157,7 +157,7 @@ def test_bootstrap_of_a_constant_has_a_degenerate_interval_and_empty_items_are_u
     (dict(replicates=-1), "`replicates` must be a non-negative integer"),
     (dict(batch=0), "`batch` must be a positive integer"),
     (dict(seed=-3), r"`seed` must be an integer in \[0, 2\*\*64\)"),
-    (dict(scheme="nested"), "`scheme` must be 'item' or 'two-way'"),
+    (dict(scheme="paired"), "`scheme` must be one of item, two-way, nested"),
     (dict(x=np.full((1, 1, 1), np.inf)), "`x` must be finite where `a` is True"),
 ])
 def test_bootstrap_validates_its_arguments(kw, match):

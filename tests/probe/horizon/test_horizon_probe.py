@@ -294,7 +294,7 @@ def test_scripted_positive_control(tiny_model, tok, tmp_path):
     assert at[64]["delta"]["estimate"] == 0.75 and at[64]["delta"]["ci"][0] > 0.5
     assert at[512]["delta"]["estimate"] == 0.0 and at[512]["delta"]["ci"] == [0.0, 0.0]
     run = load_run(tmp_path / "pc")
-    from otbench.analysis.horizon._analysis import _scores
+    from otbench.analysis.horizon._group import scores as _scores
     sc = _scores(run.stop["policy"], run.gold, run.valid)["correct"][:, :, 0, :]
     d64 = sc[1, :, 0].astype(float) - sc[0, :, 0]
     d512 = sc[1, :, 1].astype(float) - sc[0, :, 1]
