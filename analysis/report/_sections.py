@@ -5,6 +5,7 @@ and tables through it and returns the page `Section`. A missing input gives
 a note that says what to run, never an empty or made-up figure.
 """
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,100 +28,129 @@ def _n(x: int) -> str:
 
 # -- 1. overthinking matrices (Tables 1, 3-7; Fig. 1) ------------------------------------------
 
-def matrices_section(ctx) -> Section:
-    m, b = ctx.inputs.metrics, ctx.inputs.bootstrap
-    T = ctx.ms.num_trajectories
-    reps = f"{b['replicates']:,} " if b and isinstance(b.get("replicates"), int) else ""
-    sec = Section("matrices", "Overthinking matrices",
-                  f"Per model × benchmark group; {_WEIGHTS} (SPEC §4).")
-    ci = (f"; {figs.coverage(b)} percentile intervals from {reps}paired bootstrap replicates"
-          if b else "")
-    sec.figure(ctx.fig(
-        "overthinking",
-        lambda: figs.matrix_figure(m, ("or", "ad"), ("Overthinking Ratio OR (%)",
-                                                     "Accuracy Degradation AD (pp)"),
-                                   ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2),
-                                   ("Blues", "Reds"), boot=b),
-        title="Overthinking Ratio and Accuracy Degradation",
-        caption=f"OR (% of thinking tokens after the earliest accuracy maximum k*) and AD "
-                f"(probe-accuracy points lost from k* to full thinking) per model and group with "
-                f"equal-weight Avg. row and column{ci}; from {_n(T)} trajectories.",
-        trajectories=T))
-    for name, key, title, cap in (
-            ("or", "or", "Overthinking Ratio OR (%)", "Mean OR in % of thinking tokens"),
-            ("ad", "ad", "Accuracy Degradation AD (pp)", "Mean AD in percentage points")):
-        sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title, boot=b,
-                                              caption=f"{cap}; {_WEIGHTS}; {_n(T)} trajectories.")))
+_PCT, _FROM_ZERO = (0.0, 100.0), (0.0, None)
+"""Colour-scale ends (display units): shares of a whole on 0-100 %, the rest from 0, so a
+spread of a few points is never stretched over the whole scale (issue 30)."""
+_MATRIX_FIGURES = {
+    # key: (metric keys, panel titles, units, scales, digits, colour maps, scale ends)
+    "overthinking": (("or", "ad"), ("Overthinking Ratio OR (%)", "Accuracy Degradation AD (pp)"),
+                     ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2), ("Blues", "Reds"),
+                     (_PCT, _FROM_ZERO)),
+    "baselines": (("full_acc", "tokens"), ("original full-thinking accuracy (%)",
+                                           "mean thinking tokens L(n) (tokens)"),
+                  ("accuracy (%)", "tokens"), (100.0, 1.0), (1, 0), ("Greens", "Purples"),
+                  (_PCT, _FROM_ZERO)),
+}
+_POINT_TABLES = (
+    # (table, metric key, title, caption start, HTML intervals, scale ends, trajectories said)
+    ("or", "or", "Overthinking Ratio OR (%)", "Mean OR in % of thinking tokens", True, _PCT, True),
+    ("ad", "ad", "Accuracy Degradation AD (pp)", "Mean AD in percentage points", True,
+     _FROM_ZERO, True),
+    ("full_acc", "full_acc", "Original full-thinking accuracy (%)",
+     "Accuracy of the original final answers (not the STP probes)", False, _PCT, False),
+    ("tokens", "tokens", "Mean thinking tokens", "Mean full thinking length L(n) in tokens",
+     True, _FROM_ZERO, False),
+    ("endpoint_acc", "endpoint_acc", "STP endpoint accuracy P(n) (%)",
+     "Mean probe accuracy at full thinking", True, _PCT, False),
+    ("zero_step", "zero_step_acc", "Zero-step accuracy P(0) (%)",
+     "Mean probe accuracy with no thinking retained", True, _PCT, False),
+    ("pairwise_or", "pairwise_or", "Within-question variation of OR (pp)",
+     "Mean absolute OR difference over a question's trajectory pairs (questions with R ≥ 2)",
+     True, _FROM_ZERO, False),
+    ("pairwise_ad", "pairwise_ad", "Within-question variation of AD (pp)",
+     "Mean absolute AD difference over a question's trajectory pairs (questions with R ≥ 2)",
+     True, _FROM_ZERO, False),
+)
+_INTERVAL_TABLES = (
+    ("or_ci", "or", "OR (%)"), ("ad_ci", "ad", "AD (pp)"),
+    ("full_acc_ci", "full_acc", "original full-thinking accuracy (%)"),
+    ("tokens_ci", "tokens", "mean thinking tokens"),
+    ("endpoint_acc_ci", "endpoint_acc", "STP endpoint accuracy P(n) (%)"),
+    ("zero_step_ci", "zero_step_acc", "zero-step accuracy P(0) (%)"),
+    ("pairwise_or_ci", "pairwise_or", "the within-question variation of OR (pp)"),
+    ("pairwise_ad_ci", "pairwise_ad", "the within-question variation of AD (pp)"),
+)
+_PAIR_NOTE = ("; pairs are formed within each drawn (model, question) occurrence, and a trajectory "
+              "drawn twice forms a pair that differs by 0, so replicate values centre near "
+              "(R-1)/R of the estimate")
+
+
+def _replicates(b: Mapping[str, Any] | None) -> str:
+    return f"{b['replicates']:,} " if b and isinstance(b.get("replicates"), int) else ""
+
+
+def _matrix_figure(ctx, sec: Section, name: str, title: str, caption: str) -> None:
+    keys, labels, units, scales, digits, cmaps, ranges = _MATRIX_FIGURES[name]
+    draw = functools.partial(figs.matrix_figure, ctx.inputs.metrics, keys, labels, units, scales,
+                             digits, cmaps, boot=ctx.inputs.bootstrap, ranges=ranges)
+    sec.figure(ctx.fig(name, draw, title=title, caption=caption,
+                       trajectories=ctx.ms.num_trajectories))
+
+
+def _point_table(ctx, sec: Section, spec: tuple) -> None:
+    name, key, title, cap, with_boot, heat_range, said = spec
+    tail = f"; {_n(ctx.ms.num_trajectories)} trajectories." if said else "."
+    note = _PAIR_NOTE if key.startswith("pairwise") and ctx.inputs.bootstrap else ""
+    sec.table(ctx.table(tabs.matrix_table(
+        name, ctx.inputs.metrics, key, title=title, caption=f"{cap}; {_WEIGHTS}{note}{tail}",
+        boot=ctx.inputs.bootstrap if with_boot else None, heat_range=heat_range)))
+
+
+def _spearman_text(m: Mapping[str, Any], b: Mapping[str, Any] | None) -> str:
     rho = m.get("spearman_or_ad")
     rho_iv = ((b or {}).get("spearman_or_ad") or {}).get("interval")
-    sec.text("Spearman correlation of OR and AD across the cell means: "
-             + ("n/a (fewer than two cells or constant values)" if rho is None else f"{rho:.3f}")
-             + ("" if rho_iv is None else
-                f", {figs.coverage(b)} bootstrap interval {tabs.fmt_interval(rho_iv, 1.0, 3)} "
-                f"(recomputed across the cells of every replicate)")
-             + f" ({len(m['cells'])} cells).")
-    sec.figure(ctx.fig(
-        "baselines",
-        lambda: figs.matrix_figure(m, ("full_acc", "tokens"),
-                                   ("original full-thinking accuracy (%)",
-                                    "mean thinking tokens L(n) (tokens)"),
-                                   ("accuracy (%)", "tokens"), (100.0, 1.0), (1, 0),
-                                   ("Greens", "Purples"), boot=b),
-        title="Original full-thinking accuracy and thinking length",
-        caption=f"Accuracy of the trajectories' own final answers (%) and mean full thinking "
-                f"length L(n) (tokens) per model and group{ci}; from {_n(T)} trajectories.",
-        trajectories=T))
-    for name, key, title, cap in (
-            ("full_acc", "full_acc", "Original full-thinking accuracy (%)",
-             "Accuracy of the original final answers (not the STP probes)"),
-            ("tokens", "tokens", "Mean thinking tokens",
-             "Mean full thinking length L(n) in tokens"),
-            ("endpoint_acc", "endpoint_acc", "STP endpoint accuracy P(n) (%)",
-             "Mean probe accuracy at full thinking"),
-            ("zero_step", "zero_step_acc", "Zero-step accuracy P(0) (%)",
-             "Mean probe accuracy with no thinking retained"),
-            ("pairwise_or", "pairwise_or", "Within-question variation of OR (pp)",
-             "Mean absolute OR difference over a question's trajectory pairs (questions with R ≥ 2)"),
-            ("pairwise_ad", "pairwise_ad", "Within-question variation of AD (pp)",
-             "Mean absolute AD difference over a question's trajectory pairs (questions with R ≥ 2)")):
-        sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title,
-                                              boot=b if key in _BOOT_IN_TABLE else None,
-                                              caption=f"{cap}; {_WEIGHTS}.")))
+    return ("Spearman correlation of OR and AD across the cell means: "
+            + ("n/a (fewer than two cells or constant values)" if rho is None else f"{rho:.3f}")
+            + ("" if rho_iv is None else
+               f", {figs.coverage(b)} bootstrap interval {tabs.fmt_interval(rho_iv, 1.0, 3, rho)} "
+               f"(recomputed across the cells of every replicate)"
+               + ("" if not tabs.excludes(rho_iv, rho) else f"; {tabs.EXCLUDES_NOTE}"))
+            + f" ({len(m['cells'])} cells).")
+
+
+def _interval_tables(ctx, sec: Section) -> None:
+    b, m = ctx.inputs.bootstrap, ctx.inputs.metrics
+    cov = figs.coverage(b)
+    lo, hi = b.get("percentiles") or (2.5, 97.5)
+    for name, key, what in _INTERVAL_TABLES:
+        sec.table(ctx.table(tabs.interval_table(
+            name, b, m, key, title=f"{cov} intervals of {what}",
+            caption=f"{lo:g}/{hi:g} percentiles over {_replicates(b)}two-stage paired bootstrap "
+                    f"replicates (questions, then trajectories; probe labels fixed; seed "
+                    f"{b.get('seed')}); Avg. entries from replicate-level averages where the "
+                    "bootstrap reports them" + (_PAIR_NOTE if key.startswith("pairwise") else "")
+                    + ".")))
+
+
+def matrices_section(ctx) -> Section:
+    """Tables 1-16 and Figures 1-2: the model x group matrices, with intervals when bootstrapped."""
+    m, b = ctx.inputs.metrics, ctx.inputs.bootstrap
+    T = ctx.ms.num_trajectories
+    sec = Section("matrices", "Overthinking matrices",
+                  f"Per model × benchmark group; {_WEIGHTS} (SPEC §4).")
+    ci = (f"; {figs.coverage(b)} percentile intervals from {_replicates(b)}paired bootstrap "
+          f"replicates" if b else "")
+    scale = "; colour scales run from 0 (shares of a whole: 0–100%)"
+    _matrix_figure(ctx, sec, "overthinking", "Overthinking Ratio and Accuracy Degradation",
+                   f"OR (% of thinking tokens after the earliest accuracy maximum k*) and AD "
+                   f"(probe-accuracy points lost from k* to full thinking) per model and group "
+                   f"with equal-weight Avg. row and column{ci}{scale}; from {_n(T)} trajectories.")
+    for spec in _POINT_TABLES[:2]:
+        _point_table(ctx, sec, spec)
+    sec.text(_spearman_text(m, b))
+    _matrix_figure(ctx, sec, "baselines", "Original full-thinking accuracy and thinking length",
+                   f"Accuracy of the trajectories' own final answers (%) and mean full thinking "
+                   f"length L(n) (tokens) per model and group{ci}{scale}; from {_n(T)} "
+                   "trajectories.")
+    for spec in _POINT_TABLES[2:]:
+        _point_table(ctx, sec, spec)
     if b is None:
         ctx.missing(sec, f"No bootstrap intervals ({num.tables_label('or_ci', 'ad_ci', 'full_acc_ci', 'tokens_ci', 'endpoint_acc_ci')}): "
                          "run `otbench bootstrap DIR --frontiers` (it writes "
                          "DIR/results/bootstrap.json) and rebuild the report.")
         return sec
-    cov = figs.coverage(b)
-    lo, hi = b.get("percentiles") or (2.5, 97.5)
-    for name, key, title in (("or_ci", "or", f"{cov} intervals of OR (%)"),
-                             ("ad_ci", "ad", f"{cov} intervals of AD (pp)"),
-                             ("full_acc_ci", "full_acc",
-                              f"{cov} intervals of original full-thinking accuracy (%)"),
-                             ("tokens_ci", "tokens", f"{cov} intervals of mean thinking tokens"),
-                             ("endpoint_acc_ci", "endpoint_acc",
-                              f"{cov} intervals of STP endpoint accuracy P(n) (%)"),
-                             ("zero_step_ci", "zero_step_acc",
-                              f"{cov} intervals of zero-step accuracy P(0) (%)"),
-                             ("pairwise_or_ci", "pairwise_or",
-                              f"{cov} intervals of the within-question variation of OR (pp)"),
-                             ("pairwise_ad_ci", "pairwise_ad",
-                              f"{cov} intervals of the within-question variation of AD (pp)")):
-        sec.table(ctx.table(tabs.interval_table(
-            name, b, m, key, title=title,
-            caption=f"{lo:g}/{hi:g} percentiles over {reps}two-stage paired bootstrap replicates "
-                    f"(questions, then trajectories; probe labels fixed; seed {b.get('seed')}); "
-                    "Avg. entries from replicate-level averages where the bootstrap reports them"
-                    + (_PAIR_NOTE if key.startswith("pairwise") else "") + ".")))
+    _interval_tables(ctx, sec)
     return sec
-
-
-_BOOT_IN_TABLE = ("tokens", "endpoint_acc", "zero_step_acc", "pairwise_or", "pairwise_ad")
-"""Matrix tables that show the bootstrap interval under each value (OR / AD / full-thinking
-accuracy have their own figure panels and Tables 4-6)."""
-_PAIR_NOTE = ("; pairs are formed within each drawn (model, question) occurrence, and a trajectory "
-              "drawn twice forms a pair that differs by 0, so replicate values centre near "
-              "(R-1)/R of the estimate")
 
 
 # -- 2. local changes (Fig. 2) ---------------------------------------------------------------------
@@ -190,10 +220,11 @@ def frontier_section(ctx) -> Section:
     bf = (b or {}).get("frontiers") if b else None
     cov = figs.coverage(b) if b else "95%"
 
-    def ci(x) -> tuple[str, tuple[str, str]]:
+    def ci(x, est) -> tuple[str, tuple[str, str]]:
         if not x or None in x:
             return tabs.fmt_interval(x, 100.0, 1), ("", "")
-        return tabs.fmt_interval(x, 100.0, 1), (tabs.csv_num(x[0], 100.0), tabs.csv_num(x[1], 100.0))
+        return (tabs.fmt_interval(x, 100.0, 1, est),
+                (tabs.csv_num(x[0], 100.0), tabs.csv_num(x[1], 100.0)))
 
     header, csv_header, rows = ["strategy"], ["strategy"], []
     for label, key in (("β_match", "beta_match"), ("ceiling", "ceiling"), ("β_sat", "beta_sat")):
@@ -207,14 +238,14 @@ def frontier_section(ctx) -> Section:
         for key, digits in (("beta_match", 1), ("ceiling", 2), ("beta_sat", 1)):
             r.append(_pct(sf[key], digits))
             if bf:
-                r.append(ci((bf.get(s) or {}).get(key)))
+                r.append(ci((bf.get(s) or {}).get(key), sf[key]))
         rows.append(r)
     sec.table(ctx.table(tabs.simple_table(
         "frontiers", title="Frontier summaries",
-        caption=f"β_match = min β with F_C(β) ≥ A_full ({100 * f['a_full']:.2f}%), ceiling F_C(1), "
+        caption=tabs.marked(f"β_match = min β with F_C(β) ≥ A_full ({100 * f['a_full']:.2f}%), ceiling F_C(1), "
                 "β_sat = min β with F_C(β) = F_C(1), all in %; \"never\" when not reached on the "
                 "grid" + (f"; {cov} bootstrap intervals (\"n/a\" for an end that is never reached)"
-                          if bf else "") + ".",
+                          if bf else "") + ".", [d for r in rows for d, _ in r]),
         header=header, csv_header=csv_header, rows=rows)))
     if bf and any(s in bf for s in ("dr", "fb", "dee")):
         reps = b.get("replicates")
@@ -295,6 +326,8 @@ def evaluated_split_frontiers(ms, bench: Sequence[Mapping[str, Any]]
 
 
 def otbench_section(ctx) -> Section:
+    from otbench.analysis.bench import RANKED_BY
+
     bench = ctx.inputs.bench
     sec = Section("otbench", "OTBench: practical termination methods",
                   "Each method's operating points over its θ sweep against its strategy's exact "
@@ -314,38 +347,61 @@ def otbench_section(ctx) -> Section:
     sec.figure(ctx.fig(
         "otbench", lambda: figs.otbench_figure(bench, fronts),
         title="OTBench methods against their strategies' oracle frontiers",
-        caption=f"{len(bench)} method(s) on the {'/'.join(splits)} split: operating points "
-                f"(joined: non-dominated curve; hollow: dominated) and the oracle at each point's "
-                f"per-cell costs (crosses, against which the gap is measured; the frontier curve "
-                f"gives every cell the same β, so uneven spending can plot above it); from "
-                f"{_n(T)} trajectories.",
+        caption=f"{len(bench)} method(s) on the {'/'.join(splits)} split. Solid steps: each "
+                f"method's curve as the summary scores it (per cell, the best accuracy of its "
+                f"curve points at or below each relative cost, no thinking below the cheapest; "
+                f"cells chained with equal weights), so the shaded band to the frontier is the "
+                f"gap area over [0, 1] and the realized share is the curve's area over no "
+                f"thinking relative to the frontier's; a method whose cells each switch only near "
+                f"full cost realizes little even when its macro points (markers, averages of "
+                f"cells switching at different costs; hollow: dominated) lie on the frontier. "
+                f"Crosses: the oracle at each point's own per-cell costs, against which its gap "
+                f"is measured; from {_n(T)} trajectories.",
         trajectories=T))
-    rows = []
-    for d in bench:
-        s = d.get("summary", {})
-        ref = d.get("reference", {})
-        share = s.get("realized_share")
-        rows.append([(str(d["method"]), str(d["method"])), (d["strategy"].upper(), d["strategy"]),
-                     (str(d.get("split", "")), str(d.get("split", ""))),
-                     (f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}",
-                      f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}"),
-                     (tabs.fmt(s.get("gap_area"), 100.0, 2), tabs.csv_num(s.get("gap_area"), 100.0)),
-                     (tabs.fmt(s.get("gap_area_full"), 100.0, 2), tabs.csv_num(s.get("gap_area_full"), 100.0)),
-                     (tabs.fmt(share, 100.0, 1), tabs.csv_num(share, 100.0)),
-                     (tabs.fmt(ref.get("a_zero"), 100.0, 1), tabs.csv_num(ref.get("a_zero"), 100.0)),
-                     (tabs.fmt(ref.get("a_full"), 100.0, 1), tabs.csv_num(ref.get("a_full"), 100.0))])
+    rows = [_bench_row(rank, d) for rank, d in _ranked(bench)]
     sec.table(ctx.table(tabs.simple_table(
         "otbench", title="OTBench summary",
-        caption="Curve points / all points; gap area: the mean gap between the oracle frontier "
+        caption=f"Ranked within each strategy by {RANKED_BY}, the leaderboard's one rule. "
+                "Curve points / all points; gap area: the mean gap between the oracle frontier "
                 "and the method's step curve over relative cost (pp), over the method's own cost "
                 "range and over [0, 1] (cells chained with equal weights); realized: the share of "
                 "the frontier's area over no thinking that the method's curve reaches on [0, 1] "
                 "(%); macro accuracy with no thinking and with full thinking on the evaluated "
                 "split (%).",
-        header=["method", "strategy", "split", "curve/points (count)", "gap area (pp)",
+        header=["rank", "method", "strategy", "split", "curve/points (count)", "gap area (pp)",
                 "gap area [0,1] (pp)", "realized (%)", "no thinking (%)", "full thinking (%)"],
         rows=rows)))
     return sec
+
+
+def _ranked(bench: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
+    """(rank within its strategy, result) in strategy order, by the leaderboard's one key."""
+    from types import SimpleNamespace
+
+    from otbench.analysis.bench import leaderboard_key
+
+    out = []
+    for s in sorted({d["strategy"] for d in bench}, key=("dr", "fb", "dee", *sorted(
+            {d["strategy"] for d in bench})).index):
+        mine = [d for d in bench if d["strategy"] == s]
+        mine.sort(key=lambda d: leaderboard_key(SimpleNamespace(summary=d.get("summary", {}),
+                                                                method=str(d["method"]))))
+        out += list(enumerate(mine, start=1))
+    return out
+
+
+def _bench_row(rank: int, d: Mapping[str, Any]) -> list[tuple[str, str]]:
+    s = d.get("summary", {})
+    ref = d.get("reference", {})
+    pts = f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}"
+    row = [(str(rank), str(rank)), (str(d["method"]), str(d["method"])),
+           (d["strategy"].upper(), d["strategy"]),
+           (str(d.get("split", "")), str(d.get("split", ""))), (pts, pts)]
+    for v, digits in ((s.get("gap_area"), 2), (s.get("gap_area_full"), 2),
+                      (s.get("realized_share"), 1), (ref.get("a_zero"), 1),
+                      (ref.get("a_full"), 1)):
+        row.append((tabs.fmt(v, 100.0, digits), tabs.csv_num(v, 100.0)))
+    return row
 
 
 # -- 5. sensitivity (Fig. 6) -----------------------------------------------------------------------------
