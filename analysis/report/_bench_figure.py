@@ -49,13 +49,14 @@ def macro_step_curve(doc: Mapping[str, Any], frontier: Mapping[str, Any] | None 
                     if p["nondominated"])
         if not on:
             return None
-        if on[0][0] > 0.0:
+        xs = np.asarray([x for x, _ in on])
+        ys = np.maximum.accumulate(np.asarray([y for _, y in on]))   # best at or below x
+        if xs[0] > 0.0:
             a0 = zero.get((c["model"], c["group"]))
             if a0 is None:
                 return None
-            on.insert(0, (0.0, a0))
-        xs = np.asarray([x for x, _ in on])
-        curves.append((xs, np.maximum.accumulate(np.asarray([y for _, y in on]))))
+            xs, ys = np.append(0.0, xs), np.append(a0, ys)
+        curves.append((xs, ys))
         models.append(c["model"])
     if not curves:
         return None

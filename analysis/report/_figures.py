@@ -196,25 +196,25 @@ def local_changes_figure(edges: Sequence[int], pos: np.ndarray, neg: np.ndarray,
 
 
 def local_change_edges(max_tokens: int) -> tuple[int, ...]:
-    """Bin edges for Fig. 2: the paper's 2,048-token bins, finer for short thinking.
+    """Bin edges for Fig. 3: the metrics' 2,048-token bins, halved for short thinking.
 
     With at least 16,384 thinking tokens in the longest trajectory the
     metrics' `DEFAULT_BIN_EDGES` are used (0, 2048, ..., 32768, last bin
     open). Shorter sets would fall into one or two such bins, so the width
-    is the smallest 1-2-5 x 10^k number giving at most 12 bins that reach
-    the longest trajectory.
+    is the smallest 2048 / 2^j (j >= 0, at least 1 token) giving at most 12
+    bins that reach the longest trajectory. Such a width divides 2,048, so
+    every bin lies inside one bin of ``metrics.json``'s local changes and
+    their counts add up to it (the report and the metrics never disagree on
+    what a bin holds).
     """
     from otbench.analysis.overthinking import DEFAULT_BIN_EDGES
 
     if max_tokens >= 16384:
         return tuple(DEFAULT_BIN_EDGES)
-    width = 1
-    for e in range(0, 6):
-        for m in (1, 2, 5):
-            width = m * 10 ** e
-            if math.ceil((max_tokens + 1) / width) <= 12:
-                return tuple(range(0, max(1, math.ceil((max_tokens + 1) / width)) * width, width))
-    return tuple(DEFAULT_BIN_EDGES)
+    width = int(DEFAULT_BIN_EDGES[1])
+    while width > 1 and math.ceil((max_tokens + 1) / (width // 2)) <= 12:
+        width //= 2
+    return tuple(range(0, max(1, math.ceil((max_tokens + 1) / width)) * width, width))
 
 
 # -- Fig. 3: oracle frontiers --------------------------------------------------------------
@@ -333,7 +333,7 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                                   for v, lo_, hi_ in zip(mean, lo, hi)])
                 # Float summation can put the mean an ulp outside its range (r = R).
                 mid = np.clip(mid, lo, hi)
-                a.errorbar(rr, mid, yerr=[mid - lo, hi - mid], fmt="o", color="#ff7f0e",
+                a.errorbar(rr, mid, yerr=np.vstack([mid - lo, hi - mid]), fmt="o", color="#ff7f0e",
                            capsize=4, label="mean over draws, 2.5–97.5% range")
                 if macro.get(key) is not None:
                     a.axhline(100.0 * macro[key], color="black", ls="--", lw=0.8,

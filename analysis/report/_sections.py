@@ -176,7 +176,8 @@ def local_section(ctx) -> Section:
         "local_changes", lambda: figs.local_changes_figure(edges, pos, neg, flat),
         title="Local accuracy changes by thinking progress",
         caption=f"Shares of positive, flat and negative ΔP(k) and the negative-to-positive ratio "
-                f"per L(k) bin; {_n(int(total.sum()))} changes from {_n(T)} trajectories.",
+                f"per L(k) bin ({_bins_said(edges)}); {_n(int(total.sum()))} changes from "
+                f"{_n(T)} trajectories.",
         trajectories=T))
     labels = figs.bin_labels(edges)
     rows = []
@@ -191,10 +192,20 @@ def local_section(ctx) -> Section:
     sec.table(ctx.table(tabs.simple_table(
         "local_changes", title="Local accuracy changes by L(k) bin",
         caption="Counts of measured changes and their shares (%) per bin of retained tokens "
-                "(tokens); neg/pos is n/a without a positive change.",
+                f"(tokens); neg/pos is n/a without a positive change; {_bins_said(edges)}.",
         header=["L(k) bin (tokens)", "changes (count)", "positive (%)", "flat (%)",
                 "negative (%)", "neg/pos (ratio)"], rows=rows)))
     return sec
+
+
+def _bins_said(edges: Sequence[int]) -> str:
+    """The bin width and how it relates to the metrics' 2,048-token bins."""
+    w = edges[1] - edges[0] if len(edges) > 1 else 1
+    if w == 2048:
+        return "2,048-token bins, as in metrics.json"
+    return (f"{_n(w)}-token bins, finer than the 2,048-token bins of metrics.json because the "
+            f"longest trajectory has under 16,384 thinking tokens; {_n(w)} divides 2,048, so "
+            f"each bin's counts add into one metrics.json bin")
 
 
 # -- 3. frontiers (Fig. 3, Fig. 5) -------------------------------------------------------------------
