@@ -63,11 +63,11 @@ from . import _tables as tabs
 from ._horizon import horizon_sections
 from ._html import Section, render
 from ._inputs import Doc, Inputs, ReportInputError, gather
+from ._bench_section import otbench_section
 from ._sections import (
     frontier_section,
     local_section,
     matrices_section,
-    otbench_section,
     sensitivity_section,
     steps_section,
     trajectories_section,

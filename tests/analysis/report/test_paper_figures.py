@@ -30,7 +30,7 @@ from otbench.analysis.report import _curves as curves
 from otbench.analysis.report import _figures as figs
 from otbench.analysis.report import _style as style
 from otbench.analysis.report import _tables as tabs
-from otbench.analysis.report._sections import _ranked
+from otbench.analysis.report._bench_section import _ranked
 from otbench.analysis.report._write import reproduce_command
 from otbench.cli._report import report_cmd
 

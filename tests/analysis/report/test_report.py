@@ -38,7 +38,7 @@ from otbench.analysis.report._figures import (
     size_px,
 )
 from otbench.analysis.report._inputs import CACHE_FILES, ReportInputError, gather
-from otbench.analysis.report._sections import evaluated_split_frontiers
+from otbench.analysis.report._bench_section import evaluated_split_frontiers
 from otbench.analysis.report._tables import (
     interval_table,
     matrix_table,
