@@ -119,7 +119,9 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
                         else "normal")
                 if iv is not None and iv[i][j] is not None:
                     lo, hi = iv[i][j]
-                    ax.text(j, i + 0.22, f"[{lo * scale:.{dg}f}, {hi * scale:.{dg}f}]",
+                    # the mark of an interval without its estimate (explained in the caption)
+                    mark = " †" if np.isfinite(x) and not lo * scale <= x <= hi * scale else ""
+                    ax.text(j, i + 0.22, f"[{lo * scale:.{dg}f}, {hi * scale:.{dg}f}]{mark}",
                             ha="center", va="center", fontsize=6, color=color)
         cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
         cb.set_label(f"{unit}, scale {vmin:.{dg}f}–{vmax:.{dg}f}")

@@ -79,8 +79,24 @@ def _replicates(b: Mapping[str, Any] | None) -> str:
     return f"{b['replicates']:,} " if b and isinstance(b.get("replicates"), int) else ""
 
 
+def _excluded(m: Mapping[str, Any], b: Mapping[str, Any] | None, keys: Sequence[str]) -> bool:
+    """Whether some bootstrap interval of `keys` does not contain its estimate."""
+    if not b:
+        return False
+    pairs = [((b.get("macro") or {}).get(k), m["macro"].get(k)) for k in keys]
+    for scope in ("by_model", "by_group"):
+        pairs += [((b.get(scope) or {}).get(x, {}).get(k), v.get(k))
+                  for x, v in m[scope].items() for k in keys]
+    est = {(c["model"], c["group"]): c for c in m["cells"]}
+    pairs += [(c.get(k), est.get((c["model"], c["group"]), {}).get(k))
+              for c in b.get("cells", []) for k in keys]
+    return any(tabs.excludes(iv, e) for iv, e in pairs)
+
+
 def _matrix_figure(ctx, sec: Section, name: str, title: str, caption: str) -> None:
     keys, labels, units, scales, digits, cmaps, ranges = _MATRIX_FIGURES[name]
+    if _excluded(ctx.inputs.metrics, ctx.inputs.bootstrap, keys):
+        caption = caption.rstrip(".") + f"; {tabs.EXCLUDES_NOTE}."
     draw = functools.partial(figs.matrix_figure, ctx.inputs.metrics, keys, labels, units, scales,
                              digits, cmaps, boot=ctx.inputs.bootstrap, ranges=ranges)
     sec.figure(ctx.fig(name, draw, title=title, caption=caption,

@@ -366,3 +366,19 @@ def test_footer_gives_the_exact_reproduce_command(run, tmp_path):
         "otbench report 'my set' --out out --results cache --grid 11 --format png"
     assert reproduce_command(None, "o", bootstrap={"schema": "x"}, results_dir=None).startswith(
         "otbench report SET_DIR --out o (the set was given in memory")
+
+
+def test_heat_map_intervals_without_their_estimate_are_marked():
+    from matplotlib.text import Text
+    from otbench.analysis.report._sections import _excluded
+
+    m = {"by_model": {"a": {"or": 0.5}}, "by_group": {"g": {"or": 0.5}}, "macro": {"or": 0.5},
+         "cells": [{"model": "a", "group": "g", "or": 0.5}]}
+    b = {"cells": [{"model": "a", "group": "g", "or": [0.6, 0.7]}], "macro": {"or": [0.4, 0.6]}}
+    with figs.figure_style():
+        fig = figs.matrix_figure(m, ("or",), ("OR",), ("OR (%)",), (100.0,), (1,), ("Blues",),
+                                 boot=b, ranges=((0.0, 100.0),))
+    texts = [t.get_text() for t in fig.findobj(Text)]
+    assert "[60.0, 70.0] †" in texts and "[40.0, 60.0]" in texts
+    assert _excluded(m, b, ("or",)) and not _excluded(m, {"cells": [], "macro": b["macro"]},
+                                                         ("or",))
