@@ -35,7 +35,7 @@ _export("measurement", "SCHEMA", "SPLITS", "MeasurementSet", "MeasurementSetErro
         "load_table", "ragged", "read_manifest", "save", "simulate", "export_jsonl", "Tidy",
         "import_jsonl", load_horizon_run="load_run", write_horizon_run="write_run")
 _export("overthinking", "DEFAULT_BIN_EDGES", "METRICS", "Layout", "LayoutNames",
-        "LocalChangeCounts", "Summary", "TrajectoryMetrics", "aggregate", "build_layout",
+        "LocalChangeCounts", "MetricsResult", "Summary", "TrajectoryMetrics", "aggregate", "build_layout",
         "format_metrics", "local_change_counts", "metrics", "segment_mean", "segment_pair_mad",
         "spearman", "summarize", "trajectory_metrics")
 _export("frontier", "Cell", "FrontierHierarchyError", "FrontierResult", "StrategyFrontier",

@@ -1,4 +1,4 @@
-"""`otbench report`: tables and figures of a measurement set as an HTML report, PNGs, CSV and LaTeX."""
+"""`otbench report`: tables and figures of a measurement set as an HTML report, PNG/PDF/SVG, CSV and LaTeX."""
 
 from pathlib import Path
 
@@ -23,8 +23,13 @@ from ._common import data_errors, synthetic_banner
                                   "(default: DIR/results/otbench.json and bench-*.json).")
 @click.option("--grid", "grid", type=click.IntRange(min=2), default=1001, show_default=True,
               help="Number of frontier budget points i/(N-1).")
+@click.option("--results", "results", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Folder of cached results to read (default: DIR/results).")
+@click.option("--format", "formats", default="png,pdf", show_default=True,
+              help="Figure files, comma-separated from png, pdf, svg (the PNG is always "
+                   "written: the page shows it).")
 def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Path | None,
-               otbench: tuple[Path, ...], grid: int) -> None:
+               otbench: tuple[Path, ...], grid: int, results: Path | None, formats: str) -> None:
     """Write the report of the measurement set in DIRECTORY to --out.
 
     Metrics and frontiers are computed here, or reused from DIR/results/
@@ -44,6 +49,7 @@ def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Pat
         if ms.synthetic:
             click.echo(synthetic_banner(True), nl=False, err=True)
         path = write_report(ms, out, set_dir=directory, bootstrap=bootstrap, thinning=thinning,
-                            otbench=otbench, grid=grid, progress=progress)
+                            otbench=otbench, grid=grid, progress=progress, formats=formats,
+                            results_dir=True if results is None else results)
     click.echo(synthetic_banner(ms.synthetic), nl=False)
     click.echo(str(path))

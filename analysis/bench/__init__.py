@@ -20,6 +20,7 @@ from ._features import (
 )
 from ._leaderboard import (
                        MIN_RANK_QUESTIONS,
+                       RANKED_BY,
                        Leaderboard,
                        leaderboard,
                        leaderboard_key,
@@ -49,7 +50,7 @@ from ._splits import (
 
 __all__ = [
     "BUILTINS", "DEFAULT_RATIOS", "DEFAULT_SEED",
-    "MIN_RANK_QUESTIONS", "BenchResult", "BudgetMethod", "Leaderboard", "ExitMethod", "HashedText", "MethodError", "OnlineView",
+    "MIN_RANK_QUESTIONS", "RANKED_BY", "BenchResult", "BudgetMethod", "Leaderboard", "ExitMethod", "HashedText", "MethodError", "OnlineView",
     "PredictiveScheduling", "RoutingMethod", "StoredFeatures", "ThinkBrake", "ThinkSwitcher",
     "UnitTable",
     "apply_split_file", "assign_splits", "compare", "compare_json", "evaluate",

@@ -21,6 +21,7 @@ from ._metrics import (
                          METRICS,
                          SUMMARY_DISPLAY,
                          LocalChangeCounts,
+                         MetricsResult,
                          Summary,
                          TrajectoryMetrics,
                          format_metrics,
@@ -33,7 +34,8 @@ from ._metrics import (
 __all__ = [
     "SUMMARY_DISPLAY",
     "DEFAULT_BIN_EDGES", "METRICS",
-    "Aggregate", "Layout", "LayoutNames", "LocalChangeCounts", "Summary", "TrajectoryMetrics",
+    "Aggregate", "Layout", "LayoutNames", "LocalChangeCounts", "MetricsResult", "Summary",
+    "TrajectoryMetrics",
     "aggregate", "build_layout", "format_metrics", "local_change_counts", "metrics",
     "segment_mean", "segment_pair_mad", "spearman", "summarize", "trajectory_metrics",
 ]

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import MeasurementSet, Tidy
 
 from ._aggregate import (
     Layout,
@@ -214,7 +214,34 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> list[float | None]:
     return [None if d == 0 else float(v) / float(d) for v, d in zip(a.tolist(), b.tolist())]
 
 
-def metrics(ms: MeasurementSet, *, bin_edges: Sequence[int] | None = None) -> dict[str, Any]:
+class MetricsResult(dict, Tidy):
+    """The `metrics` document: a JSON-able dict (``otbench.metrics/1``) with dataframe readers.
+
+    It is a plain `dict` for every reader of the document (``json.dumps``,
+    ``doc["macro"]["or"]``) and a `Tidy` result: `to_arrow()`, `to_pandas()`,
+    `to_polars()` give one row per (scope, cell, metric) with columns
+    `scope` (`cell` | `model` | `group` | `macro`), `model`, `group` (null
+    where the scope has none), `metric` (a `METRICS` name) and `value`
+    (fractions; `tokens` in tokens; null: undefined).
+    """
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self)
+
+    def _tidy_columns(self) -> dict[str, Any]:
+        rows = [("cell", c["model"], c["group"], c) for c in self["cells"]]
+        rows += [("model", m, None, v) for m, v in self["by_model"].items()]
+        rows += [("group", None, g, v) for g, v in self["by_group"].items()]
+        rows.append(("macro", None, None, self["macro"]))
+        long = [(sc, m, g, k, v.get(k)) for sc, m, g, v in rows for k in METRICS]
+        names = ("scope", "model", "group", "metric")
+        out: dict[str, Any] = {n: np.asarray([r[i] for r in long], dtype=object)
+                               for i, n in enumerate(names)}
+        out["value"] = np.asarray([np.nan if r[4] is None else float(r[4]) for r in long])
+        return out
+
+
+def metrics(ms: MeasurementSet, *, bin_edges: Sequence[int] | None = None) -> "MetricsResult":
     """All overthinking metrics of a measurement set, as a JSON-able dict (SPEC §4).
 
     Values are fractions (OR, AD, accuracies, local-change fractions) or
@@ -239,7 +266,8 @@ def metrics(ms: MeasurementSet, *, bin_edges: Sequence[int] | None = None) -> di
         the last bin is open.
 
     Returns:
-      A dict (JSON-able, `null` for missing values)::
+      A `MetricsResult`: a dict (JSON-able, `null` for missing values) with
+      `to_arrow` / `to_pandas` / `to_polars`::
 
         {"schema": "otbench.metrics/1", "synthetic": bool,
          "cells": [{"model", "group", "n_questions", "n_trajectories",
@@ -280,7 +308,7 @@ def metrics(ms: MeasurementSet, *, bin_edges: Sequence[int] | None = None) -> di
         cells.append(entry)
     pos, neg, flat = (np.asarray(a, dtype=np.int64) for a in lc)
     total = pos + neg + flat
-    return {
+    return MetricsResult({
         "schema": SCHEMA,
         "synthetic": bool(ms.synthetic),
         "cells": cells,
@@ -295,7 +323,7 @@ def metrics(ms: MeasurementSet, *, bin_edges: Sequence[int] | None = None) -> di
             "flat": _ratio(flat, total),
             "neg_pos_ratio": _ratio(neg, pos),
         },
-    }
+    })
 
 
 def _fmt(v: float | None, scale: float, digits: int) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from otbench.analysis.measurement import MeasurementSet
 
-from ._figures import new_figure
+from ._style import COLUMN_IN, TEXT_IN, new_figure
 
 MAX_SMALL_MULTIPLES = 16
 """Fig. 8 shows at most this many trajectories (the first by trajectory index)."""
@@ -148,7 +148,7 @@ def examples_figure(ms: MeasurementSet, pt: PerTrajectory, rows: Sequence[int]):
     """Fig. 7: one panel per example row with k*, the OR span and the AD drop marked."""
     cols = min(2 if len(rows) <= 4 else 3, len(rows))
     nrows = -(-len(rows) // cols)
-    fig = new_figure((4.4 * cols + 0.4, 3.3 * nrows + 1.0))
+    fig = new_figure((TEXT_IN if cols > 1 else COLUMN_IN, 2.7 * nrows + 0.9))
     axes = fig.subplots(nrows, cols, squeeze=False)
     for ax in axes.flat[len(rows):]:
         ax.set_visible(False)
@@ -158,7 +158,7 @@ def examples_figure(ms: MeasurementSet, pt: PerTrajectory, rows: Sequence[int]):
         # The numbers go in the title, where they can never hide the curve.
         ax.set_title(f"{g} · {m}\nquestion {q}, trajectory {s}\nOR = {100 * pt.ratio[r]:.1f}%, "
                      f"AD = {100 * pt.degradation[r]:.2f} pp, n = {int(ms.n[r])} steps",
-                     fontsize=8)
+                     fontsize=7)
         ax.set_ylim(-4, 104)
         token_axis(ax)
         ax.set_xlabel("retained thinking tokens L(k) (tokens)")
@@ -172,14 +172,14 @@ def question_figure(ms: MeasurementSet, pt: PerTrajectory, rows: np.ndarray):
     rows = rows[np.argsort(ms.trajectory[rows], kind="stable")][:MAX_SMALL_MULTIPLES]
     cols = min(4, rows.size)
     nrows = -(-rows.size // cols)
-    fig = new_figure((2.5 * cols + 0.7, 2.0 * nrows + 1.3))
+    fig = new_figure((TEXT_IN if cols > 2 else COLUMN_IN * cols / 2 + 0.5, 1.8 * nrows + 1.1))
     axes = fig.subplots(nrows, cols, sharex=True, sharey=True, squeeze=False)
     for ax in axes.flat[rows.size:]:
         ax.set_visible(False)
     for ax, r in zip(axes.flat, rows):
         _draw_curve(ax, ms, pt, int(r), small=True)
         ax.set_title(f"traj {int(ms.trajectory[r])}: OR {100 * pt.ratio[r]:.0f}%, "
-                     f"AD {100 * pt.degradation[r]:.1f} pp", fontsize=7.5)
+                     f"AD {100 * pt.degradation[r]:.1f} pp", fontsize=6.5)
         ax.set_ylim(-4, 104)
         token_axis(ax, nbins=4)
     for ax in axes[-1]:
@@ -267,7 +267,7 @@ def step_length_figure(sl: StepLengths):
     models = list(sl.steps)
     cols = min(3, len(models))
     nrows = -(-len(models) // cols)
-    fig = new_figure((3.6 * cols + 0.5, 3.0 * nrows + 0.8))
+    fig = new_figure((TEXT_IN if cols > 1 else COLUMN_IN, 2.6 * nrows + 1.2))
     axes = fig.subplots(nrows, cols, squeeze=False, sharex=True)
     for ax in axes.flat[len(models):]:
         ax.set_visible(False)
@@ -286,10 +286,11 @@ def step_length_figure(sl: StepLengths):
             ax.axvline(b, color=colors[i % 3], ls=":", lw=0.9)
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_title(m, fontsize=8)
+        ax.set_title(m, fontsize=7.5)
         ax.set_xlabel("realized step length (tokens, log scale)")
         ax.set_ylabel("share of the model's steps (%)")
-        ax.legend(loc="upper left", fontsize=6.5)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), fontsize=6.0,
+                  borderaxespad=0.0)
     return fig
 
 

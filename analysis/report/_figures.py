@@ -1,14 +1,7 @@
 """Report figures from the analysis documents: matrices, local changes, frontiers, OTBench, thinning.
 
-Every figure is drawn on a bare `matplotlib.figure.Figure` with an Agg
-canvas -- never through pyplot, so no global backend is switched and a
-user's interactive session is untouched -- inside `figure_style()`, which
-starts from matplotlib's built-in defaults (not the user's matplotlibrc) and
-fixes the font to the DejaVu Sans that ships with matplotlib. PNGs are saved
-at a fixed size (`size_px`: inches x `DPI`, no tight bounding box) without
-the "Software" metadata entry, so the same inputs give byte-identical files.
-matplotlib is imported inside the functions: ``import otbench.analysis``
-never loads it.
+The style, sizes and file writer are `_style` (re-exported here). matplotlib
+is imported inside the functions: ``import otbench.analysis`` never loads it.
 
 Figures built here (the trajectory-level ones live in `_report_curves`):
 `matrix_figure` (Tables 1/3 as heat maps), `local_changes_figure`
@@ -16,118 +9,32 @@ Figures built here (the trajectory-level ones live in `_report_curves`):
 `otbench_figure` (Fig. 4), `thinning_figure` (Fig. 6).
 """
 
-import contextlib
-import dataclasses
 import math
-import textwrap
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-DPI = 144
-SNAP = 8
-"""Figure sizes are snapped to 1/8 inch: with `DPI` 144, inches x DPI is then an
-exact integer in binary floating point, so the PNG size is exactly `size_px`
-(Agg truncates a fractional pixel size, which would make it off by one)."""
-RC = {
-    "font.family": "DejaVu Sans", "mathtext.fontset": "dejavusans",
-    "font.size": 9.0, "axes.titlesize": 9.5, "axes.labelsize": 9.0, "legend.fontsize": 7.5,
-    "xtick.labelsize": 8.0, "ytick.labelsize": 8.0, "figure.titlesize": 11.0,
-    "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.6,
-    "axes.spines.top": False, "axes.spines.right": False,
-    "legend.frameon": True, "legend.framealpha": 0.9,
-    "savefig.dpi": DPI, "figure.dpi": DPI,
-    "figure.constrained_layout.use": True,
-    "svg.hashsalt": "otbench", "path.simplify": False,
-}
-STRATEGY_COLORS = {"dr": "#1f77b4", "fb": "#ff7f0e", "dee": "#2ca02c"}
-STRATEGY_NAMES = {"dr": "DR (dynamic routing)", "fb": "FB (fixed budget)",
-                  "dee": "DEE (dynamic early exit)"}
-SYNTHETIC_MARK = "SYNTHETIC DATA"
+from ._bench_figure import otbench_figure  # noqa: F401  (re-exported)
+from ._style import (  # noqa: F401  (re-exported: the figure modules use one style)
+    COLUMN_IN,
+    DEFAULT_FORMATS,
+    DPI,
+    SNAP,
+    STRATEGY_COLORS,
+    STRATEGY_NAMES,
+    TEXT_IN,
+    FigureFormatError,
+    FigureInfo,
+    figure_formats,
+    figure_style,
+    new_figure,
+    png_size,
+    save,
+    size_px,
+    snap,
+)
 
-
-@contextlib.contextmanager
-def figure_style():
-    """matplotlib's built-in defaults plus `RC`, restored on exit."""
-    import matplotlib
-    import matplotlib.style
-
-    with matplotlib.style.context("default"), matplotlib.rc_context(RC):
-        yield
-
-
-@dataclasses.dataclass(frozen=True)
-class FigureInfo:
-    """One written figure (recorded in ``report.json`` and shown in the HTML)."""
-
-    name: str            # file stem: figures/<name>.png
-    title: str
-    caption: str         # one line: what it shows, from how many trajectories
-    trajectories: int
-    width: int           # pixels
-    height: int
-
-    @property
-    def file(self) -> str:
-        return f"figures/{self.name}.png"
-
-
-def snap(figsize: tuple[float, float]) -> tuple[float, float]:
-    """`figsize` rounded to 1/`SNAP` inch (at least one step)."""
-    return tuple(max(1, round(x * SNAP)) / SNAP for x in figsize)
-
-
-def size_px(figsize: tuple[float, float]) -> tuple[int, int]:
-    """PNG size in pixels of a figure of `figsize` inches (snapped) at `DPI`."""
-    w, h = snap(figsize)
-    return int(w * DPI), int(h * DPI)
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    """(width, height) from a PNG file's IHDR chunk."""
-    import struct
-
-    head = Path(path).read_bytes()[:24]
-    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
-        raise ValueError(f"{path}: not a PNG file")
-    return struct.unpack(">II", head[16:24])
-
-
-def new_figure(figsize: tuple[float, float]):
-    """A pyplot-free Figure with an Agg canvas, size snapped (call inside `figure_style`)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=snap(figsize), dpi=DPI)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def save(fig, out_dir: Path, name: str, *, title: str, caption: str, trajectories: int,
-         synthetic: bool) -> FigureInfo:
-    """Title, synthetic watermark, fixed-size deterministic PNG; returns its record."""
-    if synthetic:
-        title = f"{title} [{SYNTHETIC_MARK}]"
-        # Across the canvas, faint, outside the layout: visible on every crop.
-        fig.text(0.5, 0.5, f"{SYNTHETIC_MARK}\nsimulated, not model outputs", ha="center",
-                 va="center", rotation=20, fontsize=26, color="#c0392b", alpha=0.12,
-                 zorder=100, in_layout=False)
-    # Wrapped to the figure's width (about 9 bold 11-pt characters per inch), so a
-    # long title on a narrow figure is never cut at the edge.
-    fig.suptitle(textwrap.fill(title, width=max(20, int(fig.get_size_inches()[0] * 9))),
-                 fontweight="bold")
-    path = Path(out_dir) / "figures" / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w, h = size_px(tuple(fig.get_size_inches()))
-    # No "Software" entry (it names the matplotlib version) and Agg writes no
-    # timestamp: the bytes depend only on the drawing.
-    fig.savefig(path, format="png", dpi=DPI, metadata={"Software": None})
-    if png_size(path) != (w, h):    # a bug in the sizing, never a data problem
-        raise AssertionError(f"{path}: PNG is {png_size(path)}, expected {(w, h)}")
-    return FigureInfo(name=name, title=title, caption=caption, trajectories=int(trajectories),
-                      width=w, height=h)
 
 
 def arr(values: Sequence[float | None], scale: float = 1.0) -> np.ndarray:
@@ -149,12 +56,16 @@ def _pct(x: float | None, digits: int = 1) -> str:
 
 def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: Sequence[str],
                   units: Sequence[str], scales: Sequence[float], digits: Sequence[int],
-                  cmaps: Sequence[str], boot: Mapping[str, Any] | None = None):
+                  cmaps: Sequence[str], boot: Mapping[str, Any] | None = None,
+                  ranges: Sequence[tuple[float | None, float | None]] | None = None):
     """Model x group heat maps (one panel per key) with the Avg. row and column.
 
     Values are annotated; with a bootstrap document, each cell also shows
     its 95 % interval (cells and macro; Avg. row/column entries only when
-    the document has ``by_model`` / ``by_group``).
+    the document has ``by_model`` / ``by_group``). `ranges`: per key, the
+    colour scale's fixed ends in display units (None: the data's own end),
+    so a small difference is not stretched over the whole scale; the
+    colour bar's label states the range.
     """
     models, groups = list(metrics_doc["by_model"]), list(metrics_doc["by_group"])
     by_cell = {(c["model"], c["group"]): c for c in metrics_doc["cells"]}
@@ -163,11 +74,13 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
     # the width follows the longest model name and the number of groups.
     label_w = min(2.8, 0.5 + 0.062 * max(len(m) for m in models))
     panel_h = 0.9 + (0.5 if boot else 0.38) * rows
-    figsize = (max(6.0, label_w + 0.78 * cols + 1.1), 0.5 + (panel_h + (0.2 if boot else 0.0)) * len(keys))
+    figsize = (min(TEXT_IN, max(5.0, label_w + 0.72 * cols + 1.1)),
+               0.4 + (panel_h + (0.15 if boot else 0.0)) * len(keys))
     fig = new_figure(figsize)
     axes = fig.subplots(len(keys), 1, squeeze=False)[:, 0]
-    for ax, key, label, unit, scale, dg, cmap in zip(axes, keys, labels, units, scales, digits,
-                                                     cmaps):
+    ranges = ranges or [(None, None)] * len(keys)
+    for ax, key, label, unit, scale, dg, cmap, (fix_lo, fix_hi) in zip(
+            axes, keys, labels, units, scales, digits, cmaps, ranges):
         M = np.full((rows, cols), np.nan)
         for i, m in enumerate(models):
             for j, g in enumerate(groups):
@@ -183,6 +96,8 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
         iv = _intervals(boot, key, models, groups) if boot else None
         finite = M[np.isfinite(M)]
         vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        vmin = vmin if fix_lo is None else min(fix_lo, vmin)
+        vmax = vmax if fix_hi is None else max(fix_hi, vmax)
         if vmax <= vmin:
             vmax = vmin + 1.0
         im = ax.imshow(np.ma.masked_invalid(M), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
@@ -200,14 +115,16 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
                 shade = 0.0 if not np.isfinite(x) else (x - vmin) / (vmax - vmin)
                 color = "white" if _dark(cmap, shade) else "black"
                 ax.text(j, i - (0.12 if iv is not None else 0.0), text, ha="center", va="center",
-                        fontsize=8, color=color, fontweight="bold" if i == rows - 1 or j == cols - 1
+                        fontsize=7, color=color, fontweight="bold" if i == rows - 1 or j == cols - 1
                         else "normal")
                 if iv is not None and iv[i][j] is not None:
                     lo, hi = iv[i][j]
-                    ax.text(j, i + 0.22, f"[{lo * scale:.{dg}f}, {hi * scale:.{dg}f}]",
+                    # the mark of an interval without its estimate (explained in the caption)
+                    mark = " †" if np.isfinite(x) and not lo * scale <= x <= hi * scale else ""
+                    ax.text(j, i + 0.22, f"[{lo * scale:.{dg}f}, {hi * scale:.{dg}f}]{mark}",
                             ha="center", va="center", fontsize=6, color=color)
         cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.02)
-        cb.set_label(unit)
+        cb.set_label(f"{unit}, scale {vmin:.{dg}f}–{vmax:.{dg}f}")
         ax.set_title(label + (f"\nwith {coverage(boot)} bootstrap intervals" if iv is not None
                               else ""))
     return fig
@@ -255,7 +172,7 @@ def local_changes_figure(edges: Sequence[int], pos: np.ndarray, neg: np.ndarray,
     t = total[keep].astype(np.float64)
     shares = {name: 100.0 * arr[keep] / t for name, arr in
               (("positive", pos), ("flat", flat), ("negative", neg))}
-    figsize = (max(6.5, 2.0 + 0.42 * keep.size), 5.6)
+    figsize = (TEXT_IN, 4.6)
     fig = new_figure(figsize)
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     base = np.zeros(keep.size)
@@ -281,25 +198,25 @@ def local_changes_figure(edges: Sequence[int], pos: np.ndarray, neg: np.ndarray,
 
 
 def local_change_edges(max_tokens: int) -> tuple[int, ...]:
-    """Bin edges for Fig. 2: the paper's 2,048-token bins, finer for short thinking.
+    """Bin edges for Fig. 3: the metrics' 2,048-token bins, halved for short thinking.
 
     With at least 16,384 thinking tokens in the longest trajectory the
     metrics' `DEFAULT_BIN_EDGES` are used (0, 2048, ..., 32768, last bin
     open). Shorter sets would fall into one or two such bins, so the width
-    is the smallest 1-2-5 x 10^k number giving at most 12 bins that reach
-    the longest trajectory.
+    is the smallest 2048 / 2^j (j >= 0, at least 1 token) giving at most 12
+    bins that reach the longest trajectory. Such a width divides 2,048, so
+    every bin lies inside one bin of ``metrics.json``'s local changes and
+    their counts add up to it (the report and the metrics never disagree on
+    what a bin holds).
     """
     from otbench.analysis.overthinking import DEFAULT_BIN_EDGES
 
     if max_tokens >= 16384:
         return tuple(DEFAULT_BIN_EDGES)
-    width = 1
-    for e in range(0, 6):
-        for m in (1, 2, 5):
-            width = m * 10 ** e
-            if math.ceil((max_tokens + 1) / width) <= 12:
-                return tuple(range(0, max(1, math.ceil((max_tokens + 1) / width)) * width, width))
-    return tuple(DEFAULT_BIN_EDGES)
+    width = int(DEFAULT_BIN_EDGES[1])
+    while width > 1 and math.ceil((max_tokens + 1) / (width // 2)) <= 12:
+        width //= 2
+    return tuple(range(0, max(1, math.ceil((max_tokens + 1) / width)) * width, width))
 
 
 # -- Fig. 3: oracle frontiers --------------------------------------------------------------
@@ -308,7 +225,7 @@ def frontier_figure(frontier_doc: Mapping[str, Any]):
     """Macro frontiers F_C(β) of every strategy, A_full, β_match markers, ceilings and β_sat."""
     beta = 100.0 * np.asarray(frontier_doc["grid"], dtype=np.float64)
     a_full = 100.0 * frontier_doc["a_full"]
-    fig = new_figure((7.5, 4.8))
+    fig = new_figure((TEXT_IN, 4.6))
     ax = fig.subplots()
     ax.axhline(a_full, color="black", ls="--", lw=0.9, label=f"A_full (STP endpoint) {a_full:.2f}%")
     for s in ("dr", "fb", "dee"):
@@ -333,7 +250,7 @@ def frontier_figure(frontier_doc: Mapping[str, Any]):
     ax.set_xlim(0, 100)
     ax.set_xlabel("relative token budget β (% of the cell's full-thinking tokens)")
     ax.set_ylabel("macro oracle accuracy F_C(β) (%)")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2, borderaxespad=0.0)
     return fig
 
 
@@ -347,7 +264,7 @@ def bands_figure(frontier_doc: Mapping[str, Any], boot: Mapping[str, Any]):
     gb = arr(fr["grid"], 100.0)
     beta = 100.0 * np.asarray(frontier_doc["grid"], dtype=np.float64)
     a_full = 100.0 * frontier_doc["a_full"]
-    fig = new_figure((max(6.5, 3.6 * len(strategies) + 0.6), 4.2))
+    fig = new_figure((TEXT_IN if len(strategies) > 1 else 4.5, 4.2))
     axes = fig.subplots(1, len(strategies), sharey=True, squeeze=False)[0]
     for ax, s in zip(axes, strategies):
         c = STRATEGY_COLORS[s]
@@ -370,57 +287,8 @@ def bands_figure(frontier_doc: Mapping[str, Any], boot: Mapping[str, Any]):
         ax.set_xlim(0, 100)
         ax.set_title(STRATEGY_NAMES[s])
         ax.set_xlabel("relative token budget β (%)")
-        ax.legend(loc="lower right")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=6.0, borderaxespad=0.0)
     axes[0].set_ylabel("macro oracle accuracy F_C(β) (%)")
-    return fig
-
-
-# -- Fig. 4: OTBench -------------------------------------------------------------------------
-
-def otbench_figure(bench: Sequence[Mapping[str, Any]],
-                   test_frontiers: Mapping[str, Mapping[str, Any] | None]):
-    """One panel per strategy: test-split oracle frontier and each method's operating points.
-
-    Non-dominated points are joined (the method's curve), dominated ones are
-    hollow. The oracle value at each point (the frontier read per cell at the
-    point's own per-cell costs, macro-averaged; the gap is measured to it) is
-    a small cross joined to the point by a thin line.
-    """
-    strategies = [s for s in ("dr", "fb", "dee") if any(d["strategy"] == s for d in bench)]
-    fig = new_figure((max(6.5, 3.9 * len(strategies) + 0.6), 4.4))
-    axes = fig.subplots(1, len(strategies), sharey=True, squeeze=False)[0]
-    markers = ("o", "^", "D", "v", "P", "X")
-    for ax, s in zip(axes, strategies):
-        f = test_frontiers.get(s)
-        if f is not None:
-            ax.plot(100.0 * np.asarray(f["grid"], dtype=np.float64),
-                    100.0 * np.asarray(f["strategies"][s]["macro"], dtype=np.float64),
-                    color=STRATEGY_COLORS[s], lw=1.6, drawstyle="steps-post",
-                    label=f"{s.upper()} oracle frontier (test split)")
-        for i, d in enumerate(d for d in bench if d["strategy"] == s):
-            pts = sorted(d["points"], key=lambda p: (p["rel_cost"], p["acc"]))
-            x = np.asarray([100.0 * p["rel_cost"] for p in pts])
-            y = np.asarray([100.0 * p["acc"] for p in pts])
-            yf = np.asarray([100.0 * p["frontier_acc"] for p in pts])
-            nd = np.asarray([bool(p["nondominated"]) for p in pts])
-            color = f"C{(i + 3) % 10}"
-            mk = markers[i % len(markers)]
-            summ = d.get("summary", {})
-            share = summ.get("realized_share")
-            lab = (f"{d['method']}: gap area {100 * summ.get('gap_area', float('nan')):.2f} pp, "
-                   f"realized {_pct(share)}")
-            ax.vlines(x, y, yf, color=color, lw=0.6, alpha=0.6)
-            ax.plot(x[nd], y[nd], marker=mk, ls="-", color=color, ms=5, label=lab)
-            if (~nd).any():
-                ax.plot(x[~nd], y[~nd], marker=mk, ls="none", mfc="none", color=color, ms=5)
-            ax.plot(x, yf, "x", color=color, ms=4)
-        ax.plot([], [], "x", color="gray", label="oracle at the point's per-cell costs")
-        ax.plot([], [], "o", mfc="none", color="gray", ls="none", label="dominated point")
-        ax.set_xlim(0, 100)
-        ax.set_title(STRATEGY_NAMES[s])
-        ax.set_xlabel("relative cost (% of full-thinking tokens)")
-        ax.legend(loc="lower right")
-    axes[0].set_ylabel("macro probe accuracy (%)")
     return fig
 
 
@@ -431,7 +299,7 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
     probes = thin.get("probes") or {}
     trajs = thin.get("trajectories") or {}
     rows = (["probes"] if probes else []) + (["trajectories"] if trajs else [])
-    fig = new_figure((11.0, 3.4 * len(rows) + 0.5))
+    fig = new_figure((TEXT_IN, 3.1 * len(rows) + 0.5))
     axes = fig.subplots(len(rows), 3, squeeze=False)
     macro = metrics_doc["macro"]
     for r, what in enumerate(rows):
@@ -448,9 +316,10 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                     a.axhline(scale * macro[key], color="black", ls="--", lw=0.8,
                               label="all probes (Tables 1–2)")
                 a.set_xticks(m)
-                a.set_xlabel("answer probes per position m (count)")
+                a.set_xlabel("m (answer probes per position)")
                 a.set_ylabel(lab)
-                a.legend(loc="best")
+                a.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=6.0,
+                         borderaxespad=0.0)
             ax[0].set_title("probe thinning: OR")
             ax[1].set_title("probe thinning: AD")
             ax[2].set_title("probe thinning: k* retention")
@@ -466,7 +335,7 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                                   for v, lo_, hi_ in zip(mean, lo, hi)])
                 # Float summation can put the mean an ulp outside its range (r = R).
                 mid = np.clip(mid, lo, hi)
-                a.errorbar(rr, mid, yerr=[mid - lo, hi - mid], fmt="o", color="#ff7f0e",
+                a.errorbar(rr, mid, yerr=np.vstack([mid - lo, hi - mid]), fmt="o", color="#ff7f0e",
                            capsize=4, label="mean over draws, 2.5–97.5% range")
                 if macro.get(key) is not None:
                     a.axhline(100.0 * macro[key], color="black", ls="--", lw=0.8,
@@ -474,9 +343,10 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
                 a.set_xscale("log", base=2)
                 a.set_xticks(rr, [str(v) for v in rr])
                 a.minorticks_off()
-                a.set_xlabel("trajectories per question r (count)")
+                a.set_xlabel("r (trajectories per question)")
                 a.set_ylabel(lab)
-                a.legend(loc="best")
+                a.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=6.0,
+                         borderaxespad=0.0)
             ax[0].set_title("trajectory thinning: OR")
             ax[1].set_title("trajectory thinning: AD")
             w = np.asarray([100.0 * (trajs[k]["or"][1] - trajs[k]["or"][0]) for k in rs])
@@ -486,8 +356,9 @@ def thinning_figure(thin: Mapping[str, Any], metrics_doc: Mapping[str, Any]):
             ax[2].set_xscale("log", base=2)
             ax[2].set_xticks(rr, [str(v) for v in rr])
             ax[2].minorticks_off()
-            ax[2].set_xlabel("trajectories per question r (count)")
+            ax[2].set_xlabel("r (trajectories per question)")
             ax[2].set_ylabel("2.5–97.5% range width (pp)")
             ax[2].set_title("trajectory thinning: range width")
-            ax[2].legend(loc="best")
+            ax[2].legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=6.0,
+                         borderaxespad=0.0)
     return fig

@@ -46,7 +46,7 @@ def _xpos(hs: list[int]) -> np.ndarray:
 def accuracy_figure(doc: dict[str, Any]):
     """Terminal-aware accuracy (with survivor-only, dashed) and survival vs horizon, per group and arm."""
     groups = doc["groups"]
-    fig = figs.new_figure((11.0, 3.6 * len(groups) + 0.4))
+    fig = figs.new_figure((figs.TEXT_IN, 3.0 * len(groups) + 0.4))
     axes = fig.subplots(len(groups), 2, squeeze=False)
     for gi, g in enumerate(groups):
         arms = sorted({r["arm"] for r in g["calibration"]}, key=doc["run"]["arms"].index)
@@ -75,14 +75,14 @@ def accuracy_figure(doc: dict[str, Any]):
         for a in axes[gi]:
             a.set_xlabel("horizon B (tokens)")
             a.set_ylim(-2, 102)
-            a.legend(loc="best")
+            a.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
     return fig
 
 
 def contrast_figure(doc: dict[str, Any], readout: str = "policy"):
     """Δ(B) per contrast: pointwise 95% intervals (bars) and the simultaneous band (shaded)."""
     groups = [g for g in doc["groups"] if any(c["readout"] == readout for c in g["contrasts"])]
-    fig = figs.new_figure((7.5, 3.4 * len(groups) + 0.4))
+    fig = figs.new_figure((figs.TEXT_IN, 3.0 * len(groups) + 0.4))
     axes = fig.subplots(len(groups), 1, squeeze=False)[:, 0]
     for ax, g in zip(axes, groups):
         cs = [c for c in g["contrasts"] if c["readout"] == readout]
@@ -102,7 +102,7 @@ def contrast_figure(doc: dict[str, Any], readout: str = "policy"):
         ax.set_title(f"{g['group']}: paired contrast ({readout} readout)")
         ax.set_xlabel("horizon B (tokens)")
         ax.set_ylabel("accuracy difference (pp)")
-        ax.legend(loc="best")
+        ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
     return fig
 
 
@@ -112,7 +112,7 @@ def strata_figure(doc: dict[str, Any], readout: str = "policy"):
     for g in doc["groups"]:
         for a, b in sorted({(s["a"], s["b"]) for s in g["strata"] if s["readout"] == readout}):
             panels.append((g, a, b))
-    fig = figs.new_figure((7.5, 3.3 * len(panels) + 0.4))
+    fig = figs.new_figure((figs.TEXT_IN, 2.9 * len(panels) + 0.4))
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     for ax, (g, a, b) in zip(axes, panels):
         rows = [s for s in g["strata"] if s["readout"] == readout and (s["a"], s["b"]) == (a, b)]
@@ -134,7 +134,7 @@ def strata_figure(doc: dict[str, Any], readout: str = "policy"):
         ax.set_title(f"{g['group']}: {a} − {b}, contributions by termination stratum")
         ax.set_xlabel("horizon B (tokens)")
         ax.set_ylabel("contribution (pp)")
-        ax.legend(loc="best", fontsize=7)
+        ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=6.5)
     return fig
 
 

@@ -1,7 +1,7 @@
 """The report page: one self-contained ``index.html`` (inline CSS, no script, no network).
 
-Figures are PNG files beside the page (``figures/``), referenced by relative
-paths, so the folder can be zipped, served or opened from disk as is. The
+Figures are PNG files beside the page (``figures/``, with their PDF / SVG
+twins linked under each), referenced by relative paths, so the folder can be zipped, served or opened from disk as is. The
 page is a pure function of its sections: no dates, no absolute paths.
 """
 
@@ -82,13 +82,16 @@ def render(*, title: str, synthetic: bool, meta: Sequence[tuple[str, str]],
         for kind, item in s.blocks:
             if kind == "figure":
                 nfig = number_of(item.name)[1]
-                # Shown at 3/4 of the pixel size: the PNGs are drawn at 144 dpi, so
-                # text lands near the page's text size and stays sharp on HiDPI screens.
-                w, h = (item.width * 3) // 4, (item.height * 3) // 4
+                # Shown at the pixel size: the PNGs are drawn at their printed size
+                # (paper-column widths, 7-9.5 pt fonts) at 144 dpi, so text lands at
+                # about the page's text size and stays sharp on HiDPI screens.
+                w, h = item.width, item.height
                 out.append(f'<figure id="{e(item.name)}"><img src="{e(item.file)}" '
                            f'width="{w}" height="{h}" alt="{e(item.title)}">'
                            f"<figcaption><b>Figure {nfig}.</b> {e(item.caption)}</figcaption>"
-                           "</figure>")
+                           '<div class="files">files: ' + " · ".join(
+                               f'<a href="{e(f)}">{e(f.rsplit("/", 1)[1])}</a>'
+                               for f in item.files) + "</div></figure>")
             elif kind == "table":
                 ntab = number_of(item.name)[1]
                 out.append(f'<p class="tcap"><b>Table {ntab}. {e(item.title)}.</b> '

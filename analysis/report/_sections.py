@@ -5,6 +5,7 @@ and tables through it and returns the page `Section`. A missing input gives
 a note that says what to run, never an empty or made-up figure.
 """
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,100 +28,145 @@ def _n(x: int) -> str:
 
 # -- 1. overthinking matrices (Tables 1, 3-7; Fig. 1) ------------------------------------------
 
-def matrices_section(ctx) -> Section:
-    m, b = ctx.inputs.metrics, ctx.inputs.bootstrap
-    T = ctx.ms.num_trajectories
-    reps = f"{b['replicates']:,} " if b and isinstance(b.get("replicates"), int) else ""
-    sec = Section("matrices", "Overthinking matrices",
-                  f"Per model × benchmark group; {_WEIGHTS} (SPEC §4).")
-    ci = (f"; {figs.coverage(b)} percentile intervals from {reps}paired bootstrap replicates"
-          if b else "")
-    sec.figure(ctx.fig(
-        "overthinking",
-        lambda: figs.matrix_figure(m, ("or", "ad"), ("Overthinking Ratio OR (%)",
-                                                     "Accuracy Degradation AD (pp)"),
-                                   ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2),
-                                   ("Blues", "Reds"), boot=b),
-        title="Overthinking Ratio and Accuracy Degradation",
-        caption=f"OR (% of thinking tokens after the earliest accuracy maximum k*) and AD "
-                f"(probe-accuracy points lost from k* to full thinking) per model and group with "
-                f"equal-weight Avg. row and column{ci}; from {_n(T)} trajectories.",
-        trajectories=T))
-    for name, key, title, cap in (
-            ("or", "or", "Overthinking Ratio OR (%)", "Mean OR in % of thinking tokens"),
-            ("ad", "ad", "Accuracy Degradation AD (pp)", "Mean AD in percentage points")):
-        sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title, boot=b,
-                                              caption=f"{cap}; {_WEIGHTS}; {_n(T)} trajectories.")))
+_PCT, _FROM_ZERO = (0.0, 100.0), (0.0, None)
+"""Colour-scale ends (display units): shares of a whole on 0-100 %, the rest from 0, so a
+spread of a few points is never stretched over the whole scale (issue 30)."""
+_MATRIX_FIGURES = {
+    # key: (metric keys, panel titles, units, scales, digits, colour maps, scale ends)
+    "overthinking": (("or", "ad"), ("Overthinking Ratio OR (%)", "Accuracy Degradation AD (pp)"),
+                     ("OR (%)", "AD (pp)"), (100.0, 100.0), (1, 2), ("Blues", "Reds"),
+                     (_PCT, _FROM_ZERO)),
+    "baselines": (("full_acc", "tokens"), ("original full-thinking accuracy (%)",
+                                           "mean thinking tokens L(n) (tokens)"),
+                  ("accuracy (%)", "tokens"), (100.0, 1.0), (1, 0), ("Greens", "Purples"),
+                  (_PCT, _FROM_ZERO)),
+}
+_POINT_TABLES = (
+    # (table, metric key, title, caption start, HTML intervals, scale ends, trajectories said)
+    ("or", "or", "Overthinking Ratio OR (%)", "Mean OR in % of thinking tokens", True, _PCT, True),
+    ("ad", "ad", "Accuracy Degradation AD (pp)", "Mean AD in percentage points", True,
+     _FROM_ZERO, True),
+    ("full_acc", "full_acc", "Original full-thinking accuracy (%)",
+     "Accuracy of the original final answers (not the STP probes)", False, _PCT, False),
+    ("tokens", "tokens", "Mean thinking tokens", "Mean full thinking length L(n) in tokens",
+     True, _FROM_ZERO, False),
+    ("endpoint_acc", "endpoint_acc", "STP endpoint accuracy P(n) (%)",
+     "Mean probe accuracy at full thinking", True, _PCT, False),
+    ("zero_step", "zero_step_acc", "Zero-step accuracy P(0) (%)",
+     "Mean probe accuracy with no thinking retained", True, _PCT, False),
+    ("pairwise_or", "pairwise_or", "Within-question variation of OR (pp)",
+     "Mean absolute OR difference over a question's trajectory pairs (questions with R ≥ 2)",
+     True, _FROM_ZERO, False),
+    ("pairwise_ad", "pairwise_ad", "Within-question variation of AD (pp)",
+     "Mean absolute AD difference over a question's trajectory pairs (questions with R ≥ 2)",
+     True, _FROM_ZERO, False),
+)
+_INTERVAL_TABLES = (
+    ("or_ci", "or", "OR (%)"), ("ad_ci", "ad", "AD (pp)"),
+    ("full_acc_ci", "full_acc", "original full-thinking accuracy (%)"),
+    ("tokens_ci", "tokens", "mean thinking tokens"),
+    ("endpoint_acc_ci", "endpoint_acc", "STP endpoint accuracy P(n) (%)"),
+    ("zero_step_ci", "zero_step_acc", "zero-step accuracy P(0) (%)"),
+    ("pairwise_or_ci", "pairwise_or", "the within-question variation of OR (pp)"),
+    ("pairwise_ad_ci", "pairwise_ad", "the within-question variation of AD (pp)"),
+)
+_PAIR_NOTE = ("; pairs are formed within each drawn (model, question) occurrence, and a trajectory "
+              "drawn twice forms a pair that differs by 0, so replicate values centre near "
+              "(R-1)/R of the estimate")
+
+
+def _replicates(b: Mapping[str, Any] | None) -> str:
+    return f"{b['replicates']:,} " if b and isinstance(b.get("replicates"), int) else ""
+
+
+def _excluded(m: Mapping[str, Any], b: Mapping[str, Any] | None, keys: Sequence[str]) -> bool:
+    """Whether some bootstrap interval of `keys` does not contain its estimate."""
+    if not b:
+        return False
+    pairs = [((b.get("macro") or {}).get(k), m["macro"].get(k)) for k in keys]
+    for scope in ("by_model", "by_group"):
+        pairs += [((b.get(scope) or {}).get(x, {}).get(k), v.get(k))
+                  for x, v in m[scope].items() for k in keys]
+    est = {(c["model"], c["group"]): c for c in m["cells"]}
+    pairs += [(c.get(k), est.get((c["model"], c["group"]), {}).get(k))
+              for c in b.get("cells", []) for k in keys]
+    return any(tabs.excludes(iv, e) for iv, e in pairs)
+
+
+def _matrix_figure(ctx, sec: Section, name: str, title: str, caption: str) -> None:
+    keys, labels, units, scales, digits, cmaps, ranges = _MATRIX_FIGURES[name]
+    if _excluded(ctx.inputs.metrics, ctx.inputs.bootstrap, keys):
+        caption = caption.rstrip(".") + f"; {tabs.EXCLUDES_NOTE}."
+    draw = functools.partial(figs.matrix_figure, ctx.inputs.metrics, keys, labels, units, scales,
+                             digits, cmaps, boot=ctx.inputs.bootstrap, ranges=ranges)
+    sec.figure(ctx.fig(name, draw, title=title, caption=caption,
+                       trajectories=ctx.ms.num_trajectories))
+
+
+def _point_table(ctx, sec: Section, spec: tuple) -> None:
+    name, key, title, cap, with_boot, heat_range, said = spec
+    tail = f"; {_n(ctx.ms.num_trajectories)} trajectories." if said else "."
+    note = _PAIR_NOTE if key.startswith("pairwise") and ctx.inputs.bootstrap else ""
+    sec.table(ctx.table(tabs.matrix_table(
+        name, ctx.inputs.metrics, key, title=title, caption=f"{cap}; {_WEIGHTS}{note}{tail}",
+        boot=ctx.inputs.bootstrap if with_boot else None, heat_range=heat_range)))
+
+
+def _spearman_text(m: Mapping[str, Any], b: Mapping[str, Any] | None) -> str:
     rho = m.get("spearman_or_ad")
     rho_iv = ((b or {}).get("spearman_or_ad") or {}).get("interval")
-    sec.text("Spearman correlation of OR and AD across the cell means: "
-             + ("n/a (fewer than two cells or constant values)" if rho is None else f"{rho:.3f}")
-             + ("" if rho_iv is None else
-                f", {figs.coverage(b)} bootstrap interval {tabs.fmt_interval(rho_iv, 1.0, 3)} "
-                f"(recomputed across the cells of every replicate)")
-             + f" ({len(m['cells'])} cells).")
-    sec.figure(ctx.fig(
-        "baselines",
-        lambda: figs.matrix_figure(m, ("full_acc", "tokens"),
-                                   ("original full-thinking accuracy (%)",
-                                    "mean thinking tokens L(n) (tokens)"),
-                                   ("accuracy (%)", "tokens"), (100.0, 1.0), (1, 0),
-                                   ("Greens", "Purples"), boot=b),
-        title="Original full-thinking accuracy and thinking length",
-        caption=f"Accuracy of the trajectories' own final answers (%) and mean full thinking "
-                f"length L(n) (tokens) per model and group{ci}; from {_n(T)} trajectories.",
-        trajectories=T))
-    for name, key, title, cap in (
-            ("full_acc", "full_acc", "Original full-thinking accuracy (%)",
-             "Accuracy of the original final answers (not the STP probes)"),
-            ("tokens", "tokens", "Mean thinking tokens",
-             "Mean full thinking length L(n) in tokens"),
-            ("endpoint_acc", "endpoint_acc", "STP endpoint accuracy P(n) (%)",
-             "Mean probe accuracy at full thinking"),
-            ("zero_step", "zero_step_acc", "Zero-step accuracy P(0) (%)",
-             "Mean probe accuracy with no thinking retained"),
-            ("pairwise_or", "pairwise_or", "Within-question variation of OR (pp)",
-             "Mean absolute OR difference over a question's trajectory pairs (questions with R ≥ 2)"),
-            ("pairwise_ad", "pairwise_ad", "Within-question variation of AD (pp)",
-             "Mean absolute AD difference over a question's trajectory pairs (questions with R ≥ 2)")):
-        sec.table(ctx.table(tabs.matrix_table(name, m, key, title=title,
-                                              boot=b if key in _BOOT_IN_TABLE else None,
-                                              caption=f"{cap}; {_WEIGHTS}.")))
+    return ("Spearman correlation of OR and AD across the cell means: "
+            + ("n/a (fewer than two cells or constant values)" if rho is None else f"{rho:.3f}")
+            + ("" if rho_iv is None else
+               f", {figs.coverage(b)} bootstrap interval {tabs.fmt_interval(rho_iv, 1.0, 3, rho)} "
+               f"(recomputed across the cells of every replicate)"
+               + ("" if not tabs.excludes(rho_iv, rho) else f"; {tabs.EXCLUDES_NOTE}"))
+            + f" ({len(m['cells'])} cells).")
+
+
+def _interval_tables(ctx, sec: Section) -> None:
+    b, m = ctx.inputs.bootstrap, ctx.inputs.metrics
+    cov = figs.coverage(b)
+    lo, hi = b.get("percentiles") or (2.5, 97.5)
+    for name, key, what in _INTERVAL_TABLES:
+        sec.table(ctx.table(tabs.interval_table(
+            name, b, m, key, title=f"{cov} intervals of {what}",
+            caption=f"{lo:g}/{hi:g} percentiles over {_replicates(b)}two-stage paired bootstrap "
+                    f"replicates (questions, then trajectories; probe labels fixed; seed "
+                    f"{b.get('seed')}); Avg. entries from replicate-level averages where the "
+                    "bootstrap reports them" + (_PAIR_NOTE if key.startswith("pairwise") else "")
+                    + ".")))
+
+
+def matrices_section(ctx) -> Section:
+    """Tables 1-16 and Figures 1-2: the model x group matrices, with intervals when bootstrapped."""
+    m, b = ctx.inputs.metrics, ctx.inputs.bootstrap
+    T = ctx.ms.num_trajectories
+    sec = Section("matrices", "Overthinking matrices",
+                  f"Per model × benchmark group; {_WEIGHTS} (SPEC §4).")
+    ci = (f"; {figs.coverage(b)} percentile intervals from {_replicates(b)}paired bootstrap "
+          f"replicates" if b else "")
+    scale = "; colour scales run from 0 (shares of a whole: 0–100%)"
+    _matrix_figure(ctx, sec, "overthinking", "Overthinking Ratio and Accuracy Degradation",
+                   f"OR (% of thinking tokens after the earliest accuracy maximum k*) and AD "
+                   f"(probe-accuracy points lost from k* to full thinking) per model and group "
+                   f"with equal-weight Avg. row and column{ci}{scale}; from {_n(T)} trajectories.")
+    for spec in _POINT_TABLES[:2]:
+        _point_table(ctx, sec, spec)
+    sec.text(_spearman_text(m, b))
+    _matrix_figure(ctx, sec, "baselines", "Original full-thinking accuracy and thinking length",
+                   f"Accuracy of the trajectories' own final answers (%) and mean full thinking "
+                   f"length L(n) (tokens) per model and group{ci}{scale}; from {_n(T)} "
+                   "trajectories.")
+    for spec in _POINT_TABLES[2:]:
+        _point_table(ctx, sec, spec)
     if b is None:
         ctx.missing(sec, f"No bootstrap intervals ({num.tables_label('or_ci', 'ad_ci', 'full_acc_ci', 'tokens_ci', 'endpoint_acc_ci')}): "
                          "run `otbench bootstrap DIR --frontiers` (it writes "
                          "DIR/results/bootstrap.json) and rebuild the report.")
         return sec
-    cov = figs.coverage(b)
-    lo, hi = b.get("percentiles") or (2.5, 97.5)
-    for name, key, title in (("or_ci", "or", f"{cov} intervals of OR (%)"),
-                             ("ad_ci", "ad", f"{cov} intervals of AD (pp)"),
-                             ("full_acc_ci", "full_acc",
-                              f"{cov} intervals of original full-thinking accuracy (%)"),
-                             ("tokens_ci", "tokens", f"{cov} intervals of mean thinking tokens"),
-                             ("endpoint_acc_ci", "endpoint_acc",
-                              f"{cov} intervals of STP endpoint accuracy P(n) (%)"),
-                             ("zero_step_ci", "zero_step_acc",
-                              f"{cov} intervals of zero-step accuracy P(0) (%)"),
-                             ("pairwise_or_ci", "pairwise_or",
-                              f"{cov} intervals of the within-question variation of OR (pp)"),
-                             ("pairwise_ad_ci", "pairwise_ad",
-                              f"{cov} intervals of the within-question variation of AD (pp)")):
-        sec.table(ctx.table(tabs.interval_table(
-            name, b, m, key, title=title,
-            caption=f"{lo:g}/{hi:g} percentiles over {reps}two-stage paired bootstrap replicates "
-                    f"(questions, then trajectories; probe labels fixed; seed {b.get('seed')}); "
-                    "Avg. entries from replicate-level averages where the bootstrap reports them"
-                    + (_PAIR_NOTE if key.startswith("pairwise") else "") + ".")))
+    _interval_tables(ctx, sec)
     return sec
-
-
-_BOOT_IN_TABLE = ("tokens", "endpoint_acc", "zero_step_acc", "pairwise_or", "pairwise_ad")
-"""Matrix tables that show the bootstrap interval under each value (OR / AD / full-thinking
-accuracy have their own figure panels and Tables 4-6)."""
-_PAIR_NOTE = ("; pairs are formed within each drawn (model, question) occurrence, and a trajectory "
-              "drawn twice forms a pair that differs by 0, so replicate values centre near "
-              "(R-1)/R of the estimate")
 
 
 # -- 2. local changes (Fig. 2) ---------------------------------------------------------------------
@@ -146,7 +192,8 @@ def local_section(ctx) -> Section:
         "local_changes", lambda: figs.local_changes_figure(edges, pos, neg, flat),
         title="Local accuracy changes by thinking progress",
         caption=f"Shares of positive, flat and negative ΔP(k) and the negative-to-positive ratio "
-                f"per L(k) bin; {_n(int(total.sum()))} changes from {_n(T)} trajectories.",
+                f"per L(k) bin ({_bins_said(edges)}); {_n(int(total.sum()))} changes from "
+                f"{_n(T)} trajectories.",
         trajectories=T))
     labels = figs.bin_labels(edges)
     rows = []
@@ -161,10 +208,20 @@ def local_section(ctx) -> Section:
     sec.table(ctx.table(tabs.simple_table(
         "local_changes", title="Local accuracy changes by L(k) bin",
         caption="Counts of measured changes and their shares (%) per bin of retained tokens "
-                "(tokens); neg/pos is n/a without a positive change.",
+                f"(tokens); neg/pos is n/a without a positive change; {_bins_said(edges)}.",
         header=["L(k) bin (tokens)", "changes (count)", "positive (%)", "flat (%)",
                 "negative (%)", "neg/pos (ratio)"], rows=rows)))
     return sec
+
+
+def _bins_said(edges: Sequence[int]) -> str:
+    """The bin width and how it relates to the metrics' 2,048-token bins."""
+    w = edges[1] - edges[0] if len(edges) > 1 else 1
+    if w == 2048:
+        return "2,048-token bins, as in metrics.json"
+    return (f"{_n(w)}-token bins, finer than the 2,048-token bins of metrics.json because the "
+            f"longest trajectory has under 16,384 thinking tokens; {_n(w)} divides 2,048, so "
+            f"each bin's counts add into one metrics.json bin")
 
 
 # -- 3. frontiers (Fig. 3, Fig. 5) -------------------------------------------------------------------
@@ -190,10 +247,11 @@ def frontier_section(ctx) -> Section:
     bf = (b or {}).get("frontiers") if b else None
     cov = figs.coverage(b) if b else "95%"
 
-    def ci(x) -> tuple[str, tuple[str, str]]:
+    def ci(x, est) -> tuple[str, tuple[str, str]]:
         if not x or None in x:
             return tabs.fmt_interval(x, 100.0, 1), ("", "")
-        return tabs.fmt_interval(x, 100.0, 1), (tabs.csv_num(x[0], 100.0), tabs.csv_num(x[1], 100.0))
+        return (tabs.fmt_interval(x, 100.0, 1, est),
+                (tabs.csv_num(x[0], 100.0), tabs.csv_num(x[1], 100.0)))
 
     header, csv_header, rows = ["strategy"], ["strategy"], []
     for label, key in (("β_match", "beta_match"), ("ceiling", "ceiling"), ("β_sat", "beta_sat")):
@@ -207,14 +265,14 @@ def frontier_section(ctx) -> Section:
         for key, digits in (("beta_match", 1), ("ceiling", 2), ("beta_sat", 1)):
             r.append(_pct(sf[key], digits))
             if bf:
-                r.append(ci((bf.get(s) or {}).get(key)))
+                r.append(ci((bf.get(s) or {}).get(key), sf[key]))
         rows.append(r)
     sec.table(ctx.table(tabs.simple_table(
         "frontiers", title="Frontier summaries",
-        caption=f"β_match = min β with F_C(β) ≥ A_full ({100 * f['a_full']:.2f}%), ceiling F_C(1), "
+        caption=tabs.marked(f"β_match = min β with F_C(β) ≥ A_full ({100 * f['a_full']:.2f}%), ceiling F_C(1), "
                 "β_sat = min β with F_C(β) = F_C(1), all in %; \"never\" when not reached on the "
                 "grid" + (f"; {cov} bootstrap intervals (\"n/a\" for an end that is never reached)"
-                          if bf else "") + ".",
+                          if bf else "") + ".", [d for r in rows for d, _ in r]),
         header=header, csv_header=csv_header, rows=rows)))
     if bf and any(s in bf for s in ("dr", "fb", "dee")):
         reps = b.get("replicates")
@@ -230,121 +288,6 @@ def frontier_section(ctx) -> Section:
         ctx.missing(sec, f"No frontier bands ({num.figure_label('frontier_bands')}): run "
                          "`otbench bootstrap DIR --frontiers` (it writes "
                          "DIR/results/bootstrap.json) and rebuild the report.")
-    return sec
-
-
-# -- 4. OTBench (Fig. 4) ------------------------------------------------------------------------------
-
-def _cells_of(test) -> dict[tuple[str, str], tuple[int, int]]:
-    end = test.L[np.arange(test.num_trajectories), test.n].astype(np.int64)
-    out = {}
-    for c in np.unique(test.cell).tolist():
-        rows = test.cell_rows(c)
-        out[test.cell_name(c)] = (int(rows.size), int(end[rows].sum()))
-    return out
-
-
-def evaluated_split_frontiers(ms, bench: Sequence[Mapping[str, Any]]
-                         ) -> tuple[dict[str, dict | None], dict[str, int], list[str]]:
-    """Per strategy: the oracle frontier document on the methods' evaluated split.
-
-    The split is the set's stored one, or else the seeded one the OTBench
-    result records (``config.splits``: seed and ratios). It is used only
-    when its cells have exactly the trajectory counts and full-thinking
-    tokens the OTBench result reports, so the curve is the one the gaps were
-    measured against; otherwise the curve is left out (with a note).
-    """
-    from otbench.analysis.bench import assign_splits
-    from otbench.analysis.frontier import frontiers
-    from otbench.analysis.measurement import SPLITS
-
-    out: dict[str, dict | None] = {}
-    ntraj: dict[str, int] = {}
-    notes: list[str] = []
-    for d in bench:
-        s = d["strategy"]
-        if out.get(s) is not None:
-            continue
-        split = d.get("split", "test")
-        si = SPLITS.index(split) if split in SPLITS else SPLITS.index("test")
-        want = {(c["model"], c["group"]): (int(c["trajectories"]), int(c["total_tokens"]))
-                for c in d.get("cells", []) if "trajectories" in c and "total_tokens" in c}
-        cands = []
-        if np.all(ms.split >= 0):
-            cands.append(lambda: ms)
-        info = (d.get("config") or {}).get("splits") or {}
-        if "seed" in info and "ratios" in info:
-            cands.append(lambda info=info: assign_splits(ms, seed=int(info["seed"]),
-                                                         ratios=info["ratios"]))
-        found = None
-        for make in cands:
-            cm = make()
-            test = cm.take(np.flatnonzero(cm.split == si))
-            if test.num_trajectories and (not want or _cells_of(test) == want):
-                found = test
-                break
-        if found is None:
-            out.setdefault(s, None)
-            notes.append(f"OTBench {s.upper()}: the {split} split of method {d['method']!r} could not "
-                         "be reconstructed from the set, so its oracle frontier curve is not drawn "
-                         "(the per-point oracle values are).")
-            continue
-        out[s] = frontiers(found, strategies=[s], grid=1001).to_json()
-        ntraj[s] = found.num_trajectories
-    return out, ntraj, notes
-
-
-def otbench_section(ctx) -> Section:
-    bench = ctx.inputs.bench
-    sec = Section("otbench", "OTBench: practical termination methods",
-                  "Each method's operating points over its θ sweep against its strategy's exact "
-                  "oracle frontier on the same evaluated questions (SPEC §6); token cost counts "
-                  "retained thinking tokens only.")
-    if not bench:
-        ctx.missing(sec, f"No OTBench results ({num.figure_label('otbench')}): run `otbench bench "
-                         "compare DIR` (it writes DIR/results/bench-<method>.json) and rebuild "
-                         "the report.")
-        return sec
-    ctx.say("OTBench: test-split oracle frontiers")
-    fronts, ntraj, notes = evaluated_split_frontiers(ctx.ms, bench)
-    for n in notes:
-        ctx.missing(sec, n)
-    T = max([sum(int(c.get("trajectories", 0)) for c in d.get("cells", [])) for d in bench] + [0])
-    splits = sorted({d.get("split", "test") for d in bench})
-    sec.figure(ctx.fig(
-        "otbench", lambda: figs.otbench_figure(bench, fronts),
-        title="OTBench methods against their strategies' oracle frontiers",
-        caption=f"{len(bench)} method(s) on the {'/'.join(splits)} split: operating points "
-                f"(joined: non-dominated curve; hollow: dominated) and the oracle at each point's "
-                f"per-cell costs (crosses, against which the gap is measured; the frontier curve "
-                f"gives every cell the same β, so uneven spending can plot above it); from "
-                f"{_n(T)} trajectories.",
-        trajectories=T))
-    rows = []
-    for d in bench:
-        s = d.get("summary", {})
-        ref = d.get("reference", {})
-        share = s.get("realized_share")
-        rows.append([(str(d["method"]), str(d["method"])), (d["strategy"].upper(), d["strategy"]),
-                     (str(d.get("split", "")), str(d.get("split", ""))),
-                     (f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}",
-                      f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}"),
-                     (tabs.fmt(s.get("gap_area"), 100.0, 2), tabs.csv_num(s.get("gap_area"), 100.0)),
-                     (tabs.fmt(s.get("gap_area_full"), 100.0, 2), tabs.csv_num(s.get("gap_area_full"), 100.0)),
-                     (tabs.fmt(share, 100.0, 1), tabs.csv_num(share, 100.0)),
-                     (tabs.fmt(ref.get("a_zero"), 100.0, 1), tabs.csv_num(ref.get("a_zero"), 100.0)),
-                     (tabs.fmt(ref.get("a_full"), 100.0, 1), tabs.csv_num(ref.get("a_full"), 100.0))])
-    sec.table(ctx.table(tabs.simple_table(
-        "otbench", title="OTBench summary",
-        caption="Curve points / all points; gap area: the mean gap between the oracle frontier "
-                "and the method's step curve over relative cost (pp), over the method's own cost "
-                "range and over [0, 1] (cells chained with equal weights); realized: the share of "
-                "the frontier's area over no thinking that the method's curve reaches on [0, 1] "
-                "(%); macro accuracy with no thinking and with full thinking on the evaluated "
-                "split (%).",
-        header=["method", "strategy", "split", "curve/points (count)", "gap area (pp)",
-                "gap area [0,1] (pp)", "realized (%)", "no thinking (%)", "full thinking (%)"],
-        rows=rows)))
     return sec
 
 

@@ -19,7 +19,7 @@ Builders turn the analysis documents into tables:
 
 import dataclasses
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from otbench.files import csv_text
@@ -51,6 +51,8 @@ class Table:
       csv_header, csv_rows: the machine form (strings, already formatted).
       heat: shade the numeric body cells in HTML (matrix tables).
       rule_before_last: a rule above the last row (the "Avg." row).
+      heat_range: fixed ends of the HTML shading (display units; None: the body's own
+        end), so a small spread is not shaded as a large one.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Table:
     csv_rows: tuple[tuple[str, ...], ...]
     heat: bool = False
     rule_before_last: bool = False
+    heat_range: tuple[float | None, float | None] = (None, None)
 
 
 # -- number formatting --------------------------------------------------------------
@@ -76,10 +79,38 @@ def csv_num(v: float | None, scale: float = 1.0, digits: int = 4) -> str:
     return "" if v is None else f"{v * scale:.{digits}f}"
 
 
-def fmt_interval(iv: Sequence[float | None] | None, scale: float, digits: int) -> str:
+def fmt_interval(iv: Sequence[float | None] | None, scale: float, digits: int,
+                 estimate: float | None = None) -> str:
+    """``[lo, hi]`` in display units; `EXCLUDES` appended when it does not contain `estimate`."""
     if iv is None or iv[0] is None or iv[1] is None:
         return MISSING
-    return f"[{iv[0] * scale:.{digits}f}, {iv[1] * scale:.{digits}f}]"
+    mark = f" {EXCLUDES}" if excludes(iv, estimate) else ""
+    return f"[{iv[0] * scale:.{digits}f}, {iv[1] * scale:.{digits}f}]{mark}"
+
+
+EXCLUDES = "†"
+"""The mark of an interval that does not contain its own estimate (explained in the caption)."""
+EXCLUDES_NOTE = ("† the interval does not contain the point estimate: percentile intervals "
+                 "follow the replicates' distribution, which a skewed or biased statistic "
+                 "centres away from the estimate")
+
+
+def excludes(iv: Sequence[float | None] | None, estimate: float | None) -> bool:
+    """Whether a complete interval `iv` lies wholly above or below `estimate`."""
+    if estimate is None or iv is None or iv[0] is None or iv[1] is None:
+        return False
+    return not (iv[0] <= estimate <= iv[1])
+
+
+def marked(caption: str, texts: Iterable[str], note: str = EXCLUDES_NOTE) -> str:
+    """`caption` with `note` added when some of the shown `texts` carries `EXCLUDES`."""
+    if not any(EXCLUDES in t for t in texts):
+        return caption
+    return caption.rstrip(".") + f"; {note}."
+
+
+def _shown(rows: Sequence[Sequence["Cell"]]) -> list[str]:
+    return [c.text + (c.sub or "") for r in rows for c in r]
 
 
 # -- builders -------------------------------------------------------------------------
@@ -131,7 +162,8 @@ def _interval_lookup(boot: Mapping[str, Any] | None, key: str):
 
 
 def matrix_table(name: str, metrics_doc: Mapping[str, Any], key: str, *, title: str,
-                 caption: str, boot: Mapping[str, Any] | None = None) -> Table:
+                 caption: str, boot: Mapping[str, Any] | None = None,
+                 heat_range: tuple[float | None, float | None] = (None, None)) -> Table:
     """Model x group matrix of one metric with the Avg. row and column (Tables 1 and 3).
 
     Rows are the document's models (sorted) plus "Avg." (equal weight over
@@ -150,7 +182,7 @@ def matrix_table(name: str, metrics_doc: Mapping[str, Any], key: str, *, title: 
         if not present:
             return Cell("-")
         sub = None if iv is None or interval is None else fmt_interval(interval, spec.scale,
-                                                                        spec.digits)
+                                                                        spec.digits, v)
         return Cell(fmt(v, spec.scale, spec.digits), None if v is None else v * spec.scale, sub)
 
     header = ("model",) + tuple(groups) + ("Avg.",)
@@ -179,9 +211,9 @@ def matrix_table(name: str, metrics_doc: Mapping[str, Any], key: str, *, title: 
     rows.append(tuple(r))
     csv_rows.append(tuple(c))
     csv_header = ("model",) + tuple(f"{g} ({spec.unit})" for g in header[1:])
-    return Table(name=name, title=title, caption=caption, header=header, rows=tuple(rows),
-                 csv_header=csv_header, csv_rows=tuple(csv_rows), heat=True,
-                 rule_before_last=True)
+    return Table(name=name, title=title, caption=marked(caption, _shown(rows)), header=header,
+                 rows=tuple(rows), csv_header=csv_header, csv_rows=tuple(csv_rows), heat=True,
+                 rule_before_last=True, heat_range=heat_range)
 
 
 def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str, Any], key: str,
@@ -195,9 +227,10 @@ def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str,
     spec = METRIC_SPECS[key]
     models, groups = _axes(metrics_doc)
     cells, by_model, by_group, macro = _interval_lookup(boot, key)
+    est = {(c["model"], c["group"]): c.get(key) for c in metrics_doc["cells"]}
 
-    def show(interval) -> Cell:
-        return Cell(fmt_interval(interval, spec.scale, spec.digits))
+    def show(interval, estimate) -> Cell:
+        return Cell(fmt_interval(interval, spec.scale, spec.digits, estimate))
 
     def csv_pair(interval) -> list[str]:
         if interval is None:
@@ -208,13 +241,16 @@ def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str,
     csv_header = ("model",) + tuple(f"{g} {e} ({spec.unit})" for g in groups + ["Avg."]
                                     for e in ("lo", "hi"))
     rows, csv_rows = [], []
-    for label, per_group, avg in ([(m, [cells.get((m, g)) for g in groups], by_model.get(m))
-                                   for m in models]
-                                  + [("Avg.", [by_group.get(g) for g in groups], macro)]):
-        rows.append((Cell(label),) + tuple(show(x) for x in per_group) + (show(avg),))
-        csv_rows.append((label,) + tuple(s for x in per_group + [avg] for s in csv_pair(x)))
-    return Table(name=name, title=title, caption=caption, header=header, rows=tuple(rows),
-                 csv_header=csv_header, csv_rows=tuple(csv_rows), rule_before_last=True)
+    lines = [(m, [(cells.get((m, g)), est.get((m, g))) for g in groups],
+              (by_model.get(m), metrics_doc["by_model"][m].get(key))) for m in models]
+    lines.append(("Avg.", [(by_group.get(g), metrics_doc["by_group"][g].get(key)) for g in groups],
+                  (macro, metrics_doc["macro"].get(key))))
+    for label, per_group, avg in lines:
+        rows.append((Cell(label),) + tuple(show(*x) for x in per_group + [avg]))
+        csv_rows.append((label,) + tuple(s for x, _ in per_group + [avg] for s in csv_pair(x)))
+    return Table(name=name, title=title, caption=marked(caption, _shown(rows)), header=header,
+                 rows=tuple(rows), csv_header=csv_header, csv_rows=tuple(csv_rows),
+                 rule_before_last=True)
 
 
 def simple_table(name: str, *, title: str, caption: str, header: Sequence[str],
@@ -250,7 +286,7 @@ def to_csv(t: Table, *, synthetic: bool) -> str:
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "Δ": r"$\Delta$", "β": r"$\beta$",
-                  "≥": r"$\geq$", "≤": r"$\leq$", "–": "--", "·": r"$\cdot$", "|": r"$|$"}
+                  "≥": r"$\geq$", "†": r"\textdagger{}", "≤": r"$\leq$", "–": "--", "·": r"$\cdot$", "|": r"$|$"}
 
 
 def latex_escape(s: str) -> str:
@@ -294,6 +330,8 @@ def to_html(t: Table) -> str:
     body = [c.value for r in t.rows[:-1 if t.rule_before_last else None]
             for c in r[1:-1 if t.heat else None] if c.value is not None]
     lo, hi = (min(body), max(body)) if body else (0.0, 0.0)
+    lo = lo if t.heat_range[0] is None else min(lo, t.heat_range[0])
+    hi = hi if t.heat_range[1] is None else max(hi, t.heat_range[1])
     out = [f'<table class="tbl{" heat" if t.heat else ""}" id="{e(t.name)}">',
            "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in t.header) + "</tr></thead>",
            "<tbody>"]

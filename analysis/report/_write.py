@@ -3,7 +3,8 @@
 Output folder::
 
     index.html                 the report (inline CSS; figures beside it; no network)
-    figures/<name>.png         every figure, fixed size, deterministic bytes
+    figures/<name>.png         every figure, fixed size, deterministic bytes (the page shows it)
+    figures/<name>.pdf, .svg   the same figure as vector files (``formats``; PDF by default)
     tables/<name>.csv, .tex    every table (CSV: display units; LaTeX: booktabs)
     data/<kind>.json           every analysis document the report used
     report.json                manifest: figures (title, caption, pixel size,
@@ -45,7 +46,8 @@ timestamps, no absolute paths, fixed fonts and sizes, sorted JSON).
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Sequence
+import shlex
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +63,11 @@ from . import _tables as tabs
 from ._horizon import horizon_sections
 from ._html import Section, render
 from ._inputs import Doc, Inputs, ReportInputError, gather
+from ._bench_section import otbench_section
 from ._sections import (
     frontier_section,
     local_section,
     matrices_section,
-    otbench_section,
     sensitivity_section,
     steps_section,
     trajectories_section,
@@ -124,6 +126,7 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
                  results_dir: str | os.PathLike | None | bool = True,
                  metrics: Doc | None = None, frontier: Doc | None = None,
                  set_dir: str | os.PathLike | None = None,
+                 formats: str | Sequence[str] | None = None,
                  progress: Callable[[str], None] | None = None) -> Path:
     """Write the report of a measurement set to `out_dir`; return the path of ``index.html``.
 
@@ -146,6 +149,8 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
         set like cached ones, recomputed when they do not fit).
       set_dir: the directory an in-memory `ms_or_dir` was loaded from (a
         caller that has loaded the set already avoids a second load).
+      formats: figure files besides the PNG the page shows: "png,pdf,svg"-style
+        text or names (default PNG and PDF; `_style.FORMATS`).
       progress: called with one short line per step (the CLI prints them).
 
     Raises:
@@ -154,6 +159,10 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
       MeasurementSetError: the set cannot be loaded.
     """
     say = progress or (lambda s: None)
+    try:
+        fmts = figs.figure_formats(formats)
+    except figs.FigureFormatError as e:
+        raise ReportError(str(e)) from None
     out = _out_iv(out_dir)
     ms, set_dir = _source(ms_or_dir, set_dir)
     if ms.num_trajectories == 0:
@@ -165,10 +174,54 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
     say("loading and checking results" + (f" (cache: {rdir})" if rdir is not None else ""))
     inputs = gather(ms, results_dir=rdir, grid=grid, bootstrap=bootstrap, thinning=thinning,
                     otbench=otbench, metrics_doc=metrics, frontier_doc=frontier, progress=say)
+    command = reproduce_command(set_dir, out_dir, bootstrap=bootstrap, thinning=thinning,
+                                otbench=otbench, grid=grid, results_dir=results_dir,
+                                formats=fmts)
     with atomic_dir(out) as tmp:
-        _build(ms, set_dir, inputs, tmp, say)
+        _build(ms, set_dir, inputs, tmp, say, formats=fmts, command=command)
     say(f"wrote {out / 'index.html'}")
     return out / "index.html"
+
+
+def _is_path(x: Any) -> bool:
+    return isinstance(x, (str, os.PathLike))
+
+
+def reproduce_command(set_dir: Path | None, out_dir: Any, *, bootstrap: Any = None,
+                      thinning: Any = None, otbench: Sequence[Any] = (), grid: Any = 1001,
+                      results_dir: Any = True,
+                      formats: Sequence[str] = figs.DEFAULT_FORMATS) -> str:
+    """The ``otbench report`` command line that rebuilds this report, with the paths as given.
+
+    What a command line cannot express (an in-memory set or document, a
+    custom grid, a disabled cache) is said after it in parentheses.
+    """
+    q = shlex.quote
+    args = ["otbench", "report", "SET_DIR" if set_dir is None else q(str(set_dir)),
+            "--out", q(str(out_dir))]
+    unsaid = [] if set_dir is not None else ["the set was given in memory: SET_DIR is its folder"]
+    for flag, doc in (("--bootstrap", bootstrap), ("--thinning", thinning)):
+        if _is_path(doc):
+            args += [flag, q(str(doc))]
+        elif doc is not None:
+            unsaid.append(f"{flag[2:]} given in memory, stored as data/{flag[2:]}.json")
+    for doc in ([otbench] if _is_path(otbench) or isinstance(otbench, Mapping) else otbench):
+        if _is_path(doc):
+            args += ["--otbench", q(str(doc))]
+        else:
+            unsaid.append("OTBench results given in memory, stored as data/otbench.json")
+    if results_dir in (None, False):
+        unsaid.append("no results cache was read")
+    elif results_dir is not True and not (set_dir is not None
+                                          and Path(results_dir) == set_dir / "results"):
+        args += ["--results", q(str(results_dir))]
+    if isinstance(grid, int) and grid != 1001:
+        args += ["--grid", str(grid)]
+    elif not isinstance(grid, int):
+        unsaid.append(f"a custom grid of {len(grid)} budgets")
+    if tuple(formats) != figs.DEFAULT_FORMATS:
+        args += ["--format", ",".join(formats)]
+    return " ".join(args) + (f" ({'; '.join(dict.fromkeys(unsaid))})" if unsaid else "")
 
 
 # -- building ---------------------------------------------------------------------------------
@@ -180,6 +233,7 @@ class _Ctx:
     out: Path
     say: Callable[[str], None]
     synthetic: bool
+    formats: tuple[str, ...] = ("png",)
     figures: list[figs.FigureInfo] = dataclasses.field(default_factory=list)
     tables: list[tabs.Table] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -191,7 +245,8 @@ class _Ctx:
         with figs.figure_style():
             fig = draw()
             info = figs.save(fig, self.out, name, title=title, caption=caption,
-                             trajectories=trajectories, synthetic=self.synthetic)
+                             trajectories=trajectories, synthetic=self.synthetic,
+                             formats=self.formats)
         self.figures.append(info)
         return info
 
@@ -210,8 +265,9 @@ class _Ctx:
 
 
 def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
-           say: Callable[[str], None]) -> None:
-    ctx = _Ctx(ms=ms, inputs=inputs, out=out, say=say, synthetic=bool(ms.synthetic))
+           say: Callable[[str], None], *, formats: tuple[str, ...], command: str) -> None:
+    ctx = _Ctx(ms=ms, inputs=inputs, out=out, say=say, synthetic=bool(ms.synthetic),
+               formats=formats)
     T = ms.num_trajectories
     sections = [matrices_section(ctx), local_section(ctx), frontier_section(ctx),
                 otbench_section(ctx), sensitivity_section(ctx), trajectories_section(ctx),
@@ -242,16 +298,16 @@ def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
                for s in inputs.sources]
     footer = {"inputs": "; ".join(sources), "notes": " | ".join(inputs.notes) or "none",
               "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
-              "reproduce": "otbench report DIR --out REPORT_DIR (same inputs give byte-identical "
-                           "files)"}
+              "reproduce": f"{command}; the same inputs and command give byte-identical files"}
     title = "otbench report" + (" [SYNTHETIC DATA]" if ctx.synthetic else "")
     say("writing index.html")
     (out / "index.html").write_bytes(render(title=title, synthetic=ctx.synthetic, meta=meta,
                                             sections=sections, footer=footer).encode())
     manifest = {
         "schema": SCHEMA, "synthetic": ctx.synthetic, "content_hash": chash,
-        "trajectories": T, "versions": versions,
-        "figures": [dict(dataclasses.asdict(f), file=f.file) for f in ctx.figures],
+        "trajectories": T, "versions": versions, "reproduce": command,
+        "figures": [dict(dataclasses.asdict(f), file=f.file, files=list(f.files))
+                    for f in ctx.figures],
         "tables": [{"name": t.name, "title": t.title, "csv": f"tables/{t.name}.csv",
                     "latex": f"tables/{t.name}.tex"} for t in ctx.tables],
         "inputs": [dataclasses.asdict(s) for s in inputs.sources],

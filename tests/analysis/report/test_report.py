@@ -38,7 +38,7 @@ from otbench.analysis.report._figures import (
     size_px,
 )
 from otbench.analysis.report._inputs import CACHE_FILES, ReportInputError, gather
-from otbench.analysis.report._sections import evaluated_split_frontiers
+from otbench.analysis.report._bench_section import evaluated_split_frontiers
 from otbench.analysis.report._tables import (
     interval_table,
     matrix_table,
@@ -284,7 +284,11 @@ def test_same_inputs_give_byte_identical_files(full_report, token_dir, tmp_path)
     out, _, _, _ = full_report
     d, _ = token_dir
     again = write_report(d, tmp_path / "again").parent
-    assert files(again) == files(out)
+    # Only the footer's reproduce command (index.html, report.json) names the output folder.
+    moved = {k: v.replace(str(again).encode(), str(out).encode()) for k, v in files(again).items()}
+    assert moved == files(out)
+    assert [k for k, v in files(again).items() if str(again).encode() in v] == ["index.html",
+                                                                                 "report.json"]
 
 
 def test_an_earlier_report_is_replaced_and_other_folders_are_refused(token_dir, tmp_path):
@@ -520,10 +524,13 @@ def test_local_change_edges_rule(max_tokens):
     assert e[0] == 0 and len(e) <= 12 and e[-1] <= max_tokens
     assert all(b - a == w for a, b in zip(e, e[1:]))
     if w is not None:
-        # The smallest 1-2-5 width reaching max_tokens with at most 12 bins.
-        widths = sorted(m * 10 ** k for k in range(6) for m in (1, 2, 5))
-        assert w == next(x for x in widths if -(-(max_tokens + 1) // x) <= 12)
-        assert e[-1] + w > max_tokens
+        # The smallest 2048 / 2^j width reaching max_tokens with at most 12 bins: it divides
+        # the metrics' 2,048-token bins, so every report bin nests in one of them.
+        widths = [2048 >> j for j in range(12)]
+        assert w == min(x for x in widths if -(-(max_tokens + 1) // x) <= 12)
+        assert 2048 % w == 0 and e[-1] + w > max_tokens
+    else:
+        assert e == (0,)
 
 
 # -- step lengths ------------------------------------------------------------------------------------

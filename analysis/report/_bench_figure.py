@@ -1,0 +1,145 @@
+"""The OTBench figure: methods against their strategies' oracle frontiers, drawn as the areas are scored.
+
+The summary of an OTBench result integrates step curves (`otbench.analysis.bench`,
+module docstring, 6.): per cell, the method's curve `M_g(x)` is the best
+accuracy of its curve points with relative cost `<= x` (the cell's
+zero-thinking accuracy `A0_g` below its cheapest point); the gap area is
+`∫ (F - M) dx` and the realized share `∫ (M - A0) / ∫ (F - A0)` over the
+equal-weight chain of the cells. Because the chain is linear, these are
+exactly the integrals of the chained curves `M_C(x) = chain_g M_g(x)`
+and `F_C(x)`, so the figure draws `M_C` (a step curve, `macro_step_curve`)
+and shades its gap to the frontier: the shaded area is the gap area, and a
+method whose cells each jump only at full cost (realized share near 0) shows
+a flat curve even when its macro points -- averages of cells that switch at
+different costs -- sit on the frontier.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._style import STRATEGY_COLORS, STRATEGY_NAMES, TEXT_IN, new_figure
+
+MARKERS = ("o", "^", "D", "v", "P", "X")
+
+
+def _cell_zero(frontier: Mapping[str, Any] | None, strategy: str) -> dict[tuple[str, str], float]:
+    """Per cell, the frontier at budget 0 (the zero-thinking accuracy A0_g)."""
+    if frontier is None:
+        return {}
+    cells = (frontier.get("strategies", {}).get(strategy) or {}).get("cells") or []
+    return {(c["model"], c["group"]): float(c["acc"][0]) for c in cells if c.get("acc")}
+
+
+def macro_step_curve(doc: Mapping[str, Any], frontier: Mapping[str, Any] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(x, y) of the chained per-cell step curves `M_C` (fractions; draw with steps-post).
+
+    `x` ascends from 0 and ends at 1; `y[i]` holds on `[x[i], x[i+1])`. A
+    cell's value below its cheapest curve point is its zero-thinking
+    accuracy: its own cost-0 point, else the evaluated-split frontier's
+    value at budget 0 (`frontier`, an ``otbench.frontier/1`` document).
+    None when some cell has neither (the curve cannot be drawn exactly).
+    """
+    zero = _cell_zero(frontier, doc["strategy"])
+    curves, models = [], []
+    for c in doc.get("cells", []):
+        on = sorted((float(p["rel_cost"]), float(p["acc"])) for p in c["points"]
+                    if p["nondominated"])
+        if not on:
+            return None
+        xs = np.asarray([x for x, _ in on])
+        ys = np.maximum.accumulate(np.asarray([y for _, y in on]))   # best at or below x
+        if xs[0] > 0.0:
+            a0 = zero.get((c["model"], c["group"]))
+            if a0 is None:
+                return None
+            xs, ys = np.append(0.0, xs), np.append(a0, ys)
+        curves.append((xs, ys))
+        models.append(c["model"])
+    if not curves:
+        return None
+    x = np.unique(np.concatenate([xs for xs, _ in curves] + [np.asarray([0.0, 1.0])]))
+    x = x[(x >= 0.0) & (x <= 1.0)]
+    per_cell = np.stack([ys[np.searchsorted(xs, x, side="right") - 1] for xs, ys in curves])
+    # The project's chain: the mean over a model's cells, then over models.
+    names = sorted(set(models))
+    by_model = np.stack([per_cell[[i for i, m in enumerate(models) if m == name]].mean(axis=0)
+                         for name in names])
+    return x, by_model.mean(axis=0)
+
+
+def _frontier_at(grid: np.ndarray, macro: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The frontier's step function (right-continuous on its grid) at `x`."""
+    return macro[np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 1)]
+
+
+def otbench_figure(bench: Sequence[Mapping[str, Any]],
+                   test_frontiers: Mapping[str, Mapping[str, Any] | None]):
+    """One panel per strategy: evaluated-split oracle frontier, each method's step curve and points.
+
+    The step curve (solid) is the one the gap area and realized share
+    integrate; the shaded band between it and the frontier is the gap area.
+    Operating points are the macro averages (filled: non-dominated, hollow:
+    dominated), each with the oracle at its own per-cell costs (a cross).
+    Legends sit below the panels, outside the data.
+    """
+    strategies = [s for s in ("dr", "fb", "dee") if any(d["strategy"] == s for d in bench)]
+    n = len(strategies)
+    most = max(sum(d["strategy"] == s for d in bench) for s in strategies)
+    fig = new_figure((TEXT_IN if n > 1 else 4.5, 3.5 + 0.42 * most))
+    axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
+    for ax, s in zip(axes, strategies):
+        f = test_frontiers.get(s)
+        color = STRATEGY_COLORS[s]
+        grid = macro = None
+        if f is not None:
+            grid = np.asarray(f["grid"], dtype=np.float64)
+            macro = np.asarray(f["strategies"][s]["macro"], dtype=np.float64)
+            ax.plot(100.0 * grid, 100.0 * macro, color=color, lw=1.4, drawstyle="steps-post",
+                    label="oracle frontier", zorder=3)
+        for i, d in enumerate(d for d in bench if d["strategy"] == s):
+            c = f"C{(i + 3) % 10}"
+            mk = MARKERS[i % len(MARKERS)]
+            summ = d.get("summary", {})
+            step = macro_step_curve(d, f)
+            if step is not None:
+                x, y = step
+                ax.plot(100.0 * x, 100.0 * y, color=c, lw=1.2, drawstyle="steps-post", zorder=4,
+                        label=f"{d['method']} step curve")
+                if grid is not None:
+                    xx = np.unique(np.concatenate([x, grid]))
+                    top = _frontier_at(grid, macro, xx)
+                    low = y[np.searchsorted(x, xx, side="right") - 1]
+                    ax.fill_between(100.0 * xx, 100.0 * low, 100.0 * np.maximum(top, low),
+                                    step="post", color=c, alpha=0.15, lw=0, zorder=1,
+                                    label=f"gap area {_pp(summ.get('gap_area_full'))} "
+                                          f"on [0, 1], realized {_share(summ)}")
+            pts = sorted(d["points"], key=lambda p: (p["rel_cost"], p["acc"]))
+            px = np.asarray([100.0 * p["rel_cost"] for p in pts])
+            py = np.asarray([100.0 * p["acc"] for p in pts])
+            nd = np.asarray([bool(p["nondominated"]) for p in pts])
+            ax.plot(px[nd], py[nd], marker=mk, ls="none", color=c, ms=3.5, zorder=5,
+                    label=f"{d['method']} points (macro)")
+            if (~nd).any():
+                ax.plot(px[~nd], py[~nd], marker=mk, ls="none", mfc="none", color=c, ms=3.5,
+                        zorder=5)
+            ax.plot(px, [100.0 * p["frontier_acc"] for p in pts], "x", color=c, ms=3, zorder=5)
+        ax.plot([], [], "x", color="gray", label="oracle at the point's per-cell costs")
+        ax.plot([], [], "o", mfc="none", color="gray", ls="none", ms=3.5, label="dominated point")
+        ax.set_xlim(0, 100)
+        ax.set_title(STRATEGY_NAMES[s])
+        ax.set_xlabel("relative cost (% of full thinking)")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=6.0, borderaxespad=0.0)
+    axes[0].set_ylabel("macro probe accuracy (%)")
+    return fig
+
+
+def _pp(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.2f} pp"
+
+
+def _share(summary: Mapping[str, Any]) -> str:
+    x = summary.get("realized_share")
+    return "n/a" if x is None else f"{100 * x:.1f}%"
