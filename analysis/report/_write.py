@@ -179,8 +179,13 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
     say("loading and checking results" + (f" (cache: {rdir})" if rdir is not None else ""))
     inputs = gather(ms, results_dir=rdir, grid=grid, bootstrap=bootstrap, thinning=thinning,
                     otbench=otbench, metrics_doc=metrics, frontier_doc=frontier, progress=say)
-    with atomic_dir(out, inputs=given, overwrite=overwrite) as tmp:
-        _build(ms, set_dir, inputs, tmp, say)
+    from otbench.errors import UnsafeOutputError
+
+    try:
+        with atomic_dir(out, inputs=given, overwrite=overwrite) as tmp:
+            _build(ms, set_dir, inputs, tmp, say)
+    except UnsafeOutputError as e:          # checked again at the swap (a file changed meanwhile)
+        raise ReportError(str(e)) from None
     say(f"wrote {out / 'index.html'}")
     return out / "index.html"
 
