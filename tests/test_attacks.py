@@ -172,7 +172,7 @@ def run_case(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
             reader = os.open(w / "fifo", os.O_RDONLY | os.O_NONBLOCK)
         before = snapshot(w)
         argv = [a.replace("reader-fifo", "fifo") for a in case.argv]
-        result = CliRunner().invoke(main, argv)
+        result = CliRunner().invoke(main, argv, color=True)   # as on a terminal: escapes kept
         if reader is not None:
             try:
                 data = os.read(reader, 1 << 20)
@@ -433,6 +433,18 @@ CASES += [
          setup=_write("tr.jsonl", json.dumps({"model": "m", "group": "g", "question": "q",
                                               "trajectory": 7, "probes": 2, "L": [0, 3],
                                               "C": [0, 1], "y": 1}) + "\n")),
+    Case("audit-tokenizer-of-a-broken-tokenizer", 4, ("probe", "audit-tokenizer", "tok"),
+         owner="h3"),
+    Case("metrics-prints-a-model-name-with-escapes-raw", 5, ("metrics", "esc"), expect="ok",
+         owner="h3", changes=("esc",),
+         setup=lambda w: (_write("esc.jsonl", json.dumps(
+             {"model": "\u001b[31mred", "group": "g", "question": "q", "trajectory": 0,
+              "probes": 2, "L": [0, 3], "C": [0, 1], "y": 1}) + "\n")(w),
+             CliRunner().invoke(main, ["import", "esc.jsonl", "--out", "esc"])),
+         check=lambda w, out: "\x1b" not in out),
+    Case("import-onto-an-existing-set-names-the-option-in-cli-words", 7,
+         ("import", "x.jsonl", "--out", "s"), needle="--overwrite", owner="h3",
+         check=lambda w, out: "overwrite=True" not in out),
     Case("split-default-file-is-accepted", 7,
          ("split", "s", "--from-file", str(Path(__file__).parents[1] / "artifacts" / "otbench"
                                            / "split-default.json"), "--out", "s2"),
@@ -459,6 +471,13 @@ OPEN: dict[str, str] = {        # case id -> what still fails on this branch
     "import-renumbered-trajectory": "an imported record's trajectory 7 is renumbered silently",
     "split-default-file-is-accepted": "the README's frozen default split file is refused for "
                                       "its schema name",
+    "audit-tokenizer-of-a-broken-tokenizer": "traceback (KeyError 'added_tokens') for a "
+                                             "tokenizer.json without its keys",
+    "metrics-prints-a-model-name-with-escapes-raw": "a model name's terminal escapes are "
+                                                    "printed raw",
+    "import-onto-an-existing-set-names-the-option-in-cli-words": "the message mixes API and CLI "
+                                                                 "words (overwrite=True / "
+                                                                 "--overwrite)",
 }
 
 RESULTS: dict[str, tuple[str, str]] = {}
