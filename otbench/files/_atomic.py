@@ -235,7 +235,8 @@ def _write_ledger(directory: Path, ledger: dict) -> None:
     with contextlib.suppress(OSError):
         if not stat.S_ISREG(os.lstat(lpath).st_mode):
             return                              # something else sits there: leave it alone
-    tmp = _sibling(lpath, "tmp")
+    clean_stale(lpath)
+    tmp = _new_temporary(lpath)
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
@@ -244,6 +245,8 @@ def _write_ledger(directory: Path, ledger: dict) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    finally:
+        _drop_mark(tmp)
 
 
 def _record(path: Path) -> None:
@@ -405,7 +408,7 @@ def check_output(path: str | os.PathLike, *inputs: str | os.PathLike,
     mode = st.st_mode
     if stat.S_ISDIR(mode):
         raise UnsafeOutputError(f"{path}: is a folder; refusing to replace it with a file")
-    if stat.S_ISCHR(mode):
+    if stat.S_ISCHR(mode) or (stat.S_ISREG(mode) and _descriptor_path(target)):
         return target, True
     if stat.S_ISFIFO(mode):
         try:
@@ -426,6 +429,21 @@ def check_output(path: str | os.PathLike, *inputs: str | os.PathLike,
         raise UnsafeOutputError(f"{path}: exists and otbench did not write it (or it was changed "
                                 f"since); refusing to replace it (pass `overwrite` to replace it)")
     return real, False
+
+
+def _descriptor_path(target: Path) -> bool:
+    """A path that names an open descriptor (`/dev/stdout`, `/proc/self/fd/1`, a link to one):
+    what it points at is already the user's choice (a shell redirect), so it is written in place."""
+    hops, p = 0, target
+    while hops < 40:
+        if p.parts[1:2] in (("proc",), ("dev",)) and (
+                p.parts[1:2] == ("dev",) or "fd" in p.parts):
+            return True
+        if not p.is_symlink():
+            return False
+        p = Path(os.path.abspath(p.parent / os.readlink(p)))
+        hops += 1
+    return False
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ import json
 import os
 import stat
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -174,3 +175,22 @@ def test_a_users_folder_named_like_a_temporary_is_never_deleted(tmp_path):
     with atomic_dir(tmp_path / "set") as tmp:
         (tmp / "x").write_text("1")
     assert (mine / "notes.txt").read_text() == "mine" and hexname.read_text() == "mine too"
+
+
+def test_a_descriptor_path_is_written_in_place(tmp_path):
+    """`--json /dev/stdout` with stdout redirected to a file: the redirect's file is written in
+    place (here a descriptor of our own onto a temporary file, and a link to it)."""
+    f = tmp_path / "redirected.json"
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        fdpath = Path(f"/proc/self/fd/{fd}")
+        if not fdpath.exists():
+            pytest.skip("no /proc/self/fd on this system")
+        link = tmp_path / "stdout-link"
+        link.symlink_to(fdpath)
+        assert check_output(link) == (link, True)
+        write_text_atomic(link, '{"schema": "otbench.x/1"}\n')
+        assert link.is_symlink() and f.read_text() == '{"schema": "otbench.x/1"}\n'
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["redirected.json", "stdout-link"]
+    finally:
+        os.close(fd)
