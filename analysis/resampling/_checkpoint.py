@@ -127,7 +127,15 @@ class Checkpointer:
 
 
 def _lock(directory: Path):
-    """An exclusive lock on `directory` for this run; `CheckpointError` when another holds it."""
+    """An exclusive lock on `directory` for this run; `CheckpointError` when another holds it.
+
+    A folder that exists, is not empty and is not a checkpoint folder (no lock file of an
+    earlier run) is refused: checkpoints never land among a user's files.
+    """
+    if directory.is_dir() and not (directory / ".otbench.lock").is_file() \
+            and any(directory.iterdir()):
+        raise CheckpointError(f"`checkpoint_dir` {directory} exists and is not a checkpoint "
+                              "folder (it holds other files); choose an empty or new directory")
     directory.mkdir(parents=True, exist_ok=True)
     f = open(directory / ".otbench.lock", "a")  # noqa: SIM115 -- held until close()
     try:
