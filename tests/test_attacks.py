@@ -251,6 +251,10 @@ CASES += [
     Case("metrics-json-onto-a-link-to-the-manifest", 2,
          ("metrics", "s", "--json", "lm", "--overwrite"),
          setup=lambda w: (w / "lm").symlink_to("s/manifest.json"), needle="input"),
+    Case("metrics-json-onto-a-horizon-runs-manifest", 2,
+         ("metrics", "s", "--json", "run2/manifest.json"),
+         setup=_write("run2/manifest.json", '{"schema": "otbench.horizon-run/1"}\n'),
+         needle="otbench did not write it"),
     Case("export-out-onto-the-set", 2, ("export", "s", "--out", "s"), needle="is a directory"),
     # folder outputs inside or onto inputs (item 2)
     Case("bootstrap-checkpoint-dir-inside-the-set", 2,

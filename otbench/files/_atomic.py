@@ -13,8 +13,9 @@ their marker is there: a user's `.set.tmp-999999-mythings` is never touched.
 What "otbench wrote it" means (`written_by_otbench`), one rule for every
 entry point: a regular file is otbench's when the ledger of its folder
 (`.otbench-written.json`, updated by every write here) records it with the
-sha256 it has now, or when it is a JSON document whose `schema` is an
-otbench schema (`otbench.<kind>/<n>`, what every result command writes).
+sha256 it has now, or when it is a JSON document whose `schema` is one of
+the result schemas the commands write (`otbench.metrics/1`, ...; not a
+set's or run's manifest).
 A file the user changed since is no longer otbench's.
 
 The output rule (`check_output`, applied by every writer):
@@ -76,6 +77,11 @@ _LEDGER_SCHEMA = "otbench.written/1"
 _MARK = ".otbench"                       # suffix of a temporary's companion marker
 _MARK_TEXT = b"otbench temporary\n"
 _DOC_LIMIT = 1 << 28                     # schema'd documents are read up to 256 MiB
+RESULT_KINDS = frozenset({"metrics", "frontier", "bootstrap", "thinning", "sweep", "horizon",
+                          "bench", "bench-compare", "leaderboard", "splits", "grade"})
+"""The result documents commands write as single files (`otbench.<kind>/<n>`): such a file is
+recognisably otbench's. Containers (a set's or a run's manifest, a journal marker, a report's
+report.json) are not: they are only ever replaced with the folder they describe."""
 RECORDED = "recorded"
 """`atomic_dir(replace=RECORDED)` (the default): the ledger rule of the module docstring."""
 
@@ -273,7 +279,10 @@ def _otbench_document(path: Path) -> bool:
     except (OSError, ValueError, RecursionError):
         return False
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    return isinstance(schema, str) and schema.startswith("otbench.") and "/" in schema
+    if not isinstance(schema, str) or not schema.startswith("otbench.") or "/" not in schema:
+        return False
+    kind, _, version = schema[len("otbench."):].partition("/")
+    return kind in RESULT_KINDS and version.isdigit()
 
 
 def written_by_otbench(path: str | os.PathLike) -> bool:

@@ -44,7 +44,9 @@ def test_a_schemad_document_is_otbenchs_and_a_name_or_foreign_schema_is_not(tmp_
     doc = tmp_path / "metrics.json"
     doc.write_text(json.dumps({"schema": "otbench.metrics/1", "cells": []}))
     assert written_by_otbench(doc)
-    for text in ("{}", '{"schema": "mine/1"}', "[1, 2]", "not json", '{"schema": 3}'):
+    for text in ("{}", '{"schema": "mine/1"}', "[1, 2]", "not json", '{"schema": 3}',
+                 '{"schema": "otbench.horizon-run/1"}', '{"schema": "otbench.measurement_set/1"}',
+                 '{"schema": "otbench.report/1"}', '{"schema": "otbench.metrics/x"}'):
         doc.write_text(text)
         assert not written_by_otbench(doc), text
     ledger = tmp_path / LEDGER                               # a forged ledger must match the bytes
