@@ -123,3 +123,16 @@ def test_a_horizon_run_overwrite_replaces_only_a_run(tmp_path):
     with pytest.raises(UnsafeOutputError, match="is not an otbench output of this kind"):
         write_run(victim, {"arms": []}, [], [], overwrite=True)
     assert (victim / "thesis.tex").read_text() == "x"
+
+
+def test_a_horizon_run_overwrite_keeps_what_the_run_holds_besides_the_run(tmp_path):
+    from otbench.analysis.measurement import write_run
+
+    out = tmp_path / "run"
+    write_run(out, {"arms": []}, [], [])
+    (out / "notes.txt").write_text("mine")
+    (out / "results").mkdir()
+    (out / "results" / "horizon.json").write_text("{}")
+    write_run(out, {"arms": [], "model": "m2"}, [], [], overwrite=True)
+    assert json.loads((out / "horizon.json").read_text())["model"] == "m2"
+    assert (out / "notes.txt").read_text() == "mine" and (out / "results" / "horizon.json").exists()
