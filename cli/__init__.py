@@ -4,7 +4,8 @@ import importlib
 
 import click
 
-from ._common import GuardedGroup, guard_outputs
+from ._common import GuardedGroup
+from ._outputs import guard_outputs
 
 # Each command lives in its own private module and is registered here; the
 # modules import their libraries lazily so `otbench --help` stays fast.

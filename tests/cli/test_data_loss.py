@@ -59,3 +59,19 @@ def test_an_unwritable_target_is_one_line(tmp_path):
     (tmp_path / "afile").write_text("")
     refused(cli("import", good, "--out", tmp_path / "afile" / "x"), "afile: file exists")
     shutil.rmtree(tmp_path / "afile", ignore_errors=True)
+
+
+def test_every_command_with_an_output_takes_overwrite_and_is_guarded():
+    import click
+    from otbench.cli import main
+    from otbench.cli._outputs import OUTPUT_OPTIONS
+
+    def commands(group):
+        for c in group.commands.values():
+            yield from commands(c) if isinstance(c, click.Group) else [c]
+
+    with_outputs = [c for c in commands(main) if any(p.name in OUTPUT_OPTIONS for p in c.params)]
+    assert len(with_outputs) >= 18
+    for c in with_outputs:
+        assert "overwrite" in {p.name for p in c.params}, c.name
+        assert getattr(c.callback, "_otbench_guarded", False), c.name
