@@ -5,6 +5,7 @@ import importlib
 import click
 
 from ._common import GuardedGroup
+from ._outputs import guard_outputs
 
 # Each command lives in its own private module and is registered here; the
 # modules import their libraries lazily so `otbench --help` stays fast.
@@ -40,3 +41,5 @@ for _mod, _names in _COMMANDS.items():
     _m = importlib.import_module(f"{__name__}.{_mod}")
     for _name in _names:
         main.add_command(getattr(_m, _name))
+
+guard_outputs(main)      # one output rule for every command (outputs never on inputs)

@@ -97,7 +97,11 @@ def split_cmd(directory: Path, seed: int | None, ratios: str | None, from_file: 
         tables = {name: load_table(directory, name)
                   for name in sorted(read_manifest(directory).get("tables", {}))}
         target = directory if out is None else out
-        save(ms, target, overwrite=overwrite or out is None, extra_tables=tables)
+        from otbench.files import output_rules
+
+        # In place (no --out) is this command's one write onto its input, on purpose.
+        with output_rules(in_place=[directory] if out is None else []):
+            save(ms, target, overwrite=overwrite or out is None, extra_tables=tables)
         if write_file is not None:
             write_split_file(ms, write_file)
     info = ms.provenance["split"]
@@ -210,10 +214,14 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     """
     from otbench.analysis.bench import compare_json, evaluate, leaderboard
 
-    from otbench.files import write_text_atomic
+    from otbench.files import check_output, write_text_atomic
 
     _plugins_importable()
     specs = list(methods) or list(BUILTIN_HELP)
+    folder = board_out if board_out is not None else result_path(directory, "")
+    with argument_errors():                     # refused before the methods run, not after
+        for name in ("leaderboard.json", "leaderboard.csv", "leaderboard.md"):
+            check_output(folder / name)
     if len(set(specs)) != len(specs):
         raise click.BadParameter("a method is given twice", param_hint="'--method'")
     results = []
@@ -231,8 +239,6 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     for r, n in zip(results, names):
         write_result(r.to_json(), directory, f"bench-{n}.json")
     click.echo(f"wrote {len(results)} results to {result_path(directory, 'bench-*.json')}")
-    folder = board_out if board_out is not None else result_path(directory, "")
-    folder.mkdir(parents=True, exist_ok=True)
     write_result(board.to_json(), directory, "leaderboard.json", folder / "leaderboard.json")
     write_text_atomic(folder / "leaderboard.csv", board.to_csv())
     write_text_atomic(folder / "leaderboard.md", board.to_markdown())

@@ -236,7 +236,6 @@ def write_result(doc: dict, directory, name: str, override=None):
     from otbench.analysis.measurement import read_manifest
 
     path = result_path(directory, name, override)
-    path.parent.mkdir(parents=True, exist_ok=True)
     with data_errors():
         content = read_manifest(directory)["content_hash"]
     write_json({**doc, "content_hash": content}, path)

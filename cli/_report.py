@@ -10,8 +10,10 @@ from ._common import data_errors, synthetic_banner
 @click.command("report")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Report folder (index.html, figures/, tables/); replaced if it holds an "
-                   "earlier report, refused if it holds anything else.")
+              help="Report folder (index.html, figures/, tables/). An earlier otbench output "
+                   "there is rewritten (only the files otbench's ledger proves it wrote; your "
+                   "files stay); any other non-empty folder is refused unless --overwrite; an "
+                   "input, or a folder holding one, is refused always.")
 @click.option("--bootstrap", "bootstrap", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="otbench.bootstrap/1 JSON (default: DIR/results/bootstrap.json "
                                  "when present).")

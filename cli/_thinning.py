@@ -121,21 +121,27 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
     unit of every column is in its header), and prints the tables.
     """
     from otbench.analysis.measurement import load
-    from otbench.analysis.resampling import sweep, sweep_csv, sweep_tables
+    from otbench.analysis.resampling import BOOT_METRICS, sweep, sweep_csv, sweep_tables
 
-    from otbench.files import write_text_atomic
+    from otbench.files import check_output, write_text_atomic
 
+    tables_dir = out_dir if out_dir is not None else result_path(directory, "sweep")
+    json_path = result_path(directory, "sweep.json", None if out_dir is None else out_dir / "sweep.json")
     with argument_errors():
         ms = load(directory)
         p, t = _counts(probes, "'--probes'", ms), _counts(trajectories, "'--trajectories'", ms)
+        names = [f"bootstrap_{k}" for k in BOOT_METRICS] + ["probe_thinning",
+                                                            "trajectory_thinning"]
+        if frontiers or grid is not None:
+            names += ["bootstrap_frontiers", "bootstrap_frontier_summary"]
+        for target in [json_path] + [tables_dir / f"{name}.csv" for name in names]:
+            check_output(target)            # refused before the bootstrap runs, not after
         with progress_bar(replicates, "bootstrap replicates") as bar:
             doc = sweep(ms, probes=p, trajectories=t, draws=draws, replicates=replicates, seed=seed,
                         frontiers=frontiers or grid is not None, grid=101 if grid is None else grid,
                         batch=batch, workers=workers, checkpoint_dir=checkpoint_dir,
                         checkpoint_every=checkpoint_every, resume=resume,
                         progress=progress_callback(bar))
-    tables_dir = out_dir if out_dir is not None else result_path(directory, "sweep")
-    tables_dir.mkdir(parents=True, exist_ok=True)
     path = write_result(doc, directory, "sweep.json",
                         None if out_dir is None else out_dir / "sweep.json")
     tables = sweep_tables(doc)

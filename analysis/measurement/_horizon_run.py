@@ -193,6 +193,12 @@ def _replaceable_run(path: Path) -> bool:
         return False
 
 
+def _run_foreign(path: Path) -> list[str]:
+    """Entries of the run at `path` that are not the run's own tables and manifest."""
+    return sorted(e.name for e in path.iterdir() if e.name not in (MANIFEST, TRAJ_FILE, READ_FILE)
+                  and ".tmp-" not in e.name)
+
+
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """The manifest of the run in `path` (schema checked)."""
     p = Path(path) / MANIFEST
@@ -396,8 +402,10 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
                       r["context"], r["kind"], r.get("variant") or "", r["B"])
     tt = _table(sorted(trajectories, key=tkey), TRAJ_COLUMNS, TRAJ_FILE)
     rt = _table(sorted(readouts, key=rkey), READ_COLUMNS, READ_FILE)
-    # --overwrite replaces only an earlier run (or an empty folder), never a folder of yours.
-    with atomic_dir(out, replace=_replaceable_run if overwrite else None) as tmp:
+    # --overwrite replaces only an earlier run (or an empty folder), never a folder of yours,
+    # and keeps what the old run holds besides the run (results/, notes, run.json).
+    with atomic_dir(out, replace=_replaceable_run if overwrite else None,
+                    keep=_run_foreign) as tmp:
         pq.write_table(tt, tmp / TRAJ_FILE)
         pq.write_table(rt, tmp / READ_FILE)
         man = dict(manifest)

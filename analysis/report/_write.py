@@ -93,15 +93,18 @@ def _source(source: Any, set_dir: Any) -> tuple[MeasurementSet, Path | None]:
                       f"{type(source).__name__}")
 
 
-def _out_iv(out_dir: Any) -> Path:
-    out = Path(out_dir)
-    if out.exists():
-        if not out.is_dir():
-            raise ReportError(f"{out}: exists and is not a directory")
-        if any(out.iterdir()) and not (out / "report.json").is_file():
-            raise ReportError(f"{out}: exists and is not an earlier otbench report; "
-                              "choose another output folder")
-    return out
+def _out_iv(out_dir: Any, inputs: Sequence[Any], overwrite: bool) -> Path:
+    """The output folder under the one output rule (`otbench.files.check_output_dir`), checked
+    before any work: never on or inside an input; an existing folder only when otbench's
+    ledger in it says otbench wrote it (or with `overwrite`, which keeps its other files)."""
+    from otbench.errors import UnsafeOutputError
+    from otbench.files import check_output_dir
+
+    try:
+        check_output_dir(out_dir, *inputs, overwrite=overwrite)
+    except UnsafeOutputError as e:
+        raise ReportError(str(e)) from None
+    return Path(out_dir)
 
 
 def _dump(obj: Any) -> str:
@@ -127,15 +130,20 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
                  metrics: Doc | None = None, frontier: Doc | None = None,
                  set_dir: str | os.PathLike | None = None,
                  formats: str | Sequence[str] | None = None,
-                 progress: Callable[[str], None] | None = None) -> Path:
+                 progress: Callable[[str], None] | None = None, overwrite: bool = False) -> Path:
     """Write the report of a measurement set to `out_dir`; return the path of ``index.html``.
 
     Args:
       ms_or_dir: a measurement set directory (enables the result cache and
         the token-id figure) or a loaded `MeasurementSet`.
-      out_dir: output folder; created, or replaced when it holds an earlier
-        report (never a folder with other content). Written to a sibling
-        temporary folder first, so a failed run leaves the old report intact.
+      out_dir: output folder; created, or rewritten when otbench's ledger in
+        it (`.otbench-written.json`, with every file's sha256) proves it an
+        earlier otbench output: only the files it proves otbench wrote are
+        replaced, everything else in it (a user's notes, a changed figure) is
+        kept. Any other non-empty folder is refused unless `overwrite` (which
+        writes into it and keeps its files); a folder that is or holds an
+        input is refused always. Written to a sibling temporary folder first,
+        so a failed run leaves the old report intact.
       bootstrap, thinning: a path or a loaded document (``otbench.bootstrap/1``,
         ``otbench.thinning/1``); None to look in the results folder.
       otbench: paths or documents (``otbench.bench/1``,
@@ -152,6 +160,8 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
       formats: figure files besides the PNG the page shows: "png,pdf,svg"-style
         text or names (default PNG and PDF; `_style.FORMATS`).
       progress: called with one short line per step (the CLI prints them).
+      overwrite: let the report write into a folder otbench did not write, and
+        replace its entries of the same names (never an input).
 
     Raises:
       ReportError: the output folder cannot be used.
@@ -163,7 +173,11 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
         fmts = figs.figure_formats(formats)
     except figs.FigureFormatError as e:
         raise ReportError(str(e)) from None
-    out = _out_iv(out_dir)
+    given = [ms_or_dir] if isinstance(ms_or_dir, (str, os.PathLike)) else []
+    given += [set_dir] if set_dir is not None else []
+    given += [d for d in (bootstrap, thinning, metrics, frontier, *otbench)
+              if isinstance(d, (str, os.PathLike))]
+    out = _out_iv(out_dir, given, overwrite)
     ms, set_dir = _source(ms_or_dir, set_dir)
     if ms.num_trajectories == 0:
         raise ReportError("the measurement set has no trajectories")
@@ -177,8 +191,13 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
     command = reproduce_command(set_dir, out_dir, bootstrap=bootstrap, thinning=thinning,
                                 otbench=otbench, grid=grid, results_dir=results_dir,
                                 formats=fmts)
-    with atomic_dir(out) as tmp:
-        _build(ms, set_dir, inputs, tmp, say, formats=fmts, command=command)
+    from otbench.errors import UnsafeOutputError
+
+    try:
+        with atomic_dir(out, inputs=given, overwrite=overwrite) as tmp:
+            _build(ms, set_dir, inputs, tmp, say, formats=fmts, command=command)
+    except UnsafeOutputError as e:          # checked again at the swap (a file changed meanwhile)
+        raise ReportError(str(e)) from None
     say(f"wrote {out / 'index.html'}")
     return out / "index.html"
 

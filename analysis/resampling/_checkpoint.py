@@ -10,8 +10,9 @@ Saves are synchronous and orbax commits a step atomically, so a run killed
 while saving resumes from the previous step.
 
 Nothing resumes silently wrong: the metadata records the sha256 of the saved
-arrays and `done` must equal the step it is stored under, so a flipped bit,
-an edited count or a deleted state is refused; a lock file makes a second
+arrays together with `done` (which replicates are filled), and `done` must
+equal the step it is stored under, so a flipped bit, an edited count (also
+one edited consistently with a renamed step) or a deleted state is refused; a lock file makes a second
 bootstrap on the same directory fail at once instead of racing; orbax's
 temporary folders of a killed save are removed on open (under the lock).
 """
@@ -101,7 +102,7 @@ class Checkpointer:
             raise CheckpointError(f"the checkpoint step {step} in {self.directory} records "
                                   f"done={done!r}, which must equal its step and lie in "
                                   f"0..{_rows(arrays)}; delete it to start over")
-        if meta.get("sha256") != _digest(arrays):
+        if meta.get("sha256") != _digest(arrays, done):
             raise CheckpointError(f"the checkpoint step {step} in {self.directory} does not match "
                                   "its checksum (changed or damaged); delete it to start over")
         return done
@@ -113,7 +114,7 @@ class Checkpointer:
             return                 # already saved (a resumed, finished run)
         self.manager.save(done, args=ocp.args.Composite(
             meta=ocp.args.JsonSave({"fingerprint": self.fingerprint, "done": int(done),
-                                    "sha256": _digest(arrays)}),
+                                    "sha256": _digest(arrays, int(done))}),
             state=ocp.args.StandardSave({k: np.asarray(a) for k, a in arrays.items()})),
             force=True)
         self.manager.wait_until_finished()
@@ -126,7 +127,15 @@ class Checkpointer:
 
 
 def _lock(directory: Path):
-    """An exclusive lock on `directory` for this run; `CheckpointError` when another holds it."""
+    """An exclusive lock on `directory` for this run; `CheckpointError` when another holds it.
+
+    A folder that exists, is not empty and is not a checkpoint folder (no lock file of an
+    earlier run) is refused: checkpoints never land among a user's files.
+    """
+    if directory.is_dir() and not (directory / ".otbench.lock").is_file() \
+            and any(directory.iterdir()):
+        raise CheckpointError(f"`checkpoint_dir` {directory} exists and is not a checkpoint "
+                              "folder (it holds other files); choose an empty or new directory")
     directory.mkdir(parents=True, exist_ok=True)
     f = open(directory / ".otbench.lock", "a")  # noqa: SIM115 -- held until close()
     try:
@@ -143,9 +152,12 @@ def _rows(arrays: dict[str, np.ndarray]) -> int:
     return min((a.shape[0] for a in arrays.values() if a.ndim), default=0)
 
 
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    """sha256 over the arrays (names, shapes, dtypes, bytes) in name order."""
+def _digest(arrays: dict[str, np.ndarray], done: int) -> str:
+    """sha256 over `done` (which replicates are filled) and the arrays (names, shapes, dtypes,
+    bytes) in name order: a checkpoint edited consistently (its step folder renamed and its
+    `done` moved with it) no longer matches, so rows never filled are never taken as results."""
     h = hashlib.sha256()
+    h.update(f"done:{int(done)};".encode())
     for k in sorted(arrays):
         a = np.ascontiguousarray(arrays[k])
         h.update(f"{k}:{a.shape}:{a.dtype.str};".encode())

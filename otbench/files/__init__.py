@@ -8,14 +8,20 @@ here; `otbench.analysis.measurement` keeps to the measurement contract.
 """
 
 from ._atomic import (
+                      LEDGER,
+                      RECORDED,
                       atomic_dir,
                       atomic_path,
+                      check_output,
+                      check_output_dir,
                       clean_stale,
                       foreign_entries,
                       is_measurement_set,
+                      output_rules,
                       refuse_input,
                       write_bytes_atomic,
                       write_text_atomic,
+                      written_by_otbench,
 )
 from ._csv import csv_field, csv_text
 from ._hash import sha256_file
@@ -23,7 +29,9 @@ from ._json import loads_json, read_json
 from ._provenance import git_commit, provenance
 
 __all__ = [
-    "atomic_dir", "atomic_path", "clean_stale", "csv_field", "csv_text",
-    "foreign_entries", "git_commit", "is_measurement_set", "loads_json", "provenance",
-    "read_json", "refuse_input", "sha256_file", "write_bytes_atomic", "write_text_atomic",
+    "LEDGER", "RECORDED", "atomic_dir", "atomic_path", "check_output", "check_output_dir",
+    "clean_stale", "csv_field", "csv_text", "foreign_entries", "git_commit",
+    "is_measurement_set", "loads_json", "output_rules", "provenance", "read_json",
+    "refuse_input", "sha256_file", "write_bytes_atomic", "write_text_atomic",
+    "written_by_otbench",
 ]

@@ -48,7 +48,9 @@ def test_out_dot_and_dotdot_with_overwrite(tmp_path, monkeypatch):
     (tmp_path / "sub" / "notes.txt").write_text("x")
     monkeypatch.chdir(tmp_path / "sub")
     refused(cli("import", good, "--out", ".", "--overwrite"), ".: exists and is not a measurement set")
-    refused(cli("import", good, "--out", "..", "--overwrite"), "..: exists and is not a measurement set")
+    # `..` holds the input file: refused as an output onto an input (before the set rule)
+    refused(cli("import", good, "--out", "..", "--overwrite"), "..: is the input",
+            "refusing to write onto an input")
     assert good.exists()
 
 
@@ -57,3 +59,19 @@ def test_an_unwritable_target_is_one_line(tmp_path):
     (tmp_path / "afile").write_text("")
     refused(cli("import", good, "--out", tmp_path / "afile" / "x"), "afile: file exists")
     shutil.rmtree(tmp_path / "afile", ignore_errors=True)
+
+
+def test_every_command_with_an_output_takes_overwrite_and_is_guarded():
+    import click
+    from otbench.cli import main
+    from otbench.cli._outputs import OUTPUT_OPTIONS
+
+    def commands(group):
+        for c in group.commands.values():
+            yield from commands(c) if isinstance(c, click.Group) else [c]
+
+    with_outputs = [c for c in commands(main) if any(p.name in OUTPUT_OPTIONS for p in c.params)]
+    assert len(with_outputs) >= 18
+    for c in with_outputs:
+        assert "overwrite" in {p.name for p in c.params}, c.name
+        assert getattr(c.callback, "_otbench_guarded", False), c.name

@@ -5,11 +5,13 @@ import json
 import pytest
 from otbench.analysis.measurement import save, simulate
 
-from otbench.files import atomic_dir, atomic_path, provenance, write_text_atomic
+from otbench.files import LEDGER, atomic_dir, atomic_path, provenance, write_text_atomic
 
 
 def _siblings(path):
-    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith("."))
+    """Hidden entries beside `path` other than otbench's ledger: temporaries left behind."""
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(".")
+                  and p.name != LEDGER)
 
 
 def test_atomic_dir_replaces_only_when_complete(tmp_path):
@@ -26,7 +28,7 @@ def test_atomic_dir_replaces_only_when_complete(tmp_path):
     assert _siblings(out) == []                              # no temporary folder left behind
     with atomic_dir(out) as tmp:
         (tmp / "b.txt").write_text("three")
-    assert sorted(p.name for p in out.iterdir()) == ["b.txt"] and _siblings(out) == []
+    assert sorted(p.name for p in out.iterdir()) == [LEDGER, "b.txt"] and _siblings(out) == []
 
 
 def test_atomic_path_and_text(tmp_path):

@@ -94,16 +94,24 @@ def test_dot_and_root_targets(tmp_path, monkeypatch):
 def test_temporaries_of_killed_writers_are_cleaned(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
-    stale = tmp_path / f".S.tmp-{dead}-{'0' * 32}"
+    def marked(p):
+        (p.parent / (p.name + ".otbench")).write_bytes(b"otbench temporary\n")
+        return p
+
+    stale = marked(tmp_path / f".S.tmp-{dead}-{'0' * 32}")
     stale.mkdir()
-    live = tmp_path / f".S.tmp-{os.getppid()}-{'1' * 32}"
+    live = marked(tmp_path / f".S.tmp-{os.getppid()}-{'1' * 32}")
     live.mkdir()
     old = tmp_path / f".S.old-{dead}-{'2' * 32}"
     old.mkdir()
+    users = tmp_path / f".S.tmp-{dead}-mythings"           # named like one, but no marker
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
     assert clean_stale(tmp_path / "S") == [stale]
-    assert live.exists() and old.exists()
+    assert live.exists() and old.exists() and (users / "notes.txt").read_text() == "mine"
+    assert not (tmp_path / (stale.name + ".otbench")).exists()
     save(small_set(), tmp_path / "S")
-    assert not stale.exists()
+    assert not stale.exists() and (users / "notes.txt").read_text() == "mine"
 
 
 def test_a_horizon_run_overwrite_replaces_only_a_run(tmp_path):
@@ -115,3 +123,16 @@ def test_a_horizon_run_overwrite_replaces_only_a_run(tmp_path):
     with pytest.raises(UnsafeOutputError, match="is not an otbench output of this kind"):
         write_run(victim, {"arms": []}, [], [], overwrite=True)
     assert (victim / "thesis.tex").read_text() == "x"
+
+
+def test_a_horizon_run_overwrite_keeps_what_the_run_holds_besides_the_run(tmp_path):
+    from otbench.analysis.measurement import write_run
+
+    out = tmp_path / "run"
+    write_run(out, {"arms": []}, [], [])
+    (out / "notes.txt").write_text("mine")
+    (out / "results").mkdir()
+    (out / "results" / "horizon.json").write_text("{}")
+    write_run(out, {"arms": [], "model": "m2"}, [], [], overwrite=True)
+    assert json.loads((out / "horizon.json").read_text())["model"] == "m2"
+    assert (out / "notes.txt").read_text() == "mine" and (out / "results" / "horizon.json").exists()

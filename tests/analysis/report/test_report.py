@@ -291,19 +291,32 @@ def test_same_inputs_give_byte_identical_files(full_report, token_dir, tmp_path)
                                                                                  "report.json"]
 
 
-def test_an_earlier_report_is_replaced_and_other_folders_are_refused(token_dir, tmp_path):
+def test_an_earlier_report_is_rewritten_and_other_folders_are_refused(token_dir, tmp_path):
     d, ms = token_dir
     out = tmp_path / "r"
     write_report(ms, out, results_dir=None)
-    (out / "figures" / "stale.png").write_bytes(b"x")
-    write_report(ms, out, results_dir=None)
-    assert not (out / "figures" / "stale.png").exists()       # the whole folder is new
+    (out / "figures" / "mine.png").write_bytes(b"x")          # a user's file in the report
+    (out / "notes.txt").write_text("my notes")
+    write_report(ms, out, results_dir=None)                   # rewritten: the user's files stay
+    assert (out / "figures" / "mine.png").read_bytes() == b"x"
+    assert (out / "notes.txt").read_text() == "my notes"
+    # A figure the user changed is no longer otbench's: the new report does not replace it.
+    fig = next((out / "figures").glob("fig1_*.png"))
+    fig.write_bytes(b"edited")
+    with pytest.raises(ReportError, match="was not written by otbench"):
+        write_report(ms, out, results_dir=None)
+    assert fig.read_bytes() == b"edited"
+    write_report(ms, out, results_dir=None, overwrite=True)   # asked for: replaced
+    assert fig.read_bytes() != b"edited" and (out / "notes.txt").read_text() == "my notes"
     other = tmp_path / "other"
     other.mkdir()
     (other / "keep.txt").write_text("mine")
-    with pytest.raises(ReportError, match="exists and is not an earlier otbench report"):
+    (other / "report.json").write_text("{}")                  # a name alone proves nothing
+    with pytest.raises(ReportError, match="otbench did not write it"):
         write_report(ms, other)
     assert (other / "keep.txt").read_text() == "mine"
+    with pytest.raises(ReportError, match="refusing to write onto an input"):
+        write_report(d, d.parent)                             # a folder holding the input set
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []   # no temp left
 
 
@@ -625,7 +638,7 @@ def test_cli_writes_the_report_and_reports_bad_inputs(tmp_path):
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "x").write_text("x")
     r = CliRunner().invoke(report_cmd, [str(d), "--out", str(tmp_path / "junk")])
-    assert r.exit_code == 2 and "exists and is not an earlier otbench report" in r.stderr
+    assert r.exit_code == 2 and "exists and otbench did not write it" in r.stderr
     (tmp_path / "b.json").write_text(json.dumps({"schema": "otbench.metrics/1"}))
     r = CliRunner().invoke(report_cmd, [str(d), "--out", str(tmp_path / "r2"),
                                         "--bootstrap", str(tmp_path / "b.json")])

@@ -86,3 +86,21 @@ def test_orbax_temporaries_are_removed_on_open(ckpt):
     (d / "8.orbax-checkpoint-tmp-123").mkdir()
     bootstrap(ms, checkpoint_dir=d, resume=True, **KW)
     assert not list(d.glob("*.orbax-checkpoint-tmp*"))
+
+
+def test_a_consistently_edited_checkpoint_is_refused(ckpt):
+    """Step 4 renamed to step 6 with its `done` moved to 6: every count agrees, but rows 4..5
+    were never filled; the checksum covers `done`, so it is refused instead of resumed."""
+    ms, d, _ = ckpt
+    steps = sorted(int(p.name) for p in d.iterdir() if p.is_dir() and p.name.isdigit())
+    assert len(steps) >= 2
+    low, high = steps[-2], steps[-1]
+    shutil.rmtree(d / str(high))
+    (d / str(low)).rename(d / str(high))
+    for meta in _meta_files(d / str(high)):
+        doc = json.loads(meta.read_text())
+        assert doc["done"] == low
+        doc["done"] = high
+        meta.write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError, match=r"does not match its checksum \(changed or damaged\)"):
+        bootstrap(ms, checkpoint_dir=d, resume=True, **KW)

@@ -1,0 +1,550 @@
+"""The attack corpus of issue 24: every case runs through the CLI in its own temporary folder.
+
+Each case is one command line against a workspace holding a small measurement
+set `s/`, a user's files (`thesis.tex`, `notes/`), links, a FIFO, a
+tokenizer folder `tok/`, a horizon-run-like folder `run/`, a grading file
+`g.jsonl`, a split file `f.json` and a job file `job.toml`. A case is
+classified as
+
+* **traceback**: an exception escaped the CLI (or a `Traceback` was printed);
+* **data loss**: an entry that was in the workspace before is gone or
+  changed (the entries the case means to rewrite excepted), or something
+  appeared inside an input (`s/`'s members, `tok/`, `run/`);
+* **silent acceptance**: a case that must be refused exited 0;
+* **wrong outcome**: refused where it must succeed, or refused without the
+  one line naming the rule;
+* **clean**: everything else.
+
+`python tests/test_attacks.py` runs the whole corpus and prints the counts
+per class (the memory cases too, each in a subprocess under a 4 GiB address
+limit and a 120 s timeout); under pytest every case is a test and
+`test_zz_counts` prints the counts of the cases that ran. Cases of items
+other helpers own that still fail on this branch are marked `xfail(strict=True)`
+with their item, so merging the fix turns them into failures to unmark.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import stat
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _bad_input import small_set  # noqa: E402
+from click.testing import CliRunner  # noqa: E402
+from otbench.analysis.measurement import save  # noqa: E402
+from otbench.cli import main  # noqa: E402
+from otbench.files import LEDGER  # noqa: E402
+
+CLASSES = ("clean", "traceback", "data loss", "silent acceptance", "wrong outcome")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    id: str
+    item: int                      # the item of issue 24 the case belongs to
+    argv: tuple[str, ...]          # relative to the workspace
+    expect: str = "refuse"         # "refuse" (exit 2, one line) or "ok" (exit 0)
+    needle: str = ""               # in the one-line error of a refusal
+    setup: Callable[[Path], None] | None = None
+    changes: tuple[str, ...] = ()  # workspace entries the case means to rewrite
+    keeps: tuple[str, ...] = ()    # ... and entries inside them that must stay as they are
+    check: Callable[[Path, str], bool] | None = None   # extra condition on (workspace, output)
+    owner: str = "h2"              # who fixes the class (xfail marks for the others' open cases)
+    heavy: bool = False            # unbounded memory on an unfixed branch: subprocess only
+
+
+# -- the workspace ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return make_base(tmp_path_factory.mktemp("attack-base"))
+
+
+def make_base(root: Path) -> Path:
+    from otbench.analysis.bench import assign_splits, write_split_file
+
+    w = root / "w"
+    w.mkdir()
+    ms = small_set()
+    save(ms, w / "s")
+    (w / "thesis.tex").write_text("\\documentclass{article} my thesis\n")
+    (w / "notes").mkdir()
+    (w / "notes" / "todo.txt").write_text("my notes\n")
+    (w / "link-to-thesis").symlink_to("thesis.tex")
+    (w / "dangling").symlink_to("nowhere-at-all")
+    (w / "link-to-fifo").symlink_to("fifo")
+    (w / "tok").mkdir()
+    (w / "tok" / "tokenizer.json").write_text('{"version": "1.0"}\n')
+    (w / "run").mkdir()
+    (w / "run" / "manifest.json").write_text('{"schema": "otbench.horizon_run/1"}\n')
+    (w / "run" / "readouts.parquet").write_bytes(b"PAR1 not really\n")
+    (w / "g.jsonl").write_text('{"task": "math", "reference": "2", "response": "\\\\boxed{2}"}\n')
+    write_split_file(assign_splits(ms, seed=0, ratios=(0.5, 0.25, 0.25)), w / "f.json")
+    (w / "job.toml").write_text("# a job file\n")
+    from otbench.analysis.measurement import export_jsonl
+
+    export_jsonl(ms, w / "x.jsonl")
+    return w
+
+
+def _copy(base: Path, tmp: Path) -> Path:
+    """The workspace of one case: a copy of `base` plus its FIFO (copytree does not copy one)."""
+    w = tmp / "w"
+    shutil.copytree(base, w, symlinks=True)
+    os.mkfifo(w / "fifo")
+    return w
+
+
+def snapshot(w: Path) -> dict[str, tuple]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(w):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = p.relative_to(w).as_posix()
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISFIFO(st.st_mode):
+                out[rel] = ("fifo",)
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir",)
+            else:
+                out[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+INPUT_TREES = ("s/manifest.json", "s/trajectories", "tok", "run")
+
+
+def classify(case: Case, w: Path, before: dict, result) -> tuple[str, str]:
+    """(class, detail) of one finished case."""
+    out = (result.output or "") + (getattr(result, "stderr", "") or "")
+    exc = result.exception
+    if (exc is not None and not isinstance(exc, SystemExit)) or "Traceback" in out:
+        return "traceback", f"{type(exc).__name__}: {exc}"
+    after = snapshot(w)
+    for rel, what in before.items():
+        if rel.rsplit("/", 1)[-1] == LEDGER:
+            continue                          # otbench's own record of what it wrote
+        if rel not in case.keeps and any(rel == c or rel.startswith(c + "/") for c in case.changes):
+            continue
+        if after.get(rel) != what:
+            return "data loss", f"{rel}: {what[0]} {'changed' if rel in after else 'gone'}"
+    for rel in after:
+        if rel not in before and any(rel.startswith(t + "/") for t in INPUT_TREES):
+            return "data loss", f"{rel}: appeared inside an input"
+    code = result.exit_code
+    lines = [ln for ln in (result.stderr or "").strip().splitlines()
+             if not ln.startswith(("report: ", "SYNTHETIC DATA"))]
+    if case.expect == "refuse":
+        if code == 0:
+            return "silent acceptance", "exit 0"
+        # one line: ours, or click's usage error (its `Error:` line ends the message)
+        if code != 2 or not lines or case.needle not in lines[-1] or (
+                len(lines) > 1 and not lines[-1].startswith("Error: ")):
+            return "wrong outcome", f"exit {code}: {lines[-3:]}"
+    else:
+        if code != 0:
+            return "wrong outcome", f"exit {code}: {lines[-3:]}"
+    if case.check is not None and not case.check(w, out):
+        return "wrong outcome", "its check failed"
+    return "clean", ""
+
+
+def run_case(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
+    w = _copy(base, tmp)
+    cwd = os.getcwd()
+    os.chdir(w)
+    reader = None
+    try:
+        if case.setup is not None:
+            case.setup(w)
+        if any("reader" in a for a in case.argv) or case.id.endswith("-fifo-reader"):
+            reader = os.open(w / "fifo", os.O_RDONLY | os.O_NONBLOCK)
+        before = snapshot(w)
+        argv = [a.replace("reader-fifo", "fifo") for a in case.argv]
+        result = CliRunner().invoke(main, argv, color=True)   # as on a terminal: escapes kept
+        if reader is not None:
+            try:
+                data = os.read(reader, 1 << 20)
+            except BlockingIOError:
+                data = b""
+            (w / ".fifo-data").write_bytes(data)
+        return classify(case, w, before, result)
+    finally:
+        if reader is not None:
+            os.close(reader)
+        os.chdir(cwd)
+
+
+# -- the cases --------------------------------------------------------------------------------
+
+def _write(rel: str, text: str):
+    def setup(w: Path) -> None:
+        (w / rel).parent.mkdir(parents=True, exist_ok=True)
+        (w / rel).write_text(text)
+    return setup
+
+
+def _in_place_json(w: Path, out: str) -> bool:
+    data = (w / ".fifo-data").read_bytes()
+    return stat.S_ISFIFO(os.lstat(w / "fifo").st_mode) and json.loads(data).get("schema", "") \
+        .startswith("otbench.")
+
+
+FILE_OUTPUTS = [
+    ("metrics", ("metrics", "s"), "--json"),
+    ("frontier-json", ("frontier", "s", "--grid", "11"), "--json"),
+    ("frontier-pareto", ("frontier", "s", "--grid", "11"), "--pareto"),
+    ("thinning", ("thinning", "s"), "--json"),
+    ("bootstrap", ("bootstrap", "s", "--replicates", "10"), "--json"),
+    ("bench-run", ("bench", "run", "s", "--method", "thinkbrake"), "--json"),
+    ("bench-compare", ("bench", "compare", "s"), "--json"),
+    ("export", ("export", "s"), "--out"),
+    ("grade", ("grade", "g.jsonl"), "--json"),
+    ("resegment", ("probe", "resegment", "s"), "--json"),
+    ("horizon-analyze", ("horizon", "analyze", "run"), "--json"),
+    ("audit-tokenizer", ("probe", "audit-tokenizer", "tok"), "--json"),
+    ("split-write-file", ("split", "s", "--out", "s2"), "--write-file"),
+]
+TARGETS = [
+    ("user-file", "thesis.tex", "otbench did not write it"),
+    ("link-to-user-file", "link-to-thesis", "otbench did not write it"),
+    ("set-manifest", "s/manifest.json", "refusing to write onto an input"),
+    ("inside-set", "s/trajectories/new/m.json", "refusing to write onto an input"),
+    ("fifo-no-reader", "fifo", "FIFO that no process reads"),
+    ("a-folder", "notes", "notes"),
+    ("dangling-link", "dangling", "symbolic link to a missing file"),
+]
+
+CASES: list[Case] = []
+for cname, argv, opt in FILE_OUTPUTS:
+    for tname, target, needle in TARGETS:
+        CASES.append(Case(f"{cname}-onto-{tname}", 2 if tname != "fifo-no-reader" else 1,
+                          (*argv, opt, target), needle=needle))
+
+CASES += [
+    # outputs onto their own inputs (item 2)
+    Case("grade-json-onto-its-input", 2, ("grade", "g.jsonl", "--json", "g.jsonl"),
+         needle="refusing to write onto an input"),
+    Case("grade-json-onto-its-input-overwrite", 2,
+         ("grade", "g.jsonl", "--json", "g.jsonl", "--overwrite"),
+         needle="refusing to write onto an input"),
+    Case("audit-json-into-the-tokenizer", 2,
+         ("probe", "audit-tokenizer", "tok", "--json", "tok/tokenizer.json", "--overwrite"),
+         needle="input"),
+    Case("horizon-json-onto-the-runs-readouts", 2,
+         ("horizon", "analyze", "run", "--json", "run/readouts.parquet", "--overwrite"),
+         needle="input"),
+    Case("split-write-file-onto-from-file", 2,
+         ("split", "s", "--from-file", "f.json", "--write-file", "f.json", "--out", "s2"),
+         needle="refusing to write onto an input"),
+    Case("metrics-json-onto-a-link-to-the-manifest", 2,
+         ("metrics", "s", "--json", "lm", "--overwrite"),
+         setup=lambda w: (w / "lm").symlink_to("s/manifest.json"), needle="input"),
+    Case("metrics-json-onto-a-horizon-runs-manifest", 2,
+         ("metrics", "s", "--json", "run2/manifest.json"),
+         setup=_write("run2/manifest.json", '{"schema": "otbench.horizon-run/1"}\n'),
+         needle="otbench did not write it"),
+    Case("export-out-onto-the-set", 2, ("export", "s", "--out", "s"), needle="is a directory"),
+    # folder outputs inside or onto inputs (item 2)
+    Case("bootstrap-checkpoint-dir-inside-the-set", 2,
+         ("bootstrap", "s", "--replicates", "10", "--checkpoint-dir", "s/trajectories/ck"),
+         needle="refusing to write onto an input"),
+    Case("bootstrap-checkpoint-dir-a-users-folder", 2,
+         ("bootstrap", "s", "--replicates", "10", "--checkpoint-dir", "notes"),
+         needle="is not a checkpoint folder"),
+    Case("sweep-checkpoint-dir-inside-the-set", 2,
+         ("sweep", "s", "--replicates", "10", "--checkpoint-dir", "s/trajectories/ck"),
+         needle="refusing to write onto an input"),
+    Case("sweep-out-inside-the-set", 2, ("sweep", "s", "--out", "s/trajectories/new"),
+         needle="refusing to write onto an input"),
+    Case("sweep-out-onto-a-users-sweep-json", 2, ("sweep", "s", "--out", "notes"),
+         setup=_write("notes/sweep.json", "mine\n"), needle="otbench did not write it"),
+    Case("compare-leaderboard-inside-the-set", 2,
+         ("bench", "compare", "s", "--leaderboard", "s/trajectories/lb"),
+         needle="refusing to write onto an input"),
+    Case("compare-leaderboard-onto-a-users-md", 2,
+         ("bench", "compare", "s", "--leaderboard", "notes"),
+         setup=_write("notes/leaderboard.md", "mine\n"), needle="otbench did not write it"),
+    Case("probe-run-out-inside-the-set", 2,
+         ("probe", "run", "--config", "job.toml", "--out", "s/trajectories/x"),
+         needle="refusing to write onto an input"),
+    Case("probe-run-out-holding-its-config", 2,
+         ("probe", "run", "--config", "job.toml", "--out", ".", "--overwrite"),
+         needle="refusing to write onto an input"),
+    Case("horizon-run-out-inside-the-set", 2,
+         ("horizon", "run", "--config", "job.toml", "--out", "s/trajectories/x"),
+         needle="refusing to write onto an input"),
+    Case("import-out-inside-the-set", 2, ("import", "x.jsonl", "--out", "s/trajectories/x"),
+         needle="refusing to write onto an input"),
+    Case("import-out-onto-its-input", 2, ("import", "x.jsonl", "--out", "x.jsonl"),
+         needle="is a file"),
+    Case("import-out-holding-its-input", 2, ("import", "x.jsonl", "--out", ".", "--overwrite"),
+         needle="refusing to write onto an input"),
+    Case("simulate-out-inside-the-set", 2, ("simulate", "--out", "s/trajectories/x"),
+         needle="refusing to write onto an input"),
+    Case("split-out-inside-the-set", 2, ("split", "s", "--out", "s/trajectories/x"),
+         needle="refusing to write onto an input"),
+    Case("demo-out-inside-the-set", 2, ("demo", "--out", "s/trajectories"),
+         needle="refusing to write onto an input"),
+    # report: item 1
+    Case("report-out-holding-the-set", 1, ("report", "s", "--out", ".", "--overwrite"),
+         setup=_write("report.json", "{}\n"), needle="refusing to write onto an input"),
+    Case("report-out-onto-the-set", 1, ("report", "s", "--out", "s"),
+         needle="refusing to write onto an input"),
+    Case("report-out-inside-the-set", 1, ("report", "s", "--out", "s/trajectories/r"),
+         needle="refusing to write onto an input"),
+    Case("report-out-a-users-folder-with-report-json", 1, ("report", "s", "--out", "notes"),
+         setup=_write("notes/report.json", "{}\n"), needle="otbench did not write it"),
+    Case("report-out-a-users-folder", 1, ("report", "s", "--out", "notes"),
+         needle="otbench did not write it"),
+    Case("report-out-a-link-to-a-folder", 1, ("report", "s", "--out", "ln"),
+         setup=lambda w: (w / "ln").symlink_to("notes"), needle="is not a folder"),
+    Case("report-out-a-file", 1, ("report", "s", "--out", "thesis.tex"), needle="is a file"),
+    Case("report-bootstrap-input-inside-out", 1,
+         ("report", "s", "--out", "rep", "--bootstrap", "rep/b.json", "--overwrite"),
+         setup=_write("rep/b.json", '{"schema": "otbench.bootstrap/1"}\n'),
+         needle="refusing to write onto an input"),
+    # special files: written in place, never renamed over (item 1)
+    Case("metrics-json-into-a-fifo-reader", 1, ("metrics", "s", "--json", "reader-fifo"),
+         expect="ok", check=_in_place_json),
+    Case("metrics-json-through-a-link-to-a-fifo-reader", 1,
+         ("metrics", "s", "--json", "link-to-fifo"), expect="ok",
+         setup=lambda w: None, check=_in_place_json),
+    Case("grade-json-into-a-fifo-reader", 1, ("grade", "g.jsonl", "--json", "reader-fifo",
+                                              "--workers", "0"), expect="ok",
+         check=_in_place_json),
+    # what must still work, and lose nothing (items 1, 2)
+    Case("metrics-json-onto-a-user-file-with-overwrite", 2,
+         ("metrics", "s", "--json", "thesis.tex", "--overwrite"), expect="ok",
+         changes=("thesis.tex",)),
+    Case("metrics-twice-replaces-its-own-result", 2, ("metrics", "s"), expect="ok",
+         setup=lambda w: CliRunner().invoke(main, ["metrics", "s"]),
+         changes=("s/results",)),
+    Case("metrics-json-beside-the-set", 2, ("metrics", "s", "--json", "s/results/m.json"),
+         expect="ok"),
+    Case("export-twice", 2, ("export", "s", "--out", "out.jsonl"), expect="ok",
+         setup=lambda w: CliRunner().invoke(main, ["export", "s", "--out", "out.jsonl"]),
+         changes=("out.jsonl",)),
+    Case("export-onto-a-user-jsonl-edited-after-export", 2, ("export", "s", "--out", "out.jsonl"),
+         setup=lambda w: (CliRunner().invoke(main, ["export", "s", "--out", "out.jsonl"]),
+                          (w / "out.jsonl").write_text("my edit\n")),
+         needle="otbench did not write it"),
+    Case("import-keeps-a-user-folder-named-like-a-temporary", 2,
+         ("import", "x.jsonl", "--out", "set"), expect="ok",
+         setup=_write(".set.tmp-999999-mythings/notes.txt", "mine\n")),
+    Case("split-in-place-still-works", 2, ("split", "s"), expect="ok",
+         changes=("s",)),
+    Case("report-rewrites-an-earlier-report-keeping-notes", 1,
+         ("report", "s", "--out", "rep", "--grid", "11"), expect="ok",
+         setup=lambda w: (CliRunner().invoke(main, ["report", "s", "--out", "rep", "--grid", "11"]),
+                          (w / "rep" / "my-notes.txt").write_text("mine\n")),
+         changes=("rep",), keeps=("rep/my-notes.txt",)),
+]
+
+
+def _edit_checkpoint(w: Path) -> None:
+    """A checkpointed run, then its last step dropped and the step before renamed over it, its
+    `done` moved along (item 5: consistent edits the checksum must cover)."""
+    CliRunner().invoke(main, ["bootstrap", "s", "--replicates", "6", "--batch", "2",
+                              "--checkpoint-every", "1", "--checkpoint-dir", "ck"])
+    ck = w / "ck"
+    steps = sorted(int(p.name) for p in ck.iterdir() if p.is_dir() and p.name.isdigit())
+    low, high = steps[-2], steps[-1]
+    shutil.rmtree(ck / str(high))
+    (ck / str(low)).rename(ck / str(high))
+    for meta in (ck / str(high)).rglob("metadata"):
+        if meta.is_file() and meta.parent.name == "meta":
+            doc = json.loads(meta.read_text())
+            doc["done"] = high
+            meta.write_text(json.dumps(doc))
+
+
+CASES += [
+    Case("bootstrap-resume-of-a-consistently-edited-checkpoint", 5,
+         ("bootstrap", "s", "--replicates", "6", "--batch", "2", "--checkpoint-every", "1",
+          "--checkpoint-dir", "ck", "--resume"), setup=_edit_checkpoint,
+         needle="does not match its checksum", changes=("ck",)),
+]
+
+# -- the classes other helpers own (items 3, 4, 5, 7; marked where still open) ------------------
+
+PLUGIN_FIT_RAISES = '''
+from otbench.analysis.bench import ThetaMethod
+class Bad:
+    name = "bad"
+    strategy = "dee"
+    def fit(self, *a, **k):
+        raise RuntimeError("boom")
+'''
+
+
+def _manifest_edit(key, value):
+    def setup(w: Path) -> None:
+        m = w / "s" / "manifest.json"
+        doc = json.loads(m.read_text())
+        doc[key] = value
+        m.write_text(json.dumps(doc))
+    return setup
+
+
+CASES += [
+    Case("frontier-grid-3e7", 3, ("frontier", "s", "--grid", "30000000"), owner="h3", heavy=True),
+    Case("report-grid-3e7", 3, ("report", "s", "--out", "rep", "--grid", "30000000"),
+         owner="h3", heavy=True),
+    Case("thinning-draws-2e8", 3, ("thinning", "s", "--draws", "200000000"), owner="h3",
+         heavy=True),
+    Case("bench-run-theta-grid-2e6", 3,
+         ("bench", "run", "s", "--method", "thinkbrake", "--theta-grid", "2000000"),
+         owner="h3", heavy=True),
+    Case("bootstrap-replicates-2e6-batch-2e6", 3,
+         ("bootstrap", "s", "--replicates", "2000000", "--batch", "2000000"), owner="h3",
+         heavy=True),
+    Case("metrics-provenance-a-list", 4, ("metrics", "s"), owner="h3",
+         setup=_manifest_edit("provenance", [1, 2])),
+    Case("metrics-provenance-a-string", 4, ("metrics", "s"), owner="h3",
+         setup=_manifest_edit("provenance", "x")),
+    Case("bench-run-method-path-escape", 4, ("bench", "run", "s", "--method", "../../x:Y"),
+         owner="h3"),
+    Case("bench-run-plugin-fit-raises", 4, ("bench", "run", "s", "--method", "badplug:Bad"),
+         setup=_write("badplug.py", PLUGIN_FIT_RAISES), owner="h3"),
+    Case("report-bootstrap-frontiers-wrong-shape", 4,
+         ("report", "s", "--out", "rep", "--bootstrap", "b.json"), owner="h3",
+         setup=_write("b.json", json.dumps({"schema": "otbench.bootstrap/1",
+                                            "frontiers": [1, 2, 3]}))),
+    Case("report-thinning-probes-wrong-shape", 4,
+         ("report", "s", "--out", "rep", "--thinning", "t.json"), owner="h3",
+         setup=_write("t.json", json.dumps({"schema": "otbench.thinning/1", "probes": [1]}))),
+    Case("grade-empty-file", 4, ("grade", "empty.jsonl"), setup=_write("empty.jsonl", ""),
+         owner="h3"),
+    Case("bench-run-method-builtins-exit", 5, ("bench", "run", "s", "--method", "builtins:exit"),
+         owner="h3"),
+    Case("import-duplicate-json-keys", 5, ("import", "dup.jsonl", "--out", "o"), owner="h3",
+         setup=_write("dup.jsonl", '{"model": "m", "model": "n"}\n')),
+    Case("import-question-id-a-path", 5, ("import", "qp.jsonl", "--out", "o"), owner="h3",
+         setup=_write("qp.jsonl", json.dumps({"model": "m", "group": "g",
+                                              "question": "../../etc/x", "trajectory": 0,
+                                              "probes": 2, "L": [0, 3], "C": [0, 1],
+                                              "y": 1}) + "\n")),
+    Case("import-renumbered-trajectory", 5, ("import", "tr.jsonl", "--out", "o"), owner="h3",
+         setup=_write("tr.jsonl", json.dumps({"model": "m", "group": "g", "question": "q",
+                                              "trajectory": 7, "probes": 2, "L": [0, 3],
+                                              "C": [0, 1], "y": 1}) + "\n")),
+    Case("audit-tokenizer-of-a-broken-tokenizer", 4, ("probe", "audit-tokenizer", "tok"),
+         owner="h3"),
+    Case("metrics-prints-a-model-name-with-escapes-raw", 5, ("metrics", "esc"), expect="ok",
+         owner="h3", changes=("esc",),
+         setup=lambda w: (_write("esc.jsonl", json.dumps(
+             {"model": "\u001b[31mred", "group": "g", "question": "q", "trajectory": 0,
+              "probes": 2, "L": [0, 3], "C": [0, 1], "y": 1}) + "\n")(w),
+             CliRunner().invoke(main, ["import", "esc.jsonl", "--out", "esc"])),
+         check=lambda w, out: "\x1b" not in out),
+    Case("import-onto-an-existing-set-names-the-option-in-cli-words", 7,
+         ("import", "x.jsonl", "--out", "s"), needle="--overwrite", owner="h3",
+         check=lambda w, out: "overwrite=True" not in out),
+    Case("split-default-file-is-accepted", 7,
+         ("split", "s", "--from-file", str(Path(__file__).parents[1] / "artifacts" / "otbench"
+                                           / "split-default.json"), "--out", "s2"),
+         expect="ok", owner="h3"),
+]
+
+
+def _mark(case: Case):
+    if case.heavy:
+        return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
+            strict=True, run=False, reason=f"item {case.item} ({case.owner}): unbounded memory "
+                                           f"on this branch; run by `python tests/test_attacks.py`"))
+    if case.id in OPEN:
+        return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
+            strict=True, reason=f"item {case.item} ({case.owner}): {OPEN[case.id]}"))
+    return pytest.param(case, id=case.id)
+
+
+OPEN: dict[str, str] = {        # case id -> what still fails on this branch
+    "metrics-provenance-a-list": "traceback (TypeError) for a tampered manifest",
+    "report-thinning-probes-wrong-shape": "traceback (AttributeError) for a thinning document "
+                                          "of the right schema and the wrong shape",
+    "import-question-id-a-path": "a question id that is a path is accepted",
+    "import-renumbered-trajectory": "an imported record's trajectory 7 is renumbered silently",
+    "split-default-file-is-accepted": "the README's frozen default split file is refused for "
+                                      "its schema name",
+    "audit-tokenizer-of-a-broken-tokenizer": "traceback (KeyError 'added_tokens') for a "
+                                             "tokenizer.json without its keys",
+    "metrics-prints-a-model-name-with-escapes-raw": "a model name's terminal escapes are "
+                                                    "printed raw",
+    "import-onto-an-existing-set-names-the-option-in-cli-words": "the message mixes API and CLI "
+                                                                 "words (overwrite=True / "
+                                                                 "--overwrite)",
+}
+
+RESULTS: dict[str, tuple[str, str]] = {}
+
+
+@pytest.mark.parametrize("case", [_mark(c) for c in CASES])
+def test_attack(case: Case, base, tmp_path):
+    got = run_case(case, base, tmp_path)
+    RESULTS[case.id] = got
+    assert got[0] == "clean", got
+
+
+def test_zz_counts(capsys):
+    """The counts of the cases that ran (pytest runs this file's tests in order)."""
+    assert len(CASES) >= 100
+    counts = Counter(cls for cls, _ in RESULTS.values())
+    with capsys.disabled():
+        print(f"\nattack corpus: {len(RESULTS)} of {len(CASES)} cases ran: "
+              + ", ".join(f"{counts.get(c, 0)} {c}" for c in CLASSES))
+    mine = [c.id for c in CASES if c.id in RESULTS and c.id not in OPEN and not c.heavy]
+    assert all(RESULTS[i][0] == "clean" for i in mine), [(i, RESULTS[i]) for i in mine
+                                                          if RESULTS[i][0] != "clean"]
+
+
+def _heavy(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
+    """A memory case in a subprocess: 4 GiB of address space, 120 s."""
+    import resource
+    import subprocess
+
+    w = _copy(base, tmp)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    try:
+        exe = Path(sys.executable).parent / "otbench"
+        p = subprocess.run([str(exe), *case.argv], cwd=w,
+                           capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    except subprocess.TimeoutExpired:
+        return "wrong outcome", "ran past 120 s (denial of service)"
+    if "Traceback" in p.stderr or p.returncode not in (0, 2):
+        return "traceback", p.stderr.strip().splitlines()[-1:] and p.stderr.strip().splitlines()[-1]
+    return ("clean", "") if p.returncode == 2 else ("silent acceptance", "exit 0")
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    light = "--light" in sys.argv[1:]        # leave out the memory cases (minutes each if open)
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "base").mkdir()
+        b = make_base(Path(d) / "base")
+        counts, bad = Counter(), []
+        for k, c in enumerate(CASES):
+            if light and c.heavy:
+                continue
+            t = Path(d) / f"case{k}"
+            t.mkdir()
+            cls, detail = (_heavy if c.heavy else run_case)(c, b, t)
+            counts[cls] += 1
+            if cls != "clean":
+                bad.append(f"  item {c.item} {c.id}: {cls} ({detail})")
+        print(f"{sum(counts.values())} cases: " + ", ".join(f"{counts.get(x, 0)} {x}" for x in CLASSES))
+        print("\n".join(bad))
