@@ -50,6 +50,7 @@ TABLES = (
     "horizon_calibration",
     "horizon_contrasts",
     "horizon_strata",
+    "cost",
 )
 _FIG = {k: (i + 1, k) for i, k in enumerate(FIGURES)}
 _TAB = {k: (i + 1, k) for i, k in enumerate(TABLES)}
