@@ -145,12 +145,14 @@ def _token_lengths(folder: Path | None, model: str | None, answer_limit: int):
         keep = np.ones(len(groups), bool) if model is None else \
             np.asarray(t.column("model").to_pylist(), dtype=object) == model
         qid = np.asarray(t.column("question").to_pylist(), dtype=object)
+        # own answers: of the trajectories that finished (a cut one's answer is a forced request)
+        fin = np.asarray(t.column("finished").to_pylist(), bool) if name == "tokens" else keep
         for c in cols:
             lens = np.asarray(pc.list_value_length(t.column(c)).to_numpy(zero_copy_only=False), float)
             if c != "prompt":
                 lens = np.minimum(lens, answer_limit)
             for g in np.unique(groups[keep]):
-                m = keep & (groups == g)
+                m = keep & (groups == g) & (fin if c == "answer" else True)
                 out.setdefault(str(g), {})[c] = (lens[m], qid[m])
     return out
 
@@ -237,12 +239,14 @@ class Work:
     footprint: float
 
 
-def workload(questions: int, x: Lengths, *, R: int, P: int) -> Work:
+def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 0) -> Work:
     """The tokens of `questions` x `R` trajectories with per-trajectory means `x`, per phase.
 
     think: one request per trajectory decoding its thinking, the marker's first
-    id and its own answer (+ the stop id); probe: P answers per position (+ a
-    forced answer for cut trajectories); signal: one one-token read per
+    id and its own answer (+ the stop id); a trajectory cut at the thinking
+    limit decodes on through the answer room of its request (`answer_limit`
+    + 1) and gets its answer from a forced request instead; probe: P answers
+    per position (+ the forced answers); signal: one one-token read per
     position. `context` sums, over decoded tokens, the context each is
     decoded at (KV read per token); `uncached` is the prompt the prefix cache
     cannot serve.
@@ -252,7 +256,7 @@ def workload(questions: int, x: Lengths, *, R: int, P: int) -> Work:
     pos = T * x.positions
     answers = pos * P
     forced = T * x.forced
-    think_dec = T * (x.thinking + x.own + 2)
+    think_dec = T * (x.thinking + (1 - x.forced) * (x.own + 2) + x.forced * (answer_limit + 1))
     probe_dec = (answers + forced) * (x.answer + 1)
     # one trajectory's retained prefixes: sum_k (prompt + L(k) + marker) = positions (prompt + marker) + prefix
     pre = x.positions * (x.prompt + m) + x.prefix
@@ -361,7 +365,7 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
             xs = {"low": _shift(measured[g], -1.0), "mid": measured[g], "high": _shift(measured[g], +1.0)}
         else:
             xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w) for w in ("low", "mid", "high")}
-        ws = {w: workload(counts[g], x, R=job.R, P=job.P) for w, x in xs.items()}
+        ws = {w: workload(counts[g], x, R=job.R, P=job.P, answer_limit=job.answer_limit) for w, x in xs.items()}
         hours = {"low": _hours(ws["low"], arch, tput, hi_e), "mid": _hours(ws["mid"], arch, tput, mid_e),
                  "high": _hours(ws["high"], arch, tput, lo_e)}
         mid = ws["mid"]
