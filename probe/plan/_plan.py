@@ -309,6 +309,26 @@ class Plan:
                                        "model's"} if self.synthetic else {})}
 
 
+def _pilot_rate(folder: Path | None) -> str | None:
+    """What the pilot's own run spent (its run.json cost block), as a note; None without one."""
+    if folder is None or not (folder / "run.json").is_file():
+        return None
+    from otbench.errors import OtbenchError
+    from otbench.files import read_json
+
+    try:
+        cost = read_json(folder / "run.json").get("cost")
+        tot = cost["total"]
+        dec, sec = float(tot["decoded_tokens"]), float(tot["engine_seconds"])
+        where = f"{cost['device']} ({cost['engine']}, {cost['workers']} engine(s))"
+    except (OtbenchError, AttributeError, KeyError, TypeError, ValueError):
+        return "pilot: its run.json has no readable cost block (a run of an older otbench?)"
+    if sec <= 0:
+        return None
+    return (f"pilot run: {dec:,.0f} decoded tokens in {sec:,.1f} engine-seconds on {where}, "
+            f"{dec / sec:,.0f} tokens/s at the pilot's (smaller) batch")
+
+
 def _question_counts(job, questions: Mapping[str, int] | None) -> dict[str, int]:
     if questions is not None:
         return dict(questions)
@@ -358,6 +378,9 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
             notes.append(f"pilot: no trajectories of {', '.join(missing)}: priors used there")
         if synthetic:
             notes.insert(0, "the pilot set is SYNTHETIC (simulated): these are not a model's lengths")
+        measured_rate = _pilot_rate(folder)
+        if measured_rate:
+            notes.append(measured_rate)
     lo_e, mid_e, hi_e = tput.efficiency
     groups: dict[str, dict[str, Any]] = {}
     for g in sorted(counts):

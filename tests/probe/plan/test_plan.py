@@ -180,6 +180,16 @@ def test_cli_plans_from_a_pilot_folder(tmp_path: Path):
     res = CliRunner().invoke(main, ["plan", str(_job(tmp_path)), "--pilot", str(tmp_path / "pilot")])
     assert res.exit_code == 0, res.output
     assert res.output.startswith("SYNTHETIC pilot")
+    # the pilot's own accounting, when it has one, is shown beside the plan
+    cost = {"engine": "vllm", "device": "cuda (NVIDIA H200)", "workers": 1,
+            "total": {"decoded_tokens": 7_200_000, "engine_seconds": 3600.0}}
+    (tmp_path / "pilot" / "run.json").write_text(json.dumps({"cost": cost}))
+    res = CliRunner().invoke(main, ["plan", str(_job(tmp_path)), "--pilot", str(tmp_path / "pilot")])
+    assert "note: pilot run: 7,200,000 decoded tokens in 3,600.0 engine-seconds on cuda (NVIDIA H200) " \
+           "(vllm, 1 engine(s)), 2,000 tokens/s" in res.output
+    (tmp_path / "pilot" / "run.json").write_text(json.dumps({"cost": {"total": {}}}))
+    res = CliRunner().invoke(main, ["plan", str(_job(tmp_path)), "--pilot", str(tmp_path / "pilot")])
+    assert res.exit_code == 0 and "no readable cost block" in res.output
 
 
 @pytest.mark.parametrize("args, msg", [

@@ -53,6 +53,8 @@ def test_a_third_of_the_questions_predicts_the_full_runs_tokens(tmp_path: Path, 
     full = run_job(load_job(cfg), tmp_path / "full", **quiet)
     plan = plan_job(load_job(cfg), pilot=tmp_path / "pilot")
     assert not plan.synthetic
+    assert any(n.startswith("pilot run: ") and "engine-seconds on cpu (transformers, 1 engine(s))" in n
+               for n in plan.notes), plan.notes
     g = plan.groups["SUMS"]
     assert g["questions"] == 9 and g["trajectories"] == 18
     # every length is measured; the own answer only where some trajectory finished (the random
