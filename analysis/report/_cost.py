@@ -20,7 +20,7 @@ from ._html import Section
 RUN_FILE = "run.json"
 FIELDS = ("requests", "prompt_tokens", "cached_prompt_tokens", "decoded_tokens", "engine_seconds")
 HEADER = ("Group", "Phase", "Requests", "Prompt tokens", "Cached (%)", "Decoded tokens", "Engine hours")
-CSV_HEADER = ("group", "phase", "requests", "prompt_tokens (tokens)", "cached_prompt_tokens (tokens)",
+CSV_HEADER = ("group", "phase", "requests (count)", "prompt_tokens (tokens)", "cached_prompt_tokens (tokens)",
               "decoded_tokens (tokens)", "engine_seconds (s)")
 
 

@@ -32,7 +32,8 @@ def test_the_cost_table_shows_the_recorded_numbers(tmp_path: Path):
     name = next(t["name"] for t in man["tables"] if t["name"].endswith("_cost"))
     rows = list(csv.reader(ln for ln in (tmp_path / "r" / "tables" / f"{name}.csv").open()
                            if not ln.startswith("#")))
-    assert rows[0][:3] == ["group", "phase", "requests"]
+    assert rows[0][:3] == ["group", "phase", "requests (count)"]
+    assert all("(" in h for h in rows[0][2:])              # every number names its unit
     body = {(r[0], r[1]): r[2:] for r in rows[1:]}
     assert body["MATH500", "probe"] == ["40", "90000", "80000", "2000", "1800.0"]
     assert body["all", "total"] == ["64", "130400", "119000", "10020", "5436.0"]
