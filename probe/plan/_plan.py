@@ -279,6 +279,13 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
     )
 
 
+def _no_think(w: Work) -> Work:
+    """`w` without its think requests (the trajectories are imported, not sampled)."""
+    zero = lambda d: {**d, "think": 0.0}  # noqa: E731
+    return dataclasses.replace(w, requests=zero(w.requests), decoded=zero(w.decoded), prompt=zero(w.prompt),
+                               uncached=zero(w.uncached), context=zero(w.context))
+
+
 def _hours(w: Work, arch: Architecture, tput: Throughput, eff: float) -> dict[str, float]:
     batch = tput.batch_for(arch, w.footprint)
     return {p: tput.tp * tput.seconds(arch, decoded=w.decoded[p], context=w.context[p], prefill=w.uncached[p],
@@ -389,6 +396,8 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
         else:
             xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w) for w in ("low", "mid", "high")}
         ws = {w: workload(counts[g], x, R=job.R, P=job.P, answer_limit=job.answer_limit) for w, x in xs.items()}
+        if job.trajectories is not None:          # imported trajectories: nothing is sampled
+            ws = {w: _no_think(v) for w, v in ws.items()}
         hours = {"low": _hours(ws["low"], arch, tput, hi_e), "mid": _hours(ws["mid"], arch, tput, mid_e),
                  "high": _hours(ws["high"], arch, tput, lo_e)}
         mid = ws["mid"]
@@ -410,6 +419,8 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
     total["prompt_tokens"] = {p: sum(v["prompt_tokens"][p] for v in groups.values()) for p in PHASES}
     total["hours_by_phase"] = {p: sum(v["hours_by_phase"][p] for v in groups.values()) for p in PHASES}
     total["hours"] = [sum(v["hours"][i] for v in groups.values()) for i in range(3)]
+    if job.trajectories is not None:
+        notes.append("the job imports its trajectories ([trajectories]): no think phase is sampled")
     assumptions = tput.assumptions(arch)
     if any(g not in measured for g in counts):
         assumptions += [f"prior {k}: {v} ({src})" for k, (v, src) in PRIORS.items()]

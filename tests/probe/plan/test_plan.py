@@ -107,6 +107,18 @@ def test_prior_plan_adds_up_and_names_its_sources(tmp_path: Path):
     assert plan2.total["hours"][1] == pytest.approx(2 * mid, rel=1e-9)
 
 
+def test_imported_trajectories_have_no_think_phase(tmp_path: Path):
+    import dataclasses
+
+    job = load_job(_job(tmp_path))
+    plain = plan_job(job, questions={"A": 3})
+    imported = plan_job(dataclasses.replace(job, trajectories={"path": "t.jsonl"}), questions={"A": 3})
+    assert imported.total["tokens"]["think"] == [0.0, 0.0, 0.0]
+    assert imported.total["tokens"]["probe"] == plain.total["tokens"]["probe"]
+    assert imported.total["hours"][1] < plain.total["hours"][1]
+    assert any("imports its trajectories" in n for n in imported.notes)
+
+
 def test_pilot_lengths_are_the_measured_ones_and_synthetic_says_so(tmp_path: Path):
     ms = simulate("tiny", 0)
     job = load_job(_job(tmp_path, b=256))                 # the simulator's b: steps as measured
