@@ -22,6 +22,7 @@ _COMMANDS = {
     "_thinning": ("thinning_cmd", "sweep_cmd"),
     "_horizon": ("horizon_group",),
     "_demo": ("demo_cmd",),
+    "_plan": ("plan_cmd",),
 }
 
 

@@ -63,6 +63,8 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
 
 
 def _summary_text(summary) -> str:
+    from otbench.probe.stp import cost_text
+
     c = summary.manifest["counts"]
     r = summary.run
     hit = r.get("cache_hit_rate")
@@ -75,6 +77,8 @@ def _summary_text(summary) -> str:
         f"  engine start {r['engine_start_s']:.1f} s, total {r['total_s']:.1f} s "
         f"(details in {summary.out / 'run.json'})",
     ]
+    if "cost" in r:
+        lines.extend("  " + line for line in cost_text(r["cost"]))
     if "journal" in r:
         j = r["journal"]
         bad = len(j["quarantined"])

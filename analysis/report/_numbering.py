@@ -53,6 +53,7 @@ TABLES = (
     "horizon_sensitivity",
     "horizon_diagonal",
     "horizon_lengths",
+    "cost",
 )
 _FIG = {k: (i + 1, k) for i, k in enumerate(FIGURES)}
 _TAB = {k: (i + 1, k) for i, k in enumerate(TABLES)}

@@ -373,6 +373,8 @@ class VLLMStream:
         # engine request id -> (tag, request, part index); tag -> parts still running
         self._live: dict[str, tuple[Any, Any, int]] = {}
         self._parts: dict[Any, list] = {}
+        # tag -> prompt ids its engine requests found in the prefix cache (`pop_cached_tokens`)
+        self._cached: dict[Any, int] = {}
 
     def in_flight(self) -> int:
         return len(self._parts)
@@ -398,6 +400,10 @@ class VLLMStream:
         for j, r in enumerate(pieces):
             self._add(r.prompt, self._e._params(self._sampling, r), tag, request, j)
 
+    def pop_cached_tokens(self, tag: Any) -> int:
+        """Prompt ids of the finished request `tag` that the prefix cache served (asked once per tag)."""
+        return self._cached.pop(tag, 0)
+
     def poll(self) -> list[tuple[Any, Any]]:
         if not self._parts:
             return []
@@ -406,6 +412,7 @@ class VLLMStream:
             if not getattr(out, "finished", False):
                 continue
             tag, request, part = self._live.pop(out.request_id)
+            self._cached[tag] = self._cached.get(tag, 0) + int(getattr(out, "num_cached_tokens", 0) or 0)
             parts = self._parts[tag]
             if isinstance(request, GenRequest):
                 parts[part] = self._e._completions(request, sorted(out.outputs, key=lambda o: o.index))

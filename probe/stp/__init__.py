@@ -1,5 +1,6 @@
 """Step-wise truncation probing (SPEC §3): the job, the probe loop, the runner, its journal, Ray, output."""
 
+from ._cost import COST_FIELDS, cost_record, cost_rows, cost_text
 from ._job import (
            DATA_SOURCES,
            JobError,
@@ -16,7 +17,8 @@ from ._runner import RunSummary, run_job
 from ._setup import resolve_engine_config
 from ._toml_rules import HORIZON_RULES, STP_RULES, check_tables
 
-__all__ = ["DATA_SOURCES", "HORIZON_RULES", "SIGNALS", "STP_RULES", "Journal", "JournalError", "JobError", "ProbeJob",
-           "RayMissingError", "RunSummary", "UnitResult", "job_from_dict", "load_job",
-           "check_tables", "load_toml_job", "probe_units", "resegment", "resolve_engine_config", "run_job",
+__all__ = ["COST_FIELDS", "DATA_SOURCES", "HORIZON_RULES", "SIGNALS", "STP_RULES", "Journal",
+           "JournalError", "JobError", "ProbeJob", "RayMissingError", "RunSummary", "UnitResult",
+           "check_tables", "cost_record", "cost_rows", "cost_text", "job_from_dict", "load_job",
+           "load_toml_job", "probe_units", "resegment", "resolve_engine_config", "run_job",
            "run_units"]

@@ -143,16 +143,30 @@ _FLAT_FIELDS = ("prompt", "thinking", "answer", "L", "C", "logp_end", "logp_othe
 
 @dataclasses.dataclass
 class PhaseStats:
-    """Requests, tokens and seconds per phase of a run (for progress and the benchmark).
+    """Requests, tokens and seconds per phase of a run (for progress, the benchmark and `run.json`'s cost).
 
     Phases overlap (continuous submission): `seconds` is the time the engine
-    was being stepped while this phase had requests in flight.
+    was being stepped while this phase had requests in flight. The cost
+    fields add up across phases and benchmarks instead:
+
+    Attributes:
+      prompt_tokens: prompt ids the engine was asked to read, once per engine
+        request (a greedy `n`-sample request runs as `n` requests).
+      cached_prompt_tokens: of those, the ids its prefix cache served (0 for an
+        engine without one).
+      generated: decoded tokens (a stop id counts; a signal read counts 1).
+      engine_seconds: this phase's share of the engine's stepping time, each
+        step split over what was in flight by sequences (a `GenRequest` of
+        `n` samples is `n`, a signal read 1), so the shares of all phases and
+        benchmarks sum to the run's busy seconds.
     """
 
     requests: int = 0
     prompt_tokens: int = 0
     generated: int = 0
     seconds: float = 0.0
+    cached_prompt_tokens: int = 0
+    engine_seconds: float = 0.0
 
     def add(self, requests: int, prompt_tokens: int, generated: int, seconds: float) -> None:
         self.requests += requests
@@ -160,13 +174,25 @@ class PhaseStats:
         self.generated += generated
         self.seconds += seconds
 
+    def merge(self, other: "PhaseStats") -> None:
+        """Add every counter of `other` (a worker's batch) to this one."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
     @property
     def tokens_per_s(self) -> float:
         return self.generated / self.seconds if self.seconds > 0 else 0.0
 
 
+PHASES = ("think", "probe", "signal")
+"""The cost phases: the trajectory (thinking + its own answer), the answer probes (and
+forced answers), the ThinkBrake signal reads."""
+
+
 @dataclasses.dataclass
 class RunStats:
+    """A run's counters: per phase, and per benchmark group and phase (`benchmarks`)."""
+
     think: PhaseStats = dataclasses.field(default_factory=PhaseStats)
     probe: PhaseStats = dataclasses.field(default_factory=PhaseStats)
     signal: PhaseStats = dataclasses.field(default_factory=PhaseStats)
@@ -175,13 +201,32 @@ class RunStats:
     busy_seconds: float = 0.0
     cache_queries: int = 0
     cache_hits: int = 0
+    benchmarks: dict[str, dict[str, PhaseStats]] = dataclasses.field(default_factory=dict)
+
+    def cell(self, benchmark: str, phase: str) -> PhaseStats:
+        """The counters of one (benchmark group, phase), created on first use."""
+        b = self.benchmarks.get(benchmark)
+        if b is None:
+            b = self.benchmarks[benchmark] = {p: PhaseStats() for p in PHASES}
+        return b[phase]
+
+    def merge(self, part: "RunStats") -> None:
+        """Add a worker batch's counters to these (phase seconds add up as engine-seconds)."""
+        for name in PHASES:
+            getattr(self, name).merge(getattr(part, name))
+        for bench, phases in part.benchmarks.items():
+            for name, p in phases.items():
+                self.cell(bench, name).merge(p)
+        for name in ("grading_seconds", "wall_seconds", "busy_seconds", "cache_queries", "cache_hits"):
+            setattr(self, name, getattr(self, name) + getattr(part, name))
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        for k in ("think", "probe", "signal"):
+        for k in PHASES:
             d[k]["tokens_per_s"] = getattr(self, k).tokens_per_s
         d["cache_hit_rate"] = self.cache_hits / self.cache_queries if self.cache_queries else None
         d["busy_fraction"] = self.busy_seconds / self.wall_seconds if self.wall_seconds > 0 else None
+        del d["benchmarks"]                 # per group: in `run.json`'s cost block (`_cost`)
         return d
 
 
@@ -352,13 +397,35 @@ class _Driver:
         self.active: dict[tuple[int, int], _Unit] = {}
         self.grading: dict[tuple[int, int], Any] = {}
         self.phase_in_flight = {"think": 0, "probe": 0, "signal": 0}
+        # (benchmark group, phase) -> sequences in flight: the shares of each step's time
+        self.seqs: dict[tuple[str, str], int] = {}
+        self.greedy = job["sampling"].temperature == 0.0
+        # prompt ids of a finished request served by the prefix cache (an engine stream may say)
+        self.cached = getattr(self.stream, "pop_cached_tokens", None)
 
     def _submit(self, tag, req, phase: str) -> None:
         self.stream.submit(tag, req)
         self.phase_in_flight[phase] += 1
-        ph = getattr(self.stats, phase)
-        ph.requests += 1
-        ph.prompt_tokens += len(req.prompt) if isinstance(req, GenRequest) else len(req.context)
+        gen = isinstance(req, GenRequest)
+        seqs = req.n if gen else 1
+        reads = req.n if gen and self.greedy else 1      # greedy n-sample requests run as n
+        prompt = reads * (len(req.prompt) if gen else len(req.context))
+        cell = (self.job["questions"][tag[0][0]].group, phase)
+        self.seqs[cell] = self.seqs.get(cell, 0) + seqs
+        for ph in (getattr(self.stats, phase), self.stats.cell(*cell)):
+            ph.requests += 1
+            ph.prompt_tokens += prompt
+
+    def _count(self, tag, phase: str, generated: int, seqs: int) -> None:
+        """A result of `tag` arrived: its decoded tokens and cached prompt ids, in its phase and cell."""
+        cell = (self.job["questions"][tag[0][0]].group, phase)
+        self.seqs[cell] -= seqs
+        if not self.seqs[cell]:
+            del self.seqs[cell]
+        cached = self.cached(tag) if self.cached is not None else 0
+        for ph in (getattr(self.stats, phase), self.stats.cell(*cell)):
+            ph.generated += generated
+            ph.cached_prompt_tokens += cached
 
     def admit(self, q: int, r: int, given: ThinkResult | None) -> None:
         j = self.job
@@ -413,7 +480,7 @@ class _Driver:
         j = self.job
         if kind == "t":
             self.phase_in_flight["think"] -= 1
-            self.stats.think.generated += _gen_tokens(res)
+            self._count(tag, "think", _gen_tokens(res), len(res))
             c = res[0]
             self._probe(u, split_trajectory(c.token_ids, c.stop_id, self.fmt,
                                             seed=derive_seed(j["model"], j["questions"][u.q].dataset,
@@ -423,11 +490,11 @@ class _Driver:
             return
         if kind == "s":
             self.phase_in_flight["signal"] -= 1
-            self.stats.signal.generated += 1
+            self._count(tag, "signal", 1, 1)
             u.sigs[k] = res
         else:
             self.phase_in_flight["probe"] -= 1
-            self.stats.probe.generated += _gen_tokens(res)
+            self._count(tag, "probe", _gen_tokens(res), len(res))
             if kind == "a":
                 u.answer_out = tuple(res[0].token_ids)
                 u.first = self.lane.decode([(u.answer_out, True)])   # the prefix is in the prompt
@@ -468,6 +535,11 @@ class _Driver:
             getattr(self.stats, p).seconds += dt
         if busy:
             self.stats.busy_seconds += dt
+        total = sum(self.seqs.values())
+        for (bench, p), n in self.seqs.items():
+            share = dt * n / total
+            getattr(self.stats, p).engine_seconds += share
+            self.stats.cell(bench, p).engine_seconds += share
         for tag, res in done:
             self.deliver(tag, res)
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from otbench.errors import OtbenchError
 
-from ._loop import PhaseStats, RunStats
+from ._loop import RunStats
 
 
 class RayMissingError(OtbenchError, ImportError):
@@ -156,14 +156,7 @@ class Feeder:
 
 def merge_stats(into: RunStats, part: RunStats) -> None:
     """Add a worker batch's counters to the run's (phase seconds add up as engine-seconds)."""
-    for name in ("think", "probe", "signal"):
-        p: PhaseStats = getattr(part, name)
-        getattr(into, name).add(p.requests, p.prompt_tokens, p.generated, p.seconds)
-    into.grading_seconds += part.grading_seconds
-    into.wall_seconds += part.wall_seconds
-    into.busy_seconds += part.busy_seconds
-    into.cache_queries += part.cache_queries
-    into.cache_hits += part.cache_hits
+    into.merge(part)
 
 
 def check_agreement(described: Sequence[tuple]) -> None:

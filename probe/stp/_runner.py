@@ -34,6 +34,7 @@ from otbench.probe.grading import open_grader, resolve_grader
 
 from otbench.files import provenance, write_text_atomic
 
+from ._cost import cost_record
 from ._imported import think_results
 from ._job import JobError, ProbeJob
 from ._loop import RunStats, UnitResult, direct_answers, run_units
@@ -234,7 +235,8 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             shutil.rmtree(journal, ignore_errors=True)
     run = {"engine_start_s": t_engine, "probe_s": t_probe, "total_s": time.perf_counter() - t_start,
            "units": {"total": len(units), "probed": len(pending), "reused": len(units) - len(pending)},
-           "workers": worker_report, **stats.as_dict()}
+           "workers": worker_report, **stats.as_dict(),
+           "cost": cost_record(stats, setup.info, workers=workers if use_ray else 1)}
     if not spool:
         run["journal"] = jr.report()
     return RunSummary.write(out, manifest, run)

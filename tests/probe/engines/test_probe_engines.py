@@ -106,6 +106,81 @@ def test_prefix_cache_serves_the_probes(greedy_runs):
     assert stats.cache_hits <= stats.cache_queries
 
 
+def _expected_counts(units, setup, greedy: bool):
+    """Requests, prompt ids and decoded-token bounds per phase, recomputed from the units alone."""
+    tok, fmt, qs, prompts = setup
+    P = 2
+    exp = {p: {"requests": 0, "prompt": 0, "lo": 0, "hi": 0} for p in ("think", "probe", "signal")}
+    for u in units:
+        q = next(i for i, x in enumerate(qs) if x.id == u.question)
+        t = exp["think"]
+        t["requests"] += 1
+        t["prompt"] += len(prompts[q])
+        if u.finished:                       # thinking, marker, own answer (+ the stop id)
+            own = len(u.thinking) + len(fmt.end_ids) + len(u.answer)
+            t["lo"] += own
+            t["hi"] += own + 1
+        else:                                # cut: the request ran on up to its own limit
+            t["lo"] += len(u.thinking)
+            t["hi"] += 40 + len(fmt.end_ids) + 6 + 1
+        forced = not u.finished
+        for k, Lk in enumerate(u.L):
+            pr = exp["probe"]
+            pr["requests"] += 1
+            pr["prompt"] += (P if greedy else 1) * len(fmt.probe_prompt(prompts[q], u.thinking, Lk))
+            n = sum(len(a) for a in u.probe_tokens[k])
+            pr["lo"] += n
+            pr["hi"] += n + P
+            s = exp["signal"]
+            s["requests"] += 1
+            s["prompt"] += len(fmt.signal_context(prompts[q], u.thinking, Lk))
+            s["lo"] += 1
+            s["hi"] += 1
+        if forced:
+            exp["probe"]["requests"] += 1
+            exp["probe"]["prompt"] += len(fmt.answer_context(prompts[q], u.thinking, u.finished))
+            exp["probe"]["lo"] += len(u.answer)
+            exp["probe"]["hi"] += len(u.answer) + 1
+    return exp
+
+
+@pytest.mark.parametrize("kind", ["hf", "vllm"])
+def test_cost_accounting_counts_every_request(kind, greedy_runs, hf_engine, setup):
+    """Issue 26: the loop's cost counters equal a recount from the units; groups add up to phases."""
+    from otbench.probe.stp import cost_record, cost_text
+    from otbench.probe.stp._loop import PHASES
+
+    if kind == "hf":
+        units, stats = _probe(hf_engine, setup, GREEDY)
+    else:
+        units, stats = greedy_runs[1]
+    exp = _expected_counts(units, setup, greedy=True)
+    for p in PHASES:
+        ph = getattr(stats, p)
+        assert ph.requests == exp[p]["requests"], p
+        assert ph.prompt_tokens == exp[p]["prompt"], p
+        assert exp[p]["lo"] <= ph.generated <= exp[p]["hi"], p
+        assert 0 <= ph.cached_prompt_tokens <= ph.prompt_tokens
+        # the groups' cells add up to the phase
+        for f in ("requests", "prompt_tokens", "generated", "cached_prompt_tokens"):
+            assert sum(getattr(b[p], f) for b in stats.benchmarks.values()) == getattr(ph, f)
+        assert sum(b[p].engine_seconds for b in stats.benchmarks.values()) == pytest.approx(ph.engine_seconds)
+    # engine-seconds are shares of the stepping time: they sum to the busy seconds
+    assert sum(getattr(stats, p).engine_seconds for p in PHASES) == pytest.approx(stats.busy_seconds, rel=1e-9)
+    if kind == "hf":
+        assert all(getattr(stats, p).cached_prompt_tokens == 0 for p in PHASES)     # no prefix cache
+    else:
+        # the probes share their trajectory's prompt and prefix: the cache served part of them
+        assert stats.probe.cached_prompt_tokens > 0 and stats.signal.cached_prompt_tokens > 0
+    rec = cost_record(stats, {"engine": kind, "device": "cpu"})
+    assert rec["device"] == "cpu"
+    for f in ("requests", "prompt_tokens", "decoded_tokens", "cached_prompt_tokens"):
+        assert rec["total"][f] == sum(b["total"][f] for b in rec["benchmarks"].values())
+        assert rec["total"][f] == sum(rec["phases"][p][f] for p in PHASES)
+    text = cost_text(rec)
+    assert text[0].startswith("cost on cpu") and len(text) == 2 + 4 * (len(rec["benchmarks"]) + 1)
+
+
 @pytest.mark.parametrize("kind", ["hf", "vllm"])
 def test_sample_j_uses_seed_plus_j(kind, hf_engine, vllm_engine, setup):
     engine = hf_engine if kind == "hf" else vllm_engine

@@ -91,6 +91,16 @@ def test_merge_stats():
     merge_stats(total, part)
     assert total.think == PhaseStats(4, 20, 14, 1.0) and total.probe == PhaseStats(6, 60, 18, 3.0)
     assert (total.cache_queries, total.cache_hits, total.grading_seconds) == (16, 12, 0.5)
+    # the cost cells (issue 26): per group and phase, cached prompt ids and engine-seconds too
+    part2 = RunStats()
+    c = part2.cell("MATH500", "signal")
+    c.add(5, 50, 5, 0.1)
+    c.cached_prompt_tokens, c.engine_seconds = 40, 0.05
+    merge_stats(total, part2)
+    merge_stats(total, part2)
+    assert total.benchmarks["MATH500"]["signal"] == PhaseStats(10, 100, 10, 0.2, 80, 0.1)
+    assert total.benchmarks["MATH500"]["think"] == PhaseStats()
+    assert "benchmarks" not in total.as_dict()            # they travel in run.json's cost block
 
 
 def test_missing_ray_is_a_clear_error(tmp_path: Path, monkeypatch):

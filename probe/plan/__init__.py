@@ -1,0 +1,18 @@
+"""Planning a probe job before running it (issue 26): tokens by phase and device-hours, from a pilot
+set or stated priors and a device model. Imports no engine, torch or JAX; starts nothing."""
+
+from ._plan import PRIORS, Lengths, Plan, Work, pilot_lengths, plan_job, plan_text, workload
+from ._throughput import (
+                          ARCHITECTURES,
+                          DEVICES,
+                          Architecture,
+                          Device,
+                          PlanError,
+                          Throughput,
+                          architecture,
+                          read_architecture,
+)
+
+__all__ = ["ARCHITECTURES", "DEVICES", "PRIORS", "Architecture", "Device", "Lengths", "Plan", "PlanError",
+           "Throughput", "Work", "architecture", "pilot_lengths", "plan_job", "plan_text",
+           "read_architecture", "workload"]

@@ -1,0 +1,231 @@
+"""`otbench plan` (issue 26): the estimator against hand arithmetic, the pilot path, the CLI's errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from otbench.analysis.measurement import save, simulate
+from otbench.cli import main
+from otbench.probe.plan import (
+    ARCHITECTURES,
+    DEVICES,
+    PRIORS,
+    Architecture,
+    Lengths,
+    Throughput,
+    pilot_lengths,
+    plan_job,
+    plan_text,
+    workload,
+)
+from otbench.probe.stp import load_job
+
+JOB = """
+[model]
+name = "qwen3-4b-thinking-2507"
+[engine]
+kind = "vllm"
+max_model_len = 65536
+[data]
+source = "sums"
+n = {n}
+[probe]
+R = {R}
+P = {P}
+b = {b}
+thinking_limit = {limit}
+answer_limit = {answer}
+"""
+
+
+def _job(tmp_path: Path, *, n=4, R=2, P=2, b=256, limit=32768, answer=4096, name="job.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(JOB.format(n=n, R=R, P=P, b=b, limit=limit, answer=answer))
+    return p
+
+
+SRC = {k: "hand" for k in ("thinking", "positions", "prefix", "answer", "own", "prompt", "forced")}
+
+
+def test_workload_and_device_time_match_a_hand_computation():
+    # 2 questions x R=1, P=2; each trajectory: 512 thinking tokens in 2 steps of 256
+    # (positions 0, 256, 512), 10-token answers, 20-token prompt, never cut.
+    x = Lengths(thinking=512, thinking_sq=512 ** 2, positions=3, prefix=0 + 256 + 512, answer=10, own=10,
+                prompt=20, forced=0.0, source=SRC)
+    w = workload(2, x, R=1, P=2)
+    m = PRIORS["marker_tokens"][0]                              # 8 tokens appended per position
+    assert (w.trajectories, w.positions, w.answers) == (2, 6, 12)
+    assert w.requests == {"think": 2, "probe": 6, "signal": 6}
+    # think: thinking + own answer + marker's first id + stop = 512 + 10 + 2 per trajectory
+    assert w.decoded == {"think": 2 * 524, "probe": 12 * 11, "signal": 6}
+    # probe prompts: sum over k of (20 + L(k) + 8) = 3 * 28 + 768 = 852 per trajectory
+    assert w.prompt["probe"] == 2 * (3 * (20 + m) + 768)
+    assert w.prompt["signal"] == 2 * (3 * 20 + 768)
+    # uncached: each trajectory's 512 thinking tokens once + 8 marker tokens at each of 3 positions
+    assert w.uncached["probe"] == 2 * (512 + 3 * m)
+    # KV read: a think token at context prompt + t, t = 0..L-1 (~ L^2 / 2), then its answer after all of it
+    assert w.context["think"] == 2 * (512 * 20 + 512 ** 2 / 2 + 10 * (20 + 512))
+    # a probe answer token a (0..9) at position k reads 20 + L(k) + 8 + a: P * (10 * 852 + 3 * 10^2 / 2)
+    assert w.context["probe"] == 2 * 2 * (10 * 852 + 3 * 50)
+    # the device: 1 GB of weights, 1 kB of KV per token, 1 TB/s at 50 %, 100 TFLOP/s at 50 %
+    dev = DEVICES["h200"].__class__("test", 100e9, 1e12, 100e12)
+    arch = Architecture(1e9, 1e9, 1000.0, "hand")
+    t = Throughput(dev, max_num_seqs=4, prefill_efficiency=0.5, reserve=0.0)
+    s = t.seconds(arch, decoded=w.decoded["probe"], context=w.context["probe"], prefill=w.uncached["probe"],
+                  batch=4, efficiency=0.5)
+    by_hand = (132 * 1e9 / 4 + 34680 * 1000) / (1e12 * 0.5) + 2 * 1e9 * 1072 / (100e12 * 0.5)
+    assert s == pytest.approx(by_hand, rel=1e-12)
+    # the cache holds (100 GB * 0.9 - 1 GB) / 1 kB tokens: far more than 4 sequences need
+    assert t.batch_for(arch, w.footprint) == 4
+    assert Throughput(dev, max_num_seqs=10 ** 9, reserve=0.0).batch_for(arch, 1000.0) == pytest.approx(89e6 / 1000)
+
+
+def test_prior_plan_adds_up_and_names_its_sources(tmp_path: Path):
+    job = load_job(_job(tmp_path, n=4, R=2, P=2))
+    plan = plan_job(job, questions={"A": 3, "B": 5})
+    assert plan.total["questions"] == 8 and plan.total["trajectories"] == 16
+    for key in ("trajectories", "positions", "answers"):
+        assert plan.total[key] == pytest.approx(sum(g[key] for g in plan.groups.values()))
+    # positions ~ L/b + 1 from the pooled prior; answers = P x positions
+    pos = PRIORS["thinking_tokens"][0] / 256 + 1
+    assert plan.groups["A"]["positions"] == pytest.approx(6 * pos)
+    assert plan.groups["A"]["answers"] == pytest.approx(2 * 6 * pos)
+    lo, mid, hi = plan.total["hours"]
+    assert 0 < lo < mid < hi
+    for p in ("think", "probe", "signal"):
+        assert plan.total["tokens"][p][0] <= plan.total["tokens"][p][1] <= plan.total["tokens"][p][2]
+    text = "\n".join(plan_text(plan))
+    assert "prior thinking_tokens: 6238.0" in text and "576,688,123" in text and "datasheet" in text
+    assert "SYNTHETIC" not in text
+    # R doubles every count and (decode dominating) the hours
+    plan2 = plan_job(load_job(_job(tmp_path, n=4, R=4, P=2, name="r4.toml")), questions={"A": 3, "B": 5})
+    assert plan2.total["answers"] == pytest.approx(2 * plan.total["answers"])
+    assert plan2.total["hours"][1] == pytest.approx(2 * mid, rel=1e-9)
+
+
+def test_imported_trajectories_have_no_think_phase(tmp_path: Path):
+    import dataclasses
+
+    job = load_job(_job(tmp_path))
+    plain = plan_job(job, questions={"A": 3})
+    imported = plan_job(dataclasses.replace(job, trajectories={"path": "t.jsonl"}), questions={"A": 3})
+    assert imported.total["tokens"]["think"] == [0.0, 0.0, 0.0]
+    assert imported.total["tokens"]["probe"] == plain.total["tokens"]["probe"]
+    assert imported.total["hours"][1] < plain.total["hours"][1]
+    assert any("imports its trajectories" in n for n in imported.notes)
+
+
+def test_pilot_lengths_are_the_measured_ones_and_synthetic_says_so(tmp_path: Path):
+    ms = simulate("tiny", 0)
+    job = load_job(_job(tmp_path, b=256))                 # the simulator's b: steps as measured
+    plan = plan_job(job, pilot=ms, questions={"AIME": 90, "GPQA-Diamond": 198, "MATH500": 500})
+    text = "\n".join(plan_text(plan))
+    assert text.startswith("SYNTHETIC pilot") and plan.synthetic and plan.as_dict()["synthetic_pilot"]
+    assert "no trajectories of MATH500: priors used there" in text
+    assert "no token tables" in text
+    for gi, g in enumerate(ms.groups):                     # NumPy twin of the measured means
+        rows = np.flatnonzero(ms.cell_group[ms.cell] == gi)
+        L = ms.L[rows, ms.n[rows]].astype(float)
+        got = plan.groups[g]["lengths"]
+        assert got["thinking"] == pytest.approx(L.mean())
+        assert got["positions"] == pytest.approx((ms.n[rows] + 1).mean())
+        assert plan.groups[g]["sources"]["thinking"] == "pilot"
+        assert plan.groups[g]["sources"]["answer"] == "prior"
+        assert plan.groups[g]["positions"] == pytest.approx(plan.groups[g]["trajectories"] * got["positions"])
+    assert plan.groups["MATH500"]["sources"]["thinking"] == "prior"
+    # another b: steps recomputed with the paper's target rule from the measured lengths
+    x, _ = pilot_lengths(ms, b=512, thinking_limit=32768, answer_limit=4096)
+    rows = np.flatnonzero(ms.cell_group[ms.cell] == 0)
+    L = ms.L[rows, ms.n[rows]].astype(np.int64)
+    assert x[ms.groups[0]].positions == pytest.approx((np.maximum(1, (2 * L + 512) // 1024) + 1).mean())
+    # a lower thinking limit cuts the measured lengths
+    y, _ = pilot_lengths(ms, b=256, thinking_limit=1000, answer_limit=4096)
+    assert y[ms.groups[0]].thinking == pytest.approx(np.minimum(L, 1000).mean())
+
+
+def test_the_worked_example_of_the_issue(tmp_path: Path):
+    """R=8, P=16, b=256, Qwen3-4B, the paper's 963 questions on one H200 (see the report for the
+    comparison with the issue's ~310 H200-hours)."""
+    job = load_job(_job(tmp_path, R=8, P=16, b=256))
+    plan = plan_job(job, questions={"AIME": 90, "MATH500": 500, "GPQA-Diamond": 198, "LiveCodeBench": 175})
+    assert plan.total["trajectories"] == 7704
+    assert plan.total["answers"] == pytest.approx(3.13e6, rel=0.02)       # the issue: ~3.1 M
+    think = plan.total["tokens"]["think"][1] / sum(plan.total["tokens"][p][1] for p in plan.total["tokens"])
+    assert think < 0.02                                                    # the issue: ~1 %
+    lo, mid, hi = plan.total["hours"]
+    assert lo < 310 < hi
+
+
+def test_a_local_model_folder_is_sized_from_its_config(tmp_path: Path):
+    from otbench.probe.plan import read_architecture
+
+    (tmp_path / "config.json").write_text(json.dumps({"num_hidden_layers": 4, "num_attention_heads": 8,
+                                                      "num_key_value_heads": 2, "hidden_size": 512}))
+    (tmp_path / "model.safetensors").write_bytes(b"\0" * 4000)
+    a = read_architecture(tmp_path)
+    assert a.kv_bytes == 4 * 2 * 64 * 2 * 2 and a.weight_bytes == 4000 and a.active_params == 2000
+
+
+def test_every_entry_has_an_architecture():
+    entries = {p.stem for p in (Path(__file__).parents[3] / "artifacts" / "models").glob("*.toml")}
+    assert entries <= set(ARCHITECTURES)
+
+
+# -- the command -------------------------------------------------------------------------------------
+
+def test_cli_prints_the_table_and_writes_json(tmp_path: Path):
+    job = _job(tmp_path)
+    res = CliRunner().invoke(main, ["plan", str(job), "--questions", "A=3,B=5", "--json", str(tmp_path / "p.json")])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[1].split()[:4] == ["group", "questions", "units", "positions"]
+    assert any(ln.startswith("total ") for ln in res.output.splitlines())
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["schema"] == "otbench.plan/1" and set(doc["groups"]) == {"A", "B"}
+
+
+def test_cli_plans_from_a_pilot_folder(tmp_path: Path):
+    save(simulate("tiny", 1), tmp_path / "pilot")
+    res = CliRunner().invoke(main, ["plan", str(_job(tmp_path)), "--pilot", str(tmp_path / "pilot")])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("SYNTHETIC pilot")
+    # the pilot's own accounting, when it has one, is shown beside the plan
+    cost = {"engine": "vllm", "device": "cuda (NVIDIA H200)", "workers": 1,
+            "total": {"decoded_tokens": 7_200_000, "engine_seconds": 3600.0}}
+    (tmp_path / "pilot" / "run.json").write_text(json.dumps({"cost": cost}))
+    res = CliRunner().invoke(main, ["plan", str(_job(tmp_path)), "--pilot", str(tmp_path / "pilot")])
+    assert "note: pilot run: 7,200,000 decoded tokens in 3,600.0 engine-seconds on cuda (NVIDIA H200) " \
+           "(vllm, 1 engine(s)), 2,000 tokens/s" in res.output
+    (tmp_path / "pilot" / "run.json").write_text(json.dumps({"cost": {"total": {}}}))
+    res = CliRunner().invoke(main, ["plan", str(_job(tmp_path)), "--pilot", str(tmp_path / "pilot")])
+    assert res.exit_code == 0 and "no readable cost block" in res.output
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["missing.toml"], "missing.toml"),
+    (["JOB", "--pilot", "NOTASET"], "NOTASET"),
+    (["JOB", "--device", "tpu9"], "--device 'tpu9': one of h200"),
+    (["JOB", "--questions", "A=0"], "--questions 'A=0'"),
+    (["JOB", "--questions", "A"], "GROUP=N"),
+    (["BADJOB"], "bad.toml"),
+])
+def test_cli_bad_inputs_are_one_line_exit_2(tmp_path: Path, args, msg):
+    job = _job(tmp_path)
+    (tmp_path / "NOTASET").mkdir()
+    (tmp_path / "bad.toml").write_text("[probe]\nR = 'x'\n")
+    repl = {"JOB": str(job), "NOTASET": str(tmp_path / "NOTASET"), "BADJOB": str(tmp_path / "bad.toml"),
+            "missing.toml": str(tmp_path / "missing.toml")}
+    res = CliRunner().invoke(main, ["plan", *[repl.get(a, a) for a in args]])
+    assert res.exit_code == 2, res.output
+    out = res.output.strip()
+    assert len(out.splitlines()) == 1 and msg in out and "Traceback" not in out
+
+
+def test_plan_imports_no_engine_and_no_jax():
+    code = ("import sys, otbench.probe.plan, otbench.cli._plan; "
+            "print(sorted(m for m in ('torch', 'vllm', 'jax', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
