@@ -515,7 +515,7 @@ class OpenAIStream:
     def poll(self) -> list[tuple[Any, Any]]:
         if not self._futures:
             return []
-        finished, _ = wait(list(self._futures), timeout=1.0, return_when=FIRST_COMPLETED)
+        finished, _ = wait(list(self._futures), timeout=0.2, return_when=FIRST_COMPLETED)
         done = []
         for f in finished:
             tag, j = self._futures.pop(f)
@@ -568,7 +568,8 @@ def check_server(client: Client, config: EngineConfig, tok) -> dict[str, Any]:
     limit = entry.get("max_model_len")
     if isinstance(limit, int) and limit < config.max_model_len:
         raise EngineStartError(f"{url}: {name!r} is served with max_model_len {limit}, below the job's "
-                               f"engine.max_model_len {config.max_model_len}")
+                               f"engine.max_model_len {config.max_model_len} (set it to at most {limit}: "
+                               "engine.max_model_len, or --model-args max_model_len=)")
 
     local = [int(t) for t in tok.encode(PROBE_TEXT, add_special_tokens=False)]
     got = ask("POST", "/tokenize", {"model": name, "prompt": PROBE_TEXT, "add_special_tokens": False},

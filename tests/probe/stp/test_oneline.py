@@ -114,8 +114,9 @@ def test_a_local_model_folder_and_relative_paths_become_absolute(tmp_path):
     ("vllm", "pretrained=smollm2-135m-instruct,max_model_len=big", "sums", "must be an integer"),
     ("vllm", "pretrained=smollm2-135m-instruct,max_length=10,max_model_len=11", "sums", "already set"),
     ("vllm", "pretrained=smollm2-135m-instruct,dtype", "sums", "is not KEY=VALUE"),
-    ("vllm", "pretrained=smollm2-135m-instruct,base_url=http://127.0.0.1:1", "sums", "--model openai only"),
-    ("openai", "pretrained=smollm2-135m-instruct", "sums", "needs --model-args base_url="),
+    ("vllm", "pretrained=smollm2-135m-instruct,base_url=http://127.0.0.1:1", "sums",
+     r"engine.base_url applies to engine.kind = 'openai' only"),
+    ("openai", "pretrained=smollm2-135m-instruct", "sums", "engine.base_url is required"),
     ("vllm", "pretrained=smollm2-135m-instruct", "math5000", "unknown task 'math5000'"),
     ("vllm", "pretrained=smollm2-135m-instruct", "aime26", "no default Hugging Face location"),
     ("vllm", "pretrained=smollm2-135m-instruct", "sums=x", "takes no =PATH"),
@@ -125,7 +126,7 @@ def test_a_local_model_folder_and_relative_paths_become_absolute(tmp_path):
 ])
 def test_bad_one_line_starts_are_one_line_errors(model, args, tasks, message, tmp_path):
     with pytest.raises(Exception, match=message) as e:
-        oneline_table(model, args, tasks, cwd=tmp_path)
+        job_from_dict(oneline_table(model, args, tasks, cwd=tmp_path))
     assert isinstance(e.value, (JobError, ValueError)) and "\n" not in str(e.value)
 
 
