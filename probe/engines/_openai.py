@@ -37,7 +37,6 @@ import http.client
 import json
 import os
 import re
-import socket
 import threading
 import time
 import urllib.parse
@@ -50,7 +49,14 @@ from otbench.probe.config import Sampling
 
 from otbench.errors import OtbenchError
 
-from ._interface import Completion, EngineConfig, EngineStartError, GenRequest, Signal, SignalRequest
+from ._interface import (
+    Completion,
+    EngineConfig,
+    EngineStartError,
+    GenRequest,
+    Signal,
+    SignalRequest,
+)
 
 # OpenAI's (and vLLM's server's) logit-bias range: vLLM clamps a bias to [-100, 100].
 _EXCLUDE_BIAS = -100.0
@@ -80,6 +86,10 @@ def backoff_delays(base: float, cap: float) -> Callable[[int], float]:
     return lambda i: min(cap, base * (2.0 ** min(i, 30)))
 
 
+DEFAULT_BACKOFF = backoff_delays(0.5, 15.0)
+"""0.5, 1, 2, 4, 8, 15, 15, ... seconds (a server's Retry-After wins)."""
+
+
 class Client:
     """JSON over HTTP/1.1 to one server, one keep-alive connection per thread, with retries.
 
@@ -89,11 +99,11 @@ class Client:
       api_key: sent as `Authorization: Bearer KEY` (None: no header).
       timeout_s: per attempt (connect + response).
       retry_s: total time retries of one request may take before it fails.
-      backoff: `backoff_delays(...)`; `sleep`: injectable for tests.
+      backoff: `backoff_delays(...)` (None: `DEFAULT_BACKOFF`); `sleep`: injectable for tests.
     """
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
-                 retry_s: float = 300.0, backoff=backoff_delays(0.5, 15.0), sleep=time.sleep):
+                 retry_s: float = 300.0, backoff=None, sleep=time.sleep):
         u = urllib.parse.urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise EngineStartError(f"engine.base_url must be http://HOST:PORT or https://HOST:PORT, "
@@ -106,7 +116,7 @@ class Client:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.timeout_s, self.retry_s = float(timeout_s), float(retry_s)
-        self._backoff, self._sleep = backoff, sleep
+        self._backoff, self._sleep = backoff or DEFAULT_BACKOFF, sleep
         self._local = threading.local()
         self.retries = 0            # attempts that were retried (all threads; for run reports)
         self._lock = threading.Lock()
@@ -130,7 +140,7 @@ class Client:
             c.request(method, self._prefix + path, body=body, headers=self._headers)
             r = c.getresponse()
             data = r.read()
-        except (ConnectionError, socket.timeout, TimeoutError, http.client.HTTPException, OSError) as e:
+        except (ConnectionError, TimeoutError, http.client.HTTPException, OSError) as e:
             self._drop()
             raise _Retryable(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
         if r.getheader("Connection", "").lower() == "close":
@@ -203,7 +213,7 @@ def _detail(data: bytes) -> str:
 def _neutral(sampling: Sampling) -> dict[str, Any]:
     """Every sampling field, so the server's generation-config defaults never apply."""
     return {"temperature": sampling.temperature, "top_p": sampling.top_p,
-            "top_k": sampling.top_k if sampling.top_k > 0 else 0, "min_p": 0.0,
+            "top_k": max(0, sampling.top_k), "min_p": 0.0,
             "presence_penalty": sampling.presence_penalty, "frequency_penalty": 0.0,
             "repetition_penalty": 1.0}
 

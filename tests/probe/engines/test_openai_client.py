@@ -7,8 +7,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-from otbench.errors import OtbenchError
 from otbench.probe.config import Sampling
 from otbench.probe.engines import EngineConfig, EngineStartError, GenRequest, SignalRequest
 from otbench.probe.engines._openai import (
@@ -25,6 +23,8 @@ from otbench.probe.engines._openai import (
     logprob_body,
     signal_of,
 )
+
+from otbench.errors import OtbenchError
 
 VOCAB = 300
 
@@ -253,12 +253,12 @@ def test_a_faithful_server_passes_and_is_described(fake):
 
 
 @pytest.mark.parametrize("quirk, message", [
-    (dict(tokenizer_shift=1), "tokenizer differs from the local one"),
-    (dict(tokenize=False), r"/tokenize.*refused \(HTTP 404\)"),
-    (dict(ids_in_answer=False), "no token ids"),
-    (dict(processed_logprobs=True), "--logprobs-mode raw_logprobs"),
-    (dict(prompt_as_text=True), "does not take a token-id prompt as ids"),
-    (dict(models=["a", "b"]), "serves 2 models .*engine.served_model"),
+    ({"tokenizer_shift": 1}, "tokenizer differs from the local one"),
+    ({"tokenize": False}, r"/tokenize.*refused \(HTTP 404\)"),
+    ({"ids_in_answer": False}, "no token ids"),
+    ({"processed_logprobs": True}, "--logprobs-mode raw_logprobs"),
+    ({"prompt_as_text": True}, "does not take a token-id prompt as ids"),
+    ({"models": ["a", "b"]}, "serves 2 models .*engine.served_model"),
 ])
 def test_a_server_that_cannot_serve_stp_exactly_is_refused_in_one_line(fake, quirk, message):
     for k, v in quirk.items():

@@ -49,9 +49,9 @@ class Server:
         port = _free_port()
         argv, env = vllm_server_command(self.config, host="127.0.0.1", port=port, python=sys.executable)
         self.starts += 1
-        log = open(self.log_dir / f"server-{self.starts}.log", "wb")
-        self.proc = subprocess.Popen(argv, env=os.environ | env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        with open(self.log_dir / f"server-{self.starts}.log", "wb") as log:   # the child keeps its copy
+            self.proc = subprocess.Popen(argv, env=os.environ | env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -79,14 +79,14 @@ class Server:
 # composition of a batch (README, determinism), which a server's batching changes, and under
 # sampling one flipped token changes the rest of a sample; greedy float32 argmaxes are robust to
 # that. Sampled requests are compared one at a time (no batch), where they must agree exactly.
-JOB = dict(
-    model={"name": "smollm2-135m-instruct"},
-    engine={"kind": "vllm", "dtype": "float32", "max_model_len": 1024, "block_size": 32, "kv_cache_gib": 1},
-    sampling={"temperature": 0.0},
-    data={"sources": [{"embedded": "sums", "n": 3}], "seed": 0},
-    probe={"R": 2, "P": 2, "b": 24, "thinking_limit": 48, "answer_limit": 8, "units_in_flight": 2},
-    grader={"kind": "minimal"},
-)
+JOB = {
+    "model": {"name": "smollm2-135m-instruct"},
+    "engine": {"kind": "vllm", "dtype": "float32", "max_model_len": 1024, "block_size": 32, "kv_cache_gib": 1},
+    "sampling": {"temperature": 0.0},
+    "data": {"sources": [{"embedded": "sums", "n": 3}], "seed": 0},
+    "probe": {"R": 2, "P": 2, "b": 24, "thinking_limit": 48, "answer_limit": 8, "units_in_flight": 2},
+    "grader": {"kind": "minimal"},
+}
 
 
 def _job(**engine):

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from otbench.cli import main as cli
 from otbench.probe.data import TASKS, source_task, task_source
 from otbench.probe.stp import MODEL_ARGS, JobError, job_from_dict, job_toml, load_job, oneline_table
