@@ -103,7 +103,7 @@ class Client:
     """
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
-                 retry_s: float = 300.0, backoff=None, sleep=time.sleep):
+                 retry_s: float = 300.0, backoff=None, sleep=None):
         u = urllib.parse.urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise EngineStartError(f"engine.base_url must be http://HOST:PORT or https://HOST:PORT, "
@@ -116,7 +116,9 @@ class Client:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.timeout_s, self.retry_s = float(timeout_s), float(retry_s)
-        self._backoff, self._sleep = backoff or DEFAULT_BACKOFF, sleep
+        self._closed = threading.Event()
+        # a closed client stops waiting at once: its pool's threads never outlive a failed run by retry_s
+        self._backoff, self._sleep = backoff or DEFAULT_BACKOFF, sleep or self._closed.wait
         self._local = threading.local()
         self.retries = 0            # attempts that were retried (all threads; for run reports)
         self._lock = threading.Lock()
@@ -159,6 +161,8 @@ class Client:
             except _Retryable as e:
                 waited = time.monotonic() - t0
                 delay = e.after if e.after is not None else self._backoff(attempt)
+                if self._closed.is_set():
+                    raise ServerError(f"{self.base_url}{path}: {e} (the client was closed)") from None
                 if not retry or waited + delay > self.retry_s:
                     raise ServerError(f"{self.base_url}{path}: {e} (gave up after {attempt + 1} "
                                       f"attempts over {waited:.1f} s; engine.retry_s = {self.retry_s:g})"
@@ -177,6 +181,8 @@ class Client:
                                   f"({data[:80]!r})") from None
 
     def close(self) -> None:
+        """Stop retrying (requests waiting to retry fail now) and drop this thread's connection."""
+        self._closed.set()
         self._drop()
 
 

@@ -412,3 +412,18 @@ def test_the_api_key_goes_in_the_header(fake):
 
 def test_probe_text_covers_the_hard_cases():
     assert "\n\n" in PROBE_TEXT and "  " in PROBE_TEXT and any(ord(c) > 0x3000 for c in PROBE_TEXT)
+
+
+def test_closing_the_client_ends_retries_at_once(fake):
+    fake.fail = [503] * 1000
+    c = Client(fake.url, retry_s=60, backoff=lambda i: 5.0)
+    errors = []
+    t = threading.Thread(target=lambda: errors.append(pytest.raises(ServerError, c.request, "GET", "/version")))
+    t0 = time.monotonic()
+    t.start()
+    while not fake.calls:
+        time.sleep(0.01)
+    c.close()
+    t.join(10)
+    assert not t.is_alive() and time.monotonic() - t0 < 5
+    assert "the client was closed" in str(errors[0].value)
