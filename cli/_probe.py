@@ -14,9 +14,23 @@ def probe_group() -> None:
 
 
 @probe_group.command("run")
-@click.option("--config", "config", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Job TOML (model, engine, data, probe, sampling, grader).")
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+@click.option("--config", "config", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Job TOML (model, engine, data, probe, sampling, grader); or the one-line form below.")
+@click.option("--model", "model", default=None, type=click.Choice(["vllm", "transformers", "openai"]),
+              help="One-line start: the engine (openai: an OpenAI-compatible server at base_url).")
+@click.option("--model-args", "model_args", default="",
+              help="KEY=VALUE,... : pretrained=ID|DIR, revision=, family=, dtype=, max_model_len=, "
+                   "tensor_parallel_size=, base_url=, model= (served name), api_key_env=, num_concurrent=, ...")
+@click.option("--tasks", "tasks", default=None,
+              help="Comma-separated task names (`otbench probe tasks`), each NAME or NAME=PATH.")
+@click.option("--R", "R", default=None, type=click.IntRange(min=1), help="One-line start: trajectories per question.")
+@click.option("--P", "P", default=None, type=click.IntRange(min=1), help="One-line start: answer probes per position.")
+@click.option("--b", "b", default=None, type=click.IntRange(min=1), help="One-line start: target tokens per step.")
+@click.option("--gen-kwargs", "gen_kwargs", default="",
+              help="One-line start: sampling overrides, e.g. temperature=0.6,top_p=0.95.")
+@click.option("--write-job", "write_job", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the one-line start as the equivalent job TOML (then run only if --out is given).")
+@click.option("--out", "out", default=None, type=click.Path(path_type=Path),
               help="Directory for the measurement set.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing OUT (and empty its journal).")
 @click.option("--resume", is_flag=True,
@@ -36,22 +50,48 @@ def probe_group() -> None:
               help="Probe only the first N questions of each group (smoke runs; recorded as data.limit).")
 @click.option("--progress/--no-progress", default=True,
               help="Progress on stderr: a bar with tokens/s on a terminal, else a line every 30 s.")
-def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Path | None, workers: int,
-            ray_address: str | None, worker_cpus: float, worker_gpus: float | None, limit: int | None,
-            progress: bool) -> None:
+def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str | None, R, P, b,
+            gen_kwargs: str, write_job: Path | None, out: Path | None, overwrite: bool, resume: bool,
+            journal: Path | None, workers: int, ray_address: str | None, worker_cpus: float,
+            worker_gpus: float | None, limit: int | None, progress: bool) -> None:
     """Probe the questions of a job and write the measurement set to OUT.
 
+    The job is a TOML file (--config) or one line, as lm-eval takes it:
+    --model vllm --model-args pretrained=ID,revision=... --tasks math500,aime24
+    --limit N --R 8 --P 16 (--write-job FILE saves it as the equivalent TOML).
     Every finished work unit is committed to the journal as it completes, so
     a crashed or killed run continues with `--resume` and gives the same set.
     """
-    from otbench.probe.stp import load_job, run_job
+    from otbench.probe.stp import load_job, oneline_job, run_job, write_job_file
 
     from otbench.errors import OtbenchError
 
+    oneline = model is not None or tasks is not None
+    if config is not None and (oneline or R or P or b or gen_kwargs or model_args):
+        raise DataError("give --config FILE or the one-line form (--model, --model-args, --tasks, "
+                        "--R, --P, --b, --gen-kwargs), not both")
+    if config is None and not (model and tasks):
+        raise DataError("give --config FILE, or --model and --tasks (the one-line start)")
+    if write_job is not None and not oneline:
+        raise DataError("--write-job writes a one-line start as TOML; a --config job is one already")
+    if out is None and write_job is None:
+        raise DataError("--out DIR is required (or --write-job FILE alone, to only write the job)")
     try:
-        job = load_job(config, limit=limit)
+        if oneline:
+            table, job = oneline_job(model, model_args, tasks, limit=limit, R=R, P=P, b=b,
+                                     gen_kwargs=gen_kwargs)
+        else:
+            job = load_job(config, limit=limit)
     except OtbenchError as e:
         raise DataError(str(e)) from None
+    if write_job is not None:
+        try:
+            write_job_file(table, write_job, overwrite=overwrite)
+        except (OtbenchError, FileExistsError) as e:
+            raise DataError(str(e)) from None
+        click.echo(f"wrote {write_job}")
+        if out is None:
+            return
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
     try:
         summary = run_job(job, out, overwrite=overwrite, journal=journal, resume=resume,
@@ -60,6 +100,28 @@ def run_cmd(config: Path, out: Path, overwrite: bool, resume: bool, journal: Pat
     except (OtbenchError, FileExistsError) as e:
         raise DataError(" ".join(str(e).split())) from None
     click.echo(_summary_text(summary))
+
+
+@probe_group.command("tasks")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the registry as JSON.")
+def tasks_cmd(json_out: Path | None) -> None:
+    """The task names `probe run --tasks` accepts: benchmark, group, grading, default source."""
+    from otbench.probe.data import TASKS
+
+    click.echo(f"{'task':14s} {'benchmark':14s} {'group':14s} {'grading':8s} source")
+    for t in TASKS.values():
+        if t.embedded is not None:
+            src = f"embedded:{t.embedded} (offline)"
+        elif t.hub is not None:
+            src = f"hub {t.hub}" + (f" config {t.config}" if t.config else "") + (f" split {t.split}" if t.split else "")
+        else:
+            src = "no default; NAME=PATH"
+        click.echo(f"{t.name:14s} {t.benchmark or '-':14s} {t.group:14s} {t.kind:8s} {src}")
+    click.echo("NAME=PATH reads a local file or folder with the benchmark's schema "
+               "(otbench.probe.data._benchmarks lists the accepted columns).")
+    if json_out is not None:
+        write_json({t.name: t.as_dict() for t in TASKS.values()}, str(json_out))
 
 
 def _summary_text(summary) -> str:

@@ -48,11 +48,13 @@ def check_local_model(path: str | os.PathLike) -> ResolvedModel:
     return ResolvedModel(str(p))
 
 
-def resolve_hub_model(repository: str, revision: str | None) -> ResolvedModel:
+def resolve_hub_model(repository: str, revision: str | None, *, weights: bool = True) -> ResolvedModel:
     """The snapshot folder of `repository` at `revision` (a commit, branch or tag; None: "main").
 
     Offline (`HF_HUB_OFFLINE=1`) only the cache is read; online, missing
     files are downloaded into the cache (weights, tokenizer, configs).
+    `weights=False`: the tokenizer and configs only (a served model's
+    weights are on its server).
     """
     try:
         import huggingface_hub.constants as constants
@@ -64,8 +66,8 @@ def resolve_hub_model(repository: str, revision: str | None) -> ResolvedModel:
     offline = bool(getattr(constants, "HF_HUB_OFFLINE", False)) or os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
         folder = snapshot_download(repository, revision=rev, local_files_only=offline,
-                                   allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt",
-                                                   "*.tiktoken", "*.jinja"])
+                                   allow_patterns=["*.json", "*.model", "*.txt", "*.tiktoken", "*.jinja"]
+                                   + (["*.safetensors"] if weights else []))
     except Exception as e:  # the hub raises many types (validation, not cached, HTTP); all mean "not found"
         where = ("is not in the Hugging Face cache (HF_HUB_OFFLINE=1; download it first: "
                  f"hf download {repository} --revision {rev})") if offline else \

@@ -16,6 +16,7 @@ from ._schemas import BUILTIN as BUILTIN_SCHEMAS
 from ._schemas import TASK_COLUMNS, UserSchema
 from ._sources import EMBEDDED_SOURCES, DataRecord, load_source, load_sources, release_files
 from ._sums import seeded_operands, sum_questions
+from ._tasks import TASKS, Task, source_task, task_source
 from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 
 __all__ = [
@@ -45,4 +46,5 @@ __all__ = [
                           "release_files",
                           "split_reasoning",
                           "seeded_operands", "sum_questions",
+                          "TASKS", "Task", "source_task", "task_source",
 ]

@@ -24,6 +24,7 @@ from otbench.errors import OtbenchError
 ENGINES = {
     "vllm": "otbench.probe.engines._vllm:VLLMEngine",
     "transformers": "otbench.probe.engines._transformers:HFEngine",
+    "openai": "otbench.probe.engines._openai:OpenAIEngine",
 }
 
 
@@ -92,7 +93,7 @@ class EngineConfig:
     """Engine settings (recorded in the run's provenance).
 
     Attributes:
-      kind: "vllm" or "transformers".
+      kind: "vllm", "transformers", or "openai" (an OpenAI-compatible server, `_openai`).
       model: local directory of a Hugging Face model (weights + tokenizer).
       dtype: "bfloat16" | "float16" | "float32".
       max_model_len: context limit in tokens (prompt + generated).
@@ -119,6 +120,14 @@ class EngineConfig:
       batch_invariant: vLLM's batch-invariant kernels (`VLLM_BATCH_INVARIANT`):
         a request's tokens and log-probabilities do not depend on what else
         is in its batch (GPU only; see the README's determinism section).
+      base_url: "openai": the server ("http://HOST:PORT"; `/v1` is appended).
+      served_model: "openai": the model name the server serves (None: its only one).
+      api_key_env: "openai": the environment variable holding the API key
+        (the key itself is never part of a job or its provenance); None: no key.
+      max_concurrency: "openai": requests in flight at once.
+      request_timeout_s: "openai": seconds one attempt of a request may take.
+      retry_s: "openai": seconds a request may spend being retried (429, 5xx,
+        refused or dropped connections, timeouts) before the run stops.
     """
 
     kind: str = "vllm"
@@ -135,6 +144,12 @@ class EngineConfig:
     chunked_prefill: bool | None = None
     revision: str | None = None
     batch_invariant: bool = False
+    base_url: str | None = None
+    served_model: str | None = None
+    api_key_env: str | None = None
+    max_concurrency: int = 64
+    request_timeout_s: float = 600.0
+    retry_s: float = 300.0
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

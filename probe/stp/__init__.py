@@ -10,6 +10,7 @@ from ._job import (
            load_toml_job,
 )
 from ._journal import Journal, JournalError
+from ._oneline import MODEL_ARGS, job_toml, oneline_job, oneline_table, write_job_file
 from ._loop import SIGNALS, UnitResult, probe_units, run_units
 from ._ray import RayMissingError
 from ._resegment import resegment
@@ -17,8 +18,9 @@ from ._runner import RunSummary, run_job
 from ._setup import resolve_engine_config
 from ._toml_rules import HORIZON_RULES, STP_RULES, check_tables
 
-__all__ = ["COST_FIELDS", "DATA_SOURCES", "HORIZON_RULES", "SIGNALS", "STP_RULES", "Journal",
-           "JournalError", "JobError", "ProbeJob", "RayMissingError", "RunSummary", "UnitResult",
-           "check_tables", "cost_record", "cost_rows", "cost_text", "job_from_dict", "load_job",
-           "load_toml_job", "probe_units", "resegment", "resolve_engine_config", "run_job",
+__all__ = ["COST_FIELDS", "DATA_SOURCES", "HORIZON_RULES", "MODEL_ARGS", "SIGNALS", "STP_RULES",
+           "Journal", "JournalError", "JobError", "ProbeJob", "RayMissingError", "RunSummary",
+           "UnitResult", "check_tables", "cost_record", "cost_rows", "cost_text", "job_from_dict",
+           "job_toml", "load_job", "load_toml_job", "oneline_job", "oneline_table", "probe_units",
+           "resegment", "resolve_engine_config", "run_job", "write_job_file",
            "run_units"]

@@ -10,7 +10,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     # family = "generic-chat"        # required unless the name is an entry; overrides the entry's
 
     [engine]
-    kind = "vllm"                    # or "transformers"
+    kind = "vllm"                    # or "transformers", or "openai" (a served model: base_url, ...)
     dtype = "bfloat16"
     max_model_len = 2048             # default: the family's context limit
     block_size = 32
@@ -156,6 +156,12 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     if entry is not None:
         e.setdefault("tensor_parallel_size", entry.tensor_parallel_size)
     engine = EngineConfig(kind=kind, model=path, **e)
+    served = sorted(set(e) & {"base_url", "served_model", "api_key_env", "max_concurrency",
+                              "request_timeout_s", "retry_s"})
+    if served and kind != "openai":
+        raise JobError(f"engine.{served[0]} applies to engine.kind = 'openai' only")
+    if kind == "openai" and not engine.base_url:
+        raise JobError("engine.base_url is required for engine.kind = 'openai' (e.g. \"http://127.0.0.1:8000\")")
 
     d = _data_iv(dict(cfg.get("data", {"source": "arithmetic"})), base)
 

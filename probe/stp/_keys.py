@@ -43,7 +43,11 @@ UNIT_SCHEMA = "otbench.unit/2"   # 2: thinking and its own answer sampled in one
 # EngineConfig fields that only size resources: they never change a unit's
 # result, so changing them (e.g. a smaller KV cache after an OOM) keeps resume working.
 RESOURCE_ONLY = frozenset({"model", "max_model_len", "kv_cache_gib", "gpu_memory_utilization",
-                           "max_num_seqs"})
+                           "max_num_seqs",
+                           # a served model's address and client knobs: a restarted or moved server
+                           # serves the same units (what it is goes in through `engine_info`)
+                           "base_url", "served_model", "api_key_env", "max_concurrency",
+                           "request_timeout_s", "retry_s"})
 
 
 def _canon(obj: Any) -> bytes:

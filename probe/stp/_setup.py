@@ -56,7 +56,8 @@ def resolve_engine_config(job: ProbeJob, log) -> EngineConfig:
     if job.hub is not None:
         repo, revision = job.hub
         log(f"resolving {repo} at {revision or 'main'} through the Hugging Face cache ...")
-        found = resolve_hub_model(repo, revision)
+        # a served model (kind "openai") needs only the tokenizer and configs here
+        found = resolve_hub_model(repo, revision, weights=job.engine.kind != "openai")
         return dataclasses.replace(job.engine, model=found.path, revision=found.commit)
     check_local_model(job.engine.model)
     return job.engine

@@ -107,7 +107,12 @@ STP_RULES: dict[str, dict[str, Rule]] = {
                "gpu_memory_utilization": number(0.0, 1.0, what="in [0, 1]"),
                "tensor_parallel_size": integer(1, 1 << 12), "enforce_eager": flag,
                "max_num_seqs": integer(1, 1 << 20), "chunked_prefill": flag,
-               "revision": text, "batch_invariant": flag},
+               "revision": text, "batch_invariant": flag,
+               # kind = "openai" (probe.engines._openai)
+               "base_url": text, "served_model": text, "api_key_env": text,
+               "max_concurrency": integer(1, 1 << 16),
+               "request_timeout_s": number(0.001, 1e6, what="a positive number of seconds"),
+               "retry_s": number(0.0, 1e7, what="a non-negative number of seconds")},
     # [[data.sources]] entries are checked by the job's own source rules.
     "data": {"source": text, "n": integer(), "seed": integer(0, INT64_MAX),
              "limit": integer(), "sources": lambda v: None,

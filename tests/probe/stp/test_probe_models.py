@@ -128,3 +128,20 @@ def test_bad_model_path_is_one_line_and_leaves_nothing(tmp_path: Path):
     msg = r.output.strip()
     assert "\n" not in msg and "no/such/model: no such folder" in msg and "Traceback" not in msg
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.toml"]        # no journal, no output
+
+
+@pytest.mark.parametrize("kind, weights", [("vllm", True), ("openai", False)])
+def test_a_served_model_resolves_its_tokenizer_without_weights(kind, weights, monkeypatch, tmp_path):
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    from otbench.probe.stp import job_from_dict, resolve_engine_config
+
+    snap = tmp_path / "snapshots" / ("ab" * 20)
+    snap.mkdir(parents=True)
+    calls = []
+    monkeypatch.setattr(huggingface_hub, "snapshot_download",
+                        lambda repo, **kw: calls.append(kw["allow_patterns"]) or str(snap))
+    engine = {"kind": kind, **({"base_url": "http://127.0.0.1:8000"} if kind == "openai" else {})}
+    job = job_from_dict({"model": {"name": "Org/Model", "family": "generic-chat"}, "engine": engine})
+    cfg = resolve_engine_config(job, lambda m: None)
+    assert cfg.model == str(snap) and cfg.revision == snap.name
+    assert ("*.safetensors" in calls[0]) is weights and "*.json" in calls[0]
