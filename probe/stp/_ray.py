@@ -60,7 +60,7 @@ class ProbeWorker:
         from otbench.probe.engines import open_engine
         from otbench.probe.grading import open_grader
 
-        from ._setup import prepare, resolve_engine_config, units_in_flight
+        from ._setup import memory_line, prepare, requests_in_flight, resolve_engine_config, units_in_flight
 
         def log(msg):
             print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)
@@ -73,6 +73,8 @@ class ProbeWorker:
         self.grade, self._grade_close = open_grader(grader)[1:]
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}
         self.bound = units_in_flight(job, self.engine)
+        self.requests = requests_in_flight(job, self.engine)
+        log(memory_line(job, self.engine, self.setup.prompts))
         self._stream = None
         self._backlog: collections.deque = collections.deque()
 
@@ -98,12 +100,13 @@ class ProbeWorker:
                 self.engine, self.fmt, model=job.model, questions=self.questions,
                 prompts=self.setup.prompts, P=job.P, b=job.b, thinking_limit=job.thinking_limit,
                 answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
-                tokenizer=self.tok, given=think_results(job, self.questions, self.fmt))
+                tokenizer=self.tok, given=think_results(job, self.questions, self.fmt),
+                max_units=self.bound, max_requests=self.requests)
         us = self._stream
         self._backlog.extend(tuple(u) for u in units)
         out = []
         while True:
-            while self._backlog and us.in_flight < self.bound:
+            while self._backlog and us.wants():
                 us.add(self._backlog.popleft())   # its first requests reach the engine now
             if out or not us.in_flight:
                 break                             # the freed places are refilled before returning

@@ -38,7 +38,7 @@ from ._imported import think_results
 from ._job import ProbeJob
 from ._loop import RunStats, UnitResult, direct_answers, run_units
 from ._output import direct_table, measurement_set, write_token_tables
-from ._setup import prepare, resolve_engine_config, units_in_flight
+from ._setup import memory_line, prepare, requests_in_flight, resolve_engine_config, units_in_flight
 
 RUN_FILE = "run.json"
 
@@ -79,6 +79,7 @@ class _LocalExecutor:
         self.engine = open_engine(engine_cfg)
         try:
             self.tok, self.fmt, self.setup = prepare(job, engine_cfg, self.engine, questions, instructions)
+            log(memory_line(job, self.engine, self.setup.prompts))
         except BaseException:
             self.engine.close()
             raise
@@ -90,7 +91,8 @@ class _LocalExecutor:
                   thinking_limit=job.thinking_limit, answer_limit=job.answer_limit,
                   sampling=job.sampling, grade_batch=self._grade, tokenizer=self.tok,
                   max_in_flight=units_in_flight(job, self.engine), stats=stats, on_batch=on_batch,
-                  skip=lambda u: u not in todo, given=think_results(job, self.questions, self.fmt))
+                  skip=lambda u: u not in todo, given=think_results(job, self.questions, self.fmt),
+                  max_requests=requests_in_flight(job, self.engine))
 
     def direct(self) -> list[dict[str, Any]]:
         """The job's direct answers (`_loop.direct_answers`), on this engine."""
@@ -299,7 +301,9 @@ def _probe(executor, pending, jr, keys, questions, summaries, progress) -> tuple
             return
         bar.update(len(res))
         if hasattr(bar, "set_postfix"):
-            post = {"think": f"{st.think.tokens_per_s:.0f} tok/s",
+            gen = st.think.generated + st.probe.generated + st.signal.generated
+            post = {"generated": f"{gen / max(time.perf_counter() - t, 1e-9):.0f} tok/s",
+                    "think": f"{st.think.tokens_per_s:.0f} tok/s",
                     "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
             if st.cache_queries:
                 post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
