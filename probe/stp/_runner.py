@@ -30,7 +30,7 @@ from typing import Any
 from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
-from otbench.probe.grading import open_grader, resolve_grader
+from otbench.probe.grading import check_gradable, open_grader, resolve_grader
 
 from otbench.files import provenance, write_text_atomic
 
@@ -165,6 +165,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     job, questions, data_record, imported = _load_inputs(job, log)
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
+    check_gradable(grader_name, questions)          # before any engine starts: one line, exit 2
     use_ray = workers > 1 or ray_address is not None
     if use_ray and job.direct_answer:
         from ._job import JobError
