@@ -90,3 +90,54 @@ def test_other_flock_errors_are_not_hidden(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(_lock.fcntl, "flock", broken)
     with pytest.raises(OSError, match="I/O error"):
         Journal.open(tmp_path / "j", resume=False)
+
+
+def test_workers_get_the_drivers_cache_and_offline_settings_but_no_credentials():
+    from otbench.probe.stp._ray import worker_env
+
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": "/data/hf", "OTBENCH_CACHE": "/data/ot", "OTBENCH_X": "y",
+           "VLLM_LOGGING_LEVEL": "INFO", "HF_TOKEN": "secret", "PATH": "/bin", "HOME": "/root"}
+    assert worker_env(env) == {"HF_HOME": "/data/hf", "HF_HUB_OFFLINE": "1", "OTBENCH_CACHE": "/data/ot",
+                               "OTBENCH_X": "y", "VLLM_LOGGING_LEVEL": "INFO"}
+
+
+def test_two_workers_with_a_missing_model_is_one_line_before_ray_starts(tmp_path: Path, monkeypatch):
+    pytest.importorskip("ray")
+    import ray
+
+    from otbench.cli import main
+
+    started = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(1))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    job = tmp_path / "job.toml"
+    job.write_text(f'[model]\npath = "{tmp_path / "no-such-model"}"\nfamily = "qwen3-thinking"\nid = "m"\n'
+                   '[engine]\nkind = "transformers"\n[data]\nsource = "sums"\nn = 2\n[grader]\nkind = "minimal"\n')
+    r = CliRunner().invoke(main, ["probe", "run", "--config", str(job), "--out", str(tmp_path / "out"),
+                                  "--workers", "2", "--no-progress"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "no-such-model" in r.stderr.strip().splitlines()[-1]
+    assert not started and not (tmp_path / "out").exists()
+
+
+def test_a_workers_own_start_error_reaches_the_driver_as_one_line(monkeypatch):
+    from otbench.probe.config import ModelNotFoundError
+    from otbench.probe.stp import _ray
+
+    def fail(self, *a):
+        raise ModelNotFoundError("m: no such model folder")
+    monkeypatch.setattr(_ray.ProbeWorker, "_start", fail)
+    w = _ray.ProbeWorker(None, [], {}, "minimal", 0)
+    with pytest.raises(ModelNotFoundError, match="^m: no such model folder$"):
+        w.describe()
+    w.close()
+
+    class FakeRay:
+        class exceptions:
+            class RayTaskError(Exception):
+                def __init__(self, cause):
+                    self.cause = cause
+    err = ModelNotFoundError("one line")
+    assert _ray._one_line(FakeRay, FakeRay.exceptions.RayTaskError(err)) is err
+    other = FakeRay.exceptions.RayTaskError(KeyError("k"))
+    assert _ray._one_line(FakeRay, other) is other
