@@ -13,19 +13,20 @@ by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling, 2,048
 probe-phase sequences). Per scheduler step it finishes the first 1,024
 sequences of its FCFS queue, and it holds what vLLM's engine core holds
 per queued sequence (a request of n samples fanned out into n children,
-each with its own prompt ids as fresh Python ints plus a second list, as
-`v1/request.Request` keeps them), so peak RSS includes the engine core's
-host memory for the work in flight (in vLLM that is another process; here
-it is counted with the driver's).
+each holding as many bytes per prompt id as `v1/request.Request` does,
+~53), so peak RSS includes the engine core's host memory for the work in
+flight (in vLLM that is another process; here it is counted with the
+driver's, as bytes the driver's garbage collector does not walk).
 
 Units have the paper's shape: 26 positions (thinking of 12,000 tokens, a
 step boundary every b = 480), P = 16 probes per position, 1,400-token
 answers: 17 engine sequences per position, ~6,200-token probe prefixes
 on average. Sizes: N and 8N units, each in a fresh process (peak RSS is
-per process). N = 32 by default: both sizes run at the full sequence
-bound (2,048), and 8N = 256 units also fill the default bound on units in
-flight; 8N is ~106 k probe requests (~150 M answer ids), a few minutes on
-two shared cores (N is chosen for that; memory is flat in N beyond it).
+per process). N = 16 by default, chosen for the runtime (8N is ~53 k probe
+requests, ~75 M answer ids, a few minutes on two shared cores): both sizes
+run at the full sequence bound (2,048) and, the engine being instant, at
+the bound on units waiting for the grading lane (32), which the loop
+reaches when grading is the slowest stage, as it is here.
 
 X = CPU time of the thread that runs the job, less the stand-in core's own
 CPU time, per probe request (one answer sample) of the 8N run. Decoding and
@@ -52,6 +53,8 @@ SYNTHETIC_KIND = "synthetic-vllm-core"
 MAX_NUM_SEQS = 1024
 """The stand-in's scheduler batch: vLLM's default `max_num_seqs` on an H200-class GPU."""
 THINK_TOKENS, B, ANSWER = 12_000, 480, 1400
+CORE_BYTES_PER_ID = 53
+"""Engine-core host bytes per prompt id of a sequence (the figure of `otbench.probe.stp._bounds`)."""
 CORE_CPU = [0.0]
 """Thread CPU seconds spent inside the stand-in core (drawing tokens, copying prompts): not driver cost."""
 PEAK = [0]
@@ -97,12 +100,13 @@ class StandInCore:
     def add_request(self, request_id, prompt, params):
         with _Timed():
             ids = prompt["prompt_token_ids"]
-            # vLLM fans n > 1 out into n child requests; each reaches the engine core on its own and
-            # becomes a `Request` with its prompt ids (fresh ints) and a copy of them (`_all_token_ids`).
-            children = []
-            for _ in range(params.n):
-                core = array("i", ids).tolist()
-                children.append((core, core.copy()))
+            # vLLM fans n > 1 out into n child requests; each reaches the engine core (its own
+            # process) on its own and becomes a `Request` holding its prompt ids as fresh ints and a
+            # copy of them (`_all_token_ids`), plus block hashes: ~53 B per id (`_bounds`). Held here
+            # as that many written bytes, so the RSS counts them while this process's garbage
+            # collector does not walk them (it would not in vLLM: they live in the core process).
+            packed = array("i", ids).tobytes()
+            children = [packed * (CORE_BYTES_PER_ID // 4 + 1) for _ in range(params.n)]
             self.waiting.append((request_id, ids, params, children))
 
     def step(self):
@@ -230,7 +234,7 @@ def one_size(units: int, work: Path) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--units", type=int, default=32, help="N (the second run has 8N units)")
+    ap.add_argument("--units", type=int, default=16, help="N (the second run has 8N units)")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one is not None:

@@ -10,6 +10,9 @@ engine's `capacity()`) unless the job sets it:
   run ahead of the probes that need them while the engine's batch is
   mostly probes (a unit's probe work, (n+1)·P answers, is ~50x its think
   request's at paper shape);
+* units in their probe phase (holding answers until graded): an eighth of
+  the units in flight (`holding_bound`); past it a unit's probes wait
+  until one is graded, so a lagging grading lane pauses the probes;
 * probe-phase engine sequences in flight (`probe.requests_in_flight`,
   default twice the capacity): probes, signals and forced answers; a
   request of n samples counts n, since vLLM fans it out into n requests.
@@ -29,10 +32,11 @@ generated id costs the core two list slots and an int, and the driver's
 unit ~9 B once packed and decoded (4 B int32 + ~4-5 B of text). With the
 defaults on an H200-sized engine (capacity 1,024) and paper-shaped units
 (6,000-token prompts, thinking_limit 8,192, b = 320: 27 positions at
-most, P = 16, 1,400-token answers) the bound is ~3.5 GiB per engine
-(`host_memory`), ~28 GiB for eight: a small
+most, P = 16, 1,400-token answers) the bound is ~2.4 GiB per engine
+(`host_memory`), ~19 GiB for eight: a small
 part of an 8xH200 node's host memory (typically 1-2 TiB). The bound
-counts every unit as holding all its answers, so it overstates.
+counts every unit in its probe phase as holding all its answers and
+every prompt at the longest length, so it overstates.
 """
 
 import dataclasses
@@ -64,6 +68,15 @@ def default_requests(capacity: int) -> int:
 def thinking_bound(units: int) -> int:
     """Units whose trajectory is being sampled at once: half the units in flight, at least 1."""
     return max(1, (int(units) + 1) // 2)
+
+
+def holding_bound(units: int) -> int:
+    """Units in their probe phase at once (from their first position submitted to their result):
+    an eighth of the units in flight, at least 4. Each holds its answers until graded, (n+1)·P of
+    them; the probe-phase sequence bound keeps ~5 paper-shaped units running on an H200-sized
+    engine, so this leaves room for a grading lane that lags, and pauses the probes when it lags
+    further (else finished units would pile up to the unit bound, ~6 MB each at paper shape)."""
+    return max(4, int(units) // 8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,5 +113,6 @@ def host_memory(*, units: int, requests: int, prompt_tokens: int, thinking_limit
         probe_generated=requests * answer_limit * GENERATED_BYTES_PER_ID,
         think_requests=thinking * (prompt_tokens * (CORE_BYTES_PER_ID + FRONT_BYTES_PER_ID)
                                    + think_len * GENERATED_BYTES_PER_ID),
-        units=units * (think_len * HELD_BYTES_PER_ID + positions * P * answer_limit * ANSWER_BYTES_PER_ID),
+        units=units * think_len * HELD_BYTES_PER_ID
+        + holding_bound(units) * positions * P * answer_limit * ANSWER_BYTES_PER_ID,
     )

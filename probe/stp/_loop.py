@@ -48,7 +48,7 @@ from otbench.probe.engines import Engine, GenRequest, SignalRequest
 from otbench.probe.grading import GradeBatch, GradeItem
 from otbench.probe.tokens import ProbeFormat
 
-from ._bounds import FALLBACK_CAPACITY, default_requests, thinking_bound
+from ._bounds import FALLBACK_CAPACITY, default_requests, holding_bound, thinking_bound
 from ._ids import compact
 from ._lane import GradeLane, batch_decoder
 from ._results import SIGNALS, PhaseStats, RunStats, ThinkResult, UnitResult, split_trajectory
@@ -98,13 +98,14 @@ class _Driver:
     """
 
     def __init__(self, engine, fmt, job: dict, stats: RunStats, lane: GradeLane, *,
-                 max_requests: int, max_thinking: int):
+                 max_requests: int, max_thinking: int, max_holding: int):
         self.fmt, self.job, self.stats, self.lane = fmt, job, stats, lane
         self.stream = engine.stream(job["sampling"])
         self.active: dict[tuple[int, int], _Unit] = {}
         self.grading: dict[tuple[int, int], Any] = {}
         self.phase_in_flight = {"think": 0, "probe": 0, "signal": 0}
-        self.max_requests, self.max_thinking = max_requests, max_thinking
+        self.max_requests, self.max_thinking, self.max_holding = max_requests, max_thinking, max_holding
+        self.holding: set = set()        # units with a position submitted, until their result is taken
         self.pending: collections.deque = collections.deque()   # (unit key, position; -1: forced answer)
         self.sequences = 0                                       # probe-phase sequences in flight
         self.peak_sequences = 0
@@ -179,8 +180,15 @@ class _Driver:
                      "signal")
 
     def pump(self) -> None:
-        """Submit queued positions while the probe-phase sequences in flight are below the bound."""
+        """Submit queued positions while the probe-phase sequences in flight are below the bound and,
+        for a unit's first position, fewer than `max_holding` units hold answers (backpressure from
+        a grading lane that falls behind: such units hold all their answers until graded)."""
         while self.pending and (self.sequences < self.max_requests or not self.sequences):
+            key = self.pending[0][0]
+            if key not in self.holding:
+                if len(self.holding) >= self.max_holding:
+                    return
+                self.holding.add(key)
             self._submit_position(*self.pending.popleft())
 
     def deliver(self, tag, res) -> None:
@@ -218,6 +226,7 @@ class _Driver:
 
     def finish(self, key) -> UnitResult:
         u = self.active.pop(key)
+        self.holding.discard(key)
         gs = self.grading.pop(key).result()
         th, qs = u.think, self.job["questions"][u.q]
         P = self.job["P"]
@@ -278,7 +287,7 @@ class UnitStream:
             max_requests = default_requests(cap() if cap is not None else FALLBACK_CAPACITY)
         self._lane = GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
         self._d = _Driver(engine, fmt, job, self.stats, self._lane, max_requests=max_requests,
-                          max_thinking=thinking_bound(max_units))
+                          max_thinking=thinking_bound(max_units), max_holding=holding_bound(max_units))
         self._mark()
 
     def _mark(self) -> None:
@@ -318,6 +327,8 @@ class UnitStream:
         """
         d = self._d
         done = [d.finish(key) for key in [k for k, f in d.grading.items() if f.done()]]
+        if done:
+            d.pump()                                  # places freed for units waiting to start
         if d.stream.in_flight():
             d.poll()
         elif d.grading and not done:

@@ -194,3 +194,34 @@ def test_requests_in_flight_are_bounded_in_engine_sequences_and_results_do_not_c
     assert eng.peak_think == 2 and 3 <= eng.peak_probe <= 6
     by = {(u.question, u.trajectory): u for u in got}
     assert [by[qs[q].id, r] for q, r in units] == free
+
+
+def test_a_lagging_grader_pauses_the_probes_instead_of_piling_up_answers(hf_engine, setup, monkeypatch):
+    import threading
+    import time
+
+    from otbench.probe.stp import _loop
+
+    tok, fmt, qs, prompts = setup
+    seen, lock, state = [], threading.Lock(), {"started": set(), "graded": 0}
+    submit = _loop._Driver._submit_position
+
+    def spy(self, key, k):
+        with lock:
+            state["started"].add(key)
+            seen.append(len(state["started"]) - state["graded"])
+        submit(self, key, k)
+
+    def slow(items):
+        time.sleep(0.3)
+        with lock:
+            state["graded"] += 1
+        return resolve_grader("minimal")[1](items)
+    monkeypatch.setattr(_loop._Driver, "_submit_position", spy)
+    units = [(q, r) for q in range(2) for r in range(4)]
+    got = list(_loop.stream_units(hf_engine, fmt, model="tiny", questions=qs, prompts=prompts, units=units,
+                                  P=2, b=8, thinking_limit=40, answer_limit=6, sampling=SAMPLED,
+                                  grade_batch=slow, tokenizer=tok, max_in_flight=8))
+    assert len(got) == 8
+    # units between their first probe and their grade: at most holding_bound(8) = 4 at any time
+    assert max(seen) <= 4 and max(seen) >= 2

@@ -38,7 +38,8 @@ def test_host_memory_twin_by_hand():
     assert m.probe_prompts == 10 * longest * per_prompt
     assert m.probe_generated == 10 * 8 * _bounds.GENERATED_BYTES_PER_ID
     assert m.think_requests == 2 * (100 * per_prompt + think * _bounds.GENERATED_BYTES_PER_ID)
-    assert m.units == 4 * (think * _bounds.HELD_BYTES_PER_ID + positions * 3 * 8 * _bounds.ANSWER_BYTES_PER_ID)
+    assert _bounds.holding_bound(4) == 4 and _bounds.holding_bound(256) == 32
+    assert m.units == 4 * think * _bounds.HELD_BYTES_PER_ID + 4 * positions * 3 * 8 * _bounds.ANSWER_BYTES_PER_ID
     assert m.total == m.probe_prompts + m.probe_generated + m.think_requests + m.units
 
 
