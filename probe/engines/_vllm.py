@@ -28,6 +28,28 @@ from ._interface import (
 # from the raw logits (`LOGPROBS_MODE`), before the bias.
 _EXCLUDE_BIAS = -1.0e9
 
+# What the probe relies on in the sampler vLLM 0.32 runs on a GPU: Model Runner V2
+# (`config/vllm.py`, `VllmConfig.use_v2_model_runner`: on whenever Triton is present and no
+# unsupported feature is asked for; the CPU build runs V1). Read in its `v1/worker/gpu/sample`:
+# * logit bias: `LogitBiasState` is a logits processor (`logit_bias.py`) that adds each bias
+#   to the listed ids (`_bias_kernel`) of an FP32 *copy* of the logits
+#   (`sampler.apply_sampling_params`); -1e9 is finite in FP32, so the biased token can never
+#   be the argmax while any other logit is finite;
+# * raw_logprobs: `Sampler.__call__` computes log-probabilities from the logits it was given
+#   unless `logprobs_mode` is a processed mode, i.e. before logit bias, penalties,
+#   temperature and top-k/top-p, which work on that copy;
+# * logprob_token_ids: `logprob.compute_topk_scores` gathers [sampled id, requested ids] and
+#   normalises them by a log-softmax over the whole vocabulary (logits modes aside);
+# * greedy: `gumbel.gumbel_noised_argmax` adds no noise at temperature 0 (plain argmax), and
+#   the fused FlashInfer sampler is bypassed whenever a request is greedy or seeded
+#   (`Sampler.sample`);
+# * seeds: a request's `seed` is its stream (`states.py`; random only when None); the noise
+#   of a draw is a murmur3 hash of (seed, position, token id) (`gumbel.py`), so a sample does
+#   not depend on what it is batched with; a request of n samples is fanned out by the front
+#   end into n requests whose seeds are seed + j (`v1/engine/parallel_sampling.py`), the
+#   convention of `otbench.probe.config._seeds` and of the greedy split below.
+# Pinned by tests/probe/engines/test_vllm_sampling.py.
+
 
 MIN_VLLM = (0, 20, 0)
 """The oldest vLLM with what the probe uses: `SamplingParams.logprob_token_ids`
