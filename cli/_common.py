@@ -181,7 +181,7 @@ class LineProgress:
             text += " (done)"
         elif 0 < done < self.total:
             text += f", about {el * (self.total - done) / done:.0f} s left"
-        if post:
+        if post and not final:
             text += f" ({post})"
         click.echo(text, file=self.file or sys.stderr)
 

@@ -141,3 +141,19 @@ def test_a_workers_own_start_error_reaches_the_driver_as_one_line(monkeypatch):
     assert _ray._one_line(FakeRay, FakeRay.exceptions.RayTaskError(err)) is err
     other = FakeRay.exceptions.RayTaskError(KeyError("k"))
     assert _ray._one_line(FakeRay, other) is other
+
+
+def test_progress_lines_carry_the_rates_while_running_and_end_plain(tmp_path: Path):
+    import io
+
+    from otbench.cli._common import LineProgress
+
+    out = io.StringIO()
+    with LineProgress(10, "probing", interval=3600, file=out) as p:
+        p.update(4)
+        p.set_postfix({"generated": "1234 tok/s"})
+        p._line()
+        p.update(6)
+    first, last = out.getvalue().splitlines()
+    assert first.startswith("probing: 4/10 (40%), ") and first.endswith(" s left (generated 1234 tok/s)")
+    assert last.startswith("probing: 10/10 (100%), ") and last.endswith(" s (done)")
