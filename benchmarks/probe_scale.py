@@ -1,27 +1,47 @@
-"""Driver memory and overhead at paper shape, on a SYNTHETIC instant engine (issue 13).
+"""Driver memory and overhead at paper shape and the default in-flight bounds, on a SYNTHETIC engine core.
 
-Runs the full probe driver (`run_job`: journal, grading lane, streaming
-measurement-set writer) with a SYNTHETIC engine that returns seeded random
-tokens instantly, so everything measured is the driver's own cost. Units
-have the paper's shape: ~33 positions (thinking of 32 x b tokens, a
-boundary token every b), P = 16 probes per position, ~1,400 answer tokens
-each. Each size runs in a fresh process (peak RSS is per process).
+What runs is the real probe path of a GPU run: `run_job` (journal, grading
+lane, streaming measurement-set writer), the probe loop with its default
+in-flight bounds, and the vLLM adapter itself (`VLLMEngine` request
+building, `VLLMStream` submission and polling, output parsing), with vLLM's
+own `SamplingParams`, `TokensPrompt`, `RequestOutput`, `CompletionOutput`
+and `Logprob` types. Only what needs a GPU is replaced: vLLM's
+`LLMEngine` (front end + engine core) by `StandInCore`, which returns
+SYNTHETIC seeded random tokens at once. It reports `max_num_seqs = 1024`
+(an H200-sized engine), so the loop runs at the bounds such an engine gets
+by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling, 2,048
+probe-phase sequences). Per scheduler step it finishes the first 1,024
+sequences of its FCFS queue, and it holds what vLLM's engine core holds
+per queued sequence (a request of n samples fanned out into n children,
+each holding as many bytes per prompt id as `v1/request.Request` does,
+~53), so peak RSS includes the engine core's host memory for the work in
+flight (in vLLM that is another process; here it is counted with the
+driver's, as bytes the driver's garbage collector does not walk).
 
-Goals: peak RSS at 8N units <= 1.2 x at N units (memory does not grow with
-the run); driver time per probe request (one answer sample) <= 100 us, the
-CPU time of the thread running the job, final assembly included; decoding
-and grading the answers run beside it in the grading lane, file writes and
-Parquet encoding in writer threads (they release the GIL): those are
-reported separately, with the whole process's CPU time. The synthetic
-engine returns Python ints, as vLLM does, so the driver pays the same
-conversion to int32 arrays it pays on a GPU.
-Grading: the built-in minimal grader (in the grading lane's thread); the
-random answers hold no boxed integer, so each one is decoded and searched.
+Units have the paper's shape: 26 positions (thinking of 12,000 tokens, a
+step boundary every b = 480), P = 16 probes per position, 1,400-token
+answers: 17 engine sequences per position, ~6,200-token probe prefixes
+on average. Sizes: N and 8N units, each in a fresh process (peak RSS is
+per process). N = 32 by default: both sizes run at the full sequence bound
+(2,048) and, the engine being instant so that grading is the slowest
+stage, at the bound on units in their probe phase (32, `holding_bound`);
+8N = 256 units also fill the bound on units in flight. 8N is ~106 k probe
+requests (~150 M answer ids), about 5 minutes on two shared cores, most
+of it the grading lane; N is the smallest size at which every bound is
+reached at both sizes (at N = 16 the probe-phase bound is not, and B/A
+measured 1.22).
 
-Last line: `probe_scale: peak RSS A MiB at N units, B MiB at 8N units; driver X us per probe request`.
+X = CPU time of the thread that runs the job, less the stand-in core's own
+CPU time, per probe request (one answer sample) of the 8N run. Decoding and
+grading (grading lane), file writes and Parquet encoding (writer threads)
+run beside it and are reported separately.
+
+Last line: `probe_scale: peak RSS A MiB at N units, B MiB at 8N units; driver X us per probe request; in flight Q requests`
+(Q: the most probe-phase engine sequences in flight at once, 8N run).
 """
 
 import argparse
+import collections
 import json
 import os
 import resource
@@ -29,98 +49,131 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from pathlib import Path
 
-SYNTHETIC_KIND = "synthetic"
-IN_FLIGHT = 4
-"""Units in flight (the default N): both sizes run at this bound, so their memory can be compared."""
-ENGINE_CPU = [0.0]
-"""CPU seconds spent inside the synthetic engine (drawing tokens): not the driver's cost."""
+SYNTHETIC_KIND = "synthetic-vllm-core"
+MAX_NUM_SEQS = 1024
+"""The stand-in's scheduler batch: vLLM's default `max_num_seqs` on an H200-class GPU."""
+THINK_TOKENS, B, ANSWER = 12_000, 480, 1400
+CORE_BYTES_PER_ID = 53
+"""Engine-core host bytes per prompt id of a sequence (the figure of `otbench.probe.stp._bounds`)."""
+CORE_CPU = [0.0]
+"""Thread CPU seconds spent inside the stand-in core (drawing tokens, copying prompts): not driver cost."""
+PEAK = [0]
+"""Most probe-phase sequences in flight (read from the loop's driver at the end)."""
 
 
-class SyntheticEngine:
-    """SYNTHETIC engine: seeded random ids, instantly. Benchmarks only; nothing it writes is a measurement."""
+class _Timed:
+    def __enter__(self):
+        self.t = time.thread_time()
 
-    name = SYNTHETIC_KIND
+    def __exit__(self, *exc):
+        CORE_CPU[0] += time.thread_time() - self.t
 
-    def __init__(self, config):
-        t = time.thread_time()               # building the tokenizer is the engine's start, not the driver's
-        try:
-            self._start(config)
-        finally:
-            ENGINE_CPU[0] += time.thread_time() - t
 
-    def _start(self, config):
+class StandInCore:
+    """SYNTHETIC stand-in for vLLM's `LLMEngine`: `add_request` / `step`, tokens at once (benchmark only)."""
+
+    def __init__(self, tok, end_ids, nl_id, signal_default):
         import numpy as np
+        from vllm.logprobs import Logprob
+        from vllm.outputs import CompletionOutput, RequestOutput
 
-        from otbench.probe.engines._tiny import build_tokenizer
+        self._np, self._Logprob, self._Completion, self._Output = np, Logprob, CompletionOutput, RequestOutput
+        self._V = len(tok)
+        self._end, self._nl = list(end_ids), nl_id
+        self.waiting: collections.deque = collections.deque()
+        self.vllm_config = _NS(scheduler_config=_NS(max_num_seqs=MAX_NUM_SEQS))
+        self.model_config = _NS(hf_config=_NS(eos_token_id=tok.eos_token_id))
+        rng = np.random.default_rng(0)
+        pool = rng.integers(20, self._V, size=1 << 20)
+        pool[pool == nl_id] = 21
+        self._pool = array("i", pool.astype(np.int32).tobytes())
+        self._off = 0
 
-        self._np = np
-        self.config = config
-        self._tok = build_tokenizer(seed=0)
-        self._V = len(self._tok)
-        self._end = self._tok.convert_tokens_to_ids("</think>")
-        self._nl = self._tok.encode(".\n\n", add_special_tokens=False)[-1]
-        self._specials = set(self._tok.all_special_ids) | {self._end}
-        self.think_tokens = int(os.environ.get("OTBENCH_SYNTH_THINK", "8192"))
-        self.b = int(os.environ.get("OTBENCH_SYNTH_B", "256"))
-
-    def tokenizer(self):
-        return self._tok
-
-    def vocab_size(self) -> int:
-        return self._V
-
-    def capacity(self) -> int:
-        return 8
-
-    def _ordinary(self, rng, n):
-        ids = rng.integers(20, self._V, size=n)
-        ids[ids == self._nl] = 21
-        return ids
-
-    def _complete(self, r):
-        from otbench.probe.engines import Completion
-
-        out = []
-        for j in range(r.n):
-            rng = self._np.random.default_rng(int(r.seed) + j)
-            if r.max_tokens > self.think_tokens:               # a think request: thinking, marker, answer
-                th = self._ordinary(rng, self.think_tokens)
-                th[self.b - 1::self.b] = self._nl              # a step boundary every b tokens
-                ans = self._ordinary(rng, min(1400, r.max_tokens - self.think_tokens - 1))
-                ids = th.tolist() + [self._end] + ans.tolist()
-            else:
-                ids = self._ordinary(rng, r.max_tokens).tolist()
-            out.append(Completion(tuple(ids), None))
+    def _fresh(self, n: int) -> list:
+        """n SYNTHETIC ids as fresh Python ints (what vLLM's msgpack decoding hands the front end)."""
+        if self._off + n > len(self._pool):
+            self._off = (self._off * 7919 + 13) % 1024
+        out = self._pool[self._off:self._off + n].tolist()
+        self._off += n
         return out
 
-    def generate(self, requests, sampling):
-        t = time.thread_time()
-        out = [self._complete(r) for r in requests]
-        ENGINE_CPU[0] += time.thread_time() - t
-        return out
+    def add_request(self, request_id, prompt, params):
+        with _Timed():
+            ids = prompt["prompt_token_ids"]
+            # vLLM fans n > 1 out into n child requests; each reaches the engine core (its own
+            # process) on its own and becomes a `Request` holding its prompt ids as fresh ints and a
+            # copy of them (`_all_token_ids`), plus block hashes: ~53 B per id (`_bounds`). Held here
+            # as that many written bytes, so the RSS counts them while this process's garbage
+            # collector does not walk them (it would not in vLLM: they live in the core process).
+            packed = array("i", ids).tobytes()
+            children = [packed * (CORE_BYTES_PER_ID // 4 + 1) for _ in range(params.n)]
+            self.waiting.append((request_id, ids, params, children))
 
-    def signals(self, contexts, token_id):
-        from otbench.probe.engines import Signal
-        return [Signal(-5.0 - (len(c) % 7) * 0.1, -0.5, 21) for c in contexts]
+    def step(self):
+        with _Timed():
+            out, budget = [], MAX_NUM_SEQS
+            while self.waiting and (budget >= self.waiting[0][2].n or budget == MAX_NUM_SEQS):
+                rid, ids, params, children = self.waiting.popleft()
+                budget -= params.n
+                out.append(self._finish(rid, ids, params))
+            return out
 
-    def stream(self, sampling):
-        from otbench.probe.engines import BatchStream
-        return BatchStream(self, sampling)
+    def _finish(self, rid, ids, params):
+        C = self._Completion
+        if params.logprob_token_ids and params.max_tokens == 1:           # a signal request
+            sig = int(params.logprob_token_ids[0])
+            other = 21 if sig != 21 else 22
+            lp = {sig: self._Logprob(-5.0 - (len(ids) % 7) * 0.1), other: self._Logprob(-0.5)}
+            outs = [C(0, "", [other], None, [lp], finish_reason="length")]
+        elif params.max_tokens > ANSWER:                                  # a think request
+            th = self._fresh(THINK_TOKENS)
+            th[B - 1::B] = [self._nl] * len(th[B - 1::B])                  # a step boundary every B
+            outs = [C(0, "", th + self._end + self._fresh(min(ANSWER, params.max_tokens - THINK_TOKENS - 1)),
+                      None, None, finish_reason="length")]
+        else:
+            outs = [C(j, "", self._fresh(params.max_tokens), None, None, finish_reason="length")
+                    for j in range(params.n)]
+        return self._Output(rid, None, ids, None, outs, True)
 
-    def choice_logprobs(self, contexts, token_ids):
-        raise NotImplementedError("the synthetic engine serves the probe loop only")
+    def shutdown(self):
+        self.waiting.clear()
 
-    def cache_stats(self):
-        return None
 
-    def info(self):
-        return {"engine": "synthetic (instant seeded random tokens; benchmark only)", "device": "none",
-                "config": self.config.as_dict()}
+class _NS:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
 
-    def close(self) -> None:
-        pass
+
+def _engine_class():
+    from otbench.probe.engines._vllm import VLLMEngine
+
+    class StandInVLLMEngine(VLLMEngine):
+        """The real vLLM adapter over `StandInCore` (SYNTHETIC tokens; nothing it writes is a measurement)."""
+
+        name = SYNTHETIC_KIND
+
+        def __init__(self, config):
+            from otbench.probe.engines._tiny import build_tokenizer
+            from vllm import SamplingParams
+            from vllm.inputs import TokensPrompt
+
+            with _Timed():                     # the engine's start, not driver work
+                tok = build_tokenizer(seed=0)
+            self._SamplingParams, self._TokensPrompt = SamplingParams, TokensPrompt
+            self.config, self._device, self._version, self._tok = config, "cuda", "stand-in", tok
+            self._vocab = len(tok)
+            end = tok.encode("</think>", add_special_tokens=False)
+            nl = tok.encode(".\n\n", add_special_tokens=False)[-1]
+            self._llm = _NS(llm_engine=StandInCore(tok, end, nl, None), get_metrics=lambda: [])
+
+        def info(self):
+            return {"engine": "SYNTHETIC stand-in engine core under the vLLM adapter (benchmark only)",
+                    "device": "none", "config": self.config.as_dict()}
+
+    return StandInVLLMEngine
 
 
 JOB = """
@@ -139,42 +192,52 @@ R = 1
 P = 16
 b = {b}
 thinking_limit = {think}
-answer_limit = 1400
-units_in_flight = {in_flight}
+answer_limit = {answer}
 [grader]
 kind = "minimal"
 """
 
 
 def one_size(units: int, work: Path) -> dict:
-    """Run `units` units in this process; return peak RSS, wall time and probe requests."""
+    """Run `units` units in this process at the default bounds; peak RSS, times, requests."""
     from otbench.probe.engines import _interface
-    from otbench.probe.stp import load_job, run_job
+    from otbench.probe.stp import _loop, load_job, run_job
 
-    _interface.ENGINES[SYNTHETIC_KIND] = f"{__name__}:SyntheticEngine"
+    global StandInVLLMEngine
+    StandInVLLMEngine = _engine_class()
+    _interface.ENGINES[SYNTHETIC_KIND] = f"{__name__}:StandInVLLMEngine"
+    init = _loop._Driver.__init__
+
+    def spy(self, *a, **kw):                    # read the loop's own peak of sequences in flight
+        init(self, *a, **kw)
+        drivers.append(self)
+    drivers: list = []
+    _loop._Driver.__init__ = spy
     model = work / "synthetic-model"
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text(json.dumps({"otbench": "SYNTHETIC engine: no weights, benchmark only"}))
-    think = int(os.environ.get("OTBENCH_SYNTH_THINK", "8192"))
     cfg = work / "job.toml"
-    cfg.write_text(JOB.format(model=model, kind=SYNTHETIC_KIND, n=units, b=256, think=think + 1,
-                              in_flight=IN_FLIGHT))
+    cfg.write_text(JOB.format(model=model, kind=SYNTHETIC_KIND, n=units, b=B, think=THINK_TOKENS + 1,
+                              answer=ANSWER))
     job = load_job(cfg)
+    import vllm.outputs  # noqa: F401  -- the library's import is the engine's start, not driver work
+    from vllm import SamplingParams  # noqa: F401
+    lines = []
     t, cpu, proc = time.perf_counter(), time.thread_time(), time.process_time()
-    s = run_job(job, work / "set", progress=False, log=lambda m: None, journal=work / "journal")
-    wall, cpu = time.perf_counter() - t, time.thread_time() - cpu - ENGINE_CPU[0]
-    proc = time.process_time() - proc - ENGINE_CPU[0]
+    s = run_job(job, work / "set", progress=False, log=lines.append, journal=work / "journal")
+    wall, cpu = time.perf_counter() - t, time.thread_time() - cpu - CORE_CPU[0]
+    proc = time.process_time() - proc - CORE_CPU[0]
     probes = s.manifest["tables"]["probes"]["rows"]
     return {"units": units, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "wall_s": wall, "driver_cpu_s": cpu, "process_cpu_s": proc,
-            "grading_s": s.run["grading_seconds"],
-            "engine_cpu_s": ENGINE_CPU[0],
-            "probe_requests": probes}
+            "grading_s": s.run["grading_seconds"], "core_cpu_s": CORE_CPU[0],
+            "probe_requests": probes, "peak_sequences": max(d.peak_sequences for d in drivers),
+            "bounds": next((m for m in lines if m.startswith("in flight")), "")}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--units", type=int, default=IN_FLIGHT, help="N (the second run has 8N units)")
+    ap.add_argument("--units", type=int, default=32, help="N (the second run has 8N units)")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one is not None:
@@ -183,26 +246,29 @@ def main(argv=None) -> int:
         return 0
     res = []
     for n in (a.units, 8 * a.units):
-        r = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True, text=True,
+                           env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
         if r.returncode:
             sys.stderr.write(r.stderr[-3000:])
             return 1
         res.append(json.loads(r.stdout.strip().splitlines()[-1]))
         r0 = res[-1]
-        print(f"SYNTHETIC engine, {n} units: peak RSS {r0['rss_mib']:.0f} MiB, wall {r0['wall_s']:.1f} s, "
-              f"driver thread CPU {r0['driver_cpu_s']:.1f} s (+ synthetic engine {r0['engine_cpu_s']:.1f} s), grading lane {r0['grading_s']:.1f} s, "
-              f"{r0['probe_requests']} probe requests", flush=True)
+        if n == a.units:
+            print(f"bounds ({MAX_NUM_SEQS}-sequence engine, paper-shaped units): {r0['bounds']}")
+        print(f"SYNTHETIC engine core, {n} units: peak RSS {r0['rss_mib']:.0f} MiB, wall {r0['wall_s']:.1f} s, "
+              f"driver thread CPU {r0['driver_cpu_s']:.1f} s (+ stand-in core {r0['core_cpu_s']:.1f} s), "
+              f"grading lane {r0['grading_s']:.1f} s, {r0['probe_requests']} probe requests, "
+              f"peak {r0['peak_sequences']} probe-phase sequences in flight", flush=True)
     big = res[1]
     x_us = 1e6 * big["driver_cpu_s"] / big["probe_requests"]
-    print(f"(a probe request is one answer sample. Driver = CPU time of the thread that runs the run: "
-          f"admission, segmentation, probe prompts, stream bookkeeping, journal commits, final assembly "
-          f"and gathering the token tables. Not in it: decoding + grading the answers, which run in the "
-          f"grading lane beside it ({1e6 * big['grading_s'] / big['probe_requests']:.0f} us per answer "
-          f"here, one lane), the journal's file writes and the Parquet encoding (writer threads, GIL "
-          f"released), and the engine, its start included. Whole process less the engine: "
+    print(f"(a probe request is one answer sample. Driver = CPU time of the thread that runs the job, the "
+          f"vLLM adapter included, less the stand-in core. Beside it: decoding + grading in the grading lane "
+          f"({1e6 * big['grading_s'] / big['probe_requests']:.0f} us per answer), journal writes and Parquet "
+          f"encoding in writer threads. Whole process less the stand-in core: "
           f"{1e6 * big['process_cpu_s'] / big['probe_requests']:.0f} us per probe request)")
     print(f"probe_scale: peak RSS {res[0]['rss_mib']:.0f} MiB at {a.units} units, "
-          f"{big['rss_mib']:.0f} MiB at {8 * a.units} units; driver {x_us:.0f} us per probe request")
+          f"{big['rss_mib']:.0f} MiB at {8 * a.units} units; driver {x_us:.0f} us per probe request; "
+          f"in flight {big['peak_sequences']} requests")
     return 0
 
 

@@ -62,6 +62,9 @@ def configure_output(verbose: bool) -> None:
     import warnings
 
     if verbose:
+        # vLLM's own log (start-up, memory profile, CUDA graphs) at INFO on stderr; the engine
+        # sets ERROR only where nothing else was chosen.
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO")
         return
     warnings.filterwarnings("ignore")
     warnings.filterwarnings("default", module=r"otbench(\.|$)")
@@ -132,7 +135,7 @@ class LineProgress:
         import os
         import threading
 
-        self.total, self.label, self.done = int(total), label, 0
+        self.total, self.label, self.done, self.postfix = int(total), label, 0, ""
         self.interval = float(os.environ.get("OTBENCH_PROGRESS_SECONDS", PROGRESS_SECONDS)) \
             if interval is None else float(interval)
         self.file = file
@@ -157,6 +160,11 @@ class LineProgress:
         with self._lock:
             self.done += int(n)
 
+    def set_postfix(self, values: dict, refresh: bool = True) -> None:
+        """Rates shown after the counts on the next line (tqdm's `set_postfix`)."""
+        with self._lock:
+            self.postfix = ", ".join(f"{k} {v}" for k, v in values.items())
+
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
             self._line()
@@ -165,7 +173,7 @@ class LineProgress:
         import time
 
         with self._lock:
-            done = self.done
+            done, post = self.done, self.postfix
         el = time.monotonic() - self._t0
         pct = f" ({100 * done / self.total:.0f}%)" if self.total else ""
         text = f"{self.label}: {done:,}/{self.total:,}{pct}, {el:.0f} s"
@@ -173,6 +181,8 @@ class LineProgress:
             text += " (done)"
         elif 0 < done < self.total:
             text += f", about {el * (self.total - done) / done:.0f} s left"
+        if post and not final:
+            text += f" ({post})"
         click.echo(text, file=self.file or sys.stderr)
 
 

@@ -150,7 +150,7 @@ def bootstrap(x: np.ndarray, a: np.ndarray, *, replicates: int = REPLICATES, see
     out = np.empty((n, k), dtype=np.float64)
     if resampler.scheme == "item":
         num = jnp.sum(jnp.where(aj, xj, 0.0), axis=1)
-        den = jnp.sum(aj, axis=1)
+        den = jnp.sum(aj, axis=1).astype(jnp.float64)     # counts, exact in float64
         has = den > 0
         m = jnp.where(has, num / jnp.where(has, den, 1), 0.0)
     for j, w in enumerate(resampler.batches):

@@ -160,7 +160,7 @@ def expected_block(L: Int32[Array, "rows pos"], C: Int32[Array, "rows pos"], n: 
     ratio = jnp.where(has, (l_n - l_star) / jnp.where(has, l_n, 1.0), 0.0)
     k_star = jnp.argmax(jnp.where(valid, C, -1), axis=1)      # full curve, earliest maximum
     P = probes.astype(jnp.float64)
-    return Expected(ratio=ratio, degradation=(ex * (P / m) - C[r, n]) / P,
+    return Expected(ratio=ratio, degradation=(ex * (P / m) - C[r, n].astype(jnp.float64)) / P,
                     retention=p[r, k_star])
 
 

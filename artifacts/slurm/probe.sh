@@ -5,9 +5,16 @@
 #   sbatch --nodes=4 --gpus-per-node=8 artifacts/slurm/probe.sh job.toml runs/qwen3-4b
 #
 # Requeue-safe: the run always passes --resume, so a preempted or requeued job
-# continues from its journal (OUT.journal) and gives the same set.
+# continues from its journal (OUT.journal) and gives the same set. Five minutes
+# before the time limit SLURM signals the script (--signal=B:USR1@300), which
+# requeues the job: a run longer than one time slot continues in the next one
+# (set --time to what your partition allows; 24 h is accepted almost everywhere).
+# Every srun step gets the node's CPUs (-c): under cgroup confinement a step
+# without it gets one CPU, shared by the node's engines and their graders.
+# Python and Ray are the ones installed beside the otbench command (its venv).
 # Environment (all optional):
-#   OTBENCH         the otbench command          (default: otbench)
+#   OTBENCH         the otbench command          (default: otbench on PATH)
+#   PYTHON, RAY     python and ray               (default: beside the otbench command)
 #   RAY_PORT        the head's GCS port           (default: 6379)
 #   RAY_WAIT_S      how long to wait for the nodes to join (default: 300)
 #   TP              GPUs per engine               (default: the job's engine.tensor_parallel_size)
@@ -16,7 +23,8 @@
 #SBATCH --ntasks-per-node=1
 #SBATCH --exclusive
 #SBATCH --requeue
-#SBATCH --time=7-00:00:00
+#SBATCH --time=24:00:00
+#SBATCH --signal=B:USR1@300
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
@@ -26,6 +34,18 @@ fi
 JOB=$1; OUT=$2; shift 2
 : "${SLURM_JOB_NODELIST:?not inside a SLURM allocation (run it with sbatch or salloc)}"
 OTBENCH=${OTBENCH:-otbench}
+if ! BIN=$(dirname "$(command -v "$OTBENCH")"); then
+    echo "$0: $OTBENCH: no such command (activate otbench's environment or set OTBENCH)" >&2
+    exit 2
+fi
+PYTHON=${PYTHON:-$BIN/python}
+RAY=${RAY:-$BIN/ray}
+for exe in "$PYTHON" "$RAY"; do
+    if [ ! -x "$exe" ]; then
+        echo "$0: $exe: not found beside $OTBENCH (set PYTHON / RAY)" >&2
+        exit 2
+    fi
+done
 PORT=${RAY_PORT:-6379}
 WAIT_S=${RAY_WAIT_S:-300}
 DRY=${OTBENCH_DRY_RUN:-}
@@ -44,10 +64,10 @@ CPUS=${SLURM_CPUS_ON_NODE:-${SLURM_CPUS_PER_TASK:-1}}
 if [ -n "$DRY" ]; then
     HEAD_IP=$HEAD
 else
-    HEAD_IP=$(srun --nodes=1 --ntasks=1 -w "$HEAD" hostname --ip-address | awk '{print $1}')
+    HEAD_IP=$(srun --nodes=1 --ntasks=1 -c 1 -w "$HEAD" hostname --ip-address | awk '{print $1}')
 fi
 ADDRESS="$HEAD_IP:$PORT"
-TP=${TP:-$(python3 -c "import sys; from otbench.probe.stp import load_job; print(load_job(sys.argv[1]).engine.tensor_parallel_size)" "$JOB")}
+TP=${TP:-$("$PYTHON" -c "import sys; from otbench.probe.stp import load_job; print(load_job(sys.argv[1]).engine.tensor_parallel_size)" "$JOB")}
 if [ "$GPUS" -gt 0 ]; then
     # an engine's tensor-parallel ranks stay on one node
     WORKERS=$(( ${#NODES[@]} * (GPUS / TP) ))
@@ -63,13 +83,13 @@ fi
 
 # Ray: the head on the first node, one worker per other node; each srun step blocks
 # for the life of the allocation and is ended with it.
-run_bg srun --nodes=1 --ntasks=1 -w "$HEAD" ray start --head --node-ip-address="$HEAD_IP" --port="$PORT" \
+run_bg srun --nodes=1 --ntasks=1 --cpus-per-task="$CPUS" -w "$HEAD" "$RAY" start --head --node-ip-address="$HEAD_IP" --port="$PORT" \
     --num-cpus="$CPUS" --num-gpus="$GPUS" --block
 for node in "${NODES[@]:1}"; do
-    run_bg srun --nodes=1 --ntasks=1 -w "$node" ray start --address="$ADDRESS" \
+    run_bg srun --nodes=1 --ntasks=1 --cpus-per-task="$CPUS" -w "$node" "$RAY" start --address="$ADDRESS" \
         --num-cpus="$CPUS" --num-gpus="$GPUS" --block
 done
-run python3 -c "
+run "$PYTHON" -c "
 import sys, time, ray
 want, deadline = int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
 while True:
@@ -87,8 +107,20 @@ while True:
 " "$ADDRESS" "${#NODES[@]}" "$WAIT_S"
 
 status=0
-run "$OTBENCH" probe run --config "$JOB" --out "$OUT" --resume --no-progress \
-    --ray-address "$ADDRESS" --workers "$WORKERS" --worker-gpus "$WORKER_GPUS" --worker-cpus 1 "$@" \
-    || status=$?
-run ray stop --address="$ADDRESS" || true
+if [ -n "$DRY" ]; then
+    run "$OTBENCH" probe run --config "$JOB" --out "$OUT" --resume --no-progress \
+        --ray-address "$ADDRESS" --workers "$WORKERS" --worker-gpus "$WORKER_GPUS" --worker-cpus 1 "$@"
+else
+    # In the background, so the time-limit signal is handled while it runs: requeue (the
+    # next slot resumes from the journal), then stop the run.
+    "$OTBENCH" probe run --config "$JOB" --out "$OUT" --resume --no-progress \
+        --ray-address "$ADDRESS" --workers "$WORKERS" --worker-gpus "$WORKER_GPUS" --worker-cpus 1 "$@" &
+    probe=$!
+    trap 'echo "time limit near: requeueing job $SLURM_JOB_ID" >&2; scontrol requeue "$SLURM_JOB_ID"; kill -TERM "$probe"' USR1
+    wait "$probe" || status=$?
+    if kill -0 "$probe" 2>/dev/null; then wait "$probe" || status=$?; fi   # wait returned for the signal
+fi
+# `ray stop` (Ray 2.x: --force / --grace-period only) stops this node's Ray; the other
+# nodes' `ray start --block` steps end with the allocation.
+run "$RAY" stop --grace-period 30 || echo "$0: ray stop failed (its processes end with the job)" >&2
 exit $status

@@ -24,7 +24,12 @@ schema (`_schemas`) and its questions join the schema's group, so AIME
 
 Hub sources go through `datasets.load_dataset(hub, config, split=,
 revision=)`; with `HF_HUB_OFFLINE=1` set, `datasets` reads only its local
-cache. A local folder written by `Dataset.save_to_disk` is read with
+cache. LiveCodeBench's hub repository is a script dataset, which
+`datasets` >= 4 refuses; its release files are read instead: a hub source
+with `release_version` downloads exactly those files (`huggingface_hub`,
+at `revision`, offline from the cache with `HF_HUB_OFFLINE=1`) and records
+the commit it read, so the set names the exact data even when `revision`
+was a branch. A local folder written by `Dataset.save_to_disk` is read with
 `load_from_disk` (`split` picks one of a `DatasetDict`).
 
 LiveCodeBench: `release_version` follows LiveCodeBench's naming:
@@ -103,6 +108,50 @@ def release_files(folder: Path, version: str) -> list[Path]:
     return [name(k) for k in ks]
 
 
+def release_names(version: str) -> list[str] | None:
+    """File names of a LiveCodeBench `version` (None for `release_latest`: every `test*.jsonl`)."""
+    m = _RELEASE.match(version)
+    if m is None:
+        raise DatasetError(f"release_version {version!r} is not release_vN, release_latest, vN or vI_vJ")
+    cumulative, single, upto = m.groups()
+    if version == "release_latest":
+        return None
+    ks = range(1, int(cumulative) + 1) if cumulative else range(int(single), int(upto or single) + 1)
+    return ["test.jsonl" if k == 1 else f"test{k}.jsonl" for k in ks]
+
+
+def _hub_release_files(src: Mapping[str, Any], record: dict) -> list[Path]:
+    """The release files of a hub source with `release_version`, from the Hugging Face cache (or hub)."""
+    version, rev = src["release_version"], src.get("revision") or "main"
+    label = f"{src['hub']}@{rev}"
+    try:
+        import huggingface_hub.constants as constants
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise DatasetError(f"{label}: reading release files needs huggingface_hub (pip install huggingface_hub)"
+                           ) from None
+    names = release_names(version)
+    offline = bool(getattr(constants, "HF_HUB_OFFLINE", False)) or os.environ.get("HF_HUB_OFFLINE") == "1"
+    try:
+        folder = Path(snapshot_download(src["hub"], repo_type="dataset", revision=rev, local_files_only=offline,
+                                        allow_patterns=names or ["test*.jsonl"]))
+    except Exception as e:   # noqa: BLE001 - the hub raises many types; one line for the user
+        folder, why = None, f"could not be fetched ({type(e).__name__})"
+    try:
+        files = release_files(folder, version) if folder is not None else None
+    except DatasetError:
+        files, why = None, "not complete in the snapshot"
+    if files is None:
+        if offline:
+            why = (f"not in the Hugging Face cache (HF_HUB_OFFLINE=1; download it first: hf download "
+                   f"{src['hub']} --repo-type dataset --revision {rev}" + (f" {' '.join(names)}" if names else "")
+                   + ")")
+        raise DatasetError(f"{label}: release {version!r} is {why}")
+    record.update(hub=src["hub"], release_version=version, revision=src.get("revision"),
+                  commit=folder.name, files=[p.name for p in files], sha256=_sha256(files))
+    return files
+
+
 def _sha256(paths: Sequence[Path]) -> str:
     h = hashlib.sha256()
     for p in paths:
@@ -158,6 +207,10 @@ def _disk_rows(folder: Path, src: Mapping[str, Any], record: dict) -> Iterator[t
 
 
 def _source_rows(src: Mapping[str, Any], record: dict) -> Iterator[tuple[str, Any]]:
+    if "hub" in src and "release_version" in src:
+        for p in _hub_release_files(src, record):
+            yield from _rows(str(p))
+        return
     if "hub" in src:
         yield from _hub_rows(src, record)
         return

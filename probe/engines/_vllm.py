@@ -28,6 +28,28 @@ from ._interface import (
 # from the raw logits (`LOGPROBS_MODE`), before the bias.
 _EXCLUDE_BIAS = -1.0e9
 
+# What the probe relies on in the sampler vLLM 0.32 runs on a GPU: Model Runner V2
+# (`config/vllm.py`, `VllmConfig.use_v2_model_runner`: on whenever Triton is present and no
+# unsupported feature is asked for; the CPU build runs V1). Read in its `v1/worker/gpu/sample`:
+# * logit bias: `LogitBiasState` is a logits processor (`logit_bias.py`) that adds each bias
+#   to the listed ids (`_bias_kernel`) of an FP32 *copy* of the logits
+#   (`sampler.apply_sampling_params`); -1e9 is finite in FP32, so the biased token can never
+#   be the argmax while any other logit is finite;
+# * raw_logprobs: `Sampler.__call__` computes log-probabilities from the logits it was given
+#   unless `logprobs_mode` is a processed mode, i.e. before logit bias, penalties,
+#   temperature and top-k/top-p, which work on that copy;
+# * logprob_token_ids: `logprob.compute_topk_scores` gathers [sampled id, requested ids] and
+#   normalises them by a log-softmax over the whole vocabulary (logits modes aside);
+# * greedy: `gumbel.gumbel_noised_argmax` adds no noise at temperature 0 (plain argmax), and
+#   the fused FlashInfer sampler is bypassed whenever a request is greedy or seeded
+#   (`Sampler.sample`);
+# * seeds: a request's `seed` is its stream (`states.py`; random only when None); the noise
+#   of a draw is a murmur3 hash of (seed, position, token id) (`gumbel.py`), so a sample does
+#   not depend on what it is batched with; a request of n samples is fanned out by the front
+#   end into n requests whose seeds are seed + j (`v1/engine/parallel_sampling.py`), the
+#   convention of `otbench.probe.config._seeds` and of the greedy split below.
+# Pinned by tests/probe/engines/test_vllm_sampling.py.
+
 
 MIN_VLLM = (0, 20, 0)
 """The oldest vLLM with what the probe uses: `SamplingParams.logprob_token_ids`
@@ -141,15 +163,41 @@ def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
     return kw
 
 
-def _gpu_total_gib() -> float | None:
-    """Memory of GPU 0 through NVML (no CUDA initialisation), or None when NVML does not answer."""
+def visible_devices(environ=None) -> list[str] | None:
+    """The entries of CUDA_VISIBLE_DEVICES (indices or GPU-/MIG- UUIDs), None when it is unset."""
+    env = os.environ if environ is None else environ
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return None
+    return [x.strip() for x in raw.split(",") if x.strip()]
+
+
+def _gpu_memory_gib(tensor_parallel_size: int) -> tuple[float, float] | None:
+    """(total, free) GiB of the GPU(s) this engine will use, the smallest of its tensor-parallel group,
+    through NVML (no CUDA initialisation), or None when NVML does not answer.
+
+    The devices are the first `tensor_parallel_size` of CUDA_VISIBLE_DEVICES (what Ray or SLURM
+    assigned: NVML numbers all physical GPUs, so a visible index or UUID is looked up as such),
+    else GPUs 0.. . Free memory is what vLLM 0.32 checks at start (`v1/worker/utils.request_memory`:
+    free must hold gpu_memory_utilization x total), so a GPU another process holds is caught here.
+    """
     try:
         from vllm.utils.import_utils import import_pynvml
 
         nvml = import_pynvml()
         nvml.nvmlInit()
         try:
-            return nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(0)).total / float(1 << 30)
+            names = visible_devices()
+            names = names[:tensor_parallel_size] if names is not None else \
+                [str(i) for i in range(tensor_parallel_size)]
+            mems = []
+            for n in names:
+                h = nvml.nvmlDeviceGetHandleByIndex(int(n)) if n.isdigit() else \
+                    nvml.nvmlDeviceGetHandleByUUID(n)
+                mems.append(nvml.nvmlDeviceGetMemoryInfo(h))
+            if not mems:
+                return None
+            return min(m.total for m in mems) / float(1 << 30), min(m.free for m in mems) / float(1 << 30)
         finally:
             nvml.nvmlShutdown()
     except Exception:  # an estimate only: vLLM's own profile run still decides
@@ -157,13 +205,23 @@ def _gpu_total_gib() -> float | None:
 
 
 def _check_gpu_memory(config: EngineConfig) -> None:
-    """Refuse, with the numbers, a job whose weights + one full-context KV cache cannot fit on its GPUs."""
+    """Refuse, with the numbers, a job whose weights + one full-context KV cache cannot fit on its GPUs,
+    or whose GPUs have less free memory than vLLM will ask for."""
     from otbench.probe.config import check_fits, estimate_memory
 
+    mem = _gpu_memory_gib(config.tensor_parallel_size)
+    if mem is None:
+        return
+    total, free = mem
+    want = config.gpu_memory_utilization * total
+    if free < want:
+        raise EngineStartError(f"{config.model}: the GPU has {free:.1f} of {total:.1f} GiB free, less than "
+                               f"gpu_memory_utilization {config.gpu_memory_utilization} x {total:.1f} = "
+                               f"{want:.1f} GiB that vLLM will ask for (another process holds the rest): "
+                               "free it or lower engine.gpu_memory_utilization")
     est = estimate_memory(config.model, max_model_len=config.max_model_len,
                           tensor_parallel_size=config.tensor_parallel_size)
-    total = _gpu_total_gib()
-    if est is None or total is None:
+    if est is None:
         return
     try:
         check_fits(est, gpu_gib=total, utilization=config.gpu_memory_utilization,

@@ -1,6 +1,6 @@
 """Grading (SPEC §3.4): math, multiple-choice and sandboxed code; worker pools; the probe loop's grading seam."""
 
-from ._batch import GRADERS, GradeBatch, GradeItem, open_grader, resolve_grader
+from ._batch import GRADERS, GradeBatch, GradeItem, GraderError, check_gradable, open_grader, resolve_grader
 from ._choice import ANSWER_FORMS, LETTERS, extract_choice, shuffle_options
 from ._grade import GradeConfig, GradeRequest, grade, grade_request, make_request
 from ._pool import Grader, grade_many
@@ -9,9 +9,9 @@ from ._types import TASKS, CodeTest, Grade, Status
 
 __all__ = [
     "ANSWER_FORMS", "GRADERS", "LETTERS", "TASKS",
-    "CodeTest", "Grade", "GradeBatch", "GradeConfig", "GradeItem", "GradeRequest", "Grader",
+    "CodeTest", "Grade", "GradeBatch", "GradeConfig", "GradeItem", "GradeRequest", "Grader", "GraderError",
     "SandboxLimits", "Status",
-    "extract_choice", "grade", "grade_many", "grade_request", "make_request", "open_grader",
+    "check_gradable", "extract_choice", "grade", "grade_many", "grade_request", "make_request", "open_grader",
     "resolve_grader",
     "sandbox_status", "shuffle_options",
 ]

@@ -23,7 +23,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from otbench.errors import OtbenchError
+
 from ._math import last_boxed as _math_last_boxed
+from ._types import TASKS
 
 GRADERS = ("auto", "otbench", "minimal")
 
@@ -130,3 +133,35 @@ def resolve_grader(name: str = "auto") -> tuple[str, GradeBatch]:
     if name == "auto":
         name = "otbench" if importlib.util.find_spec("math_verify") is not None else "minimal"
     return name, (_otbench_batch if name == "otbench" else _minimal_batch)
+
+
+class GraderError(OtbenchError, ValueError):
+    """The job's grader cannot grade one of its questions (refused before any engine starts)."""
+
+
+def check_gradable(name: str, questions: Sequence) -> None:
+    """Refuse, in one line naming the first question, a job whose grader `name` (resolved) cannot
+    grade every question: the minimal grader takes math questions with integer references only;
+    the full grader needs math-verify and a task it knows. Checked at job start, so a run never
+    fails mid-way after GPU time is spent."""
+    full = name == "otbench"
+    if full and importlib.util.find_spec("math_verify") is None:
+        raise GraderError("grader 'otbench' needs math-verify: install the probe extra "
+                          "(pip install 'otbench[probe]')")
+    for q in questions:
+        where = f"{getattr(q, 'dataset', '?')}/{getattr(q, 'id', '?')}"
+        task = getattr(q, "task", None)
+        if task not in TASKS:
+            raise GraderError(f"question {where}: task {task!r} is not one of {', '.join(TASKS)}")
+        if full:
+            continue
+        if task != "math":
+            raise GraderError(f"question {where}: grader {name!r} grades math questions with integer answers "
+                              f"only, not task {task!r}; install the probe extra (math-verify) for the full "
+                              "grader, or set [grader] kind = \"otbench\"")
+        try:
+            int(str(q.reference).strip())
+        except ValueError:
+            raise GraderError(f"question {where}: grader {name!r} needs an integer reference, got "
+                              f"{str(q.reference)[:40]!r}; install the probe extra (math-verify) for the "
+                              "full grader") from None

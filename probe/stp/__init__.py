@@ -10,8 +10,8 @@ from ._job import (
            load_toml_job,
 )
 from ._journal import Journal, JournalError
-from ._oneline import MODEL_ARGS, job_toml, oneline_job, oneline_table, write_job_file
 from ._loop import SIGNALS, UnitResult, probe_units, run_units
+from ._oneline import MODEL_ARGS, job_toml, oneline_job, oneline_table, write_job_file
 from ._ray import RayMissingError
 from ._resegment import resegment
 from ._runner import RunSummary, run_job

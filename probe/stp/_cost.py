@@ -11,7 +11,7 @@ across workers (device-seconds, not wall time).
 import sys
 from typing import Any
 
-from ._loop import PHASES, PhaseStats, RunStats
+from ._results import PHASES, PhaseStats, RunStats
 
 COST_FIELDS = ("requests", "prompt_tokens", "cached_prompt_tokens", "decoded_tokens", "engine_seconds")
 """The counters of every cost entry, in table order."""

@@ -39,6 +39,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     answer_limit = 16
     units_per_batch = 16             # spare units a Ray worker holds beyond those in flight
     # units_in_flight = 256          # units in flight at once (default: sized to the engine)
+    # requests_in_flight = 2048      # engine sequences of probe-phase requests (default: sized to the engine)
     # direct_answer = true           # also one answer per question to the no-thinking prompt
     # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
 
@@ -100,6 +101,10 @@ class ProbeJob:
         of an engine that reports no capacity).
       units_in_flight: units between admission and result at once in one
         engine (None: sized to the engine, `_setup.units_in_flight`).
+      requests_in_flight: engine sequences (a request of n samples counts n)
+        of probes, signals and forced answers in flight at once in one engine
+        (None: sized to the engine, `_setup.requests_in_flight`); with the
+        units' think requests this bounds the engine's queue and host memory.
       direct_answer: also sample one answer per question to the no-thinking
         prompt (the set's `direct` table; SPEC §4, beside `P(0)`).
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
@@ -127,6 +132,7 @@ class ProbeJob:
     trajectories: Mapping[str, Any] | None = None
     replay: tuple = ()
     units_in_flight: int | None = None
+    requests_in_flight: int | None = None
     hub: tuple[str, str | None] | None = None
     direct_answer: bool = False
 
@@ -171,6 +177,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     answer = _pos_int(p, "answer_limit", "probe", family.limits.answer)
     upb = _pos_int(p, "units_per_batch", "probe", 16)
     uif = _pos_int(p, "units_in_flight", "probe") if "units_in_flight" in p else None
+    rif = _pos_int(p, "requests_in_flight", "probe") if "requests_in_flight" in p else None
     direct = p.get("direct_answer", False)
     if not isinstance(direct, bool):
         raise JobError(f"probe.direct_answer must be true or false, got {direct!r}")
@@ -198,7 +205,8 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
         traj = _trajectories_iv(cfg["trajectories"], base, _resolve)
     return ProbeJob(model=model_id, family=family, engine=engine, embedded=embedded, hub=hub, data=d,
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
-                    grader=grader, units_per_batch=upb, units_in_flight=uif, boundary=boundary,
+                    grader=grader, units_per_batch=upb, units_in_flight=uif, requests_in_flight=rif,
+                    boundary=boundary,
                     direct_answer=direct, model_entry=entry.as_dict() if entry else None,
                     trajectories=traj)
 

@@ -4,6 +4,7 @@ Layout of a journal folder (default: `OUT.journal` beside the output)::
 
     DIR/journal.json                 marker: {"schema": "otbench.journal/1"}
     DIR/lock                         flock'ed by the one run that writes here
+    DIR/lock.owner                   the lock where the filesystem has no flock (`_lock`)
     DIR/units/<k[:2]>/<key>.unit     one committed unit (key: `_resume_keys.unit_key`)
     DIR/quarantine/<key>.<i>.unit    records that failed verification, kept for inspection
 
@@ -26,8 +27,6 @@ file renamed to another key) is moved to `quarantine/`, reported, and the
 unit is probed again: a damaged record is never silently read.
 """
 
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -42,6 +41,7 @@ from otbench.errors import OtbenchError
 
 from ._background import BackgroundWorker
 from ._ids import from_le_bytes, to_le_bytes
+from ._lock import JournalLock, LockHeldError
 from ._loop import UnitResult
 
 JOURNAL_SCHEMA = "otbench.journal/1"
@@ -175,9 +175,9 @@ class Journal:
     interrupted commits removed on open).
     """
 
-    def __init__(self, root: Path, lock_fd: int, torn: int):
+    def __init__(self, root: Path, lock: JournalLock, torn: int):
         self.root = root
-        self._lock_fd = lock_fd
+        self._lock = lock
         self.torn = torn
         self.reused = 0
         self.committed = 0
@@ -207,14 +207,10 @@ class Journal:
                 raise JournalError(f"{root}: exists and is not an otbench journal; choose another "
                                    "--journal folder")
         root.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(lock_fd)
-            if e.errno in (errno.EAGAIN, errno.EACCES):
-                raise JournalError(f"{root}: another run is writing this journal (its lock is held)") from None
-            raise
+            lock = JournalLock(root)
+        except LockHeldError as e:
+            raise JournalError(str(e)) from None
         try:
             if overwrite and not resume:
                 shutil.rmtree(root / _UNITS, ignore_errors=True)
@@ -228,9 +224,9 @@ class Journal:
                 tmp.unlink(missing_ok=True)
                 torn += 1
         except BaseException:
-            os.close(lock_fd)
+            lock.release()
             raise
-        return cls(root, lock_fd, torn)
+        return cls(root, lock, torn)
 
     def close(self) -> None:
         """Finish the commits already handed to the writer thread, then release the lock.
@@ -241,9 +237,7 @@ class Journal:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)       # releases the flock
-            self._lock_fd = -1
+        self._lock.release()
 
     def __enter__(self) -> "Journal":
         return self

@@ -36,9 +36,8 @@ engines (batched kernels may round differently); seeds and token-level
 sampling streams are.
 """
 
-import dataclasses
+import collections
 import time
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -49,260 +48,21 @@ from otbench.probe.engines import Engine, GenRequest, SignalRequest
 from otbench.probe.grading import GradeBatch, GradeItem
 from otbench.probe.tokens import ProbeFormat
 
+from ._bounds import FALLBACK_CAPACITY, default_requests, holding_bound, thinking_bound
 from ._ids import compact
+from ._lane import GradeLane, batch_decoder
+from ._results import (
+    PHASES,
+    SIGNALS,
+    PhaseStats,
+    RunStats,
+    ThinkResult,
+    UnitResult,
+    split_trajectory,
+)
 
-SIGNALS = ("logp_end", "logp_other", "margin")
-"""Signal columns written by the probe: `margin = logp_other - logp_end` is the
-ThinkBrake quantity (stop at the first boundary where it is <= θ; SPEC §6.2)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class UnitResult:
-    """Everything measured for one (question, trajectory) work unit.
-
-    Attributes:
-      group, dataset, question: the question's group, source dataset and id.
-      trajectory: trajectory index `r` (0..R-1).
-      prompt, thinking: token ids (thinking without the stop token).
-      finished: thinking ended by itself on the family's thinking-stop token
-        (False: cut at the thinking limit, or ended on another token such as
-        end-of-turn inside the thinking; `stop_id` tells which).
-      stop_id: the token that ended the thinking (None at the limit).
-      answer: ids of the original answer: for a finished native-thinking
-        trajectory, the model's own ids after the thinking-end marker (same
-        request as the thinking); for a forced answer, the ids after the
-        family's answer prefix; empty for a finished generic-chat trajectory
-        (the reply itself is the answer).
-      y, y_status: the original answer's grade.
-      L: int[n+1] retained thinking tokens per position.
-      C: int[n+1] correct probes per position.
-      probe_tokens: [n+1][P] answer ids of each probe, each an `array("i")`
-        (4 bytes per id; `_ids`): ~0.75 M of them per paper-shaped unit.
-      probe_status: [n+1][P] grade status of each probe.
-      logp_end, logp_other, other_id: [n+1] signal at each position.
-      seeds: {"think": int, "answer": int | None, "probe": [n+1 ints]};
-        "answer" is None when the answer came from the think request (or the
-        reply is graded), the forced answer's own seed otherwise.
-    """
-
-    group: str
-    dataset: str
-    question: str
-    trajectory: int
-    prompt: tuple[int, ...]
-    thinking: tuple[int, ...]
-    finished: bool
-    stop_id: int | None
-    answer: tuple[int, ...]
-    y: int
-    y_status: str
-    L: tuple[int, ...]
-    C: tuple[int, ...]
-    probe_tokens: tuple[tuple[Sequence[int], ...], ...]
-    probe_status: tuple[tuple[str, ...], ...]
-    logp_end: tuple[float, ...]
-    logp_other: tuple[float, ...]
-    other_id: tuple[int, ...]
-    seeds: dict
-
-    def __post_init__(self):
-        # Probe answers are held as int32 arrays (`_ids`) whatever the caller passed,
-        # so results compare by value; NumPy views (the final writer's reads) stay views.
-        pt = self.probe_tokens
-        if not all(isinstance(t, (array, np.ndarray)) for pos in pt for t in pos):
-            object.__setattr__(self, "probe_tokens", tuple(tuple(compact(t) for t in pos) for pos in pt))
-
-    @property
-    def n(self) -> int:
-        return len(self.L) - 1
-
-    def to_record(self) -> dict[str, Any]:
-        """The fields as a dict (the journal's record form); `from_record` inverts it exactly.
-
-        Field by field, not `dataclasses.asdict`: that deep-copies every token
-        id (~0.75 M per paper-shaped unit), which dominated the driver's time.
-        """
-        rec = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        rec["seeds"] = dict(self.seeds)
-        return rec
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> "UnitResult":
-        kw = {f.name: rec[f.name] for f in dataclasses.fields(cls)}
-        for k in _FLAT_FIELDS:
-            kw[k] = tuple(kw[k])
-        kw["probe_tokens"] = tuple(tuple(pos) for pos in kw["probe_tokens"])
-        kw["probe_status"] = tuple(tuple(pos) for pos in kw["probe_status"])
-        if isinstance(kw["seeds"], dict) and isinstance(kw["seeds"].get("probe"), list):
-            kw["seeds"] = dict(kw["seeds"], probe=list(kw["seeds"]["probe"]))
-        return cls(**kw)
-
-
-_FLAT_FIELDS = ("prompt", "thinking", "answer", "L", "C", "logp_end", "logp_other", "other_id")
-
-
-@dataclasses.dataclass
-class PhaseStats:
-    """Requests, tokens and seconds per phase of a run (for progress, the benchmark and `run.json`'s cost).
-
-    Phases overlap (continuous submission): `seconds` is the time the engine
-    was being stepped while this phase had requests in flight. The cost
-    fields add up across phases and benchmarks instead:
-
-    Attributes:
-      prompt_tokens: prompt ids the engine was asked to read, once per engine
-        request (a greedy `n`-sample request runs as `n` requests).
-      cached_prompt_tokens: of those, the ids its prefix cache served (0 for an
-        engine without one).
-      generated: decoded tokens (a stop id counts; a signal read counts 1).
-      engine_seconds: this phase's share of the engine's stepping time, each
-        step split over what was in flight by sequences (a `GenRequest` of
-        `n` samples is `n`, a signal read 1), so the shares of all phases and
-        benchmarks sum to the run's busy seconds.
-    """
-
-    requests: int = 0
-    prompt_tokens: int = 0
-    generated: int = 0
-    seconds: float = 0.0
-    cached_prompt_tokens: int = 0
-    engine_seconds: float = 0.0
-
-    def add(self, requests: int, prompt_tokens: int, generated: int, seconds: float) -> None:
-        self.requests += requests
-        self.prompt_tokens += prompt_tokens
-        self.generated += generated
-        self.seconds += seconds
-
-    def merge(self, other: "PhaseStats") -> None:
-        """Add every counter of `other` (a worker's batch) to this one."""
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.generated / self.seconds if self.seconds > 0 else 0.0
-
-
-PHASES = ("think", "probe", "signal")
-"""The cost phases: the trajectory (thinking + its own answer), the answer probes (and
-forced answers), the ThinkBrake signal reads."""
-
-
-@dataclasses.dataclass
-class RunStats:
-    """A run's counters: per phase, and per benchmark group and phase (`benchmarks`)."""
-
-    think: PhaseStats = dataclasses.field(default_factory=PhaseStats)
-    probe: PhaseStats = dataclasses.field(default_factory=PhaseStats)
-    signal: PhaseStats = dataclasses.field(default_factory=PhaseStats)
-    grading_seconds: float = 0.0
-    wall_seconds: float = 0.0
-    busy_seconds: float = 0.0
-    cache_queries: int = 0
-    cache_hits: int = 0
-    benchmarks: dict[str, dict[str, PhaseStats]] = dataclasses.field(default_factory=dict)
-
-    def cell(self, benchmark: str, phase: str) -> PhaseStats:
-        """The counters of one (benchmark group, phase), created on first use."""
-        b = self.benchmarks.get(benchmark)
-        if b is None:
-            b = self.benchmarks[benchmark] = {p: PhaseStats() for p in PHASES}
-        return b[phase]
-
-    def merge(self, part: "RunStats") -> None:
-        """Add a worker batch's counters to these (phase seconds add up as engine-seconds)."""
-        for name in PHASES:
-            getattr(self, name).merge(getattr(part, name))
-        for bench, phases in part.benchmarks.items():
-            for name, p in phases.items():
-                self.cell(bench, name).merge(p)
-        for name in ("grading_seconds", "wall_seconds", "busy_seconds", "cache_queries", "cache_hits"):
-            setattr(self, name, getattr(self, name) + getattr(part, name))
-
-    def as_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        for k in PHASES:
-            d[k]["tokens_per_s"] = getattr(self, k).tokens_per_s
-        d["cache_hit_rate"] = self.cache_hits / self.cache_queries if self.cache_queries else None
-        d["busy_fraction"] = self.busy_seconds / self.wall_seconds if self.wall_seconds > 0 else None
-        del d["benchmarks"]                 # per group: in `run.json`'s cost block (`_cost`)
-        return d
-
-
-@dataclasses.dataclass(frozen=True)
-class ThinkResult:
-    """The think phase of one work unit: everything the probe phase needs from the trajectory.
-
-    Produced by `split_trajectory` from the unit's own request, or supplied
-    for an imported trajectory (`stream_units(given=...)`); then no think
-    request is sent and `seed` is whatever the source recorded.
-
-    Attributes:
-      seed: the trajectory's seed (`derive_seed(..., "think")` when sampled here).
-      thinking: thinking ids, without the thinking-end marker.
-      finished: the thinking ended with the family's thinking-end marker
-        (the full marker, in token space) within the thinking limit.
-      stop_id: the id that ended the thinking: the marker's first id when
-        finished, another stop (end of turn, EOS) when it ended without the
-        marker, None at the thinking limit.
-      answer: the trajectory's own answer ids after the marker (answer limit
-        applied), for a finished native-thinking trajectory; None when the
-        answer must be forced (a cut or unfinished trajectory) or when the
-        reply itself is graded (the generic family).
-    """
-
-    seed: int
-    thinking: tuple[int, ...]
-    finished: bool
-    stop_id: int | None
-    answer: tuple[int, ...] | None
-
-
-def _find(ids: Sequence[int], marker: Sequence[int], limit: int) -> int:
-    """Index of the first occurrence of `marker` starting before `limit` in `ids`, or -1."""
-    m = len(marker)
-    first = marker[0]
-    i = -1
-    while True:
-        try:
-            i = ids.index(first, i + 1, min(limit, len(ids)))
-        except ValueError:
-            return -1
-        if tuple(ids[i:i + m]) == tuple(marker):
-            return i
-
-
-def split_trajectory(ids: Sequence[int], stop_id: int | None, fmt: ProbeFormat, *, seed: int,
-                     thinking_limit: int, answer_limit: int) -> ThinkResult:
-    """Cut one thinking + answer generation at the thinking-end marker, in token space.
-
-    Native thinking families: the thinking is everything before the first
-    complete marker (`fmt.end_ids`, e.g. `</think>`, or harmony's
-    `<|end|><|start|>assistant<|channel|>final<|message|>`: earlier analysis
-    messages, closed by `<|end|>` and reopened as analysis, stay in the
-    thinking); it must start within `thinking_limit` tokens, exactly as if
-    the thinking had been sampled alone with that limit. The answer is what
-    follows the marker, cut at `answer_limit` (tokens after a limit never
-    change the tokens before it). No marker in time: the thinking is cut at
-    the limit (`stop_id` None) or ends where the generation stopped.
-
-    The generic family has no marker: the reply is the trajectory; it
-    finished when it ended on one of its stop ids.
-    """
-    ids = tuple(int(t) for t in ids)
-    fam = fmt.family
-    if not fam.native_thinking:
-        if len(ids) >= thinking_limit:
-            return ThinkResult(seed, ids[:thinking_limit], False, None, None)
-        return ThinkResult(seed, ids, stop_id is not None and stop_id in fmt.think_stop_ids, stop_id, None)
-    end = tuple(fmt.end_ids)
-    at = _find(ids, end, thinking_limit)
-    if at >= 0:
-        return ThinkResult(seed, ids[:at], True, end[0], ids[at + len(end):][:answer_limit])
-    if len(ids) >= thinking_limit:
-        return ThinkResult(seed, ids[:thinking_limit], False, None, None)
-    return ThinkResult(seed, ids, False, stop_id, None)
+__all__ = ["PHASES", "SIGNALS", "PhaseStats", "RunStats", "ThinkResult", "UnitResult", "UnitStream", "direct_answers",
+           "encode_prompts", "probe_units", "run_units", "split_trajectory", "stream_units"]
 
 
 class _Unit:
@@ -325,78 +85,39 @@ class _Unit:
         self.texts: list = []               # per position: future of its P answers' texts
 
 
-def _batch_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
-    """`decode(ids, skip_special_tokens=True)` for many answers at once.
-
-    A fast (Rust) tokenizer decodes a batch in parallel, without the GIL: the
-    same text as one `decode` per answer (that adds only the optional
-    clean-up of tokenization spaces, so it is used when that is on), at a
-    fraction of the cost (~1 us per token otherwise, the largest cost of a
-    paper-shaped unit).
-    """
-    fast = getattr(tokenizer, "_tokenizer", None)
-    if fast is not None and hasattr(fast, "decode_batch") and \
-            not getattr(tokenizer, "clean_up_tokenization_spaces", False):
-        return lambda seqs: list(fast.decode_batch(seqs, skip_special_tokens=True))
-    return lambda seqs: [tokenizer.decode(s, skip_special_tokens=True) for s in seqs]
-
-
-class _GradeLane:
-    """Decoding and grading off the engine's path: one thread feeding the grader (its own processes).
-
-    Answers are decoded as they arrive (`decode`), so the engine's lists of
-    Python ints are dropped at once and only text waits for the rest of the
-    unit; a unit's texts are then graded as one `grade_batch` call (`grade`),
-    in the order the loop lists them. One thread runs tasks in submission
-    order, so a unit's decodes are done before its grading starts. Results
-    depend only on the answers.
-    """
-
-    def __init__(self, grade_batch: GradeBatch, tokenizer, prefix: Sequence[int]):
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._grade, self._tok, self._prefix = grade_batch, tokenizer, list(prefix)
-        self._decode = _batch_decoder(tokenizer)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otbench-grade")
-        self.seconds = 0.0
-
-    def decode(self, answers: Sequence[tuple[Sequence[int], bool]]):
-        """Future of the texts of `answers` = [(ids, with the family's answer prefix)]."""
-        return self._pool.submit(self._run_decode, answers)
-
-    def grade(self, question, texts: Sequence):
-        """Future of [(correct, status)] for the texts of the `decode` futures `texts`, in order."""
-        return self._pool.submit(self._run_grade, question, texts)
-
-    def _run_decode(self, answers):
-        t = time.perf_counter()
-        out = self._decode([(self._prefix + list(ids)) if pre else list(ids) for ids, pre in answers])
-        self.seconds += time.perf_counter() - t
-        return out
-
-    def _run_grade(self, q, texts):
-        t = time.perf_counter()
-        res = self._grade([GradeItem(q.task, q.reference, text, q) for f in texts for text in f.result()])
-        self.seconds += time.perf_counter() - t
-        return res
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
 
 def _gen_tokens(comps) -> int:
     return sum(len(c.token_ids) + (c.stop_id is not None) for c in comps)
 
 
 class _Driver:
-    """State of one `UnitStream`: the units in flight, their requests and their grading."""
+    """State of one `UnitStream`: the units in flight, their requests and their grading.
 
-    def __init__(self, engine, fmt, job: dict, stats: RunStats, lane: _GradeLane):
+    Requests are bounded in engine *sequences* (a request of n samples is n
+    sequences in vLLM's scheduler, which fans it out into n requests, each
+    holding its own copy of the prompt ids), not in units: a unit in its
+    probe phase is (n+1)(P+1) sequences. Think requests go to the engine as
+    units are admitted (at most `max_thinking` at once, so trajectories run
+    ahead of the probes that need them); the probe phase's positions wait
+    here, as (unit, position) pairs without prompts, until the sequences in
+    flight fall below `max_requests`, oldest unit first, so units finish
+    (and commit) in admission order and the engine's waiting queue stays
+    short. A position's prompts are built only when it is submitted.
+    """
+
+    def __init__(self, engine, fmt, job: dict, stats: RunStats, lane: GradeLane, *,
+                 max_requests: int, max_thinking: int, max_holding: int):
         self.fmt, self.job, self.stats, self.lane = fmt, job, stats, lane
         self.stream = engine.stream(job["sampling"])
         self.active: dict[tuple[int, int], _Unit] = {}
         self.grading: dict[tuple[int, int], Any] = {}
         self.phase_in_flight = {"think": 0, "probe": 0, "signal": 0}
+        self.max_requests, self.max_thinking, self.max_holding = max_requests, max_thinking, max_holding
+        self.holding: set = set()        # units with a position submitted, until their result is taken
+        self.pending: collections.deque = collections.deque()   # (unit key, position; -1: forced answer)
+        self.sequences = 0                                       # probe-phase sequences in flight
+        self.peak_sequences = 0
+        self._cost: dict[Any, int] = {}
         # (benchmark group, phase) -> sequences in flight: the shares of each step's time
         self.seqs: dict[tuple[str, str], int] = {}
         self.greedy = job["sampling"].temperature == 0.0
@@ -415,6 +136,11 @@ class _Driver:
         for ph in (getattr(self.stats, phase), self.stats.cell(*cell)):
             ph.requests += 1
             ph.prompt_tokens += prompt
+        if phase != "think":
+            cost = req.n if isinstance(req, GenRequest) else 1
+            self._cost[tag] = cost
+            self.sequences += cost
+            self.peak_sequences = max(self.peak_sequences, self.sequences)
 
     def _count(self, tag, phase: str, generated: int, seqs: int) -> None:
         """A result of `tag` arrived: its decoded tokens and cached prompt ids, in its phase and cell."""
@@ -433,6 +159,7 @@ class _Driver:
         self.active[q, r] = u
         if given is not None:
             self._probe(u, given)
+            self.pump()
             return
         seed = derive_seed(j["model"], qs.dataset, qs.id, r, "think")
         fmt = self.fmt
@@ -442,9 +169,9 @@ class _Driver:
         self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops), "think")
 
     def _probe(self, u: _Unit, th: ThinkResult) -> None:
-        """Segment the trajectory and submit its probes, signals and (if needed) forced answer."""
+        """Segment the trajectory and queue its positions (probes + signal) and any forced answer."""
         j, fmt = self.job, self.fmt
-        qs, prompt = j["questions"][u.q], j["prompts"][u.q]
+        qs = j["questions"][u.q]
         u.think = th
         L_flat, _ = segment_flat(np.asarray(th.thinking, dtype=np.int64),
                                  np.array([0, len(th.thinking)], dtype=np.int64),
@@ -452,6 +179,7 @@ class _Driver:
         u.L = tuple(int(x) for x in L_flat)
         m = len(u.L)
         u.outs, u.sigs, u.texts = [None] * m, [None] * m, [None] * m
+        u.probe_seed = [derive_seed(j["model"], qs.dataset, qs.id, u.r, "probe", k) for k in range(m)]
         # What is graded first: the model's own ids after the marker, the
         # generic family's finished reply, or (below) a forced answer.
         forced = th.answer is None and (fmt.family.native_thinking or not th.finished)
@@ -459,25 +187,45 @@ class _Driver:
             u.first = self.lane.decode([(th.answer, False)])
         elif not forced:
             u.first = self.lane.decode([(th.thinking, False)])
+        key = (u.q, u.r)
         if forced:
             u.answer_seed = derive_seed(j["model"], qs.dataset, qs.id, u.r, "answer")
-            self._submit(((u.q, u.r), "a", 0),
-                         GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
-                                    u.answer_seed, j["answer_limit"], fmt.answer_stop_ids), "probe")
+            self.pending.append((key, -1))
             u.missing += 1
-        for k, Lk in enumerate(u.L):
-            s = derive_seed(j["model"], qs.dataset, qs.id, u.r, "probe", k)
-            u.probe_seed.append(s)
-            self._submit(((u.q, u.r), "p", k), GenRequest(fmt.probe_prompt(prompt, th.thinking, Lk), j["P"],
-                                                          s, j["answer_limit"], fmt.answer_stop_ids), "probe")
-            self._submit(((u.q, u.r), "s", k),
-                         SignalRequest(fmt.signal_context(prompt, th.thinking, Lk), fmt.signal_id), "signal")
+        self.pending.extend((key, k) for k in range(m))
         u.missing += 2 * m
+
+    def _submit_position(self, key, k: int) -> None:
+        u, j, fmt = self.active[key], self.job, self.fmt
+        prompt, th = j["prompts"][u.q], u.think
+        if k < 0:
+            self._submit((key, "a", 0), GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
+                                                   u.answer_seed, j["answer_limit"], fmt.answer_stop_ids),
+                         "probe")
+            return
+        Lk = u.L[k]
+        self._submit((key, "p", k), GenRequest(fmt.probe_prompt(prompt, th.thinking, Lk), j["P"],
+                                               u.probe_seed[k], j["answer_limit"], fmt.answer_stop_ids), "probe")
+        self._submit((key, "s", k), SignalRequest(fmt.signal_context(prompt, th.thinking, Lk), fmt.signal_id),
+                     "signal")
+
+    def pump(self) -> None:
+        """Submit queued positions while the probe-phase sequences in flight are below the bound and,
+        for a unit's first position, fewer than `max_holding` units hold answers (backpressure from
+        a grading lane that falls behind: such units hold all their answers until graded)."""
+        while self.pending and (self.sequences < self.max_requests or not self.sequences):
+            key = self.pending[0][0]
+            if key not in self.holding:
+                if len(self.holding) >= self.max_holding:
+                    return
+                self.holding.add(key)
+            self._submit_position(*self.pending.popleft())
 
     def deliver(self, tag, res) -> None:
         key, kind, k = tag
         u = self.active[key]
         j = self.job
+        self.sequences -= self._cost.pop(tag, 0)
         if kind == "t":
             self.phase_in_flight["think"] -= 1
             self._count(tag, "think", _gen_tokens(res), len(res))
@@ -508,6 +256,7 @@ class _Driver:
 
     def finish(self, key) -> UnitResult:
         u = self.active.pop(key)
+        self.holding.discard(key)
         gs = self.grading.pop(key).result()
         th, qs = u.think, self.job["questions"][u.q]
         P = self.job["P"]
@@ -542,6 +291,7 @@ class _Driver:
             self.stats.cell(bench, p).engine_seconds += share
         for tag, res in done:
             self.deliver(tag, res)
+        self.pump()
 
 
 class UnitStream:
@@ -557,13 +307,22 @@ class UnitStream:
     def __init__(self, engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,
                  prompts: Sequence[Sequence[int]], P: int, b: int, thinking_limit: int, answer_limit: int,
                  sampling, grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
-                 given: Mapping[tuple[int, int], ThinkResult] | None = None):
+                 given: Mapping[tuple[int, int], ThinkResult] | None = None,
+                 max_units: int = 64, max_requests: int | None = None):
+        for name, v in (("max_units", max_units), ("max_requests", max_requests)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"`{name}` must be a positive integer, got {v!r}.")
         job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
                    thinking_limit=thinking_limit, answer_limit=answer_limit)
         self.stats = stats if stats is not None else RunStats()
         self._engine, self._given = engine, given or {}
-        self._lane = _GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
-        self._d = _Driver(engine, fmt, job, self.stats, self._lane)
+        self.max_units = max_units
+        if max_requests is None:
+            cap = getattr(engine, "capacity", None)
+            max_requests = default_requests(cap() if cap is not None else FALLBACK_CAPACITY)
+        self._lane = GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
+        self._d = _Driver(engine, fmt, job, self.stats, self._lane, max_requests=max_requests,
+                          max_thinking=thinking_bound(max_units), max_holding=holding_bound(max_units))
         self._mark()
 
     def _mark(self) -> None:
@@ -574,8 +333,26 @@ class UnitStream:
         """Units admitted and not yet returned by `step`."""
         return len(self._d.active)
 
+    @property
+    def requests_in_flight(self) -> int:
+        """Engine sequences in flight now (think requests and probe-phase ones)."""
+        d = self._d
+        return d.sequences + d.phase_in_flight["think"]
+
+    @property
+    def peak_requests(self) -> int:
+        """The most probe-phase sequences that were in flight at once so far."""
+        return self._d.peak_sequences
+
+    def wants(self) -> bool:
+        """Whether a unit should be admitted now: fewer than `max_units` units in flight and
+        fewer than half of them sampling their trajectory (`_bounds.thinking_bound`)."""
+        d = self._d
+        return len(d.active) < self.max_units and d.phase_in_flight["think"] < d.max_thinking
+
     def add(self, unit: tuple[int, int]) -> None:
-        """Admit a `(question index, trajectory)` unit now (its first requests go to the engine)."""
+        """Admit a `(question index, trajectory)` unit now (its think request goes to the engine;
+        an imported trajectory's positions are queued)."""
         self._d.admit(unit[0], unit[1], self._given.get(unit))
 
     def step(self) -> list[UnitResult]:
@@ -585,6 +362,8 @@ class UnitStream:
         """
         d = self._d
         done = [d.finish(key) for key in [k for k, f in d.grading.items() if f.done()]]
+        if done:
+            d.pump()                                  # places freed for units waiting to start
         if d.stream.in_flight():
             d.poll()
         elif d.grading and not done:
@@ -620,12 +399,16 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
                  prompts: Sequence[Sequence[int]], units: Iterable[tuple[int, int]], P: int, b: int,
                  thinking_limit: int, answer_limit: int, sampling, grade_batch: GradeBatch, tokenizer,
                  max_in_flight: int = 64, stats: RunStats | None = None,
-                 given: Mapping[tuple[int, int], ThinkResult] | None = None) -> Iterator[UnitResult]:
+                 given: Mapping[tuple[int, int], ThinkResult] | None = None,
+                 max_requests: int | None = None) -> Iterator[UnitResult]:
     """Measure work units `(question index, trajectory)`, yielding each `UnitResult` as it completes.
 
-    At most `max_in_flight` units are between admission and their result;
-    a new unit is admitted as soon as one leaves, so memory is bounded by
-    that number, not by the run. `given` maps units to an imported
+    At most `max_in_flight` units are between admission and their result
+    (half of them sampling their trajectory at most), and at most about
+    `max_requests` probe-phase engine sequences are in flight (None: twice
+    the engine's capacity; `_bounds`); a new unit is admitted as soon as
+    there is room, so memory is bounded by these numbers, not by the run.
+    `given` maps units to an imported
     `ThinkResult` (no think request for those). The order of results is the
     order they finish; each result is the same whatever the order.
     """
@@ -633,12 +416,13 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
         raise ValueError(f"`max_in_flight` must be a positive integer, got {max_in_flight!r}.")
     us = UnitStream(engine, fmt, model=model, questions=questions, prompts=prompts, P=P, b=b,
                     thinking_limit=thinking_limit, answer_limit=answer_limit, sampling=sampling,
-                    grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given)
+                    grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given,
+                    max_units=max_in_flight, max_requests=max_requests)
     todo = iter(units)
     more = True
     try:
         while True:
-            while more and us.in_flight < max_in_flight:
+            while more and us.wants():
                 u = next(todo, None)
                 if u is None:
                     more = False
@@ -688,7 +472,7 @@ def direct_answers(engine: Engine, fmt: ProbeFormat, *, model: str, questions: S
     while stream.in_flight():
         outs.update(stream.poll())
     answers = [outs[i][0].token_ids for i in range(len(questions))]
-    texts = _batch_decoder(tokenizer)([list(fmt.answer_prefix_ids) + list(a) for a in answers])
+    texts = batch_decoder(tokenizer)([list(fmt.answer_prefix_ids) + list(a) for a in answers])
     grades = []
     for q, text in zip(questions, texts):
         grades.extend(grade_batch([GradeItem(q.task, q.reference, text, q)]))
@@ -712,7 +496,8 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
               max_in_flight: int = 64, stats: RunStats | None = None,
               on_batch: Callable[[list[UnitResult], RunStats], None] | None = None,
               skip: Callable[[tuple[int, int]], bool] | None = None,
-              given: Mapping[tuple[int, int], ThinkResult] | None = None) -> int:
+              given: Mapping[tuple[int, int], ThinkResult] | None = None,
+              max_requests: int | None = None) -> int:
     """Stream all `len(questions) * R` work units; returns how many were probed.
 
     `skip(unit)` leaves out units already done (the resume seam), and
@@ -726,7 +511,8 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
     for res in stream_units(engine, fmt, model=model, questions=questions, prompts=prompts, units=units,
                             P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
                             sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
-                            max_in_flight=max_in_flight, stats=stats, given=given):
+                            max_in_flight=max_in_flight, stats=stats, given=given,
+                            max_requests=max_requests):
         count += 1
         if on_batch is not None:
             on_batch([res], stats)

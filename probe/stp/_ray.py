@@ -23,6 +23,17 @@ started and stopped afterwards; an already-initialized Ray (e.g. a test
 session's) is used as is. On a cluster every node needs the same otbench
 install and the model folder at the same path (the job's `model.path`);
 workers check that they loaded identical weights.
+
+What the driver's shell chose for caches and offline mode reaches the
+workers through the actors' `runtime_env` (`worker_env`: Hugging Face
+cache and offline variables, `OTBENCH_*`, vLLM's logging, the quiet-output
+settings; Ray merges an actor's `env_vars` into the job's). Credentials
+(`HF_TOKEN` ...) are not forwarded: a runtime_env is visible in Ray's
+dashboard. The model is located before any actor starts: on the driver
+when Ray is local, else by one small Ray task with the same environment on
+the cluster, so a missing model is one line and exit 2, not an actor's
+traceback. An actor whose start fails with otbench's own error reports
+that error (one line) from `describe`.
 """
 
 import collections
@@ -53,14 +64,64 @@ def import_ray():
     return ray
 
 
+WORKER_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "HF_HUB_CACHE",
+              "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "TRANSFORMERS_CACHE", "HF_XET_CACHE",
+              "VLLM_LOGGING_LEVEL", "VLLM_CACHE_ROOT", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
+              "TOKENIZERS_PARALLELISM", "PYTHONWARNINGS", "TRANSFORMERS_VERBOSITY", "TF_CPP_MIN_LOG_LEVEL",
+              "TORCH_LOGS", "TORCH_CPP_LOG_LEVEL")
+"""Variables of the driver's environment that the workers get (with every `OTBENCH_*`)."""
+
+
+def worker_env(environ=None) -> dict[str, str]:
+    """The `env_vars` of the workers' `runtime_env`: `WORKER_ENV` and `OTBENCH_*` as set in `environ`."""
+    env = os.environ if environ is None else environ
+    return {k: str(v) for k, v in sorted(env.items()) if k in WORKER_ENV or k.startswith("OTBENCH_")}
+
+
+def locate_model(job) -> tuple[str, str | None]:
+    """(model folder, revision) the way a worker will find it; raises otbench's one-line error if it cannot."""
+    from ._setup import resolve_engine_config
+
+    cfg = resolve_engine_config(job, lambda m: None)
+    return cfg.model, cfg.revision
+
+
+def _one_line(ray, e: BaseException) -> BaseException:
+    """otbench's own error inside a Ray task error (one line), else `e` itself."""
+    cause = getattr(e, "cause", None) if isinstance(e, ray.exceptions.RayTaskError) else None
+    return cause if isinstance(cause, OtbenchError) else e
+
+
 class ProbeWorker:
-    """One engine inside a Ray actor (wrapped by `ray.remote` at run time)."""
+    """One engine inside a Ray actor (wrapped by `ray.remote` at run time).
+
+    A start that fails with otbench's own error (a model that is not there,
+    an engine that refuses the job) is kept and raised by `describe`, so the
+    driver gets the error itself, not Ray's account of a dead actor."""
 
     def __init__(self, job, questions, instructions, grader: str, index: int):
+        self._failed: OtbenchError | None = None
+        self.engine = None
+        self._stream = None
+        try:
+            self._start(job, questions, instructions, grader, index)
+        except OtbenchError as e:
+            self._failed = e
+            if self.engine is not None:
+                self.engine.close()
+                self.engine = None
+
+    def _start(self, job, questions, instructions, grader: str, index: int):
         from otbench.probe.engines import open_engine
         from otbench.probe.grading import open_grader
 
-        from ._setup import prepare, resolve_engine_config, units_in_flight
+        from ._setup import (
+            memory_line,
+            prepare,
+            requests_in_flight,
+            resolve_engine_config,
+            units_in_flight,
+        )
 
         def log(msg):
             print(f"[worker {index}] {msg}", file=sys.stderr, flush=True)
@@ -73,11 +134,15 @@ class ProbeWorker:
         self.grade, self._grade_close = open_grader(grader)[1:]
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}
         self.bound = units_in_flight(job, self.engine)
+        self.requests = requests_in_flight(job, self.engine)
+        log(memory_line(job, self.engine, self.setup.prompts))
         self._stream = None
         self._backlog: collections.deque = collections.deque()
 
     def describe(self):
         """(EngineSetup, EngineConfig, where this worker runs, its bound on units in flight)."""
+        if self._failed is not None:
+            raise self._failed
         return self.setup, self.engine_cfg, self.where, self.bound
 
     def advance(self, units: Sequence[tuple[int, int]]):
@@ -98,12 +163,13 @@ class ProbeWorker:
                 self.engine, self.fmt, model=job.model, questions=self.questions,
                 prompts=self.setup.prompts, P=job.P, b=job.b, thinking_limit=job.thinking_limit,
                 answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
-                tokenizer=self.tok, given=think_results(job, self.questions, self.fmt))
+                tokenizer=self.tok, given=think_results(job, self.questions, self.fmt),
+                max_units=self.bound, max_requests=self.requests)
         us = self._stream
         self._backlog.extend(tuple(u) for u in units)
         out = []
         while True:
-            while self._backlog and us.in_flight < self.bound:
+            while self._backlog and us.wants():
                 us.add(self._backlog.popleft())   # its first requests reach the engine now
             if out or not us.in_flight:
                 break                             # the freed places are refilled before returning
@@ -113,8 +179,9 @@ class ProbeWorker:
     def close(self) -> None:
         if self._stream is not None:
             self._stream.close()
-        self._grade_close()
-        self.engine.close()
+        if self.engine is not None:
+            getattr(self, "_grade_close", lambda: None)()
+            self.engine.close()
 
 
 class Feeder:
@@ -187,6 +254,10 @@ class RayExecutor:
         self._log = log or (lambda m: print(m, file=sys.stderr, flush=True))
         self.job = job
         self._owns = False
+        local = not ray.is_initialized() and address is None and not os.environ.get("RAY_ADDRESS")
+        if local:
+            locate_model(job)           # this machine is where the workers run: one line, no Ray started
+        env = {"env_vars": worker_env()}
         if ray.is_initialized():
             self._log("using the Ray instance already initialized in this process")
         elif address is None and not os.environ.get("RAY_ADDRESS"):
@@ -197,6 +268,11 @@ class RayExecutor:
             self._owns = True
         self.actors: list[Any] = []
         try:
+            if not local:
+                try:   # where the workers run, with their environment, before any actor starts
+                    ray.get(ray.remote(locate_model).options(num_cpus=0, runtime_env=env).remote(job))
+                except ray.exceptions.RayTaskError as e:
+                    raise _one_line(ray, e) from None
             if worker_gpus is None:
                 # On a cluster with GPUs each engine gets its own: vLLM its tensor-parallel
                 # group (run by vLLM's multiprocessing backend on the GPUs Ray assigns the
@@ -205,7 +281,7 @@ class RayExecutor:
                 worker_gpus = (job.engine.tensor_parallel_size if job.engine.kind == "vllm" else 1) \
                     if has_gpu else 0
             actor_cls = ray.remote(ProbeWorker).options(num_cpus=worker_cpus, num_gpus=worker_gpus,
-                                                        max_restarts=0)
+                                                        max_restarts=0, runtime_env=env)
             self.actors = [actor_cls.remote(job, questions, instructions, grader, i) for i in range(workers)]
             described = self._wait_ready([a.describe.remote() for a in self.actors])
             check_agreement(described)
@@ -229,7 +305,10 @@ class RayExecutor:
             if pending:
                 self._log(f"{len(refs) - len(pending)} of {len(refs)} Ray workers ready after "
                           f"{time.perf_counter() - t0:.0f} s (cluster: {ray.available_resources()})")
-        return ray.get(refs)
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as e:
+            raise _one_line(ray, e) from None
 
     def run(self, units: Sequence[tuple[int, int]], on_batch, stats: RunStats) -> None:
         """Probe `units` on the workers; `on_batch(results, stats)` as each worker call returns.

@@ -30,7 +30,7 @@ from typing import Any
 from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
-from otbench.probe.grading import open_grader, resolve_grader
+from otbench.probe.grading import check_gradable, open_grader, resolve_grader
 
 from otbench.files import provenance, write_text_atomic
 
@@ -39,7 +39,7 @@ from ._imported import think_results
 from ._job import JobError, ProbeJob
 from ._loop import RunStats, UnitResult, direct_answers, run_units
 from ._output import direct_table, measurement_set, write_token_tables
-from ._setup import prepare, resolve_engine_config, units_in_flight
+from ._setup import memory_line, prepare, requests_in_flight, resolve_engine_config, units_in_flight
 
 RUN_FILE = "run.json"
 
@@ -87,6 +87,7 @@ class _LocalExecutor:
         self.engine = open_engine(engine_cfg)
         try:
             self.tok, self.fmt, self.setup = prepare(job, engine_cfg, self.engine, questions, instructions)
+            log(memory_line(job, self.engine, self.setup.prompts))
         except BaseException:
             self.engine.close()
             raise
@@ -98,7 +99,8 @@ class _LocalExecutor:
                   thinking_limit=job.thinking_limit, answer_limit=job.answer_limit,
                   sampling=job.sampling, grade_batch=self._grade, tokenizer=self.tok,
                   max_in_flight=units_in_flight(job, self.engine), stats=stats, on_batch=on_batch,
-                  skip=lambda u: u not in todo, given=think_results(job, self.questions, self.fmt))
+                  skip=lambda u: u not in todo, given=think_results(job, self.questions, self.fmt),
+                  max_requests=requests_in_flight(job, self.engine))
 
     def direct(self) -> list[dict[str, Any]]:
         """The job's direct answers (`_loop.direct_answers`), on this engine."""
@@ -176,6 +178,7 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     job, questions, data_record, imported = _load_inputs(job, log)
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
+    check_gradable(grader_name, questions)          # before any engine starts: one line, exit 2
     use_ray = workers > 1 or ray_address is not None
 
     # Without a journal folder, units are spooled to a private one beside the output
@@ -308,7 +311,9 @@ def _probe(executor, pending, jr, keys, questions, summaries, progress) -> tuple
             return
         bar.update(len(res))
         if hasattr(bar, "set_postfix"):
-            post = {"think": f"{st.think.tokens_per_s:.0f} tok/s",
+            gen = st.think.generated + st.probe.generated + st.signal.generated
+            post = {"generated": f"{gen / max(time.perf_counter() - t, 1e-9):.0f} tok/s",
+                    "think": f"{st.think.tokens_per_s:.0f} tok/s",
                     "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
             if st.cache_queries:
                 post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"

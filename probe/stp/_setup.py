@@ -13,6 +13,7 @@ import numpy as np
 from otbench.probe.engines import EngineConfig
 from otbench.probe.tokens import build_vocabulary, compile_format
 
+from ._bounds import FALLBACK_CAPACITY, default_requests, default_units, host_memory, thinking_bound
 from ._job import ProbeJob
 from ._loop import encode_prompts
 
@@ -93,13 +94,30 @@ def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence
 def units_in_flight(job: ProbeJob, engine) -> int:
     """Units between admission and result at once: the job's `probe.units_in_flight`, else sized to the engine.
 
-    vLLM: its scheduler's `max_num_seqs`, so even with every unit in the
-    think phase (one sequence each) the engine's batch is full; the probe
-    phase adds (n+1)(P+1) requests per unit on top. Memory grows with this
-    number (a unit in its probe phase holds its answers until graded), never
-    with the run.
+    A quarter of the engine's capacity (vLLM: its scheduler's `max_num_seqs`;
+    `_bounds.default_units`), since a unit in its probe phase is (n+1)(P+1)
+    engine sequences and the probe-phase sequences have their own bound
+    (`requests_in_flight`). Memory grows with these numbers, never with the run.
     """
     if job.units_in_flight is not None:
         return job.units_in_flight
     cap = getattr(engine, "capacity", None)
-    return max(1, int(cap())) if cap is not None else job.units_per_batch
+    return default_units(cap()) if cap is not None else job.units_per_batch
+
+
+def requests_in_flight(job: ProbeJob, engine) -> int:
+    """Probe-phase engine sequences in flight at once: the job's `probe.requests_in_flight`, else twice
+    the engine's capacity (`_bounds.default_requests`: the running batch and one waiting)."""
+    if job.requests_in_flight is not None:
+        return job.requests_in_flight
+    cap = getattr(engine, "capacity", None)
+    return default_requests(cap() if cap is not None else FALLBACK_CAPACITY)
+
+
+def memory_line(job: ProbeJob, engine, prompts: Sequence[Sequence[int]]) -> str:
+    """One line for the log: the in-flight bounds of this engine and their host-memory bound."""
+    u, r = units_in_flight(job, engine), requests_in_flight(job, engine)
+    mem = host_memory(units=u, requests=r, prompt_tokens=max(map(len, prompts), default=0),
+                      thinking_limit=job.thinking_limit, answer_limit=job.answer_limit, P=job.P, b=job.b)
+    return (f"in flight per engine: {u} units ({thinking_bound(u)} sampling their trajectory), "
+            f"{r} probe-phase sequences; {mem.line()}")

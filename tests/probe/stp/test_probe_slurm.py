@@ -25,37 +25,69 @@ def _dry(tmp_path: Path, *args, nodes=("gpu-a01", "gpu-a02", "gpu-a03"), gpus="8
     scontrol = bin_dir / "scontrol"
     scontrol.write_text("#!/bin/sh\n" + "".join(f"echo {n}\n" for n in nodes))
     scontrol.chmod(0o755)
-    e = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+    venv = tmp_path / "venv" / "bin"             # otbench's environment: its python and ray beside it
+    venv.mkdir(parents=True, exist_ok=True)
+    for name in ("otbench", "ray"):
+        (venv / name).write_text("#!/bin/sh\nexit 0\n")
+        (venv / name).chmod(0o755)
+    if not (venv / "python").exists():
+        (venv / "python").symlink_to(sys.executable)
+    e = {**os.environ, "PATH": f"{bin_dir}:{venv}:{os.environ['PATH']}",
          "SLURM_JOB_NODELIST": "gpu-a[01-03]", "SLURM_GPUS_ON_NODE": gpus, "SLURM_CPUS_ON_NODE": "64",
          "OTBENCH_DRY_RUN": "1", **env}
     r = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=e, timeout=120)
-    # the node wait is `python3 -c $'<code>' ADDRESS NODES SECONDS`: keep its arguments only
-    return r, [shlex.split(line) if not line.startswith("python3 ") else ["python3", *line.split()[-3:]]
+    # the node wait is `PYTHON -c $'<code>' ADDRESS NODES SECONDS`: keep its arguments only
+    py = env.get("PYTHON", str(venv / "python"))
+    return r, [shlex.split(line) if not line.startswith(py + " ") else [py, *line.split()[-3:]]
                for line in r.stdout.splitlines() if line.strip()]
 
 
 def test_generated_commands(tmp_path: Path):
     r, cmds = _dry(tmp_path, "job.toml", "runs/out", "--overwrite", TP="2")
     assert r.returncode == 0, r.stderr
+    venv = tmp_path / "venv" / "bin"
+    ray, py = str(venv / "ray"), str(venv / "python")
     head, w1, w2, wait, probe, stop = cmds
-    assert head[:6] == ["srun", "--nodes=1", "--ntasks=1", "-w", "gpu-a01", "ray"]
-    assert head[6:] == ["start", "--head", "--node-ip-address=gpu-a01", "--port=6379", "--num-cpus=64",
+    # every step gets the node's CPUs (cgroup confinement), Ray is the venv's
+    assert head[:7] == ["srun", "--nodes=1", "--ntasks=1", "--cpus-per-task=64", "-w", "gpu-a01", ray]
+    assert head[7:] == ["start", "--head", "--node-ip-address=gpu-a01", "--port=6379", "--num-cpus=64",
                         "--num-gpus=8", "--block"]
     for cmd, node in ((w1, "gpu-a02"), (w2, "gpu-a03")):
-        assert cmd[:5] == ["srun", "--nodes=1", "--ntasks=1", "-w", node]
-        assert cmd[5:] == ["ray", "start", "--address=gpu-a01:6379", "--num-cpus=64", "--num-gpus=8", "--block"]
-    assert wait[0] == "python3" and wait[-3:] == ["gpu-a01:6379", "3", "300"]
+        assert cmd[:7] == ["srun", "--nodes=1", "--ntasks=1", "--cpus-per-task=64", "-w", node, ray]
+        assert cmd[7:] == ["start", "--address=gpu-a01:6379", "--num-cpus=64", "--num-gpus=8", "--block"]
+    assert wait[0] == py and wait[-3:] == ["gpu-a01:6379", "3", "300"]
     # 3 nodes x 8 GPUs / 2 GPUs per engine = 12 engines; requeue-safe; extra options passed on
     assert probe == ["otbench", "probe", "run", "--config", "job.toml", "--out", "runs/out", "--resume",
                      "--no-progress", "--ray-address", "gpu-a01:6379", "--workers", "12",
                      "--worker-gpus", "2", "--worker-cpus", "1", "--overwrite"]
-    assert stop == ["ray", "stop", "--address=gpu-a01:6379"]
+    # Ray 2.x's `ray stop` has no --address: it stops this node's Ray
+    assert stop == [ray, "stop", "--grace-period", "30"]
+
+
+def test_stop_options_are_ray_s_own():
+    ray = pytest.importorskip("ray")
+    from ray.scripts.scripts import stop
+    names = {o for p in stop.params for o in p.opts}
+    assert "--grace-period" in names and "--address" not in names, ray.__version__
+
+
+def test_batch_directives_fit_ordinary_partitions():
+    text = SCRIPT.read_text()
+    directives = [x.split()[1] for x in text.splitlines() if x.startswith("#SBATCH")]
+    assert "--time=24:00:00" in directives and "--signal=B:USR1@300" in directives
+    assert not any(d.startswith("--time=7-") for d in directives)
+    assert "scontrol requeue" in text                    # a run longer than one slot continues
+
+
+def test_missing_venv_tools_are_refused(tmp_path: Path):
+    r, _ = _dry(tmp_path, "job.toml", "out", TP="2", RAY=str(tmp_path / "no-ray"))
+    assert r.returncode == 2 and "no-ray: not found beside" in r.stderr
 
 
 def test_tensor_parallel_size_comes_from_the_job(tmp_path: Path):
     job = tmp_path / "job.toml"
     job.write_text('[model]\nname = "deepseek-r1-distill-qwen-32b"\n[engine]\nkind = "vllm"\n')
-    r, cmds = _dry(tmp_path, str(job), "out", RAY_PORT="7000")
+    r, cmds = _dry(tmp_path, str(job), "out", RAY_PORT="7000", PYTHON=sys.executable)
     assert r.returncode == 0, r.stderr
     probe = cmds[4]
     assert probe[probe.index("--workers") + 1] == "12" and probe[probe.index("--worker-gpus") + 1] == "2"

@@ -1,0 +1,118 @@
+"""How much of a job is in flight in one engine, and the host memory that costs (SPEC §3).
+
+Three bounds, each sized to the engine's scheduler (`max_num_seqs`, the
+engine's `capacity()`) unless the job sets it:
+
+* units in flight (`probe.units_in_flight`, default a quarter of the
+  capacity): units between admission and result; each holds its
+  trajectory's ids and, in its probe phase, its answers until graded;
+* trajectories being sampled: half of those units at most, so trajectories
+  run ahead of the probes that need them while the engine's batch is
+  mostly probes (a unit's probe work, (n+1)·P answers, is ~50x its think
+  request's at paper shape);
+* units in their probe phase (holding answers until graded): an eighth of
+  the units in flight (`holding_bound`); past it a unit's probes wait
+  until one is graded, so a lagging grading lane pauses the probes;
+* probe-phase engine sequences in flight (`probe.requests_in_flight`,
+  default twice the capacity): probes, signals and forced answers; a
+  request of n samples counts n, since vLLM fans it out into n requests.
+  The scheduler runs `capacity` of them and the rest wait, so vLLM's
+  waiting queue holds at most about one more batch.
+
+Host memory model (per engine; read in vLLM 0.32's `v1/request.py`,
+`v1/engine/llm_engine.py` and `v1/engine/output_processor.py`): each
+sequence in the engine core is a `Request` holding `prompt_token_ids`
+(a list of Python ints decoded from the front end's message: 8 B per
+pointer + 32 B per int object in CPython's allocator), a copy of that list
+in `_all_token_ids` (8 B per id) and one block hash per block (~5 B per
+id at 16-token blocks): `CORE_BYTES_PER_ID`. The front end keeps the
+list it was given per request (shared by the n children) and this driver
+the prompt tuple until the request is done: `FRONT_BYTES_PER_ID`. A
+generated id costs the core two list slots and an int, and the driver's
+unit ~9 B once packed and decoded (4 B int32 + ~4-5 B of text). With the
+defaults on an H200-sized engine (capacity 1,024) and paper-shaped units
+(6,000-token prompts, thinking_limit 8,192, b = 320: 27 positions at
+most, P = 16, 1,400-token answers) the bound is ~2.4 GiB per engine
+(`host_memory`), ~19 GiB for eight: a small
+part of an 8xH200 node's host memory (typically 1-2 TiB). The bound
+counts every unit in its probe phase as holding all its answers and
+every prompt at the longest length, so it overstates.
+"""
+
+import dataclasses
+
+CORE_BYTES_PER_ID = 53
+"""Engine-core bytes per prompt id of one queued or running sequence (lists, int object, block hash)."""
+FRONT_BYTES_PER_ID = 16
+"""Front-end + driver bytes per prompt id of one request (vLLM's list and this driver's tuple)."""
+GENERATED_BYTES_PER_ID = 48
+"""Engine-core bytes per generated id of a sequence in flight (two list slots and an int object)."""
+HELD_BYTES_PER_ID = 40
+"""Driver bytes per held trajectory id (a tuple slot and its int object)."""
+ANSWER_BYTES_PER_ID = 9
+"""Driver bytes per held answer id until graded (int32 array + decoded text)."""
+FALLBACK_CAPACITY = 256
+"""Capacity assumed for an engine that reports none (vLLM's CPU default of `max_num_seqs`)."""
+
+
+def default_units(capacity: int) -> int:
+    """Units in flight by default: a quarter of the engine's sequences, at least 2."""
+    return max(2, int(capacity) // 4)
+
+
+def default_requests(capacity: int) -> int:
+    """Probe-phase sequences in flight by default: the running batch and one more waiting."""
+    return max(1, 2 * int(capacity))
+
+
+def thinking_bound(units: int) -> int:
+    """Units whose trajectory is being sampled at once: half the units in flight, at least 1."""
+    return max(1, (int(units) + 1) // 2)
+
+
+def holding_bound(units: int) -> int:
+    """Units in their probe phase at once (from their first position submitted to their result):
+    an eighth of the units in flight, at least 4. Each holds its answers until graded, (n+1)·P of
+    them; the probe-phase sequence bound keeps ~5 paper-shaped units running on an H200-sized
+    engine, so this leaves room for a grading lane that lags, and pauses the probes when it lags
+    further (else finished units would pile up to the unit bound, ~6 MB each at paper shape)."""
+    return max(4, int(units) // 8)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostMemory:
+    """The host-memory bound of one engine's in-flight work, in bytes, by component."""
+
+    probe_prompts: int
+    probe_generated: int
+    think_requests: int
+    units: int
+
+    @property
+    def total(self) -> int:
+        return self.probe_prompts + self.probe_generated + self.think_requests + self.units
+
+    def line(self) -> str:
+        g = 1 << 30
+        return (f"host memory bound ~{self.total / g:.1f} GiB per engine (probe prompts "
+                f"{self.probe_prompts / g:.1f}, their answers {self.probe_generated / g:.1f}, trajectories "
+                f"being sampled {self.think_requests / g:.1f}, units held {self.units / g:.1f})")
+
+
+def host_memory(*, units: int, requests: int, prompt_tokens: int, thinking_limit: int, answer_limit: int,
+                P: int, b: int) -> HostMemory:
+    """The host memory the bounds allow at most (`units`, `requests` as above; `prompt_tokens`: the longest
+    question prompt). Positions per unit are at most `thinking_limit // b + 2` (segments are >= b tokens
+    apart, and position 0); a probe prompt is at most prompt + thinking + a few marker ids."""
+    longest = prompt_tokens + thinking_limit + 16
+    positions = thinking_limit // max(1, b) + 2
+    think_len = thinking_limit + answer_limit + 16
+    thinking = thinking_bound(units)
+    return HostMemory(
+        probe_prompts=requests * longest * (CORE_BYTES_PER_ID + FRONT_BYTES_PER_ID),
+        probe_generated=requests * answer_limit * GENERATED_BYTES_PER_ID,
+        think_requests=thinking * (prompt_tokens * (CORE_BYTES_PER_ID + FRONT_BYTES_PER_ID)
+                                   + think_len * GENERATED_BYTES_PER_ID),
+        units=units * think_len * HELD_BYTES_PER_ID
+        + holding_bound(units) * positions * P * answer_limit * ANSWER_BYTES_PER_ID,
+    )
