@@ -30,6 +30,8 @@ import math
 
 import numpy as np
 
+_WIDE = 1 << 14      # outputs of at least this many entries: loop over the inner index
+_BLOCK = 1 << 22     # products held at once on the skinny path (32 MiB)
 _CTX = decimal.Context(prec=40, rounding=decimal.ROUND_HALF_EVEN, Emax=999999, Emin=-999999)
 
 
@@ -43,13 +45,26 @@ def matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     B = np.asarray(B, dtype=np.float64)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"matmul: shapes {A.shape} and {B.shape} do not chain")
-    out = np.zeros((A.shape[0], B.shape[1]), dtype=np.float64)
-    if out.size == 0:
+    n, K = A.shape
+    M = B.shape[1]
+    out = np.zeros((n, M), dtype=np.float64)
+    if out.size == 0 or K == 0:
         return out
-    tmp = np.empty_like(out)
-    for k in range(A.shape[1]):
-        np.multiply(A[:, k, None], B[None, k, :], out=tmp)
-        out += tmp
+    if n * M >= _WIDE:
+        # Wide output: one pass per inner index, each a large elementwise update.
+        tmp = np.empty_like(out)
+        for k in range(K):
+            np.multiply(A[:, k, None], B[None, k, :], out=tmp)
+            out += tmp
+        return out
+    # Skinny output (e.g. predictions): all products of a block of rows at once, then
+    # `add.accumulate` along the inner axis, which sums strictly in increasing k. Its
+    # first term is the product itself rather than 0 + product; the two differ only
+    # in the sign of a zero sum, which the final `+ 0.0` makes +0.0 as in the loop.
+    rows = max(1, _BLOCK // (K * M))
+    for r0 in range(0, n, rows):
+        P = A[r0:r0 + rows, :, None] * B[None, :, :]
+        out[r0:r0 + rows] = np.add.accumulate(P, axis=1)[:, -1, :] + 0.0
     return out
 
 
@@ -88,25 +103,45 @@ def cho_solve(F: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 def _dec(x: float) -> decimal.Decimal:
-    return _CTX.create_decimal(float(x))   # exact: a float is a finite binary fraction
+    return decimal.Decimal(float(x))   # exact: a float is a finite binary fraction
+
+
+def _ctx(x: decimal.Decimal) -> decimal.Context:
+    """40 significant digits of `log(1 + x)` / `exp(x) - 1`, also for tiny `x`.
+
+    Both are about `x` near 0, so `1 + x` (and `exp(x)`) must be carried to
+    40 digits *below* `x`'s own magnitude.
+    """
+    tiny = 0 if x.is_zero() else max(0, -x.adjusted())
+    return _CTX.copy() if tiny == 0 else decimal.Context(
+        prec=_CTX.prec + tiny, rounding=_CTX.rounding, Emax=_CTX.Emax, Emin=_CTX.Emin)
+
+
+def log1p_scalar(x: float) -> float:
+    """float64 `log(1 + x)` (x > -1) in decimal, rounded once."""
+    d = _dec(x)
+    c = _ctx(d)
+    return float(c.ln(c.add(1, d)))
 
 
 def log1p(x: np.ndarray) -> np.ndarray:
-    """float64 `log(1 + x)` (x > -1), computed in 40-digit decimal and rounded once."""
+    """float64 `log(1 + x)` elementwise (x > -1), each computed in decimal and rounded once."""
     flat = np.asarray(x, dtype=np.float64)
-    out = [float(_CTX.ln(_CTX.add(1, _dec(v)))) for v in flat.reshape(-1).tolist()]
+    out = [log1p_scalar(v) for v in flat.reshape(-1).tolist()]
     return np.asarray(out, dtype=np.float64).reshape(flat.shape)
 
 
 def expm1(x: np.ndarray) -> np.ndarray:
-    """float64 `exp(x) - 1`, computed in 40-digit decimal and rounded once (overflow: inf)."""
+    """float64 `exp(x) - 1` elementwise, in decimal, rounded once (overflow: inf)."""
     flat = np.asarray(x, dtype=np.float64)
     out = []
     for v in flat.reshape(-1).tolist():
         if v > 710.0:
             out.append(math.inf)
-        else:
-            out.append(float(_CTX.subtract(_CTX.exp(_dec(v)), 1)))
+            continue
+        d = _dec(v)
+        c = _ctx(d)
+        out.append(float(c.subtract(c.exp(d), 1)))
     return np.asarray(out, dtype=np.float64).reshape(flat.shape)
 
 
@@ -122,11 +157,6 @@ def geomspace(lo: float, hi: float, n: int) -> list[float]:
         e = _CTX.divide(decimal.Decimal(i), decimal.Decimal(n - 1))
         out.append(float(_CTX.multiply(a, _CTX.power(ratio, e))))
     return out + [float(hi)]
-
-
-def log1p_scalar(x: float) -> float:
-    """`log1p` of one float (see `log1p`)."""
-    return float(_CTX.ln(_CTX.add(1, _dec(x))))
 
 
 def norm(v: np.ndarray) -> float:
