@@ -127,6 +127,72 @@ def test_think_results_cut_imported_traces_as_the_loop_cuts_sampled_ones():
         t = trs[r]
         ids = t.thinking + fmt.end_ids + t.answer
         assert split_trajectory(ids, 3, fmt, seed=seed[r], thinking_limit=4, answer_limit=2) == got[0, r]
+    # An empty own answer is the trajectory's answer (graded as empty), never a forced one,
+    # exactly as the loop cuts "thinking + marker" followed by the stop.
+    job.replay = (ImportedTrajectory("D", "q", 0, (5, 6), True, ()),)
+    assert think_results(job, qs, fmt)[0, 0] == ThinkResult(seed[0], (5, 6), True, 3, ()) == \
+        split_trajectory((5, 6, 3, 4), 9, fmt, seed=seed[0], thinking_limit=4, answer_limit=2)
+
+
+def test_think_results_generic_family_keeps_own_answers():
+    import types
+
+    from otbench.probe.config import derive_seed
+    from otbench.probe.stp._loop import ThinkResult
+
+    fmt = types.SimpleNamespace(family=types.SimpleNamespace(native_thinking=False), end_ids=(),
+                                think_stop_ids=(2, 7))
+    qs = [types.SimpleNamespace(dataset="D", id="q")]
+    trs = (ImportedTrajectory("D", "q", 0, (5, 6), True, (9, 8, 8)),   # own answer (after </think>)
+           ImportedTrajectory("D", "q", 1, (5, 6), True, ()),          # own answer, empty
+           ImportedTrajectory("D", "q", 2, (5, 6), True, None),        # the reply is graded
+           ImportedTrajectory("D", "q", 3, (5, 6, 7, 8), True, (9,)))  # at the limit: forced
+    job = types.SimpleNamespace(model="m", thinking_limit=4, answer_limit=2, replay=trs)
+    seed = [derive_seed("m", "D", "q", r, "think") for r in range(4)]
+    assert think_results(job, qs, fmt) == {
+        (0, 0): ThinkResult(seed[0], (5, 6), True, 2, (9, 8)),
+        (0, 1): ThinkResult(seed[1], (5, 6), True, 2, ()),
+        (0, 2): ThinkResult(seed[2], (5, 6), True, 2, None),
+        (0, 3): ThinkResult(seed[3], (5, 6, 7, 8), False, None, None)}
+
+
+def test_resolve_keeps_empty_answers_and_drops_answers_of_cut_traces():
+    import types
+
+    from otbench.probe.data import TraceRecord
+    from otbench.probe.stp._imported import _resolve
+
+    class Tok:                       # one id per character (enough to see what is tokenized)
+        def encode(self, text, add_special_tokens=False):
+            return [ord(c) for c in text]
+
+        def decode(self, ids):
+            return "".join(map(chr, ids))
+
+    q = types.SimpleNamespace(dataset="D", id="q")
+    for native in (True, False):
+        job = types.SimpleNamespace(thinking_limit=5, family=types.SimpleNamespace(
+            native_thinking=native, answer_prefix="\n\n" if native else "So $\\boxed{"))
+
+        def res(thinking, finished, answer=None, answer_ids=None, job=job):
+            counts = dict.fromkeys(("from_ids", "from_text", "not_round_trip", "cut_at_limit",
+                                    "finished", "own_answers"), 0)
+            rec = TraceRecord("t:1", "q", None, None, None, None, thinking, finished, answer_ids, answer)
+            return _resolve(rec, q, 0, job, Tok(), counts), counts
+
+        t, c = res("ab", True, "\n\n\\boxed{4}")
+        assert (t.finished, t.answer, c["own_answers"]) == (True, tuple(map(ord, "\\boxed{4}")), 1)
+        t, c = res("ab", True, "")              # `<think>ab</think>` and nothing after it
+        assert (t.answer, c["own_answers"]) == ((), 1)
+        t, c = res("ab", True, "  \n")           # only white space: the empty answer too
+        assert t.answer == ()
+        t, c = res("ab", True)                  # no answer field: forced (native) / the reply (generic)
+        assert (t.answer, c["own_answers"]) == (None, 0)
+        t, c = res("abcdefg", True, "4")        # cut at the thinking limit: not finished, forced
+        assert (t.thinking, t.finished, t.answer, c["cut_at_limit"], c["own_answers"]) == \
+            (tuple(map(ord, "abcde")), False, None, 1, 0)
+        t, c = res("ab", False, answer_ids=(1, 2))   # unfinished: its answer is not the trajectory's
+        assert (t.answer, c["own_answers"]) == (None, 0)
 
 
 # -- end to end ----------------------------------------------------------------------------------
