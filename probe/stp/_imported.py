@@ -132,7 +132,9 @@ def _resolve(rec, q, r: int, job, tok, counts: dict) -> ImportedTrajectory:
         counts["from_text"] += 1
         counts["not_round_trip"] += tok.decode(list(ids)) != rec.thinking
     finished = rec.finished if rec.finished is not None else not job.family.native_thinking
-    if len(ids) > job.thinking_limit:
+    # As a sampled trace is cut (`split_trajectory`): the marker must start within the
+    # limit, so a finished trace of exactly `thinking_limit` tokens did not end in time.
+    if len(ids) > job.thinking_limit or (finished and len(ids) == job.thinking_limit):
         ids, finished = ids[:job.thinking_limit], False
         counts["cut_at_limit"] += 1
     # The trajectory's own answer counts only for a finished trace (a cut or
