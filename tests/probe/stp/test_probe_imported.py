@@ -201,6 +201,8 @@ def test_resolve_keeps_empty_answers_and_drops_answers_of_cut_traces():
 
 
 def _set_and_probes(out: Path):
+    """(full content hash, probe answers) of a set. Both runs compared with it run in this
+    process with the same engine and threads, so even their float signals agree to the bit."""
     from otbench.analysis.measurement import load, load_table
     from otbench.analysis.measurement._io import content_hash
 
@@ -515,5 +517,12 @@ def test_imported_on_two_ray_workers_equals_sampled(tmp_path: Path, baseline, ot
         if started:
             ray.shutdown()
     assert all(w["units"] > 0 for w in s.run["workers"])
-    assert _set_and_probes(tmp_path / "set") == _set_and_probes(base_out)
+    # Ray workers run torch with other threads than the driver's run: the exact part and the
+    # probe answers must match exactly, the float signals within SIGNAL_ATOL (issue 24).
+    from otbench.analysis.measurement import content_hash, load
+    from test_probe_resume import same_signals
+
+    a, b = load(tmp_path / "set"), load(base_out)
+    assert content_hash(a, signals=False) == content_hash(b, signals=False) and same_signals(a, b)
+    assert _set_and_probes(tmp_path / "set")[1] == _set_and_probes(base_out)[1]
     assert s.manifest["provenance"]["trajectories"]["trajectories"] == 15
