@@ -421,7 +421,8 @@ def test_smollm2_imported_traces_equal_sampled(tmp_path: Path):
                      "boundary": "vocab+span"},
            "grader": {"kind": "minimal"}}
     _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
-    _export(tmp_path / "sampled", tmp_path / "ids.jsonl")
+    # the generic family: the reply is graded, there are no own answers to export
+    _export(tmp_path / "sampled", tmp_path / "ids.jsonl", with_answers=False)
     _run({**cfg, "trajectories": {"path": str(tmp_path / "ids.jsonl")}}, tmp_path / "from-ids")
     assert _set_and_probes(tmp_path / "from-ids") == _set_and_probes(tmp_path / "sampled")
     # As text: tokenized once with the model's tokenizer; records that round-trip give the same ids.
