@@ -234,8 +234,9 @@ def think_results(job, questions: Sequence, fmt) -> dict[tuple[int, int], Any]:
     empty) is graded for `y`, for native-thinking and generic families alike;
     a finished native-thinking trace without one gets the forced answer of
     position n (SPEC §3.3), like a cut one; a finished generic-family trace
-    without one is graded as its reply, as a sampled one is. The seed is the one the unit would have been sampled with, so
-    journal keys and provenance read the same as for a sampled run.
+    without one is graded as its reply, as a sampled one is. The seed is the
+    one the unit would have been sampled with, so journal keys and
+    provenance read the same as for a sampled run.
     """
     index = {(q.dataset, q.id): i for i, q in enumerate(questions)}
     native = fmt.family.native_thinking
