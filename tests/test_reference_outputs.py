@@ -9,6 +9,18 @@ layout reproduces them; the only recorded change is the `builtin` import
 path of the three baselines in `bench compare` documents, which named a
 private module and now names the public `otbench.analysis.bench`.
 
+`bench.json` was re-pinned once more (issue 24, item 0): the learned
+baselines' fits went through BLAS/LAPACK and NumPy's SIMD `log1p`/`expm1`/
+`geomspace`, so their θ sweeps differed in the last bits between CPU kernels
+(OPENBLAS_CORETYPE=Haswell, Prescott, Sandybridge and auto-detected gave four
+different digests on one machine). They now use fixed-order arithmetic
+(`analysis/bench/_detmath.py`) and give one digest under all four. Old
+(auto-detected kernels) against new: only `thetas` and the points' `theta`
+of `thinkswitcher` (19 of 21 values, the quantiles of predicted gains) and
+`predictive-scheduling` (11 of 21, the geometric sweep) changed, by at most
+1.8e-14 relative; every cost, reward, accuracy, gap, area, chosen penalty
+and the `thinkbrake` document are identical.
+
 What is compared: JSON documents with their `provenance` blocks removed
 (they name library versions) and canonically re-serialized; CSV and LaTeX
 tables as bytes; the set's logical content hash. PNG bytes depend on the

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from otbench.analysis.measurement import MeasurementSet
 
+from . import _detmath as detmath
 from ._features import DEFAULT_LAMBDAS, PerModelRidge, featurizer, unit_mean, units_of
 from ._methods import UnitTable
 
@@ -150,16 +151,16 @@ class PredictiveScheduling(_Learned):
     def _targets(self, ms: MeasurementSet, stored: Any) -> tuple[UnitTable, np.ndarray]:
         unit, units = units_of(ms, stored)
         target = unit_mean(unit, earliest_max_tokens(ms), len(units))
-        return units, np.log1p(target)[:, None]
+        return units, detmath.log1p(target)[:, None]
 
     def predicted_tokens(self, units: UnitTable) -> np.ndarray:
         """float64[unit] predicted mean `L(k*)` in tokens (>= 0)."""
-        return np.maximum(np.expm1(self._predict(units)[:, 0]), 0.0)
+        return np.maximum(detmath.expm1(self._predict(units)[:, 0]), 0.0)
 
     def theta_grid(self, n: int) -> list[float]:
         if n == 1:
             return [1.0]
-        return [0.0] + np.geomspace(1 / 8, 32.0, n - 1).tolist()
+        return [0.0] + detmath.geomspace(1 / 8, 32.0, n - 1)
 
     def budget(self, units: UnitTable, theta: float) -> np.ndarray:
         return theta * self.predicted_tokens(units)

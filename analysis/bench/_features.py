@@ -27,7 +27,6 @@ offline, on CPU and identically for every split:
 
 import dataclasses
 import hashlib
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 from otbench.analysis.measurement import MeasurementSet, MeasurementSetError
 
+from . import _detmath as detmath
 from ._methods import UnitTable
 
 _KEY = b"otbench/features/v1"
@@ -178,14 +178,14 @@ class HashedText:
                 for j in range(len(words) - n + 1):
                     v = h(" ".join(words[j:j + n]))
                     row[v % self.dim] += 1.0 if v >> 63 else -1.0
-            norm = math.sqrt(float(row[:self.dim] @ row[:self.dim]))
+            norm = detmath.norm(row[:self.dim])
             if norm > 0:
                 row[:self.dim] /= norm
             for tok in (f"group={units.group[i]}", f"dataset={units.dataset[i]}"):
                 v = h(tok)
                 row[self.dim + v % self.cat_dim] += 1.0 if v >> 63 else -1.0
-            row[-2] = math.log1p(len(words)) / 4.0
-            row[-1] = math.log1p(len(text)) / 8.0
+            row[-2] = detmath.log1p_scalar(len(words)) / 4.0
+            row[-1] = detmath.log1p_scalar(len(text)) / 8.0
         return X
 
 
@@ -242,7 +242,11 @@ def featurizer(spec: str | Any) -> Any:
     return parts[0] if len(parts) == 1 else Concat(tuple(parts))
 
 
-# -- ridge regression (closed form, NumPy) --------------------------------------------
+# -- ridge regression (closed form, fixed-order arithmetic) ---------------------------
+#
+# Every product and solve goes through `_detmath` (no BLAS/LAPACK), so a fit --
+# and the θ sweep, predictions and decisions built on it -- is the same to the
+# last bit on every machine (issue 24; README "Determinism").
 
 @dataclasses.dataclass(frozen=True)
 class Ridge:
@@ -253,40 +257,23 @@ class Ridge:
     lam: float
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return X @ self.w + self.b
-
-
-def ridge_fit(X: np.ndarray, Y: np.ndarray, lam: float) -> Ridge:
-    """Minimize `|Y - X w - b|^2 + lam |w|^2` in closed form.
-
-    Centering removes the intercept from the penalty. With more columns
-    than rows the dual form `w = Xcᵀ (Xc Xcᵀ + lam I)⁻¹ Yc` solves an
-    `n x n` system instead of `dim x dim`; both are the same minimizer.
-
-    Args:
-      X: float64[n, dim]; Y: float64[n, out] (n >= 1); lam > 0.
-    """
-    X = np.asarray(X, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
-    xm, ym = X.mean(axis=0), Y.mean(axis=0)
-    Xc, Yc = X - xm, Y - ym
-    n, d = Xc.shape
-    if d <= n:
-        w = np.linalg.solve(Xc.T @ Xc + lam * np.eye(d), Xc.T @ Yc)
-    else:
-        w = Xc.T @ np.linalg.solve(Xc @ Xc.T + lam * np.eye(n), Yc)
-    return Ridge(w=w, b=ym - xm @ w, lam=float(lam))
+        return detmath.matmul(X, self.w) + self.b
 
 
 @dataclasses.dataclass(frozen=True)
 class _Gram:
-    """Eigendecomposition of the smaller Gram matrix of a centered design (see `ridge_path`)."""
+    """The smaller Gram matrix of a centered design, and its Cholesky factor per penalty.
+
+    `dual`: `G = Xc Xcᵀ` (more columns than rows), else `G = Xcᵀ Xc`. The
+    factors of `G + lam I` are cached per `lam`, so designs shared by
+    several models or targets are factored once per penalty.
+    """
 
     xm: np.ndarray       # float64[dim] column means
     Xc: np.ndarray       # float64[n, dim] centered design
-    e: np.ndarray        # float64[r] eigenvalues, r = min(n, dim)
-    V: np.ndarray        # float64[r, r] eigenvectors
-    dual: bool           # True: decomposed Xc Xcᵀ (n < dim)
+    G: np.ndarray        # float64[r, r], r = min(n, dim)
+    dual: bool
+    factors: dict = dataclasses.field(default_factory=dict, compare=False)
 
     @staticmethod
     def of(X: np.ndarray) -> "_Gram":
@@ -294,32 +281,51 @@ class _Gram:
         xm = X.mean(axis=0)
         Xc = X - xm
         dual = Xc.shape[1] > Xc.shape[0]
-        e, V = np.linalg.eigh(Xc @ Xc.T if dual else Xc.T @ Xc)
-        return _Gram(xm=xm, Xc=Xc, e=e, V=V, dual=dual)
+        G = detmath.matmul(Xc, Xc.T) if dual else detmath.matmul(Xc.T, Xc)
+        return _Gram(xm=xm, Xc=Xc, G=G, dual=dual)
+
+    def factor(self, lam: float) -> np.ndarray:
+        F = self.factors.get(lam)
+        if F is None:
+            F = self.factors[lam] = detmath.cholesky(self.G + lam * np.eye(self.G.shape[0]))
+        return F
+
+    def solve(self, Y: np.ndarray, lams: Sequence[float]) -> list[Ridge]:
+        Y = np.asarray(Y, dtype=np.float64)
+        ym = Y.mean(axis=0)
+        Yc = Y - ym
+        rhs = Yc if self.dual else detmath.matmul(self.Xc.T, Yc)
+        out = []
+        for lam in lams:
+            w = detmath.cho_solve(self.factor(float(lam)), rhs)
+            if self.dual:
+                w = detmath.matmul(self.Xc.T, w)
+            out.append(Ridge(w=w, b=ym - detmath.matmul(self.xm[None, :], w)[0], lam=float(lam)))
+        return out
+
+
+def ridge_fit(X: np.ndarray, Y: np.ndarray, lam: float) -> Ridge:
+    """Minimize `|Y - X w - b|^2 + lam |w|^2` in closed form.
+
+    Centering removes the intercept from the penalty. With at most as many
+    columns as rows, `w = (Xcᵀ Xc + lam I)⁻¹ Xcᵀ Yc`; with more columns
+    than rows the dual form `w = Xcᵀ (Xc Xcᵀ + lam I)⁻¹ Yc` solves an
+    `n x n` system instead of `dim x dim`; both are the same minimizer. The
+    system is solved by Cholesky in fixed-order arithmetic (`_detmath`).
+
+    Args:
+      X: float64[n, dim]; Y: float64[n, out] (n >= 1); lam > 0.
+    """
+    return _Gram.of(X).solve(Y, [lam])[0]
 
 
 def ridge_path(X: np.ndarray, Y: np.ndarray, lambdas: Sequence[float],
                gram: "_Gram | None" = None) -> list[Ridge]:
-    """`ridge_fit` for every penalty from one eigendecomposition of the smaller Gram matrix.
-
-    With `Xcᵀ Xc = V diag(e) Vᵀ`, `w(lam) = V diag(1 / (e + lam)) Vᵀ Xcᵀ Yc`;
-    with more columns than rows, `Xc Xcᵀ = Q diag(e) Qᵀ` and `w(lam) = Xcᵀ Q
-    diag(1 / (e + lam)) Qᵀ Yc`. Both are the normal-equation minimizer, for
-    all penalties at the cost of one decomposition, which `gram` may supply
-    when several targets share a design (tests compare with `ridge_fit`).
-    """
+    """`ridge_fit` for every penalty from one Gram matrix, which `gram` may supply
+    when several targets share a design (tests compare with `ridge_fit` and a
+    least-squares twin)."""
     g = _Gram.of(X) if gram is None else gram
-    Y = np.asarray(Y, dtype=np.float64)
-    ym = Y.mean(axis=0)
-    Yc = Y - ym
-    rhs = g.V.T @ (Yc if g.dual else g.Xc.T @ Yc)
-    out = []
-    for lam in lambdas:
-        w = g.V @ (rhs / (g.e + lam)[:, None])
-        if g.dual:
-            w = g.Xc.T @ w
-        out.append(Ridge(w=w, b=ym - g.xm @ w, lam=float(lam)))
-    return out
+    return g.solve(Y, lambdas)
 
 
 def ridge_select(X: np.ndarray, Y: np.ndarray, Xv: np.ndarray, Yv: np.ndarray,

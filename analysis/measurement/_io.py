@@ -60,12 +60,21 @@ def _version() -> str:
     return __version__
 
 
-def content_hash(ms: MeasurementSet) -> str:
+def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
     """sha256 of the logical content (arrays and name tables), independent of file encoding.
 
     The synthetic label is part of the content (a simulated set is not the
     same data as a measured one): flipping `synthetic` in a manifest breaks
     the hash. It enters only when set, so measured sets keep their hashes.
+
+    The hash covers every bit of the data, float signals included (it is the
+    set's integrity check). Float signals measured by an engine (log-
+    probabilities from CPU or GPU kernels) may differ in their last bits
+    between machines and thread counts while everything else is the same;
+    `signals=False` hashes the exact part only -- counts, `L`, `C`, `y`,
+    flags, indices, name tables and the names of the signals, not their
+    values -- so two such sets can be compared exactly there and within a
+    tolerance on the signals.
     """
     h = hashlib.sha256()
     if ms.synthetic:
@@ -73,7 +82,9 @@ def content_hash(ms: MeasurementSet) -> str:
     for name in ("n", "probes", "y", "finished", "trajectory", "cell", "question", "split"):
         h.update(name.encode())
         h.update(np.ascontiguousarray(getattr(ms, name)).astype("<i8").tobytes())
-    for name, arr in [("L", ms.L), ("C", ms.C)] + sorted(ms.signals.items()):
+    if not signals:
+        h.update(b"signals-left-out:" + ",".join(sorted(ms.signals)).encode())
+    for name, arr in [("L", ms.L), ("C", ms.C)] + (sorted(ms.signals.items()) if signals else []):
         flat, _ = unpad(np.asarray(arr), ms.n)
         h.update(name.encode())
         h.update(flat.astype("<f8" if arr.dtype.kind == "f" else "<i8").tobytes())

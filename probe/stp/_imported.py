@@ -27,6 +27,13 @@ would be. Records with undecided `finished` (plain text with no reasoning
 markers) are the whole reply for the generic family (finished) and a trace
 cut before its end marker for native thinking families.
 
+Own answers: a finished trace's own final answer (`answer_ids`, or the
+`answer` text, e.g. what follows `</think>`) gives `y` whatever the family;
+present but empty, it is graded as the empty answer (as a sampled trajectory
+that closes its thinking and stops is), not replaced by a forced one. The
+answer of a trace that is cut or unfinished is not used: such a trace gets
+the forced answer of position n, as a sampled one does.
+
 The provenance's `trajectories` entry records the import: source (path or
 dataset, sha256 or fingerprint), format, counts, tokenizer hash and a digest
 of every resolved trajectory, which is also part of every unit's key.
@@ -125,13 +132,22 @@ def _resolve(rec, q, r: int, job, tok, counts: dict) -> ImportedTrajectory:
         counts["from_text"] += 1
         counts["not_round_trip"] += tok.decode(list(ids)) != rec.thinking
     finished = rec.finished if rec.finished is not None else not job.family.native_thinking
-    if len(ids) > job.thinking_limit:
+    # As a sampled trace is cut (`split_trajectory`): the marker must start within the
+    # limit, so a finished trace of exactly `thinking_limit` tokens did not end in time.
+    if len(ids) > job.thinking_limit or (finished and len(ids) == job.thinking_limit):
         ids, finished = ids[:job.thinking_limit], False
         counts["cut_at_limit"] += 1
-    answer = rec.answer_ids
-    if answer is None and rec.answer is not None and rec.answer.strip():
-        answer = tuple(int(t) for t in tok.encode(_strip_prefix(rec.answer, job.family.answer_prefix),
-                                                  add_special_tokens=False))
+    # The trajectory's own answer counts only for a finished trace (a cut or
+    # unfinished one gets the forced answer, as a sampled one does). An answer
+    # that is present but empty (`<think>...</think>` and nothing after it) is
+    # the trajectory's answer, graded as the empty answer a sampled run grades,
+    # never replaced by a freshly sampled one.
+    answer = None
+    if finished:
+        answer = rec.answer_ids
+        if answer is None and rec.answer is not None:
+            text = _strip_prefix(rec.answer, job.family.answer_prefix)
+            answer = tuple(int(t) for t in tok.encode(text, add_special_tokens=False)) if text else ()
     counts["finished"] += finished
     counts["own_answers"] += answer is not None
     return ImportedTrajectory(q.dataset, q.id, r, tuple(ids), bool(finished), answer)
@@ -159,7 +175,8 @@ def import_trajectories(job, questions: Sequence, log) -> Imported:
     if not per_q:
         raise DatasetError(f"{table.get('path') or table.get('hub')}: none of its {len(recs)} trajectories "
                            "belongs to a question of the job's [data]")
-    needs_text = any(r.thinking_ids is None or (r.answer_ids is None and r.answer)
+    needs_text = any(r.thinking_ids is None or (r.answer_ids is None and r.answer
+                                                 and _strip_prefix(r.answer, job.family.answer_prefix))
                      for rs in per_q.values() for r in rs)
     tok = tok_hash = None
     if needs_text:
@@ -213,10 +230,13 @@ def think_results(job, questions: Sequence, fmt) -> dict[tuple[int, int], Any]:
     The imported thinking takes the place of the unit's thinking + answer
     request, cut exactly as `_loop.split_trajectory` cuts a sampled one: at
     `thinking_limit` (then unfinished, the answer forced at position n), and
-    the own answer at `answer_limit`. A finished native-thinking trace without
-    its own answer gets the forced answer of position n (SPEC §3.3), like a
-    cut one. The seed is the one the unit would have been sampled with, so
-    journal keys and provenance read the same as for a sampled run.
+    the own answer at `answer_limit`. A finished trace's own answer (possibly
+    empty) is graded for `y`, for native-thinking and generic families alike;
+    a finished native-thinking trace without one gets the forced answer of
+    position n (SPEC §3.3), like a cut one; a finished generic-family trace
+    without one is graded as its reply, as a sampled one is. The seed is the
+    one the unit would have been sampled with, so journal keys and
+    provenance read the same as for a sampled run.
     """
     index = {(q.dataset, q.id): i for i, q in enumerate(questions)}
     native = fmt.family.native_thinking
@@ -230,9 +250,13 @@ def think_results(job, questions: Sequence, fmt) -> dict[tuple[int, int], Any]:
         elif native and t.finished:
             answer = None if t.answer is None else tuple(t.answer[:answer_limit])
             think = ThinkResult(seed, tuple(t.thinking), True, int(fmt.end_ids[0]), answer)
-        elif t.finished:        # the generic family: the reply is the trajectory
+        elif t.finished:
+            # The generic family: the reply is the trajectory, and it is what is graded,
+            # unless the record carries the trajectory's own final answer (the text after
+            # `</think>` of a reasoning model's trace): then that answer gives `y`.
             stops = tuple(fmt.think_stop_ids)
-            think = ThinkResult(seed, tuple(t.thinking), True, int(stops[0]) if stops else None, None)
+            answer = None if t.answer is None else tuple(t.answer[:answer_limit])
+            think = ThinkResult(seed, tuple(t.thinking), True, int(stops[0]) if stops else None, answer)
         else:
             think = ThinkResult(seed, tuple(t.thinking), False, None, None)
         out[(q, t.trajectory)] = think

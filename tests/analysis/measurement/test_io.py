@@ -308,3 +308,24 @@ def test_analysis_does_not_import_torch():
     code = "import sys, otbench.analysis, otbench.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_content_hash_without_signals_covers_the_exact_part(tmp_path):
+    # issue 24: the exact part (counts, L, C, y, names) is hashed without the float signals,
+    # which may differ in their last bits between machines; the full hash covers them.
+    from otbench.analysis.measurement import content_hash
+
+    def h(name, **kw):
+        ms = import_jsonl(write_lines(tmp_path / f"{name}.jsonl", [rec(**kw)]))
+        return content_hash(ms), content_hash(ms, signals=False)
+
+    base = h("a", signals={"margin": [0.5, -1.0, 2.0]})
+    assert base == h("again", signals={"margin": [0.5, -1.0, 2.0]})
+    last_bit = h("b", signals={"margin": [0.5, -1.0, float(np.nextafter(2.0, 3.0))]})
+    assert last_bit[0] != base[0] and last_bit[1] == base[1]      # only the full hash sees it
+    for other in (h("c", signals={"margin": [0.5, -1.0, 2.0]}, C=[0, 2, 3]),
+                  h("d", signals={"margin": [0.5, -1.0, 2.0]}, y=0),
+                  h("e", signals={"other": [0.5, -1.0, 2.0]}),           # another signal's name
+                  h("f")):                                               # no signal at all
+        assert other[0] != base[0] and other[1] != base[1]
+    assert content_hash(import_jsonl(write_lines(tmp_path / "g.jsonl", [rec()]))) == h("g2")[0]

@@ -127,12 +127,82 @@ def test_think_results_cut_imported_traces_as_the_loop_cuts_sampled_ones():
         t = trs[r]
         ids = t.thinking + fmt.end_ids + t.answer
         assert split_trajectory(ids, 3, fmt, seed=seed[r], thinking_limit=4, answer_limit=2) == got[0, r]
+    # An empty own answer is the trajectory's answer (graded as empty), never a forced one,
+    # exactly as the loop cuts "thinking + marker" followed by the stop.
+    job.replay = (ImportedTrajectory("D", "q", 0, (5, 6), True, ()),)
+    assert think_results(job, qs, fmt)[0, 0] == ThinkResult(seed[0], (5, 6), True, 3, ()) == \
+        split_trajectory((5, 6, 3, 4), 9, fmt, seed=seed[0], thinking_limit=4, answer_limit=2)
+
+
+def test_think_results_generic_family_keeps_own_answers():
+    import types
+
+    from otbench.probe.config import derive_seed
+    from otbench.probe.stp._loop import ThinkResult
+
+    fmt = types.SimpleNamespace(family=types.SimpleNamespace(native_thinking=False), end_ids=(),
+                                think_stop_ids=(2, 7))
+    qs = [types.SimpleNamespace(dataset="D", id="q")]
+    trs = (ImportedTrajectory("D", "q", 0, (5, 6), True, (9, 8, 8)),   # own answer (after </think>)
+           ImportedTrajectory("D", "q", 1, (5, 6), True, ()),          # own answer, empty
+           ImportedTrajectory("D", "q", 2, (5, 6), True, None),        # the reply is graded
+           ImportedTrajectory("D", "q", 3, (5, 6, 7, 8), True, (9,)))  # at the limit: forced
+    job = types.SimpleNamespace(model="m", thinking_limit=4, answer_limit=2, replay=trs)
+    seed = [derive_seed("m", "D", "q", r, "think") for r in range(4)]
+    assert think_results(job, qs, fmt) == {
+        (0, 0): ThinkResult(seed[0], (5, 6), True, 2, (9, 8)),
+        (0, 1): ThinkResult(seed[1], (5, 6), True, 2, ()),
+        (0, 2): ThinkResult(seed[2], (5, 6), True, 2, None),
+        (0, 3): ThinkResult(seed[3], (5, 6, 7, 8), False, None, None)}
+
+
+def test_resolve_keeps_empty_answers_and_drops_answers_of_cut_traces():
+    import types
+
+    from otbench.probe.data import TraceRecord
+    from otbench.probe.stp._imported import _resolve
+
+    class Tok:                       # one id per character (enough to see what is tokenized)
+        def encode(self, text, add_special_tokens=False):
+            return [ord(c) for c in text]
+
+        def decode(self, ids):
+            return "".join(map(chr, ids))
+
+    q = types.SimpleNamespace(dataset="D", id="q")
+    for native in (True, False):
+        job = types.SimpleNamespace(thinking_limit=5, family=types.SimpleNamespace(
+            native_thinking=native, answer_prefix="\n\n" if native else "So $\\boxed{"))
+
+        def res(thinking, finished, answer=None, answer_ids=None, job=job):
+            counts = dict.fromkeys(("from_ids", "from_text", "not_round_trip", "cut_at_limit",
+                                    "finished", "own_answers"), 0)
+            rec = TraceRecord("t:1", "q", None, None, None, None, thinking, finished, answer_ids, answer)
+            return _resolve(rec, q, 0, job, Tok(), counts), counts
+
+        t, c = res("ab", True, "\n\n\\boxed{4}")
+        assert (t.finished, t.answer, c["own_answers"]) == (True, tuple(map(ord, "\\boxed{4}")), 1)
+        t, c = res("ab", True, "")              # `<think>ab</think>` and nothing after it
+        assert (t.answer, c["own_answers"]) == ((), 1)
+        t, c = res("ab", True, "  \n")           # only white space: the empty answer too
+        assert t.answer == ()
+        t, c = res("ab", True)                  # no answer field: forced (native) / the reply (generic)
+        assert (t.answer, c["own_answers"]) == (None, 0)
+        t, c = res("abcde", True, "4")          # the marker would start at the limit: not in time
+        assert (t.finished, t.answer, c["cut_at_limit"]) == (False, None, 1)
+        t, c = res("abcdefg", True, "4")        # cut at the thinking limit: not finished, forced
+        assert (t.thinking, t.finished, t.answer, c["cut_at_limit"], c["own_answers"]) == \
+            (tuple(map(ord, "abcde")), False, None, 1, 0)
+        t, c = res("ab", False, answer_ids=(1, 2))   # unfinished: its answer is not the trajectory's
+        assert (t.answer, c["own_answers"]) == (None, 0)
 
 
 # -- end to end ----------------------------------------------------------------------------------
 
 
 def _set_and_probes(out: Path):
+    """(full content hash, probe answers) of a set. Both runs compared with it run in this
+    process with the same engine and threads, so even their float signals agree to the bit."""
     from otbench.analysis.measurement import load, load_table
     from otbench.analysis.measurement._io import content_hash
 
@@ -142,7 +212,12 @@ def _set_and_probes(out: Path):
 
 
 def _export(out: Path, path: Path, *, text_tok=None, with_answers=True) -> list[dict]:
-    """The sampled run's trajectories as import records (ids, or text decoded with `text_tok`)."""
+    """The sampled run's trajectories as import records (ids, or text decoded with `text_tok`).
+
+    `with_answers`: a finished trajectory's own answer (the ids after its marker, empty
+    when it stopped right there) goes with it; a cut one's answer was forced, not its own.
+    A generic-family run has no own answers (the reply is graded): export it without.
+    """
     from otbench.analysis.measurement import load_table
 
     rows = []
@@ -152,7 +227,7 @@ def _export(out: Path, path: Path, *, text_tok=None, with_answers=True) -> list[
             rec["thinking_ids"] = t["thinking"]
         else:
             rec["thinking"] = text_tok.decode(t["thinking"])
-        if with_answers and t["answer"]:
+        if with_answers and t["finished"] and t["answer"] is not None:
             rec["answer_ids"] = t["answer"]
         rows.append(rec)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows[::-1]))    # any order
@@ -173,23 +248,128 @@ TINY = {
 }
 
 
-def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model, otbench_cache):
-    cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model)}}
+@pytest.fixture(scope="module")
+def tiny_model_ends(tiny_model, tmp_path_factory) -> Path:
+    """The tiny model with `</think>` and `<|im_end|>` made likely, so sampled trajectories finish.
+
+    The random tiny model almost never samples its markers (1 of 640 tokens), so every
+    trajectory hit the thinking limit and the own-answer paths were never compared.
+    Scaling the two (tied) embedding rows makes their logits large at many positions:
+    on `sums`, some trajectories end with `</think>` and an answer of their own,
+    others end on `<|im_end|>` inside the thinking or hit the limit (forced answers).
+    """
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("tiny-ends") / "model"
+    shutil.copytree(tiny_model, out)
+    tok = AutoTokenizer.from_pretrained(out)
+    w = load_file(out / "model.safetensors")
+    emb = w["model.embed_tokens.weight"]
+    emb[tok.convert_tokens_to_ids("</think>")] *= 2.0
+    emb[tok.convert_tokens_to_ids("<|im_end|>")] *= 3.5
+    save_file(w, out / "model.safetensors", metadata={"format": "pt"})
+    return out
+
+
+def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model_ends, otbench_cache):
+    # Native thinking: finished trajectories with their own answers, and cut / unfinished
+    # ones with forced answers, imported as ids, give the sampled run's set exactly.
+    cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model_ends)}}
     sampled = _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
     rows = _export(tmp_path / "sampled", tmp_path / "traces.jsonl")
     assert any(not r["finished"] for r in rows)                  # forced answers are exercised ...
-    assert any("answer_ids" in r for r in rows)                  # ... and own answers
+    assert any(r.get("answer_ids") for r in rows)                # ... and own answers
     imp = _run({**cfg, "trajectories": {"path": str(tmp_path / "traces.jsonl")}}, tmp_path / "imported")
     assert _set_and_probes(tmp_path / "imported") == _set_and_probes(tmp_path / "sampled")
     rec = imp.manifest["provenance"]["trajectories"]
     assert rec["source"]["path"] == str(tmp_path / "traces.jsonl") and len(rec["source"]["sha256"]) == 64
     assert (rec["records"], rec["trajectories"], rec["questions"], rec["from_ids"]) == (6, 6, 3, 6)
+    assert rec["own_answers"] == sum("answer_ids" in r for r in rows) == rec["finished"]
     assert rec["tokenizer_hash"] is None and rec["unmatched"] == 0
     assert sampled.manifest["provenance"].get("trajectories") is None
-    # Without own answers the original answer is generated with the same seed: the same set again.
+    # Without own answers the original answer is generated with the same seed: the same
+    # probes and signals, and the same y wherever the forced answer grades as the own one did.
     _export(tmp_path / "sampled", tmp_path / "no-answers.jsonl", with_answers=False)
     _run({**cfg, "trajectories": {"path": str(tmp_path / "no-answers.jsonl")}}, tmp_path / "imp2")
-    assert _set_and_probes(tmp_path / "imp2") == _set_and_probes(tmp_path / "sampled")
+    assert _set_and_probes(tmp_path / "imp2")[1] == _set_and_probes(tmp_path / "sampled")[1]
+    # (`stop_id` aside: a record does not say which token ended an unfinished trace.)
+    a, b = ([{k: v for k, v in r.items() if k != "stop_id"} for r in _tables(tmp_path / d)
+             if not r["finished"]] for d in ("imp2", "sampled"))
+    assert a == b and a
+
+
+def _tables(out: Path) -> list[dict]:
+    from otbench.analysis.measurement import load_table
+    return sorted(load_table(out, "tokens").to_pylist(), key=lambda r: (r["question"], r["trajectory"]))
+
+
+def _measured(out: Path) -> dict:
+    """Per (question, trajectory): (finished, thinking, L, C, y) of a set."""
+    from otbench.analysis.measurement import load
+
+    ms = load(out)
+    got = {}
+    for t in range(ms.num_trajectories):
+        n = int(ms.n[t])
+        got[ms.question_id[ms.question[t]], int(ms.trajectory[t])] = (
+            bool(ms.finished[t]), ms.L[t, :n + 1].tolist(), ms.C[t, :n + 1].tolist(), int(ms.y[t]))
+    return got
+
+
+@pytest.mark.slow
+def test_generic_family_imported_traces_keep_their_own_answers(tmp_path: Path, tiny_model_ends,
+                                                               otbench_cache):
+    from otbench.probe.data._sums import sum_questions
+    from transformers import AutoTokenizer
+
+    cfg = {**TINY, "model": {"family": "generic-chat", "id": "tiny", "path": str(tiny_model_ends)},
+           "probe": {**TINY["probe"], "thinking_limit": 24}}
+    _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
+    # no own answers to export: a sampled generic reply is graded itself (its `answer` is empty)
+    rows = _export(tmp_path / "sampled", tmp_path / "ids.jsonl", with_answers=False)
+    assert any(r["finished"] for r in rows) and any(not r["finished"] for r in rows)
+    assert all(t["answer"] == [] for t in _tables(tmp_path / "sampled") if t["finished"])
+    # 1. The replies as ids: the sampled set exactly (the finished reply graded as sampled).
+    _run({**cfg, "trajectories": {"path": str(tmp_path / "ids.jsonl")}}, tmp_path / "from-ids")
+    assert _set_and_probes(tmp_path / "from-ids") == _set_and_probes(tmp_path / "sampled")
+    # 2. lm-eval traces of a reasoning model on this generic family (the README's CPU model's
+    # case): the text after `</think>` is the trajectory's own answer and gives y. Here it is
+    # the correct boxed answer, so every finished trace has y = 1 with status ok; the probes
+    # are of the thinking, as for the same thinking given as ids.
+    tok = AutoTokenizer.from_pretrained(tiny_model_ends)
+    ref = {q.id: q.reference for q in sum_questions(3)}
+    qtext = {q.id: q.text for q in sum_questions(3)}
+    docs = {}
+    for r in sorted(rows, key=lambda r: (r["question_id"], r["trajectory"])):
+        body = tok.decode(r["thinking_ids"])
+        text = f"<think>\n{body}</think>\n\n\\boxed{{{ref[r['question_id']]}}}" if r["finished"] \
+            else f"<think>\n{body}"
+        docs.setdefault(r["question_id"], []).append(text)
+    lines = [{"doc_id": i, "doc": {"problem": qtext[q], "unique_id": q}, "resps": [texts],
+              "filter": "none"} for i, (q, texts) in enumerate(sorted(docs.items()))]
+    (tmp_path / "lm.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    s = _run({**cfg, "trajectories": {"path": str(tmp_path / "lm.jsonl"), "format": "lm-eval"}},
+             tmp_path / "lm-eval")
+    rec = s.manifest["provenance"]["trajectories"]
+    got = {(t["question"], t["trajectory"]): t for t in _tables(tmp_path / "lm-eval")}
+    fin = [k for k, t in got.items() if t["finished"]]
+    # every finished trace's own answer is used (re-tokenized text may reach the limit: cut)
+    assert fin and rec["own_answers"] == len(fin) == rec["finished"]
+    for k in fin:
+        t = got[k]
+        assert (t["y"], t["y_status"]) == (1, "ok"), (k, t["y_status"])
+        assert tok.decode(t["answer"]) == f"\\boxed{{{ref[k[0]]}}}"
+    # where the decoded thinking re-tokenizes to the same ids, L, C and finished equal the sampled
+    # ones; only y differs (the own boxed answer instead of the random reply)
+    sampled, lm = _measured(tmp_path / "sampled"), _measured(tmp_path / "lm-eval")
+    same = [k for k in lm if got[k]["thinking"] == next(r["thinking_ids"] for r in rows
+                                                        if (r["question_id"], r["trajectory"]) == k)]
+    for k in same:
+        assert lm[k][:3] == sampled[k][:3]
+        assert lm[k][3] == (1 if lm[k][0] else sampled[k][3])
 
 
 def test_tiny_imported_journal_and_resume(tmp_path: Path, tiny_model, otbench_cache):
@@ -241,7 +421,8 @@ def test_smollm2_imported_traces_equal_sampled(tmp_path: Path):
                      "boundary": "vocab+span"},
            "grader": {"kind": "minimal"}}
     _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
-    _export(tmp_path / "sampled", tmp_path / "ids.jsonl")
+    # the generic family: the reply is graded, there are no own answers to export
+    _export(tmp_path / "sampled", tmp_path / "ids.jsonl", with_answers=False)
     _run({**cfg, "trajectories": {"path": str(tmp_path / "ids.jsonl")}}, tmp_path / "from-ids")
     assert _set_and_probes(tmp_path / "from-ids") == _set_and_probes(tmp_path / "sampled")
     # As text: tokenized once with the model's tokenizer; records that round-trip give the same ids.
@@ -337,5 +518,12 @@ def test_imported_on_two_ray_workers_equals_sampled(tmp_path: Path, baseline, ot
         if started:
             ray.shutdown()
     assert all(w["units"] > 0 for w in s.run["workers"])
-    assert _set_and_probes(tmp_path / "set") == _set_and_probes(base_out)
+    # Ray workers run torch with other threads than the driver's run: the exact part and the
+    # probe answers must match exactly, the float signals within SIGNAL_ATOL (issue 24).
+    from otbench.analysis.measurement import content_hash, load
+    from test_probe_resume import same_signals
+
+    a, b = load(tmp_path / "set"), load(base_out)
+    assert content_hash(a, signals=False) == content_hash(b, signals=False) and same_signals(a, b)
+    assert _set_and_probes(tmp_path / "set")[1] == _set_and_probes(base_out)[1]
     assert s.manifest["provenance"]["trajectories"]["trajectories"] == 15

@@ -308,10 +308,55 @@ def _manifest(path: Path) -> dict:
     return m
 
 
+SIGNAL_ATOL = 1e-3
+"""Tolerance (nats) on the float signals of two runs that must be the same set.
+
+The signals are log-probabilities computed by torch's CPU kernels, whose
+float32 reductions depend on the CPU's instruction set and the thread count
+(a Ray worker runs with other threads than the driver), so their last bits
+may differ between runs of the same job on one machine or across machines.
+Measured (issue 24): the stream test's set under torch's AVX-512, AVX2 and
+default kernels on one machine had identical tokens, probes, L, C and y and
+signals at most 2.1e-5 nats apart. 1e-3 is ~50 times that and far below any
+difference a method could act on. Everything else -- tokens,
+probe answers, grades, counts, L, C, y -- is compared exactly.
+"""
+
+
+def same_signals(a, b, atol: float = SIGNAL_ATOL) -> bool:
+    """Whether two loaded sets with the same exact part have the same signals within `atol`."""
+    import numpy as np
+
+    if sorted(a.signals) != sorted(b.signals) or not np.array_equal(a.n, b.n):
+        return False
+    for name in a.signals:
+        x, y = np.asarray(a.signals[name]), np.asarray(b.signals[name])
+        if x.shape != y.shape:
+            return False
+        valid = np.arange(x.shape[1])[None, :] <= a.n[:, None]     # positions 0..n of each row
+        if not np.allclose(x[valid], y[valid], rtol=0.0, atol=atol, equal_nan=True):
+            return False
+    return True
+
+
 def _same_set(a: Path, b: Path) -> None:
-    assert _hash(a) == _hash(b)
-    # the manifests (file checksums of the trajectories, tokens and probes tables) match too
-    assert _manifest(a) == _manifest(b)
+    """The same set: exactly, except the float signals, which agree within `SIGNAL_ATOL`."""
+    from otbench.analysis.measurement import content_hash, load
+
+    sa, sb = load(a), load(b)
+    assert content_hash(sa, signals=False) == content_hash(sb, signals=False)
+    assert same_signals(sa, sb)
+    ma, mb = _manifest(a), _manifest(b)
+    if content_hash(sa) == content_hash(sb):
+        assert ma == mb        # same signals to the bit: the manifests are identical too
+    else:
+        # Only what holds the signals may differ: the content hash and the checksum of the
+        # trajectory files. The tokens and probes tables (ids, statuses) match exactly.
+        for m in (ma, mb):
+            m.pop("content_hash")
+            for f in m["files"]:
+                f.pop("sha256")
+        assert ma == mb
 
 
 def _units_in(journal: Path) -> int:
