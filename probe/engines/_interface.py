@@ -119,6 +119,10 @@ class EngineConfig:
       batch_invariant: vLLM's batch-invariant kernels (`VLLM_BATCH_INVARIANT`):
         a request's tokens and log-probabilities do not depend on what else
         is in its batch (GPU only; see the README's determinism section).
+      logits_processors: vLLM: custom V1 logits processors, as ``module:Class``
+        names, loaded into the engine (e.g. the online controller,
+        ``otbench.probe.online:ExitProcessor``); requests reach them through
+        `GenRequest.extra_args`.
     """
 
     kind: str = "vllm"
@@ -135,6 +139,7 @@ class EngineConfig:
     chunked_prefill: bool | None = None
     revision: str | None = None
     batch_invariant: bool = False
+    logits_processors: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
