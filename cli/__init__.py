@@ -21,6 +21,7 @@ _COMMANDS = {
     "_thinning": ("thinning_cmd", "sweep_cmd"),
     "_horizon": ("horizon_group",),
     "_demo": ("demo_cmd",),
+    "_online": ("online_group",),
 }
 
 

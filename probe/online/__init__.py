@@ -15,6 +15,16 @@ Importing this package imports neither torch, vLLM nor JAX; the analysis
 never imports it.
 """
 
+from ._certify import (
+                       OnlineResult,
+                       Trajectory,
+                       certificate_line,
+                       certify_set,
+                       compare,
+                       question_bootstrap,
+                       replay,
+                       signal_shift,
+)
 from ._control import RequestControl, Tables
 from ._spec import (
                     PLUGINS_ENV,
@@ -32,8 +42,9 @@ PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors``."""
 
 __all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
-           "OnlineControlError", "RequestControl", "Tables", "ThinkBrakeRule", "check_engine",
-           "load_rule", "parse_args", "request_args"]
+           "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",
+           "certificate_line", "certify_set", "check_engine", "compare", "load_rule", "parse_args",
+           "question_bootstrap", "replay", "request_args", "signal_shift"]
 
 
 def __getattr__(name: str):

@@ -20,7 +20,7 @@ from otbench.probe.tokens import build_vocabulary, compile_format
 pytest.importorskip("vllm")
 
 GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
-MAX_NEW = 48
+MAX_NEW = 96
 QUESTION = "What is 7 + 5? Think step by step, one short paragraph per step."
 
 
@@ -60,7 +60,7 @@ def test_stops_exactly_at_the_first_boundary_under_theta(setup):
     engine, fmt, entry, prompt, plain = setup
     tables = Tables.from_format(fmt)
     points = [L for L in _points(tables, plain) if L < len(plain)]
-    assert len(points) >= 3, f"the reference generation has too few boundaries: {points}"
+    assert len(points) >= 2, f"the reference generation has too few boundaries: {points}"
     sig = engine.signals([list(prompt) + list(plain[:L]) for L in points], fmt.signal_id)
     margin = np.array([s.logp_other - s.logp_end for s in sig])
     # A boundary j >= 1 whose margin is below every earlier one, so that a θ
