@@ -21,6 +21,7 @@ from ._certify import (
                        certificate_line,
                        certify_set,
                        compare,
+                       engine_config_of,
                        question_bootstrap,
                        replay,
                        signal_shift,
@@ -43,7 +44,7 @@ PROCESSOR = "otbench.probe.online:ExitProcessor"
 
 __all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
            "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",
-           "certificate_line", "certify_set", "check_engine", "compare", "load_rule", "parse_args",
+           "certificate_line", "certify_set", "check_engine", "compare", "engine_config_of", "load_rule", "parse_args",
            "question_bootstrap", "replay", "request_args", "signal_shift"]
 
 

@@ -124,6 +124,9 @@ def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Traje
         else:
             thinking = tuple(out[:thinking_limit])
             finished = c.stop_id is not None and c.stop_id in fmt.think_stop_ids and len(out) < thinking_limit
+            if finished:    # the generic family's finished reply is its own answer (as the probe grades it)
+                results[i] = OnlineResult(None, n, thinking, thinking, thinking == t.thinking)
+                continue
             follow[i] = GenRequest(fmt.answer_context(t.prompt, thinking, finished), 1, int(t.seed_answer),
                                    answer_limit, fmt.answer_stop_ids)
             results[i] = OnlineResult(None, n, thinking, (), thinking == t.thinking)
@@ -232,6 +235,7 @@ def certificate_line(cert: Mapping[str, Any], overhead_pct: float | None = None)
 def set_trajectories(directory, ms: Any, rows: Sequence[int]) -> list[Trajectory]:
     """The stored ids and seeds of `ms`'s trajectories `rows`, from the set's `tokens` table."""
     from otbench.analysis.measurement import MeasurementSetError, load_table
+    from otbench.probe.config import derive_seed
 
     tab = load_table(directory, "tokens").to_pydict()
     index = {(g, q, int(r)): i for i, (g, q, r) in enumerate(zip(tab["group"], tab["question"], tab["trajectory"]))}
@@ -245,8 +249,11 @@ def set_trajectories(directory, ms: Any, rows: Sequence[int]) -> list[Trajectory
             raise MeasurementSetError(str(directory), f"tokens table has no row for ({g}, {q}, trajectory {r})")
         n = int(ms.n[row])
         L = tuple(int(x) for x in ms.L[row, :n + 1])
+        sa = tab["seed_answer"][i]
+        if sa is None:      # the probe needed no answer request; the seed it would have used
+            sa = derive_seed(tab["model"][i], tab["dataset"][i], q, r, "answer")
         out.append(Trajectory(q, r, tuple(tab["prompt"][i]), tuple(tab["thinking"][i]), L,
-                              int(tab["seed_think"][i]), int(tab["seed_answer"][i])))
+                              int(tab["seed_think"][i]), int(sa)))
     return out
 
 
@@ -275,7 +282,7 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     token cap). `engine`: an open engine with the controller loaded
     (default: the set's recorded engine, started here and closed after).
     """
-    from otbench.probe.config import Sampling, family_from_dict
+    from otbench.probe.config import Sampling, load_family
     from otbench.probe.data import load_questions
     from otbench.probe.engines import open_engine
     from otbench.probe.grading import GradeItem, open_grader
@@ -283,8 +290,14 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
 
     from . import PROCESSOR
 
+    from ._spec import OnlineControlError
+
     prov = ms.provenance
-    fam = family_from_dict(prov["family"])
+    fam = load_family(prov["family"]["name"])
+    if fam.version != prov["family"].get("version"):
+        # The server's processor loads the family by name: it must be the one the set was probed with.
+        raise OnlineControlError(f"the set was probed with family {fam.name} version "
+                                 f"{prov['family'].get('version')}; this otbench has version {fam.version}")
     probe = prov.get("probe", {})
     rule = prov.get("boundary_rule", "vocab")
     sampling = Sampling(**prov["sampling"])
