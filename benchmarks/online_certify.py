@@ -60,7 +60,8 @@ def main() -> None:
             certs.append(cert)
             sh = cert.get("signal_shift") or {}
             print(f"theta {theta:+.3f}: equal {cert['equal']}/{cert['trajectories']} (faithful replays "
-                  f"{cert['faithful']}), acc online {100 * cert['online_acc']:.1f}% vs offline "
+                  f"{cert['faithful']}; equal to the offline walk on the online-context signal "
+                  f"{cert.get('equal_online_context')}), acc online {100 * cert['online_acc']:.1f}% vs offline "
                   f"{100 * cert['offline_acc']:.1f}%, rel cost online {100 * cert['online_rel_cost']:.1f}% vs "
                   f"offline {100 * cert['offline_rel_cost']:.1f}%, signal shift mean {sh.get('mean')} "
                   f"max |.| {sh.get('max_abs')} over {sh.get('boundaries')} boundaries", flush=True)

@@ -23,8 +23,9 @@ from ._certify import (
                        compare,
                        engine_config_of,
                        question_bootstrap,
+                       boundary_signals,
+                       first_at_or_below,
                        replay,
-                       signal_shift,
 )
 from ._control import RequestControl, Tables
 from ._spec import (
@@ -45,7 +46,7 @@ PROCESSOR = "otbench.probe.online:ExitProcessor"
 __all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
            "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",
            "certificate_line", "certify_set", "check_engine", "compare", "engine_config_of", "load_rule", "parse_args",
-           "question_bootstrap", "replay", "request_args", "signal_shift"]
+           "boundary_signals", "first_at_or_below", "question_bootstrap", "replay", "request_args"]
 
 
 def __getattr__(name: str):

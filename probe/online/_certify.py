@@ -15,8 +15,10 @@ assumed away):
   its last boundary token replaced by its content (and the separator), the
   context the probe's answer prompt uses (SPEC §3.3); online the
   processor sees the logits after what the model wrote, the boundary token
-  itself. `signal_shift` reads both with the engine's signal request and
-  reports the margin difference at every decided boundary;
+  itself. `boundary_signals` reads both with the engine's signal request:
+  the certificate reports their difference at every boundary and, as the
+  controller's own exactness check, the offline walk on the online-context
+  signal (`equal_online_context`);
 * the trajectory itself: a replay with the same seed reproduces the stored
   tokens only if the engine samples identically in another batch (vLLM
   promises seeds, not bit-identical floats across batchings); `faithful`
@@ -149,27 +151,35 @@ def _run(stream, reqs: Sequence[GenRequest], in_flight: int) -> list[Completion]
     return out  # type: ignore[return-value]
 
 
-def signal_shift(engine: Engine, fmt: Any, trajectories: Sequence[Trajectory], positions: Sequence[int]
-                 ) -> np.ndarray:
-    """float64[decided boundaries] online-context margin minus offline-context margin.
+def boundary_signals(engine: Engine, fmt: Any, trajectories: Sequence[Trajectory]
+                     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per trajectory, float64[n] margins at `k = 0..n-1`: (online context, probe context).
 
-    At every boundary `k < min(position, n)` a trajectory passes (and at its
-    stop), both margins are read by the engine's own signal request: after
-    `prompt + thinking[:L(k)]` (what the online processor sees) and after
-    `fmt.signal_context` (what the probe recorded).
+    Both are read by the engine's own signal request: after `prompt +
+    thinking[:L(k)]` (the context the online processor decides in: what the
+    model wrote) and after `fmt.signal_context` (what the probe recorded:
+    the last boundary token replaced by its content, then the separator).
     """
-    on, off = [], []
-    for t, k in zip(trajectories, positions):
+    on, off, sizes = [], [], []
+    for t in trajectories:
         n = len(t.L) - 1
-        for j in range(min(int(k), n - 1) + 1):
-            Lj = t.L[j]
-            on.append(list(t.prompt) + list(t.thinking[:Lj]))
-            off.append(fmt.signal_context(t.prompt, t.thinking, Lj))
-    if not on:
-        return np.zeros(0)
-    a = engine.signals(on, fmt.signal_id)
-    b = engine.signals(off, fmt.signal_id)
-    return np.array([(x.logp_other - x.logp_end) - (y.logp_other - y.logp_end) for x, y in zip(a, b)])
+        sizes.append(n)
+        for j in range(n):
+            on.append(list(t.prompt) + list(t.thinking[:t.L[j]]))
+            off.append(fmt.signal_context(t.prompt, t.thinking, t.L[j]))
+    a = engine.signals(on, fmt.signal_id) if on else []
+    b = engine.signals(off, fmt.signal_id) if off else []
+    ma = np.array([x.logp_other - x.logp_end for x in a])
+    mb = np.array([x.logp_other - x.logp_end for x in b])
+    cuts = np.cumsum([0] + sizes)
+    return ([ma[cuts[i]:cuts[i + 1]] for i in range(len(sizes))],
+            [mb[cuts[i]:cuts[i + 1]] for i in range(len(sizes))])
+
+
+def first_at_or_below(margins: np.ndarray, theta: float) -> int:
+    """ThinkBrake's position on one trajectory: the first `k < n` with margin `<= θ`, else `n`."""
+    hit = np.flatnonzero(np.asarray(margins) <= theta)
+    return int(hit[0]) if hit.size else int(np.asarray(margins).size)
 
 
 def question_bootstrap(values: np.ndarray, groups: np.ndarray, *, reps: int = 2000, seed: int = 0,
@@ -188,7 +198,7 @@ def question_bootstrap(values: np.ndarray, groups: np.ndarray, *, reps: int = 20
 
 def compare(trajectories: Sequence[Trajectory], online: Sequence[OnlineResult], offline_k: np.ndarray,
             offline_acc: np.ndarray, online_correct: np.ndarray, *, shift: np.ndarray | None = None,
-            seed: int = 0) -> dict[str, Any]:
+            online_signal_k: np.ndarray | None = None, seed: int = 0) -> dict[str, Any]:
     """The certificate: per-trajectory agreement and the point's accuracy and relative cost, online vs offline."""
     k_off = np.asarray(offline_k, dtype=np.int64)
     k_on = np.array([r.position for r in online], dtype=np.int64)
@@ -212,6 +222,13 @@ def compare(trajectories: Sequence[Trajectory], online: Sequence[OnlineResult], 
                            for t, a, b, c, d, f in zip(trajectories, k_off, k_on, L_off, L_on, faithful)],
     }
     out["cost_gap_pp"] = 100 * (out["online_rel_cost"] - out["offline_rel_cost"])
+    if online_signal_k is not None:
+        # The controller's own exactness: its stops against the offline walk on
+        # the signal read in the online context (the same rule, the same θ).
+        ko = np.asarray(online_signal_k, dtype=np.int64)
+        out["equal_online_context"] = int((k_on == ko).sum())
+        for rec, v in zip(out["per_trajectory"], ko):
+            rec["online_context_k"] = int(v)
     if shift is not None:
         s = np.asarray(shift, dtype=np.float64)
         out["signal_shift"] = {"boundaries": int(s.size),
@@ -275,7 +292,7 @@ def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str]) 
 
 def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, method: str,
                 theta: float, engine: Engine | None = None, grader: str = "auto",
-                shift: bool = True, seed: int = 0) -> dict[str, Any]:
+                shift: bool = True, seed: int = 0, signal: str = "margin") -> dict[str, Any]:
     """Replay `rows` of the stored set in `directory` online and certify them against `offline_k`.
 
     `method`: the controller's rule (``thinkbrake``; ``cap`` with `theta` a
@@ -309,9 +326,13 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
         tok = engine.tokenizer()
         fmt = compile_format(fam, tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=rule)
         online = replay(engine, sampling, fmt, trajs, method=method, theta=theta, family=fam.name,
-                        boundary=rule, thinking_limit=int(probe.get("thinking_limit", fam.limits.thinking)),
+                        boundary=rule, signal=signal, thinking_limit=int(probe.get("thinking_limit", fam.limits.thinking)),
                         answer_limit=int(probe.get("answer_limit", fam.limits.answer)))
-        shifts = signal_shift(engine, fmt, trajs, offline_k) if shift and method != "cap" else None
+        shifts = ko = None
+        if shift and method == "thinkbrake" and signal == "margin":
+            m_on, m_off = boundary_signals(engine, fmt, trajs)
+            shifts = np.concatenate([a - b for a, b in zip(m_on, m_off)]) if m_on else np.zeros(0)
+            ko = np.array([first_at_or_below(m, theta) for m in m_on], dtype=np.int64)
         texts = tok.batch_decode([list(r.answer_ids) for r in online], skip_special_tokens=True)
     finally:
         if own:
@@ -330,7 +351,7 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     k_off = np.asarray(offline_k, dtype=np.int64)
     P = np.asarray(ms.probes, dtype=np.float64)[np.asarray(rows)]
     acc_off = np.asarray(ms.C, dtype=np.float64)[np.asarray(rows), k_off] / P
-    cert = compare(trajs, online, k_off, acc_off, correct, shift=shifts, seed=seed)
+    cert = compare(trajs, online, k_off, acc_off, correct, shift=shifts, online_signal_k=ko, seed=seed)
     cert.update(method=method, theta=float(theta), grader=name, online=True,
                 sampling=sampling.as_dict(), engine=engine.info() if not own else {"kind": "recorded"})
     for rec, r, c in zip(cert["per_trajectory"], online, correct):
