@@ -22,10 +22,13 @@ def _offline(ms, method: str, theta: float, split: str):
 
 
 def _rule(method: str) -> str:
-    # The controller's rule names: OTBench's ThinkBrake runs inside the processor.
+    # OTBench's ThinkBrake is the DEE method that runs inside the processor here; FB caps
+    # run through `request_args("cap", ...)` in the Python API.
+    from otbench.probe.online import OnlineControlError
+
     if method != "thinkbrake":
-        raise click.BadParameter("only 'thinkbrake' runs inside the logits processor here "
-                                 "(FB methods: pass their cap with --cap)", param_hint="--method")
+        raise OnlineControlError(f"--method {method}: only 'thinkbrake' runs inside the logits processor "
+                                 "from this command (an FB cap: request_args('cap', ...) in Python)")
     return "thinkbrake"
 
 
@@ -52,11 +55,12 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
     its question-level bootstrap interval), the replay's fidelity, and the
     signal shift between the online context and the probe's.
     """
-    from otbench.probe.online import certificate_line, certify_set
+    from otbench.probe.online import certificate_line, certify_set, check_replayable
 
     ms = load_set(str(set_dir))
     with argument_errors():
         rule = _rule(method)
+        check_replayable(set_dir, ms)
         ms, rows, k = _offline(ms, method, theta, "test")
         if trajectories is not None:
             rows, k = rows[:trajectories], k[:trajectories]
@@ -76,11 +80,12 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
     One record per trajectory: thinking tokens, where the controller
     stopped, the answer's grade; marked online in its provenance.
     """
-    from otbench.probe.online import certify_set
+    from otbench.probe.online import certify_set, check_replayable
 
     ms = load_set(str(set_dir))
     with argument_errors():
         rule = _rule(method)
+        check_replayable(set_dir, ms)
         ms, rows, k = _offline(ms, method, theta, split)
         if trajectories is not None:
             rows, k = rows[:trajectories], k[:trajectories]

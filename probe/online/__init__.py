@@ -20,6 +20,7 @@ from ._certify import (
                        Trajectory,
                        certificate_line,
                        certify_set,
+                       check_replayable,
                        compare,
                        engine_config_of,
                        question_bootstrap,
@@ -45,7 +46,7 @@ PROCESSOR = "otbench.probe.online:ExitProcessor"
 
 __all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
            "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",
-           "certificate_line", "certify_set", "check_engine", "compare", "engine_config_of", "load_rule", "parse_args",
+           "certificate_line", "certify_set", "check_replayable", "check_engine", "compare", "engine_config_of", "load_rule", "parse_args",
            "boundary_signals", "first_at_or_below", "question_bootstrap", "replay", "request_args"]
 
 

@@ -290,6 +290,17 @@ def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str]) 
     return EngineConfig(**cfg)
 
 
+def check_replayable(directory, ms: Any) -> None:
+    """Refuse, in one line, a set that cannot be replayed online (no probe provenance, synthetic)."""
+    from ._spec import OnlineControlError
+
+    prov = ms.provenance
+    if ms.synthetic or not all(isinstance(prov.get(k), Mapping) for k in ("family", "sampling", "engine")):
+        raise OnlineControlError(f"{directory}: online replay needs a probe run (`otbench probe run`: its "
+                                 "family, sampling, engine and token tables); this set "
+                                 + ("is synthetic" if ms.synthetic else "has no probe provenance"))
+
+
 def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, method: str,
                 theta: float, engine: Engine | None = None, grader: str = "auto",
                 shift: bool = True, seed: int = 0, signal: str = "margin") -> dict[str, Any]:
@@ -309,6 +320,7 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
 
     from ._spec import OnlineControlError
 
+    check_replayable(directory, ms)
     prov = ms.provenance
     fam = load_family(prov["family"]["name"])
     if fam.version != prov["family"].get("version"):
