@@ -28,7 +28,8 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDi
 from ._control import RequestControl, Tables
 from ._spec import OnlineControlError, check_engine, load_rule, parse_args
 
-log = logging.getLogger("otbench.online")
+# Under vLLM's own logger, so a server prints these lines with its log (level VLLM_LOGGING_LEVEL).
+log = logging.getLogger("vllm.otbench_online")
 
 
 @functools.lru_cache(maxsize=8)
