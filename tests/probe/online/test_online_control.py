@@ -161,3 +161,13 @@ def test_speculative_decoding_is_refused_in_one_line():
         check_engine({"speculative_config": {"method": "ngram"}})
     assert "speculative" in str(e.value) and "\n" not in str(e.value)
     check_engine({"speculative_config": None})
+
+
+def test_the_vllm_engine_passes_the_processor_to_llm():
+    from otbench.probe.engines import EngineConfig
+    from otbench.probe.engines._vllm import engine_kwargs
+    from otbench.probe.online import PROCESSOR
+
+    kw = engine_kwargs(EngineConfig(model="m", logits_processors=(PROCESSOR,)), "cpu")
+    assert kw["logits_processors"] == [PROCESSOR]
+    assert "logits_processors" not in engine_kwargs(EngineConfig(model="m"), "cpu")
