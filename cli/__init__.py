@@ -23,6 +23,7 @@ _COMMANDS = {
     "_horizon": ("horizon_group",),
     "_demo": ("demo_cmd",),
     "_plan": ("plan_cmd",),
+    "_online": ("online_group",),
 }
 
 

@@ -36,6 +36,7 @@ from ._methods import (
                        UnitTable,
                        load_method,
 )
+from ._positions import stop_positions
 from ._splits import (
                        DEFAULT_RATIOS,
                        DEFAULT_SEED,
@@ -55,6 +56,6 @@ __all__ = [
     "UnitTable",
     "apply_split_file", "assign_splits", "compare", "compare_json", "evaluate",
     "format_compare", "format_result", "leaderboard", "leaderboard_key", "load_method", "question_splits", "ratios_iv",
-    "read_question_features", "read_split_file", "ridge_fit", "small_split_warning", "split_questions", "units_of",
+    "read_question_features", "read_split_file", "ridge_fit", "small_split_warning", "split_questions", "stop_positions", "units_of",
     "write_split_file",
 ]

@@ -128,6 +128,10 @@ class EngineConfig:
       request_timeout_s: "openai": seconds one attempt of a request may take.
       retry_s: "openai": seconds a request may spend being retried (429, 5xx,
         refused or dropped connections, timeouts) before the run stops.
+      logits_processors: vLLM: custom V1 logits processors, as ``module:Class``
+        names, loaded into the engine (e.g. the online controller,
+        ``otbench.probe.online:ExitProcessor``); requests reach them through
+        `GenRequest.extra_args`.
     """
 
     kind: str = "vllm"
@@ -150,6 +154,7 @@ class EngineConfig:
     max_concurrency: int = 64
     request_timeout_s: float = 600.0
     retry_s: float = 300.0
+    logits_processors: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -153,6 +153,8 @@ def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
         kw["block_size"] = config.block_size
     if config.max_num_seqs is not None:
         kw["max_num_seqs"] = config.max_num_seqs
+    if config.logits_processors:
+        kw["logits_processors"] = list(config.logits_processors)
     if not cpu:
         kw["gpu_memory_utilization"] = config.gpu_memory_utilization
     chunked = config.chunked_prefill if config.chunked_prefill is not None else not cpu

@@ -1,0 +1,44 @@
+"""Per-trajectory stopping positions of one method at one θ, as the evaluator computes them (SPEC §6.1).
+
+The evaluator reports means; a certificate of an online run needs the
+position of every test trajectory. `stop_positions` fits the method on
+train / validation exactly as `evaluate` does and walks the split with the
+same position functions (`_walk`), so the positions are the ones behind
+OTBench's point at that θ.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from otbench.analysis.measurement import MeasurementSet
+
+from . import _walk as walk
+from ._evaluate import _fit_and_sweep
+from ._features import units_of
+from ._methods import load_method, method_name
+
+_POSITIONS = {"dr": walk.dr_positions, "fb": walk.fb_positions, "dee": walk.dee_positions}
+
+
+def stop_positions(ms: MeasurementSet, method: Any, theta: float, *, split: str = "test",
+                   options: Mapping[str, Any] | None = None,
+                   stored_features: Mapping[str, Mapping] | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
+    """(rows of `ms` in `split`, int64 positions `k` there, the fitted method) for `method` at `theta`.
+
+    FB methods also expose their caps: ``method.budget(units, theta)``.
+    """
+    names = {"train": 0, "validation": 1, "test": 2}
+    if split not in names:
+        raise ValueError(f"`split` must be one of {', '.join(names)}, got {split!r}")
+    if ms.split is None or not np.any(ms.split == names[split]):
+        raise ValueError(f"the set has no {split} trajectories; assign a split first (`otbench split`)")
+    spec = method if isinstance(method, str) else None
+    m = load_method(method, **dict(options or {}))
+    label = repr(method_name(m, spec))
+    _fit_and_sweep(ms, m, label, [float(theta)], None, stored_features)
+    rows = np.flatnonzero(ms.split == names[split])
+    test = ms.take(rows)
+    unit, units = units_of(test, stored_features)
+    k = _POSITIONS[m.strategy](test, unit, units, m, float(theta), label)
+    return rows, np.asarray(k, dtype=np.int64), m

@@ -1,0 +1,99 @@
+"""`otbench online run|certify`: an OTBench exit rule run while the model generates, and its certificate."""
+
+from pathlib import Path
+
+import click
+
+from ._common import argument_errors, load_set, write_result
+
+
+@click.group("online")
+def online_group() -> None:
+    """Online early exit in vLLM (the `otbench.probe.online` logits processor)."""
+
+
+def _offline(ms, method: str, theta: float, split: str):
+    from otbench.analysis.bench import assign_splits, stop_positions
+
+    if ms.split is None or not (ms.split >= 0).any():
+        ms = assign_splits(ms)
+    rows, k, _ = stop_positions(ms, method, theta, split=split)
+    return ms, rows, k
+
+
+def _rule(method: str) -> str:
+    # OTBench's ThinkBrake is the DEE method that runs inside the processor here; FB caps
+    # run through `request_args("cap", ...)` in the Python API.
+    from otbench.probe.online import OnlineControlError
+
+    if method != "thinkbrake":
+        raise OnlineControlError(f"--method {method}: only 'thinkbrake' runs inside the logits processor "
+                                 "from this command (an FB cap: request_args('cap', ...) in Python)")
+    return "thinkbrake"
+
+
+def _common(f):
+    f = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="Write the result here (default: SET/results/<command>.json).")(f)
+    f = click.option("--trajectories", type=click.IntRange(min=1), default=None,
+                     help="Replay only the first N trajectories of the split (small runs).")(f)
+    f = click.option("--grader", default="auto", show_default=True, help="Grader of the online answers.")(f)
+    f = click.option("--theta", type=float, required=True, help="The method's control parameter.")(f)
+    f = click.option("--method", default="thinkbrake", show_default=True, help="The fitted DEE method.")(f)
+    return click.argument("set_dir", metavar="SET", type=click.Path(exists=True, file_okay=False,
+                                                                    path_type=Path))(f)
+
+
+@online_group.command("certify")
+@_common
+def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path) -> None:
+    """Replay SET's test questions online with their stored seeds and compare with OTBench's point.
+
+    Per test trajectory: the online stop position against the one OTBench's
+    offline walk computes for THETA on the stored trajectory; then online
+    accuracy and relative cost against the offline point (accuracy against
+    its question-level bootstrap interval), the replay's fidelity, and the
+    signal shift between the online context and the probe's.
+    """
+    from otbench.probe.online import certificate_line, certify_set, check_replayable
+
+    ms = load_set(str(set_dir))
+    with argument_errors():
+        rule = _rule(method)
+        check_replayable(set_dir, ms)
+        ms, rows, k = _offline(ms, method, theta, "test")
+        if trajectories is not None:
+            rows, k = rows[:trajectories], k[:trajectories]
+        cert = certify_set(set_dir, ms, rows, k, method=rule, theta=theta, grader=grader)
+    path = write_result({"schema": "otbench.online-certify/1", **cert}, set_dir, "online_certify.json",
+                        json_path)
+    click.echo(f"wrote {path}")
+    click.echo(certificate_line(cert))
+
+
+@online_group.command("run")
+@_common
+@click.option("--split", type=click.Choice(["train", "validation", "test"]), default="test", show_default=True)
+def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path, split: str) -> None:
+    """Run the method online over SET's questions (stored prompts and seeds) and record what happened.
+
+    One record per trajectory: thinking tokens, where the controller
+    stopped, the answer's grade; marked online in its provenance.
+    """
+    from otbench.probe.online import certify_set, check_replayable
+
+    ms = load_set(str(set_dir))
+    with argument_errors():
+        rule = _rule(method)
+        check_replayable(set_dir, ms)
+        ms, rows, k = _offline(ms, method, theta, split)
+        if trajectories is not None:
+            rows, k = rows[:trajectories], k[:trajectories]
+        rec = certify_set(set_dir, ms, rows, k, method=rule, theta=theta, grader=grader, shift=False)
+    keep = ("method", "theta", "grader", "online", "sampling", "trajectories", "online_acc",
+            "online_rel_cost", "per_trajectory")
+    doc = {"schema": "otbench.online-run/1", "split": split, **{k2: rec[k2] for k2 in keep}}
+    path = write_result(doc, set_dir, "online_run.json", json_path)
+    click.echo(f"wrote {path}")
+    click.echo(f"online run: {rec['trajectories']} trajectories, accuracy {100 * rec['online_acc']:.1f}%, "
+               f"relative cost {100 * rec['online_rel_cost']:.1f}%")

@@ -1,0 +1,58 @@
+"""Online early exit: an OTBench exit rule run while the model generates (issue: online controller).
+
+* `ExitProcessor` -- the vLLM V1 logits processor (``LLM(...,
+  logits_processors=[ExitProcessor])``, or a server's ``--logits-processors
+  otbench.probe.online:ExitProcessor``); imported lazily, in vLLM's process;
+* `request_args` / `parse_args` / `ControlSpec` -- the per-request
+  extension arguments (`GenRequest.extra_args`, a server request's
+  ``vllm_xargs``) that name the rule, its θ and the model family;
+* `RequestControl`, `Tables` -- the per-request state machine the processor
+  runs (plain Python, tested without vLLM);
+* `check_engine` -- the one-line refusal of engine settings under which
+  per-step control cannot work.
+
+Importing this package imports neither torch, vLLM nor JAX; the analysis
+never imports it.
+"""
+
+from ._certify import (
+                       OnlineResult,
+                       Trajectory,
+                       certificate_line,
+                       certify_set,
+                       check_replayable,
+                       compare,
+                       engine_config_of,
+                       question_bootstrap,
+                       boundary_signals,
+                       first_at_or_below,
+                       replay,
+)
+from ._control import RequestControl, Tables
+from ._spec import (
+                    PLUGINS_ENV,
+                    SIGNAL_NAMES,
+                    ControlSpec,
+                    OnlineControlError,
+                    ThinkBrakeRule,
+                    check_engine,
+                    load_rule,
+                    parse_args,
+                    request_args,
+)
+
+PROCESSOR = "otbench.probe.online:ExitProcessor"
+"""The processor's fully qualified name, for ``--logits-processors``."""
+
+__all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
+           "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",
+           "certificate_line", "certify_set", "check_replayable", "check_engine", "compare", "engine_config_of", "load_rule", "parse_args",
+           "boundary_signals", "first_at_or_below", "question_bootstrap", "replay", "request_args"]
+
+
+def __getattr__(name: str):
+    if name == "ExitProcessor":
+        from ._processor import ExitProcessor
+
+        return ExitProcessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

