@@ -137,7 +137,7 @@ def test_cli_refuses_mixed_forms_and_writes_no_job_over_an_existing_file(tmp_pat
     assert r.exit_code == 2 and "not both" in r.output
     r = CliRunner().invoke(cli, ["probe", "run", "--model", "vllm", "--model-args",
                                  "pretrained=smollm2-135m-instruct", "--tasks", "sums", "--write-job", str(job)])
-    assert r.exit_code == 2 and "already exists" in r.output and job.read_text() == "# mine\n"
+    assert r.exit_code == 2 and "otbench did not write it" in r.output and job.read_text() == "# mine\n"
     r = CliRunner().invoke(cli, ["probe", "run", "--model", "vllm", "--tasks", "sums"])
     assert r.exit_code == 2 and "--out DIR is required" in r.output
 
