@@ -72,7 +72,14 @@ from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 
 from . import _walk as walk
 from ._features import units_of
-from ._methods import BUILTINS, MethodError, load_method, method_name, method_thetas
+from ._methods import (
+    BUILTINS,
+    MethodError,
+    check_sweep_budget,
+    load_method,
+    method_name,
+    method_thetas,
+)
 
 SCHEMA = "otbench.bench/1"
 COMPARE_SCHEMA = "otbench.bench-compare/1"
@@ -370,6 +377,7 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
 def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_grid: Any,
                    stored_features: Any) -> tuple[float, ...]:
     """Check declared signals, fit on train / validation, and fix the `θ` sweep."""
+    check_sweep_budget(ms, theta_grid)
     for sig in getattr(m, "signals", ()) or ():
         if sig not in ms.signals:
             raise MethodError(f"method {label} needs the per-position signal {sig!r}; the set "
