@@ -75,6 +75,7 @@ from ._features import units_of
 from ._methods import (
     BUILTINS,
     MethodError,
+    call_method,
     check_sweep_budget,
     load_method,
     method_name,
@@ -386,9 +387,10 @@ def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_gr
         train = ms.take(np.flatnonzero(ms.split == 0))
         val = ms.take(np.flatnonzero(ms.split == 1))
         if _takes_stored(m.fit):
-            m.fit(train, val, stored_features=stored_features)
+            call_method(label, "fit(train, val)", m.fit, train, val,
+                        stored_features=stored_features)
         else:
-            m.fit(train, val)
+            call_method(label, "fit(train, val)", m.fit, train, val)
     return method_thetas(m, label, thetas, theta_grid, DEFAULT_THETA_POINTS)
 
 
@@ -430,7 +432,7 @@ def _points(sweep: Sequence[float], vals: Sequence[Sequence[Fraction]]) -> tuple
 def _method_config(m: Any, label: str) -> Any:
     if not callable(getattr(m, "config", None)):
         return None
-    cfg = m.config()
+    cfg = call_method(label, "config()", m.config)
     try:
         json.dumps(cfg, allow_nan=False)
     except (TypeError, ValueError):

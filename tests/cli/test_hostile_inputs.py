@@ -1,0 +1,144 @@
+"""Hostile inputs of the second attack corpus give one line and exit 2 (issue 24, items 4, 5, 7).
+
+Each case is one class of the corpus with its own variants: tampered manifests,
+out-of-range Parquet integers, method specs that are paths, dunders or built-ins,
+plug-ins that raise or exit in any of their calls.
+"""
+
+import hashlib
+import json
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from _bad_input import cli, refused
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("host") / "S"
+    assert cli("simulate", "--out", d, "--scale", "tiny").exit_code == 0
+    return d
+
+
+def _copy(tiny, tmp_path):
+    d = tmp_path / "T"
+    shutil.copytree(tiny, d)
+    return d
+
+
+@pytest.mark.parametrize("key", ["provenance", "counts", "writer"])
+@pytest.mark.parametrize("value,shown", [([1, 2], "list [1, 2]"), ("str", 'str "str"'),
+                                         (5, "int 5"), (None, "NoneType null")])
+def test_manifest_objects_of_the_wrong_type(key, value, shown, tiny, tmp_path):
+    d = _copy(tiny, tmp_path)
+    m = json.loads((d / "manifest.json").read_text())
+    m[key] = value
+    (d / "manifest.json").write_text(json.dumps(m))
+    for cmd in ("validate", "metrics", "frontier"):
+        refused(cli(cmd, d), "manifest.json: ", f"'{key}' must be an object, got {shown}")
+
+
+@pytest.mark.parametrize("column,value", [("trajectory", 2 ** 63), ("probes", 2 ** 64 - 1),
+                                          ("L", 2 ** 63)])
+def test_parquet_uint64_beyond_int64(column, value, tiny, tmp_path):
+    d = _copy(tiny, tmp_path)
+    m = json.loads((d / "manifest.json").read_text())
+    entry = m["files"][0]
+    f = d / entry["path"]
+    t = pq.read_table(f)
+    old = t.column(column).to_pylist()
+    if isinstance(old[0], list):
+        new = pa.array([[value] + old[0][1:]] + old[1:], type=pa.list_(pa.uint64()))
+    else:
+        new = pa.array([value] + old[1:], type=pa.uint64())
+    pq.write_table(t.set_column(t.column_names.index(column), column, new), f)
+    entry["sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(m))
+    refused(cli("validate", d), "part-0.parquet: row 0: ",
+            f"{column} value {value} is beyond int64 (at most 2**63 - 1)")
+
+
+PLUGIN = '''
+import sys
+import numpy as np
+
+class FitRaises:
+    strategy = "dr"
+    thetas = [0.5]
+    def fit(self, train, val):
+        raise RuntimeError("boom")
+    def route(self, units, theta):
+        return np.zeros(len(units), bool)
+
+class RouteRaises:
+    strategy = "dr"
+    thetas = [0.5]
+    def route(self, units, theta):
+        raise KeyError("x")
+
+class RouteExits:
+    strategy = "dr"
+    thetas = [0.5]
+    def route(self, units, theta):
+        sys.exit(0)
+
+class GridRaises:
+    strategy = "dr"
+    def theta_grid(self, n):
+        raise ZeroDivisionError("grid")
+    def route(self, units, theta):
+        return np.zeros(len(units), bool)
+
+class BadRange:
+    strategy = "dr"
+    theta_range = "ab"
+    def route(self, units, theta):
+        return np.zeros(len(units), bool)
+
+class ConfigRaises:
+    strategy = "dr"
+    thetas = [0.5]
+    def route(self, units, theta):
+        return np.zeros(len(units), bool)
+    def config(self):
+        raise ValueError("cfg")
+
+def factory_exits():
+    sys.exit(3)
+'''
+
+
+@pytest.mark.parametrize("obj,needle", [
+    ("FitRaises", "fit(train, val) raised RuntimeError: boom"),
+    ("RouteRaises", "route(units, theta) raised KeyError: 'x'"),
+    ("RouteExits", "route(units, theta) raised SystemExit: 0"),
+    ("GridRaises", "theta_grid(21) raised ZeroDivisionError: grid"),
+    ("BadRange", "`theta_range` must be two numbers (lo, hi), got 'ab'"),
+    ("ConfigRaises", "config() raised ValueError: cfg"),
+    ("factory_exits", "constructing it raised SystemExit: 3"),
+])
+def test_a_plugin_that_raises_or_exits_anywhere(obj, needle, tiny, tmp_path):
+    f = tmp_path / "plug.py"
+    f.write_text(PLUGIN)
+    refused(cli("bench", "run", tiny, "--method", f"{f}:{obj}", "--json", tmp_path / "b.json"),
+            f"Error: method '{f}:{obj}': {needle}")
+    assert not (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("../../x:Y", "'../../x' is neither a dotted module name (package.module) nor a path to a "
+                  ".py file"),
+    ("/abs/x:Y", "'/abs/x' is neither a dotted module name"),
+    ("a..b:Y", "'a..b' is neither a dotted module name"),
+    ("builtins:exit", "constructing it raised SystemExit: None"),
+    ("builtins:quit", "constructing it raised SystemExit: None"),
+    ("os:_exit", "a built-in function is not a method class or factory"),
+    ("os:abort", "a built-in function is not a method class or factory"),
+    ("json:__builtins__", "the object '__builtins__' must be dotted names without dunders"),
+    ("json:JSONDecoder.__init__", "the object 'JSONDecoder.__init__' must be dotted names "
+                                  "without dunders"),
+])
+def test_method_specs_that_are_paths_dunders_or_builtins(spec, needle, tiny):
+    refused(cli("bench", "run", tiny, "--method", spec), f"Error: method {spec!r}: {needle}")
