@@ -142,3 +142,68 @@ def test_a_plugin_that_raises_or_exits_anywhere(obj, needle, tiny, tmp_path):
 ])
 def test_method_specs_that_are_paths_dunders_or_builtins(spec, needle, tiny):
     refused(cli("bench", "run", tiny, "--method", spec), f"Error: method {spec!r}: {needle}")
+
+
+@pytest.fixture(scope="module")
+def horizon_run(tmp_path_factory):
+    from _horizon_helpers import random_run, write
+
+    d = tmp_path_factory.mktemp("hz") / "run"
+    write(random_run(3, A=2, I=4, R=2), d)
+    return d
+
+
+@pytest.mark.parametrize("key,value,needle", [
+    ("arms", 3, "'arms' must be a list of objects with a non-empty string 'name', got 3"),
+    ("arms", [{"name": 1}], "'arms' must be a list of objects with a non-empty string 'name'"),
+    ("arms", [{"name": "a0"}, {"name": "a0"}], "'arms' names an arm twice"),
+    ("replicates", "2", "'replicates' must be an integer >= 1, got \"2\""),
+    ("replicates", 0, "'replicates' must be an integer >= 1, got 0"),
+    ("replicates", True, "'replicates' must be an integer >= 1, got true"),
+    ("replicates", 1, "row "),                 # the data hold replicate 1 (of 0, 1)
+    ("horizons", "64", "'horizons' must be a list of integers >= 0"),
+    ("matched", [{"lower": "zz", "upper": "a0"}], "'matched' must be a list of {lower, upper} "
+                                                  "naming arms of the run"),
+    ("common_arm", "zz", "'common_arm' \"zz\" is not an arm of the run"),
+    ("counts", [1], "'counts' must be {trajectories: int >= 0, readouts: int >= 0}"),
+    ("counts", {"trajectories": 1, "readouts": 1}, "counts.trajectories is 1 but "),
+    ("synthetic", "yes", "'synthetic' must be true or false"),
+])
+def test_tampered_horizon_manifests(key, value, needle, horizon_run, tmp_path):
+    d = tmp_path / "run"
+    shutil.copytree(horizon_run, d)
+    m = json.loads((d / "horizon.json").read_text())
+    m[key] = value
+    (d / "horizon.json").write_text(json.dumps(m))
+    err = refused(cli("horizon", "analyze", d, "--json", tmp_path / "h.json"), needle)
+    if needle == "row ":
+        assert ": replicate 1 is beyond the manifest's 1 replicates" in err
+    assert not (tmp_path / "h.json").exists()
+
+
+def test_split_from_the_frozen_default_file_equals_the_default_split(tiny, tmp_path):
+    """Item 7: the README's frozen default (`otbench.split-config/1`) is accepted by
+    --from-file and gives the default split, with the file recorded."""
+    from pathlib import Path
+
+    from otbench.analysis import load
+
+    default = Path(__file__).resolve().parents[2] / "artifacts/otbench/split-default.json"
+    r = cli("split", tiny, "--from-file", default, "--out", tmp_path / "a")
+    assert r.exit_code == 0, r.output
+    assert cli("split", tiny, "--out", tmp_path / "b").exit_code == 0
+    a, b = load(tmp_path / "a"), load(tmp_path / "b")
+    assert (a.split == b.split).all()
+    info = a.provenance["split"]
+    assert info["file"] == "split-default.json" and info["seed"] == 20260721
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**json.loads(default.read_text()), "ratios": [1, -1, 0]}))
+    refused(cli("split", tiny, "--from-file", bad, "--out", tmp_path / "c"), "bad.json: ")
+    bad.write_text(json.dumps({"schema": "otbench.split-config/1", "scheme": "other"}))
+    refused(cli("split", tiny, "--from-file", bad, "--out", tmp_path / "c"),
+            "bad.json: scheme must be 'otbench.split/1', got 'other'")
+    bad.write_text(json.dumps({"schema": "x"}))
+    refused(cli("split", tiny, "--from-file", bad, "--out", tmp_path / "c"),
+            "schema must be 'otbench.splits/1' (an assignment) or 'otbench.split-config/1' "
+            "(a seeded split), got 'x'")
+    assert not (tmp_path / "c").exists()
