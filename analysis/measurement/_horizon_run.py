@@ -440,7 +440,7 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
 
     out = Path(path)
     if out.exists() and not overwrite:
-        raise FileExistsError(f"{out}: already exists (pass overwrite)")
+        raise FileExistsError(f"{out}: already exists (pass `overwrite` to replace it)")
     arm_order = {a["name"]: k for k, a in enumerate(manifest.get("arms", []))}
     tkey = lambda r: (arm_order.get(r["arm"], 1 << 30), r["group"], r["question"], r["replicate"])  # noqa: E731
     rkey = lambda r: (arm_order.get(r["arm"], 1 << 30), r["group"], r["question"], r["replicate"],  # noqa: E731

@@ -186,7 +186,7 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
     """
     path = Path(path)
     if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(f"{path}: already exists (pass overwrite=True / --overwrite)")
+        raise FileExistsError(f"{path}: already exists (pass `overwrite` to replace it)")
     if overwrite and os.path.lexists(path) and not _replaceable(path):
         raise FileExistsError(f"{path}: exists and is not a measurement set; --overwrite "
                               f"replaces only a measurement set, refusing to touch it")

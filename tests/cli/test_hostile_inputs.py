@@ -207,3 +207,18 @@ def test_split_from_the_frozen_default_file_equals_the_default_split(tiny, tmp_p
             "schema must be 'otbench.splits/1' (an assignment) or 'otbench.split-config/1' "
             "(a seeded split), got 'x'")
     assert not (tmp_path / "c").exists()
+
+
+def test_overwrite_wording_is_the_api_s_or_the_cli_s_never_both(tiny, tmp_path):
+    """Item 7: the library names its keyword, the CLI its option (no "overwrite=True / --overwrite")."""
+    from _bad_input import small_set, write_jsonl
+    from otbench.analysis.measurement import save
+
+    d = tmp_path / "S"
+    save(small_set(), d)
+    with pytest.raises(FileExistsError) as e:
+        save(small_set(), d)
+    assert str(e.value) == f"{d}: already exists (pass `overwrite` to replace it)"
+    f = write_jsonl(tmp_path / "a.jsonl", small_set())
+    err = refused(cli("import", f, "--out", d), "already exists (pass `--overwrite` to replace it)")
+    assert "overwrite=True" not in err
