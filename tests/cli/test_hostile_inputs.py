@@ -222,3 +222,58 @@ def test_overwrite_wording_is_the_api_s_or_the_cli_s_never_both(tiny, tmp_path):
     f = write_jsonl(tmp_path / "a.jsonl", small_set())
     err = refused(cli("import", f, "--out", d), "already exists (pass `--overwrite` to replace it)")
     assert "overwrite=True" not in err
+
+
+_REC = {"model": "m", "group": "g", "question": "q", "trajectory": 0, "probes": 2,
+        "L": [0, 5], "C": [0, 1], "y": 1}
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("model", "", "model must be a non-empty string"),        # the JSONL reader's rule
+    ("model", "  ", "model name is empty"),
+    ("group", " \t", "group name is empty"),
+    ("model", "m\x1b[2J\x1b[31mOWNED", "model 'm\\x1b[2J\\x1b[31mOWNED' holds the control "
+                                       "character U+001B"),
+    ("question", "q\x00", "holds the control character U+0000"),
+    ("group", "g\nnext", "holds the control character U+000A"),
+    ("model", "m\x9b31m", "holds the control character U+009B"),
+    ("question", "../../etc/passwd", "question id '../../etc/passwd' is a path out of its folder"),
+    ("question", "/etc/passwd", "question id '/etc/passwd' is a path out of its folder"),
+    ("question", "a\\..\\b", "is a path out of its folder"),
+])
+def test_names_that_are_empty_control_characters_or_escaping_paths(field, value, needle, tmp_path):
+    from _bad_input import write_jsonl
+
+    f = write_jsonl(tmp_path / "a.jsonl", [{**_REC, field: value}])
+    err = refused(cli("import", f, "--out", tmp_path / "o"), "a.jsonl:1: ", needle)
+    assert "\x1b" not in err and "\x00" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_ids_that_are_relative_paths_inside_their_folder_stay_valid(tmp_path):
+    from _bad_input import write_jsonl
+
+    f = write_jsonl(tmp_path / "a.jsonl", [{**_REC, "question": "test/algebra/1.json"}])
+    assert cli("import", f, "--out", tmp_path / "o").exit_code == 0
+
+
+def test_a_legacy_layout_set_with_an_empty_model_name_is_refused(tiny, tmp_path):
+    """Item 5: the model column of a file holds ''; validate refuses it (split in place would
+    have written trajectories//AIME/...)."""
+    d = _copy(tiny, tmp_path)
+    m = json.loads((d / "manifest.json").read_text())
+    entry = m["files"][0]
+    f = d / entry["path"]
+    t = pq.read_table(f)
+    t = t.set_column(t.column_names.index("model"), "model", pa.array([""] * t.num_rows))
+    f.unlink()
+    entry["path"] = "trajectories/model=/group=" + entry["path"].split("/")[2] + "/part-0.parquet"
+    f = d / entry["path"]
+    f.parent.mkdir(parents=True)
+    pq.write_table(t, f)
+    entry["sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(m))
+    before = sorted(p.relative_to(d) for p in d.rglob("*"))
+    refused(cli("validate", d), "part-0.parquet: row 0: model name is empty")
+    refused(cli("split", d), "model name is empty")
+    assert sorted(p.relative_to(d) for p in d.rglob("*")) == before
