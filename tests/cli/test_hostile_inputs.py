@@ -277,3 +277,56 @@ def test_a_legacy_layout_set_with_an_empty_model_name_is_refused(tiny, tmp_path)
     refused(cli("validate", d), "part-0.parquet: row 0: model name is empty")
     refused(cli("split", d), "model name is empty")
     assert sorted(p.relative_to(d) for p in d.rglob("*")) == before
+
+
+def test_import_of_an_endless_file_without_line_breaks_stops_at_the_line_bound(tmp_path):
+    """Item 4: `import /dev/zero` under a memory limit; here an 8 GiB sparse file (zeros, no
+    disk used) read under a 2 GiB address-space limit: one line, in seconds."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "zeros.jsonl"
+    with open(f, "wb") as fh:
+        fh.truncate(8 << 30)
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, "
+            "resource.RLIM_INFINITY)); from otbench.cli import main; sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "import", str(f), "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1] == f"{f}:1: line longer than 64 MiB (not a JSONL record)"
+    assert not (tmp_path / "o").exists()
+
+
+def test_import_from_an_endless_fifo_stops(tmp_path):
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+
+    def writer():
+        try:
+            with open(fifo, "wb") as w:
+                while True:
+                    w.write(b"\0" * (1 << 20))
+        except (BrokenPipeError, OSError):
+            pass
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    refused(cli("import", fifo, "--out", tmp_path / "o"),
+            "pipe.jsonl:1: line longer than 64 MiB (not a JSONL record)")
+    t.join(10)
+    assert not t.is_alive() and not (tmp_path / "o").exists()
+
+
+def test_import_stops_when_memory_runs_out(tmp_path, monkeypatch):
+    from _bad_input import small_set, write_jsonl
+    from otbench import resources
+    from otbench.analysis.measurement import _jsonl
+
+    monkeypatch.setattr(_jsonl, "CHECK_EVERY", 2)
+    monkeypatch.setattr(resources, "available_memory", lambda: 1 << 20)
+    f = write_jsonl(tmp_path / "a.jsonl", small_set())
+    refused(cli("import", f, "--out", tmp_path / "o"),
+            "a.jsonl:2: less than 256 MiB of memory left; the file is too large to import here")
