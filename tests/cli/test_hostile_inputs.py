@@ -330,3 +330,46 @@ def test_import_stops_when_memory_runs_out(tmp_path, monkeypatch):
     f = write_jsonl(tmp_path / "a.jsonl", small_set())
     refused(cli("import", f, "--out", tmp_path / "o"),
             "a.jsonl:2: less than 256 MiB of memory left; the file is too large to import here")
+
+
+@pytest.mark.parametrize("opt,doc,needle", [
+    ("--thinning", {"schema": "otbench.thinning/1", "probes": [1]},
+     "'probes' must be an object, got list"),
+    ("--thinning", {"schema": "otbench.thinning/1", "probes": {"2": 5}},
+     "'probes['2']' must be an object, got int"),
+    ("--thinning", {"schema": "otbench.thinning/1", "trajectories": {"2": {"or": [1, 2, 3],
+                                                                          "ad": None}}},
+     "'trajectories['2'].or' must be null or a [lo, hi] pair, got list"),
+    ("--bootstrap", {"schema": "otbench.bootstrap/1", "frontiers": [1, 2, 3]}, "'cells' is missing"),
+    ("--bootstrap", {"schema": "otbench.bootstrap/1", "cells": [], "macro": {}, "by_model": {},
+                     "by_group": {"AIME": 1}}, "'by_group['AIME']' must be an object, got int"),
+    ("--bootstrap", {"schema": "otbench.bootstrap/1", "cells": [], "macro": {}, "by_model": {},
+                     "by_group": {}, "frontiers": [1, 2, 3]},
+     "'frontiers' must be an object, got list"),
+    ("--otbench", {"schema": "otbench.bench/1"}, "'method' is missing"),
+    ("--otbench", {"schema": "otbench.bench/1", "method": "m", "strategy": "dr", "points": 3,
+                   "summary": {}, "reference": {}}, "'points' must be a list, got int"),
+    ("--otbench", {"schema": "otbench.bench/1", "method": "m", "strategy": "dr",
+                   "points": [{"rel_cost": "x"}], "summary": {}, "reference": {}},
+     "'points[0].rel_cost' must be a number, got str"),
+])
+def test_report_inputs_of_the_right_schema_but_the_wrong_shape(opt, doc, needle, tiny, tmp_path):
+    f = tmp_path / "in.json"
+    f.write_text(json.dumps(doc))
+    r = cli("report", tiny, "--out", tmp_path / "r", opt, f, "--grid", "11")
+    assert r.exit_code == 2 and "Traceback" not in r.output, (r.output, r.exception)
+    last = r.stderr.strip().splitlines()[-1]          # after the banner and progress lines
+    assert last.startswith(("in.json: cannot be used", "in.json: method")), last
+    assert needle in last, last
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_cached_metrics_document_holding_only_cells_is_recomputed(tiny, tmp_path):
+    d = _copy(tiny, tmp_path)
+    (d / "results").mkdir(exist_ok=True)
+    m = json.loads((d / "manifest.json").read_text())
+    (d / "results" / "metrics.json").write_text(json.dumps(
+        {"schema": "otbench.metrics/1", "cells": [], "content_hash": m["content_hash"]}))
+    r = cli("report", d, "--out", tmp_path / "r", "--grid", "11")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "r" / "index.html").is_file()
