@@ -350,11 +350,17 @@ def gather(ms: MeasurementSet, *, results_dir: Path | None, grid: int | Sequence
         return doc, Source(kind, "cached", p.name, sha)
 
     def cheap(kind: str, given: Doc | None, misfit, compute) -> dict[str, Any]:
-        for found in ([_given(kind, given)] if given is not None else []) + [cached(kind)]:
+        given_found = _given(kind, given) if given is not None else None
+        for found in ([given_found] if given_found is not None else []) + [cached(kind)]:
             if found is None:
                 continue
             doc, src = found
             why = bound(misfit)(doc, src)
+            if why is None and found is not given_found and not (
+                    isinstance(doc, dict) and "content_hash" in doc):
+                # A cached result must prove it was computed on this set; a cheap one
+                # that cannot is recomputed (the note says so), never used silently.
+                why = "it records no content hash"
             if why is None:
                 sources.append(src)
                 return doc

@@ -373,3 +373,21 @@ def test_a_cached_metrics_document_holding_only_cells_is_recomputed(tiny, tmp_pa
     r = cli("report", d, "--out", tmp_path / "r", "--grid", "11")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "r" / "index.html").is_file()
+
+
+@pytest.mark.parametrize("kind,cmd", [("metrics", ("metrics",)),
+                                      ("frontier", ("frontier", "--grid", "11"))])
+def test_a_cached_result_without_its_content_hash_is_recomputed_with_a_note(kind, cmd, tiny,
+                                                                             tmp_path):
+    """Item 5: a cached metrics.json / frontier.json whose content_hash was removed is not
+    used silently: the report recomputes it and its notes say why."""
+    d = _copy(tiny, tmp_path)
+    assert cli(cmd[0], d, *cmd[1:]).exit_code == 0
+    f = d / "results" / f"{kind}.json"
+    doc = json.loads(f.read_text())
+    del doc["content_hash"]
+    f.write_text(json.dumps(doc))
+    r = cli("report", d, "--out", tmp_path / "r", "--grid", "11")
+    assert r.exit_code == 0, r.output
+    notes = json.loads((tmp_path / "r" / "report.json").read_text())["notes"]
+    assert f"{kind}: {kind}.json not used (it records no content hash); recomputed" in notes
