@@ -65,13 +65,18 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
     from otbench.analysis import load
     from otbench.analysis.frontier import budget_grid, frontiers, strategies_iv
 
+    from otbench.errors import ResourceLimitError
+
     grid_value = _parse_grid(grid)
     for check, value, hint in ((budget_grid, grid_value, "'--grid'"),
                                (strategies_iv, strategies, "'--strategies'")):
-        try:
-            check(value)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint=hint) from None
+        with data_errors(prefix="Error: "):          # a memory refusal is not a usage error
+            try:
+                check(value)
+            except ResourceLimitError:
+                raise
+            except ValueError as e:
+                raise click.BadParameter(str(e), param_hint=hint) from None
     with data_errors(ValueError):
         ms = load(directory)
         memory_guard(ms, "frontier")

@@ -38,4 +38,9 @@ class UnsafeOutputError(OtbenchError, FileExistsError):
     """An output that would replace an input or something otbench did not write."""
 
 
-__all__ = ["MeasurementSetError", "OtbenchError", "UnsafeOutputError"]
+class ResourceLimitError(OtbenchError, ValueError):
+    """Arguments whose estimated memory or time exceeds what this machine allows
+    (`otbench.resources.check_budget`)."""
+
+
+__all__ = ["MeasurementSetError", "OtbenchError", "ResourceLimitError", "UnsafeOutputError"]

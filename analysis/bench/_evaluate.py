@@ -73,7 +73,15 @@ from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 from . import _walk as walk
 from ._areas import cell_areas, cell_summary, frac, nondominated, share
 from ._features import units_of
-from ._methods import BUILTINS, MethodError, load_method, method_name, method_thetas
+from ._methods import (
+    BUILTINS,
+    MethodError,
+    call_method,
+    check_sweep_budget,
+    load_method,
+    method_name,
+    method_thetas,
+)
 
 SCHEMA = "otbench.bench/1"
 COMPARE_SCHEMA = "otbench.bench-compare/1"
@@ -282,6 +290,7 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
 def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_grid: Any,
                    stored_features: Any) -> tuple[float, ...]:
     """Check declared signals, fit on train / validation, and fix the `θ` sweep."""
+    check_sweep_budget(ms, theta_grid)
     for sig in getattr(m, "signals", ()) or ():
         if sig not in ms.signals:
             raise MethodError(f"method {label} needs the per-position signal {sig!r}; the set "
@@ -290,9 +299,10 @@ def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_gr
         train = ms.take(np.flatnonzero(ms.split == 0))
         val = ms.take(np.flatnonzero(ms.split == 1))
         if _takes_stored(m.fit):
-            m.fit(train, val, stored_features=stored_features)
+            call_method(label, "fit(train, val)", m.fit, train, val,
+                        stored_features=stored_features)
         else:
-            m.fit(train, val)
+            call_method(label, "fit(train, val)", m.fit, train, val)
     return method_thetas(m, label, thetas, theta_grid, DEFAULT_THETA_POINTS)
 
 
@@ -334,7 +344,7 @@ def _points(sweep: Sequence[float], vals: Sequence[Sequence[Fraction]]) -> tuple
 def _method_config(m: Any, label: str) -> Any:
     if not callable(getattr(m, "config", None)):
         return None
-    cfg = m.config()
+    cfg = call_method(label, "config()", m.config)
     try:
         json.dumps(cfg, allow_nan=False)
     except (TypeError, ValueError):

@@ -55,6 +55,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from otbench.errors import OtbenchError
+from otbench.resources import check_budget
 
 STRATEGIES = ("dr", "fb", "dee")
 DECISION = {"dr": "route", "fb": "budget", "dee": "stop"}
@@ -195,6 +196,17 @@ def method_name(method: Any, spec: str | None = None) -> str:
     return spec if spec else type(method).__name__
 
 
+def call_method(label: str, call: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)` of a method; anything it raises (a `SystemExit` too: a plug-in
+    must not end the run with no result) becomes one `MethodError` naming the call."""
+    try:
+        return fn(*args, **kwargs)
+    except MethodError:
+        raise
+    except (Exception, SystemExit) as e:  # noqa: BLE001 -- any failure is the method's
+        raise MethodError(f"method {label}: {call} raised {type(e).__name__}: {e}") from None
+
+
 def check_method(method: Any, label: str) -> Any:
     """Return `method` if it satisfies the interface, else raise `MethodError` saying what is missing."""
     strategy = getattr(method, "strategy", None)
@@ -260,6 +272,13 @@ def load_method(spec: Any, **kwargs: Any) -> Any:
     mod_name, _, attr = target.partition(":")
     if not mod_name or not attr:
         raise MethodError(f"method must be 'module:object' with both parts, got {spec!r}")
+    if not mod_name.endswith(".py") and not all(p.isidentifier() for p in mod_name.split(".")):
+        raise MethodError(f"method {spec!r}: {mod_name!r} is neither a dotted module name "
+                          f"(package.module) nor a path to a .py file")
+    if not all(p.isidentifier() and not (p.startswith("__") and p.endswith("__"))
+               for p in attr.split(".")):
+        raise MethodError(f"method {spec!r}: the object {attr!r} must be dotted names "
+                          f"without dunders (Object or Object.attribute)")
     mod = _import_file(spec, mod_name) if mod_name.endswith(".py") else None
     try:
         mod = mod or importlib.import_module(mod_name)
@@ -271,13 +290,42 @@ def load_method(spec: Any, **kwargs: Any) -> Any:
             raise MethodError(f"method {spec!r}: module {mod_name!r} has no object {attr!r}")
         obj = getattr(obj, part)
     if isinstance(obj, type) or (callable(obj) and getattr(obj, "strategy", None) is None):
+        import types
+
+        if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+            raise MethodError(f"method {spec!r}: a built-in function is not a method class or "
+                              f"factory")
         try:
             obj = obj(**kwargs)
         except TypeError as e:
             raise MethodError(f"method {spec!r}: cannot construct it ({e})") from None
+        except (Exception, SystemExit) as e:  # noqa: BLE001 -- any failure is the method's
+            raise MethodError(f"method {spec!r}: constructing it raised {type(e).__name__}: "
+                              f"{e}") from None
     elif kwargs:
         raise MethodError(f"method {spec!r} is an instance; it takes no options")
     return check_method(obj, repr(spec))
+
+
+THETA_CELL_BYTES = 1000
+"""Bytes per (θ, cell) of an evaluation: the int64 cost, reward and frontier sums, four exact
+fractions and the point of the result; measured 670 B on 12 cells
+(`evaluate(ms, "thinkbrake", theta_grid=2000).to_json()`), rounded up."""
+THETA_POSITION_OPS = 20
+"""Element operations per (θ, position of the set): one walk of the method over the split;
+measured 23-67 ns per position for the built-in methods, so this is a lower bound."""
+
+
+def check_sweep_budget(ms: Any, theta_grid: Any) -> None:
+    """Refuse, before the method is fit, a `theta_grid` whose sweep does not fit in memory or
+    would walk the set for more than the time bound (`otbench.resources`)."""
+    if isinstance(theta_grid, bool) or not isinstance(theta_grid, (int, np.integer)) \
+            or theta_grid < 1:
+        return                               # `method_thetas` names the rule
+    cells, positions = int(ms.num_cells), int(np.asarray(ms.L).size)
+    check_budget(f"a θ sweep over {cells} cells, {positions:,} positions", "`theta_grid`",
+                 int(theta_grid), per_unit=THETA_CELL_BYTES * (cells + 1),
+                 per_unit_ops=THETA_POSITION_OPS * positions, unit="θ")
 
 
 def method_thetas(method: Any, label: str, thetas: Sequence[Any] | None,
@@ -293,10 +341,15 @@ def method_thetas(method: Any, label: str, thetas: Sequence[Any] | None,
         if theta_grid is None and getattr(method, "thetas", None) is not None:
             thetas = method.thetas
         elif callable(getattr(method, "theta_grid", None)):
-            thetas = method.theta_grid(n)
+            thetas = call_method(label, f"theta_grid({n})", method.theta_grid, n)
         elif getattr(method, "theta_range", None) is not None:
-            rng = method.theta_range() if callable(method.theta_range) else method.theta_range
-            lo, hi = (float(x) for x in rng)
+            rng = call_method(label, "theta_range()", method.theta_range) \
+                if callable(method.theta_range) else method.theta_range
+            try:
+                lo, hi = (float(x) for x in rng)
+            except (TypeError, ValueError):
+                raise MethodError(f"method {label}: `theta_range` must be two numbers (lo, hi), "
+                                  f"got {rng!r}") from None
             thetas = np.linspace(lo, hi, n).tolist()
         else:
             raise MethodError(f"method {label} defines no θ sweep (`thetas`, `theta_grid(n)` "

@@ -47,6 +47,9 @@ from otbench.files import read_json, write_text_atomic
 
 SCHEME = "otbench.split/1"
 FILE_SCHEMA = "otbench.splits/1"
+CONFIG_SCHEMA = "otbench.split-config/1"
+"""A seeded split written down (scheme, seed, ratios): `artifacts/otbench/split-default.json`,
+the frozen default, is one; `--from-file` applies it as `assign_splits` would."""
 DEFAULT_SEED = 20260721
 """The project's recorded seed (SPEC §7 uses the same one for the bootstrap)."""
 DEFAULT_RATIOS = (0.6, 0.2, 0.2)
@@ -258,13 +261,39 @@ def read_split_file(path: str | os.PathLike) -> dict[tuple[str, str], int]:
     return out
 
 
+def _apply_split_config(ms: MeasurementSet, p: Path, doc: Mapping[str, Any]) -> MeasurementSet:
+    """The seeded split a `CONFIG_SCHEMA` document names, with the file in the provenance."""
+    where = str(p)
+    if doc.get("scheme") != SCHEME:
+        raise MeasurementSetError(where, f"scheme must be {SCHEME!r}, got {doc.get('scheme')!r}")
+    try:
+        seed, ratios = _seed_iv(doc.get("seed")), ratios_iv(doc.get("ratios"))
+    except ValueError as e:
+        raise MeasurementSetError(where, str(e).replace("`", "'")) from None
+    out = assign_splits(ms, seed=seed, ratios=ratios)
+    info = dict(out.provenance["split"])
+    info.update(file=p.name, sha256=hashlib.sha256(p.read_bytes()).hexdigest())
+    return _with_split(out, question_splits(out), info)
+
+
 def apply_split_file(ms: MeasurementSet, path: str | os.PathLike) -> MeasurementSet:
     """A copy of `ms` with the assignment of a split file (it overrides any seeded split).
+
+    A seeded-split document (`CONFIG_SCHEMA`: scheme, seed, ratios, as
+    `artifacts/otbench/split-default.json`) is applied as `assign_splits`.
 
     Every question the set has rows for must be listed (`MeasurementSetError`
     names the first missing one); entries for other questions are ignored,
     so one file can freeze a whole benchmark and serve its subsets.
     """
+    p = Path(path)
+    doc = read_json(p) if p.is_file() else None
+    if isinstance(doc, dict) and doc.get("schema") == CONFIG_SCHEMA:
+        return _apply_split_config(ms, p, doc)
+    if doc is not None and (not isinstance(doc, dict) or doc.get("schema") != FILE_SCHEMA):
+        got = doc.get("schema") if isinstance(doc, dict) else None
+        raise MeasurementSetError(str(p), f"schema must be {FILE_SCHEMA!r} (an assignment) or "
+                                          f"{CONFIG_SCHEMA!r} (a seeded split), got {got!r}")
     table = read_split_file(path)
     present = np.zeros(ms.num_questions, dtype=bool)
     present[ms.question] = True

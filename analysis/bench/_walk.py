@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from otbench.analysis.measurement import MeasurementSet
 
-from ._methods import MethodError, OnlineView, UnitTable
+from ._methods import MethodError, OnlineView, UnitTable, call_method
 
 
 def _decisions(out: Any, size: int, label: str, call: str, what: str) -> np.ndarray:
@@ -33,7 +33,8 @@ def zero_positions(L: np.ndarray) -> np.ndarray:
 def dr_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, method: Any,
                  theta: float, label: str) -> np.ndarray:
     """Think (k = n) or not (latest `L = 0`) per unit, from ``method.route``."""
-    d = _decisions(method.route(units, theta), len(units), label, "route(units, theta)",
+    d = _decisions(call_method(label, "route(units, theta)", method.route, units, theta),
+                   len(units), label, "route(units, theta)",
                    "one think/no-think decision per unit")
     if d.dtype != np.bool_:
         raise MethodError(f"method {label}: route(units, theta) must return booleans, got dtype {d.dtype}")
@@ -43,7 +44,8 @@ def dr_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, metho
 def fb_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, method: Any,
                  theta: float, label: str) -> np.ndarray:
     """Latest `k` with `L(k) <= cap` per trajectory, from ``method.budget``."""
-    cap = _decisions(method.budget(units, theta), len(units), label, "budget(units, theta)",
+    cap = _decisions(call_method(label, "budget(units, theta)", method.budget, units, theta),
+                     len(units), label, "budget(units, theta)",
                      "one token cap per unit")
     if cap.dtype == np.bool_ or not np.issubdtype(cap.dtype, np.number):
         raise MethodError(f"method {label}: budget(units, theta) must return numbers, got dtype {cap.dtype}")
@@ -127,7 +129,8 @@ def dee_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, meth
                 break
             buf.reveal(active, k, test.L, signals)
             view = OnlineView(k, active, unit[active], units, test.L[active, k], names, buf.read)
-            d = _decisions(method.stop(view, theta), active.size, label, "stop(view, theta)",
+            d = _decisions(call_method(label, "stop(view, theta)", method.stop, view, theta),
+                           active.size, label, "stop(view, theta)",
                            "one stop/continue decision per active trajectory")
             if d.dtype != np.bool_:
                 raise MethodError(f"method {label}: stop(view, theta) must return booleans, "

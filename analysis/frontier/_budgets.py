@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from otbench.resources import check_budget
 
 MACRO_WEIGHTING = ("equal weights over models of equal-weighted groups: the mean over a model's "
                    "cells, then the mean over models (SPEC §4, §5); the plain mean over cells only "
@@ -29,15 +30,36 @@ MACRO_WEIGHTING = ("equal weights over models of equal-weighted groups: the mean
 """The macro rule, written into the frontier documents."""
 
 
+FRONTIER_POINT_BYTES = (600, 250)
+"""Bytes per budget point of `frontiers`: fixed, and per cell (budgets, rewards, accuracies,
+the exact macro numerators, the JSON lists); measured peak growth 980 B per point on 4 cells
+and 2,330 on 12 (`frontiers(ms, grid=200_000).to_json()`), rounded up."""
+
+
+def check_grid_memory(points: int, cells: int = 1, what: str = "frontiers of a budget grid"
+                      ) -> None:
+    """Refuse, before any allocation, a grid of `points` budgets whose arrays do not fit.
+
+    The model is that of `frontiers` over `cells` cells; a grid always feeds at least one
+    cell's frontier, so `budget_grid` checks one cell (its Fractions alone take ~130 B and
+    ~3 us a point) and `frontiers` the set's count. Raises `ResourceLimitError` (a
+    ValueError) with the numbers.
+    """
+    per = FRONTIER_POINT_BYTES[0] + FRONTIER_POINT_BYTES[1] * max(int(cells), 1)
+    check_budget(what, "`grid`", points, per_unit=per, minimum=2, unit="budget point")
+
+
 def budget_grid(grid: int | Sequence[Any]) -> tuple[Fraction, ...]:
     """Exact relative budgets: `N` points `i / (N - 1)`, or explicit values in [0, 1].
 
-    Raises ValueError naming the rule broken.
+    Raises ValueError naming the rule broken (`ResourceLimitError` for a
+    number of points whose budgets do not fit in memory).
     """
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         if grid < 2:
             raise ValueError(f"`grid` must be at least 2 points, got {grid}")
         N = int(grid)
+        check_grid_memory(N)
         return tuple(Fraction(i, N - 1) for i in range(N))
     if isinstance(grid, (str, bytes, bool)) or not isinstance(grid, (Sequence, np.ndarray)):
         raise ValueError(f"`grid` must be a number of points or a sequence of budgets, got {grid!r}")

@@ -36,6 +36,7 @@ from ._budgets import (
     MACRO_WEIGHTING,
     Weights,
     budget_grid,
+    check_grid_memory,
     budgets,
     pareto_points,
     query,
@@ -222,7 +223,10 @@ def _frontiers_iv(ms: Any, strategies: Any, grid: Any) -> tuple[tuple[str, ...],
         raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
     if ms.num_trajectories == 0:
         raise ValueError("`ms` has no trajectories")
-    return strategies_iv(strategies), budget_grid(grid)
+    strategies = strategies_iv(strategies)
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool) and grid >= 2:
+        check_grid_memory(int(grid), ms.num_cells, f"frontiers of {ms.num_cells} cells")
+    return strategies, budget_grid(grid)
 
 
 def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIES,

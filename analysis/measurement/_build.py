@@ -222,8 +222,30 @@ def _split_rule(checks, split, T: int) -> np.ndarray:
     return split_idx
 
 
+def _name_problem(col: str, name: str) -> str | None:
+    """Why `name` cannot be a model, group or question name, or None.
+
+    Names are printed (tables, reports, terminals) and models and groups name
+    the set's folders: an empty name would write `trajectories//AIME/`, a
+    control character (NUL, ESC of a terminal escape sequence, a line break)
+    would forge or garble what is printed. A question id that is an absolute
+    path or climbs with `..` is refused too (ids such as MATH500's
+    `test/algebra/1.json` stay valid).
+    """
+    if not name.strip():
+        return f"{col} name is empty"
+    bad = next((ch for ch in name if unicodedata.category(ch) == "Cc"), None)
+    if bad is not None:
+        return (f"{col} {ascii(name)[:80]} holds the control character U+{ord(bad):04X} "
+                f"(names are printed and name folders)")
+    steps = name.replace("\\", "/").split("/")
+    if col == "question" and (name.startswith(("/", "\\")) or ".." in steps):
+        return f"question id {name[:80]!r} is a path out of its folder (absolute or with '..')"
+    return None
+
+
 def _name_rules(model, group, question, where) -> None:
-    """Names are valid Unicode, and no two differ only in normalisation (NFC vs NFD).
+    """Names are valid Unicode, printable, and no two differ only in normalisation (NFC vs NFD).
 
     Twins would be two cells or questions that print identically; refusing
     them (rather than normalising) keeps every stored name as given.
@@ -241,6 +263,9 @@ def _name_rules(model, group, question, where) -> None:
             except UnicodeEncodeError:
                 raise MeasurementSetError(where(i), f"{col} {name!r} is not valid Unicode "
                                                     f"(lone surrogate)") from None
+            problem = _name_problem(col, name)
+            if problem is not None:
+                raise MeasurementSetError(where(i), problem)
             key = unicodedata.normalize("NFC", name)
             first = seen.setdefault(key, (name, i))
             if first[0] != name:

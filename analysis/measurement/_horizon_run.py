@@ -211,7 +211,47 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else None
         raise HorizonDataError(f"{p}: schema must be {RUN_SCHEMA!r}, got {got!r}")
+    _manifest_shape(p, doc)
     return doc
+
+
+def _manifest_shape(p: Path, man: Mapping[str, Any]) -> None:
+    """Types of the manifest keys the analysis reads (a tampered manifest is one line)."""
+    def bad(rule: str):
+        raise HorizonDataError(f"{p}: {rule}")
+
+    def count(v: Any) -> bool:
+        return type(v) is int and v >= 0
+
+    arms = man.get("arms", [])
+    if not isinstance(arms, list) or not all(
+            isinstance(a, dict) and isinstance(a.get("name"), str) and a["name"] for a in arms):
+        bad(f"'arms' must be a list of objects with a non-empty string 'name', got "
+            f"{json.dumps(arms)[:60]}")
+    names = [a["name"] for a in arms]
+    if len(set(names)) != len(names):
+        bad("'arms' names an arm twice")
+    if "replicates" in man and not (count(man["replicates"]) and man["replicates"] >= 1):
+        bad(f"'replicates' must be an integer >= 1, got {json.dumps(man['replicates'])[:60]}")
+    for key in ("horizons",):
+        if key in man and not (isinstance(man[key], list) and all(count(b) for b in man[key])):
+            bad(f"'{key}' must be a list of integers >= 0, got {json.dumps(man[key])[:60]}")
+    matched = man.get("matched", [])
+    if not isinstance(matched, list) or not all(
+            isinstance(m, dict) and m.get("lower") in names and m.get("upper") in names
+            for m in matched):
+        bad("'matched' must be a list of {lower, upper} naming arms of the run")
+    if man.get("common_arm") is not None and man["common_arm"] not in names:
+        bad(f"'common_arm' {json.dumps(man['common_arm'])[:60]} is not an arm of the run")
+    if "synthetic" in man and not isinstance(man["synthetic"], bool):
+        bad("'synthetic' must be true or false")
+    counts = man.get("counts")
+    if counts is not None and not (isinstance(counts, dict) and all(
+            count(counts.get(k)) for k in ("trajectories", "readouts"))):
+        bad("'counts' must be {trajectories: int >= 0, readouts: int >= 0}")
+    for key in ("trajectories_sha256", "readouts_sha256"):
+        if man.get(key) is not None and not isinstance(man[key], str):
+            bad(f"'{key}' must be a string")
 
 
 def _logp_matrix(col: list, where, O: int) -> np.ndarray:
@@ -250,10 +290,21 @@ def load_run(path: str | os.PathLike, *, verify: bool = True) -> HorizonRun:
     if not arms:
         raise HorizonDataError(f"{root / MANIFEST}: no arms")
     nt = len(tt["arm"])
+    counts = man.get("counts")
+    if counts is not None:
+        for key, name, rows in (("trajectories", TRAJ_FILE, nt), ("readouts", READ_FILE,
+                                                                  len(rt["arm"]))):
+            if counts[key] != rows:
+                raise HorizonDataError(f"{root / MANIFEST}: counts.{key} is {counts[key]} but "
+                                       f"{name} has {rows} rows")
     items = sorted({(g, q) for g, q in zip(tt["group"], tt["question"])})
     item_ix = {it: i for i, it in enumerate(items)}
     groups = tuple(sorted({g for g, _ in items}))
     R = (max(tt["replicate"]) + 1) if nt else 0
+    if "replicates" in man and R > man["replicates"]:
+        j = tt["replicate"].index(R - 1)
+        raise HorizonDataError(f"{root / TRAJ_FILE}: row {j + 1}: replicate {R - 1} is beyond "
+                               f"the manifest's {man['replicates']} replicates")
     A, I = len(arms), len(items)
     gold, nopt, obs, L, fin, y, parsed, letter = _trajectory_arrays(root, tt, arms, item_ix, A, I, R)
     O = int(nopt.max()) if I else 0
@@ -395,7 +446,7 @@ def write_run(path: str | os.PathLike, manifest: Mapping[str, Any], trajectories
 
     out = Path(path)
     if out.exists() and not overwrite:
-        raise FileExistsError(f"{out}: already exists (pass overwrite)")
+        raise FileExistsError(f"{out}: already exists (pass `overwrite` to replace it)")
     arm_order = {a["name"]: k for k, a in enumerate(manifest.get("arms", []))}
     tkey = lambda r: (arm_order.get(r["arm"], 1 << 30), r["group"], r["question"], r["replicate"])  # noqa: E731
     rkey = lambda r: (arm_order.get(r["arm"], 1 << 30), r["group"], r["question"], r["replicate"],  # noqa: E731

@@ -197,7 +197,7 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
     """
     path = Path(path)
     if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(f"{path}: already exists (pass overwrite=True / --overwrite)")
+        raise FileExistsError(f"{path}: already exists (pass `overwrite` to replace it)")
     if overwrite and os.path.lexists(path) and not _replaceable(path):
         raise FileExistsError(f"{path}: exists and is not a measurement set; --overwrite "
                               f"replaces only a measurement set, refusing to touch it")
@@ -269,6 +269,11 @@ def _manifest_shape(where: str, manifest: Mapping[str, Any]) -> None:
                                          f"{json.dumps(manifest['synthetic'])}")
     if not isinstance(manifest["content_hash"], str):
         raise MeasurementSetError(where, "'content_hash' must be a string")
+    for key in ("provenance", "counts", "writer"):
+        if key in manifest and not isinstance(manifest[key], dict):
+            raise MeasurementSetError(where, f"'{key}' must be an object, got "
+                                             f"{type(manifest[key]).__name__} "
+                                             f"{json.dumps(manifest[key])[:60]}")
     files, tables = manifest["files"], manifest.get("tables", {})
     if not isinstance(files, list):
         raise MeasurementSetError(where, "'files' must be a list of {path, rows, sha256}")
@@ -311,6 +316,29 @@ def _check_column(file: str, table: pa.Table, name: str, typ: pa.DataType) -> No
         ok = pa.types.is_string(got) or pa.types.is_large_string(got) or pa.types.is_null(got)
     if not ok:
         raise MeasurementSetError(file, f"column {name!r} must be {_describe(typ)}, got {got}")
+
+
+def _within_int64(file: str, table: pa.Table, name: str) -> pa.Table:
+    """`table` with its unsigned 64-bit integer column `name` (or list of them) as int64;
+    a value of 2**63 or more is refused with its row (it would wrap, or break the
+    concatenation of files)."""
+    import pyarrow.compute as pc
+
+    typ = table.schema.field(name).type
+    scalar = typ if not (pa.types.is_list(typ) or pa.types.is_large_list(typ)) else typ.value_type
+    if scalar != pa.uint64():
+        return table
+    col = table.column(name)
+    top = pc.max(col if scalar is typ else pc.list_flatten(col)).as_py()
+    if top is not None and top >= 2 ** 63:
+        for r, v in enumerate(col.to_pylist()):
+            hit = next((x for x in (v if isinstance(v, list) else [v])
+                        if x is not None and x >= 2 ** 63), None)
+            if hit is not None:
+                raise MeasurementSetError(f"{file}: row {r}", f"{name} value {hit} is beyond "
+                                                             f"int64 (at most 2**63 - 1)")
+    want = pa.int64() if scalar is typ else pa.list_(pa.int64())
+    return table.set_column(table.column_names.index(name), name, col.cast(want))
 
 
 def _describe(typ: pa.DataType) -> str:
@@ -413,6 +441,7 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
         raise MeasurementSetError(file, f"not a readable Parquet file ({e})") from None
     for name, typ in REQUIRED.items():
         _check_column(file, table, name, typ)
+        table = _within_int64(file, table, name)
     names = {c[len(SIGNAL_PREFIX):] for c in table.column_names if c.startswith(SIGNAL_PREFIX)}
     for name in sorted(names):
         _check_column(file, table, SIGNAL_PREFIX + name, pa.list_(pa.float64()))

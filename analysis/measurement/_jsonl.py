@@ -124,6 +124,38 @@ def _parse_line(where: str, obj) -> dict:
     return rec
 
 
+MAX_LINE = 64 << 20
+"""Longest line (characters) of a JSONL import: a trajectory of a million positions is
+under 20 MB, so a longer line is not a record (`/dev/zero`, a binary file, a stream
+without line breaks) and reading it whole could exhaust memory."""
+MIN_FREE = 256 << 20
+"""Bytes of memory that must stay available while records accumulate (checked every
+`CHECK_EVERY` lines): an endless stream is refused before the system kills the process."""
+CHECK_EVERY = 16384
+
+
+def _lines(f, name: str):
+    """(line number, line) of a text file, each at most `MAX_LINE` characters."""
+    from otbench.resources import available_memory
+
+    lineno = 0
+    while True:
+        line = f.readline(MAX_LINE + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > MAX_LINE:
+            raise MeasurementSetError(f"{name}:{lineno}", f"line longer than {MAX_LINE >> 20} MiB "
+                                                          f"(not a JSONL record)")
+        if lineno % CHECK_EVERY == 0:
+            free = available_memory()
+            if free is not None and free < MIN_FREE:
+                raise MeasurementSetError(f"{name}:{lineno}", f"less than {MIN_FREE >> 20} MiB of "
+                                                              f"memory left; the file is too large "
+                                                              f"to import here")
+        yield lineno, line
+
+
 def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
                  provenance: dict | None = None) -> MeasurementSet:
     """Read a JSONL file of trajectories into a validated `MeasurementSet`.
@@ -140,7 +172,7 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
         raise MeasurementSetError(name, f"cannot open ({e.strerror})") from None
     with f:
         try:
-            for lineno, line in enumerate(f, start=1):
+            for lineno, line in _lines(f, name):
                 if not line.strip():
                     continue
                 where = f"{name}:{lineno}"

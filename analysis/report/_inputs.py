@@ -44,6 +44,8 @@ from otbench.analysis.measurement import MeasurementSet, MeasurementSetError
 from otbench.errors import OtbenchError
 from otbench.files import loads_json
 
+from ._shapes import shape_misfit
+
 RESULTS_DIR = "results"
 CACHE_FILES = {"metrics": "metrics.json", "frontier": "frontier.json",
                "bootstrap": "bootstrap.json", "thinning": "thinning.json",
@@ -146,6 +148,8 @@ def metrics_misfit(doc: Any, ms: MeasurementSet, cells: SetCells) -> str | None:
     """Why a metrics document does not belong to `ms` (None when it does)."""
     if _schema_of(doc) != SCHEMAS["metrics"]:
         return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['metrics']!r}"
+    if (shape := shape_misfit(doc, "metrics")) is not None:
+        return shape
     if bool(doc.get("synthetic")) != bool(ms.synthetic):
         return "its synthetic flag differs from the set's"
     try:
@@ -163,6 +167,8 @@ def frontier_misfit(doc: Any, ms: MeasurementSet, cells: SetCells, grid: np.ndar
     """Why a frontier document does not belong to `ms` at budgets `grid` (None when it does)."""
     if _schema_of(doc) != SCHEMAS["frontier"]:
         return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['frontier']!r}"
+    if (shape := shape_misfit(doc, "frontier")) is not None:
+        return shape
     if bool(doc.get("synthetic")) != bool(ms.synthetic):
         return "its synthetic flag differs from the set's"
     g = np.asarray(doc.get("grid", []), dtype=np.float64)
@@ -188,6 +194,8 @@ def bootstrap_misfit(doc: Any, cells: SetCells, synthetic: bool) -> str | None:
     """Why a bootstrap document cannot be shown for this set (None when it can)."""
     if _schema_of(doc) != SCHEMAS["bootstrap"]:
         return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['bootstrap']!r}"
+    if (shape := shape_misfit(doc, "bootstrap")) is not None:
+        return shape
     if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
         return "its synthetic flag differs from the set's"
     try:
@@ -213,6 +221,8 @@ def thinning_misfit(doc: Any, cells: SetCells, synthetic: bool) -> str | None:
     """Why a thinning document cannot be shown (None when it can)."""
     if _schema_of(doc) != SCHEMAS["thinning"]:
         return f"schema is {_schema_of(doc)!r}, expected {SCHEMAS['thinning']!r}"
+    if (shape := shape_misfit(doc, "thinning")) is not None:
+        return shape
     if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
         return "its synthetic flag differs from the set's"
     probes = doc.get("probes") or {}
@@ -253,6 +263,8 @@ def bench_docs(doc: Any) -> list[dict[str, Any]] | None:
 
 def bench_misfit(doc: dict[str, Any], cells: SetCells, synthetic: bool) -> str | None:
     """Why an ``otbench.bench/1`` document cannot be shown (None when it can)."""
+    if (shape := shape_misfit(doc, "bench")) is not None:
+        return shape
     if "synthetic" in doc and bool(doc["synthetic"]) != synthetic:
         return "its synthetic flag differs from the set's"
     if doc.get("strategy") not in ("dr", "fb", "dee"):
@@ -324,11 +336,17 @@ class _Resolver:
 
     def cheap(self, kind: str, given: Doc | None, misfit, compute) -> dict[str, Any]:
         """A document that is cheap to compute: given or cached if it fits, else computed."""
-        for found in ([_given(kind, given)] if given is not None else []) + [self.cached(kind)]:
+        given_found = _given(kind, given) if given is not None else None
+        for found in ([given_found] if given_found is not None else []) + [self.cached(kind)]:
             if found is None:
                 continue
             doc, src = found
             why = self.misfit(doc, src, misfit)
+            if why is None and found is not given_found and not (
+                    isinstance(doc, dict) and "content_hash" in doc):
+                # A cached result must prove it was computed on this set; a cheap one
+                # that cannot is recomputed (the note says so), never used silently.
+                why = "it records no content hash"
             if why is None:
                 self.sources.append(src)
                 return doc

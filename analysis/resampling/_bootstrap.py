@@ -69,6 +69,7 @@ from ._bootstrap_result import (
 )
 from ._checkpoint import Checkpointer
 from ._draws import fixed_point, packed_table, packing, replicate_kernel, resampling
+from ._limits import check_bootstrap_budget
 from ._summaries import (
     SUMMARY_METRICS,
     spearman_replicates,
@@ -230,7 +231,9 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
     replicated = NamedSharding(mesh, PartitionSpec())
     platform = _platform(devs)
     B = cfg.batch or default_batch(cfg.frontiers, platform)
+    B = min(B, cfg.replicates)        # a larger batch only pads (results never depend on it)
     B = -(-B // len(devs)) * len(devs)
+    check_bootstrap_budget(ms, cfg.replicates, B, cfg.frontiers, len(cfg.grid))
     workers = cfg.workers if cfg.workers is not None else (
         0 if platform == "cpu" else max(1, (os.cpu_count() or 2) - 1))
 

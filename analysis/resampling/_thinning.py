@@ -34,6 +34,7 @@ from otbench.analysis.overthinking import (
 from ._bootstrap import PERCENTILES, SEED, chain, provenance
 from ._bootstrap_result import percentile
 from ._draws import fixed_point, resampling
+from ._limits import check_draws_budget
 from ._probe_thinning import expected
 from ._trajectory_thinning import cell_sums
 
@@ -210,6 +211,7 @@ def trajectory_thinning(ms: MeasurementSet, trajectories: Sequence[int] | None =
         raise ValueError(f"`draws` must be a positive integer, got {draws!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 64:
         raise ValueError(f"`seed` must be an integer >= 0 and < 2**64, got {seed!r}")
+    check_draws_budget(ms.num_cells, len(trajectories), ms.num_trajectories, int(draws))
     layout, names = build_layout(ms)
     res = resampling(ms, layout, names)
     tm = trajectory_metrics(jnp.asarray(ms.L), jnp.asarray(ms.C), jnp.asarray(ms.n),

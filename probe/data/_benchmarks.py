@@ -43,6 +43,7 @@ from typing import Any
 from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
 
 from otbench.errors import OtbenchError
+from otbench.files import loads_json
 
 GROUPS = ("AIME", "MATH500", "GPQA-Diamond", "LiveCodeBench")
 BENCHMARKS = {  # benchmark (dataset) name -> reporting group
@@ -107,7 +108,40 @@ class Question:
 
 
 def _rows(path: str) -> Iterator[tuple[str, Any]]:
-    """(location, row) for each record of a JSONL or Parquet file."""
+    """(location, row) for each record of a JSONL, Parquet or CSV file.
+
+    JSONL lines go through the one guarded JSON reader (duplicate keys, deep
+    nesting, lone surrogates and out-of-range numbers are refused); text
+    holding NUL or a byte-order mark past the file's start is refused; a file
+    without a single record is refused (an empty benchmark is a wrong path,
+    never zero questions).
+    """
+    n = 0
+    for loc, row in _raw_rows(path):
+        _clean_text(row, loc)
+        n += 1
+        yield loc, row
+    if n == 0:
+        raise DatasetError(f"{os.fspath(path)}: no records (an empty benchmark file)")
+
+
+def _clean_text(row: Any, loc: str) -> None:
+    """Refuse NUL and U+FEFF (a byte-order mark inside the data) in a row's strings."""
+    stack = [row]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            for ch, name in (("\x00", "NUL (U+0000)"), ("\ufeff", "a byte-order mark (U+FEFF)")):
+                if ch in v:
+                    raise DatasetError(f"{loc}: text holds {name}; not a clean text file")
+        elif isinstance(v, Mapping):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
+def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DatasetError(f"{path}: no such file")
@@ -116,7 +150,7 @@ def _rows(path: str) -> Iterator[tuple[str, Any]]:
 
         try:
             rows = pq.read_table(path).to_pylist()
-        except Exception as e:  # pyarrow raises several types for a bad file
+        except Exception as e:  # pyarrow raises several types for a corrupt file
             raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
         for i, row in enumerate(rows, 1):
             yield f"{path}:row {i}", row
@@ -128,17 +162,19 @@ def _rows(path: str) -> Iterator[tuple[str, Any]]:
         raise DatasetError(f"{path}: expected a .jsonl, .parquet or .csv file")
     with open(path, "rb") as f:
         for i, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DatasetError(f"{path}:{i}: not UTF-8 text") from None
-            if not line.strip():
+            if not raw.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{path}:{i}: not valid JSON ({e.msg} at column {e.colno})") from None
-            yield f"{path}:{i}", row
+            yield f"{path}:{i}", _loads(raw, f"{path}:{i}")
+
+
+def _loads(text: str | bytes, where: str) -> Any:
+    """One JSON document through the guarded reader; its refusal as a `DatasetError`."""
+    from otbench.errors import MeasurementSetError
+
+    try:
+        return loads_json(text, where)
+    except MeasurementSetError as e:
+        raise DatasetError(str(e)) from None
 
 
 def _csv_rows(path: str) -> Iterator[tuple[str, Any]]:
@@ -273,17 +309,18 @@ def _decode_tests(v, loc: str, name: str) -> list:
         raise DatasetError(f"{loc}: field '{name}' must be a list or a string, got {type(v).__name__}")
     if not v.strip():
         return []
-    try:
-        return json.loads(v)
-    except ValueError:
-        pass
+    if v.lstrip()[:1] in ("[", "{"):
+        return _loads(v, f"{loc}: field '{name}'")
     try:
         # LiveCodeBench's private tests: base64(zlib(pickle(JSON text))).
         raw = _NoGlobals(io.BytesIO(zlib.decompress(base64.b64decode(v.encode("ascii"))))).load()
-        return json.loads(raw)
     except Exception:
         raise DatasetError(f"{loc}: field '{name}' is neither JSON nor LiveCodeBench's packed "
                            "test format") from None
+    if not isinstance(raw, (str, bytes)):
+        raise DatasetError(f"{loc}: field '{name}' is neither JSON nor LiveCodeBench's packed "
+                           "test format")
+    return _loads(raw, f"{loc}: field '{name}' (packed)")
 
 
 def _lcb(row, loc, *, contest_dates=None, **_) -> Question | None:
@@ -318,14 +355,14 @@ def _lcb(row, loc, *, contest_dates=None, **_) -> Question | None:
     fn_name = _field(row, loc, ("fn_name",), required=False)
     if fn_name is None and row.get("metadata") is not None:
         meta = row["metadata"]
-        try:
-            meta = json.loads(meta) if isinstance(meta, str) else meta
-        except ValueError:
-            raise DatasetError(f"{loc}: field 'metadata' is not JSON") from None
+        meta = _loads(meta, f"{loc}: field 'metadata'") if isinstance(meta, str) else meta
         fn_name = meta.get("func_name") if isinstance(meta, Mapping) else None
     if kinds == {"functional"}:
         if not isinstance(fn_name, str) or not fn_name.isidentifier():
             raise DatasetError(f"{loc}: functional tests need 'fn_name' (or metadata.func_name)")
+        if fn_name.startswith("__"):
+            raise DatasetError(f"{loc}: fn_name {fn_name!r} must be a plain name (no leading "
+                               f"double underscore)")
     else:
         fn_name = None
     return Question("LiveCodeBench", "LiveCodeBench", qid, "code", text, "", tests=tuple(tests),

@@ -98,6 +98,9 @@ def make_request(task: str, reference: str, response: str, *, tests=None, fn_nam
         tests = _tests_iv(tests)
         if fn_name is not None and (not isinstance(fn_name, str) or not fn_name.isidentifier()):
             raise ValueError(f"`fn_name` must be a Python identifier, got {fn_name!r}.")
+        if fn_name is not None and fn_name.startswith("__"):
+            raise ValueError(f"`fn_name` must be a plain name (no leading double underscore: "
+                             f"that reaches the interpreter's own attributes), got {fn_name!r}.")
     else:
         if tests:
             raise ValueError(f"`tests` is only for code tasks, got tests for a {task} task.")

@@ -32,10 +32,20 @@ Isolation, strongest first, and why each piece is there:
   answers it is graded against.
 
 Without `bwrap` nothing runs: the result is `sandbox_error` with the install
-hint, never an unsandboxed run. Memory use is bounded per process, so the
-worst case of a program that forks up to the limit and fills each process is
-`processes x memory_bytes` (defaults: 8 x 1 GiB); cgroups would bound the sum
-but are not reliably writable on the project's machines. No seccomp filter is
+hint, never an unsandboxed run. Memory is bounded for the box as a whole:
+`memory_bytes` is shared by the program's processes. The harness counts as one
+of `processes` (RLIMIT_NPROC, counted per user namespace, so per box, threads
+included), the program may run the other `processes - 1` tasks, and each
+process gets RLIMIT_AS `memory_bytes // (processes - 1)`
+(`SandboxLimits.process_memory_bytes`), so all of them together never map more
+than `memory_bytes`, however the program forks (threads share their
+process's address space, so they only make the bound looser). The worst case
+of a box is `memory_bytes` + the harness (an interpreter, ~30 MB) + the
+`/tmp` tmpfs (`tmpfs_bytes`, memory-backed): 4 GiB + ~30 MB + 64 MiB with the
+defaults, and 1 GiB for a single-process program as before. A cgroup would
+bound resident memory rather than mappings, but cgroups are not reliably
+writable on the project's machines (cgroup v1, or v2 without delegation), and
+the rlimit bound needs none. No seccomp filter is
 installed (the namespaces already remove the network and the host's files).
 The interpreter inside is the running one when the unprivileged uid can reach
 it, else `/usr/bin/python3` (see `sandbox_python`; record it with a run).
@@ -72,9 +82,12 @@ class SandboxLimits:
             default) gives each test its own `wall_s` and bounds the run only
             by `run_deadline_s` (LiveCodeBench's global limit is
             (timeout + 1) x tests + 5 s, which this bound exceeds).
-        memory_bytes: address-space limit per process (RLIMIT_AS).
+        memory_bytes: address-space budget of the whole box, shared by the
+            program's processes: each gets `process_memory_bytes` =
+            `memory_bytes // (processes - 1)` (RLIMIT_AS), so together they
+            never map more than this (default 4 GiB: 1 GiB each for 4).
         processes: process/thread limit for the sandbox (RLIMIT_NPROC), the
-            harness (the box's init) included (so at least 4).
+            harness (the box's init) included (so at least 4; default 5).
         output_bytes: largest stdout (or return value JSON) per test.
         tmpfs_bytes: size of the writable `/tmp` (the working directory).
     """
@@ -82,8 +95,8 @@ class SandboxLimits:
     wall_s: float = 6.0
     cpu_s: int = 6
     total_wall_s: float | None = None
-    memory_bytes: int = 1 << 30
-    processes: int = 8
+    memory_bytes: int = 4 << 30
+    processes: int = 5
     output_bytes: int = 8 << 20
     tmpfs_bytes: int = 64 << 20
 
@@ -99,6 +112,17 @@ class SandboxLimits:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise ValueError(f"`{name}` must be an integer >= {least}, got {v!r}.")
+        if self.process_memory_bytes < 64 << 20:
+            raise ValueError(f"`memory_bytes` ({self.memory_bytes}) shared by the program's "
+                             f"{self.processes - 1} processes leaves "
+                             f"{self.process_memory_bytes} bytes each; at least 67108864 "
+                             "(64 MiB) each are needed.")
+
+    @property
+    def process_memory_bytes(self) -> int:
+        """RLIMIT_AS of each process of the program: the box's budget over its `processes - 1`
+        tasks (the harness is the other), so their sum never exceeds `memory_bytes`."""
+        return self.memory_bytes // (self.processes - 1)
 
 
     def run_deadline_s(self, n_tests: int) -> float:
@@ -293,7 +317,8 @@ def _write_box(box: str, code: str, inputs: Sequence[str], mode: str, fn_name: s
         "mode": mode, "fn_name": fn_name, "tests": len(inputs),
         "limits": {
             "wall_s": float(limits.wall_s), "cpu_s": int(limits.cpu_s),
-            "memory_bytes": int(limits.memory_bytes), "processes": int(limits.processes),
+            # The harness sets RLIMIT_AS per process: the box's share of each one.
+            "memory_bytes": int(limits.process_memory_bytes), "processes": int(limits.processes),
             "output_bytes": int(limits.output_bytes),
         },
     }

@@ -117,7 +117,7 @@ def run_horizon(job: HorizonJob, out: str | os.PathLike, *, engine: Engine | Non
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = Path(out)
     if out.exists() and not overwrite:
-        raise FileExistsError(f"{out}: already exists (pass --overwrite)")
+        raise FileExistsError(f"{out}: already exists (pass `overwrite` to replace it)")
     t0 = time.perf_counter()
     questions = load_choice_questions(job.data)
     if not questions:

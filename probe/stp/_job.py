@@ -406,6 +406,8 @@ def load_toml_job(path: str | Path, build):
         raise JobError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise JobError(f"{path}: not valid TOML ({' '.join(str(e).split())})") from None
+    except RecursionError:      # the parser recurses per inline table / array level
+        raise JobError(f"{path}: not accepted TOML (nested too deep to parse)") from None
     except OSError as e:
         raise JobError(f"{path}: cannot read ({e.strerror or e})") from None
     try:

@@ -140,11 +140,11 @@ def _check_out(out: Path, *, overwrite: bool, resume: bool) -> None:
     if not out.exists() or overwrite:
         return
     if not resume:
-        raise FileExistsError(f"{out}: already exists (pass --overwrite)")
+        raise FileExistsError(f"{out}: already exists (pass `overwrite` to replace it)")
     if not (out / "manifest.json").is_file():
         # A set written by an earlier attempt of this run is rebuilt from the journal;
         # anything else is not ours to replace.
-        raise FileExistsError(f"{out}: exists and is not a measurement set (pass --overwrite to replace it)")
+        raise FileExistsError(f"{out}: exists and is not a measurement set (pass `overwrite` to replace it)")
 
 
 def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,

@@ -66,6 +66,32 @@ def number(lo: float, hi: float, *, what: str) -> Rule:
     return check
 
 
+def choice(*allowed: str) -> Rule:
+    def check(v):
+        return None if v in allowed else f"must be one of {', '.join(allowed)}, got {v!r}"
+    return check
+
+
+MAX_DEPTH = 16
+"""Deepest nesting of tables and arrays a job may have (the deepest real one is 4:
+[[data.sources]] entries with a list value); a deeper document is refused before any
+code walks it recursively."""
+
+
+def depth_problem(cfg: Any) -> str | None:
+    """"nested deeper than MAX_DEPTH levels (at KEY.PATH)", or None (iterative walk)."""
+    stack = [(cfg, 0, "")]
+    while stack:
+        v, d, where = stack.pop()
+        if d > MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels (at {where[:80] or 'the top'})"
+        if isinstance(v, Mapping):
+            stack.extend((x, d + 1, f"{where}.{k}" if where else str(k)) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1, f"{where}[{i}]") for i, x in enumerate(v))
+    return None
+
+
 def text(v) -> str | None:
     return None if isinstance(v, str) and v else f"must be a non-empty string, got {v!r}"
 
@@ -101,7 +127,10 @@ STP_RULES: dict[str, dict[str, Rule]] = {
     # model.name: a frozen entry or a Hugging Face repository id ("Org/Model"), resolved
     # through the hub cache (never a path: `path` is for local directories).
     "model": {"name": model_name, "path": text, "family": artifact, "id": text, "revision": text},
-    "engine": {"kind": text, "dtype": text, "max_model_len": integer(1, 1 << 24),
+    # dtype: the three the engines load (`EngineConfig.dtype`); anything else never
+    # reaches an engine (vLLM and torch look the name up).
+    "engine": {"kind": text, "dtype": choice("bfloat16", "float16", "float32"),
+               "max_model_len": integer(1, 1 << 24),
                "seed": integer(0, INT64_MAX), "block_size": integer(1, 1 << 16),
                "kv_cache_gib": integer(1, 1 << 20),
                "gpu_memory_utilization": number(0.0, 1.0, what="in [0, 1]"),
@@ -155,8 +184,12 @@ def check_tables(cfg: Mapping[str, Any], rules: Mapping[str, Any],
 
     `rules` maps every table a job may have, in the order the message lists
     them, to its key rules: a mapping `key -> Rule`, an `ArrayOf` (an array of
-    such tables) or a `MapOf` (free keys, one rule for every value).
+    such tables) or a `MapOf` (free keys, one rule for every value). The whole
+    document's nesting is bounded first (`MAX_DEPTH`).
     """
+    deep = depth_problem(cfg)
+    if deep is not None:
+        raise error(f"the job is {deep}")
     for table in cfg:
         if table not in rules:
             raise error(f"unknown table [{table}] (expected {', '.join(rules)})")

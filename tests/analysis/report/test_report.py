@@ -363,14 +363,15 @@ def test_cached_metrics_and_frontiers_are_reused_only_when_they_fit(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
     m, f = metrics(ms), frontiers(ms, grid=11).to_json()
-    (res / CACHE_FILES["metrics"]).write_text(json.dumps(m))
-    (res / CACHE_FILES["frontier"]).write_text(json.dumps(f))
+    bound = {"content_hash": content_hash(ms)}      # as otbench writes its results
+    (res / CACHE_FILES["metrics"]).write_text(json.dumps({**m, **bound}))
+    (res / CACHE_FILES["frontier"]).write_text(json.dumps({**f, **bound}))
     got = gather(ms, results_dir=res, grid=11)
-    assert got.metrics == m and got.frontier == f and got.notes == ()
+    assert got.metrics == {**m, **bound} and got.frontier == {**f, **bound} and got.notes == ()
     assert {s.kind: (s.origin, s.name) for s in got.sources} == {
         "metrics": ("cached", "metrics.json"), "frontier": ("cached", "frontier.json")}
     # Another grid, and metrics of another set: both recomputed, with a note each.
-    (res / "metrics.json").write_text(json.dumps(metrics(simulate("tiny", 1))))
+    (res / "metrics.json").write_text(json.dumps({**metrics(simulate("tiny", 1)), **bound}))
     got = gather(ms, results_dir=res, grid=21)
     assert got.metrics == m and len(got.frontier["grid"]) == 21
     assert {s.kind: s.origin for s in got.sources} == {"metrics": "computed", "frontier": "computed"}
@@ -389,7 +390,7 @@ def test_cached_metrics_and_frontiers_are_reused_only_when_they_fit(tmp_path):
     d = tmp_path / "set"
     save(ms, d)
     (d / "results").mkdir()
-    (d / "results" / "frontier.json").write_text(json.dumps(f))
+    (d / "results" / "frontier.json").write_text(json.dumps({**f, **bound}))
     man = json.loads((write_report(d, tmp_path / "a", grid=11).parent / "report.json").read_text())
     assert {s["kind"]: s["origin"] for s in man["inputs"]} == {"metrics": "computed",
                                                                 "frontier": "cached"}

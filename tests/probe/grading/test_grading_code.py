@@ -230,6 +230,9 @@ def test_missing_bwrap_is_sandbox_error(tmp_path):
     (dict(cpu_s=1.5), r"`cpu_s` must be an integer >= 1, got 1\.5\."),
     (dict(memory_bytes=1 << 20), r"`memory_bytes` must be an integer >= 67108864, got 1048576\."),
     (dict(processes=3), r"`processes` must be an integer >= 4, got 3\."),
+    (dict(memory_bytes=128 << 20, processes=5), r"`memory_bytes` \(134217728\) shared by the "
+     r"program's 4 processes leaves 33554432 bytes each; at least 67108864 \(64 MiB\) each are "
+     r"needed\."),
     (dict(output_bytes=0), r"`output_bytes` must be an integer >= 1, got 0\."),
     (dict(tmpfs_bytes=True), r"`tmpfs_bytes` must be an integer >= 1048576, got True\."),
 ])

@@ -157,6 +157,10 @@ def test_code_in_pool_leaves_no_zombies():
      r"`tests\[0\]` must be a CodeTest or a mapping, got str\."),
     (dict(task="code", reference="", response="", tests=[{"input": "", "output": ""}], fn_name="1x"),
      r"`fn_name` must be a Python identifier, got '1x'\."),
+    (dict(task="code", reference="", response="", tests=[{"input": "", "output": ""}],
+          fn_name="__class__"),
+     r"`fn_name` must be a plain name \(no leading double underscore: that reaches the "
+     r"interpreter's own attributes\), got '__class__'\."),
     (dict(task="math", reference="1", response="", tests=[{"input": "", "output": ""}]),
      r"`tests` is only for code tasks, got tests for a math task\."),
     (dict(task="choice", reference="A", response="", fn_name="f"),

@@ -22,7 +22,8 @@ _WHY = sandbox_status()
 pytestmark = pytest.mark.skipif(bool(_WHY) and not os.environ.get("CI"),
                                 reason=f"sandbox unavailable here: {_WHY}")
 
-LIMITS = SandboxLimits(wall_s=1.5, cpu_s=2, total_wall_s=10.0, memory_bytes=512 << 20,
+# 256 MiB for each of the program's 7 processes, shared from one box budget.
+LIMITS = SandboxLimits(wall_s=1.5, cpu_s=2, total_wall_s=10.0, memory_bytes=7 * (256 << 20),
                        processes=8, output_bytes=1 << 20)
 CONFIG = GradeConfig(limits=LIMITS)
 
@@ -124,6 +125,58 @@ def test_ten_gigabyte_allocation_is_refused(no_leftovers):
     g, dt = run("x = bytearray(10 * 1024 ** 3)\nprint(len(x))", expected=str(10 * 1024 ** 3))
     assert (g.correct, g.status) == (False, Status.MEMORY_ERROR)
     assert dt < 5.0
+
+
+# Every process of the program (the main one and 3 forks, the most `processes=5` allows
+# besides the harness) grabs 16 MiB blocks until refused, holds them, and reports its total
+# through a pipe; the main one prints the sum and how many got a 400 MiB block at once.
+_GREEDY = """
+import os, time
+def grab():
+    big = 0
+    try:
+        x = bytearray(400 << 20)
+        big = 1
+        del x
+    except MemoryError:
+        pass
+    held = []
+    while True:
+        try:
+            held.append(bytearray(16 << 20))
+        except MemoryError:
+            return big, len(held) * (16 << 20), held
+r, w = os.pipe()
+kids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        big, total, held = grab()
+        os.write(w, f"{big} {total}\\n".encode())
+        time.sleep(1.0)
+        os._exit(0)
+    kids.append(pid)
+big, total, held = grab()
+os.close(w)
+lines = os.fdopen(r).read().split()
+for pid in kids:
+    os.waitpid(pid, 0)
+nums = [int(x) for x in lines]
+print(big + sum(nums[0::2]), total + sum(nums[1::2]), len(kids))
+"""
+
+
+def test_memory_is_bounded_for_the_box_as_a_whole(no_leftovers):
+    """4 processes x 400 MiB in a 512 MiB box: none gets its block, and all of them together
+    hold at most the box's budget (per-process limits alone would let each take 512 MiB)."""
+    limits = SandboxLimits(wall_s=8.0, cpu_s=8, total_wall_s=20.0, memory_bytes=512 << 20,
+                           processes=5, output_bytes=1 << 20)
+    assert limits.process_memory_bytes == 128 << 20
+    r = run_tests(_GREEDY, [""], mode="stdin", limits=limits)
+    assert not r.error and r.outcomes and r.outcomes[0].kind == "exit", r
+    big, total, kids = (int(x) for x in r.outcomes[0].output.split())
+    assert kids == 3 and big == 0
+    assert 0 < total <= limits.memory_bytes
 
 
 def test_growing_memory_is_stopped(no_leftovers):

@@ -91,3 +91,29 @@ def test_data_file_rules(tmp_path: Path):
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert r.stderr.strip().splitlines()[-1].endswith("missing.jsonl: no such file")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("dtype", ["__import__('os')", "float64", "torch.float16", "", 16, "auto"])
+def test_engine_dtype_is_one_of_the_three_the_engines_load(dtype):
+    """Issue 24, item 4: a hostile dtype never reaches vLLM or torch's name lookup."""
+    with pytest.raises(JobError, match=r"^engine\.dtype must be one of bfloat16, float16, "
+                                       r"float32, got "):
+        job_from_dict(_with("engine", "dtype", dtype))
+    assert job_from_dict(_with("engine", "dtype", "float16")).engine.dtype == "float16"
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("x = " + "{a = " * 1000 + "1" + "}" * 1000, r"not accepted TOML \(nested too deep to parse\)"),
+    ("x = " + "[" * 1000 + "1" + "]" * 1000, r"not accepted TOML \(nested too deep to parse\)"),
+    ("[data]\nsources = " + "[" * 40 + "1" + "]" * 40,
+     r"the job is nested deeper than 16 levels \(at data\.sources\[0\]"),
+    ("[data]\n[data.sources" + ".a" * 1000 + "]\nk = 1",
+     r"the job is nested deeper than 16 levels \(at data\.sources\.a\.a"),
+])
+def test_deep_tables_are_one_line(text, msg, tmp_path):
+    """Issue 24, item 4: 1,000-deep tables and arrays are refused, not a RecursionError."""
+    p = tmp_path / "job.toml"
+    p.write_text('[model]\nname = "smollm2-135m-instruct"\n' + text + "\n")
+    with pytest.raises(JobError, match=msg) as e:
+        load_job(p)
+    assert str(e.value).startswith(f"{p}: ") and "\n" not in str(e.value)
