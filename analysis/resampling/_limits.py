@@ -6,7 +6,8 @@ up; `otbench.resources.check_budget` refuses a call that does not fit
 before its first allocation, naming the largest value that does.
 """
 
-import numpy as np
+from otbench.analysis.frontier import state_bytes
+
 from otbench.resources import check_budget
 
 DRAW_CELL_BYTES = 96
@@ -38,14 +39,6 @@ def check_draws_budget(cells: int, levels: int, rows: int, draws: int) -> None:
                  per_unit_ops=levels * rows * DRAW_ROW_OPS, unit="draw")
 
 
-def frontier_state_bytes(ms) -> int:
-    """Bytes of the largest cell's frontier DP state of one problem (`frontier/_dp.py`: one int32
-    entry per probe of the cell, rounded up to a power of two; int64 past 2**30 tokens)."""
-    per_cell = np.bincount(ms.cell, weights=ms.probes.astype(np.float64), minlength=ms.num_cells)
-    entries = 1 << int(per_cell.max(initial=0) + 1).bit_length()
-    return 4 * entries
-
-
 def check_bootstrap_budget(ms, replicates: int, batch: int, frontiers: bool, grid: int,
                            strategies: int = 3) -> None:
     """Refuse, before any allocation, `replicates` and `batch` whose arrays do not fit.
@@ -59,7 +52,7 @@ def check_bootstrap_budget(ms, replicates: int, batch: int, frontiers: bool, gri
     cells, rows = ms.num_cells, ms.num_trajectories
     per_rep = cells * (REPLICATE_CELL_BYTES + (16 * (strategies * (grid + 1) + 3) if frontiers else 0))
     per_batch = BATCH_ROW_BYTES * rows + BATCH_BYTES + (
-        strategies * frontier_state_bytes(ms) if frontiers else 0)
+        strategies * state_bytes(ms)[0] if frontiers else 0)
     what = f"bootstrap of {cells} cells, {rows:,} trajectories" + (
         f", frontiers at {grid} budgets" if frontiers else "")
     check_budget(what, "`batch`", batch, per_unit=per_batch, unit="replicate in flight",

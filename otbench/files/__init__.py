@@ -8,25 +8,20 @@ here; `otbench.analysis.measurement` keeps to the measurement contract.
 """
 
 from ._atomic import (
-                      LEDGER,
-                      RECORDED,
-                      atomic_dir,
-                      atomic_path,
-                      check_output,
-                      check_output_dir,
-                      clean_stale,
-                      foreign_entries,
-                      is_measurement_set,
-                      output_rules,
-                      refuse_input,
-                      write_bytes_atomic,
-                      write_text_atomic,
-                      written_by_otbench,
+    RECORDED,
+    atomic_dir,
+    atomic_path,
+    check_output_dir,
+    write_bytes_atomic,
+    write_text_atomic,
 )
 from ._csv import csv_field, csv_text
 from ._hash import sha256_file
 from ._json import loads_json, read_json
+from ._ledger import LEDGER, written_by_otbench
 from ._provenance import git_commit, provenance
+from ._rules import check_output, foreign_entries, is_measurement_set, output_rules, refuse_input
+from ._temporaries import clean_stale
 
 __all__ = [
     "LEDGER", "RECORDED", "atomic_dir", "atomic_path", "check_output", "check_output_dir",

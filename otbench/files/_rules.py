@@ -1,0 +1,199 @@
+"""The output rule: outputs never on or inside inputs, never over what otbench did not write.
+
+`output_rules` sets the inputs and the `overwrite` permission of a block (the
+CLI sets them per command); `refuse_input` keeps an output off every input
+(a measurement set's members included); `check_output` applies the whole
+rule to one file output (see `_atomic`'s module docstring).
+"""
+
+
+import contextlib
+import contextvars
+import json
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from otbench.errors import UnsafeOutputError
+
+from ._ledger import written_by_otbench
+from ._temporaries import _target
+
+_SET_MANIFEST = "manifest.json"
+_SET_SCHEMA = "otbench.measurement_set/1"
+
+_RULES: contextvars.ContextVar[tuple[tuple[Path, ...], bool, tuple[Path, ...]]] = \
+    contextvars.ContextVar("otbench_output_rules", default=((), False, ()))
+
+
+@contextlib.contextmanager
+def output_rules(*, inputs: Iterable[str | os.PathLike] = (), overwrite: bool = False,
+                 in_place: Iterable[str | os.PathLike] = ()) -> Iterator[None]:
+    """Every write inside the block keeps off `inputs`; `overwrite` lets it replace files otbench
+    did not write; `in_place` names inputs a command rewrites on purpose (`split` in place)."""
+    old_in, old_over, old_place = _RULES.get()
+    token = _RULES.set((old_in + tuple(_target(p) for p in inputs), old_over or bool(overwrite),
+                        old_place + tuple(_target(p) for p in in_place)))
+    try:
+        yield
+    finally:
+        _RULES.reset(token)
+
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+def set_members(directory: Path) -> set[Path] | None:
+    """The entries a measurement set at `directory` owns (manifest, trajectories, tables), or None.
+
+    None when `directory` holds no readable measurement-set manifest.
+    """
+    mpath = directory / _SET_MANIFEST
+    try:
+        with open(mpath, "rb") as f:
+            doc = json.loads(f.read(1 << 24).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != _SET_SCHEMA:
+        return None
+    members = {mpath, directory / "trajectories"}
+    tables = doc.get("tables")
+    if isinstance(tables, dict):
+        members |= {directory / str(name) for name in tables if str(name) and "/" not in str(name)}
+    return members
+
+
+def is_measurement_set(directory: Path) -> bool:
+    """Whether `directory` holds a readable measurement-set manifest."""
+    return directory.is_dir() and set_members(directory) is not None
+
+
+def foreign_entries(directory: Path) -> list[str]:
+    """Entries of the set at `directory` that the set does not own (kept when it is replaced)."""
+    members = set_members(directory) or set()
+    return sorted(e.name for e in directory.iterdir() if e not in members
+                  and not e.name.startswith(f".{_SET_MANIFEST}.tmp-"))
+
+
+def _member_of_set(path: Path) -> Path | None:
+    """The measurement set whose manifest, trajectory file or table `path` is, if any."""
+    for parent in path.parents:
+        if (parent / _SET_MANIFEST).is_file():
+            members = set_members(parent)
+            if members and any(path == m or m in path.parents for m in members):
+                return parent
+            return None
+    return None
+
+
+def _real(p: Path) -> Path:
+    try:
+        return Path(os.path.realpath(p))
+    except (OSError, ValueError):
+        return p
+
+
+def refuse_input(out: str | os.PathLike, *inputs: str | os.PathLike) -> None:
+    """Raise `UnsafeOutputError` when writing `out` would land on or inside one of `inputs`.
+
+    A file input is protected itself; a measurement set is protected with
+    everything it owns (its `results/` and other entries may take outputs);
+    any other folder input is protected with everything inside it; and no
+    output may be an ancestor of an input (replacing that folder would
+    replace the input). Symbolic links are seen through. The inputs of the
+    enclosing `output_rules` are protected too, except those it names
+    `in_place`.
+    """
+    target = _target(out)
+    ctx_inputs, _, in_place = _RULES.get()
+    real_t = _real(target)
+    rewritten = {_real(p) for p in in_place}
+    for given, from_ctx in [(i, False) for i in inputs] + [(i, True) for i in ctx_inputs]:
+        inp = _target(given)
+        if from_ctx and _real(inp) == real_t and real_t in rewritten:
+            continue                  # the command rewrites this input on purpose (in place)
+        for t, i in ((target, inp), (real_t, _real(inp))):
+            if t == i or t in i.parents:
+                raise UnsafeOutputError(f"{out}: is the input {given} or contains it; "
+                                        f"refusing to write onto an input")
+            if i in t.parents and os.path.isdir(i) and not is_measurement_set(i):
+                raise UnsafeOutputError(f"{out}: is inside the input folder {given}; "
+                                        f"refusing to write into an input")
+        if os.path.lexists(inp) and os.path.lexists(target):
+            with contextlib.suppress(OSError):
+                if os.path.samefile(target, inp):
+                    raise UnsafeOutputError(f"{out}: is the input {given}; "
+                                            f"refusing to write onto an input")
+    for t in (target, real_t):
+        owner = _member_of_set(t)
+        if owner is not None:
+            raise UnsafeOutputError(f"{out}: is part of the measurement set {owner}; "
+                                    f"refusing to write onto an input")
+
+
+# -- the output rule for files ----------------------------------------------------------------
+
+def check_output(path: str | os.PathLike, *inputs: str | os.PathLike,
+                 overwrite: bool | None = None) -> tuple[Path, bool]:
+    """Apply the output rule to a file output; return (where to write, in place?).
+
+    In place (True) for a character device or a FIFO with a reader; else the
+    path of the regular file to replace atomically (a symbolic link's target).
+    Raises `UnsafeOutputError` for everything the module docstring refuses.
+    """
+    over = _RULES.get()[1] if overwrite is None else (overwrite or _RULES.get()[1])
+    target = _target(path)
+    refuse_input(target, *inputs)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        if os.path.islink(target):
+            raise UnsafeOutputError(f"{path}: is a symbolic link to a missing file; refusing to "
+                                    f"replace the link") from None
+        return target, False
+    except NotADirectoryError:
+        raise UnsafeOutputError(f"{path}: a parent of it is not a folder") from None
+    except OSError as e:
+        raise UnsafeOutputError(f"{path}: cannot be inspected ({e.strerror})") from None
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise UnsafeOutputError(f"{path}: is a folder; refusing to replace it with a file")
+    if stat.S_ISCHR(mode) or (stat.S_ISREG(mode) and _descriptor_path(target)):
+        return target, True
+    if stat.S_ISFIFO(mode):
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            raise UnsafeOutputError(f"{path}: is a FIFO that no process reads; refusing to write "
+                                    f"(or wait) on it") from None
+        os.close(fd)
+        return target, True
+    if not stat.S_ISREG(mode):
+        raise UnsafeOutputError(f"{path}: is a special file (not a regular file, character "
+                                f"device or FIFO); refusing to write to it")
+    real = target
+    if os.path.islink(target):
+        real = _real(target)
+        refuse_input(real, *inputs)
+    if not over and not written_by_otbench(real):
+        raise UnsafeOutputError(f"{path}: exists and otbench did not write it (or it was changed "
+                                f"since); refusing to replace it (pass `overwrite` to replace it)")
+    return real, False
+
+
+def _descriptor_path(target: Path) -> bool:
+    """A path that names an open descriptor (`/dev/stdout`, `/proc/self/fd/1`, a link to one):
+    what it points at is already the user's choice (a shell redirect), so it is written in place."""
+    hops, p = 0, target
+    while hops < 40:
+        if p.parts[1:2] in (("proc",), ("dev",)) and (
+                p.parts[1:2] == ("dev",) or "fd" in p.parts):
+            return True
+        if not p.is_symlink():
+            return False
+        p = Path(os.path.abspath(p.parent / os.readlink(p)))
+        hops += 1
+    return False
+
+
