@@ -9,14 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from otbench.probe.config import Sampling
 from otbench.probe.engines import EngineConfig, EngineStartError, GenRequest, SignalRequest
-from otbench.probe.engines._openai import (
-    PROBE_TEXT,
-    Client,
-    HTTPStatusError,
-    OpenAIEngine,
-    OpenAIStream,
-    ServerError,
-    check_server,
+from otbench.probe.engines._http import Client, HTTPStatusError, ServerError
+from otbench.probe.engines._openai import OpenAIEngine, OpenAIStream
+from otbench.probe.engines._openai_checks import PROBE_TEXT, check_server
+from otbench.probe.engines._openai_wire import (
     check_xargs,
     completions,
     generation_body,

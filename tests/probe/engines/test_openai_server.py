@@ -44,7 +44,7 @@ class Server:
         self.config, self.log_dir, self.proc, self.url, self.starts = config, log_dir, None, None, 0
 
     def start(self) -> None:
-        from otbench.probe.engines._openai import vllm_server_command
+        from otbench.probe.engines._openai_checks import vllm_server_command
 
         port = _free_port()
         argv, env = vllm_server_command(self.config, host="127.0.0.1", port=port, python=sys.executable)
@@ -239,7 +239,7 @@ def _units(journal: Path) -> list[str]:
 
 
 def test_killing_the_server_mid_run_loses_and_duplicates_no_unit(served, server, tmp_path):
-    from otbench.probe.engines._openai import ServerError
+    from otbench.probe.engines._http import ServerError
 
     out, journal = tmp_path / "set", tmp_path / "journal"
     job = _job(kind="openai", base_url=server.url, retry_s=5.0)

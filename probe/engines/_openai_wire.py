@@ -1,0 +1,136 @@
+"""Request bodies and answer parsing of the served-model engine (pure functions, no I/O).
+
+The fields are those of vLLM 0.32's `CompletionRequest` (see `_openai`'s
+module docstring); every answer is checked for the shape the probe needs,
+and a malformed one is a one-line `ServerError`.
+"""
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from otbench.probe.config import Sampling
+
+from ._http import ServerError
+from ._interface import (
+    Completion,
+    GenRequest,
+    Signal,
+)
+
+# OpenAI's (and vLLM's server's) logit-bias range: vLLM clamps a bias to [-100, 100].
+_EXCLUDE_BIAS = -100.0
+
+
+# -- request bodies (pure functions) ---------------------------------------------------------
+
+def _neutral(sampling: Sampling) -> dict[str, Any]:
+    """Every sampling field, so the server's generation-config defaults never apply."""
+    return {"temperature": sampling.temperature, "top_p": sampling.top_p,
+            "top_k": max(0, sampling.top_k), "min_p": 0.0,
+            "presence_penalty": sampling.presence_penalty, "frequency_penalty": 0.0,
+            "repetition_penalty": 1.0}
+
+
+_XARG_SCALAR = (str, int, float)
+
+
+def check_xargs(extra: Mapping[str, Any]) -> dict[str, Any]:
+    """`extra_args` as vLLM's `vllm_xargs` accepts them (str / int / float values or lists of them)."""
+    out = {}
+    for k, v in extra.items():
+        ok = (isinstance(v, _XARG_SCALAR) and not isinstance(v, bool)) or (
+            isinstance(v, (list, tuple)) and all(isinstance(x, _XARG_SCALAR) and not isinstance(x, bool)
+                                                 for x in v))
+        if not isinstance(k, str) or not ok:
+            raise ValueError(f"extra_args[{k!r}] = {v!r} cannot be sent as vllm_xargs (values must be "
+                             "strings, numbers, or lists of them)")
+        out[k] = list(v) if isinstance(v, (list, tuple)) else v
+    return out
+
+
+def generation_body(model: str, r: GenRequest, sampling: Sampling) -> dict[str, Any]:
+    """The `/v1/completions` body of one generation request (token-id prompt, `n` samples, `seed`)."""
+    body = {"model": model, "prompt": [int(t) for t in r.prompt], "n": int(r.n), "seed": int(r.seed),
+            "max_tokens": int(r.max_tokens), **_neutral(sampling),
+            "stop_token_ids": [] if r.ignore_eos else [int(t) for t in r.stop_ids],
+            "ignore_eos": bool(r.ignore_eos), "return_token_ids": True, "stream": False}
+    if r.extra_args is not None:
+        body["vllm_xargs"] = check_xargs(r.extra_args)
+    return body
+
+
+def logprob_body(model: str, context: Sequence[int], token_ids: Sequence[int], *,
+                 exclude: int | None = None) -> dict[str, Any]:
+    """One greedy token after `context` with the raw log-probabilities of `token_ids`
+    (and of the sampled token); `exclude`: a token removed from the greedy choice by logit bias."""
+    body = {"model": model, "prompt": [int(t) for t in context], "n": 1, "max_tokens": 1,
+            "temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "presence_penalty": 0.0,
+            "frequency_penalty": 0.0, "repetition_penalty": 1.0, "stop_token_ids": [],
+            "ignore_eos": True, "logprobs": 1, "logprob_token_ids": sorted({int(t) for t in token_ids}),
+            "return_token_ids": True, "return_tokens_as_token_ids": True, "stream": False}
+    if exclude is not None:
+        body["logit_bias"] = {str(int(exclude)): _EXCLUDE_BIAS}
+    return body
+
+
+def _choices(resp: Any, where: str) -> list[dict]:
+    ch = resp.get("choices") if isinstance(resp, dict) else None
+    if not isinstance(ch, list) or not ch:
+        raise ServerError(f"{where}: the answer has no choices")
+    return sorted(ch, key=lambda c: c.get("index", 0))
+
+
+def _token_ids(choice: dict, where: str) -> list[int]:
+    ids = choice.get("token_ids")
+    if not isinstance(ids, list):
+        raise ServerError(f"{where}: the answer has no token ids (the server ignores return_token_ids)")
+    return [int(t) for t in ids]
+
+
+def first_logprobs(choice: dict, where: str) -> dict[int, float]:
+    """{token id: log-probability} at the first generated position (`token_id:N` keys)."""
+    lp = choice.get("logprobs")
+    top = lp.get("top_logprobs") if isinstance(lp, dict) else None
+    if not isinstance(top, list) or not top or not isinstance(top[0], dict):
+        raise ServerError(f"{where}: the answer has no log-probabilities")
+    out = {}
+    for k, v in top[0].items():
+        m = re.fullmatch(r"token_id:(\d+)", str(k))
+        if m is None:
+            raise ServerError(f"{where}: log-probabilities keyed {k!r}, not token_id:N "
+                              "(the server ignores return_tokens_as_token_ids)")
+        out[int(m.group(1))] = float(v)
+    return out
+
+
+def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: str) -> list[Completion]:
+    """`Completion`s of a generation answer, with the in-process engine's stop rule (`VLLMEngine._completions`)."""
+    out = []
+    for c in choices:
+        ids = tuple(_token_ids(c, where))
+        stop = None
+        if c.get("finish_reason") == "stop":
+            if ids and (ids[-1] in stops or ids[-1] in eos):
+                stop, ids = ids[-1], ids[:-1]
+            else:
+                sr = c.get("stop_reason")
+                stop = int(sr) if isinstance(sr, int) and not isinstance(sr, bool) else -1
+        out.append(Completion(ids, stop))
+    return out
+
+
+def signal_of(choice: dict, token_id: int, where: str) -> Signal:
+    ids = _token_ids(choice, where)
+    if not ids:
+        raise ServerError(f"{where}: a signal request generated no token")
+    other = ids[0]
+    if other == token_id:
+        raise ServerError(f"{where}: the signal token stayed the greedy choice under a {_EXCLUDE_BIAS:g} "
+                          "logit bias (the server's limit); the most likely other token is undefined here")
+    lp = first_logprobs(choice, where)
+    if token_id not in lp or other not in lp:
+        raise ServerError(f"{where}: the answer lacks the log-probability of token {token_id} or {other}")
+    return Signal(lp[token_id], lp[other], other)
+
+
