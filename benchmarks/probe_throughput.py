@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     from otbench.probe.data import sum_questions
     from otbench.probe.engines import EngineConfig, GenRequest, SignalRequest, open_engine
     from otbench.probe.grading import GradeItem, resolve_grader
-    from otbench.probe.stp._loop import encode_prompts
+    from otbench.probe.stp._direct import encode_prompts
     from otbench.probe.tokens._probe_prompts import compile_format
     from otbench.probe.tokens._vocab import build_vocabulary
 

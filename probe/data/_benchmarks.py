@@ -33,27 +33,21 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import pickle
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
 
-from otbench.errors import OtbenchError
-from otbench.files import loads_json
+from ._rows import DatasetError, _field, _id, _loads, _rows, _text
 
 GROUPS = ("AIME", "MATH500", "GPQA-Diamond", "LiveCodeBench")
 BENCHMARKS = {  # benchmark (dataset) name -> reporting group
     "AIME2024": "AIME", "AIME2025": "AIME", "AIME2026": "AIME",
     "MATH500": "MATH500", "GPQA-Diamond": "GPQA-Diamond", "LiveCodeBench": "LiveCodeBench",
 }
-
-
-class DatasetError(OtbenchError, ValueError):
-    """A benchmark file (or hub row) that breaks its schema: message `FILE:LINE: rule`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,138 +95,6 @@ class Question:
         """The `GradeRequest` that grades `response` to this question."""
         return GradeRequest(self.task, self.reference, response, self.tests, self.fn_name,
                             max(len(self.options), 2) if self.task == "choice" else 4)
-
-
-# ---------------------------------------------------------------------------
-# Reading rows.
-
-
-def _rows(path: str) -> Iterator[tuple[str, Any]]:
-    """(location, row) for each record of a JSONL, Parquet or CSV file.
-
-    JSONL lines go through the one guarded JSON reader (duplicate keys, deep
-    nesting, lone surrogates and out-of-range numbers are refused); text
-    holding NUL or a byte-order mark past the file's start is refused; a file
-    without a single record is refused (an empty benchmark is a wrong path,
-    never zero questions).
-    """
-    n = 0
-    for loc, row in _raw_rows(path):
-        _clean_text(row, loc)
-        n += 1
-        yield loc, row
-    if n == 0:
-        raise DatasetError(f"{os.fspath(path)}: no records (an empty benchmark file)")
-
-
-def _clean_text(row: Any, loc: str) -> None:
-    """Refuse NUL and U+FEFF (a byte-order mark inside the data) in a row's strings."""
-    stack = [row]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            for ch, name in (("\x00", "NUL (U+0000)"), ("\ufeff", "a byte-order mark (U+FEFF)")):
-                if ch in v:
-                    raise DatasetError(f"{loc}: text holds {name}; not a clean text file")
-        elif isinstance(v, Mapping):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
-
-
-def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DatasetError(f"{path}: no such file")
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        try:
-            rows = pq.read_table(path).to_pylist()
-        except Exception as e:  # pyarrow raises several types for a corrupt file
-            raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
-        for i, row in enumerate(rows, 1):
-            yield f"{path}:row {i}", row
-        return
-    if path.endswith(".csv"):
-        yield from _csv_rows(path)
-        return
-    if not path.endswith(".jsonl"):
-        raise DatasetError(f"{path}: expected a .jsonl, .parquet or .csv file")
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            yield f"{path}:{i}", _loads(raw, f"{path}:{i}")
-
-
-def _loads(text: str | bytes, where: str) -> Any:
-    """One JSON document through the guarded reader; its refusal as a `DatasetError`."""
-    from otbench.errors import MeasurementSetError
-
-    try:
-        return loads_json(text, where)
-    except MeasurementSetError as e:
-        raise DatasetError(str(e)) from None
-
-
-def _csv_rows(path: str) -> Iterator[tuple[str, Any]]:
-    """Rows of a CSV file with a header (GPQA's `gpqa_diamond.csv` as distributed).
-
-    Cells are strings; quoted cells may span lines, so locations count data
-    rows from 1 (`FILE:row N`), not lines. An empty cell reads as missing.
-    """
-    import csv
-
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if header is None:
-                raise DatasetError(f"{path}: empty CSV file (no header row)")
-            for i, cells in enumerate(reader, 1):
-                if not any(c.strip() for c in cells):
-                    continue
-                if len(cells) != len(header):
-                    raise DatasetError(f"{path}:row {i}: {len(cells)} cells, the header has {len(header)}")
-                yield f"{path}:row {i}", {h: (c if c != "" else None) for h, c in zip(header, cells)}
-    except UnicodeDecodeError:
-        raise DatasetError(f"{path}: not UTF-8 text") from None
-    except csv.Error as e:
-        raise DatasetError(f"{path}: not a readable CSV file ({e})") from None
-
-
-def _field(row: Mapping, loc: str, names: Sequence[str], *, types=(str,), required: bool = True):
-    if not isinstance(row, Mapping):
-        raise DatasetError(f"{loc}: expected a JSON object, got {type(row).__name__}")
-    for n in names:
-        if n in row and row[n] is not None:
-            v = row[n]
-            if isinstance(v, bool) or not isinstance(v, types):
-                want = " or ".join(t.__name__ for t in types)
-                raise DatasetError(f"{loc}: field '{n}' must be {want}, got {type(v).__name__}")
-            return v
-    if not required:
-        return None
-    others = ", ".join(f"'{n}'" for n in names[1:])
-    also = f" (also accepted: {others})" if others else ""
-    raise DatasetError(f"{loc}: missing field '{names[0]}'{also}")
-
-
-def _text(row, loc, names) -> str:
-    v = _field(row, loc, names)
-    if not v.strip():
-        raise DatasetError(f"{loc}: field '{names[0]}' is empty")
-    return v
-
-
-def _id(row, loc, names) -> str:
-    v = _field(row, loc, names, types=(str, int))
-    v = str(v).strip()
-    if not v:
-        raise DatasetError(f"{loc}: field '{names[0]}' is empty")
-    return v
 
 
 # ---------------------------------------------------------------------------

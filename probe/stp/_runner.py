@@ -35,9 +35,10 @@ from otbench.probe.grading import check_gradable, open_grader, resolve_grader
 from otbench.files import provenance, write_text_atomic
 
 from ._cost import cost_record
+from ._direct import direct_answers
 from ._imported import think_results
 from ._job import JobError, ProbeJob
-from ._loop import RunStats, UnitResult, direct_answers, run_units
+from ._loop import RunStats, UnitResult, run_units
 from ._output import direct_table, measurement_set, write_token_tables
 from ._setup import memory_line, prepare, requests_in_flight, resolve_engine_config, units_in_flight
 

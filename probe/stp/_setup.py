@@ -14,8 +14,8 @@ from otbench.probe.engines import EngineConfig
 from otbench.probe.tokens import build_vocabulary, compile_format
 
 from ._bounds import FALLBACK_CAPACITY, default_requests, default_units, host_memory, thinking_bound
+from ._direct import encode_prompts
 from ._job import ProbeJob
-from ._loop import encode_prompts
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,8 @@ from otbench.probe.config._family import Sampling, load_family, load_instruction
 from otbench.probe.data import sum_questions  # noqa: E402
 from otbench.probe.engines._interface import EngineConfig, GenRequest, open_engine  # noqa: E402
 from otbench.probe.grading._batch import resolve_grader  # noqa: E402
-from otbench.probe.stp._loop import RunStats, encode_prompts, probe_units  # noqa: E402
+from otbench.probe.stp._direct import encode_prompts  # noqa: E402
+from otbench.probe.stp._loop import RunStats, probe_units  # noqa: E402
 from otbench.probe.tokens._probe_prompts import compile_format  # noqa: E402
 from otbench.probe.tokens._vocab import build_vocabulary  # noqa: E402
 
