@@ -1,6 +1,14 @@
 """Grading (SPEC §3.4): math, multiple-choice and sandboxed code; worker pools; the probe loop's grading seam."""
 
-from ._batch import GRADERS, GradeBatch, GradeItem, GraderError, check_gradable, open_grader, resolve_grader
+from ._batch import (
+    GRADERS,
+    GradeBatch,
+    GradeItem,
+    GraderError,
+    check_gradable,
+    open_grader,
+    resolve_grader,
+)
 from ._choice import ANSWER_FORMS, LETTERS, extract_choice, shuffle_options
 from ._grade import GradeConfig, GradeRequest, grade, grade_request, make_request
 from ._pool import Grader, grade_many

@@ -66,6 +66,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+from ._frames import FrameDecoder, TestOutcome, _Outcomes
+
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
 _NOBODY = 65534
 _HARNESS = Path(__file__).with_name("_sandbox_harness.py")
@@ -130,20 +132,6 @@ class SandboxLimits:
         (start-up, reading), plus 10 s for the box, capped by `total_wall_s`."""
         bound = n_tests * (self.wall_s + 1.0) + 10.0
         return bound if self.total_wall_s is None else min(bound, self.total_wall_s)
-
-
-class TestOutcome(NamedTuple):
-    """How one test ended inside the sandbox.
-
-    Attributes:
-        kind: "exit" | "signal" | "timeout" | "memory" | "output_limit".
-        code: exit status, or minus the signal number.
-        output: stdout bytes (stdin/stdout tests) or return-value JSON (functional).
-    """
-
-    kind: str
-    code: int
-    output: bytes
 
 
 class SandboxRun(NamedTuple):
@@ -362,80 +350,49 @@ def _run_box(bwrap: str, box: str, n_tests: int, limits: SandboxLimits, accept, 
     finally:
         for fd in [*fds, info_w]:
             os.close(fd)
-    buf = bytearray()
-    err = bytearray()
-    info = bytearray()
+    frames, box = FrameDecoder(cap), _Outcomes(accept)
+    err, info = bytearray(), bytearray()
     init = None  # pidfd of the sandbox's init
-    outcomes: list[TestOutcome] = []
-    ready = False
-    timed_out = over = False
-    stop = False
-    streams = {proc.stdout.fileno(): buf, proc.stderr.fileno(): err, info_r: info}
+    timed_out = False
+    streams = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err", info_r: "info"}
     try:
-        while streams and not stop:
+        while streams and not box.stop:
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
             rlist, _, _ = select.select(list(streams), [], [], left)
             for fd in rlist:
-                chunk = os.read(fd, 1 << 16)
-                target = streams[fd]
+                chunk, kind = os.read(fd, 1 << 16), streams[fd]
                 if not chunk:
                     del streams[fd]
-                    if target is info:
+                    if kind == "info":
                         init = _open_init(info, proc.pid)
-                    continue
-                if target is err:
-                    if len(err) < 8192:
-                        err += chunk[: 8192 - len(err)]
-                    continue
-                if target is info:
+                elif kind == "err":
+                    err += chunk[:max(0, 8192 - len(err))]
+                elif kind == "info":
                     if len(info) < 4096:
                         info += chunk
                         if init is None and info.rstrip().endswith(b"}"):
                             init = _open_init(info, proc.pid)
-                    continue
-                buf += chunk
-                if len(buf) > cap:
-                    over = stop = True
-                    break
-            # Parse complete frames.
-            while not stop:
-                nl = buf.find(b"\n")
-                if nl < 0:
-                    break
-                try:
-                    header = json.loads(buf[:nl])
-                    size = int(header["nbytes"])
-                except (ValueError, KeyError, TypeError):
-                    stop = True  # not the harness speaking: the program broke the stream
-                    break
-                if len(buf) < nl + 1 + size:
-                    break
-                payload = bytes(buf[nl + 1: nl + 1 + size])
-                del buf[: nl + 1 + size]
-                if header.get("ready"):
-                    ready = True
-                    continue
-                o = TestOutcome(str(header.get("kind")), int(header.get("code", 0)), payload)
-                outcomes.append(o)
-                if o.kind != "exit" or o.code != 0:
-                    stop = True
-                elif accept is not None and not accept(len(outcomes) - 1, o):
-                    stop = True
-                # After the last test the harness exits by itself: read on to EOF.
+                else:
+                    frames.feed(chunk)
+                    if frames.over:
+                        box.stop = True
+                        break
+            if not box.stop:
+                box.take(frames)   # after the last test the harness exits by itself: read to EOF
     finally:
         _kill(proc, init)
         os.close(info_r)
-    if not ready:
+    if not box.ready:
         if timed_out:
             return SandboxRun((), "", True, False)
         msg = err.decode("utf-8", "replace").strip().splitlines()
         return SandboxRun((), "sandbox did not start: " + (msg[0] if msg else
                                                            f"bwrap exited with {proc.returncode}"),
                           False, False)
-    return SandboxRun(tuple(outcomes), "", timed_out, over)
+    return SandboxRun(tuple(box.outcomes), "", timed_out, frames.over)
 
 
 def _open_init(info: bytearray, bwrap_pid: int) -> int | None:
