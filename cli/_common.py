@@ -58,7 +58,6 @@ def configure_output(verbose: bool) -> None:
     `--verbose` nothing is filtered.
     """
     import logging
-    import os
     import warnings
 
     if verbose:
@@ -132,7 +131,6 @@ class LineProgress:
     Has the `update(n)` of click's bar."""
 
     def __init__(self, total: int, label: str, interval: float | None = None, file=None):
-        import os
         import threading
 
         self.total, self.label, self.done, self.postfix = int(total), label, 0, ""
@@ -256,27 +254,14 @@ def synthetic_banner(synthetic: bool) -> str:
     return "SYNTHETIC DATA (simulated, not model outputs)\n" if synthetic else ""
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available now (MemAvailable), or None where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def memory_guard(ms, what: str, copies: int = 1) -> None:
     """Refuse, with the numbers, a frontier computation whose state exceeds available memory."""
     from otbench.analysis.frontier import state_bytes
 
     state, cell = state_bytes(ms)
-    need, avail = state * max(int(copies), 1), available_memory()
+    from otbench import resources
+
+    need, avail = state * max(int(copies), 1), resources.available_memory()
     if avail is not None and need > avail:
         gib = 1 << 30
         per = f" x {copies} replicates in flight (--batch)" if copies > 1 else ""

@@ -98,9 +98,10 @@ def test_report_with_a_mean_an_ulp_outside_its_range(sets, tmp_path):
 
 
 def test_memory_is_estimated_before_the_frontier_allocates(sets, monkeypatch):
-    import otbench.cli._common as common
+    import otbench.analysis.frontier as frontier
 
-    monkeypatch.setattr(common, "available_memory", lambda: 64)      # 64 bytes free
+    # A cell whose DP state is 1 TiB (the grid and the rest fit): refused before allocating.
+    monkeypatch.setattr(frontier, "state_bytes", lambda ms: (1 << 40, "m/g"))
     refused(cli("frontier", sets[0]), "frontier: needs about ", "GiB for the frontier state of "
             "cell ", "GiB is available; use a set with fewer probes or trajectories per cell")
     refused(cli("bootstrap", sets[0], "--frontiers", "--replicates", "10", "--batch", "4"),
