@@ -165,8 +165,9 @@ def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
 
     try:
         tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path}: not a loadable tokenizer ({' '.join(str(e).split())[:200]})") from None
+    except Exception as e:  # noqa: BLE001 - transformers raises KeyError, TypeError, ... on a bad file
+        why = " ".join(str(e).split())[:200] or type(e).__name__
+        raise DataError(f"{path}: not a loadable tokenizer ({type(e).__name__}: {why})") from None
     result = audit(build_vocabulary(tok), top=top)
     click.echo(f"{path}: {result['size']} boundary ids of {result['vocab_size']} "
                f"(tokenizer sha256 {result['tokenizer_hash'][:12]})")

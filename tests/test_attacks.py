@@ -18,9 +18,10 @@ classified as
 `python tests/test_attacks.py` runs the whole corpus and prints the counts
 per class (the memory cases too, each in a subprocess under a 4 GiB address
 limit and a 120 s timeout); under pytest every case is a test and
-`test_zz_counts` prints the counts of the cases that ran. Cases of items
-other helpers own that still fail on this branch are marked `xfail(strict=True)`
-with their item, so merging the fix turns them into failures to unmark.
+`test_zz_counts` prints the counts of the cases that ran (the memory cases in
+their subprocess too). A case that is known to fail goes in `OPEN` with what
+fails (`xfail(strict=True)`: a fix turns it into a failure to unmark); `OPEN`
+is empty: every class of issue 24 gives one line or succeeds cleanly.
 """
 
 import dataclasses
@@ -436,18 +437,19 @@ CASES += [
                                               "question": "../../etc/x", "trajectory": 0,
                                               "probes": 2, "L": [0, 3], "C": [0, 1],
                                               "y": 1}) + "\n")),
-    Case("import-renumbered-trajectory", 5, ("import", "tr.jsonl", "--out", "o"), owner="h3",
+    Case("import-keeps-the-records-own-trajectory", 5, ("import", "tr.jsonl", "--out", "o"),
+         expect="ok", changes=("o",),
          setup=_write("tr.jsonl", json.dumps({"model": "m", "group": "g", "question": "q",
                                               "trajectory": 7, "probes": 2, "L": [0, 3],
-                                              "C": [0, 1], "y": 1}) + "\n")),
+                                              "C": [0, 1], "y": 1}) + "\n"),
+         check=lambda w, out: __import__("otbench.analysis", fromlist=["load"]).load(
+             w / "o").trajectory.tolist() == [7]),
     Case("audit-tokenizer-of-a-broken-tokenizer", 4, ("probe", "audit-tokenizer", "tok"),
          owner="h3"),
-    Case("metrics-prints-a-model-name-with-escapes-raw", 5, ("metrics", "esc"), expect="ok",
-         owner="h3", changes=("esc",),
-         setup=lambda w: (_write("esc.jsonl", json.dumps(
+    Case("import-refuses-a-model-name-with-escapes", 5, ("import", "esc.jsonl", "--out", "esc"),
+         setup=_write("esc.jsonl", json.dumps(
              {"model": "\u001b[31mred", "group": "g", "question": "q", "trajectory": 0,
-              "probes": 2, "L": [0, 3], "C": [0, 1], "y": 1}) + "\n")(w),
-             CliRunner().invoke(main, ["import", "esc.jsonl", "--out", "esc"])),
+              "probes": 2, "L": [0, 3], "C": [0, 1], "y": 1}) + "\n"),
          check=lambda w, out: "\x1b" not in out),
     Case("import-onto-an-existing-set-names-the-option-in-cli-words", 7,
          ("import", "x.jsonl", "--out", "s"), needle="--overwrite", owner="h3",
@@ -460,31 +462,13 @@ CASES += [
 
 
 def _mark(case: Case):
-    if case.heavy:
-        return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
-            strict=True, run=False, reason=f"item {case.item} ({case.owner}): unbounded memory "
-                                           f"on this branch; run by `python tests/test_attacks.py`"))
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
             strict=True, reason=f"item {case.item} ({case.owner}): {OPEN[case.id]}"))
     return pytest.param(case, id=case.id)
 
 
-OPEN: dict[str, str] = {        # case id -> what still fails on this branch
-    "metrics-provenance-a-list": "traceback (TypeError) for a tampered manifest",
-    "report-thinning-probes-wrong-shape": "traceback (AttributeError) for a thinning document "
-                                          "of the right schema and the wrong shape",
-    "import-question-id-a-path": "a question id that is a path is accepted",
-    "import-renumbered-trajectory": "an imported record's trajectory 7 is renumbered silently",
-    "split-default-file-is-accepted": "the README's frozen default split file is refused for "
-                                      "its schema name",
-    "audit-tokenizer-of-a-broken-tokenizer": "traceback (KeyError 'added_tokens') for a "
-                                             "tokenizer.json without its keys",
-    "metrics-prints-a-model-name-with-escapes-raw": "a model name's terminal escapes are "
-                                                    "printed raw",
-    "import-onto-an-existing-set-names-the-option-in-cli-words": "the message mixes API and CLI "
-                                                                 "words (overwrite=True / "
-                                                                 "--overwrite)",
+OPEN: dict[str, str] = {        # case id -> what still fails (none: every class is fixed)
 }
 
 RESULTS: dict[str, tuple[str, str]] = {}
@@ -492,7 +476,9 @@ RESULTS: dict[str, tuple[str, str]] = {}
 
 @pytest.mark.parametrize("case", [_mark(c) for c in CASES])
 def test_attack(case: Case, base, tmp_path):
-    got = run_case(case, base, tmp_path)
+    # A memory case runs in a subprocess under a 4 GiB address-space limit: a regression
+    # is a refused allocation there, not a machine out of memory.
+    got = _heavy(case, base, tmp_path) if case.heavy else run_case(case, base, tmp_path)
     RESULTS[case.id] = got
     assert got[0] == "clean", got
 
@@ -504,7 +490,7 @@ def test_zz_counts(capsys):
     with capsys.disabled():
         print(f"\nattack corpus: {len(RESULTS)} of {len(CASES)} cases ran: "
               + ", ".join(f"{counts.get(c, 0)} {c}" for c in CLASSES))
-    mine = [c.id for c in CASES if c.id in RESULTS and c.id not in OPEN and not c.heavy]
+    mine = [c.id for c in CASES if c.id in RESULTS and c.id not in OPEN]
     assert all(RESULTS[i][0] == "clean" for i in mine), [(i, RESULTS[i]) for i in mine
                                                           if RESULTS[i][0] != "clean"]
 
