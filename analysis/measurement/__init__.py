@@ -21,16 +21,17 @@ from ._horizon_run import (
 from ._io import content_hash, load, load_table, read_manifest, save
 from ._jsonl import export_jsonl, import_jsonl
 from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
+from ._field import FIELD_SIGNALS, SIGNAL_DEFINITIONS, add_field_signals
 from ._simulate import simulate
 from ._tidy import Tidy, concat_columns, melt_columns
 from ._tokens import StoredThinking, stored_thinking
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
 __all__ = [
-    "INT32_MAX", "LETTERS", "SCHEMA", "SPAN_RULES", "SPLITS",
+    "FIELD_SIGNALS", "INT32_MAX", "LETTERS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
-    "boundary_mask", "concat_columns", "content_hash", "export_jsonl", "from_dense", "from_ragged",
+    "add_field_signals", "boundary_mask", "concat_columns", "content_hash", "export_jsonl", "from_dense", "from_ragged",
     "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
     "segment", "segment_flat", "simulate", "stored_thinking", "target_steps",
     "write_run",
