@@ -74,6 +74,7 @@ from . import _walk as walk
 from ._areas import cell_areas, cell_summary, frac, nondominated, share
 from ._features import units_of
 from ._methods import BUILTINS, MethodError, load_method, method_name, method_thetas
+from ._net import net_block
 
 SCHEMA = "otbench.bench/1"
 COMPARE_SCHEMA = "otbench.bench-compare/1"
@@ -141,6 +142,7 @@ class BenchResult(Tidy):
     reference: dict[str, float]
     config: dict[str, Any]
     synthetic: bool
+    net: dict[str, Any] = dataclasses.field(default_factory=dict)   # `_net.net_block`
 
     def _tidy_columns(self) -> dict[str, Any]:
         rows = [(None, None, p) for p in self.points]
@@ -159,7 +161,7 @@ class BenchResult(Tidy):
                 "split": self.split, "synthetic": self.synthetic, "token_cost": TOKEN_COST,
                 "points": [p.to_json() for p in self.points], "summary": dict(self.summary),
                 "reference": dict(self.reference), "config": dict(self.config),
-                "cells": [c.to_json() for c in self.cells]}
+                "cells": [c.to_json() for c in self.cells], "net": dict(self.net)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,7 +229,8 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
     # and its sweep fixed (SPEC §6.1: test is touched only for the final numbers).
     test = ms.take(np.flatnonzero(ms.split == s))
     cells = _cell_totals(test, m.strategy)
-    cost, reward, front = _sweep_cells(test, m, label, sweep, cells, stored_features, audit)
+    ks: list[np.ndarray] = []
+    cost, reward, front = _sweep_cells(test, m, label, sweep, cells, stored_features, audit, ks)
 
     # -- per cell: exact (mean tokens, rel cost, acc, frontier acc) per θ -----------
     cell_results, per_cell, areas = [], [], []
@@ -276,7 +279,8 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
         config["builtin"] = BUILTINS[spec]
     return BenchResult(method=method_name(m, spec), strategy=m.strategy, split=split,
                        points=points, summary=summary, cells=tuple(cell_results),
-                       reference=reference, config=config, synthetic=bool(ms.synthetic))
+                       reference=reference, config=config, synthetic=bool(ms.synthetic),
+                       net=net_block(test, m, sweep, cells, ks, cost, reward, w))
 
 
 def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_grid: Any,
@@ -297,9 +301,10 @@ def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_gr
 
 
 def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float],
-                 cells: Sequence["_CellTotals"], stored_features: Any, audit: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """int64[θ, cell] method cost, method reward, and frontier reward at that cost."""
+                 cells: Sequence["_CellTotals"], stored_features: Any, audit: int,
+                 ks: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """int64[θ, cell] method cost, method reward, and frontier reward at that cost
+    (the stop positions per θ are appended to `ks` when given, for the net points)."""
     unit, units = units_of(test, stored_features)
     rows_audit = walk.audit_rows(test.num_trajectories, audit) if m.strategy == "dee" else None
     t_idx = np.arange(test.num_trajectories)
@@ -308,6 +313,8 @@ def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float
     front = np.zeros_like(cost)
     for i, theta in enumerate(sweep):
         k = _POSITIONS[m.strategy](test, unit, units, m, theta, label)
+        if ks is not None:
+            ks.append(k)
         if rows_audit is not None:
             walk.check_independent(test, unit, units, m, theta, label, k, rows_audit)
         L_k = test.L[t_idx, k].astype(np.int64)
