@@ -5,6 +5,7 @@ from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 from ._baselines import PredictiveScheduling, ThinkBrake, ThinkSwitcher
 from ._cost import NO_SIGNAL, SignalCost, signal_tokens
 from ._field import AnswerConsistency, BudgetForcing, Deer, DynasorCoT
+from ._stops import ImportedStops, read_stops
 from ._evaluate import (
                        BenchResult,
                        compare,
@@ -52,7 +53,7 @@ from ._splits import (
 
 __all__ = [
     "NO_SIGNAL", "AnswerConsistency", "BudgetForcing", "Deer", "DynasorCoT", "SignalCost",
-    "signal_tokens",
+    "ImportedStops", "read_stops", "signal_tokens",
     "BUILTINS", "DEFAULT_RATIOS", "DEFAULT_SEED",
     "MIN_RANK_QUESTIONS", "RANKED_BY", "BenchResult", "BudgetMethod", "Leaderboard", "ExitMethod", "HashedText", "MethodError", "OnlineView",
     "PredictiveScheduling", "RoutingMethod", "StoredFeatures", "ThinkBrake", "ThinkSwitcher",

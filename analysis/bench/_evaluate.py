@@ -427,7 +427,26 @@ def format_result(r: BenchResult) -> str:
                  f"the method's range, {100 * s['gap_area_full']:.2f} pp over [0, 1]; realized area share "
                  f"{_pct(s['realized_share'])}; no thinking "
                  f"{100 * r.reference['a_zero']:.1f}%, full thinking {100 * r.reference['a_full']:.1f}%")
+    lines += _net_lines(r.net)
     return "\n".join(lines) + "\n"
+
+
+def _net_lines(net: Mapping[str, Any]) -> list[str]:
+    """The net points (SPEC §10) under the gross table; none for a result without them."""
+    if not net:
+        return []
+    out = [f"net (cost = {net['token_cost']}):",
+           f"{'theta':>10s}  {'tokens':>8s}  {'signal':>8s}  {'rel':>6s}  {'oracle':>6s}  "
+           f"{'gap pp':>6s}  curve"]
+    for p in net["points"]:
+        th = math.inf if p["theta"] is None else p["theta"]
+        out.append(f"{th:10.4g}  {p['cost']:8.0f}  {p['signal_cost']:8.0f}  "
+                   f"{100 * p['rel_cost']:5.1f}%  {100 * p['frontier_acc']:5.1f}%  "
+                   f"{100 * p['gap']:6.2f}  {'*' if p['nondominated'] else ''}")
+    s = net["summary"]
+    out.append(f"net summary: gap area {100 * s['gap_area_full']:.2f} pp over [0, 1]; realized "
+               f"area share {_pct(s['realized_share'])}")
+    return out
 
 
 def format_compare(results: Sequence[BenchResult]) -> str:
