@@ -66,6 +66,11 @@ def _need(ms: MeasurementSet, names: tuple[str, ...], who: str) -> None:
                          f"field signals); the set records: {', '.join(sorted(ms.signals)) or 'none'}")
 
 
+def _window_grid(lo: int, n: int, top: int = 16) -> list[float]:
+    """`n` (at most `top - lo + 1`) distinct integer windows spread over `lo..top`."""
+    return sorted({float(round(x)) for x in np.linspace(lo, top, max(1, min(n, top - lo + 1)))})
+
+
 def _window_agrees(ans: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """bool[active]: the answers at columns `lo..hi` (inclusive) are all extracted and equal."""
     win = ans[:, lo:hi + 1]
@@ -79,6 +84,10 @@ class DynasorCoT:
     strategy = "dee"
     signals = ("answer", "hesitation")
     thetas = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0)
+
+    def theta_grid(self, n: int) -> list[float]:
+        return _window_grid(2, n)
+
     signal_cost = SignalCost(prefill=DYNASOR_SUFFIX_TOKENS, decoded=PROBE_CAP,
                              recorded="answer_tokens", paid="before_stop", first=0,
                              note="a side probe (suffix prefill + <= 20 decoded tokens) on the "
@@ -107,6 +116,7 @@ class Deer:
     strategy = "dee"
     signals = ("answer_conf",)
     thetas = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99, 1.0)
+    theta_range = (0.5, 1.0)
 
     def __init__(self, max_judge_steps: int = 10):
         self.max_judge_steps = int(max_judge_steps)
@@ -164,6 +174,10 @@ class AnswerConsistency:
     strategy = "dee"
     signals = ("answer",)
     thetas = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0)
+
+    def theta_grid(self, n: int) -> list[float]:
+        return _window_grid(1, n)
+
     signal_cost = SignalCost(prefill=DYNASOR_SUFFIX_TOKENS, decoded=PROBE_CAP,
                              recorded="answer_tokens", paid="asked", first=1,
                              note="an answer probe (suffix prefill + decoded answer) per boundary")

@@ -41,7 +41,7 @@ COLUMNS = (
     ("gap_area_full", "gap_area_full (fraction)", "gap area [0,1] (pp)"),
     ("gap_area", "gap_area (fraction)", "gap area, own range (pp)"),
     ("realized_share", "realized_share (fraction)", "realized share"),
-    ("net_rank", "net_rank", "net rank"),
+    ("net_rank", "net_rank (1 = best)", "net rank"),
     ("net_gap_area_full", "net_gap_area_full (fraction)", "net gap area [0,1] (pp)"),
     ("net_realized_share", "net_realized_share (fraction)", "net realized share"),
     ("curve_points", "curve_points (count)", "curve / points"),
