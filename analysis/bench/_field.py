@@ -158,7 +158,7 @@ class BudgetForcing:
         if n <= 2:
             return [0.0, np.inf][:n]
         mids = np.geomspace(min(64.0, top), top, n - 2).round().tolist()
-        return sorted(set([0.0, *mids])) + [np.inf]
+        return sorted({0.0, *mids}) + [np.inf]
 
     def budget(self, units, theta: float) -> np.ndarray:
         return np.full(len(units), float(theta))

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from otbench.analysis.measurement import SPLITS, MeasurementSet
+
 from otbench.errors import MeasurementSetError
 
 from ._cost import SignalCost

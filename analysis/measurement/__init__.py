@@ -10,6 +10,7 @@ and pyarrow only, so the probe can write sets without loading JAX.
 """
 
 from ._build import INT32_MAX, MeasurementSetError, from_dense, from_ragged, ragged
+from ._field import FIELD_SIGNALS, SIGNAL_DEFINITIONS, add_field_signals
 from ._horizon_run import (
                            LETTERS,
                            HorizonDataError,
@@ -21,7 +22,6 @@ from ._horizon_run import (
 from ._io import content_hash, load, load_table, read_manifest, save
 from ._jsonl import export_jsonl, import_jsonl
 from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
-from ._field import FIELD_SIGNALS, SIGNAL_DEFINITIONS, add_field_signals
 from ._simulate import simulate
 from ._tidy import Tidy, concat_columns, melt_columns
 from ._tokens import StoredThinking, stored_thinking

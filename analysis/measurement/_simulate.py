@@ -95,8 +95,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._build import from_ragged
-from ._field import add_field_signals
 from ._calibration import GROUPS, MODELS, SCALE_SIZES, Group, Model
+from ._field import add_field_signals
 from ._types import MeasurementSet
 
 GENERATOR = "otbench.simulate/1"

@@ -145,13 +145,13 @@ def test_random_sets_follow_the_twins():
 def signal_twin(name, k, n, tok):
     """Tokens the source's signal decodes / prefills for a stop at k (declared + recorded)."""
     if name == "dynasor-cot":
-        return sum(24 + tok[j] for j in range(0, k))
+        return sum(24 + tok[j] for j in range(k))
     if name == "deer":
         return sum(8 + tok[j] for j in range(1, min(k, n - 1) + 1) if j <= 10)
     if name == "answer-consistency":
         return sum(24 + tok[j] for j in range(1, min(k, n - 1) + 1))
     if name == "thinkbrake":
-        return sum(1 for _ in range(0, min(k, n - 1) + 1))
+        return sum(1 for _ in range(min(k, n - 1) + 1))
     return 0
 
 
@@ -180,3 +180,52 @@ def test_net_is_gross_plus_declared_signal_cost(name, theta):
     assert r.net["points"][0]["acc"] == r.points[0].acc
     if sig:
         assert r.net["points"][0]["frontier_acc"] >= r.points[0].frontier_acc
+
+
+# -- the synthetic field signals -----------------------------------------------------
+
+def test_field_signals_leave_the_simulation_alone_and_are_seeded(tmp_path):
+    from otbench.analysis import load, save
+    from otbench.analysis.measurement import SIGNAL_DEFINITIONS
+
+    plain = simulate("tiny", 1)
+    ms = simulate("tiny", 1, field_signals=True)
+    for name in ("L", "C", "n", "probes", "y", "finished", "trajectory", "cell", "question"):
+        assert np.array_equal(getattr(plain, name), getattr(ms, name))
+    assert np.array_equal(plain.signals["margin"], ms.signals["margin"])
+    again = simulate("tiny", 1, field_signals=True)
+    other = simulate("tiny", 2, field_signals=True)
+    for nm in SIGNAL_DEFINITIONS:
+        assert np.array_equal(ms.signals[nm], again.signals[nm])
+    assert not np.array_equal(ms.signals["answer_conf"][:5], other.signals["answer_conf"][:5])
+    assert ms.provenance["signals"] == SIGNAL_DEFINITIONS
+    assert "SYNTHETIC" in ms.provenance["field_signals"]["synthetic"]
+    a, L = ms.signals["answer"], ms.L
+    assert set(np.unique(a).tolist()) <= {-1.0, 0.0, 1.0, 2.0, 3.0}
+    assert np.all((ms.signals["answer_conf"] >= 0) & (ms.signals["answer_conf"] <= 1))
+    rep = L[:, 1:] == L[:, :-1]           # an empty step and the padding repeat the prefix
+    for nm in SIGNAL_DEFINITIONS:
+        s = ms.signals[nm]
+        assert np.array_equal(s[:, 1:][rep], s[:, :-1][rep])
+    save(ms, tmp_path / "s")
+    back = load(tmp_path / "s")
+    assert back.provenance["signals"] == SIGNAL_DEFINITIONS
+    for nm in SIGNAL_DEFINITIONS:
+        assert np.array_equal(back.signals[nm], ms.signals[nm])
+
+
+def test_field_signals_only_for_synthetic_sets_and_methods_name_what_is_missing():
+    from otbench.analysis.bench import MethodError, assign_splits
+
+    real = field_set([(L6, C6, Z6, Z6, Z6, T6)])
+    real = type(real)(**{**real.__dict__, "synthetic": False})
+    with pytest.raises(ValueError, match="only for synthetic sets"):
+        add_field_signals(real, 0)
+    plain = assign_splits(simulate("tiny", 0))
+    for name, sig in (("dynasor-cot", "answer"), ("deer", "answer_conf"),
+                      ("answer-consistency", "answer")):
+        with pytest.raises(MethodError, match=f"needs the per-position signal '{sig}'"):
+            evaluate(plain, name)
+    r = evaluate(plain, "budget-forcing")      # no signal: net = gross, point by point
+    assert [p["cost"] for p in r.net["points"]] == [p.cost for p in r.points]
+    assert r.net["summary"]["realized_share"] == r.summary["realized_share"]
