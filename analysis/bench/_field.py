@@ -34,12 +34,22 @@ cost. Sources are restated from their code, never copied:
   checked before thinking starts. Restated: a boundary plays a transition;
   at `1 <= k <= max_judge` stop when ``answer_conf > θ``. Cost per check:
   the answer-prompt prefill plus the recorded decoded answer tokens.
-* `BudgetForcing` (FB, ``budget-forcing``): simplescaling/s1 (budget
-  forcing: thinking is cut at a fixed token cap and the answer forced). The
-  same cap `θ` tokens for every question; no signal.
+* `BudgetForcing` (FB, ``budget-forcing``): simplescaling/s1, commit
+  77272c6, ``README.md`` "vLLM with budget forcing": one thinking-token cap
+  ``MAX_TOKENS_THINKING`` for every prompt (line 87), thinking decoded with
+  ``max_tokens`` set to it (lines 114-121), then the answer is forced
+  (line 146; "Final Answer:" appended at the cut as in
+  ``eval/lm-evaluation-harness/lm_eval/models/vllm_causallms.py`` line
+  254). Restated: the same cap `θ` tokens for every question, each
+  trajectory stopping at its latest boundary with `L <= θ`; no signal.
+  (s1's other direction, suppressing the end of thinking with "Wait",
+  lines 89 and 127-141, would need tokens that were never generated, so
+  it cannot be replayed on recorded trajectories.)
 * `AnswerConsistency` (DEE, ``answer-consistency``):
   launchnlp/reasoning_earlystop (answer convergence: stop once the answer
-  has not changed for `θ` boundaries). Restated: probes from `k = 1`; stop
+  has not changed for `θ` boundaries; restated from the rule as the issue
+  states it -- no snapshot of that repository's code was available to cite
+  by line). Restated: probes from `k = 1`; stop
   at `k` when the answers at `k - θ .. k` are extracted and equal (`θ`
   unchanged transitions, `k - θ >= 1`). Cost: one probe per boundary asked.
 """
