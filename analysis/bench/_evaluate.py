@@ -56,7 +56,9 @@ Protocol (`evaluate`):
 
 Token cost counts retained thinking tokens `L(k)` only: feature extraction,
 signal computation (e.g. the early-exit margin) and answer probes are
-excluded (SPEC §6.1).
+excluded (SPEC §6.1). Beside these gross points every result carries net
+points (``net``, `_net.net_block`, SPEC §10): the same stops with the
+method's declared signal cost per decision added, against the same frontier.
 """
 
 import dataclasses

@@ -4,6 +4,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _otbench_helpers import bench_sets
+from hypothesis import given, settings
 from otbench.analysis import from_ragged, ragged
 from otbench.analysis.bench import evaluate, load_method
 from otbench.analysis.bench._features import units_of
@@ -229,3 +231,52 @@ def test_field_signals_only_for_synthetic_sets_and_methods_name_what_is_missing(
     r = evaluate(plain, "budget-forcing")      # no signal: net = gross, point by point
     assert [p["cost"] for p in r.net["points"]] == [p.cost for p in r.points]
     assert r.net["summary"]["realized_share"] == r.summary["realized_share"]
+
+
+# -- net vs gross on ragged random sets (ties, flat curves, empty steps, n = 0) -------
+
+
+class _Probe:
+    """A DEE method paying a probe of 3 prefill + 5 decoded tokens per decision."""
+
+    name = "probe-brake"
+    strategy = "dee"
+    thetas = (-2.0, 0.0, 0.5, 3.0)
+
+    def __init__(self, paid):
+        from otbench.analysis.bench import SignalCost
+
+        self.signal_cost = SignalCost(prefill=3, decoded=5, paid=paid, first=0)
+
+    def stop(self, view, theta):
+        return view.signal("margin") <= theta
+
+
+@settings(max_examples=40, deadline=None)
+@given(bench_sets())
+def test_net_is_gross_plus_the_probes_exactly(ms):
+    from otbench.analysis.measurement import SPLITS
+
+    test = ms.take(np.flatnonzero(ms.split == SPLITS.index("test")))
+    for paid in ("asked", "before_stop"):
+        m = _Probe(paid)
+        r = evaluate(ms, m, audit=0)
+        unit, units = units_of(test, None)
+        for i, th in enumerate(m.thetas):
+            k = dee_positions(test, unit, units, m, th, "p").tolist()
+            n = test.n.tolist()
+            # asked at 0..min(k, n-1); before_stop: the probes at 0..k-1
+            paid_pos = [min(k[t], n[t] - 1) + 1 if paid == "asked" else k[t]
+                        for t in range(len(k))]
+            sig = sum(8 * max(p, 0) for p in paid_pos)
+            gross = sum(int(test.L[t, k[t]]) for t in range(len(k)))
+            # one cell per (model, group): compare the chained totals through the cells
+            tot_g = sum(Fraction(c.points[i].cost) * c.trajectories for c in r.cells)
+            assert abs(float(tot_g) - gross) < 1e-6
+            tot_n = sum(Fraction(cn["signal_tokens"][i]) for cn in r.net["cells"])
+            assert tot_n == sig
+            p_g, p_n = r.points[i], r.net["points"][i]
+            assert p_n["acc"] == p_g.acc
+            assert p_n["cost"] >= p_g.cost and p_n["frontier_acc"] >= p_g.frontier_acc
+        # (No area inequality: a gross point at cost 0 below the no-thinking accuracy
+        # replaces A0 in the step curve, and its net twin, moved right, does not.)
