@@ -398,9 +398,12 @@ def _cell_totals(test: MeasurementSet, strategy: str) -> list[_CellTotals]:
 
 # -- several methods and printing ------------------------------------------------------
 
-def compare(ms: MeasurementSet, methods: Sequence[Any] = tuple(BUILTINS), **kwargs: Any
+def compare(ms: MeasurementSet, methods: Sequence[Any] | None = None, **kwargs: Any
             ) -> list[BenchResult]:
-    """`evaluate` every method (default: all built-ins) with the same arguments."""
+    """`evaluate` every method (default: every built-in whose declared signals `ms` records)."""
+    if methods is None:
+        methods = [b for b in BUILTINS
+                   if set(getattr(load_method(b), "signals", ()) or ()) <= set(ms.signals)]
     return [evaluate(ms, m, **kwargs) for m in methods]
 
 

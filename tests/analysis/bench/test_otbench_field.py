@@ -280,3 +280,13 @@ def test_net_is_gross_plus_the_probes_exactly(ms):
             assert p_n["cost"] >= p_g.cost and p_n["frontier_acc"] >= p_g.frontier_acc
         # (No area inequality: a gross point at cost 0 below the no-thinking accuracy
         # replaces A0 in the step curve, and its net twin, moved right, does not.)
+
+
+def test_compare_defaults_to_the_builtins_a_set_can_run():
+    from otbench.analysis.bench import BUILTINS, assign_splits, compare
+
+    plain = assign_splits(simulate("tiny", 0))
+    assert [r.method for r in compare(plain, theta_grid=3)] == [
+        "thinkswitcher", "predictive-scheduling", "thinkbrake", "budget-forcing"]
+    full = assign_splits(simulate("tiny", 0, field_signals=True))
+    assert [r.method for r in compare(full, theta_grid=3)] == list(BUILTINS)
