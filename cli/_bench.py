@@ -13,6 +13,13 @@ BUILTIN_HELP = {
     "predictive-scheduling": ("fb", "Predictive-Scheduling-style cap: theta x ridge-predicted "
                                     "mean L(k*)"),
     "thinkbrake": ("dee", "ThinkBrake-style exit: first boundary with margin signal <= theta"),
+    "dynasor-cot": ("dee", "Dynasor-CoT: the last theta probe answers agree, none hesitates "
+                           "(signals answer, hesitation)"),
+    "deer": ("dee", "DEER: trial-answer confidence > theta at one of the first 10 boundaries "
+                    "(signal answer_conf)"),
+    "budget-forcing": ("fb", "s1 budget forcing: the same cap of theta thinking tokens for all"),
+    "answer-consistency": ("dee", "answer convergence: the probe answer unchanged for theta "
+                                  "boundaries (signal answer)"),
 }
 LEARNED = ("thinkswitcher", "predictive-scheduling")   # built-ins that take --features
 
@@ -147,9 +154,12 @@ def _file_name(method: str) -> str:
 
 @bench_cmd.command("run")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--method", "method", required=True,
+@click.option("--method", "method", default=None,
               help="A built-in name (see `otbench bench list`), module:object, or "
                    "path/to/file.py:object.")
+@click.option("--stops", "stops", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Instead of --method: a CSV of another tool's stops "
+                   "(question,trajectory,stop_token; optional model, group) scored like a method.")
 @click.option("--thetas", default=None, help="Comma-separated theta values.")
 @click.option("--theta-grid", "theta_grid", type=click.IntRange(min=1), default=None,
               help="Number of points of the method's own theta sweep (default 21).")
@@ -161,15 +171,27 @@ def _file_name(method: str) -> str:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Where to write the otbench.bench/1 document "
                                  "(default DIRECTORY/results/bench-<method>.json).")
-def run_cmd(directory: Path, method: str, thetas: str | None, theta_grid: int | None,
-            split: str, features: str | None, json_out: Path | None) -> None:
-    """Evaluate one method on the set in DIRECTORY against its strategy's oracle frontier."""
-    from otbench.analysis.bench import evaluate, format_result, small_split_warning
+def run_cmd(directory: Path, method: str | None, stops: Path | None, thetas: str | None,
+            theta_grid: int | None, split: str, features: str | None,
+            json_out: Path | None) -> None:
+    """Evaluate one method on the set in DIRECTORY against its strategy's oracle frontier.
 
+    Prints the gross points (thinking tokens only, the papers' rule) and the
+    net points (plus the signal's cost per decision) against the same frontier.
+    """
+    from otbench.analysis.bench import evaluate, format_result, read_stops, small_split_warning
+
+    if (method is None) == (stops is None):
+        raise click.UsageError("give exactly one of --method and --stops")
+    if stops is not None and (thetas is not None or theta_grid is not None or features):
+        raise click.UsageError("--stops has one operating point: no --thetas, --theta-grid "
+                               "or --features")
     _plugins_importable()
     sweep = _sweep(thetas, theta_grid)
     with _errors():
         ms, stored = _load(directory)
+        if stops is not None:
+            method = read_stops(stops, ms, split)
         res = evaluate(ms, method, split=split, stored_features=stored,
                        options=None if features is None else {"features": features}, **sweep)
     click.echo(format_result(res), nl=False)
@@ -186,6 +208,21 @@ def list_cmd() -> None:
     for name, (strategy, text) in BUILTIN_HELP.items():
         click.echo(f"{name:24s}  {strategy.upper():4s}  {text}")
     click.echo("plug-ins: --method package.module:Object (see README, OTBench)")
+
+
+def _runnable(specs: list[str], ms) -> list[str]:
+    """The built-ins whose declared signals `ms` records; the others are named on stderr."""
+    from otbench.analysis.bench import load_method
+
+    keep = []
+    for name in specs:
+        need = [s for s in getattr(load_method(name), "signals", ()) or () if s not in ms.signals]
+        if need:
+            click.echo(f"skipped {name}: the set records no signal {', '.join(need)} "
+                       f"(`otbench simulate --field-signals` draws synthetic ones)", err=True)
+        else:
+            keep.append(name)
+    return keep
 
 
 @bench_cmd.command("compare")
@@ -227,6 +264,8 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     results = []
     with _errors():
         ms, stored = _load(directory)
+        if not methods:    # the default: every built-in whose signals the set records
+            specs = _runnable(specs, ms)
         for name in specs:
             opts = {"features": features} if features is not None and name in LEARNED else None
             results.append(evaluate(ms, name, split=split, theta_grid=theta_grid,

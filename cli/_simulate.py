@@ -18,7 +18,12 @@ SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._sim
 @click.option("--unsplit", is_flag=True,
               help="Leave the questions without a train/validation/test split (by default the "
                    "default split of `otbench split` is assigned, so `otbench bench` runs at once).")
-def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool) -> None:
+@click.option("--field-signals", "field_signals", is_flag=True,
+              help="Also draw the synthetic answer, answer_conf, hesitation and answer_tokens "
+                   "signals the field's early-exit methods need (dynasor-cot, deer, "
+                   "answer-consistency); the other arrays do not change.")
+def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool,
+                 field_signals: bool) -> None:
     """Simulate a SYNTHETIC STP measurement set (no model is run; SPEC §9).
 
     The set has the paper's shapes and aggregates near the paper's, is marked
@@ -29,7 +34,7 @@ def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool
     from otbench.analysis import save
     from otbench.analysis.measurement import simulate
 
-    ms = simulate(scale, seed)
+    ms = simulate(scale, seed, field_signals=field_signals)
     if not unsplit:
         from otbench.analysis.bench import assign_splits
 

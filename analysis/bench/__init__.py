@@ -3,6 +3,7 @@
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
 from ._baselines import PredictiveScheduling, ThinkBrake, ThinkSwitcher
+from ._cost import NO_SIGNAL, SignalCost, signal_tokens
 from ._evaluate import (
                        BenchResult,
                        compare,
@@ -18,6 +19,7 @@ from ._features import (
                        ridge_fit,
                        units_of,
 )
+from ._field import AnswerConsistency, BudgetForcing, Deer, DynasorCoT
 from ._leaderboard import (
                        MIN_RANK_QUESTIONS,
                        RANKED_BY,
@@ -48,14 +50,18 @@ from ._splits import (
                        split_questions,
                        write_split_file,
 )
+from ._stops import ImportedStops, read_stops
 
 __all__ = [
     "BUILTINS", "DEFAULT_RATIOS", "DEFAULT_SEED",
-    "MIN_RANK_QUESTIONS", "RANKED_BY", "BenchResult", "BudgetMethod", "Leaderboard", "ExitMethod", "HashedText", "MethodError", "OnlineView",
-    "PredictiveScheduling", "RoutingMethod", "StoredFeatures", "ThinkBrake", "ThinkSwitcher",
-    "UnitTable",
+    "MIN_RANK_QUESTIONS", "NO_SIGNAL", "RANKED_BY", "AnswerConsistency", "BenchResult",
+    "BudgetForcing", "BudgetMethod", "Deer", "DynasorCoT", "ExitMethod", "HashedText",
+    "ImportedStops", "Leaderboard", "MethodError", "OnlineView",
+    "PredictiveScheduling", "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake",
+    "ThinkSwitcher", "UnitTable",
     "apply_split_file", "assign_splits", "compare", "compare_json", "evaluate",
     "format_compare", "format_result", "leaderboard", "leaderboard_key", "load_method", "question_splits", "ratios_iv",
-    "read_question_features", "read_split_file", "ridge_fit", "small_split_warning", "split_questions", "stop_positions", "units_of",
+    "read_question_features", "read_split_file", "read_stops", "ridge_fit", "signal_tokens",
+    "small_split_warning", "split_questions", "stop_positions", "units_of",
     "write_split_file",
 ]

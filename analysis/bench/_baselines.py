@@ -35,6 +35,7 @@ import numpy as np
 from otbench.analysis.measurement import MeasurementSet
 
 from . import _detmath as detmath
+from ._cost import SignalCost
 from ._features import DEFAULT_LAMBDAS, PerModelRidge, featurizer, unit_mean, units_of
 from ._methods import UnitTable
 
@@ -119,6 +120,7 @@ class ThinkSwitcher(_Learned):
 
     name = "thinkswitcher"
     strategy = "dr"
+    signal_cost = SignalCost(note="hashed text features: no model tokens")
 
     def _targets(self, ms: MeasurementSet, stored: Any) -> tuple[UnitTable, np.ndarray]:
         unit, units = units_of(ms, stored)
@@ -147,6 +149,7 @@ class PredictiveScheduling(_Learned):
 
     name = "predictive-scheduling"
     strategy = "fb"
+    signal_cost = SignalCost(note="hashed text features: no model tokens")
 
     def _targets(self, ms: MeasurementSet, stored: Any) -> tuple[UnitTable, np.ndarray]:
         unit, units = units_of(ms, stored)
@@ -171,6 +174,12 @@ class ThinkBrake:
 
     name = "thinkbrake"
     strategy = "dee"
+    # The margin needs the thinking-end token's log-probability at the
+    # boundary; a server returning only top-k log-probabilities gives it by a
+    # forked request with that one token appended: one prefill token per check.
+    signal_cost = SignalCost(prefill=1, paid="asked",
+                             note="one forked prefill token per boundary for the end token's "
+                                  "log-probability")
 
     def __init__(self, signal: str = "margin"):
         self.signal = signal

@@ -56,7 +56,9 @@ Protocol (`evaluate`):
 
 Token cost counts retained thinking tokens `L(k)` only: feature extraction,
 signal computation (e.g. the early-exit margin) and answer probes are
-excluded (SPEC §6.1).
+excluded (SPEC §6.1). Beside these gross points every result carries net
+points (``net``, `_net.net_block`, SPEC §10): the same stops with the
+method's declared signal cost per decision added, against the same frontier.
 """
 
 import dataclasses
@@ -82,6 +84,7 @@ from ._methods import (
     method_name,
     method_thetas,
 )
+from ._net import net_block
 
 SCHEMA = "otbench.bench/1"
 COMPARE_SCHEMA = "otbench.bench-compare/1"
@@ -149,6 +152,7 @@ class BenchResult(Tidy):
     reference: dict[str, float]
     config: dict[str, Any]
     synthetic: bool
+    net: dict[str, Any] = dataclasses.field(default_factory=dict)   # `_net.net_block`
 
     def _tidy_columns(self) -> dict[str, Any]:
         rows = [(None, None, p) for p in self.points]
@@ -167,7 +171,7 @@ class BenchResult(Tidy):
                 "split": self.split, "synthetic": self.synthetic, "token_cost": TOKEN_COST,
                 "points": [p.to_json() for p in self.points], "summary": dict(self.summary),
                 "reference": dict(self.reference), "config": dict(self.config),
-                "cells": [c.to_json() for c in self.cells]}
+                "cells": [c.to_json() for c in self.cells], "net": dict(self.net)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +239,8 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
     # and its sweep fixed (SPEC §6.1: test is touched only for the final numbers).
     test = ms.take(np.flatnonzero(ms.split == s))
     cells = _cell_totals(test, m.strategy)
-    cost, reward, front = _sweep_cells(test, m, label, sweep, cells, stored_features, audit)
+    ks: list[np.ndarray] = []
+    cost, reward, front = _sweep_cells(test, m, label, sweep, cells, stored_features, audit, ks)
 
     # -- per cell: exact (mean tokens, rel cost, acc, frontier acc) per θ -----------
     cell_results, per_cell, areas = [], [], []
@@ -284,7 +289,8 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
         config["builtin"] = BUILTINS[spec]
     return BenchResult(method=method_name(m, spec), strategy=m.strategy, split=split,
                        points=points, summary=summary, cells=tuple(cell_results),
-                       reference=reference, config=config, synthetic=bool(ms.synthetic))
+                       reference=reference, config=config, synthetic=bool(ms.synthetic),
+                       net=net_block(test, m, sweep, cells, ks, cost, reward, w))
 
 
 def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_grid: Any,
@@ -307,9 +313,10 @@ def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_gr
 
 
 def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float],
-                 cells: Sequence["_CellTotals"], stored_features: Any, audit: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """int64[θ, cell] method cost, method reward, and frontier reward at that cost."""
+                 cells: Sequence["_CellTotals"], stored_features: Any, audit: int,
+                 ks: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """int64[θ, cell] method cost, method reward, and frontier reward at that cost
+    (the stop positions per θ are appended to `ks` when given, for the net points)."""
     unit, units = units_of(test, stored_features)
     rows_audit = walk.audit_rows(test.num_trajectories, audit) if m.strategy == "dee" else None
     t_idx = np.arange(test.num_trajectories)
@@ -318,6 +325,8 @@ def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float
     front = np.zeros_like(cost)
     for i, theta in enumerate(sweep):
         k = _POSITIONS[m.strategy](test, unit, units, m, theta, label)
+        if ks is not None:
+            ks.append(k)
         if rows_audit is not None:
             walk.check_independent(test, unit, units, m, theta, label, k, rows_audit)
         L_k = test.L[t_idx, k].astype(np.int64)
@@ -399,9 +408,12 @@ def _cell_totals(test: MeasurementSet, strategy: str) -> list[_CellTotals]:
 
 # -- several methods and printing ------------------------------------------------------
 
-def compare(ms: MeasurementSet, methods: Sequence[Any] = tuple(BUILTINS), **kwargs: Any
+def compare(ms: MeasurementSet, methods: Sequence[Any] | None = None, **kwargs: Any
             ) -> list[BenchResult]:
-    """`evaluate` every method (default: all built-ins) with the same arguments."""
+    """`evaluate` every method (default: every built-in whose declared signals `ms` records)."""
+    if methods is None:
+        methods = [b for b in BUILTINS
+                   if set(getattr(load_method(b), "signals", ()) or ()) <= set(ms.signals)]
     return [evaluate(ms, m, **kwargs) for m in methods]
 
 
@@ -430,7 +442,26 @@ def format_result(r: BenchResult) -> str:
                  f"the method's range, {100 * s['gap_area_full']:.2f} pp over [0, 1]; realized area share "
                  f"{_pct(s['realized_share'])}; no thinking "
                  f"{100 * r.reference['a_zero']:.1f}%, full thinking {100 * r.reference['a_full']:.1f}%")
+    lines += _net_lines(r.net)
     return "\n".join(lines) + "\n"
+
+
+def _net_lines(net: Mapping[str, Any]) -> list[str]:
+    """The net points (SPEC §10) under the gross table; none for a result without them."""
+    if not net:
+        return []
+    out = [f"net (cost = {net['token_cost']}):",
+           f"{'theta':>10s}  {'tokens':>8s}  {'signal':>8s}  {'rel':>6s}  {'oracle':>6s}  "
+           f"{'gap pp':>6s}  curve"]
+    for p in net["points"]:
+        th = math.inf if p["theta"] is None else p["theta"]
+        out.append(f"{th:10.4g}  {p['cost']:8.0f}  {p['signal_cost']:8.0f}  "
+                   f"{100 * p['rel_cost']:5.1f}%  {100 * p['frontier_acc']:5.1f}%  "
+                   f"{100 * p['gap']:6.2f}  {'*' if p['nondominated'] else ''}")
+    s = net["summary"]
+    out.append(f"net summary: gap area {100 * s['gap_area_full']:.2f} pp over [0, 1]; realized "
+               f"area share {_pct(s['realized_share'])}")
+    return out
 
 
 def format_compare(results: Sequence[BenchResult]) -> str:

@@ -30,6 +30,8 @@ SCHEMA = "otbench.leaderboard/1"
 MIN_RANK_QUESTIONS = 10
 RANKED_BY = ("gap area to the oracle frontier over relative cost [0, 1] (lower first), "
              "then realized area share over no thinking (higher first)")
+NET_RANKED_BY = ("net rank: the same rule on the net points (thinking tokens plus the signal's "
+                 "cost per decision, SPEC §10); the oracle frontier is the same for both")
 
 # (JSON key, CSV header with its unit, Markdown header)
 COLUMNS = (
@@ -39,6 +41,9 @@ COLUMNS = (
     ("gap_area_full", "gap_area_full (fraction)", "gap area [0,1] (pp)"),
     ("gap_area", "gap_area (fraction)", "gap area, own range (pp)"),
     ("realized_share", "realized_share (fraction)", "realized share"),
+    ("net_rank", "net_rank (1 = best)", "net rank"),
+    ("net_gap_area_full", "net_gap_area_full (fraction)", "net gap area [0,1] (pp)"),
+    ("net_realized_share", "net_realized_share (fraction)", "net realized share"),
     ("curve_points", "curve_points (count)", "curve / points"),
     ("a_zero", "a_zero (fraction)", "no thinking"),
     ("a_full", "a_full (fraction)", "full thinking"),
@@ -54,6 +59,14 @@ def leaderboard_key(result: BenchResult) -> tuple:
     realized area share (higher first), then the method name for a stable order.
     """
     s = result.summary
+    gap = s.get("gap_area_full")
+    share = s.get("realized_share")
+    return (gap is None, math.inf if gap is None else gap, -(share or 0.0), result.method)
+
+
+def net_leaderboard_key(result: BenchResult) -> tuple:
+    """`leaderboard_key` on the net summary (a result without net points ranks on its gross one)."""
+    s = (result.net or {}).get("summary") or result.summary
     gap = s.get("gap_area_full")
     share = s.get("realized_share")
     return (gap is None, math.inf if gap is None else gap, -(share or 0.0), result.method)
@@ -101,7 +114,7 @@ class Leaderboard(Tidy):
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "split": self.split, "synthetic": self.synthetic,
-                "ranked_by": RANKED_BY, "warnings": list(self.warnings),
+                "ranked_by": RANKED_BY, "net_ranked_by": NET_RANKED_BY, "warnings": list(self.warnings),
                 "rows": [dict(r) for r in self.rows]}
 
     def to_csv(self) -> str:
@@ -113,7 +126,9 @@ class Leaderboard(Tidy):
         if self.synthetic:
             lines += ["**SYNTHETIC DATA** (simulated, not model outputs)", ""]
         lines += [f"Evaluated on the {self.split} split; ranked within each strategy by "
-                  f"{RANKED_BY}. Accuracies in %, gaps in percentage points.", ""]
+                  f"{RANKED_BY}; {NET_RANKED_BY}. Gross columns count thinking tokens only (the "
+                  f"papers' rule), net columns add the signal's cost. Accuracies in %, gaps in "
+                  f"percentage points.", ""]
         lines += [f"> Warning: {w}" for w in self.warnings] + ([""] if self.warnings else [])
         lines.append("| " + " | ".join(m for _, _, m in COLUMNS) + " |")
         lines.append("|" + "|".join("---" if k in ("strategy", "method") else "---:"
@@ -126,13 +141,19 @@ class Leaderboard(Tidy):
         """The console table (percent and pp, like the other commands)."""
         lines = ["SYNTHETIC DATA (simulated, not model outputs)"] if self.synthetic else []
         lines.append(f"{'strategy':8s}  {'rank':>4s}  {'method':24s}  {'realized':>8s}  "
-                     f"{'gap area':>9s}  {'curve':>7s}")
+                     f"{'gap area':>9s}  {'net rank':>8s}  {'net real.':>9s}  {'net gap':>9s}  "
+                     f"{'curve':>7s}")
         for r in self.rows:
             share = "n/a" if r["realized_share"] is None else f"{100 * r['realized_share']:.1f}%"
             gap = "n/a" if r["gap_area_full"] is None else f"{100 * r['gap_area_full']:.2f} pp"
+            nshare = "n/a" if r["net_realized_share"] is None else \
+                f"{100 * r['net_realized_share']:.1f}%"
+            ngap = "n/a" if r["net_gap_area_full"] is None else \
+                f"{100 * r['net_gap_area_full']:.2f} pp"
             lines.append(f"{r['strategy']:8s}  {r['rank']:4d}  {r['method']:24s}  {share:>8s}  "
-                         f"{gap:>9s}  {r['curve_points']:>3d}/{r['points']:<3d}")
-        lines.append(f"ranked within each strategy by {RANKED_BY}")
+                         f"{gap:>9s}  {r['net_rank']:8d}  {nshare:>9s}  {ngap:>9s}  "
+                         f"{r['curve_points']:>3d}/{r['points']:<3d}")
+        lines.append(f"ranked within each strategy by {RANKED_BY}; {NET_RANKED_BY}")
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines) + "\n"
 
@@ -141,9 +162,9 @@ def _md(key: str, r: dict[str, Any]) -> str:
     v = r[key]
     if v is None:
         return "n/a"
-    if key in ("realized_share", "a_zero", "a_full"):
+    if key in ("realized_share", "net_realized_share", "a_zero", "a_full"):
         return f"{100 * v:.1f}%"
-    if key in ("gap_area", "gap_area_full"):
+    if key in ("gap_area", "gap_area_full", "net_gap_area_full"):
         return f"{100 * v:.2f}"
     if key == "curve_points":
         return f"{v}/{r['points']}"
@@ -163,13 +184,18 @@ def leaderboard(results: Sequence[BenchResult]) -> Leaderboard:
     rows, warnings = [], []
     for strategy in ("dr", "fb", "dee"):
         ranked = sorted((r for r in results if r.strategy == strategy), key=leaderboard_key)
+        net_rank = {id(r): i for i, r in enumerate(sorted(ranked, key=net_leaderboard_key), 1)}
         for rank, r in enumerate(ranked, 1):
             s = r.summary
+            ns = (r.net or {}).get("summary") or s
             rows.append({
                 "strategy": strategy.upper(), "rank": rank, "method": r.method,
                 "gap_area_full": s.get("gap_area_full"),
                 "gap_area": s.get("gap_area"),
                 "realized_share": s.get("realized_share"),
+                "net_rank": net_rank[id(r)],
+                "net_gap_area_full": ns.get("gap_area_full"),
+                "net_realized_share": ns.get("realized_share"),
                 "curve_points": int(s["curve_points"]),
                 "points": int(s["points"]),
                 "a_zero": r.reference["a_zero"], "a_full": r.reference["a_full"],

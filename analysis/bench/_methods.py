@@ -25,8 +25,9 @@ A *method* is any object with
 * optionally a default `θ` sweep: ``thetas`` (a sequence), or
   ``theta_grid(n) -> sequence`` / ``theta_range = (lo, hi)`` for
   ``--theta-grid N``; ``name``, ``signals`` (the recorded per-position
-  signals a DEE method needs, checked up front) and ``config()`` (JSON
-  data, recorded in the output) are optional too.
+  signals a DEE method needs, checked up front), ``config()`` (JSON
+  data, recorded in the output) and ``signal_cost`` (a `_cost.SignalCost`:
+  what its signal costs per decision, for the net points) are optional too.
 
 DR and FB decisions see a `UnitTable`: question text, group, dataset, the
 model, and stored question-level features -- never a label or outcome.
@@ -63,6 +64,10 @@ BUILTINS = {
     "thinkswitcher": "otbench.analysis.bench:ThinkSwitcher",
     "predictive-scheduling": "otbench.analysis.bench:PredictiveScheduling",
     "thinkbrake": "otbench.analysis.bench:ThinkBrake",
+    "dynasor-cot": "otbench.analysis.bench:DynasorCoT",
+    "deer": "otbench.analysis.bench:Deer",
+    "budget-forcing": "otbench.analysis.bench:BudgetForcing",
+    "answer-consistency": "otbench.analysis.bench:AnswerConsistency",
 }
 """Built-in method names -> ``module:object`` (imported only when chosen)."""
 

@@ -96,6 +96,7 @@ import numpy as np
 
 from ._build import from_ragged
 from ._calibration import GROUPS, MODELS, SCALE_SIZES, Group, Model
+from ._field import add_field_signals
 from ._types import MeasurementSet
 
 GENERATOR = "otbench.simulate/1"
@@ -273,12 +274,15 @@ class _Steps(NamedTuple):
     src: np.ndarray       # int64[V] entry whose prefix each entry repeats
 
 
-def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
+def simulate(scale: str = "small", seed: int = 0, field_signals: bool = False) -> MeasurementSet:
     """Draw a synthetic STP measurement set (the module docstring has the model).
 
     Args:
       scale: ``"tiny"`` (tests), ``"small"`` or ``"paper"`` (92,448 trajectories).
       seed: non-negative integer; the same seed gives a bit-identical set.
+      field_signals: also draw the synthetic ``answer``, ``answer_conf``,
+        ``hesitation`` and ``answer_tokens`` signals (`add_field_signals`,
+        a stream of their own: the other arrays do not change).
 
     Returns:
       A validated `MeasurementSet` with ``synthetic=True``, a float64
@@ -300,7 +304,7 @@ def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
     # rule is checked exactly as for data read from disk.
     models = [MODELS[m].name for m in sc.models]
     T = rows.row_m.size
-    return from_ragged(
+    ms = from_ragged(
         model=[models[m] for m in rows.row_m.tolist()],
         group=[GROUPS[g].name for g in rows.gi.tolist()],
         question=[q_id[q] for q in rows.row_q.tolist()],
@@ -317,6 +321,7 @@ def simulate(scale: str = "small", seed: int = 0) -> MeasurementSet:
             "parameters": _parameters(scale),
         },
     )
+    return add_field_signals(ms, seed) if field_signals else ms
 
 
 def _rows(sc, rng, q_group, diff) -> _Rows:

@@ -82,7 +82,9 @@ def otbench_figure(bench: Sequence[Mapping[str, Any]],
     The step curve (solid) is the one the gap area and realized share
     integrate; the shaded band between it and the frontier is the gap area.
     Operating points are the macro averages (filled: non-dominated, hollow:
-    dominated), each with the oracle at its own per-cell costs (a cross).
+    dominated), each with the oracle at its own per-cell costs (a cross);
+    a method whose signal costs tokens also gets its non-dominated net
+    points (dashed, hollow), whose cost adds that signal cost.
     Legends sit below the panels, outside the data.
     """
     strategies = [s for s in ("dr", "fb", "dee") if any(d["strategy"] == s for d in bench)]
@@ -126,6 +128,16 @@ def otbench_figure(bench: Sequence[Mapping[str, Any]],
                 ax.plot(px[~nd], py[~nd], marker=mk, ls="none", mfc="none", color=c, ms=3.5,
                         zorder=5)
             ax.plot(px, [100.0 * p["frontier_acc"] for p in pts], "x", color=c, ms=3, zorder=5)
+            # Net points (thinking plus the signal's cost, SPEC §10) beside the gross ones,
+            # drawn only when the signal costs something; same frontier.
+            net = (d.get("net") or {}).get("points") or []
+            if any(float(q.get("signal_cost", 0.0)) > 0 for q in net):
+                on = sorted((100.0 * q["rel_cost"], 100.0 * q["acc"]) for q in net
+                            if q["nondominated"])
+                ax.plot([a for a, _ in on], [b for _, b in on], ls="--", marker=mk, mfc="none",
+                        color=c, lw=0.8, ms=3, zorder=4,
+                        label=f"{d['method']} net points (with signal cost; realized "
+                              f"{_share(d['net'].get('summary', {}))})")
         ax.plot([], [], "x", color="gray", label="oracle at the point's per-cell costs")
         ax.plot([], [], "o", mfc="none", color="gray", ls="none", ms=3.5, label="dominated point")
         ax.set_xlim(0, 100)

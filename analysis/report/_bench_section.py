@@ -122,10 +122,13 @@ def otbench_section(ctx) -> Section:
                 "and the method's step curve over relative cost (pp), over the method's own cost "
                 "range and over [0, 1] (cells chained with equal weights); realized: the share of "
                 "the frontier's area over no thinking that the method's curve reaches on [0, 1] "
-                "(%); macro accuracy with no thinking and with full thinking on the evaluated "
-                "split (%).",
+                "(%); net: the same over the net points, whose cost adds the method's signal cost "
+                "per decision to the thinking tokens, against the same frontier (n/a: a result "
+                "without net points); macro accuracy with no thinking and with full thinking on "
+                "the evaluated split (%).",
         header=["rank", "method", "strategy", "split", "curve/points (count)", "gap area (pp)",
-                "gap area [0,1] (pp)", "realized (%)", "no thinking (%)", "full thinking (%)"],
+                "gap area [0,1] (pp)", "realized (%)", "net gap area [0,1] (pp)",
+                "net realized (%)", "no thinking (%)", "full thinking (%)"],
         rows=rows)))
     return sec
 
@@ -148,13 +151,15 @@ def _ranked(bench: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, 
 
 def _bench_row(rank: int, d: Mapping[str, Any]) -> list[tuple[str, str]]:
     s = d.get("summary", {})
+    ns = (d.get("net") or {}).get("summary") or {}
     ref = d.get("reference", {})
     pts = f"{s.get('curve_points', '')}/{s.get('points', len(d['points']))}"
     row = [(str(rank), str(rank)), (str(d["method"]), str(d["method"])),
            (d["strategy"].upper(), d["strategy"]),
            (str(d.get("split", "")), str(d.get("split", ""))), (pts, pts)]
     for v, digits in ((s.get("gap_area"), 2), (s.get("gap_area_full"), 2),
-                      (s.get("realized_share"), 1), (ref.get("a_zero"), 1),
+                      (s.get("realized_share"), 1), (ns.get("gap_area_full"), 2),
+                      (ns.get("realized_share"), 1), (ref.get("a_zero"), 1),
                       (ref.get("a_full"), 1)):
         row.append((tabs.fmt(v, 100.0, digits), tabs.csv_num(v, 100.0)))
     return row

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def set_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("otb") / "small"
-    save(assign_splits(simulate("small", 0)), d)
+    save(assign_splits(simulate("small", 0, field_signals=True)), d)
     return d
 
 
@@ -32,8 +32,10 @@ def test_list_matches_the_registry():
     assert list(BUILTIN_HELP) == list(BUILTINS)
     for name, (strategy, _) in BUILTIN_HELP.items():
         assert name in r.output and load_method(name).strategy == strategy
+    import inspect
+
     assert set(LEARNED) == {n for n in BUILTINS if "features" in
-                            load_method(n).__init__.__code__.co_varnames}
+                            inspect.signature(type(load_method(n))).parameters}
 
 
 def test_run_prints_and_writes_json(set_dir, tmp_path):
@@ -65,6 +67,55 @@ def test_compare_one_table(set_dir, tmp_path):
     doc = json.loads(out.read_text())
     assert doc["schema"] == "otbench.bench-compare/1"
     assert [d["method"] for d in doc["results"]] == list(BUILTIN_HELP)
+
+
+def test_compare_skips_builtins_whose_signals_the_set_lacks(tmp_path):
+    d = tmp_path / "plain"
+    save(assign_splits(simulate("tiny", 0)), d)
+    r = run("compare", d, "--theta-grid", "3")
+    assert r.exit_code == 0, r.output
+    for name in ("dynasor-cot", "deer", "answer-consistency"):
+        assert f"skipped {name}: the set records no signal" in r.output
+    doc = json.loads((d / "results" / "leaderboard.json").read_text())
+    assert {row["method"] for row in doc["rows"]} == {
+        "thinkswitcher", "predictive-scheduling", "thinkbrake", "budget-forcing"}
+    assert "net_ranked_by" in doc and all("net_realized_share" in row for row in doc["rows"])
+
+
+def test_run_stops_file(set_dir, tmp_path):
+    from otbench.analysis import load
+
+    ms = load(set_dir)
+    lines = ["model,group,question,trajectory,stop_token"]
+    for t in range(ms.num_trajectories):
+        lines.append(f"{ms.models[ms.cell_model[ms.cell[t]]]},{ms.groups[ms.question_group[ms.question[t]]]},"
+                     f"{ms.question_id[ms.question[t]]},{int(ms.trajectory[t])},0")
+    good = tmp_path / "stops.csv"
+    good.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "stops.json"
+    r = run("run", set_dir, "--stops", good, "--json", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    # Stopping at token 0 is the latest position with L = 0: zero thinking, the A0 reference.
+    assert doc["points"][0]["cost"] == 0.0
+    assert doc["points"][0]["acc"] == doc["reference"]["a_zero"]
+    assert doc["net"]["points"][0]["cost"] == 0.0
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines[:2] + [lines[2].rsplit(",", 1)[0] + ",-3"] + lines[3:]) + "\n")
+    r = run("run", set_dir, "--stops", bad)
+    assert r.exit_code == 2
+    assert "bad.csv, row 3: stop_token must be a non-negative integer" in r.output
+    assert "Traceback" not in r.output
+    dup = tmp_path / "dup.csv"
+    dup.write_text("\n".join(lines + [lines[1]]) + "\n")
+    r = run("run", set_dir, "--stops", dup)
+    assert r.exit_code == 2 and f"row {len(lines) + 1}: a second stop" in r.output
+    missing = tmp_path / "missing.csv"
+    missing.write_text("\n".join(lines[:1]) + "\n")
+    r = run("run", set_dir, "--stops", missing)
+    assert r.exit_code == 2 and "no stop for" in r.output
+    r = run("run", set_dir, "--stops", good, "--method", "deer")
+    assert r.exit_code == 2
 
 
 def test_plugin_from_the_working_directory(set_dir, monkeypatch, tmp_path):

@@ -269,7 +269,8 @@ def test_plugin_forms_load(plugin):
 
 @pytest.mark.parametrize("spec, msg", [
     ("nope", r"method must be a built-in name \(thinkswitcher, predictive-scheduling, "
-             r"thinkbrake\) or 'module:object', got 'nope'"),
+             r"thinkbrake, dynasor-cot, deer, budget-forcing, answer-consistency\) or "
+             r"'module:object', got 'nope'"),
     (":Router", r"method must be 'module:object' with both parts, got ':Router'"),
     ("otb_plugin_mod:", r"method must be 'module:object' with both parts"),
     ("otb_no_such_module:X", r"method 'otb_no_such_module:X': cannot import module 'otb_no_such_module'"),

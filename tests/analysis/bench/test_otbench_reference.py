@@ -39,9 +39,14 @@ def reduced(results):
     return out
 
 
+# The built-ins the frozen file was written with (the field methods of issue 27
+# came later and are pinned case by case in test_otbench_field.py).
+PINNED = ("thinkswitcher", "predictive-scheduling", "thinkbrake")
+
+
 def current():
     ms = assign_splits(simulate("small", 0))
-    return reduced(compare(ms, theta_grid=9))
+    return reduced(compare(ms, methods=PINNED, theta_grid=9))
 
 
 def close(a, b, path="$"):
@@ -65,7 +70,7 @@ def test_reference_output_is_reproduced():
         doc = {"schema": SCHEMA, "synthetic": True,
                "provenance": {"data": "simulate('small', 0) -- SYNTHETIC, no model was run",
                               "split": "assign_splits defaults: seed 20260721, ratios 0.6/0.2/0.2",
-                              "call": "compare(ms, theta_grid=9) (all built-ins)",
+                              "call": "compare(ms, methods=PINNED, theta_grid=9)",
                               "writer": "tests/test_otbench_reference.py (OTBENCH_REGENERATE=1)",
                               "numpy": np.__version__},
                "results": got}

@@ -1,0 +1,76 @@
+"""The net operating points of a method: thinking tokens plus what its signal costs (SPEC §10).
+
+Same exact arithmetic as the gross points (`_evaluate`, `_areas`): per cell
+the net cost is the integer `B_g + S_g` (`S_g` the signal tokens of the
+cell's trajectories at the method's stops, `_cost.signal_tokens`), the
+accuracy is unchanged, the oracle frontier (unchanged: it needs no signal)
+is read at the net cost, and the curve, areas and macro chain are computed
+exactly as for the gross points. Net relative cost may exceed 1 (a signal
+can cost more than the thinking it saves); areas stay over `[0, 1]`, where
+a point beyond 1 adds nothing.
+"""
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ._areas import cell_areas, frac, nondominated, share
+from ._cost import declared_cost, signal_tokens
+
+NET_COST = ("retained thinking tokens L(k) plus the signal's declared / recorded cost per "
+            "decision (prefill, decoded probe tokens, helper FLOPs as reasoning-model tokens)")
+
+
+def net_block(test: Any, m: Any, sweep: Sequence[float], cells: Sequence[Any],
+              ks: Sequence[np.ndarray], cost: np.ndarray, reward: np.ndarray,
+              weights: Sequence[Fraction]) -> dict[str, Any]:
+    """The ``net`` section of a bench result (module docstring); JSON data."""
+    declared = declared_cost(m)
+    sig = np.zeros_like(cost)
+    for i, k in enumerate(ks):
+        s = signal_tokens(test, m.strategy, declared, k)
+        for c, ct in enumerate(cells):
+            sig[i, c] = int(s[ct.rows].sum())
+    net = cost + sig
+
+    def chain(per: Sequence[Fraction]) -> Fraction:
+        return sum((wc * v for wc, v in zip(weights, per)), Fraction(0))
+
+    per_cell, areas, cell_out = [], [], []
+    for c, ct in enumerate(cells):
+        pc, pr = ct.pareto
+        front = [int(pr[np.searchsorted(pc, net[i, c], side="right") - 1]) for i in range(len(sweep))]
+        ntraj = ct.rows.size
+        vals = ([frac(net[i, c], ntraj) for i in range(len(sweep))],
+                [frac(net[i, c], ct.tokens) for i in range(len(sweep))],
+                [frac(reward[i, c], ct.probes) for i in range(len(sweep))],
+                [frac(front[i], ct.probes) for i in range(len(sweep))],
+                [frac(sig[i, c], ntraj) for i in range(len(sweep))])
+        keep = nondominated(vals[1], vals[2])
+        per_cell.append(vals)
+        areas.append(cell_areas(net[:, c], reward[:, c], keep, ct.pareto, ct.tokens,
+                                ct.probes, ct.zero))
+        a = areas[-1]
+        cell_out.append({"model": ct.model, "group": ct.group,
+                         "signal_tokens": [int(x) for x in sig[:, c]],
+                         "gap_area_full": float(a.gap_full),
+                         "realized_share": share(a.realized, a.gain)})
+    macro = [[chain([per_cell[c][j][i] for c in range(len(cells))]) for i in range(len(sweep))]
+             for j in range(5)]
+    keep = nondominated(macro[1], macro[2])
+    points = [{"theta": None if np.isinf(th) else float(th), "cost": float(macro[0][i]),
+               "signal_cost": float(macro[4][i]), "rel_cost": float(macro[1][i]),
+               "acc": float(macro[2][i]), "frontier_acc": float(macro[3][i]),
+               "gap": float(macro[3][i] - macro[2][i]), "nondominated": bool(keep[i])}
+              for i, th in enumerate(sweep)]
+    cfg = declared.to_json(declared.recorded in test.signals if declared.recorded else None) \
+        if declared is not None else {"note": "undeclared: counted as 0"}
+    return {"token_cost": NET_COST, "signal_cost": cfg, "points": points,
+            "summary": {"gap_area": float(chain([a.gap for a in areas])),
+                        "gap_area_full": float(chain([a.gap_full for a in areas])),
+                        "realized_share": share(chain([a.realized for a in areas]),
+                                                chain([a.gain for a in areas])),
+                        "curve_points": int(sum(keep))},
+            "cells": cell_out}
