@@ -21,6 +21,12 @@ of `thinkswitcher` (19 of 21 values, the quantiles of predicted gains) and
 1.8e-14 relative; every cost, reward, accuracy, gap, area, chosen penalty
 and the `thinkbrake` document are identical.
 
+`bench.json` and Table 19 were re-pinned for issue 27: `bench compare` now
+also ranks `budget-forcing` (the field's methods whose signals the set lacks
+are skipped and named), every result carries its `net` points beside the
+gross ones, and Table 19 gained the net gap area and net realized share
+columns. Every other digest is unchanged.
+
 What is compared: JSON documents with their `provenance` blocks removed
 (they name library versions) and canonically re-serialized; CSV and LaTeX
 tables as bytes; the set's logical content hash. PNG bytes depend on the
