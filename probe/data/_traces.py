@@ -38,6 +38,10 @@ from typing import Any
 
 from ._benchmarks import DatasetError, _field
 
+MAX_TRAJECTORY = 65_535
+"""Largest trajectory index a record may carry: imported traces keep their own indices, and a
+job's units run over `0 .. R - 1` per question (R = the largest index + 1)."""
+
 TRACE_FORMATS = ("otbench", "lm-eval", "chat")
 
 MARKERS = (("<think>", "</think>"), ("<|begin_of_thought|>", "<|end_of_thought|>"))
@@ -119,8 +123,8 @@ def _otbench(row: Mapping, loc: str) -> Iterator[TraceRecord]:
     qid, text = _question(row, loc, ("question_id",), ("question",))
     group = _opt_str(row, loc, ("group",))
     r = _field(row, loc, ("trajectory",), types=(int,), required=False)
-    if r is not None and r < 0:
-        raise DatasetError(f"{loc}: field 'trajectory' must be >= 0, got {r}")
+    if r is not None and not 0 <= r <= MAX_TRAJECTORY:
+        raise DatasetError(f"{loc}: field 'trajectory' must be in 0..{MAX_TRAJECTORY}, got {r}")
     has_ids, has_text = row.get("thinking_ids") is not None, row.get("thinking") is not None
     if has_ids == has_text:
         raise DatasetError(f"{loc}: give exactly one of 'thinking_ids' (token ids) or 'thinking' (text)")

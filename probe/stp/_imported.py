@@ -15,8 +15,9 @@ Matching: a record's `question_id` is looked up among the job's questions
 (whitespace-normalized: equal to the question's text, or containing it, as
 in prompts with an instruction around the problem). Records of questions
 not in the job's data are counted and left out. A question's trajectories
-are numbered by the records' own `trajectory` or in order; `per_question`
-keeps the first N. The job's `R` becomes the most trajectories of a question.
+keep the records' own `trajectory` indices (at most `MAX_TRAJECTORY`; records
+without one are numbered in order); `per_question` keeps the first N. The
+job's `R` becomes the largest index plus one, and only the imported units run.
 
 Tokens: `thinking_ids` / `answer_ids` are used exactly; text is tokenized
 once, on the driver, with the model's own tokenizer (its hash is recorded
@@ -220,7 +221,8 @@ def _number(recs: Sequence, cap: int | None) -> list[tuple[int, Any]]:
         for (a, _), (b, rb) in itertools.pairwise(pairs):
             if a == b:
                 raise DatasetError(f"{rb.loc}: trajectory {b} of this question appears twice")
-        pairs = [(k, rec) for k, (_, rec) in enumerate(pairs)]
+    # The records' own indices are kept (trajectory 7 stays 7: it names the record's sample
+    # in its source); `per_question` keeps the first N in index order.
     return pairs[:cap] if cap else pairs
 
 

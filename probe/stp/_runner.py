@@ -270,11 +270,12 @@ def _unit_keys(job: ProbeJob, setup, questions, imported, grader_name: str):
     material = run_key_material(
         job, fingerprint=setup.fingerprint, tokenizer_hash=setup.tokenizer_hash,
         engine_info=setup.info, grader=grader_name, otbench_version=__version__)
-    units = [(q, r) for q in range(len(questions)) for r in range(job.R)]
     if imported is not None:        # issue 15: the imported units, keyed by their traces
         imported.check_tokenizer(setup.tokenizer_hash)
         material["trajectories"] = imported.digest
-        units = [u for u in units if u in imported.units]
+        units = sorted(imported.units)          # own indices: a question may skip some
+    else:
+        units = [(q, r) for q in range(len(questions)) for r in range(job.R)]
     run_id = run_digest(material)
     keys = {(q, r): unit_key(run_id, model=job.model, question=questions[q], trajectory=r,
                              think_seed=derive_seed(job.model, questions[q].dataset, questions[q].id, r,

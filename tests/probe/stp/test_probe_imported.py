@@ -75,7 +75,7 @@ OTB_ERRORS = [
     ({"question_id": "q", "thinking_ids": [1, -2], "finished": True},
      r"field 'thinking_ids' must be a list of non-negative token ids"),
     ({"question_id": "q", "thinking": "x", "finished": True, "trajectory": -1},
-     r"field 'trajectory' must be >= 0, got -1"),
+     r"field 'trajectory' must be in 0..65535, got -1"),
 ]
 
 
@@ -299,6 +299,25 @@ def test_tiny_imported_equals_sampled(tmp_path: Path, tiny_model_ends, otbench_c
     a, b = ([{k: v for k, v in r.items() if k != "stop_id"} for r in _tables(tmp_path / d)
              if not r["finished"]] for d in ("imp2", "sampled"))
     assert a == b and a
+
+
+def test_imported_traces_keep_their_own_trajectory_indices(tmp_path: Path, tiny_model_ends,
+                                                          otbench_cache):
+    # A record's `trajectory` names its sample in its source: 7 stays 7 (it was renumbered to 0),
+    # gaps stay gaps, and only the imported units are probed.
+    cfg = {**TINY, "model": {**TINY["model"], "path": str(tiny_model_ends)}}
+    _run({**cfg, "probe": {**cfg["probe"], "R": 2}}, tmp_path / "sampled")
+    rows = _export(tmp_path / "sampled", tmp_path / "traces.jsonl")
+    first = sorted({r["question_id"] for r in rows})[0]
+    keep = [dict(r, trajectory=7 if r["trajectory"] == 1 else 3) for r in rows
+            if r["question_id"] == first]
+    (tmp_path / "own.jsonl").write_text("".join(json.dumps(r) + "\n" for r in keep))
+    imp = _run({**cfg, "trajectories": {"path": str(tmp_path / "own.jsonl")}}, tmp_path / "own")
+    got = sorted((t["question"], t["trajectory"]) for t in _tables(tmp_path / "own"))
+    assert got == [(first, 3), (first, 7)] and imp.run["units"]["total"] == 2
+    (tmp_path / "far.jsonl").write_text(json.dumps(dict(keep[0], trajectory=70_000)) + "\n")
+    with pytest.raises(DatasetError, match=r"far\.jsonl:1: field 'trajectory' must be in 0\.\.65535"):
+        _run({**cfg, "trajectories": {"path": str(tmp_path / "far.jsonl")}}, tmp_path / "far")
 
 
 def _tables(out: Path) -> list[dict]:
