@@ -350,6 +350,25 @@ def _date_window_iv(v, where: str) -> None:
         raise JobError(f"{where}: the first day {v[0]} is after the last {v[1]}")
 
 
+def _no_family(name: str | None, local: bool) -> str:
+    """Why [model] needs `family`, in the words that fit: an id the local Hugging Face cache does
+    not hold is most likely mistyped, so that is said first (offline: the cache only)."""
+    families = ", ".join(list_entries("families"))
+    if name is None or local or "/" not in name:
+        return f"model.family is required for a model that is not a model entry ({families})"
+    try:
+        from huggingface_hub import constants
+        cached = (Path(constants.HF_HUB_CACHE) / f"models--{name.replace('/', '--')}").is_dir()
+    except ImportError:
+        cached = True                   # cannot tell: say only what is missing
+    if not cached:
+        return (f"model.name {name!r} was not found: it is not a model entry and not in the local "
+                f"Hugging Face cache (check the id; to probe it, give model.family, one of "
+                f"{families}, and it is downloaded when the run starts)")
+    return (f"model.name {name!r} is not a model entry, so model.family is required (the chat "
+            f"format: one of {families})")
+
+
 def _model_iv(m: dict, base: Path | None):
     """(model id, family, entry, embedded name, local path, hub (repository, revision)) of [model]."""
     name, entry = m.get("name"), None
@@ -365,7 +384,7 @@ def _model_iv(m: dict, base: Path | None):
                            "nor a Hugging Face id (owner/name)")
     fam_name = m.get("family") or (entry.family if entry is not None else None)
     if fam_name is None:
-        raise JobError("model.family is required for a model that is not a model entry")
+        raise JobError(_no_family(name, "path" in m))
     family = load_family(fam_name)
     if "path" in m:
         path = str(Path(m["path"]) if base is None or Path(m["path"]).is_absolute() else base / m["path"])

@@ -44,7 +44,19 @@ def test_entry_with_a_local_path_takes_the_entry_family(tmp_path: Path):
 def test_unknown_ids_need_a_family():
     j = _job({"name": "someone/their-model", "family": "generic-chat", "revision": "r1"})
     assert j.hub == ("someone/their-model", "r1") and j.model == "someone/their-model"
-    with pytest.raises(JobError, match="model.family is required"):
+    # Not in the (empty) Hugging Face cache: most likely a typo, said first.
+    with pytest.raises(JobError, match=r"model.name 'someone/their-model' was not found: it is not "
+                                       r"a model entry and not in the local Hugging Face cache"):
+        _job({"name": "someone/their-model"})
+
+
+def test_a_cached_id_without_a_family_names_the_families(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    (tmp_path / "models--someone--their-model").mkdir()
+    with pytest.raises(JobError, match=r"is not a model entry, so model.family is required \(the "
+                                       r"chat format: one of .*generic-chat"):
         _job({"name": "someone/their-model"})
     with pytest.raises(JobError, match="neither a model entry .* nor a Hugging Face id"):
         _job({"name": "no-such-entry"})
