@@ -80,8 +80,21 @@ class Imported:
     def check_tokenizer(self, engine_hash: str) -> None:
         """Refuse a run whose engine tokenizes differently from the one the text traces were tokenized with."""
         if self.tokenizer_hash is not None and self.tokenizer_hash != engine_hash:
-            raise RuntimeError(f"the engine's tokenizer ({engine_hash[:12]}) differs from the one the "
+            raise DatasetError(f"the engine's tokenizer ({engine_hash[:12]}) differs from the one the "
                                f"imported text was tokenized with ({self.tokenizer_hash[:12]})")
+
+
+    def check_ids(self, vocab_size: int) -> None:
+        """Refuse imported token ids the model cannot read (outside `0 .. vocab_size - 1`)."""
+        if vocab_size <= 0:
+            return
+        for t in self.job.replay:
+            for part, ids in (("thinking", t.thinking), ("answer", t.answer or ())):
+                bad = next((i for i in ids if not 0 <= i < vocab_size), None)
+                if bad is not None:
+                    raise DatasetError(f"question {t.question!r}, trajectory {t.trajectory}: "
+                                       f"{part} token id {bad} is outside the model's vocabulary "
+                                       f"(0..{vocab_size - 1})")
 
 
 def _norm(text: str) -> str:

@@ -272,6 +272,7 @@ def _unit_keys(job: ProbeJob, setup, questions, imported, grader_name: str):
         engine_info=setup.info, grader=grader_name, otbench_version=__version__)
     if imported is not None:        # issue 15: the imported units, keyed by their traces
         imported.check_tokenizer(setup.tokenizer_hash)
+        imported.check_ids(setup.vocab_size)
         material["trajectories"] = imported.digest
         units = sorted(imported.units)          # own indices: a question may skip some
     else:

@@ -28,6 +28,7 @@ class EngineSetup:
         vocabulary facts recorded in the provenance.
       fingerprint: `_resume_keys.model_fingerprint` of the weights folder.
       info: `Engine.info()` (engine, library versions, device, config).
+      vocab_size: rows of the model's output layer (the ids it can read and write).
     """
 
     prompts: tuple[tuple[int, ...], ...]
@@ -37,6 +38,7 @@ class EngineSetup:
     newline_start_ids: tuple[int, ...]
     fingerprint: str
     info: dict[str, Any]
+    vocab_size: int = 0
 
     def agreement(self) -> dict[str, Any]:
         """Everything that must be equal across workers for their units to be interchangeable."""
@@ -87,7 +89,7 @@ def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence
         newline_end_ids=tuple(np.flatnonzero(vocab.ends_newline).tolist()),
         newline_start_ids=tuple(np.flatnonzero(vocab.starts_newline).tolist()),
         fingerprint=model_fingerprint(engine_cfg.model, memo=cache_dir() / "fingerprints.json"),
-        info=engine.info())
+        info=engine.info(), vocab_size=int(engine.vocab_size()))
     return tok, fmt, setup
 
 

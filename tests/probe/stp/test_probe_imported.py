@@ -315,6 +315,12 @@ def test_imported_traces_keep_their_own_trajectory_indices(tmp_path: Path, tiny_
     imp = _run({**cfg, "trajectories": {"path": str(tmp_path / "own.jsonl")}}, tmp_path / "own")
     got = sorted((t["question"], t["trajectory"]) for t in _tables(tmp_path / "own"))
     assert got == [(first, 3), (first, 7)] and imp.run["units"]["total"] == 2
+    bad = dict(keep[0], thinking_ids=list(keep[0]["thinking_ids"]) + [10**9])
+    (tmp_path / "oov.jsonl").write_text(json.dumps(bad) + "\n")
+    with pytest.raises(DatasetError, match=r"thinking token id 1000000000 is outside the model's "
+                                           r"vocabulary \(0\.\.\d+\)"):
+        _run({**cfg, "trajectories": {"path": str(tmp_path / "oov.jsonl")}}, tmp_path / "oov")
+    assert not (tmp_path / "oov").exists()
     (tmp_path / "far.jsonl").write_text(json.dumps(dict(keep[0], trajectory=70_000)) + "\n")
     with pytest.raises(DatasetError, match=r"far\.jsonl:1: field 'trajectory' must be in 0\.\.65535"):
         _run({**cfg, "trajectories": {"path": str(tmp_path / "far.jsonl")}}, tmp_path / "far")
