@@ -107,8 +107,10 @@ write_csv(boot.to_arrow(), "bootstrap.csv",
 
 # %% OTBench: the built-ins and a plug-in from a file, ranked per strategy
 plugin = str(Path(__file__).resolve().parents[1] / "artifacts" / "otbench" / "patient_brake.py")
-methods = [*oa.BUILTINS, f"{plugin}:PatientBrake"]
-results = [oa.bench_evaluate(ms, m, theta_grid=args.theta_grid) for m in methods]
+# bench_compare runs every built-in whose signals the set records (the field methods need
+# answer signals: `simulate(..., field_signals=True)` or a probe run that records them).
+results = [*oa.bench_compare(ms, theta_grid=args.theta_grid),
+           oa.bench_evaluate(ms, f"{plugin}:PatientBrake", theta_grid=args.theta_grid)]
 board = oa.leaderboard(results)
 print(board.format(), end="")
 (args.out / "leaderboard.md").write_text(board.to_markdown(), encoding="utf-8")
