@@ -56,7 +56,7 @@ if args.set is not None:
     ms = oa.load(args.set)
     set_dir = args.set
 else:
-    ms = oa.assign_splits(oa.simulate(args.scale, seed=0))
+    ms = oa.assign_splits(oa.simulate(args.scale, seed=0, field_signals=True))
     set_dir = args.out / "set"
     if not set_dir.exists():
         oa.save(ms, set_dir)
