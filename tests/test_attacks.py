@@ -59,7 +59,6 @@ class Case:
     changes: tuple[str, ...] = ()  # workspace entries the case means to rewrite
     keeps: tuple[str, ...] = ()    # ... and entries inside them that must stay as they are
     check: Callable[[Path, str], bool] | None = None   # extra condition on (workspace, output)
-    owner: str = "h2"              # who fixes the class (xfail marks for the others' open cases)
     heavy: bool = False            # unbounded memory on an unfixed branch: subprocess only
 
 
@@ -378,7 +377,7 @@ CASES += [
          needle="does not match its checksum", changes=("ck",)),
 ]
 
-# -- the classes other helpers own (items 3, 4, 5, 7; marked where still open) ------------------
+# -- items 3, 4, 5 and 7: memory bounds, tracebacks, silent acceptance, contradictions --------
 
 PLUGIN_FIT_RAISES = '''
 from otbench.analysis.bench import ThetaMethod
@@ -400,39 +399,34 @@ def _manifest_edit(key, value):
 
 
 CASES += [
-    Case("frontier-grid-3e7", 3, ("frontier", "s", "--grid", "30000000"), owner="h3", heavy=True),
-    Case("report-grid-3e7", 3, ("report", "s", "--out", "rep", "--grid", "30000000"),
-         owner="h3", heavy=True),
-    Case("thinning-draws-2e8", 3, ("thinning", "s", "--draws", "200000000"), owner="h3",
+    Case("frontier-grid-3e7", 3, ("frontier", "s", "--grid", "30000000"), heavy=True),
+    Case("report-grid-3e7", 3, ("report", "s", "--out", "rep", "--grid", "30000000"), heavy=True),
+    Case("thinning-draws-2e8", 3, ("thinning", "s", "--draws", "200000000"),
          heavy=True),
     Case("bench-run-theta-grid-2e6", 3,
-         ("bench", "run", "s", "--method", "thinkbrake", "--theta-grid", "2000000"),
-         owner="h3", heavy=True),
+         ("bench", "run", "s", "--method", "thinkbrake", "--theta-grid", "2000000"), heavy=True),
     Case("bootstrap-replicates-2e6-batch-2e6", 3,
-         ("bootstrap", "s", "--replicates", "2000000", "--batch", "2000000"), owner="h3",
+         ("bootstrap", "s", "--replicates", "2000000", "--batch", "2000000"),
          heavy=True),
-    Case("metrics-provenance-a-list", 4, ("metrics", "s"), owner="h3",
+    Case("metrics-provenance-a-list", 4, ("metrics", "s"),
          setup=_manifest_edit("provenance", [1, 2])),
-    Case("metrics-provenance-a-string", 4, ("metrics", "s"), owner="h3",
+    Case("metrics-provenance-a-string", 4, ("metrics", "s"),
          setup=_manifest_edit("provenance", "x")),
-    Case("bench-run-method-path-escape", 4, ("bench", "run", "s", "--method", "../../x:Y"),
-         owner="h3"),
+    Case("bench-run-method-path-escape", 4, ("bench", "run", "s", "--method", "../../x:Y")),
     Case("bench-run-plugin-fit-raises", 4, ("bench", "run", "s", "--method", "badplug:Bad"),
-         setup=_write("badplug.py", PLUGIN_FIT_RAISES), owner="h3"),
+         setup=_write("badplug.py", PLUGIN_FIT_RAISES)),
     Case("report-bootstrap-frontiers-wrong-shape", 4,
-         ("report", "s", "--out", "rep", "--bootstrap", "b.json"), owner="h3",
+         ("report", "s", "--out", "rep", "--bootstrap", "b.json"),
          setup=_write("b.json", json.dumps({"schema": "otbench.bootstrap/1",
                                             "frontiers": [1, 2, 3]}))),
     Case("report-thinning-probes-wrong-shape", 4,
-         ("report", "s", "--out", "rep", "--thinning", "t.json"), owner="h3",
+         ("report", "s", "--out", "rep", "--thinning", "t.json"),
          setup=_write("t.json", json.dumps({"schema": "otbench.thinning/1", "probes": [1]}))),
-    Case("grade-empty-file", 4, ("grade", "empty.jsonl"), setup=_write("empty.jsonl", ""),
-         owner="h3"),
-    Case("bench-run-method-builtins-exit", 5, ("bench", "run", "s", "--method", "builtins:exit"),
-         owner="h3"),
-    Case("import-duplicate-json-keys", 5, ("import", "dup.jsonl", "--out", "o"), owner="h3",
+    Case("grade-empty-file", 4, ("grade", "empty.jsonl"), setup=_write("empty.jsonl", "")),
+    Case("bench-run-method-builtins-exit", 5, ("bench", "run", "s", "--method", "builtins:exit")),
+    Case("import-duplicate-json-keys", 5, ("import", "dup.jsonl", "--out", "o"),
          setup=_write("dup.jsonl", '{"model": "m", "model": "n"}\n')),
-    Case("import-question-id-a-path", 5, ("import", "qp.jsonl", "--out", "o"), owner="h3",
+    Case("import-question-id-a-path", 5, ("import", "qp.jsonl", "--out", "o"),
          setup=_write("qp.jsonl", json.dumps({"model": "m", "group": "g",
                                               "question": "../../etc/x", "trajectory": 0,
                                               "probes": 2, "L": [0, 3], "C": [0, 1],
@@ -444,27 +438,26 @@ CASES += [
                                               "C": [0, 1], "y": 1}) + "\n"),
          check=lambda w, out: __import__("otbench.analysis", fromlist=["load"]).load(
              w / "o").trajectory.tolist() == [7]),
-    Case("audit-tokenizer-of-a-broken-tokenizer", 4, ("probe", "audit-tokenizer", "tok"),
-         owner="h3"),
+    Case("audit-tokenizer-of-a-broken-tokenizer", 4, ("probe", "audit-tokenizer", "tok")),
     Case("import-refuses-a-model-name-with-escapes", 5, ("import", "esc.jsonl", "--out", "esc"),
          setup=_write("esc.jsonl", json.dumps(
              {"model": "\u001b[31mred", "group": "g", "question": "q", "trajectory": 0,
               "probes": 2, "L": [0, 3], "C": [0, 1], "y": 1}) + "\n"),
          check=lambda w, out: "\x1b" not in out),
     Case("import-onto-an-existing-set-names-the-option-in-cli-words", 7,
-         ("import", "x.jsonl", "--out", "s"), needle="--overwrite", owner="h3",
+         ("import", "x.jsonl", "--out", "s"), needle="--overwrite",
          check=lambda w, out: "overwrite=True" not in out),
     Case("split-default-file-is-accepted", 7,
          ("split", "s", "--from-file", str(Path(__file__).parents[1] / "artifacts" / "otbench"
                                            / "split-default.json"), "--out", "s2"),
-         expect="ok", owner="h3"),
+         expect="ok"),
 ]
 
 
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
-            strict=True, reason=f"item {case.item} ({case.owner}): {OPEN[case.id]}"))
+            strict=True, reason=f"item {case.item}: {OPEN[case.id]}"))
     return pytest.param(case, id=case.id)
 
 

@@ -50,3 +50,21 @@ def test_walkthrough_example_runs(tmp_path):
     board = list(csv.DictReader((out / "leaderboard.csv").open()))
     assert {row["method"] for row in board} == {*oa.BUILTINS, "patient-brake"}
     assert all(0.0 <= float(row["gap_area_full (fraction)"]) <= 1.0 for row in board)
+
+
+@pytest.mark.slow
+def test_report_screenshots_in_a_real_browser(tmp_path):
+    """The report as a reader sees it: headless Chromium renders it (skipped without a browser)."""
+    import shutil
+
+    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("no headless Chromium on this machine (Debian: apt-get install chromium)")
+    out = tmp_path / "shots"
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "report_screenshots.py"), "--out",
+                        str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env={**os.environ, "MPLBACKEND": "Agg"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "each also as PDF" in r.stdout
+    for name in ("report-top.png", "report-full.png"):
+        png = (out / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, name
