@@ -34,7 +34,8 @@ def _target(path: str | os.PathLike) -> Path:
     return p
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this machine (one we may not signal counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -114,7 +115,7 @@ def _stale(tmp: Path, path: Path) -> bool:
     tail = tmp.name[len(path.name) + 6:]
     pid_text = tail.split("-", 1)[0]
     if "-" in tail and pid_text.isdigit():
-        return int(pid_text) != os.getpid() and not _alive(int(pid_text))
+        return int(pid_text) != os.getpid() and not pid_alive(int(pid_text))
     try:
         return time.time() - _mark_of(tmp).lstat().st_mtime > _UNOWNED_STALE_S
     except OSError:

@@ -17,6 +17,7 @@ import socket
 from pathlib import Path
 
 from otbench.errors import OtbenchError
+from otbench.files import pid_alive
 
 NO_FLOCK = frozenset({errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL,
                       getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)})
@@ -26,16 +27,6 @@ OWNER_FILE = "lock.owner"
 
 class LockHeldError(OtbenchError, RuntimeError):
     """Another run holds the journal's lock."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class JournalLock:
@@ -70,7 +61,7 @@ class JournalLock:
                     host, pid = str(owner["host"]), int(owner["pid"])
                 except (OSError, ValueError, KeyError, TypeError):
                     host, pid = "?", -1
-                if host == me["host"] and pid > 0 and not _alive(pid):
+                if host == me["host"] and pid > 0 and not pid_alive(pid):
                     path.unlink(missing_ok=True)           # left by a killed run on this host
                     continue
                 raise LockHeldError(
