@@ -25,6 +25,7 @@ network to show them.
 from __future__ import annotations
 
 import html
+import inspect
 import importlib
 import logging
 import re
@@ -440,11 +441,56 @@ def on_files(files, config):
                         "use (`import otbench.analysis` imports no JAX). Each links to its entry.\n")
             body.append(analysis_names_markdown("reference/api"))
         else:
-            members = "\n".join(f"        - {n}" for n in names)
-            body.append(f"::: {package}\n    options:\n      members:\n{members}\n")
+            static, extra = _split_members(package, names)
+            if static:
+                members = "\n".join(f"        - {n}" for n in static)
+                body.append(f"::: {package}\n    options:\n      members:\n{members}\n")
+            body.extend(extra)
         files.append(File.generated(config, api_page(package), content="\n".join(body)))
     files.append(File.generated(config, "assets/pygments.css", content=_pygments_css()))
     return files
+
+
+def _split_members(package: str, names: list[str]) -> tuple[list[str], list[str]]:
+    """The names mkdocstrings renders from `package`, and entries written here for the rest.
+
+    Two kinds of public name cannot be rendered from the package's own namespace:
+    re-exports of another library (`otbench.analysis.core`'s jaxtyping shape types),
+    and names a module-level `__getattr__` provides lazily (`ExitProcessor`, which
+    must not import vLLM on `import otbench.probe.online`: it is looked up in the
+    package's sources, not imported). The first get a line naming the library; the
+    second are rendered from the private module that defines them, under the public
+    name's anchor.
+    """
+    mod = importlib.import_module(package)
+    static, extra = [], []
+    for name in names:
+        if name not in vars(mod):                       # provided lazily by __getattr__
+            home = _defining_module(package, name)
+            if home is None:
+                log.warning("%s.%s: in __all__ but defined nowhere in the package", package, name)
+                continue
+            extra.append(f"## `{name}` {{#{package}.{name}}}\n\nLoaded on first use (a module "
+                         f"`__getattr__`), defined in `{home}`.\n\n::: {home}.{name}\n"
+                         "    options:\n      show_root_heading: false\n")
+            continue
+        obj = vars(mod)[name]
+        origin = getattr(obj, "__module__", None) if isinstance(obj, type) or inspect.isroutine(obj) else None
+        if isinstance(origin, str) and not origin.startswith("otbench"):
+            extra.append(f"## `{name}` {{#{package}.{name}}}\n\nRe-exported from "
+                         f"`{origin}.{name}` (its own documentation applies).\n")
+        else:
+            static.append(name)
+    return static, extra
+
+
+def _defining_module(package: str, name: str) -> str | None:
+    folder = Path(importlib.import_module(package).__file__).parent
+    pattern = re.compile(rf"^(?:class|def) {re.escape(name)}\b|^{re.escape(name)}\s*[:=]", re.M)
+    for src in sorted(folder.glob("_*.py")):
+        if pattern.search(src.read_text(encoding="utf-8")):
+            return f"{package}.{src.stem}"
+    return None
 
 
 def on_post_build(config):

@@ -469,12 +469,13 @@ def test_smollm2_imported_traces_equal_sampled(tmp_path: Path):
 
 
 def test_readme_jobs_are_valid():
-    # The README's two jobs (the paper's four groups; imported traces) parse and validate.
+    # The guides' two jobs (the paper's four groups; imported traces) parse and validate.
     import re
     import tomllib
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.DOTALL) if "[model]" in b]
+    guides = Path(__file__).resolve().parents[3] / "docs" / "guides"
+    text = "".join((guides / g).read_text() for g in ("probe.md", "import-traces.md"))
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", text, re.DOTALL) if "[model]" in b]
     jobs = [job_from_dict(tomllib.loads(b)) for b in blocks if "[[data.sources]]" in b]
     assert len(jobs) == 2
     paper, imported = jobs

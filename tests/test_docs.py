@@ -1,0 +1,213 @@
+"""The documentation cannot go stale: the site builds in strict mode and covers the code.
+
+* `mkdocs build --strict` passes: every warning is an error, every internal link and
+  anchor resolves, every generated part (CLI, job keys, columns, API) is filled;
+* every name of every public package's `__all__`, every CLI command and every job
+  key has its entry in the generated reference;
+* the built site fetches nothing (no script, style sheet or font from the network; the
+  formulas are MathML written at build time);
+* the code blocks of README.md and docs/ marked `<!-- tested: NAME -->` run as written;
+* the README is a front door that keeps the two newcomer commands, and every test the
+  promise table names exists.
+"""
+
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+pytest.importorskip("mkdocs", reason="the `docs` extra is not installed")
+pytest.importorskip("mkdocstrings_handlers.python", reason="the `docs` extra is not installed")
+sys.path.insert(0, str(DOCS / "_hooks"))
+import otbench_docs as hook  # noqa: E402  (the site's generator: the same lists the pages are built from)
+
+TESTED = re.compile(r"<!-- tested: ([\w-]+) -->\n```python\n(.*?)```", re.S)
+TWO_COMMANDS = """```bash
+make demo    # create .venv, install otbench, run the main job on the embedded default
+make test    # create .venv (if needed), install the test extras, run the test suite
+```"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return out
+
+
+def ids(page: Path) -> set[str]:
+    return set(re.findall(r'\sid="([^"]+)"', page.read_text(encoding="utf-8")))
+
+
+def test_strict_build_writes_every_page(site):
+    for page in ("index.html", "rules.html", "reference/cli.html", "reference/job-toml.html",
+                 "reference/measurement-set.html", "reference/promises.html", "guides/probe.html"):
+        assert (site / page).stat().st_size > 2_000, page
+
+
+def test_every_public_name_has_an_api_entry(site):
+    packages = hook.public_packages()
+    assert {"otbench.analysis", "otbench.analysis.frontier", "otbench.probe.stp", "otbench.files",
+            "otbench.errors"} <= set(packages)
+    missing = []
+    for package in packages:
+        names = importlib.import_module(package).__all__
+        if package == "otbench.analysis":          # the facade: a table linking each entry
+            text = (site / "reference/api/otbench.analysis.html").read_text(encoding="utf-8")
+            for public, sub, inner in hook.analysis_names():
+                target = site / f"reference/api/{sub}.html"
+                if f"#{sub}.{inner}" not in text or f"{sub}.{inner}" not in ids(target):
+                    missing.append(f"otbench.analysis.{public}")
+            assert len(hook.analysis_names()) == len(names)
+            continue
+        anchors = ids(site / f"reference/api/{package}.html")
+        missing += [f"{package}.{n}" for n in names if f"{package}.{n}" not in anchors]
+    assert not missing, f"no API entry for {missing}"
+
+
+def test_every_cli_command_is_documented(site):
+    anchors = ids(site / "reference/cli.html")
+    commands = hook.cli_commands()
+    assert {"otbench probe run", "otbench bench compare", "otbench horizon analyze",
+            "otbench online certify", "otbench report"} <= set(commands)
+    missing = [c for c in commands if c.replace(" ", "-") not in anchors]
+    assert not missing, f"commands without a reference entry: {missing}"
+    text = (site / "reference/cli.html").read_text(encoding="utf-8")
+    from otbench.cli import main
+    assert "<code>--ray-address</code>" in text and main.commands["probe"].commands["run"].help.split()[0] in text
+
+
+def test_every_job_key_is_documented(site):
+    text = (site / "reference/job-toml.html").read_text(encoding="utf-8")
+    # each table's section runs from its heading to the next heading
+    sections = dict(re.findall(r'<h3 id="([\w-]+)">(.*?)(?=<h[23] |\Z)', text, re.S))
+    missing = []
+    for kind in ("stp", "horizon"):
+        for table, key, _ in hook.job_keys(kind):
+            if kind == "horizon" and table in hook._SHARED:
+                continue                      # the probe job's table, linked
+            body = sections.get(table if kind == "stp" else f"horizon-{table}", "")
+            if key != "*" and f"<code>{key}</code>" not in body:
+                missing.append(f"{kind}: [{table}] {key}")
+    assert not missing, f"job keys without a reference entry: {missing}"
+    assert "at most 65535" in sections["probe"]         # the rule is read off the rule itself
+
+
+def test_every_measurement_set_column_is_documented(site):
+    from otbench.analysis.measurement._io import REQUIRED
+
+    text = (site / "reference/measurement-set.html").read_text(encoding="utf-8")
+    missing = [c for c in REQUIRED if f"<code>{c}</code>" not in text]
+    assert not missing, missing
+
+
+def test_the_site_fetches_nothing(site):
+    remote = re.compile(r'<(?:script|img|iframe)[^>]*\ssrc="(?:https?:)?//|<link[^>]*\shref="(?:https?:)?//'
+                        r'|url\(\s*["\']?(?:https?:)?//|@import\s+["\']?(?:url\()?["\']?(?:https?:)?//')
+    found = [f"{p.relative_to(site)}: {m.group(0)}" for p in site.rglob("*")
+             if p.suffix in (".html", ".css", ".js") for m in remote.finditer(p.read_text(errors="replace"))]
+    assert not found, found[:5]
+    rules = (site / "rules.html").read_text(encoding="utf-8")
+    assert rules.count("<math") >= 10 and "\\frac" not in re.sub(r"<math.*?</math>", "", rules, flags=re.S)
+
+
+def marked_blocks() -> dict[str, tuple[str, str]]:
+    out = {}
+    for md in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for name, code in TESTED.findall(md.read_text(encoding="utf-8")):
+            assert name not in out, f"two blocks named {name}"
+            out[name] = (str(md.relative_to(ROOT)), code)
+    return out
+
+
+BLOCKS = marked_blocks()
+
+
+def test_the_marked_blocks_are_found():
+    assert {"five-lines", "python-api", "tidy-tables", "own-measurements"} <= set(BLOCKS)
+    assert BLOCKS["five-lines"][0] == "README.md"
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_marked_block_runs(name, tmp_path, monkeypatch, capsys):
+    where, code = BLOCKS[name]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    exec(compile(code, f"{where}:{name}", "exec"), {"__name__": "__docs__"})
+    out = capsys.readouterr().out.splitlines()
+    if name == "python-api":
+        assert out[0].split() == ["model", "group", "OR", "AD"]
+        assert len(out) == 1 + 12                    # 3 models x 4 groups in the small set
+        assert (tmp_path / "frontiers.png").stat().st_size > 10_000
+    if name == "own-measurements":
+        assert out[-1] == "0.4243 0.25"              # the page's worked numbers
+    if name == "five-lines":
+        assert re.fullmatch(r"\{'dr': [\d.]+, 'fb': [\d.]+, 'dee': [\d.]+\}", out[-1]), out[-1]
+
+
+def test_readme_is_a_front_door():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    assert TWO_COMMANDS in text                    # exactly the two commands CI and newcomers run
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert len(links) >= 15 and not [x for x in links if not (ROOT / x).exists()]
+    figure = ROOT / "docs" / "assets" / "demo-frontiers.png"
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figure.stat().st_size < 400_000
+
+
+def test_every_pinned_test_exists():
+    """Each test the promise table names exists (a renamed test fails here, not silently)."""
+    text = (DOCS / "reference" / "promises.md").read_text(encoding="utf-8")
+    rows = [r for r in text.splitlines() if r.startswith("| ") and "Pinned by" not in r and "---" not in r]
+    assert len(rows) >= 30
+    checked = 0
+    for row in rows:
+        current = None
+        for tok in re.findall(r"`([^`]+)`", row.rsplit(" | ", 1)[1]):
+            m = re.fullmatch(r"((?:[\w/]+/)?test_\w+\.py)?(?:::(\w+)(?:\[.*\])?)?", tok)
+            if not m or not (m.group(1) or m.group(2)):
+                continue
+            if m.group(1):
+                path = ROOT / m.group(1)
+                if not path.exists():
+                    found = list((ROOT / "tests").rglob(Path(m.group(1)).name))
+                    assert len(found) == 1, f"{tok}: no single file of that name ({row[:60]})"
+                    path = found[0]
+                current = path
+            assert current is not None, f"{tok}: a test without its file ({row[:60]})"
+            if m.group(2):
+                assert re.search(rf"^\s*def {m.group(2)}\(", current.read_text(), re.M), \
+                    f"{tok}: no test {m.group(2)} in {current.relative_to(ROOT)}"
+            checked += 1
+    assert checked >= 50
+
+
+def test_every_tidy_result_type_documents_its_columns():
+    """Each `Tidy` type in `otbench.analysis.__all__` has its field paragraph in the reports guide."""
+    import otbench.analysis as oa
+
+    text = (DOCS / "guides" / "reports.md").read_text(encoding="utf-8")
+    tidy = [n for n in oa.__all__ if isinstance(getattr(oa, n), type)
+            and issubclass(getattr(oa, n), oa.Tidy) and getattr(oa, n) is not oa.Tidy]
+    assert {"MeasurementSet", "FrontierResult", "StrategyFrontier", "BootstrapResult",
+            "FrontierBootstrap", "ProbeThinning", "TrajectoryThinning", "BenchResult",
+            "Leaderboard"} <= set(tidy)
+    missing = [n for n in tidy if f"**`{n}`**" not in text]
+    assert not missing, f"docs/guides/reports.md has no field paragraph for {missing}"
+
+
+def test_generated_parts_name_the_code():
+    """The generator reads the code's own tables: a key or column it lacks a note for is a warning."""
+    from otbench.probe.stp import HORIZON_RULES, STP_RULES
+
+    keys = {n for kind in ("stp", "horizon") for *_, n in hook.job_keys(kind)}
+    assert {f"{t}.{k}" for t, ks in STP_RULES.items() for k in ks} <= keys
+    assert "horizon.stp_logit.set" in keys and len(HORIZON_RULES) >= 8
+    assert set(hook.KEY_NOTES) == keys
