@@ -131,7 +131,7 @@ BLOCKS = marked_blocks()
 
 
 def test_the_marked_blocks_are_found():
-    assert {"five-lines", "python-api", "tidy-tables", "own-measurements"} <= set(BLOCKS)
+    assert {"five-lines", "python-api", "tidy-tables", "own-measurements", "trace-records"} <= set(BLOCKS)
     assert BLOCKS["five-lines"][0] == "README.md"
 
 
@@ -148,6 +148,9 @@ def test_marked_block_runs(name, tmp_path, monkeypatch, capsys):
         assert (tmp_path / "frontiers.png").stat().st_size > 10_000
     if name == "own-measurements":
         assert out[-1] == "0.4243 0.25"              # the page's worked numbers
+    if name == "trace-records":
+        assert [line.split()[0] for line in out] == ["otbench", "lm-eval", "chat"]
+        assert all("'2 + 2 is 4.' True 'The answer is" in line for line in out), out
     if name == "five-lines":
         assert re.fullmatch(r"\{'dr': [\d.]+, 'fb': [\d.]+, 'dee': [\d.]+\}", out[-1]), out[-1]
 

@@ -92,7 +92,8 @@ def _option_row(p) -> str:
     kind = "flag" if p.is_flag else (p.type.name if not isinstance(p.type, click.Choice)
                                      else " \\| ".join(p.type.choices))
     default = ""
-    if not p.is_flag and p.default is not None and not callable(p.default) and p.show_default is not False:
+    if (not p.is_flag and p.default not in (None, "", ()) and not callable(p.default)
+            and p.show_default is not False):
         d = p.default
         default = f"`{', '.join(map(str, d)) if isinstance(d, (tuple, list)) else d}`"
     helptext = " ".join((p.help or "").split()).replace("|", "\\|")
@@ -108,7 +109,7 @@ def cli_markdown() -> str:
 
     def walk(cmd, path: list[str], ctx):
         name = " ".join(path)
-        depth = min(len(path) + 1, 4)
+        depth = min(len(path) + 2, 5)
         out.append(f"{'#' * depth} `{name}`\n")
         usage = " ".join(cmd.collect_usage_pieces(ctx))
         out.append(f"```text\n{name} {usage}\n```\n")
@@ -128,7 +129,14 @@ def cli_markdown() -> str:
                 walk(c, [*path, sub], click.Context(c, info_name=sub, parent=ctx))
 
     walk(main, ["otbench"], click.Context(main, info_name="otbench"))
-    return "\n".join(out)
+    summary = ["| command | what it does |", "|---|---|"]
+    for path in cli_commands()[1:]:
+        cmd = main
+        for part in path.split()[1:]:
+            cmd = cmd.commands[part]
+        what = cmd.get_short_help_str(limit=150).replace("|", "\\|")
+        summary.append(f"| [`{path}`](#{path.replace(' ', '-')}) | {what} |")
+    return "\n".join(summary) + "\n\n" + "\n".join(out)
 
 
 def cli_commands() -> list[str]:
@@ -366,6 +374,22 @@ def horizon_columns_markdown() -> str:
     return "\n".join(out)
 
 
+def trace_fields_markdown() -> str:
+    """The field names the trace readers look up, from the readers' own lists."""
+    from otbench.probe.data import _traces as tr      # the readers' field lists
+
+    def names(xs):
+        return ", ".join(f"`{x}`" for x in xs).replace("|", "\\|")
+
+    return "\n".join([
+        "| what | looked up in (first found wins) |", "|---|---|",
+        f"| the question's id (`lm-eval`: in `doc`; `chat`: in the row) | {names(tr._QUESTION_ID)} (`chat`: `question_id`, `id`) |",
+        f"| the question's text (`lm-eval`: in `doc`; `chat`: in the row, else the last user turn) | {names(tr._QUESTION_TEXT)} |",
+        f"| the reasoning (`chat`: in the assistant turn, then the row) | {names(tr._REASONING_FIELDS)}, else inside the markers |",
+        f"| reasoning markers in text | {names(o + ' … ' + c for o, c in tr.MARKERS)} |",
+    ]) + "\n"
+
+
 # ---------------------------------------------------------------- the analysis facade
 
 
@@ -435,8 +459,9 @@ def on_files(files, config):
         mod = importlib.import_module(package)
         names = sorted(getattr(mod, "__all__", ()))
         doc = (mod.__doc__ or "").strip().split("\n\n")[0]
-        body = [f"# `{package}`\n", _escape_md(doc) + "\n" if doc else ""]
+        body = [f"# {package}\n"]
         if package == "otbench.analysis":
+            body.append(_escape_md(doc) + "\n" if doc else "")
             body.append("The lazy facade: every name below is loaded from its subpackage on first "
                         "use (`import otbench.analysis` imports no JAX). Each links to its entry.\n")
             body.append(analysis_names_markdown("reference/api"))
@@ -516,6 +541,8 @@ def on_page_markdown(markdown, page, config, files):
             return set_columns_markdown()
         if name == "horizon-columns":
             return horizon_columns_markdown()
+        if name == "trace-fields":
+            return trace_fields_markdown()
         if name == "api-index":
             return "\n".join(f"* [`{p}`]({_relative(api_page(p), page_dir)})" for p in public_packages()) + "\n"
         log.warning("%s: unknown generated part <!-- otbench:%s -->", page.file.src_uri, name)
