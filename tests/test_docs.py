@@ -214,3 +214,17 @@ def test_generated_parts_name_the_code():
     assert {f"{t}.{k}" for t, ks in STP_RULES.items() for k in ks} <= keys
     assert "horizon.stp_logit.set" in keys and len(HORIZON_RULES) >= 8
     assert set(hook.KEY_NOTES) == keys
+
+
+def test_screenshots_in_a_real_browser(site, tmp_path):
+    """The built site as a reader sees it: headless Chromium renders four pages (skipped without one)."""
+    import shutil
+
+    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("no headless Chromium on this machine (Debian: apt-get install chromium)")
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "docs_screenshots.py"), "--site", str(site),
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name in ("docs-home.png", "docs-guide.png", "docs-rules.png", "docs-cli.png"):
+        png = (tmp_path / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000, name

@@ -568,7 +568,13 @@ def on_page_content(html_text, page, config, files):
         mathml = convert(tex, display="block" if display else "inline")
         return f'<{tag} class="math">{mathml}</{tag}>'
 
-    return _MATH.sub(render, html_text)
+    html_text = _MATH.sub(render, html_text)
+    # A pipe inside code in a table cell is written `\|` (else it splits the cell); the table
+    # extension keeps the backslash inside code, so it is dropped here.
+    return _CELL_CODE.sub(lambda m: m.group(0).replace("\\|", "|"), html_text)
+
+
+_CELL_CODE = re.compile(r"<td>.*?</td>", re.S)
 
 
 def _pygments_css() -> str:
