@@ -228,3 +228,44 @@ def test_screenshots_in_a_real_browser(site, tmp_path):
     for name in ("docs-home.png", "docs-guide.png", "docs-rules.png", "docs-cli.png"):
         png = (tmp_path / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000, name
+
+
+def command_lines() -> list[tuple[str, str]]:
+    """(page, line) of every `otbench ...` command in a bash block of README.md and docs/."""
+    out = []
+    for md in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        for block in re.findall(r"```bash\n(.*?)```", md.read_text(encoding="utf-8"), re.S):
+            joined = re.sub(r"\\\n\s*", " ", block)               # continuation lines
+            for line in joined.splitlines():
+                line = re.sub(r"^(?:[A-Z_]+=\S+\s+)+", "", line.split("#")[0].strip())   # VAR=x prefixes
+                for part in re.split(r"\s*(?:&&|;|\|)\s*", line):
+                    if part.startswith("otbench "):
+                        out.append((str(md.relative_to(ROOT)), part))
+    return out
+
+
+def test_every_command_line_in_the_docs_names_real_options():
+    """Each `otbench ...` line of the guides names a command and options the CLI has."""
+    import shlex
+
+    import click
+
+    from otbench.cli import main
+
+    lines = command_lines()
+    assert len(lines) >= 30
+    wrong = []
+    for page, line in lines:
+        words = shlex.split(line.replace("<", "").replace(">", ""))[1:]
+        cmd, ctx_opts = main, {o for p in main.params for o in p.opts}
+        while isinstance(cmd, click.Group) and words and words[0] in cmd.commands:
+            cmd = cmd.commands[words.pop(0)]
+        if isinstance(cmd, click.Group):
+            if words and not words[0].startswith("-"):
+                wrong.append(f"{page}: `{line}`: no command {words[0]!r}")
+            continue
+        known = ctx_opts | {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+        for w in words:
+            if w.startswith("--") and w.split("=")[0] not in known:
+                wrong.append(f"{page}: `{line}`: {cmd.name} has no option {w.split('=')[0]}")
+    assert not wrong, "\n".join(wrong)

@@ -10,7 +10,8 @@ A page asks for a generated part with a marker comment on a line of its own,
 * `set-columns`            the measurement set's columns, from the Parquet contract that
                            `otbench.analysis.measurement` checks on load;
 * `horizon-columns`        the two tables of a matched-horizon run directory;
-* `analysis-names`         every name of `otbench.analysis.__all__`, linked to its reference entry.
+* `api-index`              the list of the Python API pages;
+* `include PATH`           a file of the repository, shown as it is (an example that runs).
 
 The Python API pages (`reference/api/<package>.md`) are generated whole, one
 per public package (a package of the project with an `__all__`); mkdocstrings
@@ -35,7 +36,7 @@ from pathlib import Path
 log = logging.getLogger("mkdocs.plugins.otbench_docs")
 ROOT = Path(__file__).resolve().parents[2]
 STAGE = ROOT / "build" / "docs-src"        # the import layout, for griffe's static analysis
-MARKER = re.compile(r"^<!-- otbench:([a-z-]+)(?: ([a-z-]+))? -->$", re.M)
+MARKER = re.compile(r"^<!-- otbench:([a-z-]+)(?: ([\w./-]+))? -->$", re.M)
 
 # ---------------------------------------------------------------- public packages
 
@@ -541,6 +542,9 @@ def on_page_markdown(markdown, page, config, files):
             return set_columns_markdown()
         if name == "horizon-columns":
             return horizon_columns_markdown()
+        if name == "include" and arg and (ROOT / arg).is_file() and ".." not in arg:
+            lang = {".py": "python", ".toml": "toml", ".json": "json"}.get(Path(arg).suffix, "text")
+            return f"```{lang}\n{(ROOT / arg).read_text(encoding='utf-8').rstrip()}\n```\n"
         if name == "trace-fields":
             return trace_fields_markdown()
         if name == "api-index":
