@@ -269,3 +269,28 @@ def test_every_command_line_in_the_docs_names_real_options():
             if w.startswith("--") and w.split("=")[0] not in known:
                 wrong.append(f"{page}: `{line}`: {cmd.name} has no option {w.split('=')[0]}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_tidy_column_is_named_in_its_paragraph():
+    """The reports guide names every `to_arrow()` column each result type really has."""
+    import otbench.analysis as oa
+
+    ms = oa.assign_splits(oa.simulate("tiny", seed=0))          # SYNTHETIC
+    fr = oa.frontiers(ms, grid=5)
+    bench = oa.bench_evaluate(ms, "thinkbrake", theta_grid=3)
+    made = {"MeasurementSet": ms, "FrontierResult": fr, "StrategyFrontier": fr.strategies["dee"],
+            "MetricsResult": oa.metrics(ms), "BootstrapResult": oa.bootstrap(ms, replicates=4),
+            "ProbeThinning": oa.probe_thinning(ms, probes=(2,)),
+            "TrajectoryThinning": oa.trajectory_thinning(ms, trajectories=(2,), draws=5),
+            "BenchResult": bench, "Leaderboard": oa.leaderboard([bench])}
+    text = (DOCS / "guides" / "reports.md").read_text(encoding="utf-8")
+    missing = []
+    for name, obj in made.items():
+        start = text.index(f"**`{name}`**")
+        end = text.find("\n**`", start + 1)
+        section = text[start:end if end > 0 else None]
+        for col in obj.to_arrow().column_names:
+            shown = "signal.<name>" if col.startswith("signal.") else col
+            if f"`{shown}`" not in section:
+                missing.append(f"{name}.{col}")
+    assert not missing, f"columns the reports guide does not name: {missing}"
