@@ -8,6 +8,11 @@
   ``vllm_xargs``) that name the rule, its θ and the model family;
 * `RequestControl`, `Tables` -- the per-request state machine the processor
   runs (plain Python, tested without vLLM);
+* `run_side` / `SideController`, `FieldRule`, `SideJob` -- the
+  request-level controller for the field methods that need probe answers
+  (Dynasor-CoT, DEER, answer consistency; budget forcing as a cap): it
+  drives generation through an engine's `Stream` with prefix-cached side
+  requests (`_sidereq`); `probe_signals` computes a probe's field signals;
 * `check_engine` -- the one-line refusal of engine settings under which
   per-step control cannot work.
 
@@ -29,6 +34,8 @@ from ._certify import (
                        replay,
 )
 from ._control import RequestControl, Tables
+from ._sidereq import FIELD_METHODS, FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side
+from ._signals import HESITATION_WORDS, AnswerIds, ProbeSignals, answer_key, hesitates, probe_signals
 from ._spec import (
                     PLUGINS_ENV,
                     SIGNAL_NAMES,
@@ -44,7 +51,9 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors``."""
 
-__all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
+__all__ = ["FIELD_METHODS", "HESITATION_WORDS", "AnswerIds", "FieldRule", "ProbeSignals", "SideController",
+           "SideJob", "SideResult", "answer_key", "chunk_seed", "hesitates", "probe_signals", "run_side",
+           "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
            "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",
            "certificate_line", "certify_set", "check_replayable", "check_engine", "compare", "engine_config_of", "load_rule", "parse_args",
            "boundary_signals", "first_at_or_below", "question_bootstrap", "replay", "request_args"]

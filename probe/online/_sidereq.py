@@ -220,6 +220,7 @@ class _Traj:
         self.chunks = 0
         self.busy = False                # a thinking chunk or the answer is in flight
         self.done = False
+        self.ended = False               # the model's own end came exactly at a decision point
         self.probe_sent: set[int] = set()
         self.probe_cost: dict[int, tuple[int, int]] = {}
         self.conf_wait: dict[int, list] = {}    # position -> [answer ids, logprobs so far]
@@ -291,8 +292,11 @@ class SideController:
 
     def _think(self, key, t: _Traj) -> None:
         job, n = t.job, len(t.thinking)
+        if t.ended:
+            self._end(key, t)
+            return
         if job.lengths is not None:
-            pts = job.lengths[:len(job.lengths) - 1]
+            pts = self._points(job)
             target = pts[t.k] if t.k < len(pts) else self.thinking_limit
         elif self.rule.method == "budget-forcing":
             target = min(self.thinking_limit, int(min(self.rule.theta, self.thinking_limit)))
@@ -355,8 +359,12 @@ class SideController:
         if t.job.lengths is None and self.rule.probes and self._live_point(t):
             stop_id = None                      # the end came after the decision point: dropped
         if stop_id is not None:
-            self._end(key, t)
-            return
+            # The model's own end is never asked (OTBench's walk stops at n), except by the
+            # record pass, which probes L(n) too.
+            if not (self.rule.method == RECORD and self._at_point(t)):
+                self._end(key, t)
+                return
+            t.ended = True                      # decide at this last point (the record pass), then end
         self._advance(key, t)
 
     def _live_point(self, t: _Traj) -> bool:
@@ -374,10 +382,14 @@ class SideController:
         t.scanned = max(t.scanned, n)
         return False
 
+    def _points(self, job: SideJob) -> Sequence[int]:
+        """The stored decision lengths `L(0..n-1)`; the record pass also probes `L(n)`."""
+        return job.lengths if self.rule.method == RECORD else job.lengths[:len(job.lengths) - 1]
+
     def _at_point(self, t: _Traj) -> bool:
         n = len(t.thinking)
         if t.job.lengths is not None:
-            pts = t.job.lengths[:len(t.job.lengths) - 1]
+            pts = self._points(t.job)
             return t.k < len(pts) and n == pts[t.k]
         if self.rule.method == "budget-forcing":
             return n >= self.rule.theta
@@ -406,7 +418,7 @@ class SideController:
         if self.rule.needs_conf and any(t.sig("answer_conf", j) is None for j in self.rule.waits_for(k)):
             return
         nxt = None
-        if t.job.lengths is not None:
+        if t.job.lengths is not None and k + 1 < len(t.job.lengths):
             nxt = t.job.lengths[k + 1]
         if self.rule.stop(t.res.signals, k, nxt) or (self.rule.method == "budget-forcing"
                                                     and t.job.lengths is None):
@@ -417,10 +429,6 @@ class SideController:
         t.last_point = n
         if self.rule.probe_after(k):
             self._probe(key, t, k)
-        if t.job.lengths is not None and self.rule.method == RECORD and t.k == len(t.job.lengths) - 1:
-            # the record pass also probes position n (the full-length probe)
-            t.res.points.append(t.job.lengths[-1])
-            self._probe(key, t, t.k)
         self._think(key, t)
 
     def _probe_done(self, key, t: _Traj, k: int, c: Completion) -> None:
