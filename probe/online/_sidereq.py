@@ -181,6 +181,9 @@ class SideResult:
       paid_prefill / paid_decoded: the part of those the method's decisions needed (a
         Dynasor-CoT probe still in flight when the method stops is not paid by the rule).
       conf_reads: log-probability reads for DEER's confidence; answer_decoded: the answer's ids.
+      texts: per position probed, the probe's decoded text (answer prefix included).
+      side_cached: prompt ids of the side requests the engine's prefix cache served (when its
+        stream reports it: `pop_cached_tokens`).
     """
 
     stop_length: int | None = None
@@ -199,6 +202,8 @@ class SideResult:
     paid_decoded: int = 0
     conf_reads: int = 0
     answer_decoded: int = 0
+    side_cached: int = 0
+    texts: dict[int, str] = dataclasses.field(default_factory=dict)
 
     @property
     def net_tokens(self) -> int:
@@ -259,6 +264,8 @@ class SideController:
         self.words = tuple(words)
         self.native = bool(fmt.family.native_thinking)
         self._t: dict[Any, _Traj] = {}
+        # prompt ids of a finished request served by the prefix cache (a stream may say)
+        self._cached = getattr(stream, "pop_cached_tokens", None)
 
     # -- requests ---------------------------------------------------------------------
     def _submit(self, tag, req) -> None:
@@ -437,6 +444,7 @@ class SideController:
         t.res.probe_decoded += dec
         t.probe_cost[k] = (pre, dec)
         text = self.tok.decode(list(self.fmt.answer_prefix_ids) + list(c.token_ids), skip_special_tokens=True)
+        t.res.texts[k] = text
         answer = [int(x) for x in c.token_ids]
         if self.rule.needs_conf and answer:
             t.conf_wait[k] = [text, answer, c.stop_id is not None, [None] * len(answer)]
@@ -501,6 +509,8 @@ class SideController:
         out = []
         for tag, res in self.stream.poll():
             self._deliver(tag, res)
+            if self._cached is not None and tag[1] in ("p", "c") and tag[0] in self._t:
+                self._t[tag[0]].res.side_cached += int(self._cached(tag))
         # A trajectory leaves once nothing of it is in flight (a Dynasor-CoT probe sent just
         # before the stop still arrives: it is decoded, so counted, but not paid by the rule).
         for key in [k for k, t in self._t.items() if t.done and not t.pending_probe and not t.conf_wait]:
