@@ -238,6 +238,16 @@ def test_budget_forcing_stops_at_the_latest_boundary_under_the_cap():
         assert r.probes == 0 and not any(q.seed in range(1000, 1100) for q in stream.log if isinstance(q, GenRequest))
 
 
+def test_live_budget_forcing_is_an_exact_token_cap():
+    s = _one(6, [1] * 7)
+    # at 60 the cap comes before the model's own end (its 61st token), as s1's max_tokens does
+    for cap, stop in ((0, 0), (25, 25), (59, 59), (60, 60), (61, None), (500, None)):
+        (r,), stream = run([s], FieldRule("budget-forcing", cap), live=True)
+        assert r.stop_length == stop and r.probes == 0 and r.discarded == 0
+        assert r.thinking == tuple(s.thinking[:60 if stop is None else stop])
+        assert r.answer_ids == (PREFIX,) + FINAL and r.natural_end == (stop is None)
+
+
 def test_live_points_are_block_ends_b_apart_and_overshoot_is_discarded():
     s = _one(6, [9, 1, 2, 3, 4, 5, 6])
     (r,), _ = run([s], FieldRule("answer-consistency", 5), live=True, b=15)
