@@ -12,7 +12,8 @@ For a probe set (its token tables and provenance), `certify_field`:
    (``offline_signals``: ``"set"`` or ``"recorded here"``);
 2. asks the caller's `offline(ms)` for OTBench's point at θ on them (the
    analysis runs in the caller: the probe never imports it): rows of the
-   split, per row the stop `k` and the signal tokens of OTBench's net rule;
+   split, per row the stop `k`, the signal tokens and paid decisions of
+   OTBench's net rule;
 3. replays those rows online with the stored seeds under the controller
    (thinking decoded, or fed as stored: ``thinking="stored"``), grades the
    answers and compares, per trajectory, the online stop with the offline
@@ -145,8 +146,9 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
                   thinking: str = "generate", seed: int = 0, in_flight: int = 64) -> dict[str, Any]:
     """Run `method` at `theta` online on the set's offline split and certify it (module docstring).
 
-    `offline(ms) -> (rows, k, signal_tokens)`: OTBench's rows of the split,
-    its stops and its net rule's signal tokens per row. `engine`: an open
+    `offline(ms)`: OTBench's point as a dict: ``rows`` of the split, their
+    stops ``k``, its net rule's ``signal_tokens`` and ``paid`` decisions per
+    row, and the declared ``prefill`` per decision. `engine`: an open
     engine (default: the set's recorded one, started here and closed after).
     """
     from otbench.analysis.measurement import FIELD_SIGNALS
@@ -166,10 +168,10 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
         if any(nm not in ms.signals for nm in need):
             ms = record_signals(directory, ms, engine=engine, grader=grader, in_flight=in_flight)
             source = "recorded here"
-        rows, k_off, sig_off = offline(ms)
-        rows, k_off, sig_off = (np.asarray(x) for x in (rows, k_off, sig_off))
-        if trajectories is not None:
-            rows, k_off, sig_off = rows[:trajectories], k_off[:trajectories], sig_off[:trajectories]
+        point = offline(ms)
+        cut = slice(None) if trajectories is None else slice(0, int(trajectories))
+        rows, k_off, sig_off, paid_off = (np.asarray(point[x])[cut] for x in ("rows", "k", "signal_tokens", "paid"))
+        declared = float(point.get("prefill", 0))
         trajs, jobs, qs = side_jobs(directory, ms, rows.tolist(), ctx["questions"], stored=thinking == "stored")
         tok = engine.tokenizer()
         fmt = compile_format(ctx["family"], tok, build_vocabulary(tok, engine.vocab_size()),
@@ -201,8 +203,17 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
         greedy=ctx["sampling"].temperature == 0.0, engine=info if not own else {"kind": "recorded", **info},
         online_net_rel_cost=net_on / full, offline_net_rel_cost=net_off / full,
         net_cost_gap_pp=100 * (net_on - net_off) / full,
+        # OTBench declares the probe prompt's prefill per decision; online it is measured (the
+        # suffix not shared with the prefix). Decoded side tokens are recorded on both sides.
         declared_vs_measured={"offline_signal_tokens": float(sig_off.sum()),
-                              "online_paid_signal_tokens": measured_signal},
+                              "online_paid_signal_tokens": measured_signal,
+                              "offline_paid_probes": int(paid_off.sum()),
+                              "online_paid_probes": int(sum(len(r.paid) for r in res)),
+                              "offline_decoded": float(sig_off.sum() - declared * paid_off.sum()),
+                              "online_decoded": float(sum(r.paid_decoded for r in res)),
+                              "declared_prefill_per_probe": declared,
+                              "measured_prefill_per_probe": float(sum(r.paid_prefill for r in res))
+                              / max(1, sum(len(r.paid) for r in res))},
         side={"probes": int(sum(r.probes for r in res)),
               "probe_prefill": int(sum(r.probe_prefill for r in res)),
               "probe_decoded": int(sum(r.probe_decoded for r in res)),
@@ -219,6 +230,10 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
 
 def net_line(cert: Mapping[str, Any]) -> str:
     """One line of the net cost: online (side requests included) against OTBench's net point."""
-    return (f"net cost: online {100 * cert['online_net_rel_cost']:.1f}% vs OTBench {100 * cert['offline_net_rel_cost']:.1f}% "
-            f"(gap {cert['net_cost_gap_pp']:.1f} pp; {cert['side']['probes']} side requests, "
-            f"{cert['side']['probe_decoded']} decoded, {cert['side']['conf_reads']} confidence reads)")
+    d = cert["declared_vs_measured"]
+    return (f"net cost: online {100 * cert['online_net_rel_cost']:.1f}% vs OTBench "
+            f"{100 * cert['offline_net_rel_cost']:.1f}% (gap {cert['net_cost_gap_pp']:.1f} pp; paid probes "
+            f"{d['online_paid_probes']} vs {d['offline_paid_probes']}, their decoded tokens "
+            f"{d['online_decoded']:.0f} vs {d['offline_decoded']:.0f}, prefill measured "
+            f"{d['measured_prefill_per_probe']:.1f} vs declared {d['declared_prefill_per_probe']:.0f} per probe; "
+            f"{cert['side']['probes']} side requests, {cert['side']['conf_reads']} confidence reads)")

@@ -178,6 +178,7 @@ class SideResult:
         past a live decision point and dropped.
       probes: side requests; probe_prefill: their prompt ids not shared with the prefix
         (the suffix a prefix cache cannot serve); probe_decoded: their decoded ids.
+      paid: the positions whose probes the rule paid for (OTBench's net rule).
       paid_prefill / paid_decoded: the part of those the method's decisions needed (a
         Dynasor-CoT probe still in flight when the method stops is not paid by the rule).
       conf_reads: log-probability reads for DEER's confidence; answer_decoded: the answer's ids.
@@ -204,6 +205,7 @@ class SideResult:
     answer_decoded: int = 0
     side_cached: int = 0
     texts: dict[int, str] = dataclasses.field(default_factory=dict)
+    paid: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def net_tokens(self) -> int:
@@ -357,6 +359,7 @@ class SideController:
         last = t.res.position - 1 if self.rule.method == "dynasor-cot" else t.res.position
         for k, (pre, dec) in t.probe_cost.items():
             if k <= last or self.rule.method == RECORD:
+                t.res.paid.append(k)
                 t.res.paid_prefill += pre
                 t.res.paid_decoded += dec
 

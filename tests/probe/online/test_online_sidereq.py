@@ -9,6 +9,7 @@ References are plain twins of the sources' rules (as in the analysis
 tests) and, for the recorded signals, OTBench's own offline walk.
 """
 
+import dataclasses
 import math
 import random
 from types import SimpleNamespace
@@ -295,7 +296,7 @@ def test_random_scripts_follow_the_twins_interleaved(n, data):
 def test_recorded_signals_give_otbenchs_offline_stops():
     """The record pass's signals as a measurement set: OTBench's walk stops where the controller did."""
     from otbench.analysis import from_ragged, ragged
-    from otbench.analysis.bench import load_method
+    from otbench.analysis.bench import load_method, signal_tokens
     from otbench.analysis.bench._features import units_of
     from otbench.analysis.bench._walk import dee_positions
 
@@ -323,6 +324,13 @@ def test_recorded_signals_give_otbenchs_offline_stops():
         off = dee_positions(ms, unit, units, m, float(theta), method).tolist()
         on, _ = run(scripts, FieldRule(method, theta), seed=5)
         assert [r.position for r in on] == off, method
+        # net cost: the probes the controller paid are OTBench's paid decisions, and their decoded
+        # tokens are its recorded ones (its prefill is declared; online it is measured: 3 per probe)
+        decoded = dataclasses.replace(m.signal_cost, prefill=0, flops_tokens=0)
+        one = dataclasses.replace(m.signal_cost, prefill=1, decoded=0, flops_tokens=0, recorded=None)
+        assert [len(r.paid) for r in on] == signal_tokens(ms, "dee", one, np.array(off)).tolist(), method
+        assert [r.paid_decoded for r in on] == signal_tokens(ms, "dee", decoded, np.array(off)).tolist()
+        assert all(r.paid_prefill == 3 * len(r.paid) for r in on)
 
 
 # -- signals and refusals ------------------------------------------------------------
