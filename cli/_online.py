@@ -1,6 +1,5 @@
 """`otbench online run|certify`: an OTBench exit rule run while the model generates, and its certificate."""
 
-import dataclasses
 from pathlib import Path
 
 import click
@@ -38,18 +37,9 @@ def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str
     from otbench.probe.online import certify_field
 
     def offline(m):
-        from otbench.analysis.bench import assign_splits, signal_tokens, stop_positions
+        from otbench.analysis.bench import offline_point
 
-        if m.split is None or not (m.split >= 0).any():
-            m = assign_splits(m)
-        rows, k, fitted = stop_positions(m, method, theta, split=split)
-        test, cost = m.take(rows), getattr(fitted, "signal_cost", None)
-        per = 0 if cost is None else cost.prefill + cost.flops_tokens
-        # paid decisions per row: the same rule with one token per decision and nothing decoded
-        one = None if cost is None else dataclasses.replace(cost, prefill=1, decoded=0, flops_tokens=0,
-                                                             recorded=None)
-        return {"rows": rows, "k": k, "signal_tokens": signal_tokens(test, fitted.strategy, cost, k),
-                "paid": signal_tokens(test, fitted.strategy, one, k), "prefill": per}
+        return offline_point(m, method, theta, split=split)
 
     return certify_field(set_dir, ms, offline, method=method, theta=theta, grader=grader,
                          trajectories=trajectories, thinking=thinking)

@@ -9,7 +9,7 @@ For a probe set (its token tables and provenance), `certify_field`:
    side request the controller makes online (the probe's prompt, sample 0's
    seed and caps), the signals as `_signals` computes them, answer ids
    numbered with 0 = graded correct. The certificate says which
-   (``offline_signals``: ``"set"`` or ``"recorded here"``);
+   (``offline_signals``);
 2. asks the caller's `offline(ms)` for OTBench's point at θ on them (the
    analysis runs in the caller: the probe never imports it): rows of the
    split, per row the stop `k`, the signal tokens and paid decisions of
@@ -164,10 +164,11 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
         engine = open_engine(engine_config_of(ms.provenance, []))
     try:
         need = () if method == "budget-forcing" else FIELD_SIGNALS
-        source = "set"
+        source = "recorded by the controller's record pass" if ms.provenance.get("field_signals", {}).get(
+            "generator") == RECORDER else "set"
         if any(nm not in ms.signals for nm in need):
             ms = record_signals(directory, ms, engine=engine, grader=grader, in_flight=in_flight)
-            source = "recorded here"
+            source = "recorded here by the controller's record pass"
         point = offline(ms)
         cut = slice(None) if trajectories is None else slice(0, int(trajectories))
         rows, k_off, sig_off, paid_off = (np.asarray(point[x])[cut] for x in ("rows", "k", "signal_tokens", "paid"))

@@ -296,7 +296,7 @@ def test_random_scripts_follow_the_twins_interleaved(n, data):
 def test_recorded_signals_give_otbenchs_offline_stops():
     """The record pass's signals as a measurement set: OTBench's walk stops where the controller did."""
     from otbench.analysis import from_ragged, ragged
-    from otbench.analysis.bench import load_method, signal_tokens
+    from otbench.analysis.bench import load_method, offline_point, signal_tokens
     from otbench.analysis.bench._features import units_of
     from otbench.analysis.bench._walk import dee_positions
 
@@ -331,6 +331,12 @@ def test_recorded_signals_give_otbenchs_offline_stops():
         assert [len(r.paid) for r in on] == signal_tokens(ms, "dee", one, np.array(off)).tolist(), method
         assert [r.paid_decoded for r in on] == signal_tokens(ms, "dee", decoded, np.array(off)).tolist()
         assert all(r.paid_prefill == 3 * len(r.paid) for r in on)
+        # the same point as the online certificate asks for it (rows of the test split only)
+        part = dataclasses.replace(ms, split=np.array([0, 1] + [2] * (T - 2)))
+        pt = offline_point(part, method, float(theta))
+        assert pt["rows"].tolist() == list(range(2, T)) and pt["k"].tolist() == off[2:]
+        assert pt["paid"].tolist() == [len(r.paid) for r in on[2:]]
+        assert pt["prefill"] == m.signal_cost.prefill
 
 
 # -- signals and refusals ------------------------------------------------------------
