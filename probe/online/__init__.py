@@ -33,7 +33,7 @@ from ._certify import (
                        first_at_or_below,
                        replay,
 )
-from ._certify_side import certify_field, net_line, record_signals, side_jobs
+from ._certify_side import certify_field, net_line, record_signals, replay_context, side_jobs
 from ._control import RequestControl, Tables
 from ._sidereq import FIELD_METHODS, FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side
 from ._signals import HESITATION_WORDS, AnswerIds, ProbeSignals, answer_key, hesitates, probe_signals
@@ -52,7 +52,7 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors``."""
 
-__all__ = ["certify_field", "net_line", "record_signals", "side_jobs", "FIELD_METHODS", "HESITATION_WORDS", "AnswerIds", "FieldRule", "ProbeSignals", "SideController",
+__all__ = ["certify_field", "net_line", "record_signals", "replay_context", "side_jobs", "FIELD_METHODS", "HESITATION_WORDS", "AnswerIds", "FieldRule", "ProbeSignals", "SideController",
            "SideJob", "SideResult", "answer_key", "chunk_seed", "hesitates", "probe_signals", "run_side",
            "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
            "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",

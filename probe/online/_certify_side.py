@@ -41,7 +41,9 @@ from ._spec import OnlineControlError
 RECORDER = "otbench.online-record/1"
 
 
-def _context(directory, ms: Any) -> dict[str, Any]:
+def replay_context(directory, ms: Any) -> dict[str, Any]:
+    """What a replay of the probe set needs from its provenance: family, boundary rule, sampling,
+    `b`, limits and the questions by (group, id); refuses a set that is not a probe run."""
     from otbench.probe.config import Sampling, load_family
     from otbench.probe.data import load_questions
 
@@ -100,7 +102,7 @@ def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_
     """`ms` with the field signals recorded by the controller's record pass (module docstring)."""
     from otbench.probe.tokens import build_vocabulary, compile_format
 
-    ctx = _context(directory, ms)
+    ctx = replay_context(directory, ms)
     rows = list(range(ms.num_trajectories))
     _, jobs, qs = side_jobs(directory, ms, rows, ctx["questions"], stored=True)
     tok = engine.tokenizer()
@@ -158,7 +160,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     if thinking not in ("generate", "stored"):
         raise OnlineControlError(f"thinking must be 'generate' or 'stored', got {thinking!r}")
     rule = FieldRule(method, float(theta))
-    ctx = _context(directory, ms)
+    ctx = replay_context(directory, ms)
     own = engine is None
     if own:
         engine = open_engine(engine_config_of(ms.provenance, []))
