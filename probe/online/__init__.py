@@ -52,12 +52,15 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors``."""
 
-__all__ = ["certify_field", "net_line", "record_signals", "replay_context", "side_jobs", "FIELD_METHODS", "HESITATION_WORDS", "AnswerIds", "FieldRule", "ProbeSignals", "SideController",
-           "SideJob", "SideResult", "answer_key", "chunk_seed", "hesitates", "probe_signals", "run_side",
-           "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
-           "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",
-           "certificate_line", "certify_set", "check_replayable", "check_engine", "compare", "engine_config_of", "load_rule", "parse_args",
-           "boundary_signals", "first_at_or_below", "question_bootstrap", "replay", "request_args"]
+__all__ = ["FIELD_METHODS", "HESITATION_WORDS", "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
+           "AnswerIds", "ControlSpec", "ExitProcessor", "FieldRule", "OnlineControlError",
+           "OnlineResult", "ProbeSignals", "RequestControl", "SideController", "SideJob",
+           "SideResult", "Tables", "ThinkBrakeRule", "Trajectory", "answer_key",
+           "boundary_signals", "certificate_line", "certify_field", "certify_set", "check_engine",
+           "check_replayable", "chunk_seed", "compare", "engine_config_of", "first_at_or_below",
+           "hesitates", "load_rule", "net_line", "parse_args", "probe_signals",
+           "question_bootstrap", "record_signals", "replay", "replay_context", "request_args",
+           "run_side", "side_jobs"]
 
 
 def __getattr__(name: str):
