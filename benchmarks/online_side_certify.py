@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--set", required=True, help="a probe measurement set of the embedded model")
     ap.add_argument("--trajectories", type=int, default=None, help="only the first N test trajectories")
     ap.add_argument("--thinking", choices=["generate", "stored"], default="generate")
-    ap.add_argument("--repeat", type=int, default=2, help="timed repetitions of the overhead run")
+    ap.add_argument("--repeat", type=int, default=3, help="timed repetitions of the overhead run")
     a = ap.parse_args()
 
     from otbench.analysis import load
@@ -92,10 +92,16 @@ def main() -> None:
         plain = [GenRequest(j.prompt, 1, j.seed_think, ctx["thinking_limit"], fmt.think_stop_ids) for j in jobs]
         t_plain, t_side, tok_plain, tok_side = [], [], 0, 0
         for _ in range(a.repeat):
+            # plain: the same engine stream, one request per trajectory
             t0 = time.perf_counter()
-            out = engine.generate(plain, ctx["sampling"])
+            stream = engine.stream(ctx["sampling"])
+            for i, r in enumerate(plain):
+                stream.submit(i, r)
+            out = []
+            while stream.in_flight():
+                out.extend(stream.poll())
             t_plain.append(time.perf_counter() - t0)
-            tok_plain = sum(len(c[0].token_ids) for c in out)
+            tok_plain = sum(len(c[0].token_ids) for _, c in out)
             t0 = time.perf_counter()
             res = run_side(engine.stream(ctx["sampling"]), fmt, tok, FieldRule("budget-forcing", 1e12), jobs,
                            b=ctx["b"], thinking_limit=ctx["thinking_limit"], answer_limit=1)

@@ -179,7 +179,8 @@ class SideResult:
       probes: side requests; probe_prefill: their prompt ids not shared with the prefix
         (the suffix a prefix cache cannot serve); probe_decoded: their decoded ids.
       paid: the positions whose probes the rule paid for (OTBench's net rule).
-      paid_prefill / paid_decoded: the part of those the method's decisions needed (a
+      paid_prefill / paid_decoded: the part of those the method's decisions needed (decoded as
+        the ``answer_tokens`` signal counts it, which OTBench's net rule reads) (a
         Dynasor-CoT probe still in flight when the method stops is not paid by the rule).
       conf_reads: log-probability reads for DEER's confidence; answer_decoded: the answer's ids.
       texts: per position probed, the probe's decoded text (answer prefix included).
@@ -357,11 +358,13 @@ class SideController:
         # The rule's paid probes: DEER / consistency every probe decided on; Dynasor-CoT the
         # probes before the stop (one still in flight at the stop is not paid).
         last = t.res.position - 1 if self.rule.method == "dynasor-cot" else t.res.position
-        for k, (pre, dec) in t.probe_cost.items():
+        for k, (pre, dec) in sorted(t.probe_cost.items()):
             if k <= last or self.rule.method == RECORD:
                 t.res.paid.append(k)
                 t.res.paid_prefill += pre
-                t.res.paid_decoded += dec
+                # OTBench's net rule reads the recorded answer_tokens signal: the same here
+                tokens = t.sig("answer_tokens", k)
+                t.res.paid_decoded += int(dec if tokens is None else tokens)
 
     def _grow(self, key, t: _Traj, ids: Sequence[int], stop_id: int | None) -> None:
         t.thinking.extend(int(i) for i in ids)
