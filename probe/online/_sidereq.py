@@ -180,8 +180,7 @@ class SideResult:
         (the suffix a prefix cache cannot serve); probe_decoded: their decoded ids.
       paid: the positions whose probes the rule paid for (OTBench's net rule).
       paid_prefill / paid_decoded: the part of those the method's decisions needed (decoded as
-        the ``answer_tokens`` signal counts it, which OTBench's net rule reads) (a
-        Dynasor-CoT probe still in flight when the method stops is not paid by the rule).
+        the ``answer_tokens`` signal counts it, which OTBench's net rule reads).
       conf_reads: log-probability reads for DEER's confidence; answer_decoded: the answer's ids.
       texts: per position probed, the probe's decoded text (answer prefix included).
       side_cached: prompt ids of the side requests the engine's prefix cache served (when its
@@ -355,8 +354,11 @@ class SideController:
     def _finish(self, t: _Traj) -> None:
         t.done = True
         t.res.thinking = tuple(t.thinking)
+
+    def _settle(self, t: _Traj) -> SideResult:
+        """The result once nothing of the trajectory is in flight."""
         # The rule's paid probes: DEER / consistency every probe decided on; Dynasor-CoT the
-        # probes before the stop (one still in flight at the stop is not paid).
+        # probes before the stop (OTBench's "before_stop"), all of them when it did not stop.
         last = t.res.position - 1 if self.rule.method == "dynasor-cot" else t.res.position
         for k, (pre, dec) in sorted(t.probe_cost.items()):
             if k <= last or self.rule.method == RECORD:
@@ -365,6 +367,7 @@ class SideController:
                 # OTBench's net rule reads the recorded answer_tokens signal: the same here
                 tokens = t.sig("answer_tokens", k)
                 t.res.paid_decoded += int(dec if tokens is None else tokens)
+        return t.res
 
     def _grow(self, key, t: _Traj, ids: Sequence[int], stop_id: int | None) -> None:
         t.thinking.extend(int(i) for i in ids)
@@ -517,10 +520,10 @@ class SideController:
             self._deliver(tag, res)
             if self._cached is not None and tag[1] in ("p", "c") and tag[0] in self._t:
                 self._t[tag[0]].res.side_cached += int(self._cached(tag))
-        # A trajectory leaves once nothing of it is in flight (a Dynasor-CoT probe sent just
-        # before the stop still arrives: it is decoded, so counted, but not paid by the rule).
+        # A trajectory leaves once nothing of it is in flight (a Dynasor-CoT probe sent after
+        # the last decision still arrives after the model's own end: OTBench pays it too).
         for key in [k for k, t in self._t.items() if t.done and not t.pending_probe and not t.conf_wait]:
-            out.append((key, self._t.pop(key).res))
+            out.append((key, self._settle(self._t.pop(key))))
         return out
 
 
