@@ -367,3 +367,22 @@ def test_refusals_are_one_line():
         run_side(FakeStream([s], bad=True), fake_fmt(), FakeTok(), FieldRule("dynasor-cot", 2), jobs,
                  b=10, thinking_limit=100, answer_limit=8)
     assert "\n" not in str(e.value)
+
+
+class LateProbes(FakeStream):
+    """Delivers side requests only once no thinking or answer request is waiting."""
+
+    def poll(self):
+        other = [(t, r) for t, r in self.queue if t[1] not in ("p", "c")]
+        pick = other[:1] or self.queue[:1]
+        self.queue = [x for x in self.queue if x not in pick]
+        return [(tag, self._run(req)) for tag, req in pick]
+
+
+def test_a_probe_arriving_after_the_models_own_end_is_still_paid():
+    s = _one(5, [1, 2, 1, 2, 1, 2])          # never two equal in a row: Dynasor never stops
+    jobs = [SideJob(prompt=(100,), seed_think=1, seed_answer=7, lengths=tuple(s.L))]
+    (r,) = run_side(LateProbes([s]), fake_fmt(), FakeTok(), FieldRule("dynasor-cot", 2), jobs, b=10,
+                    thinking_limit=1000, answer_limit=8)
+    assert r.stop_length is None and r.natural_end and r.position == 5
+    assert r.paid == [0, 1, 2, 3, 4] and r.paid_decoded == 5 * 3 and r.probes == 5
