@@ -235,8 +235,9 @@ def net_line(cert: Mapping[str, Any]) -> str:
     """One line of the net cost: online (side requests included) against OTBench's net point."""
     d = cert["declared_vs_measured"]
     return (f"net cost: online {100 * cert['online_net_rel_cost']:.1f}% vs OTBench "
-            f"{100 * cert['offline_net_rel_cost']:.1f}% (gap {cert['net_cost_gap_pp']:.1f} pp; paid probes "
-            f"{d['online_paid_probes']} vs {d['offline_paid_probes']}, their decoded tokens "
+            f"{100 * cert['offline_net_rel_cost']:.1f}% (gap {cert['net_cost_gap_pp']:.1f} pp; probes paid "
+            f"online {d['online_paid_probes']}, decisions paid by OTBench {d['offline_paid_probes']}, "
+            f"decoded side tokens "
             f"{d['online_decoded']:.0f} vs {d['offline_decoded']:.0f}, prefill measured "
             f"{d['measured_prefill_per_probe']:.1f} vs declared {d['declared_prefill_per_probe']:.0f} per probe; "
             f"{cert['side']['probes']} side requests, {cert['side']['conf_reads']} confidence reads)")
