@@ -22,14 +22,27 @@ def _offline(ms, method: str, theta: float, split: str):
 
 
 def _rule(method: str) -> str:
-    # OTBench's ThinkBrake is the DEE method that runs inside the processor here; FB caps
-    # run through `request_args("cap", ...)` in the Python API.
-    from otbench.probe.online import OnlineControlError
+    # OTBench's ThinkBrake runs inside the logits processor; the field methods that need probe
+    # answers (and budget forcing) run as the request-level controller with side requests.
+    from otbench.probe.online import FIELD_METHODS, OnlineControlError
 
-    if method != "thinkbrake":
-        raise OnlineControlError(f"--method {method}: only 'thinkbrake' runs inside the logits processor "
-                                 "from this command (an FB cap: request_args('cap', ...) in Python)")
-    return "thinkbrake"
+    if method != "thinkbrake" and method not in FIELD_METHODS:
+        raise OnlineControlError(f"--method {method}: online runs 'thinkbrake' (inside the logits "
+                                 f"processor) and {', '.join(FIELD_METHODS)} (side requests)")
+    return method
+
+
+def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str, trajectories,
+           thinking: str) -> dict:
+    from otbench.probe.online import certify_field
+
+    def offline(m):
+        from otbench.analysis.bench import offline_point
+
+        return offline_point(m, method, theta, split=split)
+
+    return certify_field(set_dir, ms, offline, method=method, theta=theta, grader=grader,
+                         trajectories=trajectories, thinking=thinking)
 
 
 def _common(f):
@@ -39,14 +52,20 @@ def _common(f):
                      help="Replay only the first N trajectories of the split (small runs).")(f)
     f = click.option("--grader", default="auto", show_default=True, help="Grader of the online answers.")(f)
     f = click.option("--theta", type=float, required=True, help="The method's control parameter.")(f)
-    f = click.option("--method", default="thinkbrake", show_default=True, help="The fitted DEE method.")(f)
+    f = click.option("--thinking", type=click.Choice(["generate", "stored"]), default="generate",
+                     show_default=True, help="Side-request methods: decode the thinking, or feed the "
+                                             "stored thinking (checks the signals and decisions alone).")(f)
+    f = click.option("--method", default="thinkbrake", show_default=True,
+                     help="thinkbrake (logits processor) or dynasor-cot, deer, answer-consistency, "
+                          "budget-forcing (side requests).")(f)
     return click.argument("set_dir", metavar="SET", type=click.Path(exists=True, file_okay=False,
                                                                     path_type=Path))(f)
 
 
 @online_group.command("certify")
 @_common
-def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path) -> None:
+def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path,
+                thinking: str) -> None:
     """Replay SET's test questions online with their stored seeds and compare with OTBench's point.
 
     Per test trajectory: the online stop position against the one OTBench's
@@ -55,12 +74,20 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
     its question-level bootstrap interval), the replay's fidelity, and the
     signal shift between the online context and the probe's.
     """
-    from otbench.probe.online import certificate_line, certify_set, check_replayable
+    from otbench.probe.online import certificate_line, certify_set, check_replayable, net_line
 
     ms = load_set(str(set_dir))
     with argument_errors():
         rule = _rule(method)
         check_replayable(set_dir, ms)
+        if rule != "thinkbrake":
+            cert = _field(set_dir, ms, rule, theta, "test", grader, trajectories, thinking)
+            path = write_result({"schema": "otbench.online-certify/1", **cert}, set_dir, "online_certify.json",
+                                json_path)
+            click.echo(f"wrote {path}")
+            click.echo(certificate_line(cert))
+            click.echo(net_line(cert))
+            return
         ms, rows, k = _offline(ms, method, theta, "test")
         if trajectories is not None:
             rows, k = rows[:trajectories], k[:trajectories]
@@ -74,7 +101,8 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
 @online_group.command("run")
 @_common
 @click.option("--split", type=click.Choice(["train", "validation", "test"]), default="test", show_default=True)
-def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path, split: str) -> None:
+def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path, thinking: str,
+            split: str) -> None:
     """Run the method online over SET's questions (stored prompts and seeds) and record what happened.
 
     One record per trajectory: thinking tokens, where the controller
@@ -86,14 +114,19 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
     with argument_errors():
         rule = _rule(method)
         check_replayable(set_dir, ms)
-        ms, rows, k = _offline(ms, method, theta, split)
-        if trajectories is not None:
-            rows, k = rows[:trajectories], k[:trajectories]
-        rec = certify_set(set_dir, ms, rows, k, method=rule, theta=theta, grader=grader, shift=False)
+        if rule != "thinkbrake":
+            rec = _field(set_dir, ms, rule, theta, split, grader, trajectories, thinking)
+        else:
+            ms, rows, k = _offline(ms, method, theta, split)
+            if trajectories is not None:
+                rows, k = rows[:trajectories], k[:trajectories]
+            rec = certify_set(set_dir, ms, rows, k, method=rule, theta=theta, grader=grader, shift=False)
     keep = ("method", "theta", "grader", "online", "sampling", "trajectories", "online_acc",
-            "online_rel_cost", "per_trajectory")
+            "online_rel_cost", "per_trajectory") + (("online_net_rel_cost", "side", "thinking", "controller")
+                                                    if rule != "thinkbrake" else ())
     doc = {"schema": "otbench.online-run/1", "split": split, **{k2: rec[k2] for k2 in keep}}
     path = write_result(doc, set_dir, "online_run.json", json_path)
     click.echo(f"wrote {path}")
+    net = f", net {100 * rec['online_net_rel_cost']:.1f}% with side requests" if "side" in rec else ""
     click.echo(f"online run: {rec['trajectories']} trajectories, accuracy {100 * rec['online_acc']:.1f}%, "
-               f"relative cost {100 * rec['online_rel_cost']:.1f}%")
+               f"relative cost {100 * rec['online_rel_cost']:.1f}%{net}")

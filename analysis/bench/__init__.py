@@ -38,7 +38,7 @@ from ._methods import (
                        UnitTable,
                        load_method,
 )
-from ._positions import stop_positions
+from ._positions import offline_point, stop_positions
 from ._splits import (
                        DEFAULT_RATIOS,
                        DEFAULT_SEED,
@@ -60,7 +60,7 @@ __all__ = [
     "PredictiveScheduling", "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake",
     "ThinkSwitcher", "UnitTable",
     "apply_split_file", "assign_splits", "compare", "compare_json", "evaluate",
-    "format_compare", "format_result", "leaderboard", "leaderboard_key", "load_method", "question_splits", "ratios_iv",
+    "format_compare", "format_result", "leaderboard", "leaderboard_key", "load_method", "offline_point", "question_splits", "ratios_iv",
     "read_question_features", "read_split_file", "read_stops", "ridge_fit", "signal_tokens",
     "small_split_warning", "split_questions", "stop_positions", "units_of",
     "write_split_file",

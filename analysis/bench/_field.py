@@ -57,7 +57,12 @@ cost. Sources are restated from their code, never copied:
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.measurement import (
+    MeasurementSet,
+    consistency_stop,
+    deer_stop,
+    dynasor_stop,
+)
 
 from ._cost import SignalCost
 
@@ -81,12 +86,6 @@ def _window_grid(lo: int, n: int, top: int = 16) -> list[float]:
     return sorted({float(round(x)) for x in np.linspace(lo, top, max(1, min(n, top - lo + 1)))})
 
 
-def _window_agrees(ans: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """bool[active]: the answers at columns `lo..hi` (inclusive) are all extracted and equal."""
-    win = ans[:, lo:hi + 1]
-    return np.all(win >= 0, axis=1) & np.all(win == win[:, :1], axis=1)
-
-
 class DynasorCoT:
     """Dynasor-CoT: stop when the last `θ` probe answers agree and none hesitates (module docstring)."""
 
@@ -107,13 +106,10 @@ class DynasorCoT:
         _need(train, self.signals, self.name)
 
     def stop(self, view, theta: float) -> np.ndarray:
-        w, k = int(theta), view.k
-        if w < 1 or k < w:
+        # The decision is stated once (measurement._field_rules) for OTBench and the online controller.
+        if int(theta) < 1 or view.k < int(theta):
             return np.zeros(len(view), dtype=bool)
-        ans = view.history("answer")
-        hes = view.history("hesitation")
-        certain = np.all(hes[:, k - w:k] == 0, axis=1)
-        return _window_agrees(ans, k - w, k - 1) & certain
+        return dynasor_stop(view.history("answer"), view.history("hesitation"), view.k, theta)
 
     def config(self) -> dict[str, Any]:
         return {"source": "hao-ai-lab/Dynasor dynasor/core/cot.py", "theta": "probe window"}
@@ -142,7 +138,7 @@ class Deer:
     def stop(self, view, theta: float) -> np.ndarray:
         if not 1 <= view.k <= self.max_judge_steps:
             return np.zeros(len(view), dtype=bool)
-        return view.signal("answer_conf") > theta
+        return deer_stop(view.signal("answer_conf"), view.k, theta, self.max_judge_steps)
 
     def config(self) -> dict[str, Any]:
         return {"source": "iie-ycx/DEER vllm-deer.py", "max_judge_steps": self.max_judge_steps,
@@ -196,10 +192,9 @@ class AnswerConsistency:
         _need(train, self.signals, self.name)
 
     def stop(self, view, theta: float) -> np.ndarray:
-        w, k = int(theta), view.k
-        if w < 1 or k - w < 1:
+        if int(theta) < 1 or view.k - int(theta) < 1:
             return np.zeros(len(view), dtype=bool)
-        return _window_agrees(view.history("answer"), k - w, k)
+        return consistency_stop(view.history("answer"), view.k, theta)
 
     def config(self) -> dict[str, Any]:
         return {"source": "launchnlp/reasoning_earlystop", "theta": "unchanged boundaries"}

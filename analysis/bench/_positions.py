@@ -42,3 +42,28 @@ def stop_positions(ms: MeasurementSet, method: Any, theta: float, *, split: str 
     unit, units = units_of(test, stored_features)
     k = _POSITIONS[m.strategy](test, unit, units, m, float(theta), label)
     return rows, np.asarray(k, dtype=np.int64), m
+
+
+def offline_point(ms: MeasurementSet, method: Any, theta: float, *, split: str = "test") -> dict[str, Any]:
+    """OTBench's point of `method` at `theta` per trajectory, for an online certificate.
+
+    Returns ``rows`` (of `ms` in `split`), their stops ``k``, the net rule's
+    ``signal_tokens`` and ``paid`` decisions per row (`signal_tokens` with
+    one token per decision and nothing decoded), and the declared
+    ``prefill`` (+ helper FLOPs) per decision. Assigns the default split
+    first when `ms` has none.
+    """
+    import dataclasses
+
+    from ._cost import declared_cost, signal_tokens
+    from ._splits import assign_splits
+
+    if ms.split is None or not np.any(ms.split >= 0):
+        ms = assign_splits(ms)
+    rows, k, fitted = stop_positions(ms, method, theta, split=split)
+    test, cost = ms.take(rows), declared_cost(fitted)
+    one = None if cost is None else dataclasses.replace(cost, prefill=1, decoded=0, flops_tokens=0,
+                                                         recorded=None)
+    return {"rows": rows, "k": k, "signal_tokens": signal_tokens(test, fitted.strategy, cost, k),
+            "paid": signal_tokens(test, fitted.strategy, one, k),
+            "prefill": 0 if cost is None else cost.prefill + cost.flops_tokens}

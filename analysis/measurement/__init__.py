@@ -11,6 +11,7 @@ and pyarrow only, so the probe can write sets without loading JAX.
 
 from ._build import INT32_MAX, MeasurementSetError, from_dense, from_ragged, ragged
 from ._field import FIELD_SIGNALS, SIGNAL_DEFINITIONS, add_field_signals
+from ._field_rules import consistency_stop, deer_asks, deer_stop, dynasor_stop, window_agrees
 from ._horizon_run import (
                            LETTERS,
                            HorizonDataError,
@@ -31,8 +32,9 @@ __all__ = [
     "FIELD_SIGNALS", "INT32_MAX", "LETTERS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
-    "add_field_signals", "boundary_mask", "concat_columns", "content_hash", "export_jsonl", "from_dense", "from_ragged",
+    "add_field_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
+    "deer_asks", "deer_stop", "dynasor_stop", "export_jsonl", "from_dense", "from_ragged",
     "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
     "segment", "segment_flat", "simulate", "stored_thinking", "target_steps",
-    "write_run",
+    "window_agrees", "write_run",
 ]

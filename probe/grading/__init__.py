@@ -6,10 +6,12 @@ from ._batch import (
     GradeItem,
     GraderError,
     check_gradable,
+    last_boxed,
     open_grader,
     resolve_grader,
 )
 from ._choice import ANSWER_FORMS, LETTERS, extract_choice, shuffle_options
+from ._code import extract_code
 from ._grade import GradeConfig, GradeRequest, grade, grade_request, make_request
 from ._pool import Grader, grade_many
 from ._sandbox import SandboxLimits, sandbox_status
@@ -19,7 +21,7 @@ __all__ = [
     "ANSWER_FORMS", "GRADERS", "LETTERS", "TASKS",
     "CodeTest", "Grade", "GradeBatch", "GradeConfig", "GradeItem", "GradeRequest", "Grader", "GraderError",
     "SandboxLimits", "Status",
-    "check_gradable", "extract_choice", "grade", "grade_many", "grade_request", "make_request", "open_grader",
+    "check_gradable", "extract_choice", "extract_code", "last_boxed", "grade", "grade_many", "grade_request", "make_request", "open_grader",
     "resolve_grader",
     "sandbox_status", "shuffle_options",
 ]

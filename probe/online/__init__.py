@@ -8,6 +8,11 @@
   ``vllm_xargs``) that name the rule, its θ and the model family;
 * `RequestControl`, `Tables` -- the per-request state machine the processor
   runs (plain Python, tested without vLLM);
+* `run_side` / `SideController`, `FieldRule`, `SideJob` -- the
+  request-level controller for the field methods that need probe answers
+  (Dynasor-CoT, DEER, answer consistency; budget forcing as a cap): it
+  drives generation through an engine's `Stream` with prefix-cached side
+  requests (`_sidereq`); `probe_signals` computes a probe's field signals;
 * `check_engine` -- the one-line refusal of engine settings under which
   per-step control cannot work.
 
@@ -28,7 +33,10 @@ from ._certify import (
                        first_at_or_below,
                        replay,
 )
+from ._certify_side import certify_field, net_line, record_signals, replay_context, side_jobs
 from ._control import RequestControl, Tables
+from ._sidereq import FIELD_METHODS, FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side
+from ._signals import HESITATION_WORDS, AnswerIds, ProbeSignals, answer_key, hesitates, probe_signals
 from ._spec import (
                     PLUGINS_ENV,
                     SIGNAL_NAMES,
@@ -44,10 +52,15 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors``."""
 
-__all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES", "ControlSpec", "ExitProcessor",
-           "OnlineControlError", "OnlineResult", "RequestControl", "Tables", "ThinkBrakeRule", "Trajectory",
-           "certificate_line", "certify_set", "check_replayable", "check_engine", "compare", "engine_config_of", "load_rule", "parse_args",
-           "boundary_signals", "first_at_or_below", "question_bootstrap", "replay", "request_args"]
+__all__ = ["FIELD_METHODS", "HESITATION_WORDS", "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
+           "AnswerIds", "ControlSpec", "ExitProcessor", "FieldRule", "OnlineControlError",
+           "OnlineResult", "ProbeSignals", "RequestControl", "SideController", "SideJob",
+           "SideResult", "Tables", "ThinkBrakeRule", "Trajectory", "answer_key",
+           "boundary_signals", "certificate_line", "certify_field", "certify_set", "check_engine",
+           "check_replayable", "chunk_seed", "compare", "engine_config_of", "first_at_or_below",
+           "hesitates", "load_rule", "net_line", "parse_args", "probe_signals",
+           "question_bootstrap", "record_signals", "replay", "replay_context", "request_args",
+           "run_side", "side_jobs"]
 
 
 def __getattr__(name: str):

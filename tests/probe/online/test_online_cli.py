@@ -23,3 +23,13 @@ def test_only_rules_that_run_in_the_processor(tmp_path):
 
     save(small_set(), tmp_path / "s")
     refused(cli("online", "run", tmp_path / "s", "--theta", "1", "--method", "thinkswitcher"), "--method")
+
+
+def test_side_request_methods_need_a_probe_run_too(tmp_path):
+    from otbench.analysis import save
+    from otbench.analysis.bench import assign_splits
+
+    save(assign_splits(small_set()), tmp_path / "s")
+    for method in ("dynasor-cot", "deer", "answer-consistency", "budget-forcing"):
+        refused(cli("online", "certify", tmp_path / "s", "--theta", "2", "--method", method),
+                "online replay needs a probe run")

@@ -106,3 +106,36 @@ def _encode(folder: str, text: str) -> list[int]:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(folder).encode(text, add_special_tokens=False)
+
+
+def test_side_request_controller_over_the_openai_engine(server):
+    """The request-level controller drives the served model through the "openai" engine's Stream:
+    a live record pass, then DEER at a θ that must stop at a chosen boundary, over HTTP."""
+    from otbench.probe.config import Sampling
+    from otbench.probe.engines import EngineConfig, open_engine
+    from otbench.probe.online import FieldRule, SideJob, run_side
+
+    port, folder, fmt, entry, log = server
+    engine = open_engine(EngineConfig(kind="openai", model=folder, base_url=f"http://127.0.0.1:{port}",
+                                      max_model_len=512, max_concurrency=8))
+    try:
+        tok = engine.tokenizer()
+        fam = load_family(entry.family)
+        prompt = tuple(_encode(folder, fam.render_prompt("Reason step by step.", "What is 7 + 5?")))
+        greedy = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
+        job = SideJob(prompt=prompt, seed_think=0, seed_answer=1)
+
+        def go(rule):
+            return run_side(engine.stream(greedy), fmt, tok, rule, [job], b=16, thinking_limit=80,
+                            answer_limit=8)[0]
+
+        rec = go(FieldRule("record", 0))
+        pts, conf = rec.points, rec.signals["answer_conf"]
+        assert len(pts) >= 2 and rec.conf_reads > 0, pts
+        rises = [j for j in range(1, min(len(pts), 11)) if j == 1 or conf[j] > max(conf[1:j]) + 1e-3]
+        j = rises[-1]
+        lower = max(conf[1:j]) if j > 1 else conf[j] - 0.2
+        r = go(FieldRule("deer", float((conf[j] + lower) / 2)))
+        assert (r.position, r.stop_length) == (j, pts[j]) and r.thinking == rec.thinking[:pts[j]]
+    finally:
+        engine.close()

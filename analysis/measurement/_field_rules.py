@@ -1,0 +1,61 @@
+"""The field methods' stop decisions on the field signals, stated once for OTBench and the online controller.
+
+Plain NumPy (no JAX), so both the analysis (`otbench.analysis.bench`'s
+`DynasorCoT`, `Deer`, `AnswerConsistency`, which walk recorded positions)
+and the probe's online controller (`otbench.probe.online`, which decides
+while the model generates) call the same functions; the sources each rule
+restates are cited in `otbench.analysis.bench._field`.
+
+Every function decides at position `k` for a batch of rows. A history
+argument is ``[rows, >= k + 1]``: the signal at positions `0..k` of each
+row (columns after `k` are ignored, and so is column `k` where the rule
+does not read it -- Dynasor-CoT decides on the probes *before* the chunk,
+so online its probe at `k` may still be in flight). The windows `θ` are
+integers (a float θ is truncated, as the offline θ grid is integral).
+"""
+
+import numpy as np
+
+
+def window_agrees(answers: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """bool[rows]: the answers at columns `lo..hi` (inclusive) are all extracted (>= 0) and equal."""
+    win = np.asarray(answers)[:, lo:hi + 1]
+    return np.all(win >= 0, axis=1) & np.all(win == win[:, :1], axis=1)
+
+
+def dynasor_stop(answers: np.ndarray, hesitation: np.ndarray, k: int, window: float) -> np.ndarray:
+    """Dynasor-CoT at `k`: the answers at `k - w .. k - 1` agree and none of those probes hesitates.
+
+    `w = int(window)`; no stop while `k < w` (or `w < 1`).
+    """
+    w, k = int(window), int(k)
+    rows = np.asarray(answers).shape[0]
+    if w < 1 or k < w:
+        return np.zeros(rows, dtype=bool)
+    certain = np.all(np.asarray(hesitation)[:, k - w:k] == 0, axis=1)
+    return window_agrees(answers, k - w, k - 1) & certain
+
+
+def deer_stop(confidence: np.ndarray, k: int, theta: float, max_judge_steps: int) -> np.ndarray:
+    """DEER at `k`: a checked transition (`1 <= k <= max_judge_steps`) whose trial-answer confidence is `> θ`.
+
+    `confidence`: float[rows], the confidence at position `k`.
+    """
+    conf = np.asarray(confidence, dtype=np.float64)
+    if not 1 <= int(k) <= int(max_judge_steps):
+        return np.zeros(conf.shape[0], dtype=bool)
+    return conf > theta
+
+
+def consistency_stop(answers: np.ndarray, k: int, window: float) -> np.ndarray:
+    """Answer consistency at `k`: the answers at `k - w .. k` are extracted and equal, `k - w >= 1`."""
+    w, k = int(window), int(k)
+    rows = np.asarray(answers).shape[0]
+    if w < 1 or k - w < 1:
+        return np.zeros(rows, dtype=bool)
+    return window_agrees(answers, k - w, k)
+
+
+def deer_asks(k: int, max_judge_steps: int) -> bool:
+    """Whether DEER checks position `k` at all (its trial answer is decoded there)."""
+    return 1 <= int(k) <= int(max_judge_steps)

@@ -1,0 +1,547 @@
+"""The request-level online controller: field methods that need probe answers, run with prefix-cached side requests.
+
+Dynasor-CoT, DEER and answer consistency decide on the *answer* a probe
+would give at a step boundary, which no logits processor can see. This
+controller therefore drives generation itself, through nothing but an
+engine's `Stream` (`GenRequest` / `SignalRequest`), so it runs the same
+in process (vLLM) and against a served model (the "openai" engine). One
+state machine per trajectory, all multiplexed on one stream:
+
+1. the thinking is generated up to the next decision length: a stored
+   trajectory's step ends `L(0..n-1)` (`SideJob.lengths`: the token-exact
+   boundaries the probe segmented, which depend on the whole trajectory and
+   so can only be replayed), or, live, the first block end (the probe's
+   `Tables.ends_block`, i.e. `boundary_flags`) at least `b` tokens after the
+   previous decision (a prefix-only stand-in for the probe's merge, which
+   needs the final length: tokens decoded past that block end are
+   discarded and counted);
+2. a side request on the same prefix -- the probe stage's own prompt
+   (`ProbeFormat.probe_prompt`: prompt + retained thinking, the last
+   boundary token replaced by its content, the family's thinking end and
+   answer prefix), its seed (`probe_seeds[k]`: sample 0 of the probe) and
+   caps (`answer_limit`, the answer stops) -- decodes the position's probe
+   answer; its prompt shares the whole prefix, so a prefix-caching engine
+   prefills only the suffix. DEER's confidence needs the log-probability
+   of each answer id: one `SignalRequest` per id on the growing context
+   (also prefix-cached; the Stream contract returns no per-sample
+   log-probabilities);
+3. the signals are computed as recorded (`_signals.probe_signals`) and the
+   method's decision is the offline one (`otbench.analysis.measurement`'s
+   `dynasor_stop`, `deer_stop`, `consistency_stop`, which OTBench's
+   `DynasorCoT`, `Deer`, `AnswerConsistency` call too);
+4. on stop the answer is forced as the probe forces it (the same prompt at
+   that length, the trajectory's answer seed); otherwise thinking goes on.
+   Dynasor-CoT decides on the probes *before* each chunk, so its probe at
+   a boundary runs concurrently with the next chunk.
+
+Budget forcing (FB) is a cap: at `L(k)` it stops when `L(k+1) > θ` (the
+latest boundary under the cap, as OTBench replays it), live at exactly `θ`
+thinking tokens. (A DR route is decided before the request starts: a cap of
+0 or none.)
+
+Under sampling, a chunked continuation restarts the request's random
+stream, so it is a different draw from one long request: replaying a
+stored trajectory is token-exact only under greedy decoding (`faithful`
+says per trajectory). `SideJob.thinking` instead feeds the stored
+thinking as given (no thinking is decoded): that checks the side requests,
+the signals and the decisions exactly, whatever the sampling.
+"""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from otbench.analysis.measurement import consistency_stop, deer_asks, deer_stop, dynasor_stop
+from otbench.probe.engines import Completion, GenRequest, Signal, SignalRequest
+
+from ._control import Tables
+from ._signals import HESITATION_WORDS, AnswerIds, probe_signals
+from ._spec import OnlineControlError
+
+FIELD_METHODS = ("dynasor-cot", "deer", "answer-consistency", "budget-forcing")
+"""Methods this controller runs (OTBench's built-ins of the same names)."""
+RECORD = "record"
+"""A pseudo-method: probe every position `0..n` and never stop (the field signals of a stored trajectory)."""
+FIELD_NAMES = ("answer", "answer_conf", "hesitation", "answer_tokens")
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldRule:
+    """A field method and its θ, as the controller asks it (module docstring).
+
+    `max_judge_steps`: DEER's checked transitions (its source's default 10).
+    """
+
+    method: str
+    theta: float
+    max_judge_steps: int = 10
+
+    def __post_init__(self) -> None:
+        if self.method not in FIELD_METHODS + (RECORD,):
+            raise OnlineControlError(f"method {self.method!r} does not run as a request-level controller "
+                                     f"(it runs: {', '.join(FIELD_METHODS)})")
+        t = self.theta
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t:
+            raise OnlineControlError(f"θ of {self.method} must be a number, got {t!r}")
+        if self.method == "budget-forcing" and not t >= 0:
+            raise OnlineControlError(f"θ of budget-forcing is a thinking-token cap >= 0, got {t}")
+
+    @property
+    def needs_conf(self) -> bool:
+        return self.method in ("deer", RECORD)
+
+    @property
+    def probes(self) -> bool:
+        return self.method != "budget-forcing"
+
+    def probe_before(self, k: int) -> bool:
+        """The decision at `k` reads the probe at `k` (decoded before deciding)."""
+        if self.method == "deer":
+            return deer_asks(k, self.max_judge_steps)
+        return self.method == RECORD or (self.method == "answer-consistency" and k >= 1)
+
+    def probe_after(self, k: int) -> bool:
+        """The probe at `k` is decoded after deciding to go on (read by the next decision)."""
+        return self.method == "dynasor-cot"
+
+    def waits_for(self, k: int) -> tuple[int, ...]:
+        """Positions whose probe must have arrived before deciding at `k`."""
+        if self.method == "dynasor-cot":
+            return (k - 1,) if k >= 1 else ()
+        return (k,) if self.probe_before(k) else ()
+
+    def stop(self, signals: dict[str, list], k: int, next_length: int | None) -> bool:
+        """The method's decision at position `k` from this trajectory's signals at `0..k`."""
+        m = self.method
+        if m == RECORD:
+            return False
+        if m == "budget-forcing":
+            return next_length is not None and next_length > self.theta
+        row = {name: np.array([[np.nan if v is None else v for v in signals[name][:k + 1]]
+                               + [np.nan] * (k + 1 - len(signals[name][:k + 1]))])
+               for name in ("answer", "answer_conf", "hesitation")}
+        if m == "dynasor-cot":
+            return bool(dynasor_stop(row["answer"], row["hesitation"], k, self.theta)[0])
+        if m == "deer":
+            return bool(deer_stop(row["answer_conf"][:, k], k, self.theta, self.max_judge_steps)[0])
+        return bool(consistency_stop(row["answer"], k, self.theta)[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class SideJob:
+    """One trajectory to run under the controller.
+
+    Attributes:
+      prompt: the question's prompt ids.
+      seed_think: the thinking's seed (chunk `c` uses `chunk_seed(seed_think, c)`).
+      seed_answer: the forced answer's seed.
+      probe_seeds: per position `k`, the seed of its probe (sample 0 of the
+        probe stage's request there); None: `chunk_seed(seed_answer, k + 1)`.
+      lengths: a stored trajectory's `L(0..n)`: decide at `L(0..n-1)`
+        (None: live decision points, module docstring).
+      thinking: the stored thinking, fed as given instead of decoded (None: decode).
+      finished: with `thinking`: the stored trajectory ended by itself.
+      task, n_options: how answers are extracted (`_signals.answer_key`).
+    """
+
+    prompt: tuple[int, ...]
+    seed_think: int
+    seed_answer: int
+    probe_seeds: tuple[int, ...] | None = None
+    lengths: tuple[int, ...] | None = None
+    thinking: tuple[int, ...] | None = None
+    finished: bool = True
+    task: str = "math"
+    n_options: int = 4
+
+
+def chunk_seed(seed: int, c: int) -> int:
+    """The seed of continuation `c` of a request seeded `seed` (`c = 0`: `seed` itself)."""
+    if c == 0:
+        return int(seed)
+    return (int(seed) * 6364136223846793005 + 1442695040888963407 * int(c)) % (1 << 62)
+
+
+@dataclasses.dataclass
+class SideResult:
+    """What happened online for one trajectory (token counts are of the reasoning model).
+
+    Attributes:
+      stop_length: thinking tokens where the method stopped (None: it did not).
+      position: the decision index `k` of the stop (else the number of decision points: `n`).
+      thinking: the retained thinking; answer_ids: the answer (answer prefix included).
+      natural_end: the model ended its thinking itself.
+      points: the decision lengths reached; signals: per position probed, the field
+        signals (``answer`` numbered per trajectory, `_signals.AnswerIds`), None where not probed.
+      think_decoded: thinking tokens decoded (discarded ones included); discarded: decoded
+        past a live decision point and dropped.
+      probes: side requests; probe_prefill: their prompt ids not shared with the prefix
+        (the suffix a prefix cache cannot serve); probe_decoded: their decoded ids.
+      paid: the positions whose probes the rule paid for (OTBench's net rule).
+      paid_prefill / paid_decoded: the part of those the method's decisions needed (decoded as
+        the ``answer_tokens`` signal counts it, which OTBench's net rule reads).
+      conf_reads: log-probability reads for DEER's confidence; answer_decoded: the answer's ids.
+      texts: per position probed, the probe's decoded text (answer prefix included).
+      side_cached: prompt ids of the side requests the engine's prefix cache served (when its
+        stream reports it: `pop_cached_tokens`).
+    """
+
+    stop_length: int | None = None
+    position: int = 0
+    thinking: tuple[int, ...] = ()
+    answer_ids: tuple[int, ...] = ()
+    natural_end: bool = False
+    points: list[int] = dataclasses.field(default_factory=list)
+    signals: dict[str, list] = dataclasses.field(default_factory=dict)
+    think_decoded: int = 0
+    discarded: int = 0
+    probes: int = 0
+    probe_prefill: int = 0
+    probe_decoded: int = 0
+    paid_prefill: int = 0
+    paid_decoded: int = 0
+    conf_reads: int = 0
+    answer_decoded: int = 0
+    side_cached: int = 0
+    texts: dict[int, str] = dataclasses.field(default_factory=dict)
+    paid: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def net_tokens(self) -> int:
+        """Retained thinking plus the signal's paid tokens (OTBench's net cost rule, measured)."""
+        return len(self.thinking) + self.paid_prefill + self.paid_decoded
+
+
+class _Traj:
+    """The state machine of one trajectory (see `SideController`)."""
+
+    def __init__(self, job: SideJob):
+        self.job = job
+        self.thinking: list[int] = []
+        self.res = SideResult(signals={name: [] for name in FIELD_NAMES})
+        self.ids = AnswerIds()
+        self.k = 0                       # next decision index
+        self.last_point = 0
+        self.scanned = 0                 # live: block ends scanned up to here
+        self.chunks = 0
+        self.busy = False                # a thinking chunk or the answer is in flight
+        self.done = False
+        self.ended = False               # the model's own end came exactly at a decision point
+        self.probe_sent: set[int] = set()
+        self.probe_cost: dict[int, tuple[int, int]] = {}
+        self.conf_wait: dict[int, list] = {}    # position -> [answer ids, logprobs so far]
+        self.pending_probe: dict[int, tuple] = {}
+
+    def sig(self, name: str, k: int):
+        s = self.res.signals[name]
+        return s[k] if k < len(s) else None
+
+    def put(self, k: int, vals: dict[str, float]) -> None:
+        for name, v in vals.items():
+            s = self.res.signals[name]
+            while len(s) <= k:
+                s.append(None)
+            s[k] = v
+
+    def have(self, k: int) -> bool:
+        return self.sig("answer", k) is not None and self.sig("answer_tokens", k) is not None
+
+
+class SideController:
+    """Many trajectories under one field method, multiplexed on one engine `Stream` (module docstring).
+
+    `fmt`: the compiled `ProbeFormat`; `tokenizer`: decodes probe answers
+    (answer prefix included, as the grading lane decodes them); `b`: the
+    live step target; `chunk`: live continuation tokens past `b`.
+    """
+
+    def __init__(self, stream: Any, fmt: Any, tokenizer: Any, rule: FieldRule, *, b: int,
+                 thinking_limit: int, answer_limit: int, chunk: int = 16,
+                 words: Sequence[str] = HESITATION_WORDS):
+        self.stream, self.fmt, self.tok, self.rule = stream, fmt, tokenizer, rule
+        self.tables = Tables.from_format(fmt)
+        self.b, self.chunk = int(b), int(chunk)
+        self.thinking_limit, self.answer_limit = int(thinking_limit), int(answer_limit)
+        self.words = tuple(words)
+        self.native = bool(fmt.family.native_thinking)
+        self._t: dict[Any, _Traj] = {}
+        # prompt ids of a finished request served by the prefix cache (a stream may say)
+        self._cached = getattr(stream, "pop_cached_tokens", None)
+
+    # -- requests ---------------------------------------------------------------------
+    def _submit(self, tag, req) -> None:
+        try:
+            self.stream.submit(tag, req)
+        except (NotImplementedError, TypeError) as e:
+            what = "log-probability reads (SignalRequest)" if isinstance(req, SignalRequest) else "generation"
+            raise OnlineControlError(f"{self.rule.method} needs {what} from the engine's stream, which "
+                                     f"refused it: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                                     ) from None
+
+    def _probe(self, key, t: _Traj, k: int) -> None:
+        if k in t.probe_sent:
+            return
+        t.probe_sent.add(k)
+        job = t.job
+        L = t.res.points[k]
+        ids = self.fmt.probe_prompt(job.prompt, t.thinking, L)
+        base = list(job.prompt) + t.thinking[:L]
+        shared = 0
+        for a, c in zip(ids, base):
+            if a != c:
+                break
+            shared += 1
+        seed = job.probe_seeds[k] if job.probe_seeds is not None and k < len(job.probe_seeds) \
+            else chunk_seed(job.seed_answer, k + 1)
+        t.pending_probe[k] = (tuple(ids), len(ids) - shared)
+        t.res.probes += 1
+        t.res.probe_prefill += len(ids) - shared
+        self._submit((key, "p", k), GenRequest(ids, 1, int(seed), self.answer_limit, self.fmt.answer_stop_ids))
+
+    def _think(self, key, t: _Traj) -> None:
+        job, n = t.job, len(t.thinking)
+        if t.ended:
+            self._end(key, t)
+            return
+        if job.lengths is not None:
+            pts = self._points(job)
+            target = pts[t.k] if t.k < len(pts) else self.thinking_limit
+        elif self.rule.method == "budget-forcing":
+            target = min(self.thinking_limit, int(min(self.rule.theta, self.thinking_limit)))
+        else:
+            goal = t.last_point + self.b
+            target = goal if n < goal else n + self.chunk
+        target = min(target, self.thinking_limit)
+        if job.thinking is not None:            # the stored thinking, as given
+            if n >= len(job.thinking):
+                self._end(key, t) if job.finished else self._limit(key, t)
+                return
+            got = list(job.thinking[n:target])
+            stopped = n + len(got) >= len(job.thinking) and job.finished
+            self._grow(key, t, got, next(iter(self.fmt.think_stop_ids), -1) if stopped else None)
+            return
+        if target <= n:
+            self._limit(key, t)
+            return
+        t.busy = True
+        self._submit((key, "t", t.chunks), GenRequest(list(job.prompt) + t.thinking, 1,
+                                                      chunk_seed(job.seed_think, t.chunks), target - n,
+                                                      self.fmt.think_stop_ids))
+        t.chunks += 1
+
+    def _answer(self, key, t: _Traj, context: Sequence[int]) -> None:
+        t.busy = True
+        self._submit((key, "a", 0), GenRequest(list(context), 1, int(t.job.seed_answer), self.answer_limit,
+                                               self.fmt.answer_stop_ids))
+
+    # -- transitions ------------------------------------------------------------------
+    def _limit(self, key, t: _Traj) -> None:
+        """Thinking reached the limit without ending: the probe's forced answer at full length."""
+        t.res.position = len(t.res.points) if t.job.lengths is None else len(t.job.lengths) - 1
+        self._answer(key, t, self.fmt.probe_prompt(t.job.prompt, t.thinking, len(t.thinking)))
+
+    def _end(self, key, t: _Traj) -> None:
+        """The model ended its thinking itself."""
+        t.res.natural_end = True
+        t.res.position = len(t.res.points) if t.job.lengths is None else len(t.job.lengths) - 1
+        if self.native:
+            self._answer(key, t, self.fmt.answer_context(t.job.prompt, t.thinking, True))
+        else:                                   # the generic family's finished reply is its own answer
+            t.res.answer_ids = tuple(t.thinking)
+            self._finish(t)
+
+    def _finish(self, t: _Traj) -> None:
+        t.done = True
+        t.res.thinking = tuple(t.thinking)
+
+    def _settle(self, t: _Traj) -> SideResult:
+        """The result once nothing of the trajectory is in flight."""
+        # The rule's paid probes: DEER / consistency every probe decided on; Dynasor-CoT the
+        # probes before the stop (OTBench's "before_stop"), all of them when it did not stop.
+        last = t.res.position - 1 if self.rule.method == "dynasor-cot" else t.res.position
+        for k, (pre, dec) in sorted(t.probe_cost.items()):
+            if k <= last or self.rule.method == RECORD:
+                t.res.paid.append(k)
+                t.res.paid_prefill += pre
+                # OTBench's net rule reads the recorded answer_tokens signal: the same here
+                tokens = t.sig("answer_tokens", k)
+                t.res.paid_decoded += int(dec if tokens is None else tokens)
+        return t.res
+
+    def _grow(self, key, t: _Traj, ids: Sequence[int], stop_id: int | None) -> None:
+        t.thinking.extend(int(i) for i in ids)
+        t.res.think_decoded += len(ids) + (stop_id is not None and t.job.thinking is None)
+        if t.job.lengths is None and self.rule.probes and self._live_point(t):
+            stop_id = None                      # the end came after the decision point: dropped
+        if stop_id is not None:
+            # The model's own end is never asked (OTBench's walk stops at n), except by the
+            # record pass, which probes L(n) too.
+            if not (self.rule.method == RECORD and self._at_point(t)):
+                self._end(key, t)
+                return
+            t.ended = True                      # decide at this last point (the record pass), then end
+        self._advance(key, t)
+
+    def _live_point(self, t: _Traj) -> bool:
+        """Live: cut at the first block end >= b tokens after the last decision (tokens past it
+        dropped; True when the cut dropped any)."""
+        goal = t.last_point + self.b
+        n = len(t.thinking)
+        for i in range(max(goal - 1, t.scanned), n):
+            if self.tables.ends_block(t.thinking, i):
+                p = i + 1
+                t.res.discarded += n - p
+                del t.thinking[p:]
+                t.scanned = p
+                return p < n
+        t.scanned = max(t.scanned, n)
+        return False
+
+    def _points(self, job: SideJob) -> Sequence[int]:
+        """The stored decision lengths `L(0..n-1)`; the record pass also probes `L(n)`."""
+        return job.lengths if self.rule.method == RECORD else job.lengths[:len(job.lengths) - 1]
+
+    def _at_point(self, t: _Traj) -> bool:
+        n = len(t.thinking)
+        if t.job.lengths is not None:
+            pts = self._points(t.job)
+            return t.k < len(pts) and n == pts[t.k]
+        if self.rule.method == "budget-forcing":
+            return n >= self.rule.theta
+        if t.k == 0:
+            return n == 0
+        return n == t.scanned and n >= t.last_point + self.b and n > 0 and \
+            self.tables.ends_block(t.thinking, n - 1)
+
+    def _advance(self, key, t: _Traj) -> None:
+        if t.done or t.busy:
+            return
+        n = len(t.thinking)
+        if n >= self.thinking_limit and not self._at_point(t):
+            self._limit(key, t)
+            return
+        if not self._at_point(t):
+            self._think(key, t)
+            return
+        k = t.k
+        if len(t.res.points) == k:
+            t.res.points.append(n)
+        if self.rule.probe_before(k):
+            self._probe(key, t, k)
+        if any(not t.have(j) for j in self.rule.waits_for(k)):
+            return                              # a probe or its confidence is still in flight
+        if self.rule.needs_conf and any(t.sig("answer_conf", j) is None for j in self.rule.waits_for(k)):
+            return
+        nxt = None
+        if t.job.lengths is not None and k + 1 < len(t.job.lengths):
+            nxt = t.job.lengths[k + 1]
+        if self.rule.stop(t.res.signals, k, nxt) or (self.rule.method == "budget-forcing"
+                                                    and t.job.lengths is None):
+            t.res.stop_length, t.res.position = n, k
+            self._answer(key, t, self.fmt.probe_prompt(t.job.prompt, t.thinking, n))
+            return
+        t.k += 1
+        t.last_point = n
+        if self.rule.probe_after(k):
+            self._probe(key, t, k)
+        self._think(key, t)
+
+    def _probe_done(self, key, t: _Traj, k: int, c: Completion) -> None:
+        ids, pre = t.pending_probe.pop(k)
+        dec = len(c.token_ids) + (c.stop_id is not None)
+        t.res.probe_decoded += dec
+        t.probe_cost[k] = (pre, dec)
+        text = self.tok.decode(list(self.fmt.answer_prefix_ids) + list(c.token_ids), skip_special_tokens=True)
+        t.res.texts[k] = text
+        answer = [int(x) for x in c.token_ids]
+        if self.rule.needs_conf and answer:
+            t.conf_wait[k] = [text, answer, c.stop_id is not None, [None] * len(answer)]
+            for i in range(len(answer)):
+                t.res.conf_reads += 1
+                self._submit((key, "c", (k, i)), SignalRequest(list(ids) + answer[:i], answer[i]))
+            return
+        self._signals(t, k, text, answer, c.stop_id is not None, [] if self.rule.needs_conf else None)
+
+    def _signals(self, t: _Traj, k: int, text: str, answer, stopped: bool, logprobs) -> None:
+        s = probe_signals(text, answer, stopped, logprobs, task=t.job.task, n_options=t.job.n_options,
+                          words=self.words)
+        t.put(k, {"answer": float(t.ids(s.answer)), "answer_conf": s.answer_conf,
+                  "hesitation": float(s.hesitation), "answer_tokens": float(s.answer_tokens)})
+
+    # -- driving ----------------------------------------------------------------------
+    def add(self, key: Any, job: SideJob) -> None:
+        """Start a trajectory under `key`."""
+        if key in self._t:
+            raise ValueError(f"trajectory {key!r} is already running")
+        t = _Traj(job)
+        self._t[key] = t
+        if job.lengths is not None and len(job.lengths) <= 1:
+            # n = 0: nothing to decide (OTBench's walk asks no position); its own end follows.
+            t.res.position = 0
+        self._advance(key, t)
+
+    def running(self) -> int:
+        return sum(not t.done for t in self._t.values())
+
+    def _deliver(self, tag, res) -> None:
+        key, kind, i = tag
+        t = self._t[key]
+        want = Signal if kind == "c" else (list, tuple)
+        if not isinstance(res, want):
+            raise OnlineControlError(f"the engine's stream answered a {kind!r} request with "
+                                     f"{type(res).__name__}; the controller needs "
+                                     f"{'a Signal' if kind == 'c' else 'completions'}")
+        if kind == "t":
+            t.busy = False
+            c = res[0]
+            self._grow(key, t, c.token_ids, c.stop_id)
+        elif kind == "a":
+            t.busy = False
+            t.res.answer_ids = tuple(self.fmt.answer_prefix_ids) + tuple(int(x) for x in res[0].token_ids)
+            t.res.answer_decoded = len(res[0].token_ids) + (res[0].stop_id is not None)
+            self._finish(t)
+        elif kind == "p":
+            self._probe_done(key, t, i, res[0])
+            self._advance(key, t)
+        else:
+            k, j = i
+            w = t.conf_wait[k]
+            w[3][j] = float(res.logp_end)
+            if all(x is not None for x in w[3]):
+                del t.conf_wait[k]
+                self._signals(t, k, w[0], w[1], w[2], w[3])
+                self._advance(key, t)
+
+    def step(self) -> list[tuple[Any, SideResult]]:
+        """One round of engine work; the trajectories finished in it (key, result)."""
+        out = []
+        for tag, res in self.stream.poll():
+            self._deliver(tag, res)
+            if self._cached is not None and tag[1] in ("p", "c") and tag[0] in self._t:
+                self._t[tag[0]].res.side_cached += int(self._cached(tag))
+        # A trajectory leaves once nothing of it is in flight (a Dynasor-CoT probe sent after
+        # the last decision still arrives after the model's own end: OTBench pays it too).
+        for key in [k for k, t in self._t.items() if t.done and not t.pending_probe and not t.conf_wait]:
+            out.append((key, self._settle(self._t.pop(key))))
+        return out
+
+
+def run_side(stream: Any, fmt: Any, tokenizer: Any, rule: FieldRule, jobs: Sequence[SideJob], *,
+             b: int, thinking_limit: int, answer_limit: int, in_flight: int = 64,
+             words: Sequence[str] = HESITATION_WORDS) -> list[SideResult]:
+    """Run `jobs` under `rule` with at most `in_flight` trajectories at once; results in job order."""
+    ctl = SideController(stream, fmt, tokenizer, rule, b=b, thinking_limit=thinking_limit,
+                         answer_limit=answer_limit, words=words)
+    out: list[SideResult | None] = [None] * len(jobs)
+    nxt = 0
+    while nxt < len(jobs) or ctl._t:
+        while nxt < len(jobs) and len(ctl._t) < in_flight:
+            ctl.add(nxt, jobs[nxt])
+            nxt += 1
+        for key, res in ctl.step():
+            out[key] = res
+        if ctl._t and not stream.in_flight() and not any(t.done for t in ctl._t.values()):
+            raise OnlineControlError("the controller is waiting on results the engine's stream does "
+                                     "not have in flight (a lost request)")
+    return out  # type: ignore[return-value]
