@@ -39,7 +39,8 @@ Method (for every statistic `θ`; all draws from one recorded seed):
    is exactly `v1 + v2`.
 5. Probes beyond the pilot (`P' > P_p`). Resampling cannot create probes the pilot lacks, so this
    one step is a model: `b` and `w` are fitted as `α + β / m` (least squares) over the levels
-   `m = ceil(P_p / 2) .. P_p` of step 1 and evaluated at `P'` (clipped at 0). (On the simulated
+   `m >= ceil(P_p / 2)` computed in step 1 (at least `fit_levels`: `ceil(P_p/2)`,
+   `ceil(3 P_p/4)`, `P_p`; 2, 3, 4 for `P_p = 4`) and evaluated at `P'` (clipped at 0). (On the simulated
    paper-scale set, bootstrap variances thinned to `m = 1 .. 16` follow `α + β/m` for
    `m >= 2`: AD's is ~`β/m`, OR's and `P(0)`'s flat.) For `P' <= P_p` there is no model: the
    level `P'` is computed.
@@ -192,10 +193,15 @@ def _design_iv(ms, questions, trajectories, probes, replicates, seed, probe_leve
         raise PrecisionError(f"questions: want a positive integer per group, got {questions[bad[0]]!r} "
                              f"for {bad[0]}")
     levels = sorted({int(m) for m in (probe_levels or ())} | (
-        {int(probes)} if probes <= P_p else set(range(-(-P_p // 2), P_p + 1))))
+        {int(probes)} if probes <= P_p else set(fit_levels(P_p))))
     if any(m < 1 or m > P_p for m in levels):
         raise PrecisionError(f"probe_levels: want levels in 1..{P_p} (the pilot's P), got {levels}")
     return dict(questions), P_p, levels
+
+
+def fit_levels(P_p: int) -> tuple[int, ...]:
+    """The probe levels the `α + β/m` fit uses: `ceil(P_p/2)`, `ceil(3 P_p/4)`, `P_p` (distinct)."""
+    return tuple(sorted({-(-P_p // 2), -(-3 * P_p // 4), P_p}))
 
 
 def thin_probes(ms: MeasurementSet, m: int, rng: np.random.Generator) -> MeasurementSet:
