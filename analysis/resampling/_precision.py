@@ -38,11 +38,13 @@ Method (for every statistic `θ`; all draws from one recorded seed):
    within-question variance twice, and this is what it reports). At the pilot's own design this
    is exactly `v1 + v2`.
 5. Probes beyond the pilot (`P' > P_p`). Resampling cannot create probes the pilot lacks, so this
-   one step is a model: `b` and `w` are fitted as `α + β / m` (least squares) over the levels
+   one step is a model. Probe noise is independent across trajectories, so it sits in `w`: `b`
+   is kept at its value at `P_p`, and `w` is fitted as `α + β / m` (least squares) over the levels
    `m >= ceil(P_p / 2)` computed in step 1 (at least `fit_levels`: `ceil(P_p/2)`,
    `ceil(3 P_p/4)`, `P_p`; 2, 3, 4 for `P_p = 4`) and evaluated at `P'` (clipped at 0). (On the simulated
    paper-scale set, bootstrap variances thinned to `m = 1 .. 16` follow `α + β/m` for
-   `m >= 2`: AD's is ~`β/m`, OR's and `P(0)`'s flat.) For `P' <= P_p` there is no model: the
+   `m >= 2`: AD's is ~`β/m`, OR's and `P(0)`'s flat; fitting `b` too was measured to add noise:
+   one pilot's OR width fell to 0.6x.) For `P' <= P_p` there is no model: the
    level `P'` is computed.
 6. Width. `κ = (hi - lo of θ12) / sqrt(v1 + v2)` at the largest computed level keeps the
    replicate distribution's shape (no normal quantile is assumed); the predicted width is
@@ -139,12 +141,9 @@ class PrecisionPrediction:
             raise PrecisionError(f"P={P}: not a computed probe level ({', '.join(map(str, sorted(self.levels)))}); "
                                  "pass it in `probe_levels`")
         x = np.asarray([1.0 / m for m in fit])
-        out = []
-        for k in ("between", "within"):
-            y = np.asarray([getattr(self.levels[m][stat], k) for m in fit])
-            beta, alpha = np.polyfit(x, y, 1)
-            out.append(float(alpha + beta / P))
-        return out[0], out[1]
+        y = np.asarray([self.levels[m][stat].within for m in fit])
+        beta, alpha = np.polyfit(x, y, 1)
+        return self.levels[self.pilot_P][stat].between, float(alpha + beta / P)
 
     def variance(self, stat: str, R: int, P: int) -> float:
         """Predicted bootstrap variance `V` of `stat` at `R' = R`, `P' = P` (method step 4)."""
