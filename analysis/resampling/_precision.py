@@ -31,27 +31,29 @@ Method (for every statistic `θ`; all draws from one recorded seed):
    `v2 = Var(θ12 - θ1) = (R_p - 1)/R_p σ_w² / (R' Q')`, so
    `w = σ_w²/Q' = v2 R' R_p / (R_p - 1)` and `b = σ_b²/Q' = v1 Q_p/(Q_p - 1) - w / R_p`.
    For a statistic linear in per-trajectory values (OR, AD, `P(0)`) these are the usual two-level
-   components; for the frontier summaries (`β_match`, area) they are those of the statistic's
-   question- and trajectory-level influence, estimated the same way.
+   components, and `v1`, `v2` -- the resampling's own variances -- are computed exactly
+   (`_exact_linear`; no Monte Carlo error); for the frontier summaries (`β_match`, area) they
+   are those of the statistic's question- and trajectory-level influence, estimated from the
+   paired replicates.
 4. The planned interval's variance is the bootstrap's own on a set of that design,
    `V(R') = (Q'-1)/Q' b + w ((Q'-1)/(Q' R') + (R'-1)/R'²)` (the two-stage bootstrap counts the
    within-question variance twice, and this is what it reports). At the pilot's own design this
    is exactly `v1 + v2`.
 5. Probes beyond the pilot (`P' > P_p`). Resampling cannot create probes the pilot lacks, so this
-   one step is a model. Probe noise is independent across trajectories, so it sits in `w`: `b`
-   is kept at its value at `P_p`, and `w` is fitted as `α + β / m` (least squares) over the levels
+   one step is a model: `b` and `w` are each fitted as `α + β / m` (least squares) over the levels
    `m >= ceil(P_p / 2)` computed in step 1 (at least `fit_levels`: `ceil(P_p/2)`,
    `ceil(3 P_p/4)`, `P_p`; 2, 3, 4 for `P_p = 4`) and evaluated at `P'` (clipped at 0). (On the simulated
    paper-scale set, bootstrap variances thinned to `m = 1 .. 16` follow `α + β/m` for
-   `m >= 2`: AD's is ~`β/m`, OR's and `P(0)`'s flat; fitting `b` too was measured to add noise:
-   one pilot's OR width fell to 0.6x.) For `P' <= P_p` there is no model: the
+   `m >= 2`: AD's is ~`β/m`, OR's and `P(0)`'s flat. `b` depends on `m` too: a question's
+   probe-noise bias of AD varies across questions. Keeping `b` at its `P_p` value was measured
+   to predict AD widths up to 2x too wide.) For `P' <= P_p` there is no model: the
    level `P'` is computed.
 6. Width. `κ = (hi - lo of θ12) / sqrt(v1 + v2)` at the largest computed level keeps the
    replicate distribution's shape (no normal quantile is assumed); the predicted width is
    `κ sqrt(V)`. At the pilot's own design it is exactly the width of `θ12` (step 2).
 
-What stays approximate, stated: the components' Monte Carlo error (`replicates` paired draws,
-default `PRECISION_REPLICATES`), the harmonic means across unequal groups and segments, the
+What stays approximate, stated: the Monte Carlo error of `κ` and of the frontier components
+(`replicates` paired draws, default `PRECISION_REPLICATES`), the harmonic means across unequal groups and segments, the
 `α + β/m` extrapolation in probes, and that duplicating pilot trajectories in stage 2 shapes the
 FB / DR question units less finely than distinct trajectories would.
 """
@@ -77,8 +79,8 @@ from ._bootstrap import PERCENTILES, SEED, chain
 from ._draws import resampling
 
 PRECISION_REPLICATES = 200
-"""Paired replicates per probe level (each gives `θ1` and `θ12`): ~7 % Monte Carlo error on a
-variance component, ~3.5 % on a width."""
+"""Paired replicates per probe level (each gives `θ1` and `θ12`): they set the interval's shape
+`κ` (a few % on a width) and, for the frontier summaries, the components (~7 % on a variance)."""
 LINEAR_STATS = ("or", "ad", "zero_step_acc")
 """Macro statistics linear in per-trajectory values: OR, AD, `P(0)` (fractions)."""
 FRONTIER_STATS = tuple(f"{k}_{s}" for k in ("beta_match", "area") for s in STRATEGIES)
@@ -141,9 +143,12 @@ class PrecisionPrediction:
             raise PrecisionError(f"P={P}: not a computed probe level ({', '.join(map(str, sorted(self.levels)))}); "
                                  "pass it in `probe_levels`")
         x = np.asarray([1.0 / m for m in fit])
-        y = np.asarray([self.levels[m][stat].within for m in fit])
-        beta, alpha = np.polyfit(x, y, 1)
-        return self.levels[self.pilot_P][stat].between, float(alpha + beta / P)
+        out = []
+        for k in ("between", "within"):
+            y = np.asarray([getattr(self.levels[m][stat], k) for m in fit])
+            beta, alpha = np.polyfit(x, y, 1)
+            out.append(float(alpha + beta / P))
+        return out[0], out[1]
 
     def variance(self, stat: str, R: int, P: int) -> float:
         """Predicted bootstrap variance `V` of `stat` at `R' = R`, `P' = P` (method step 4)."""
@@ -341,14 +346,57 @@ def _summaries(fb, grid, cell_model) -> np.ndarray:
     return np.stack(cols + areas, axis=1)
 
 
+def _exact_linear(su: _Setup, values: np.ndarray, R: int) -> tuple[np.ndarray, np.ndarray]:
+    """float64[stat] `v1`, `v2` of the linear statistics, the resampling's variances computed exactly.
+
+    For a group `g` the `Q'_g` slots are i.i.d. uniform over its pool, and stage-2 draws are
+    independent across occurrences, so with `w_c` the cell's macro weight (SPEC §4 chain), `π_c`
+    the share of the pool the cell's model has, `ȳ_{c,q}` and `s²_{c,q}` the mean and plug-in
+    variance of the occurrence's pilot values and `μ_c` the cell mean:
+    `v1 = Σ_g mean_q (Σ_c w_c (ȳ_{c,q} - μ_c) / π_c)² / Q'_g` and
+    `v2 = Σ_g mean_q Σ_c w_c² s²_{c,q} / (R' π_c²) / Q'_g` (sums over the group's cells that have
+    `q`). Exact when every model has every question; otherwise the cell's ratio of sums is
+    linearized (first order in `1/Q'_g`).
+    """
+    res = su.res
+    pool, seg_of = np.asarray(res.tables.pool), np.asarray(res.tables.seg_of)
+    nseg, Rm = su.seg_rows.shape
+    have = su.seg_rows >= 0
+    table = np.zeros((values.shape[0], nseg, Rm))
+    table[:, have] = values[:, su.seg_rows[have]]
+    mean = table.sum(axis=2) / res.seg_size
+    s2 = np.where(have, (table - mean[..., None]) ** 2, 0.0).sum(axis=2) / res.seg_size
+    M = len(su.names.models)
+    cells_of = np.bincount(res.cell_model, minlength=M)
+    v1, v2 = np.zeros(values.shape[0]), np.zeros(values.shape[0])
+    for g, (f, qp) in enumerate(res.group_slots):
+        pq = pool[f:f + qp]
+        Z, V = np.zeros((values.shape[0], qp)), np.zeros((values.shape[0], qp))
+        for c in np.flatnonzero(res.cell_group == g):
+            m = res.cell_model[c]
+            segs = seg_of[m, pq]
+            present = segs >= 0
+            pi, w = present.mean(), 1.0 / (M * cells_of[m])
+            sp = segs[present]
+            Z[:, present] += w * (mean[:, sp] - mean[:, sp].mean(axis=1, keepdims=True)) / pi
+            V[:, present] += w * w * s2[:, sp] / (R * pi * pi)
+        v1 += (Z * Z).mean(axis=1) / su.group_slots[g][1]
+        v2 += V.mean(axis=1) / su.group_slots[g][1]
+    return v1, v2
+
+
 def _components(t1: np.ndarray, t12: np.ndarray, R: int, R_p: float, Q_p: float,
-                percentiles) -> Components:
+                percentiles, exact: tuple[float, float] | None = None) -> Components:
+    """The components from paired replicates (`v1`, `v2` from `exact` when given, else estimated)."""
     ok = np.isfinite(t1) & np.isfinite(t12)
     a, b = t1[ok], t12[ok]
     if ok.sum() < 2:
         return Components(math.nan, math.nan, math.nan, math.nan, math.nan, int(ok.sum()))
-    v1 = float(np.var(a, ddof=1))
-    v2 = float(np.var(b - a, ddof=1))
+    if exact is not None:
+        v1, v2 = float(exact[0]), float(exact[1])
+    else:
+        v1 = float(np.var(a, ddof=1))
+        v2 = float(np.var(b - a, ddof=1))
     w = v2 * R * R_p / (R_p - 1)
     between = v1 * Q_p / (Q_p - 1) - w / R_p if Q_p > 1 else v1 - w / R_p
     lo, hi = np.percentile(b, percentiles)
@@ -396,7 +444,9 @@ def predict_precision(pilot: MeasurementSet, *, questions: Mapping[str, int] | N
                                 jnp.asarray(ms_m.probes))
         values = np.stack([np.asarray(tm.ratio), np.asarray(tm.degradation), np.asarray(tm.zero_step)])
         t1, t12 = (np.concatenate(x) for x in zip(*(_linear(su, values, s, lo) for s, lo in draws)))
-        comps = {s: _components(t1[:, j], t12[:, j], R, R_p, Q_p, q) for j, s in enumerate(LINEAR_STATS)}
+        e1, e2 = _exact_linear(su, values, R)
+        comps = {s: _components(t1[:, j], t12[:, j], R, R_p, Q_p, q, (e1[j], e2[j]))
+                 for j, s in enumerate(LINEAR_STATS)}
         if frontiers:
             f1, f12 = _frontier_stats(ms_m, su, R, draws, grid_t)
             comps.update({s: _components(f1[:, j], f12[:, j], R, R_p, Q_p, q)

@@ -1,5 +1,5 @@
-"""Precision planning (issue 26): `predict_precision` against a plain Python twin, the pilot's own
-design against the bootstrap, monotone widths, thinning, refusals."""
+"""Precision planning (issue 26): `predict_precision` against a plain Python twin (the draws, the
+exact variances), the pilot's own design against the bootstrap, monotone widths, thinning, refusals."""
 
 import dataclasses
 
@@ -98,23 +98,63 @@ def twin(ms, questions, R, seed, N):
     return np.asarray(out1), np.asarray(out12)
 
 
+def exact_twin(ms, questions, R):
+    """v1, v2 of macro OR, AD, P(0) by hand: every model has every question here, so the macro is
+    the sum over groups of `Q'_g` i.i.d. slot means of `Z_g(q) = Σ_models w (ȳ_{m,q} - μ_{m,g})`."""
+    vals = {}
+    for t in range(ms.num_trajectories):
+        o, a = _ratio(ms.L[t].tolist(), ms.C[t].tolist(), int(ms.n[t]))
+        P = int(ms.probes[t])
+        key = (int(ms.cell_model[ms.cell[t]]), int(ms.question[t]))
+        vals.setdefault(key, []).append((o, a / P, ms.C[t, 0] / P))
+    models = sorted({m for m, _ in vals})
+    groups = sorted({int(ms.question_group[q]) for _, q in vals})
+    w = 1.0 / (len(models) * len(groups))
+    v1, v2 = np.zeros(3), np.zeros(3)
+    for g in groups:
+        pool = sorted({q for _, q in vals if ms.question_group[q] == g})
+        Qg = questions.get(ms.groups[g], len(pool))
+        for j in range(3):
+            ybar = {(m, q): sum(v[j] for v in vals[(m, q)]) / len(vals[(m, q)]) for m in models for q in pool}
+            mu = {m: sum(ybar[(m, q)] for q in pool) / len(pool) for m in models}
+            Z = [sum(w * (ybar[(m, q)] - mu[m]) for m in models) for q in pool]
+            v1[j] += sum(z * z for z in Z) / len(pool) / Qg
+            s2 = [sum(w * w * sum((v[j] - ybar[(m, q)]) ** 2 for v in vals[(m, q)]) / len(vals[(m, q)]) / R
+                      for m in models) for q in pool]
+            v2[j] += sum(s2) / len(pool) / Qg
+    return v1, v2
+
+
 def test_components_match_the_python_twin(small):
     questions = {"AIME": 7, "MATH500": 11}
     N, R, seed = 6, 5, 11
     pred = predict_precision(small, questions=questions, trajectories=R, probes=int(small.probes[0]),
                              replicates=N, seed=seed)
     t1, t12 = twin(small, questions, R, seed, N)
+    v1, v2 = exact_twin(small, questions, R)
     comps = pred.levels[int(small.probes[0])]
     for j, s in enumerate(("or", "ad", "zero_step_acc")):
         c = comps[s]
-        assert c.v1 == pytest.approx(np.var(t1[:, j], ddof=1), rel=1e-9, abs=1e-15)
-        assert c.v2 == pytest.approx(np.var(t12[:, j] - t1[:, j], ddof=1), rel=1e-9, abs=1e-15)
+        assert c.v1 == pytest.approx(v1[j], rel=1e-9, abs=1e-15)
+        assert c.v2 == pytest.approx(v2[j], rel=1e-9, abs=1e-15)
         lo, hi = np.percentile(t12[:, j], (2.5, 97.5))
         assert c.width == pytest.approx(hi - lo, rel=1e-9, abs=1e-15)
         R_p, Q_p = 3.0, 4 / sum(1 / q for q in pred.pilot_questions.values())
         w = c.v2 * R * R_p / (R_p - 1)
         assert c.within == pytest.approx(w, rel=1e-12)
         assert c.between == pytest.approx(c.v1 * Q_p / (Q_p - 1) - w / R_p, rel=1e-9, abs=1e-15)
+
+
+def test_exact_variances_are_the_resamplings_variances(small):
+    """The exact `v1`, `v2` against the Monte Carlo variances of the twin's own replicates."""
+    questions = {"AIME": 5}
+    pred = predict_precision(small, questions=questions, trajectories=2, probes=int(small.probes[0]),
+                             replicates=2)
+    t1, t12 = twin(small, questions, 2, 5, 400)
+    c = pred.levels[int(small.probes[0])]["or"]
+    # 400 replicates: the variance of a variance estimate is ~2/400 relative -> +-7 % at 1 sd
+    assert np.var(t1[:, 0], ddof=1) == pytest.approx(c.v1, rel=0.3)
+    assert np.var(t12[:, 0] - t1[:, 0], ddof=1) == pytest.approx(c.v2, rel=0.3)
 
 
 def test_the_pilots_own_design_is_its_bootstrap_exactly(small):
