@@ -215,3 +215,49 @@ def test_refusals(small):
     pred = predict_precision(small, trajectories=3, probes=int(small.probes[0]), replicates=8)
     with pytest.raises(PrecisionError, match="not a computed probe level"):
         pred.width("or", 3, 2)
+
+
+def _random_set(seed, P, missing=False):
+    """2 models x 2 groups, R in 2..4, a shared P; n = 0, zero-length steps, ties and flat curves."""
+    from tests._sets import build_set
+
+    rng = np.random.default_rng(seed)
+    trajs = []
+    for m in ("a", "b"):
+        for g, qs in (("g1", ("q1", "q2", "q3")), ("g2", ("q4", "q5"))):
+            for q in qs:
+                if missing and m == "b" and q == "q2":
+                    continue
+                for s in range(int(rng.integers(2, 5))):
+                    n = int(rng.integers(0, 5))
+                    L = np.r_[0, np.cumsum(rng.choice([0, 1, 7, 30], n))].tolist()
+                    C = ([int(rng.integers(0, P + 1))] * (n + 1) if rng.random() < 0.3
+                         else rng.integers(0, P + 1, n + 1).tolist())
+                    trajs.append((m, g, q, s, P, L, C))
+    return build_set(trajs)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2 ** 32), P=st.integers(1, 4), R=st.integers(1, 6), q1=st.integers(1, 6))
+def test_exact_variances_match_the_twin_on_ragged_sets(seed, P, R, q1):
+    ms = _random_set(seed, P)
+    questions = {"g1": q1}
+    pred = predict_precision(ms, questions=questions, trajectories=R, probes=P, replicates=2, seed=1)
+    v1, v2 = exact_twin(ms, questions, R)
+    for j, s in enumerate(("or", "ad", "zero_step_acc")):
+        c = pred.levels[P][s]
+        assert c.v1 == pytest.approx(v1[j], rel=1e-9, abs=1e-15)
+        assert c.v2 == pytest.approx(v2[j], rel=1e-9, abs=1e-15)
+        w = [pred.width(s, r, P) for r in (2, 3, 5, 9)]
+        assert all(a >= b - 1e-15 for a, b in zip(w, w[1:]))
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2 ** 32), P=st.integers(2, 4))
+def test_a_model_lacking_a_question_still_predicts(seed, P):
+    ms = _random_set(seed, P, missing=True)
+    pred = predict_precision(ms, trajectories=3, probes=2 * P, replicates=16, seed=2)
+    for s in ("or", "ad", "zero_step_acc"):
+        for R, p in ((2, P), (8, 2 * P)):
+            w = pred.width(s, R, p)
+            assert np.isfinite(w) and w >= 0
