@@ -56,6 +56,13 @@ What stays approximate, stated: the Monte Carlo error of `κ` and of the frontie
 (`replicates` paired draws, default `PRECISION_REPLICATES`), the harmonic means across unequal groups and segments, the
 `α + β/m` extrapolation in probes, and that duplicating pilot trajectories in stage 2 shapes the
 FB / DR question units less finely than distinct trajectories would.
+
+Measured limit (benchmarks/plan_precision.py, SYNTHETIC paper-scale set, pilots of 20 % of the
+questions): OR, AD and `P(0)` widths and the frontier areas come out within ~10 % of the full
+bootstrap's (median of 5 pilots), but `β_match` widths about 0.4-0.8x: a threshold statistic
+whose variance does not fall with `R` as the two-component model says. The miss is in the `R`
+direction: a pilot with `R_p = 16, P_p = 4` predicts DEE / FB `β_match` at 0.94 / 0.91x, one with
+`R_p = 2, P_p = 16` at 0.58 / 0.38x. Plan `β_match` from a pilot with more trajectories.
 """
 
 import dataclasses
