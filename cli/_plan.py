@@ -30,20 +30,78 @@ def _questions(text: str | None) -> dict[str, int] | None:
               help="GROUP=N,... questions per group instead of loading the job's [data].")
 @click.option("--max-num-seqs", "max_num_seqs", default=None, type=click.IntRange(min=1),
               help="Sequences decoded at once [default: the job's engine.max_num_seqs, else 256].")
+@click.option("--target", "target", default=None,
+              help="Precision targets, e.g. 'OR:1pp,AD:0.5pp': the most each macro statistic's 95 % interval "
+                   "half-width may be (OR, AD, P0). Needs --pilot; recommends the cheapest (R, P) of the "
+                   "candidate grid that meets every target.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the plan as JSON.")
 def plan_cmd(job_file: Path, pilot: Path | None, device: str, questions: str | None,
-             max_num_seqs: int | None, json_out: Path | None) -> None:
+             max_num_seqs: int | None, target: str | None, json_out: Path | None) -> None:
     """Estimate JOB_FILE's tokens by phase and device-hours per benchmark group (low/high range),
-    from a pilot set or stated priors; starts no engine."""
-    from otbench.probe.plan import plan_job, plan_text
+    from a pilot set or stated priors; with a pilot also the bootstrap intervals' predicted
+    half-widths, and with --target the cheapest (R, P) that meets them; starts no engine."""
+    from otbench.probe.plan import parse_targets, plan_job, plan_text
     from otbench.probe.stp import load_job
 
     counts = _questions(questions)
+    with data_errors():
+        targets = parse_targets(target) if target is not None else None
+    if targets is not None and pilot is None:
+        raise DataError("--target needs --pilot SET: the interval widths are predicted from a pilot")
     with data_errors():
         job = load_job(job_file)
         plan = plan_job(job, pilot=pilot, device_name=device, questions=counts, max_num_seqs=max_num_seqs)
     for line in plan_text(plan):
         click.echo(line)
+    out = plan.as_dict()
+    if pilot is not None:
+        with data_errors():
+            lines, block = _precision(job, plan, pilot, targets, device, counts, max_num_seqs)
+        for line in lines:
+            click.echo(line)
+        out["precision"] = block
     if json_out is not None:
-        write_json(plan.as_dict(), json_out)
+        write_json(out, json_out)
+
+
+def _precision(job, plan, pilot: Path, targets, device, counts, max_num_seqs):
+    """Predict the widths over the candidates and print-ready lines (calls only)."""
+    import time
+
+    from otbench.analysis.measurement import load
+    from otbench.analysis.resampling import PRECISION_REPLICATES, predict_precision
+    from otbench.probe.plan import (
+        TARGET_STATS,
+        Candidate,
+        candidate_hours,
+        candidates,
+        pilot_for_job,
+        precision_text,
+    )
+
+    t0 = time.perf_counter()
+    pairs = candidates(job.R, job.P) if targets else [(job.R, job.P)]
+    ms, note = pilot_for_job(load(pilot), job.model, sorted(plan.groups))
+    if ms is None:
+        if targets:
+            raise DataError(f"--target: {note}")
+        return [f"note: {note}"], None
+    P_p = int(ms.probes[0])
+    pred = predict_precision(ms, questions={g: v["questions"] for g, v in plan.groups.items() if g in ms.groups},
+                             trajectories=job.R, probes=max(p for _, p in pairs),
+                             probe_levels=[p for _, p in pairs if p <= P_p])
+    hours = candidate_hours(job, pairs, pilot=pilot, device_name=device, questions=counts,
+                            max_num_seqs=max_num_seqs) if targets else {(job.R, job.P): plan.total["hours"][1]}
+    stats = [TARGET_STATS[k] for k in ("or", "ad", "p0")]
+    options = [Candidate(R=r, P=p, hours=hours[(r, p)],
+                         half_widths={s: pred.width(s, r, p) / 2 for s in stats}) for r, p in pairs]
+    info = {"pilot": f"{ms.num_trajectories} trajectories, R={pred.pilot_R:g}, P={P_p}"
+                     + (" SYNTHETIC" if pred.synthetic else ""),
+            "replicates": PRECISION_REPLICATES, "seconds": time.perf_counter() - t0}
+    lines = precision_text(options, targets, job.R, job.P, info) + ([f"  note: {note}"] if note else [])
+    block = {"meaning": "half-width (hi - lo) / 2 of the 95 % bootstrap interval, fraction",
+             "pilot": info["pilot"], "replicates": PRECISION_REPLICATES, "targets": targets,
+             "candidates": [{"R": c.R, "P": c.P, "hours": c.hours, "half_widths": dict(c.half_widths)}
+                            for c in options]}
+    return lines, block

@@ -11,6 +11,17 @@ from ._bootstrap_result import (
                          percentile,
 )
 from ._checkpoint import CheckpointError
+from ._precision import (
+                         FRONTIER_STATS,
+                         LINEAR_STATS,
+                         PRECISION_REPLICATES,
+                         Components,
+                         PrecisionError,
+                         PrecisionPrediction,
+                         frontier_area,
+                         predict_precision,
+                         thin_probes,
+)
 from ._sweep import sweep, sweep_csv, sweep_header, sweep_tables, sweep_unit
 from ._thinning import (
                          DRAWS,
@@ -28,11 +39,11 @@ from ._thinning import (
 )
 
 __all__ = [
-    "BOOT_METRICS", "DRAWS", "PERCENTILES", "PROBES", "REPLICATES", "SEED", "THINNING_METRICS",
+    "BOOT_METRICS", "DRAWS", "FRONTIER_STATS", "LINEAR_STATS", "PRECISION_REPLICATES", "PERCENTILES", "PROBES", "REPLICATES", "SEED", "THINNING_METRICS",
     "TRAJECTORIES",
-    "BootstrapResult", "CheckpointError", "FrontierBootstrap", "ProbeThinning",
+    "BootstrapResult", "CheckpointError", "Components", "PrecisionError", "PrecisionPrediction", "FrontierBootstrap", "ProbeThinning",
     "TrajectoryThinning",
     "bootstrap", "chain", "default_batch", "default_levels", "format_bootstrap", "format_thinning",
-    "max_trajectories", "percentile", "probe_thinning",
+    "max_trajectories", "percentile", "predict_precision", "probe_thinning", "frontier_area", "thin_probes",
     "provenance", "sweep", "sweep_csv", "sweep_header", "sweep_tables", "sweep_unit", "thinning", "trajectory_thinning",
 ]

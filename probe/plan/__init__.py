@@ -2,6 +2,18 @@
 set or stated priors and a device model. Imports no engine, torch or JAX; starts nothing."""
 
 from ._plan import PRIORS, Lengths, Plan, Work, pilot_lengths, plan_job, plan_text, workload
+from ._precision import (
+                          CANDIDATE_P,
+                          CANDIDATE_R,
+                          TARGET_STATS,
+                          Candidate,
+                          candidate_hours,
+                          candidates,
+                          parse_targets,
+                          pilot_for_job,
+                          precision_text,
+                          recommend,
+)
 from ._throughput import (
                           ARCHITECTURES,
                           DEVICES,
@@ -13,6 +25,7 @@ from ._throughput import (
                           read_architecture,
 )
 
-__all__ = ["ARCHITECTURES", "DEVICES", "PRIORS", "Architecture", "Device", "Lengths", "Plan", "PlanError",
+__all__ = ["ARCHITECTURES", "CANDIDATE_P", "CANDIDATE_R", "DEVICES", "PRIORS", "TARGET_STATS", "Candidate",
+           "candidate_hours", "candidates", "parse_targets", "pilot_for_job", "precision_text", "recommend", "Architecture", "Device", "Lengths", "Plan", "PlanError",
            "Throughput", "Work", "architecture", "pilot_lengths", "plan_job", "plan_text",
            "read_architecture", "workload"]

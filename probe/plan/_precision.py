@@ -1,0 +1,121 @@
+"""`otbench plan --target`: precision targets, the candidate grid, and the cheapest design that meets
+them (issue 26). The widths come from `otbench.analysis.resampling.predict_precision` (called by the
+CLI: the probe never loads JAX); here is only NumPy and arithmetic.
+
+A target is a **half-width** of the bootstrap's 95 % interval, `(hi - lo) / 2`, in percentage
+points of the macro statistic: `OR:1pp` asks for the macro OR's interval to be at most +-1 pp.
+"""
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._throughput import PlanError
+
+TARGET_STATS = {"or": "or", "ad": "ad", "p0": "zero_step_acc"}
+"""Target names (case-insensitive) -> the predicted statistic: macro OR, AD, zero-step accuracy P(0)."""
+CANDIDATE_R = (2, 4, 8, 16, 32)
+CANDIDATE_P = (4, 8, 12, 16, 32)
+"""The candidate grid of (R, P) that `--target` searches (with the job's own R and P added)."""
+_VALUE = re.compile(r"^(\d+(\.\d*)?|\.\d+)pp$")
+
+
+def parse_targets(text: str) -> dict[str, float]:
+    """`"OR:1pp,AD:0.5pp"` -> {"or": 0.01, "ad": 0.005} (half-widths as fractions).
+
+    Refusals are one line (pinned by tests/probe/plan/test_plan_precision.py)."""
+    out: dict[str, float] = {}
+    parts = [p.strip() for p in str(text).split(",")]
+    for part in parts:
+        name, colon, value = part.partition(":")
+        key = name.strip().lower()
+        v = value.strip().lower()
+        ok = bool(colon) and key in TARGET_STATS and bool(_VALUE.match(v)) and float(v[:-2]) > 0
+        if not ok:
+            raise PlanError(f"--target {text!r}: want METRIC:HALF_WIDTHpp[,...] with METRIC one of OR, AD, P0 "
+                            f"and a positive half-width in percentage points (at {part!r})")
+        if TARGET_STATS[key] in out:
+            raise PlanError(f"--target {text!r}: {name.strip()} is given twice")
+        out[TARGET_STATS[key]] = float(v[:-2]) / 100.0
+    return out
+
+
+def candidates(R: int, P: int, grid_R: Sequence[int] = CANDIDATE_R,
+               grid_P: Sequence[int] = CANDIDATE_P) -> list[tuple[int, int]]:
+    """The (R, P) pairs searched: the grid plus the job's own, sorted."""
+    return sorted({(int(r), int(p)) for r in grid_R for p in grid_P} | {(int(R), int(P))})
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One design: its device-hours (the cost model's central value) and predicted half-widths."""
+
+    R: int
+    P: int
+    hours: float
+    half_widths: Mapping[str, float]
+
+    def meets(self, targets: Mapping[str, float]) -> bool:
+        return all(math.isfinite(self.half_widths.get(s, math.nan)) and self.half_widths[s] <= t
+                   for s, t in targets.items())
+
+
+def recommend(options: Sequence[Candidate], targets: Mapping[str, float]) -> Candidate | None:
+    """The cheapest candidate (fewest device-hours; then the fewest R x P, then the fewest R) whose
+    predicted half-width meets every target; None when none does."""
+    ok = [c for c in options if c.meets(targets)]
+    return min(ok, key=lambda c: (c.hours, c.R * c.P, c.R)) if ok else None
+
+
+def pilot_for_job(ms, model: str | None, groups: Sequence[str]):
+    """The pilot's rows that plan this job: its model's (all models when the pilot lacks it) in the
+    job's groups, and a note when the model is missing; (None, why) when no row is left."""
+    keep = np.isin(ms.cell_group[ms.cell], [ms.groups.index(g) for g in groups if g in ms.groups])
+    note = None
+    if model in ms.models:
+        keep &= ms.cell_model[ms.cell] == ms.models.index(model)
+    elif model is not None:
+        note = f"precision: model {model!r} not in the pilot; all its models' trajectories are used"
+    if not keep.any():
+        return None, (f"precision: the pilot has no trajectories in the job's groups ({', '.join(groups)}); "
+                      "no widths predicted")
+    return ms.take(np.flatnonzero(keep)), note
+
+
+def precision_text(options: Sequence[Candidate], targets: Mapping[str, float] | None, R: int, P: int,
+                   info: Mapping[str, Any]) -> list[str]:
+    """The printed precision block: the job's own predicted half-widths, and with targets the
+    recommendation (or that none of the grid meets them)."""
+    names = {v: k.upper() for k, v in TARGET_STATS.items()}
+    own = next(c for c in options if (c.R, c.P) == (R, P))
+
+    def hw(c):
+        return ", ".join(f"{names[s]} +-{v * 100:.2f}pp" for s, v in c.half_widths.items())
+
+    lines = [f"precision (95 % interval half-widths, predicted from the pilot: {info['pilot']}; "
+             f"{info['replicates']} paired replicates per probe level, {info['seconds']:.1f} s):",
+             f"  at the job's R={R}, P={P}: {hw(own)}"]
+    if targets:
+        want = ", ".join(f"{names[s]} +-{t * 100:g}pp" for s, t in targets.items())
+        best = recommend(options, targets)
+        if best is None:
+            lines.append(f"  no candidate R x P in the grid meets {want}; the most precise: "
+                         + hw(min(options, key=lambda c: sum(c.half_widths.get(s, math.inf) / t
+                                                            for s, t in targets.items()))))
+        else:
+            lines.append(f"  cheapest meeting {want}: R={best.R}, P={best.P}, {best.hours:.1f} device-hours "
+                         f"({hw(best)})")
+        lines.append(f"  searched R in {sorted({c.R for c in options})}, P in {sorted({c.P for c in options})}")
+    return lines
+
+
+def candidate_hours(job, pairs: Sequence[tuple[int, int]], **plan_kwargs) -> dict[tuple[int, int], float]:
+    """Device-hours (the cost model's central value) of `job` at each (R, P) (`plan_job`'s kwargs)."""
+    from ._plan import plan_job
+
+    return {(r, p): float(plan_job(dataclasses.replace(job, R=r, P=p), **plan_kwargs).total["hours"][1])
+            for r, p in pairs}

@@ -1,0 +1,263 @@
+"""Precision planning (issue 26): `predict_precision` against a plain Python twin (the draws, the
+exact variances), the pilot's own design against the bootstrap, monotone widths, thinning, refusals."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from otbench.analysis.measurement import simulate
+from otbench.analysis.resampling import (
+    BOOT_METRICS,
+    PrecisionError,
+    bootstrap,
+    predict_precision,
+    thin_probes,
+)
+
+M64 = 2 ** 64 - 1
+GAMMA = 0x9E3779B97F4A7C15
+
+
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def numbers(ws, count):
+    return ([w & 0xFFFFFFFF for w in ws] + [w >> 32 for w in ws])[:count]
+
+
+def _ratio(L, C, n):
+    """OR and AD of one trajectory (earliest maximizer), plain Python."""
+    k = max(range(n + 1), key=lambda j: (C[j], -j))
+    return (L[k] / L[n] if L[n] > 0 else 1.0), (C[k] - C[n])
+
+
+@pytest.fixture(scope="module")
+def small():
+    ms = simulate("small", 3)
+    keep = np.flatnonzero(ms.trajectory < 3)          # R = 3 everywhere, a quick set
+    return ms.take(keep)
+
+
+def twin(ms, questions, R, seed, N):
+    """(θ1, θ12) macro OR, AD, P(0) per replicate: plain Python on the documented draws."""
+    rows = {}
+    for t in range(ms.num_trajectories):
+        key = (int(ms.cell_model[ms.cell[t]]), int(ms.question[t]))
+        rows.setdefault(key, []).append(t)
+    models = sorted({m for m, _ in rows})
+    groups = sorted({int(ms.question_group[q]) for _, q in rows})
+    pools = [sorted({q for _, q in rows if ms.question_group[q] == g}) for g in groups]
+    plan = [questions.get(ms.groups[g], len(p)) for g, p in zip(groups, pools)]
+    S = sum(plan)
+    Hs, Hr = -(-S // 2), -(-R // 2)
+    W = Hs + len(models) * S * Hr
+    val = {}
+    for t in range(ms.num_trajectories):
+        n = int(ms.n[t])
+        o, a = _ratio(ms.L[t].tolist(), ms.C[t].tolist(), n)
+        P = int(ms.probes[t])
+        val[t] = (o, a / P, ms.C[t, 0] / P)
+    out1, out12 = [], []
+    for i in range(N):
+        ws = [mix64((seed + (i * W + 1 + j) * GAMMA) & M64) for j in range(W)]
+        u = numbers(ws[:Hs], S)
+        slot_q, s = [], 0
+        for g, pool in enumerate(pools):
+            for _ in range(plan[g]):
+                slot_q.append((g, pool[(u[s] * len(pool)) >> 32]))
+                s += 1
+        res1, res12 = [], []
+        for stat in range(3):
+            macro1 = macro12 = 0.0
+            for mi, m in enumerate(models):
+                cells1, cells12 = [], []
+                for g in range(len(groups)):
+                    occ1, occ12 = [], []
+                    for s, (gg, q) in enumerate(slot_q):
+                        if gg != g or (m, q) not in rows:
+                            continue
+                        traj = rows[(m, q)]
+                        blk = ws[Hs + (mi * S + s) * Hr: Hs + (mi * S + s + 1) * Hr]
+                        picks = [traj[(x * len(traj)) >> 32] for x in numbers(blk, R)]
+                        occ1.append(sum(val[t][stat] for t in traj) / len(traj))
+                        occ12.append(sum(val[t][stat] for t in picks) / R)
+                    if occ1:
+                        cells1.append(sum(occ1) / len(occ1))
+                        cells12.append(sum(occ12) / len(occ12))
+                macro1 += sum(cells1) / len(cells1)
+                macro12 += sum(cells12) / len(cells12)
+            res1.append(macro1 / len(models))
+            res12.append(macro12 / len(models))
+        out1.append(res1)
+        out12.append(res12)
+    return np.asarray(out1), np.asarray(out12)
+
+
+def exact_twin(ms, questions, R):
+    """v1, v2 of macro OR, AD, P(0) by hand: every model has every question here, so the macro is
+    the sum over groups of `Q'_g` i.i.d. slot means of `Z_g(q) = Σ_models w (ȳ_{m,q} - μ_{m,g})`."""
+    vals = {}
+    for t in range(ms.num_trajectories):
+        o, a = _ratio(ms.L[t].tolist(), ms.C[t].tolist(), int(ms.n[t]))
+        P = int(ms.probes[t])
+        key = (int(ms.cell_model[ms.cell[t]]), int(ms.question[t]))
+        vals.setdefault(key, []).append((o, a / P, ms.C[t, 0] / P))
+    models = sorted({m for m, _ in vals})
+    groups = sorted({int(ms.question_group[q]) for _, q in vals})
+    w = 1.0 / (len(models) * len(groups))
+    v1, v2 = np.zeros(3), np.zeros(3)
+    for g in groups:
+        pool = sorted({q for _, q in vals if ms.question_group[q] == g})
+        Qg = questions.get(ms.groups[g], len(pool))
+        for j in range(3):
+            ybar = {(m, q): sum(v[j] for v in vals[(m, q)]) / len(vals[(m, q)]) for m in models for q in pool}
+            mu = {m: sum(ybar[(m, q)] for q in pool) / len(pool) for m in models}
+            Z = [sum(w * (ybar[(m, q)] - mu[m]) for m in models) for q in pool]
+            v1[j] += sum(z * z for z in Z) / len(pool) / Qg
+            s2 = [sum(w * w * sum((v[j] - ybar[(m, q)]) ** 2 for v in vals[(m, q)]) / len(vals[(m, q)]) / R
+                      for m in models) for q in pool]
+            v2[j] += sum(s2) / len(pool) / Qg
+    return v1, v2
+
+
+def test_components_match_the_python_twin(small):
+    questions = {"AIME": 7, "MATH500": 11}
+    N, R, seed = 6, 5, 11
+    pred = predict_precision(small, questions=questions, trajectories=R, probes=int(small.probes[0]),
+                             replicates=N, seed=seed)
+    t1, t12 = twin(small, questions, R, seed, N)
+    v1, v2 = exact_twin(small, questions, R)
+    comps = pred.levels[int(small.probes[0])]
+    for j, s in enumerate(("or", "ad", "zero_step_acc")):
+        c = comps[s]
+        assert c.v1 == pytest.approx(v1[j], rel=1e-9, abs=1e-15)
+        assert c.v2 == pytest.approx(v2[j], rel=1e-9, abs=1e-15)
+        lo, hi = np.percentile(t12[:, j], (2.5, 97.5))
+        assert c.width == pytest.approx(hi - lo, rel=1e-9, abs=1e-15)
+        R_p, Q_p = 3.0, 4 / sum(1 / q for q in pred.pilot_questions.values())
+        w = c.v2 * R * R_p / (R_p - 1)
+        assert c.within == pytest.approx(w, rel=1e-12)
+        assert c.between == pytest.approx(c.v1 * Q_p / (Q_p - 1) - w / R_p, rel=1e-9, abs=1e-15)
+
+
+def test_exact_variances_are_the_resamplings_variances(small):
+    """The exact `v1`, `v2` against the Monte Carlo variances of the twin's own replicates."""
+    questions = {"AIME": 5}
+    pred = predict_precision(small, questions=questions, trajectories=2, probes=int(small.probes[0]),
+                             replicates=2)
+    t1, t12 = twin(small, questions, 2, 5, 400)
+    c = pred.levels[int(small.probes[0])]["or"]
+    # 400 replicates: the variance of a variance estimate is ~2/400 relative -> +-7 % at 1 sd
+    assert np.var(t1[:, 0], ddof=1) == pytest.approx(c.v1, rel=0.3)
+    assert np.var(t12[:, 0] - t1[:, 0], ddof=1) == pytest.approx(c.v2, rel=0.3)
+
+
+def test_the_pilots_own_design_is_its_bootstrap_exactly(small):
+    P = int(small.probes[0])
+    pred = predict_precision(small, trajectories=3, probes=P, replicates=64, seed=7)
+    boot = bootstrap(small, replicates=64, seed=7)
+    for s in ("or", "ad", "zero_step_acc"):
+        lo, hi = np.percentile(boot.macro[:, BOOT_METRICS.index(s)], (2.5, 97.5))
+        assert pred.width(s, 3, P) == pytest.approx(hi - lo, rel=1e-9)
+
+
+def test_widths_fall_with_questions_trajectories_and_probes(small):
+    P = int(small.probes[0])
+    pred = predict_precision(small, trajectories=3, probes=2 * P, replicates=200, seed=3)
+    for s in ("or", "ad", "zero_step_acc"):
+        w = [pred.width(s, R, P) for R in (2, 3, 4, 8, 16, 64)]
+        assert all(a >= b for a, b in zip(w, w[1:])), (s, w)      # exact: V(R) is non-increasing for R >= 2
+    # four times the questions: about half the width (Monte Carlo error ~5 % at 200 replicates)
+    big = predict_precision(small, questions={g: 4 * q for g, q in pred.pilot_questions.items()},
+                            trajectories=3, probes=P, replicates=200, seed=3)
+    for s in ("or", "ad", "zero_step_acc"):
+        assert 0.35 < big.width(s, 3, P) / pred.width(s, 3, P) < 0.7, s
+    # AD's probe noise: beyond the pilot's P the extrapolated width is smaller
+    assert pred.width("ad", 3, 2 * P) < pred.width("ad", 3, P)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(m=st.integers(1, 8), seed=st.integers(0, 2 ** 32))
+def test_thinning_is_an_exact_subsample(small, m, seed):
+    t = thin_probes(small, m, np.random.default_rng(seed))
+    P = int(small.probes[0])
+    assert (t.probes == m).all() and t.C.min() >= 0 and t.C.max() <= m
+    k = np.arange(t.C.shape[1])[None, :]
+    assert (t.C >= np.maximum(0, small.C - (P - m))).all() and (t.C <= np.minimum(small.C, m)).all()
+    last = t.C[np.arange(t.num_trajectories), t.n]
+    assert (np.where(k > t.n[:, None], t.C == last[:, None], True)).all()     # SPEC §2 padding
+
+
+def test_thinning_keeps_the_mean():
+    ms = simulate("tiny", 0)
+    P = int(ms.probes[0])
+    draws = [thin_probes(ms, 2, np.random.default_rng(s)).C.mean() for s in range(200)]
+    assert np.mean(draws) == pytest.approx(ms.C.mean() * 2 / P, rel=0.02)
+
+
+def test_refusals(small):
+    one = small.take(np.flatnonzero(small.trajectory == 0))
+    with pytest.raises(PrecisionError, match=r"needs >= 2 per \(model, question\)"):
+        predict_precision(one, trajectories=4, probes=4)
+    with pytest.raises(PrecisionError, match="group\\(s\\) NOPE not in the pilot"):
+        predict_precision(small, questions={"NOPE": 3}, trajectories=4, probes=4)
+    with pytest.raises(PrecisionError, match="`trajectories` must be an integer >= 1"):
+        predict_precision(small, trajectories=0, probes=4)
+    mixed = dataclasses.replace(small, probes=np.where(np.arange(small.num_trajectories) == 0, 4,
+                                                       small.probes).astype(np.int32))
+    with pytest.raises(PrecisionError, match="probes per position differ"):
+        predict_precision(mixed, trajectories=4, probes=4)
+    pred = predict_precision(small, trajectories=3, probes=int(small.probes[0]), replicates=8)
+    with pytest.raises(PrecisionError, match="not a computed probe level"):
+        pred.width("or", 3, 2)
+
+
+def _random_set(seed, P, missing=False):
+    """2 models x 2 groups, R in 2..4, a shared P; n = 0, zero-length steps, ties and flat curves."""
+    from tests._sets import build_set
+
+    rng = np.random.default_rng(seed)
+    trajs = []
+    for m in ("a", "b"):
+        for g, qs in (("g1", ("q1", "q2", "q3")), ("g2", ("q4", "q5"))):
+            for q in qs:
+                if missing and m == "b" and q == "q2":
+                    continue
+                for s in range(int(rng.integers(2, 5))):
+                    n = int(rng.integers(0, 5))
+                    L = np.r_[0, np.cumsum(rng.choice([0, 1, 7, 30], n))].tolist()
+                    C = ([int(rng.integers(0, P + 1))] * (n + 1) if rng.random() < 0.3
+                         else rng.integers(0, P + 1, n + 1).tolist())
+                    trajs.append((m, g, q, s, P, L, C))
+    return build_set(trajs)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2 ** 32), P=st.integers(1, 4), R=st.integers(1, 6), q1=st.integers(1, 6))
+def test_exact_variances_match_the_twin_on_ragged_sets(seed, P, R, q1):
+    ms = _random_set(seed, P)
+    questions = {"g1": q1}
+    pred = predict_precision(ms, questions=questions, trajectories=R, probes=P, replicates=2, seed=1)
+    v1, v2 = exact_twin(ms, questions, R)
+    for j, s in enumerate(("or", "ad", "zero_step_acc")):
+        c = pred.levels[P][s]
+        assert c.v1 == pytest.approx(v1[j], rel=1e-9, abs=1e-15)
+        assert c.v2 == pytest.approx(v2[j], rel=1e-9, abs=1e-15)
+        w = [pred.width(s, r, P) for r in (2, 3, 5, 9)]
+        assert all(a >= b - 1e-15 for a, b in zip(w, w[1:]))
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2 ** 32), P=st.integers(2, 4))
+def test_a_model_lacking_a_question_still_predicts(seed, P):
+    ms = _random_set(seed, P, missing=True)
+    pred = predict_precision(ms, trajectories=3, probes=2 * P, replicates=16, seed=2)
+    for s in ("or", "ad", "zero_step_acc"):
+        for R, p in ((2, P), (8, 2 * P)):
+            w = pred.width(s, R, p)
+            assert np.isfinite(w) and w >= 0
