@@ -84,6 +84,7 @@ class StandInCore:
         self._V = len(tok)
         self._end, self._nl = list(end_ids), nl_id
         self.waiting: collections.deque = collections.deque()
+        self.unfinished = 0
         self.vllm_config = _NS(scheduler_config=_NS(max_num_seqs=MAX_NUM_SEQS))
         self.model_config = _NS(hf_config=_NS(eos_token_id=tok.eos_token_id))
         rng = np.random.default_rng(0)
@@ -111,6 +112,11 @@ class StandInCore:
             packed = array("i", ids).tobytes()
             children = [packed * (CORE_BYTES_PER_ID // 4 + 1) for _ in range(params.n)]
             self.waiting.append((request_id, ids, params, children))
+            self.unfinished += params.n
+
+    def get_num_unfinished_requests(self):
+        """Sequences not finished (vLLM counts each child of an n-sample request; all finish at once here)."""
+        return self.unfinished
 
     def step(self):
         with _Timed():
@@ -118,6 +124,7 @@ class StandInCore:
             while self.waiting and (budget >= self.waiting[0][2].n or budget == MAX_NUM_SEQS):
                 rid, ids, params, children = self.waiting.popleft()
                 budget -= params.n
+                self.unfinished -= params.n
                 out.append(self._finish(rid, ids, params))
             return out
 

@@ -213,6 +213,12 @@ class Stream(Protocol):
     request's result depends only on the request itself (its seed), never on
     what else was in flight, up to the engines' floating-point batching
     caveat (see the README's determinism section).
+
+    Optional, read by the probe loop where a stream has them:
+    `pop_cached_tokens(tag)` (prompt ids of a finished request that the
+    prefix cache served) and `sequences_in_flight()` (engine sequences not
+    finished yet, a request's finished samples not counted; the loop's
+    in-flight bound then follows the engine's real batch).
     """
 
     def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None: ...

@@ -466,6 +466,14 @@ class VLLMStream:
         for j, r in enumerate(pieces):
             self._add(r.prompt, self._e._params(self._sampling, r), tag, request, j)
 
+    def sequences_in_flight(self) -> int:
+        """Engine sequences not finished yet, waiting or running: vLLM fans a request of n samples
+        out into n child requests, each with a state in the front end's output processor until it
+        finishes (`v1/engine/llm_engine.py` `add_request`, `output_processor.request_states`), so
+        this counts a request's samples that still decode, not the whole request until its last
+        sample ends (`LLMEngine.get_num_unfinished_requests`, O(1))."""
+        return int(self._core.get_num_unfinished_requests())
+
     def pop_cached_tokens(self, tag: Any) -> int:
         """Prompt ids of the finished request `tag` that the prefix cache served (asked once per tag)."""
         return self._cached.pop(tag, 0)

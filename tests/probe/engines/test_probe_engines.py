@@ -225,8 +225,12 @@ def test_sampled_runs_differ_but_are_valid(hf_engine, vllm_engine, setup):
 class _Counting:
     """The engine, with a stream that records the engine sequences in flight at every submit."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, capacity: int):
         self._e, self.peak_probe, self.peak_think, self.order = engine, 0, 0, []
+        self._capacity = capacity
+
+    def capacity(self) -> int:
+        return self._capacity
 
     def __getattr__(self, name):
         return getattr(self._e, name)
@@ -260,16 +264,18 @@ def test_requests_in_flight_are_bounded_in_engine_sequences_and_results_do_not_c
     tok, fmt, qs, prompts = setup
     units = [(0, 0), (0, 1), (1, 0), (1, 1)]
     free, _ = _probe(hf_engine, setup, SAMPLED, units=units)
-    eng = _Counting(hf_engine)
-    got = list(stream_units(eng, fmt, model="tiny", questions=qs, prompts=prompts, units=units, P=2, b=8,
-                            thinking_limit=40, answer_limit=6, sampling=SAMPLED,
-                            grade_batch=resolve_grader("minimal")[1], tokenizer=tok,
-                            max_in_flight=3, max_requests=4))
-    # at most 3 units, 2 of them sampling (half, rounded up), probe-phase sequences below 4
-    # before each position (P + 1 = 3 sequences) is submitted: at most 4 - 1 + 3
-    assert eng.peak_think == 2 and 3 <= eng.peak_probe <= 6
-    by = {(u.question, u.trajectory): u for u in got}
-    assert [by[qs[q].id, r] for q, r in units] == free
+    for capacity, think in ((2, 2), (64, 3)):
+        eng = _Counting(hf_engine, capacity)
+        got = list(stream_units(eng, fmt, model="tiny", questions=qs, prompts=prompts, units=units, P=2, b=8,
+                                thinking_limit=40, answer_limit=6, sampling=SAMPLED,
+                                grade_batch=resolve_grader("minimal")[1], tokenizer=tok,
+                                max_in_flight=3, max_requests=4))
+        # at most 3 units; an engine running its capacity: 2 of them sampling (half, rounded up); an
+        # engine with room: all 3 (nothing else to run at the start). Probe-phase sequences below 4
+        # before each position (P + 1 = 3 sequences) is submitted: at most 4 - 1 + 3
+        assert eng.peak_think == think and 3 <= eng.peak_probe <= 6
+        by = {(u.question, u.trajectory): u for u in got}
+        assert [by[qs[q].id, r] for q, r in units] == free
 
 
 def test_a_lagging_grader_pauses_the_probes_instead_of_piling_up_answers(hf_engine, setup, monkeypatch):
