@@ -102,7 +102,7 @@ def _job(args):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-X
+    ap.add_argument("--questions", type=int, default=6, help="SUMS questions (the demo's first source)")
     ap.add_argument("--R", type=int, default=1, help="trajectories per question")
     ap.add_argument("--think", type=int, default=96, help="thinking_limit (the demo's is 160)")
     ap.add_argument("--max-num-seqs", type=int, default=None,
