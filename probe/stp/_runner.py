@@ -320,6 +320,15 @@ def _probe(executor, pending, jr, keys, questions, summaries, progress) -> tuple
     where = {(qs.group, qs.id): q for q, qs in enumerate(questions)}
     stats = RunStats()
 
+    def rates(st: RunStats) -> dict[str, str]:
+        gen = st.think.generated + st.probe.generated + st.signal.generated
+        post = {"generated": f"{gen / max(time.perf_counter() - t, 1e-9):.0f} tok/s",
+                "think": f"{st.think.tokens_per_s:.0f} tok/s",
+                "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
+        if st.cache_queries:
+            post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
+        return post
+
     def on_batch(res: Sequence[UnitResult], st: RunStats) -> None:
         for u in res:
             qr = (where[u.group, u.question], u.trajectory)
@@ -329,16 +338,14 @@ def _probe(executor, pending, jr, keys, questions, summaries, progress) -> tuple
             return
         bar.update(len(res))
         if hasattr(bar, "set_postfix"):
-            gen = st.think.generated + st.probe.generated + st.signal.generated
-            post = {"generated": f"{gen / max(time.perf_counter() - t, 1e-9):.0f} tok/s",
-                    "think": f"{st.think.tokens_per_s:.0f} tok/s",
-                    "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
-            if st.cache_queries:
-                post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
-            bar.set_postfix(post, refresh=True)
+            bar.set_postfix(rates(st), refresh=True)
 
     t = time.perf_counter()
     with _progress_bar(len(pending), progress) as bar:
+        if hasattr(bar, "live"):
+            # A timed progress line reads the counters as they grow (tokens arrive long before
+            # the first unit commits: its whole probe phase runs first), not only at commits.
+            bar.live = lambda: rates(stats)
         if pending:
             executor.run(pending, on_batch, stats)
     jr.drain()                                   # every probed unit is on disk
