@@ -44,6 +44,16 @@ class GenRequest(NamedTuple):
         OpenAI-compatible server: the request's `vllm_xargs`). None: none. An
         engine that cannot honour them refuses the request rather than
         silently generating without them.
+      cut: (limit, marker) or None. The caller uses this request's output
+        only while `marker` (a token sequence) starts within its first
+        `limit` tokens, and cuts it at `limit` otherwise (the probe's think
+        request: thinking, then its own answer after the thinking-end
+        marker). A stream may then end the request as soon as its first
+        `limit + len(marker) - 1` tokens hold no such start, returning the
+        tokens so far as if `max_tokens` had been reached (`stop_id` None),
+        instead of decoding up to `max_tokens` for nothing. The tokens up to
+        `limit` are the same either way; an engine that cannot stop early
+        ignores it (vLLM's stream honours it, `VLLMStream`).
     """
 
     prompt: Sequence[int]
@@ -53,6 +63,7 @@ class GenRequest(NamedTuple):
     stop_ids: Sequence[int]
     ignore_eos: bool = False
     extra_args: Mapping[str, Any] | None = None
+    cut: tuple[int, tuple[int, ...]] | None = None
 
 
 class SignalRequest(NamedTuple):

@@ -181,7 +181,11 @@ class _Driver:
         native = fmt.family.native_thinking
         limit = j["thinking_limit"] + (len(fmt.end_ids) + j["answer_limit"] if native else 0)
         stops = fmt.answer_stop_ids if native else fmt.think_stop_ids
-        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops), "think")
+        # Native thinking: the request runs on into the answer only when the marker starts within
+        # thinking_limit; else what follows the limit is cut off (`split_trajectory`), so the
+        # engine may stop it right there (`GenRequest.cut`) instead of decoding the answer budget.
+        cut = (j["thinking_limit"], tuple(int(t) for t in fmt.end_ids)) if native and fmt.end_ids else None
+        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops, cut=cut), "think")
 
     def _probe(self, u: _Unit, th: ThinkResult) -> None:
         """Segment the trajectory and queue its positions (probes + signal) and any forced answer."""
