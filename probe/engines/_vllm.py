@@ -451,8 +451,9 @@ class VLLMStream:
         # (`ProbeFormat`, pinned by its tests), and the engine only reads it. Converting its
         # ~6,000 ids per id cost ~27 us of driver time per probe request at paper shape (one
         # probe prompt and one signal context per position of 16 samples). Anything else
-        # (a tuple, a NumPy array) is converted.
-        ids = prompt if type(prompt) is list else list(map(int, prompt))
+        # (a tuple, a NumPy array, a list built from one: its ends are looked at) is converted.
+        pure = type(prompt) is list and (not prompt or (type(prompt[0]) is int and type(prompt[-1]) is int))
+        ids = prompt if pure else list(map(int, prompt))
         self._core.add_request(rid, self._e._TokensPrompt(prompt_token_ids=ids), params)
 
     def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None:
