@@ -9,8 +9,10 @@ and `Logprob` types. Only what needs a GPU is replaced: vLLM's
 `LLMEngine` (front end + engine core) by `StandInCore`, which returns
 SYNTHETIC seeded random tokens at once. It reports `max_num_seqs = 1024`
 (an H200-sized engine), so the loop runs at the bounds such an engine gets
-by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling, 2,048
-probe-phase sequences). Per scheduler step it finishes the first 1,024
+by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling while
+the engine is full, 2,048 probe-phase sequences; it counts its unfinished
+sequences as vLLM's `get_num_unfinished_requests` does, which the loop's
+bound reads). Per scheduler step it finishes the first 1,024
 sequences of its FCFS queue, and it holds what vLLM's engine core holds
 per queued sequence (a request of n samples fanned out into n children,
 each holding as many bytes per prompt id as `v1/request.Request` does,
