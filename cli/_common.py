@@ -134,6 +134,8 @@ class LineProgress:
         import threading
 
         self.total, self.label, self.done, self.postfix = int(total), label, 0, ""
+        # a callable giving the rates to show (read at every line), else the last `set_postfix`
+        self.live = None
         self.interval = float(os.environ.get("OTBENCH_PROGRESS_SECONDS", PROGRESS_SECONDS)) \
             if interval is None else float(interval)
         self.file = file
@@ -172,6 +174,8 @@ class LineProgress:
 
         with self._lock:
             done, post = self.done, self.postfix
+        if self.live is not None:
+            post = ", ".join(f"{k} {v}" for k, v in self.live().items())
         el = time.monotonic() - self._t0
         pct = f" ({100 * done / self.total:.0f}%)" if self.total else ""
         text = f"{self.label}: {done:,}/{self.total:,}{pct}, {el:.0f} s"

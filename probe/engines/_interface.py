@@ -44,6 +44,16 @@ class GenRequest(NamedTuple):
         OpenAI-compatible server: the request's `vllm_xargs`). None: none. An
         engine that cannot honour them refuses the request rather than
         silently generating without them.
+      cut: (limit, marker) or None. The caller uses this request's output
+        only while `marker` (a token sequence) starts within its first
+        `limit` tokens, and cuts it at `limit` otherwise (the probe's think
+        request: thinking, then its own answer after the thinking-end
+        marker). A stream may then end the request as soon as its first
+        `limit + len(marker) - 1` tokens hold no such start, returning the
+        tokens so far as if `max_tokens` had been reached (`stop_id` None),
+        instead of decoding up to `max_tokens` for nothing. The tokens up to
+        `limit` are the same either way; an engine that cannot stop early
+        ignores it (vLLM's stream honours it, `VLLMStream`).
     """
 
     prompt: Sequence[int]
@@ -53,6 +63,7 @@ class GenRequest(NamedTuple):
     stop_ids: Sequence[int]
     ignore_eos: bool = False
     extra_args: Mapping[str, Any] | None = None
+    cut: tuple[int, tuple[int, ...]] | None = None
 
 
 class SignalRequest(NamedTuple):
@@ -213,6 +224,12 @@ class Stream(Protocol):
     request's result depends only on the request itself (its seed), never on
     what else was in flight, up to the engines' floating-point batching
     caveat (see the README's determinism section).
+
+    Optional, read by the probe loop where a stream has them:
+    `pop_cached_tokens(tag)` (prompt ids of a finished request that the
+    prefix cache served) and `sequences_in_flight()` (engine sequences not
+    finished yet, a request's finished samples not counted; the loop's
+    in-flight bound then follows the engine's real batch).
     """
 
     def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None: ...

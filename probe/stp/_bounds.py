@@ -6,10 +6,13 @@ engine's `capacity()`) unless the job sets it:
 * units in flight (`probe.units_in_flight`, default a quarter of the
   capacity): units between admission and result; each holds its
   trajectory's ids and, in its probe phase, its answers until graded;
-* trajectories being sampled: half of those units at most, so trajectories
-  run ahead of the probes that need them while the engine's batch is
-  mostly probes (a unit's probe work, (n+1)·P answers, is ~50x its think
-  request's at paper shape);
+* trajectories being sampled: half of those units at most while the
+  engine is full, so trajectories run ahead of the probes that need them
+  while the engine's batch is mostly probes (a unit's probe work, (n+1)·P
+  answers, is ~50x its think request's at paper shape); while the engine
+  runs fewer sequences than its capacity (the start of a run, probes run
+  dry) any unit in flight may be sampling, so the engine never idles for
+  want of trajectories (`UnitStream.wants`);
 * units in their probe phase (holding answers until graded): an eighth of
   the units in flight (`holding_bound`); past it a unit's probes wait
   until one is graded, so a lagging grading lane pauses the probes;
@@ -17,7 +20,12 @@ engine's `capacity()`) unless the job sets it:
   default twice the capacity): probes, signals and forced answers; a
   request of n samples counts n, since vLLM fans it out into n requests.
   The scheduler runs `capacity` of them and the rest wait, so vLLM's
-  waiting queue holds at most about one more batch.
+  waiting queue holds at most about one more batch. Counted as the engine
+  counts them where the stream says (vLLM: a finished sample frees its
+  place at once, its request's other samples still decoding), and the
+  unfinished requests' samples, finished or not, at most twice the bound
+  (a finished sample's answer and its request's prompt stay until the
+  request ends).
 
 Host memory model (per engine; read in vLLM 0.32's `v1/request.py`,
 `v1/engine/llm_engine.py` and `v1/engine/output_processor.py`): each
@@ -32,8 +40,8 @@ generated id costs the core two list slots and an int, and the driver's
 unit ~9 B once packed and decoded (4 B int32 + ~4-5 B of text). With the
 defaults on an H200-sized engine (capacity 1,024) and paper-shaped units
 (6,000-token prompts, thinking_limit 8,192, b = 320: 27 positions at
-most, P = 16, 1,400-token answers) the bound is ~2.4 GiB per engine
-(`host_memory`), ~19 GiB for eight: a small
+most, P = 16, 1,400-token answers) the bound is ~3.0 GiB per engine
+(`host_memory`), ~24 GiB for eight: a small
 part of an 8xH200 node's host memory (typically 1-2 TiB). The bound
 counts every unit in its probe phase as holding all its answers and
 every prompt at the longest length, so it overstates.
@@ -107,10 +115,12 @@ def host_memory(*, units: int, requests: int, prompt_tokens: int, thinking_limit
     longest = prompt_tokens + thinking_limit + 16
     positions = thinking_limit // max(1, b) + 2
     think_len = thinking_limit + answer_limit + 16
-    thinking = thinking_bound(units)
+    thinking = units                   # every unit in flight may be sampling (`UnitStream.wants`)
     return HostMemory(
-        probe_prompts=requests * longest * (CORE_BYTES_PER_ID + FRONT_BYTES_PER_ID),
-        probe_generated=requests * answer_limit * GENERATED_BYTES_PER_ID,
+        # the core holds the sequences still decoding (<= requests); the front end and this
+        # driver the unfinished requests' prompts and finished answers (<= 2 x requests)
+        probe_prompts=requests * longest * (CORE_BYTES_PER_ID + 2 * FRONT_BYTES_PER_ID),
+        probe_generated=2 * requests * answer_limit * GENERATED_BYTES_PER_ID,
         think_requests=thinking * (prompt_tokens * (CORE_BYTES_PER_ID + FRONT_BYTES_PER_ID)
                                    + think_len * GENERATED_BYTES_PER_ID),
         units=units * think_len * HELD_BYTES_PER_ID

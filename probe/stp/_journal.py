@@ -3,6 +3,7 @@
 Layout of a journal folder (default: `OUT.journal` beside the output)::
 
     DIR/journal.json                 marker: {"schema": "otbench.journal/1"}
+    DIR/model.json                   the hub model's resolved commit (`pin_model`)
     DIR/lock                         flock'ed by the one run that writes here
     DIR/lock.owner                   the lock where the filesystem has no flock (`_lock`)
     DIR/units/<k[:2]>/<key>.unit     one committed unit (key: `_resume_keys.unit_key`)
@@ -46,6 +47,7 @@ from ._loop import UnitResult
 
 JOURNAL_SCHEMA = "otbench.journal/1"
 MARKER = "journal.json"
+MODEL = "model.json"
 MAGIC = b"otbench.unit/2\n"
 _UNITS = "units"
 _QUARANTINE = "quarantine"
@@ -214,6 +216,7 @@ class Journal:
         try:
             if overwrite and not resume:
                 shutil.rmtree(root / _UNITS, ignore_errors=True)
+                (root / MODEL).unlink(missing_ok=True)
             if not marker.is_file():
                 marker.write_text(json.dumps({"schema": JOURNAL_SCHEMA}) + "\n")
                 _fsync_dir(root)
@@ -244,6 +247,34 @@ class Journal:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def pin_model(self, repository: str, revision: str, commit: str | None) -> None:
+        """Record the commit the hub model's `revision` resolved to, or refuse a run at another one.
+
+        A branch or tag ("main") can move while a week-long run is resumed: its
+        units would then be keyed anew and probed again on other weights. The
+        first run writes `model.json`; a later run whose revision resolves to
+        another commit is refused in one line naming both, before any unit is
+        probed (pin `model.revision` to the recorded commit to continue).
+        """
+        from otbench.files import read_json, write_text_atomic
+
+        path = self.root / MODEL
+        now = {"repository": repository, "revision": revision, "commit": commit}
+        if path.is_file():
+            old = read_json(path)                     # a damaged file: one line naming it
+            if not isinstance(old, dict) or not isinstance(old.get("commit"), (str, type(None))):
+                raise JournalError(f"{path}: not a model record otbench wrote; remove it to record "
+                                   "the model anew")
+            if old.get("repository") == repository:
+                was = old.get("commit")
+                if was != commit:
+                    raise JournalError(
+                        f"{self.root}: this journal's run used {repository} at commit {was} (revision "
+                        f"{old.get('revision')!r}), but revision {revision!r} now resolves to {commit}; "
+                        f"set model.revision = \"{was}\" to continue the run, or use a new --journal")
+                return
+        write_text_atomic(path, json.dumps(now, sort_keys=True) + "\n")
 
     # -- records -------------------------------------------------------------------
     def path(self, key: str) -> Path:
@@ -306,19 +337,24 @@ class Journal:
     def commit_later(self, key: str, unit: UnitResult) -> None:
         """`commit(key, unit, read_back=False)` with the file I/O in a writer thread.
 
-        The record is encoded here; writing, fsyncing and renaming release
-        the GIL, and at paper shape they are a quarter of the driver's time
-        per probe, so they run beside the probe loop (`_background`). At most `_WRITE_DEPTH`
-        records are not yet on disk (bounded memory); a commit fails the run
-        at the next `commit_later` or at `drain`. A kill loses the records not
+        The record is encoded there too (a unit result is immutable): its
+        checksum and compression release the GIL like writing, fsyncing and
+        renaming do, and at paper shape encoding and writing were ~10 us of
+        driver time per probe request, so all of it runs beside the probe
+        loop (`_background`). At most `_WRITE_DEPTH` records are not yet on
+        disk (bounded memory); a failed encoding or commit fails the run at
+        the next `commit_later` or at `drain`. A kill loses the records not
         yet on disk, which is the same as losing units in flight: they are
         probed again.
         """
-        data, _ = encode_record(key, unit.to_record())
         if self._writer is None:
-            self._writer = BackgroundWorker(lambda item: self._write(*item), depth=_WRITE_DEPTH,
+            self._writer = BackgroundWorker(self._encode_and_write, depth=_WRITE_DEPTH,
                                             name="otbench-journal")
-        self._writer.submit((key, data))
+        self._writer.submit((key, unit))
+
+    def _encode_and_write(self, item: tuple[str, UnitResult]) -> None:
+        key, unit = item
+        self._write(key, encode_record(key, unit.to_record())[0])
 
     def drain(self) -> None:
         """Wait for every `commit_later` record to be committed; raise the first failure."""

@@ -123,6 +123,21 @@ class _Driver:
         self.greedy = job["sampling"].temperature == 0.0
         # prompt ids of a finished request served by the prefix cache (an engine stream may say)
         self.cached = getattr(self.stream, "pop_cached_tokens", None)
+        # engine sequences still decoding (an engine stream may say; `probe_live`)
+        self.live = getattr(self.stream, "sequences_in_flight", None)
+
+    def probe_live(self) -> int:
+        """Probe-phase sequences still decoding in the engine.
+
+        A request of n samples holds its n sequences here until its last sample ends, while
+        in the engine each finished sample frees its place: with answers of very different
+        lengths the running batch would thin out below capacity behind a few long samples.
+        Where the stream counts the engine's unfinished sequences (vLLM), this is that count
+        less the think requests (one sequence each); else the requests' own count.
+        """
+        if self.live is None:
+            return self.sequences
+        return max(0, min(self.sequences, self.live() - self.phase_in_flight["think"]))
 
     def _submit(self, tag, req, phase: str) -> None:
         self.stream.submit(tag, req)
@@ -166,7 +181,11 @@ class _Driver:
         native = fmt.family.native_thinking
         limit = j["thinking_limit"] + (len(fmt.end_ids) + j["answer_limit"] if native else 0)
         stops = fmt.answer_stop_ids if native else fmt.think_stop_ids
-        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops), "think")
+        # Native thinking: the request runs on into the answer only when the marker starts within
+        # thinking_limit; else what follows the limit is cut off (`split_trajectory`), so the
+        # engine may stop it right there (`GenRequest.cut`) instead of decoding the answer budget.
+        cut = (j["thinking_limit"], tuple(int(t) for t in fmt.end_ids)) if native and fmt.end_ids else None
+        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops, cut=cut), "think")
 
     def _probe(self, u: _Unit, th: ThinkResult) -> None:
         """Segment the trajectory and queue its positions (probes + signal) and any forced answer."""
@@ -210,10 +229,13 @@ class _Driver:
                      "signal")
 
     def pump(self) -> None:
-        """Submit queued positions while the probe-phase sequences in flight are below the bound and,
-        for a unit's first position, fewer than `max_holding` units hold answers (backpressure from
-        a grading lane that falls behind: such units hold all their answers until graded)."""
-        while self.pending and (self.sequences < self.max_requests or not self.sequences):
+        """Submit queued positions while the probe-phase sequences still decoding are below the bound
+        (`probe_live`) and those of the unfinished requests below twice it (what finished samples
+        of unfinished requests hold: their answers and the front end's prompt), and, for a unit's
+        first position, fewer than `max_holding` units hold answers (backpressure from a grading
+        lane that falls behind: such units hold all their answers until graded)."""
+        while self.pending and (not self.sequences or (self.sequences < 2 * self.max_requests
+                                                       and self.probe_live() < self.max_requests)):
             key = self.pending[0][0]
             if key not in self.holding:
                 if len(self.holding) >= self.max_holding:
@@ -317,9 +339,10 @@ class UnitStream:
         self.stats = stats if stats is not None else RunStats()
         self._engine, self._given = engine, given or {}
         self.max_units = max_units
+        cap = getattr(engine, "capacity", None)
+        self.capacity = int(cap()) if cap is not None else FALLBACK_CAPACITY
         if max_requests is None:
-            cap = getattr(engine, "capacity", None)
-            max_requests = default_requests(cap() if cap is not None else FALLBACK_CAPACITY)
+            max_requests = default_requests(self.capacity)
         self._lane = GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
         self._d = _Driver(engine, fmt, job, self.stats, self._lane, max_requests=max_requests,
                           max_thinking=thinking_bound(max_units), max_holding=holding_bound(max_units))
@@ -345,10 +368,18 @@ class UnitStream:
         return self._d.peak_sequences
 
     def wants(self) -> bool:
-        """Whether a unit should be admitted now: fewer than `max_units` units in flight and
-        fewer than half of them sampling their trajectory (`_bounds.thinking_bound`)."""
+        """Whether a unit should be admitted now: fewer than `max_units` units in flight and either
+        fewer than half of them sampling their trajectory (`_bounds.thinking_bound`) or the engine
+        running fewer sequences than it can (`capacity`, vLLM's `max_num_seqs`).
+
+        The second clause fills an engine that has nothing else to run, at the start of a run
+        (no unit has a trajectory to probe yet) and whenever the probes run dry: the think bound
+        keeps trajectories from running too far ahead of their probes, never the engine idle.
+        """
         d = self._d
-        return len(d.active) < self.max_units and d.phase_in_flight["think"] < d.max_thinking
+        if len(d.active) >= self.max_units:
+            return False
+        return d.phase_in_flight["think"] < d.max_thinking or self.requests_in_flight < self.capacity
 
     def add(self, unit: tuple[int, int]) -> None:
         """Admit a `(question index, trajectory)` unit now (its think request goes to the engine;
@@ -404,7 +435,7 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     """Measure work units `(question index, trajectory)`, yielding each `UnitResult` as it completes.
 
     At most `max_in_flight` units are between admission and their result
-    (half of them sampling their trajectory at most), and at most about
+    (half of them sampling their trajectory at most while the engine is full), and at most about
     `max_requests` probe-phase engine sequences are in flight (None: twice
     the engine's capacity; `_bounds`); a new unit is admitted as soon as
     there is room, so memory is bounded by these numbers, not by the run.

@@ -193,6 +193,8 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     fresh = not Path(journal).exists()
     jr = Journal.open(journal, resume=resume, overwrite=overwrite)
     try:
+        if engine_cfg is not None:
+            _pin_revision(jr, job, engine_cfg, log)        # before the engine starts
         if resume:
             # Temp folders of a save() killed mid-write (it renames only when complete).
             for stale in out.parent.glob(f".{out.name}.tmp-*"):
@@ -208,6 +210,8 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         t_engine = time.perf_counter() - t
         try:
             setup, engine_cfg = executor.setup, executor.engine_cfg
+            if use_ray:
+                _pin_revision(jr, job, engine_cfg, log)    # the workers resolved the model
             log(f"engine ready in {t_engine:.1f} s; {len(questions)} questions x R={job.R} trajectories, "
                 f"P={job.P} probes per position, b={job.b}, grader={grader_name}"
                 + (f", {workers} Ray workers" if use_ray else ""))
@@ -244,6 +248,17 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     if not spool:
         run["journal"] = jr.report()
     return RunSummary.write(out, manifest, run)
+
+
+def _pin_revision(jr, job: ProbeJob, engine_cfg, log) -> None:
+    """A hub model: log the commit its revision resolved to and pin it in the journal (a resume at
+    another commit is refused in one line, `Journal.pin_model`)."""
+    if job.hub is None:
+        return
+    repo, revision = job.hub[0], job.hub[1] or "main"
+    if engine_cfg.revision != revision:
+        log(f"{repo}: revision {revision!r} is commit {engine_cfg.revision}")
+    jr.pin_model(repo, revision, engine_cfg.revision)
 
 
 def _load_inputs(job: ProbeJob, log):
@@ -305,6 +320,15 @@ def _probe(executor, pending, jr, keys, questions, summaries, progress) -> tuple
     where = {(qs.group, qs.id): q for q, qs in enumerate(questions)}
     stats = RunStats()
 
+    def rates(st: RunStats) -> dict[str, str]:
+        gen = st.think.generated + st.probe.generated + st.signal.generated
+        post = {"generated": f"{gen / max(time.perf_counter() - t, 1e-9):.0f} tok/s",
+                "think": f"{st.think.tokens_per_s:.0f} tok/s",
+                "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
+        if st.cache_queries:
+            post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
+        return post
+
     def on_batch(res: Sequence[UnitResult], st: RunStats) -> None:
         for u in res:
             qr = (where[u.group, u.question], u.trajectory)
@@ -314,16 +338,14 @@ def _probe(executor, pending, jr, keys, questions, summaries, progress) -> tuple
             return
         bar.update(len(res))
         if hasattr(bar, "set_postfix"):
-            gen = st.think.generated + st.probe.generated + st.signal.generated
-            post = {"generated": f"{gen / max(time.perf_counter() - t, 1e-9):.0f} tok/s",
-                    "think": f"{st.think.tokens_per_s:.0f} tok/s",
-                    "probe": f"{st.probe.tokens_per_s:.0f} tok/s"}
-            if st.cache_queries:
-                post["cache"] = f"{100 * st.cache_hits / st.cache_queries:.0f}%"
-            bar.set_postfix(post, refresh=True)
+            bar.set_postfix(rates(st), refresh=True)
 
     t = time.perf_counter()
     with _progress_bar(len(pending), progress) as bar:
+        if hasattr(bar, "live"):
+            # A timed progress line reads the counters as they grow (tokens arrive long before
+            # the first unit commits: its whole probe phase runs first), not only at commits.
+            bar.live = lambda: rates(stats)
         if pending:
             executor.run(pending, on_batch, stats)
     jr.drain()                                   # every probed unit is on disk
@@ -348,7 +370,8 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
         stage="probe",
         model={"id": job.model, "entry": job.model_entry, "weights": engine_cfg.model if not job.embedded
                else f"embedded:{job.embedded}", "fingerprint": setup.fingerprint,
-               **({"repository": job.hub[0], "revision": engine_cfg.revision} if job.hub else {})},
+               **({"repository": job.hub[0], "revision": engine_cfg.revision,
+                   "requested_revision": job.hub[1] or "main"} if job.hub else {})},
         family=job.family.as_dict(),
         engine={k: v for k, v in info.items() if k != "config"} | {
             "config": {k: v for k, v in engine_cfg.as_dict().items() if k != "model"}},

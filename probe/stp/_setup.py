@@ -121,5 +121,6 @@ def memory_line(job: ProbeJob, engine, prompts: Sequence[Sequence[int]]) -> str:
     u, r = units_in_flight(job, engine), requests_in_flight(job, engine)
     mem = host_memory(units=u, requests=r, prompt_tokens=max(map(len, prompts), default=0),
                       thinking_limit=job.thinking_limit, answer_limit=job.answer_limit, P=job.P, b=job.b)
-    return (f"in flight per engine: {u} units ({thinking_bound(u)} sampling their trajectory), "
+    return (f"in flight per engine: {u} units ({thinking_bound(u)} sampling their trajectory while the "
+            f"engine is full), "
             f"{r} probe-phase sequences; {mem.line()}")

@@ -225,8 +225,12 @@ def test_sampled_runs_differ_but_are_valid(hf_engine, vllm_engine, setup):
 class _Counting:
     """The engine, with a stream that records the engine sequences in flight at every submit."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, capacity: int):
         self._e, self.peak_probe, self.peak_think, self.order = engine, 0, 0, []
+        self._capacity = capacity
+
+    def capacity(self) -> int:
+        return self._capacity
 
     def __getattr__(self, name):
         return getattr(self._e, name)
@@ -260,16 +264,18 @@ def test_requests_in_flight_are_bounded_in_engine_sequences_and_results_do_not_c
     tok, fmt, qs, prompts = setup
     units = [(0, 0), (0, 1), (1, 0), (1, 1)]
     free, _ = _probe(hf_engine, setup, SAMPLED, units=units)
-    eng = _Counting(hf_engine)
-    got = list(stream_units(eng, fmt, model="tiny", questions=qs, prompts=prompts, units=units, P=2, b=8,
-                            thinking_limit=40, answer_limit=6, sampling=SAMPLED,
-                            grade_batch=resolve_grader("minimal")[1], tokenizer=tok,
-                            max_in_flight=3, max_requests=4))
-    # at most 3 units, 2 of them sampling (half, rounded up), probe-phase sequences below 4
-    # before each position (P + 1 = 3 sequences) is submitted: at most 4 - 1 + 3
-    assert eng.peak_think == 2 and 3 <= eng.peak_probe <= 6
-    by = {(u.question, u.trajectory): u for u in got}
-    assert [by[qs[q].id, r] for q, r in units] == free
+    for capacity, think in ((2, 2), (64, 3)):
+        eng = _Counting(hf_engine, capacity)
+        got = list(stream_units(eng, fmt, model="tiny", questions=qs, prompts=prompts, units=units, P=2, b=8,
+                                thinking_limit=40, answer_limit=6, sampling=SAMPLED,
+                                grade_batch=resolve_grader("minimal")[1], tokenizer=tok,
+                                max_in_flight=3, max_requests=4))
+        # at most 3 units; an engine running its capacity: 2 of them sampling (half, rounded up); an
+        # engine with room: all 3 (nothing else to run at the start). Probe-phase sequences below 4
+        # before each position (P + 1 = 3 sequences) is submitted: at most 4 - 1 + 3
+        assert eng.peak_think == think and 3 <= eng.peak_probe <= 6
+        by = {(u.question, u.trajectory): u for u in got}
+        assert [by[qs[q].id, r] for q, r in units] == free
 
 
 def test_a_lagging_grader_pauses_the_probes_instead_of_piling_up_answers(hf_engine, setup, monkeypatch):
@@ -301,3 +307,58 @@ def test_a_lagging_grader_pauses_the_probes_instead_of_piling_up_answers(hf_engi
     assert len(got) == 8
     # units between their first probe and their grade: at most holding_bound(8) = 4 at any time
     assert max(seen) <= 4 and max(seen) >= 2
+
+
+def test_a_think_request_that_never_closes_its_thinking_stops_at_the_limit(vllm_engine, hf_engine, setup):
+    """`GenRequest.cut` (issue 25, item 8): vLLM's stream ends a request whose first limit + len(marker) - 1
+    tokens hold no marker start before `limit`, instead of decoding its whole answer budget; one whose
+    marker starts in time runs on; the tokens up to the limit are the same either way."""
+    from otbench.probe.stp._loop import stream_units
+
+    tok, fmt, qs, prompts = setup
+    prompt = list(prompts[0])
+
+    def run(cut):
+        s = vllm_engine.stream(SAMPLED)
+        s.submit("t", GenRequest(prompt, 1, 11, 120, (), ignore_eos=True, cut=cut))
+        done = []
+        while s.in_flight():
+            done += s.poll()
+        assert s.sequences_in_flight() == 0 and not s._cuts
+        return done[0][1][0]
+
+    full = run(None)
+    assert len(full.token_ids) == 120
+    absent = next(t for t in range(100, vllm_engine.vocab_size()) if t not in full.token_ids)
+    cut = run((20, (absent, absent)))
+    # looked at from the step it can hold 21 tokens; aborted there (a step or two of slack)
+    assert 21 <= len(cut.token_ids) <= 24 and cut.stop_id is None
+    assert cut.token_ids == full.token_ids[:len(cut.token_ids)]
+    on = run((20, tuple(full.token_ids[10:12])))            # the marker starts at 10 at the latest
+    assert on == full
+
+    # the probe loop asks it of every think request of a native thinking family (marker: the family's)
+    seen = []
+
+    class Spy(_Counting):
+        def stream(self, sampling):
+            inner = self._e.stream(sampling)
+
+            class S:
+                def submit(self, tag, req):
+                    seen.append(req)
+                    inner.submit(tag, req)
+
+                def in_flight(self):
+                    return inner.in_flight()
+
+                def poll(self):
+                    return inner.poll()
+            return S()
+    list(stream_units(Spy(hf_engine, 64), fmt, model="tiny", questions=qs, prompts=prompts, units=[(0, 0)],
+                      P=2, b=8, thinking_limit=40, answer_limit=6, sampling=SAMPLED,
+                      grade_batch=resolve_grader("minimal")[1], tokenizer=tok))
+    think = [r for r in seen if isinstance(r, GenRequest) and r.cut is not None]
+    assert len(think) == 1 and think[0].cut == (40, tuple(fmt.end_ids)) and think[0].max_tokens == 40 + \
+        len(fmt.end_ids) + 6
+    assert all(r.cut is None for r in seen if isinstance(r, GenRequest) and r is not think[0])

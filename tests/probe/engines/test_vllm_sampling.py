@@ -76,3 +76,17 @@ def test_greedy_requests_of_n_samples_are_sent_as_n_seeded_single_samples():
     sampled = Sampling(temperature=0.6, top_p=0.95, top_k=20, presence_penalty=1.5)
     p = e._params(sampled, GenRequest((1,), 16, 77, 8, (9,)))
     assert (p.n, p.seed, p.temperature, p.top_k, p.presence_penalty) == (16, 77, 0.6, 20, 1.5)
+
+
+def test_the_stream_passes_a_list_of_python_ints_as_is_and_converts_anything_else():
+    e = _engine()
+    st = _vllm.VLLMStream(e, Sampling(0.6, 0.95, 20, 0.0))
+    pure = [5, 6, 7]
+    st.submit("a", GenRequest(pure, 1, 3, 4, ()))
+    st.submit("b", GenRequest((5, 6, 7), 1, 3, 4, ()))
+    st.submit("c", GenRequest(list(np.array([5, 6, 7])), 1, 3, 4, ()))     # NumPy ints in a list
+    st.submit("d", GenRequest(np.array([5, 6, 7]), 1, 3, 4, ()))
+    got = [p["prompt_token_ids"] for _, p, _ in e._llm.llm_engine.added]
+    assert got[0] is pure                                  # no per-id copy of the probe's own lists
+    for ids in got:
+        assert ids == [5, 6, 7] and type(ids) is list and all(type(t) is int for t in ids)

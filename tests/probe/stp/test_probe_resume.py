@@ -521,3 +521,68 @@ def test_commits_in_the_writer_thread(tmp_path: Path, monkeypatch):
         j.commit_later("ee" * 32, _unit())             # ... and every later commit
     j.close()                                          # closing after a failure does not raise
     assert j.committed == 6 and not j.path("ff" * 32).exists()
+
+
+# -- a hub model's revision: resolved to a commit at job start, pinned in the journal ------------------
+
+def test_journal_pins_the_resolved_commit(tmp_path: Path):
+    from otbench.errors import OtbenchError
+
+    a, b = "a" * 40, "b" * 40
+    with Journal.open(tmp_path / "j", resume=False) as jr:
+        jr.pin_model("Org/M", "main", a)
+    assert json.loads((tmp_path / "j" / "model.json").read_text()) == \
+        {"repository": "Org/M", "revision": "main", "commit": a}
+    with Journal.open(tmp_path / "j", resume=True) as jr:
+        jr.pin_model("Org/M", "main", a)                    # the same commit: continued
+        jr.pin_model("Org/M", a, a)                         # pinned to it by hash: continued
+        with pytest.raises(JournalError) as e:
+            jr.pin_model("Org/M", "main", b)                # "main" moved
+    msg = str(e.value)
+    assert "\n" not in msg and isinstance(e.value, OtbenchError)
+    assert f"used Org/M at commit {a} (revision 'main'), but revision 'main' now resolves to {b}" in msg
+    assert f'set model.revision = "{a}"' in msg
+    with Journal.open(tmp_path / "j", resume=False, overwrite=True) as jr:
+        assert not (tmp_path / "j" / "model.json").exists()    # emptied with the units
+        jr.pin_model("Org/M", "main", b)
+    (tmp_path / "j" / "model.json").write_text("[1]")
+    with Journal.open(tmp_path / "j", resume=True) as jr, \
+            pytest.raises(JournalError, match=r"model.json: not a model record otbench wrote"):
+        jr.pin_model("Org/M", "main", b)
+
+
+def test_resume_at_a_moved_revision_is_refused(tmp_path: Path, tiny_model, otbench_cache, monkeypatch):
+    """A hub id's "main" resolved from the cache's refs/main; a resume after it moved: one line, exit 2."""
+    from otbench.cli._probe import probe_group
+
+    constants = pytest.importorskip("huggingface_hub.constants")
+    hub = tmp_path / "hub"
+    repo = hub / "models--Org--Tiny-Thinker"
+    old, new = "0" * 39 + "1", "0" * 39 + "2"
+    for c in (old, new):
+        shutil.copytree(tiny_model, repo / "snapshots" / c)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(old)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(JOB.format(model="", n=1, R=1, temperature=0.6, model_id="x")
+                   .replace('path = ""\n', "").replace('id = "x"', 'name = "Org/Tiny-Thinker"'))
+    out, runner = tmp_path / "set", CliRunner()
+    args = ["run", "--config", str(cfg), "--out", str(out), "--no-progress"]
+    r = runner.invoke(probe_group, args)
+    assert r.exit_code == 0, r.output
+    assert f"Org/Tiny-Thinker: revision 'main' is commit {old}" in r.output
+    prov = json.loads((out / "manifest.json").read_text())["provenance"]["model"]
+    assert prov["revision"] == old and prov["requested_revision"] == "main"
+    (repo / "refs" / "main").write_text(new)               # the branch moved
+    r = runner.invoke(probe_group, args + ["--resume"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    last = r.output.strip().splitlines()[-1]
+    assert f"at commit {old} (revision 'main'), but revision 'main' now resolves to {new}" in last
+    cfg.write_text(cfg.read_text().replace('name = "Org/Tiny-Thinker"',
+                                           f'name = "Org/Tiny-Thinker"\nrevision = "{old}"'))
+    r = runner.invoke(probe_group, args + ["--resume"])    # pinned to the recorded commit: continued
+    assert r.exit_code == 0, r.output
+    assert "1 of 1 units reused" in r.output

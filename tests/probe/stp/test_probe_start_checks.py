@@ -157,3 +157,31 @@ def test_progress_lines_carry_the_rates_while_running_and_end_plain(tmp_path: Pa
     first, last = out.getvalue().splitlines()
     assert first.startswith("probing: 4/10 (40%), ") and first.endswith(" s left (generated 1234 tok/s)")
     assert last.startswith("probing: 10/10 (100%), ") and last.endswith(" s (done)")
+
+
+def test_progress_lines_show_tokens_per_second_before_the_first_unit_commits(tmp_path: Path, tiny_model,
+                                                                           otbench_cache):
+    """A timed line reads the run's counters as tokens arrive: at paper shape the first unit commits
+    only after its whole probe phase, and a line of 0/N without rates looks stalled."""
+    import io
+
+    from otbench.cli._common import LineProgress
+    from otbench.probe.stp._job import load_job
+    from otbench.probe.stp._runner import run_job
+    from test_probe_resume import write_job
+
+    out, bars = io.StringIO(), []
+
+    def factory(total):
+        bar = LineProgress(total, "probing", interval=3600, file=out)
+        bars.append(bar)
+        return bar
+    cfg = write_job(tmp_path / "job.toml", tiny_model, n=1, R=1)
+    run_job(load_job(cfg), tmp_path / "set", progress=factory, log=lambda m: None)
+    assert bars[0].live is not None
+    bars[0].done = 0                       # as before the first commit: the counters still show
+    bars[0]._t0 -= 1.0
+    bars[0]._line()
+    line = out.getvalue().splitlines()[-1]
+    assert line.startswith("probing: 0/1 (0%), ") and "(generated " in line and " tok/s, think " in line
+    assert float(line.split("(generated ")[1].split(" tok/s")[0]) > 0

@@ -238,3 +238,19 @@ def test_marker_must_start_with_signal_token(tok, vocab):
     fam = dataclasses.replace(load_family("qwen3-thinking"), signal_token="We add")
     with pytest.raises(FormatError, match=r"the signal token 'We add' must be a single token"):
         compile_format(fam, tok, vocab)
+
+
+@pytest.mark.parametrize("family", ["qwen3-thinking", "deepseek-r1-distill", "gpt-oss", "generic-chat"])
+@pytest.mark.parametrize("rule", ["vocab", "vocab+span"])
+def test_prompts_are_fresh_lists_of_python_ints(tok, vocab, family, rule):
+    """The vLLM stream hands a list prompt to the engine as it is (no per-id conversion), so every
+    prompt the probe builds is a new `list` of exact Python ints, at every position."""
+    f = fmt_for(family, tok, vocab, rule)
+    prompt = (7, 8, 9)
+    th = tuple(ids(tok, "We", "Ġadd", "Ġ", "3", ".ĊĊ", "We", "Ċ", "ĊĊ", "Ġ", "7", ".Ċ"))
+    built = [f.answer_context(prompt, th, done) for done in (True, False)]
+    for k in range(len(th) + 1):
+        built += [f.probe_prompt(prompt, th, k), f.signal_context(prompt, th, k)]
+    for p in built:
+        assert type(p) is list and all(type(t) is int for t in p), p
+    assert len({id(p) for p in built}) == len(built)           # never a shared list
