@@ -10,13 +10,24 @@ from ._batch import (
     resolve_grader,
 )
 from ._choice import ANSWER_FORMS, LETTERS, extract_choice, shuffle_options
+from ._field import (
+    HESITATION_WORDS,
+    ProbeSignals,
+    answer_key,
+    answer_location,
+    hesitates,
+    hesitation_pattern,
+    number_answers,
+    probe_signals,
+)
 from ._grade import GradeConfig, GradeRequest, grade, grade_request, make_request
 from ._pool import Grader, grade_many
 from ._sandbox import SandboxLimits, sandbox_status
 from ._types import TASKS, CodeTest, Grade, Status
 
 __all__ = [
-    "ANSWER_FORMS", "GRADERS", "LETTERS", "TASKS",
+    "ANSWER_FORMS", "GRADERS", "HESITATION_WORDS", "LETTERS", "TASKS", "ProbeSignals",
+    "answer_key", "answer_location", "hesitates", "hesitation_pattern", "number_answers", "probe_signals",
     "CodeTest", "Grade", "GradeBatch", "GradeConfig", "GradeItem", "GradeRequest", "Grader", "GraderError",
     "SandboxLimits", "Status",
     "check_gradable", "extract_choice", "grade", "grade_many", "grade_request", "make_request", "open_grader",
