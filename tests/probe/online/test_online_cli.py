@@ -23,3 +23,16 @@ def test_only_rules_that_run_in_the_processor(tmp_path):
 
     save(small_set(), tmp_path / "s")
     refused(cli("online", "run", tmp_path / "s", "--theta", "1", "--method", "thinkswitcher"), "--method")
+
+
+def test_certify_offline_signal_must_be_recorded(tmp_path):
+    import dataclasses
+
+    from otbench.analysis import save
+    from otbench.analysis.bench import assign_splits
+
+    ms = assign_splits(small_set())
+    prov = {**ms.provenance, "family": {"name": "generic-chat"}, "sampling": {}, "engine": {}}
+    save(dataclasses.replace(ms, provenance=prov), tmp_path / "s")
+    refused(cli("online", "certify", tmp_path / "s", "--theta", "1", "--offline-signal", "margin_own"),
+            "--offline-signal margin_own: the set records no such signal")
