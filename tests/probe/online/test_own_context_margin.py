@@ -54,7 +54,7 @@ def run(tmp_path_factory, otbench_cache):
         prompts = encode_prompts(fmt, tok, qs, load_instructions())
         greedy = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=GREEDY_PENALTY)
         units = probe_units(engine, fmt, model="smollm2", questions=qs, prompts=prompts,
-                            units=[(0, 0), (1, 0)], P=1, b=8, thinking_limit=64, answer_limit=4,
+                            units=[(0, 0), (1, 0)], P=1, b=8, thinking_limit=160, answer_limit=4,
                             sampling=greedy, grade_batch=resolve_grader("minimal")[1], tokenizer=tok)
         yield engine, fmt, entry, prompts, units, rec, greedy
     finally:
@@ -79,7 +79,7 @@ def test_margin_own_is_the_processors_reading(run):
             rec.unlink()
         args = request_args("own_context_recorder:Recorder", 0.0, entry.family, boundary=entry.boundary,
                             lengths=list(u.L[:n]))
-        out = engine.generate([GenRequest(prompts[q], 1, u.seeds["think"], 64, fmt.think_stop_ids,
+        out = engine.generate([GenRequest(prompts[q], 1, u.seeds["think"], 160, fmt.think_stop_ids,
                                           extra_args=args)], greedy)[0][0]
         assert out.token_ids[:len(u.thinking)] == u.thinking          # the replay is the trajectory
         read: dict[int, dict] = {}
