@@ -10,6 +10,12 @@ replayed online with the stored seeds (`otbench online certify` at each
 θ, one engine with the controller loaded), and the per-trajectory stop
 positions are compared with OTBench's offline walk.
 
+The offline walk reads `--offline-signal`: by default `margin_own`, the
+margin the probe recorded in the model's own context (after the boundary
+token as written: what the processor reads online), when the set has it;
+`margin` is the probe's margin after the boundary token is replaced (the
+paper's rule), which the online controller cannot see.
+
 Overhead: the same engine generates the same prompts for `--tokens` tokens
 (end-of-sequence ignored, so both sides decode exactly the same number of
 tokens) once plainly and once under a controller that decides at every
@@ -31,6 +37,8 @@ def main() -> None:
     ap.add_argument("--trajectories", type=int, default=None, help="replay only the first N test trajectories")
     ap.add_argument("--tokens", type=int, default=64, help="tokens per request in the overhead run")
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions of the overhead run")
+    ap.add_argument("--offline-signal", choices=("margin_own", "margin"), default=None,
+                    help="recorded signal of the offline walk (default: margin_own when recorded)")
     a = ap.parse_args()
 
     from otbench.analysis import load
@@ -46,20 +54,26 @@ def main() -> None:
     train = ms.split == 0
     n = ms.n.astype(np.int64)
     ask = np.arange(ms.L.shape[1])[None, :] < n[:, None]
-    margins = np.asarray(ms.signals["margin"])[train][ask[train]]
+    sig = a.offline_signal or ("margin_own" if "margin_own" in ms.signals else "margin")
+    margins = np.asarray(ms.signals[sig])[train][ask[train]]
     thetas = [float(x) for x in np.quantile(margins, [0.25, 0.5, 0.75])]
     prov = ms.provenance
     engine = open_engine(engine_config_of(prov, [PROCESSOR]))
     try:
         certs = []
         for theta in thetas:
-            rows, k, _ = stop_positions(ms, "thinkbrake", theta)
+            rows, k, _ = stop_positions(ms, "thinkbrake", theta, options={"signal": sig})
             if a.trajectories is not None:
                 rows, k = rows[:a.trajectories], k[:a.trajectories]
-            cert = certify_set(a.set, ms, rows, k, method="thinkbrake", theta=theta, engine=engine)
+            cert = certify_set(a.set, ms, rows, k, method="thinkbrake", theta=theta, engine=engine,
+                               offline_signal=sig)
             certs.append(cert)
             sh = cert.get("signal_shift") or {}
-            print(f"theta {theta:+.3f}: equal {cert['equal']}/{cert['trajectories']} (faithful replays "
+            rr = cert.get("own_context_reread")
+            if rr is not None:
+                print(f"theta {theta:+.3f}: recorded margin_own vs a fresh own-context read: "
+                      f"{rr['equal']}/{rr['boundaries']} bitwise equal, max |diff| {rr['max_abs']}", flush=True)
+            print(f"theta {theta:+.3f} (offline walk on {sig}): equal {cert['equal']}/{cert['trajectories']} (faithful replays "
                   f"{cert['faithful']}; equal to the offline walk on the online-context signal "
                   f"{cert.get('equal_online_context')}), acc online {100 * cert['online_acc']:.1f}% vs offline "
                   f"{100 * cert['offline_acc']:.1f}%, rel cost online {100 * cert['online_rel_cost']:.1f}% vs "

@@ -115,7 +115,6 @@ def main(argv=None) -> int:
     from otbench.probe.data import load_data
     from otbench.probe.grading import resolve_grader
     from otbench.probe.stp._journal import Journal
-    from otbench.probe.stp._loop import RunStats
     from otbench.probe.stp._runner import _LocalExecutor, _probe, _unit_keys
     from otbench.probe.stp._setup import resolve_engine_config
 

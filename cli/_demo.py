@@ -49,6 +49,46 @@ def analyze(ms, out: Path) -> str:
     return text + "\n" + format_frontiers(res)
 
 
+def rank(ms, out: Path) -> str:
+    """OTBench on `ms` (split stored): every built-in whose signals it records, ranked per strategy.
+
+    Writes `bench-<method>.json` and the leaderboard (`leaderboard.json/.md/.csv`)
+    under `out`, where the report finds them; returns the leaderboard's text.
+    """
+    from otbench.analysis.bench import evaluate, leaderboard, load_method
+
+    from otbench.files import write_text_atomic
+
+    from ._bench import BUILTIN_HELP, _file_name
+    from ._common import write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    names = [n for n in BUILTIN_HELP
+             if all(s in ms.signals for s in getattr(load_method(n), "signals", ()) or ())]
+    results = [evaluate(ms, name, split="test") for name in names]
+    board = leaderboard(results)
+    for r in results:
+        write_json(r.to_json(), str(out / f"bench-{_file_name(r.method)}.json"), of=ms)
+    write_json(board.to_json(), str(out / "leaderboard.json"), of=ms)
+    write_text_atomic(out / "leaderboard.csv", board.to_csv())
+    write_text_atomic(out / "leaderboard.md", board.to_markdown())
+    return board.format()
+
+
+def _store_split(ms_dir: Path):
+    """The demo's own set with OTBench's default split stored in it (what `otbench split` does)."""
+    from otbench.analysis import load, load_table, read_manifest, save
+    from otbench.analysis.bench import assign_splits
+
+    from otbench.files import output_rules
+
+    ms = assign_splits(load(ms_dir))
+    tables = {name: load_table(ms_dir, name) for name in sorted(read_manifest(ms_dir).get("tables", {}))}
+    with output_rules(in_place=[ms_dir]):        # the set this command has just written
+        save(ms, ms_dir, overwrite=True, extra_tables=tables)
+    return load(ms_dir)
+
+
 @click.command("demo")
 @click.option("--out", "out", default="otbench-demo", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Output folder.")
@@ -58,7 +98,6 @@ def analyze(ms, out: Path) -> str:
               help="Number of seeded sums (default: the job's, 12; the 3 CHAMP problems stay).")
 def demo_cmd(out: Path, engine: str, n: int) -> None:
     """Probe a real small model on embedded questions, then analyze it (CPU, no download)."""
-    from otbench.analysis.measurement import load
     from otbench.probe.stp import job_from_dict, run_job
 
     cfg = demo_job()
@@ -80,9 +119,11 @@ def demo_cmd(out: Path, engine: str, n: int) -> None:
     summary = run_job(job, ms_dir, overwrite=True, progress=library_progress("probing"))
     from ._probe import _summary_text
     click.echo(_summary_text(summary))
-    ms = load(ms_dir)
+    ms = _store_split(ms_dir)
     click.echo("")
     click.echo(analyze(ms, out / "analysis"), nl=False)
+    click.echo("")
+    click.echo(rank(ms, out / "analysis"), nl=False)
     click.echo("")
     written = ", ".join(sorted(p.name for p in (out / "analysis").glob("*.json")))
     from otbench.analysis.report import write_report

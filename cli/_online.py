@@ -12,13 +12,26 @@ def online_group() -> None:
     """Online early exit in vLLM (the `otbench.probe.online` logits processor)."""
 
 
-def _offline(ms, method: str, theta: float, split: str):
+def _offline(ms, method: str, theta: float, split: str, signal: str | None = None):
     from otbench.analysis.bench import assign_splits, stop_positions
 
     if ms.split is None or not (ms.split >= 0).any():
         ms = assign_splits(ms)
-    rows, k, _ = stop_positions(ms, method, theta, split=split)
+    rows, k, _ = stop_positions(ms, method, theta, split=split,
+                                options={"signal": signal} if signal is not None else None)
     return ms, rows, k
+
+
+def _offline_signal(ms, asked: str | None) -> str:
+    """The recorded signal the offline walk reads: `margin_own` (the online processor's context)
+    when the set records it, else the probe's `margin`; `asked` overrides."""
+    from otbench.probe.online import OnlineControlError
+
+    sig = asked or ("margin_own" if "margin_own" in ms.signals else "margin")
+    if sig not in ms.signals:
+        raise OnlineControlError(f"--offline-signal {sig}: the set records no such signal "
+                                 f"(it has {', '.join(sorted(ms.signals))})")
+    return sig
 
 
 def _rule(method: str) -> str:
@@ -64,8 +77,12 @@ def _common(f):
 
 @online_group.command("certify")
 @_common
+@click.option("--offline-signal", type=click.Choice(["margin_own", "margin"]), default=None,
+              help="The recorded signal of the offline walk (default: margin_own, the margin in the "
+                   "model's own context that the processor reads, when the set records it; margin: "
+                   "the probe's, after the boundary token is replaced).")
 def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path,
-                thinking: str) -> None:
+                thinking: str, offline_signal) -> None:
     """Replay SET's test questions online with their stored seeds and compare with OTBench's point.
 
     Per test trajectory: the online stop position against the one OTBench's
@@ -88,10 +105,12 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
             click.echo(certificate_line(cert))
             click.echo(net_line(cert))
             return
-        ms, rows, k = _offline(ms, method, theta, "test")
+        sig = _offline_signal(ms, offline_signal)
+        ms, rows, k = _offline(ms, method, theta, "test", sig)
         if trajectories is not None:
             rows, k = rows[:trajectories], k[:trajectories]
-        cert = certify_set(set_dir, ms, rows, k, method=rule, theta=theta, grader=grader)
+        cert = certify_set(set_dir, ms, rows, k, method=rule, theta=theta, grader=grader,
+                           offline_signal=sig)
     path = write_result({"schema": "otbench.online-certify/1", **cert}, set_dir, "online_certify.json",
                         json_path)
     click.echo(f"wrote {path}")

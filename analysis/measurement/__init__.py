@@ -10,7 +10,7 @@ and pyarrow only, so the probe can write sets without loading JAX.
 """
 
 from ._build import INT32_MAX, MeasurementSetError, from_dense, from_ragged, ragged
-from ._field import FIELD_SIGNALS, SIGNAL_DEFINITIONS, add_field_signals
+from ._field import FIELD_SIGNALS, HESITATION_WORDS, SIGNAL_DEFINITIONS, add_field_signals
 from ._field_rules import consistency_stop, deer_asks, deer_stop, dynasor_stop, window_agrees
 from ._horizon_run import (
                            LETTERS,
@@ -29,7 +29,7 @@ from ._tokens import StoredThinking, stored_thinking
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
 __all__ = [
-    "FIELD_SIGNALS", "INT32_MAX", "LETTERS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
+    "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
     "add_field_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",

@@ -34,16 +34,30 @@ GENERATOR = "otbench.field-signals/1"
 STREAM = 27          # mixed into the seed: a stream separate from the simulator's
 ANSWER_CAP = 20      # decoded-token cap of a probe / trial answer (Dynasor, DEER)
 
+HESITATION_WORDS = ("wait", "hold", "but", "okay", "no", "hmm")
+"""Dynasor-CoT's hesitation words (hao-ai-lab/Dynasor, `dynasor/core/cot.py`), the default list."""
+
 SIGNAL_DEFINITIONS = {
     "answer": "id of the answer extracted from the position's first answer probe, numbered per "
               "trajectory (0 = the graded-correct answer), -1 when no answer was extracted; "
-              "equal ids = equal answers (answer agreement, Dynasor-CoT / answer consistency)",
+              "equal ids = equal answers (answer agreement, Dynasor-CoT / answer consistency). "
+              "Extraction and equality: the grader's (math: the last balanced \\boxed{} content, "
+              "whitespace and one pair of $ removed; choice: the letter; code: the last Python "
+              "block, line ends stripped); every graded-correct answer is 0",
     "answer_conf": "mean token probability of the decoded answer span of that probe, in [0, 1] "
-                   "(DEER's answer confidence, policy avg1)",
-    "hesitation": "1 when the probe's decoded text contains a hesitation word (Dynasor's list: "
-                  "wait, hold, but, okay, no, hmm), else 0",
-    "answer_tokens": "decoded tokens of that probe's answer (the recorded decode cost of a "
-                     "per-position probe / trial answer)",
+                   "(DEER's answer confidence, policy avg1): the model's raw next-token "
+                   "probabilities (before temperature / top-k / top-p) of the decoded tokens "
+                   "covering the extracted answer's characters (math: the boxed content; choice: "
+                   "the letter; code: the block); all decoded tokens when no answer was "
+                   "extracted; 0 when the probe decoded none",
+    "hesitation": "1 when the probe's decoded text through the end of its answer (the whole "
+                  "decoded text when none was extracted) contains a hesitation word as a whole "
+                  "word, case-insensitive (Dynasor's list: wait, hold, but, okay, no, hmm, unless "
+                  "the run lists others), else 0",
+    "answer_tokens": "decoded tokens of that probe through the token that closes its answer (the "
+                     "closing brace of the box, the letter, the block's end), all decoded tokens "
+                     "(the stop token counted) when no answer was extracted: the recorded decode "
+                     "cost of a per-position probe / trial answer stopped at its answer",
 }
 FIELD_SIGNALS = tuple(SIGNAL_DEFINITIONS)
 

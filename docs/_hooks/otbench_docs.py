@@ -212,6 +212,7 @@ KEY_NOTES: dict[str, str] = {
     "probe.b": "target step length in tokens",
     "probe.thinking_limit": "thinking tokens before a trajectory is cut (default: the family's)",
     "probe.answer_limit": "tokens of one forced answer (default: the family's)",
+    "probe.hesitation_words": "words whose presence in a probe's decoded text, before its answer closes, sets the `hesitation` field signal (whole word, any case; default Dynasor's list)",
     "probe.units_per_batch": "spare units an engine holds beyond those in flight",
     "probe.units_in_flight": "units admitted at once (default `max_num_seqs` / 4)",
     "probe.requests_in_flight": "probe-phase sequences in flight (default 2 × `max_num_seqs`)",

@@ -54,6 +54,10 @@ class GenRequest(NamedTuple):
         instead of decoding up to `max_tokens` for nothing. The tokens up to
         `limit` are the same either way; an engine that cannot stop early
         ignores it (vLLM's stream honours it, `VLLMStream`).
+      logprobs: also return each decoded token's raw log-probability
+        (`Completion.logprobs`: the model's own next-token log-softmax,
+        before any sampling transform, as the signals); the probe's answer
+        confidence (`answer_conf`) is read from them.
     """
 
     prompt: Sequence[int]
@@ -64,6 +68,7 @@ class GenRequest(NamedTuple):
     ignore_eos: bool = False
     extra_args: Mapping[str, Any] | None = None
     cut: tuple[int, tuple[int, ...]] | None = None
+    logprobs: bool = False
 
 
 class SignalRequest(NamedTuple):
@@ -78,11 +83,14 @@ class Completion(NamedTuple):
 
     `stop_id` is the id that ended it (a requested stop id or the model's
     end-of-sequence), None when it hit `max_tokens`, and -1 when the engine
-    reports a stop it does not attribute to an id.
+    reports a stop it does not attribute to an id. `logprobs`: the raw
+    log-probability of each of `token_ids` when the request asked for them
+    (`GenRequest.logprobs`), else None.
     """
 
     token_ids: tuple[int, ...]
     stop_id: int | None
+    logprobs: tuple[float, ...] | None = None
 
 
 class Signal(NamedTuple):

@@ -180,7 +180,7 @@ class OpenAIEngine:
         ch = _choices(self._post(generation_body(self.model, r, sampling)), where)
         if len(ch) != r.n:
             raise ServerError(f"{where}: asked for n = {r.n} samples, got {len(ch)}")
-        return completions(ch, {int(s) for s in r.stop_ids}, self._eos, where)
+        return completions(ch, {int(s) for s in r.stop_ids}, self._eos, where, logprobs=r.logprobs)
 
     def _signal_one(self, r: SignalRequest) -> Signal:
         where = f"{self._client.base_url}/v1/completions"

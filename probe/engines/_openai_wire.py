@@ -57,6 +57,10 @@ def generation_body(model: str, r: GenRequest, sampling: Sampling) -> dict[str, 
             "ignore_eos": bool(r.ignore_eos), "return_token_ids": True, "stream": False}
     if r.extra_args is not None:
         body["vllm_xargs"] = check_xargs(r.extra_args)
+    if r.logprobs:
+        # The sampled token's raw log-probability per position (`token_logprobs`); raw as the
+        # server's --logprobs-mode raw_logprobs gives it (`check_server` insists on that mode).
+        body["logprobs"] = 0
     return body
 
 
@@ -104,8 +108,20 @@ def first_logprobs(choice: dict, where: str) -> dict[int, float]:
     return out
 
 
-def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: str) -> list[Completion]:
-    """`Completion`s of a generation answer, with the in-process engine's stop rule (`VLLMEngine._completions`)."""
+def _token_logprobs(choice: dict, n: int, where: str) -> tuple[float, ...]:
+    lp = choice.get("logprobs")
+    vals = lp.get("token_logprobs") if isinstance(lp, dict) else None
+    if not isinstance(vals, list) or len(vals) < n or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals[:n]):
+        raise ServerError(f"{where}: the answer lacks a log-probability per decoded token "
+                          "(asked with logprobs = 0)")
+    return tuple(float(v) for v in vals[:n])
+
+
+def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: str, *,
+                logprobs: bool = False) -> list[Completion]:
+    """`Completion`s of a generation answer, with the in-process engine's stop rule (`VLLMEngine._completions`);
+    `logprobs`: each decoded token's log-probability too (`GenRequest.logprobs`)."""
     out = []
     for c in choices:
         ids = tuple(_token_ids(c, where))
@@ -116,7 +132,7 @@ def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: 
             else:
                 sr = c.get("stop_reason")
                 stop = int(sr) if isinstance(sr, int) and not isinstance(sr, bool) else -1
-        out.append(Completion(ids, stop))
+        out.append(Completion(ids, stop, _token_logprobs(c, len(ids), where) if logprobs else None))
     return out
 
 

@@ -80,6 +80,7 @@ class HFEngine:
         gens = [torch.Generator(device="cpu").manual_seed(int(r.seed) + j) for j in range(n)]
         ids = torch.tensor([list(prompt)] * n, dtype=torch.long, device=self._device)
         out: list[list[int]] = [[] for _ in range(n)]
+        lps: list[list[float]] = [[] for _ in range(n)]
         stop_id: list[int | None] = [None] * n
         done = [False] * n
         V = self.vocab_size()
@@ -98,6 +99,11 @@ class HFEngine:
                     probs = self._filter(logits, seen, sampling).cpu()
                     nxt = [int(torch.multinomial(probs[j], 1, generator=gens[j]).item())
                            for j in range(n)]
+                if r.logprobs:
+                    # The raw next-token log-softmax (before penalty, temperature and the
+                    # filters), as vLLM's "raw_logprobs" mode returns it with the sample.
+                    chosen = torch.tensor([int(t) for t in nxt], dtype=torch.long, device=logits.device)
+                    row = torch.log_softmax(logits, dim=-1).gather(-1, chosen[:, None])[:, 0].tolist()
                 for j in range(n):
                     if done[j]:
                         continue
@@ -108,10 +114,13 @@ class HFEngine:
                     else:
                         out[j].append(t)
                         seen[j, t] = 1.0
+                        if r.logprobs:
+                            lps[j].append(float(row[j]))
                 if all(done):
                     break
                 step_input = torch.tensor([[int(t)] for t in nxt], dtype=torch.long, device=self._device)
-        return [Completion(tuple(o), s) for o, s in zip(out, stop_id)]
+        return [Completion(tuple(o), s, tuple(lp) if r.logprobs else None)
+                for o, s, lp in zip(out, stop_id, lps)]
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
         if any(r.extra_args is not None for r in requests):

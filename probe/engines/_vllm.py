@@ -49,6 +49,23 @@ _EXCLUDE_BIAS = -1.0e9
 #   end into n requests whose seeds are seed + j (`v1/engine/parallel_sampling.py`), the
 #   convention of `otbench.probe.config._seeds` and of the greedy split below.
 # Pinned by tests/probe/engines/test_vllm_sampling.py.
+#
+# The sampled token's log-probability (`GenRequest.logprobs` -> `SamplingParams(logprobs=0)`, the
+# probe's answer confidence), read in vLLM 0.32:
+# * V1 (the CPU build): `v1/sample/sampler.py:87-89` computes the raw log-softmax of the batch's
+#   logits once a request in the batch asks for logprobs (already so whenever a signal request,
+#   with its `logprob_token_ids`, is in the batch), before logits processors and sampling;
+#   `:121-133` gathers [sampled id, top-0] per row, and a batch that also holds
+#   `logprob_token_ids` requests takes `gather_specific_token_logprobs`, whose column 0 is the
+#   sampled id for every row (`:194`, `:206`); `v1/engine/logprobs.py:110-111` reads the sampled
+#   token's value from column 0, and `logprobs.py:192-207` keeps only that one entry per position
+#   for `logprobs=0` (ranks cut the zip). Cost: one more float and rank per decoded token to the
+#   host and one dict per position, no extra decode.
+# * Model Runner V2 (GPU): `v1/worker/gpu/sample/sampler.py:152-186` returns
+#   `compute_topk_scores` over the raw logits (processed only in a processed mode), whose fast
+#   path (`logprob.py:124-133`) gathers the sampled id as column 0 with a per-row
+#   max + logsumexp kernel (`compute_token_logprobs`, `:84-108`: no [batch, vocab] tensor).
+# So the values are the model's raw next-token log-probabilities under `LOGPROBS_MODE`.
 
 
 MIN_VLLM = (0, 20, 0)
@@ -280,6 +297,7 @@ class VLLMEngine:
             presence_penalty=sampling.presence_penalty,
             stop_token_ids=[] if r.ignore_eos else list(r.stop_ids), ignore_eos=r.ignore_eos,
             detokenize=False, extra_args=None if r.extra_args is None else dict(r.extra_args),
+            logprobs=0 if r.logprobs else None,
         )
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
@@ -320,7 +338,14 @@ class VLLMEngine:
                     ids = ids[:-1]
                 else:
                     stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
-            comps.append(Completion(ids, stop))
+            lps = None
+            if r.logprobs:
+                got = o.logprobs
+                if got is None or len(got) < len(ids):
+                    raise RuntimeError(f"vLLM returned {0 if got is None else len(got)} log-probabilities "
+                                       f"for {len(ids)} decoded tokens (asked with logprobs=0)")
+                lps = tuple(float(pos[t].logprob) for pos, t in zip(got, ids))
+            comps.append(Completion(ids, stop, lps))
         return comps
 
     def _signal_params(self, token_id: int):

@@ -12,13 +12,24 @@ from ._batch import (
 )
 from ._choice import ANSWER_FORMS, LETTERS, extract_choice, shuffle_options
 from ._code import extract_code
+from ._field import (
+    HESITATION_WORDS,
+    ProbeSignals,
+    answer_key,
+    answer_location,
+    hesitates,
+    hesitation_pattern,
+    number_answers,
+    probe_signals,
+)
 from ._grade import GradeConfig, GradeRequest, grade, grade_request, make_request
 from ._pool import Grader, grade_many
 from ._sandbox import SandboxLimits, sandbox_status
 from ._types import TASKS, CodeTest, Grade, Status
 
 __all__ = [
-    "ANSWER_FORMS", "GRADERS", "LETTERS", "TASKS",
+    "ANSWER_FORMS", "GRADERS", "HESITATION_WORDS", "LETTERS", "TASKS", "ProbeSignals",
+    "answer_key", "answer_location", "hesitates", "hesitation_pattern", "number_answers", "probe_signals",
     "CodeTest", "Grade", "GradeBatch", "GradeConfig", "GradeItem", "GradeRequest", "Grader", "GraderError",
     "SandboxLimits", "Status",
     "check_gradable", "extract_choice", "extract_code", "last_boxed", "grade", "grade_many", "grade_request", "make_request", "open_grader",

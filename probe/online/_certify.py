@@ -303,12 +303,19 @@ def check_replayable(directory, ms: Any) -> None:
 
 def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, method: str,
                 theta: float, engine: Engine | None = None, grader: str = "auto",
-                shift: bool = True, seed: int = 0, signal: str = "margin") -> dict[str, Any]:
+                shift: bool = True, seed: int = 0, signal: str = "margin",
+                offline_signal: str | None = None) -> dict[str, Any]:
     """Replay `rows` of the stored set in `directory` online and certify them against `offline_k`.
 
     `method`: the controller's rule (``thinkbrake``; ``cap`` with `theta` a
     token cap). `engine`: an open engine with the controller loaded
     (default: the set's recorded engine, started here and closed after).
+    `signal`: what the processor computes online (in the model's own
+    context); `offline_signal`: the recorded column `offline_k` was walked
+    on (recorded in the certificate: ``margin_own`` is the same quantity in
+    the same context as the online ``margin``, ``margin`` the probe's), and,
+    for ``margin_own``, the recorded values are checked against the
+    engine's fresh reading in that context (`own_context_reread`).
     """
     from otbench.probe.config import Sampling, load_family
     from otbench.probe.data import load_questions
@@ -340,11 +347,17 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
         online = replay(engine, sampling, fmt, trajs, method=method, theta=theta, family=fam.name,
                         boundary=rule, signal=signal, thinking_limit=int(probe.get("thinking_limit", fam.limits.thinking)),
                         answer_limit=int(probe.get("answer_limit", fam.limits.answer)))
-        shifts = ko = None
+        shifts = ko = reread = None
         if shift and method == "thinkbrake" and signal == "margin":
             m_on, m_off = boundary_signals(engine, fmt, trajs)
             shifts = np.concatenate([a - b for a, b in zip(m_on, m_off)]) if m_on else np.zeros(0)
             ko = np.array([first_at_or_below(m, theta) for m in m_on], dtype=np.int64)
+            if offline_signal == "margin_own" and "margin_own" in ms.signals:
+                rec_own = np.asarray(ms.signals["margin_own"])
+                diffs = [np.abs(rec_own[int(r), :len(m)] - m) for r, m in zip(rows, m_on)]
+                d = np.concatenate(diffs) if diffs else np.zeros(0)
+                reread = {"boundaries": int(d.size), "max_abs": float(d.max()) if d.size else None,
+                          "equal": int((d == 0).sum())}
         texts = tok.batch_decode([list(r.answer_ids) for r in online], skip_special_tokens=True)
     finally:
         if own:
@@ -364,8 +377,11 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     P = np.asarray(ms.probes, dtype=np.float64)[np.asarray(rows)]
     acc_off = np.asarray(ms.C, dtype=np.float64)[np.asarray(rows), k_off] / P
     cert = compare(trajs, online, k_off, acc_off, correct, shift=shifts, online_signal_k=ko, seed=seed)
-    cert.update(method=method, theta=float(theta), grader=name, online=True,
+    cert.update(method=method, theta=float(theta), grader=name, online=True, online_signal=signal,
+                offline_signal=offline_signal or signal,
                 sampling=sampling.as_dict(), engine=engine.info() if not own else {"kind": "recorded"})
+    if reread is not None:
+        cert["own_context_reread"] = reread
     for rec, r, c in zip(cert["per_trajectory"], online, correct):
         rec["online_correct"] = bool(c)
         rec["stopped"] = r.stop_length is not None

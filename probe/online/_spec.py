@@ -38,7 +38,10 @@ PREFIX = "otbench_"
 KEYS = ("method", "theta", "family", "signal", "boundary", "lengths")
 SIGNAL_NAMES = ("logp_end", "logp_other", "margin")
 """Signals the processor computes from the logits it sees, as the probe records them:
-`margin = logp_other - logp_end` (SPEC §6.3)."""
+`margin = logp_other - logp_end` (SPEC §6.3). The processor sees the model's own context
+(the boundary token as written), so its ``margin`` is the probe's recorded ``margin_own``;
+the probe's ``margin`` is read after the boundary token is replaced (SPEC §3.3), a context
+the processor never sees. Certify an offline walk on ``margin_own`` against it."""
 PLUGINS_ENV = "OTBENCH_ONLINE_PLUGINS"
 """Comma-separated ``module:object`` rules a server may load when a request names them
 (a request never makes the server import a module its operator did not list)."""

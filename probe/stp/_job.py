@@ -42,6 +42,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     # requests_in_flight = 2048      # engine sequences of probe-phase requests (default: sized to the engine)
     # direct_answer = true           # also one answer per question to the no-thinking prompt
     # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
+    # hesitation_words = ["wait", "hold", "but", "okay", "no", "hmm"]   # the hesitation signal's words
 
     [sampling]                       # optional overrides of the family's defaults
     temperature = 0.6
@@ -61,10 +62,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from otbench.analysis.measurement import SPAN_RULES
+from otbench.analysis.measurement import HESITATION_WORDS, SPAN_RULES
 from otbench.probe.config import Family, Sampling, find_model, list_entries, load_family
 from otbench.probe.engines import ENGINES, EngineConfig
-from otbench.probe.grading import GRADERS
+from otbench.probe.grading import GRADERS, hesitation_pattern
 
 from otbench.errors import OtbenchError
 
@@ -108,6 +109,8 @@ class ProbeJob:
       direct_answer: also sample one answer per question to the no-thinking
         prompt (the set's `direct` table; SPEC §4, beside `P(0)`).
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
+      hesitation_words: the words of the `hesitation` field signal (whole
+        words, case-insensitive; default Dynasor-CoT's list).
       trajectories: the `[trajectories]` table (probe imported traces instead
         of sampling, `_imported`), or None.
       replay: the imported trajectories resolved to token ids; set by the
@@ -135,6 +138,7 @@ class ProbeJob:
     requests_in_flight: int | None = None
     hub: tuple[str, str | None] | None = None
     direct_answer: bool = False
+    hesitation_words: tuple[str, ...] = HESITATION_WORDS
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, replay=()))
@@ -181,6 +185,11 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     direct = p.get("direct_answer", False)
     if not isinstance(direct, bool):
         raise JobError(f"probe.direct_answer must be true or false, got {direct!r}")
+    words = p.get("hesitation_words", list(HESITATION_WORDS))
+    try:
+        hesitation_pattern(words if isinstance(words, list) else [])
+    except ValueError:
+        raise JobError(f"probe.hesitation_words must be a non-empty list of words, got {words!r}") from None
     boundary = p.get("boundary", entry.boundary if entry else "vocab")
     if boundary not in SPAN_RULES:
         raise JobError(f"probe.boundary must be one of {', '.join(SPAN_RULES)}, got {boundary!r}")
@@ -207,7 +216,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
                     grader=grader, units_per_batch=upb, units_in_flight=uif, requests_in_flight=rif,
                     boundary=boundary,
-                    direct_answer=direct, model_entry=entry.as_dict() if entry else None,
+                    direct_answer=direct, hesitation_words=tuple(str(w) for w in words), model_entry=entry.as_dict() if entry else None,
                     trajectories=traj)
 
 

@@ -321,7 +321,7 @@ class Journal:
         """
         rec = decode_record(self.path(key).read_bytes(), key, arrays=arrays)
         if arrays:
-            return UnitResult(**{k: rec[k] for k in UnitResult.__dataclass_fields__})
+            return UnitResult(**{k: rec[k] for k in UnitResult.__dataclass_fields__ if k in rec})
         return UnitResult.from_record(rec)
 
     def commit(self, key: str, unit: UnitResult, *, read_back: bool = True) -> UnitResult | None:

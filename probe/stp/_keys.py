@@ -38,7 +38,8 @@ from typing import Any
 
 from otbench.files import sha256_file, write_text_atomic
 
-UNIT_SCHEMA = "otbench.unit/2"   # 2: thinking and its own answer sampled in one request
+UNIT_SCHEMA = "otbench.unit/3"   # 2: thinking and its own answer sampled in one request;
+                                 # 3: field signals and the own-context signal per position
 
 # EngineConfig fields that only size resources: they never change a unit's
 # result, so changing them (e.g. a smaller KV cache after an OOM) keeps resume working.
@@ -128,6 +129,7 @@ def run_key_material(job, *, fingerprint: str, tokenizer_hash: str, engine_info:
         "thinking_limit": job.thinking_limit, "answer_limit": job.answer_limit,
         "sampling": job.sampling.as_dict(),
         "grader": grader,
+        "hesitation_words": list(getattr(job, "hesitation_words", ())),
         "seeds": "otbench.seed/1",
     }
 

@@ -3,7 +3,7 @@
 import time
 from collections.abc import Callable, Sequence
 
-from otbench.probe.grading import GradeBatch, GradeItem
+from otbench.probe.grading import GradeBatch, GradeItem, probe_signals
 
 
 def batch_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
@@ -44,6 +44,21 @@ class GradeLane:
     def decode(self, answers: Sequence[tuple[Sequence[int], bool]]):
         """Future of the texts of `answers` = [(ids, with the family's answer prefix)]."""
         return self._pool.submit(self._run_decode, answers)
+
+    def field(self, question, ids: Sequence[int], logprobs, stopped: bool, words):
+        """Future of the field signals (`probe_signals`) of one probe answer to `question`."""
+        return self._pool.submit(self._run_field, question, ids, logprobs, stopped, words)
+
+    def _run_field(self, q, ids, logprobs, stopped, words):
+        t = time.perf_counter()
+        n_options = 4
+        if q.task == "choice" and hasattr(q, "grade_request"):
+            n_options = int(getattr(q.grade_request(""), "n_options", 4))
+        out = probe_signals(q.task, list(ids), logprobs, prefix=self._prefix,
+                            decode=lambda seq: self._decode([seq])[0], stopped=stopped, words=words,
+                            n_options=n_options)
+        self.seconds += time.perf_counter() - t
+        return out
 
     def grade(self, question, texts: Sequence):
         """Future of [(correct, status)] for the texts of the `decode` futures `texts`, in order."""

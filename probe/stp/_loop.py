@@ -45,7 +45,7 @@ import numpy as np
 from otbench.analysis.measurement import segment_flat
 from otbench.probe.config import derive_seed
 from otbench.probe.engines import Engine, GenRequest, SignalRequest
-from otbench.probe.grading import GradeBatch
+from otbench.probe.grading import HESITATION_WORDS, GradeBatch, hesitation_pattern, number_answers
 from otbench.probe.tokens import ProbeFormat
 
 from ._bounds import FALLBACK_CAPACITY, default_requests, holding_bound, thinking_bound
@@ -68,8 +68,8 @@ __all__ = ["PHASES", "SIGNALS", "PhaseStats", "RunStats", "ThinkResult", "UnitRe
 class _Unit:
     """A unit in flight: its think result, outputs as they arrive, then its grades."""
 
-    __slots__ = ("q", "r", "think", "L", "outs", "sigs", "answer_out", "missing", "probe_seed",
-                 "answer_seed", "first", "texts")
+    __slots__ = ("q", "r", "think", "L", "outs", "sigs", "own", "field", "answer_out", "missing",
+                 "probe_seed", "answer_seed", "first", "texts")
 
     def __init__(self, q: int, r: int):
         self.q, self.r = q, r
@@ -77,6 +77,8 @@ class _Unit:
         self.L: tuple[int, ...] = ()
         self.outs: list = []
         self.sigs: list = []
+        self.own: list = []                 # per position: the signal in the model's own context
+        self.field: list = []               # per position: future of the first probe's field signals
         self.answer_out = None
         self.missing = 0
         self.probe_seed: list[int] = []
@@ -197,7 +199,7 @@ class _Driver:
                                  fmt.vocab.mask, j["b"], span=fmt.span)
         u.L = tuple(int(x) for x in L_flat)
         m = len(u.L)
-        u.outs, u.sigs, u.texts = [None] * m, [None] * m, [None] * m
+        u.outs, u.sigs, u.texts, u.own, u.field = [None] * m, [None] * m, [None] * m, [None] * m, [None] * m
         u.probe_seed = [derive_seed(j["model"], qs.dataset, qs.id, u.r, "probe", k) for k in range(m)]
         # What is graded first: the model's own ids after the marker, the
         # generic family's finished reply, or (below) a forced answer.
@@ -212,7 +214,7 @@ class _Driver:
             self.pending.append((key, -1))
             u.missing += 1
         self.pending.extend((key, k) for k in range(m))
-        u.missing += 2 * m
+        u.missing += 3 * m
 
     def _submit_position(self, key, k: int) -> None:
         u, j, fmt = self.active[key], self.job, self.fmt
@@ -224,8 +226,13 @@ class _Driver:
             return
         Lk = u.L[k]
         self._submit((key, "p", k), GenRequest(fmt.probe_prompt(prompt, th.thinking, Lk), j["P"],
-                                               u.probe_seed[k], j["answer_limit"], fmt.answer_stop_ids), "probe")
+                                               u.probe_seed[k], j["answer_limit"], fmt.answer_stop_ids,
+                                               logprobs=True), "probe")
         self._submit((key, "s", k), SignalRequest(fmt.signal_context(prompt, th.thinking, Lk), fmt.signal_id),
+                     "signal")
+        # The same signal in the model's own context: after prompt + thinking[:L], the boundary
+        # token as written (what the online logits processor reads when it decides there).
+        self._submit((key, "o", k), SignalRequest(list(prompt) + list(th.thinking[:Lk]), fmt.signal_id),
                      "signal")
 
     def pump(self) -> None:
@@ -258,10 +265,10 @@ class _Driver:
                                             thinking_limit=j["thinking_limit"],
                                             answer_limit=j["answer_limit"]))
             return
-        if kind == "s":
+        if kind in ("s", "o"):
             self.phase_in_flight["signal"] -= 1
             self._count(tag, "signal", 1, 1)
-            u.sigs[k] = res
+            (u.sigs if kind == "s" else u.own)[k] = res
         else:
             self.phase_in_flight["probe"] -= 1
             self._count(tag, "probe", _gen_tokens(res), len(res))
@@ -271,6 +278,13 @@ class _Driver:
             else:
                 u.texts[k] = self.lane.decode([(c.token_ids, True) for c in res])
                 u.outs[k] = tuple(compact(c.token_ids) for c in res)
+                first = res[0]
+                if first.logprobs is None:
+                    raise RuntimeError(f"the {getattr(self.stream, 'name', 'engine')} stream returned no "
+                                       "token log-probabilities for a probe that asked for them "
+                                       "(GenRequest.logprobs); the answer confidence needs them")
+                u.field[k] = self.lane.field(j["questions"][u.q], first.token_ids, first.logprobs,
+                                             first.stop_id is not None, j["hesitation"])
         u.missing -= 1
         if u.missing == 0:
             # Graded in a fixed order: the original answer (or the reply), then every probe.
@@ -284,6 +298,8 @@ class _Driver:
         P = self.job["P"]
         probe_status = tuple(tuple(s for _, s in gs[1 + k * P:1 + (k + 1) * P]) for k in range(len(u.L)))
         own = th.answer if th.answer is not None else (u.answer_out if u.answer_out is not None else ())
+        field = [f.result() for f in u.field]
+        ids = number_answers([f.key for f in field], [s[0] == "ok" for s in probe_status])
         return UnitResult(
             group=qs.group, dataset=qs.dataset, question=qs.id, trajectory=u.r,
             prompt=tuple(int(t) for t in self.job["prompts"][u.q]), thinking=th.thinking,
@@ -294,6 +310,9 @@ class _Driver:
             probe_status=probe_status,
             logp_end=tuple(s.logp_end for s in u.sigs), logp_other=tuple(s.logp_other for s in u.sigs),
             other_id=tuple(s.other_id for s in u.sigs),
+            logp_end_own=tuple(s.logp_end for s in u.own), logp_other_own=tuple(s.logp_other for s in u.own),
+            answer_id=tuple(ids), answer_conf=tuple(f.conf for f in field),
+            hesitation=tuple(int(f.hesitation) for f in field), answer_tokens=tuple(f.tokens for f in field),
             seeds={"think": th.seed, "answer": u.answer_seed, "probe": u.probe_seed},
         )
 
@@ -330,12 +349,14 @@ class UnitStream:
                  prompts: Sequence[Sequence[int]], P: int, b: int, thinking_limit: int, answer_limit: int,
                  sampling, grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
-                 max_units: int = 64, max_requests: int | None = None):
+                 max_units: int = 64, max_requests: int | None = None,
+                 hesitation_words: Sequence[str] = HESITATION_WORDS):
         for name, v in (("max_units", max_units), ("max_requests", max_requests)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"`{name}` must be a positive integer, got {v!r}.")
         job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
-                   thinking_limit=thinking_limit, answer_limit=answer_limit)
+                   thinking_limit=thinking_limit, answer_limit=answer_limit,
+                   hesitation=hesitation_pattern(hesitation_words))
         self.stats = stats if stats is not None else RunStats()
         self._engine, self._given = engine, given or {}
         self.max_units = max_units
@@ -431,7 +452,8 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
                  thinking_limit: int, answer_limit: int, sampling, grade_batch: GradeBatch, tokenizer,
                  max_in_flight: int = 64, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
-                 max_requests: int | None = None) -> Iterator[UnitResult]:
+                 max_requests: int | None = None,
+                 hesitation_words: Sequence[str] = HESITATION_WORDS) -> Iterator[UnitResult]:
     """Measure work units `(question index, trajectory)`, yielding each `UnitResult` as it completes.
 
     At most `max_in_flight` units are between admission and their result
@@ -448,7 +470,7 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     us = UnitStream(engine, fmt, model=model, questions=questions, prompts=prompts, P=P, b=b,
                     thinking_limit=thinking_limit, answer_limit=answer_limit, sampling=sampling,
                     grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given,
-                    max_units=max_in_flight, max_requests=max_requests)
+                    max_units=max_in_flight, max_requests=max_requests, hesitation_words=hesitation_words)
     todo = iter(units)
     more = True
     try:
@@ -471,14 +493,15 @@ def probe_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequ
                 P: int, b: int, thinking_limit: int, answer_limit: int, sampling,
                 grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
                 max_in_flight: int | None = None,
-                given: Mapping[tuple[int, int], ThinkResult] | None = None) -> list[UnitResult]:
+                given: Mapping[tuple[int, int], ThinkResult] | None = None,
+                hesitation_words: Sequence[str] = HESITATION_WORDS) -> list[UnitResult]:
     """`stream_units` over `units`, results in the order of `units` (for tests and scripts)."""
     out = {}
     for u in stream_units(engine, fmt, model=model, questions=questions, prompts=prompts, units=units,
                           P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
                           sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
                           max_in_flight=max_in_flight or max(1, len(units)), stats=stats,
-                          given=given):
+                          given=given, hesitation_words=hesitation_words):
         out[u.group, u.question, u.trajectory] = u
     return [out[questions[q].group, questions[q].id, r] for q, r in units]
 
@@ -490,7 +513,8 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
               on_batch: Callable[[list[UnitResult], RunStats], None] | None = None,
               skip: Callable[[tuple[int, int]], bool] | None = None,
               given: Mapping[tuple[int, int], ThinkResult] | None = None,
-              max_requests: int | None = None) -> int:
+              max_requests: int | None = None,
+              hesitation_words: Sequence[str] = HESITATION_WORDS) -> int:
     """Stream all `len(questions) * R` work units; returns how many were probed.
 
     `skip(unit)` leaves out units already done (the resume seam), and
@@ -505,7 +529,7 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
                             P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
                             sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
                             max_in_flight=max_in_flight, stats=stats, given=given,
-                            max_requests=max_requests):
+                            max_requests=max_requests, hesitation_words=hesitation_words):
         count += 1
         if on_batch is not None:
             on_batch([res], stats)

@@ -52,7 +52,20 @@ def measurement_set(results: Sequence[UnitResult], *, model: str, P: int,
         "logp_other": ragged([u.logp_other for u in rs], np.float64),
         "margin": ragged([[o - e for o, e in zip(u.logp_other, u.logp_end)] for u in rs], np.float64),
     }
-    assert tuple(sorted(signals)) == tuple(sorted(SIGNALS))
+    # The own-context and field signals exist only when every unit recorded them (a resumed
+    # journal written before they existed holds units without them: the set omits the columns).
+    if rs and all(len(u.logp_end_own) == len(u.L) for u in rs):
+        signals["margin_own"] = ragged([[o - e for o, e in zip(u.logp_other_own, u.logp_end_own)]
+                                        for u in rs], np.float64)
+    if rs and all(len(u.answer_id) == len(u.L) for u in rs):
+        signals["answer"] = ragged([u.answer_id for u in rs], np.float64)
+        signals["answer_conf"] = ragged([u.answer_conf for u in rs], np.float64)
+        signals["hesitation"] = ragged([u.hesitation for u in rs], np.float64)
+        signals["answer_tokens"] = ragged([u.answer_tokens for u in rs], np.float64)
+    assert set(signals) <= set(SIGNALS)
+    prov = dict(provenance or {})
+    if "signals" in prov:       # define exactly the columns the set has
+        prov["signals"] = {k: v for k, v in dict(prov["signals"]).items() if k in signals}
     qt = question_text or {}
     return from_ragged(
         model=[model] * len(rs), group=[u.group for u in rs], question=[u.question for u in rs],
@@ -64,7 +77,7 @@ def measurement_set(results: Sequence[UnitResult], *, model: str, P: int,
         n=np.array([u.n for u in rs], dtype=np.int64),
         dataset=[u.dataset for u in rs],
         question_text=[qt.get((u.group, u.question)) for u in rs],
-        signals=signals, synthetic=False, provenance=dict(provenance or {}),
+        signals=signals, synthetic=False, provenance=prov,
     )
 
 

@@ -164,7 +164,8 @@ class ProbeWorker:
                 prompts=self.setup.prompts, P=job.P, b=job.b, thinking_limit=job.thinking_limit,
                 answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
                 tokenizer=self.tok, given=think_results(job, self.questions, self.fmt),
-                max_units=self.bound, max_requests=self.requests)
+                max_units=self.bound, max_requests=self.requests,
+                hesitation_words=job.hesitation_words)
         us = self._stream
         self._backlog.extend(tuple(u) for u in units)
         out = []

@@ -14,9 +14,29 @@ from otbench.probe.tokens import ProbeFormat
 
 from ._ids import compact
 
-SIGNALS = ("logp_end", "logp_other", "margin")
+SIGNALS = ("logp_end", "logp_other", "margin", "margin_own", "answer", "answer_conf", "hesitation",
+           "answer_tokens")
 """Signal columns written by the probe: `margin = logp_other - logp_end` is the
-ThinkBrake quantity (stop at the first boundary where it is <= θ; SPEC §6.2)."""
+ThinkBrake quantity (stop at the first boundary where it is <= θ; SPEC §6.2);
+`margin_own` the same read in the model's own context (`SIGNAL_DEFINITIONS`);
+the field signals `answer`, `answer_conf`, `hesitation`, `answer_tokens`
+(`otbench.analysis.measurement.SIGNAL_DEFINITIONS`, `otbench.probe.grading.probe_signals`)."""
+
+OWN_CONTEXT = {
+    "margin_own": "logp_other - logp_end read after prompt + thinking[:L] as the model wrote it "
+                  "(the boundary token itself, no separator): the context the online logits "
+                  "processor decides in at that boundary (otbench.probe.online)",
+}
+
+
+def signal_definitions() -> dict[str, str]:
+    """Every probe signal column -> its definition (the manifest's provenance "signals")."""
+    from otbench.analysis.measurement import SIGNAL_DEFINITIONS
+
+    return {"logp_end": "log p(thinking-end token | retained prefix)",
+            "logp_other": "log p(most likely other token | retained prefix)",
+            "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)",
+            **OWN_CONTEXT, **SIGNAL_DEFINITIONS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +63,11 @@ class UnitResult:
         (4 bytes per id; `_ids`): ~0.75 M of them per paper-shaped unit.
       probe_status: [n+1][P] grade status of each probe.
       logp_end, logp_other, other_id: [n+1] signal at each position.
+      logp_end_own, logp_other_own: [n+1] the same log-probabilities in the
+        model's own context (`OWN_CONTEXT`); empty in a record written before.
+      answer_id, answer_conf, hesitation, answer_tokens: [n+1] field signals
+        of each position's first probe (`SIGNAL_DEFINITIONS`); empty in a
+        record written before.
       seeds: {"think": int, "answer": int | None, "probe": [n+1 ints]};
         "answer" is None when the answer came from the think request (or the
         reply is graded), the forced answer's own seed otherwise.
@@ -67,6 +92,12 @@ class UnitResult:
     logp_other: tuple[float, ...]
     other_id: tuple[int, ...]
     seeds: dict
+    logp_end_own: tuple[float, ...] = ()
+    logp_other_own: tuple[float, ...] = ()
+    answer_id: tuple[int, ...] = ()
+    answer_conf: tuple[float, ...] = ()
+    hesitation: tuple[int, ...] = ()
+    answer_tokens: tuple[int, ...] = ()
 
     def __post_init__(self):
         # Probe answers are held as int32 arrays (`_ids`) whatever the caller passed,
@@ -91,9 +122,10 @@ class UnitResult:
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> "UnitResult":
-        kw = {f.name: rec[f.name] for f in dataclasses.fields(cls)}
+        kw = {f.name: rec[f.name] for f in dataclasses.fields(cls) if f.name in rec or f.default is dataclasses.MISSING}
         for k in _FLAT_FIELDS:
-            kw[k] = tuple(kw[k])
+            if k in kw:
+                kw[k] = tuple(kw[k])
         kw["probe_tokens"] = tuple(tuple(pos) for pos in kw["probe_tokens"])
         kw["probe_status"] = tuple(tuple(pos) for pos in kw["probe_status"])
         if isinstance(kw["seeds"], dict) and isinstance(kw["seeds"].get("probe"), list):
@@ -101,7 +133,8 @@ class UnitResult:
         return cls(**kw)
 
 
-_FLAT_FIELDS = ("prompt", "thinking", "answer", "L", "C", "logp_end", "logp_other", "other_id")
+_FLAT_FIELDS = ("prompt", "thinking", "answer", "L", "C", "logp_end", "logp_other", "other_id",
+                "logp_end_own", "logp_other_own", "answer_id", "answer_conf", "hesitation", "answer_tokens")
 
 
 @dataclasses.dataclass

@@ -39,6 +39,7 @@ from ._direct import direct_answers
 from ._imported import think_results
 from ._job import JobError, ProbeJob
 from ._loop import RunStats, UnitResult, run_units
+from ._results import signal_definitions
 from ._output import direct_table, measurement_set, write_token_tables
 from ._setup import memory_line, prepare, requests_in_flight, resolve_engine_config, units_in_flight
 
@@ -101,7 +102,8 @@ class _LocalExecutor:
                   sampling=job.sampling, grade_batch=self._grade, tokenizer=self.tok,
                   max_in_flight=units_in_flight(job, self.engine), stats=stats, on_batch=on_batch,
                   skip=lambda u: u not in todo, given=think_results(job, self.questions, self.fmt),
-                  max_requests=requests_in_flight(job, self.engine))
+                  max_requests=requests_in_flight(job, self.engine),
+                  hesitation_words=job.hesitation_words)
 
     def direct(self) -> list[dict[str, Any]]:
         """The job's direct answers (`_loop.direct_answers`), on this engine."""
@@ -378,6 +380,7 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
         probe={"R": job.R, "P": job.P, "b": job.b, "boundary": job.boundary,
                   "thinking_limit": job.thinking_limit,
                "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch,
+               "hesitation_words": list(job.hesitation_words),
                **({"direct_answer": True} if job.direct_answer else {})},
         sampling=job.sampling.as_dict(),
         seeds="otbench.seed/1: sha256(model, benchmark, question, trajectory, phase[, position]); "
@@ -392,9 +395,7 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
         # The pair tables of the "vocab+span" rule, so `resegment` needs no tokenizer.
         newline_end_ids=list(setup.newline_end_ids),
         newline_start_ids=list(setup.newline_start_ids),
-        signals={"logp_end": "log p(thinking-end token | retained prefix)",
-                 "logp_other": "log p(most likely other token | retained prefix)",
-                 "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)"},
+        signals=signal_definitions(),
     )
     if imported is not None:
         prov["trajectories"] = imported.record

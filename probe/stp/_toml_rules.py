@@ -150,7 +150,9 @@ STP_RULES: dict[str, dict[str, Rule]] = {
               "thinking_limit": integer(1, 1 << 24), "answer_limit": integer(1, 1 << 24),
               "units_per_batch": integer(1, 1 << 20), "units_in_flight": integer(1, 1 << 24),
               "requests_in_flight": integer(1, 1 << 24),
-              "boundary": text, "direct_answer": flag},
+              "boundary": text, "direct_answer": flag,
+              "hesitation_words": lambda v: None if isinstance(v, list) and v and all(
+                  isinstance(w, str) and w for w in v) else f"must be a non-empty list of words, got {v!r}"},
     "sampling": {"temperature": number(0.0, 1e6, what="a non-negative number"),
                  "top_p": number(0.0, 1.0, what="in (0, 1]"),
                  "top_k": integer(0, INT32_MAX),

@@ -313,7 +313,22 @@ def test_completions_strip_the_stop_id_like_the_in_process_engine():
           {"token_ids": [5, 6], "finish_reason": "length"},
           {"token_ids": [5], "finish_reason": "stop", "stop_reason": "</s>"}]
     got = completions(ch, {7}, {2}, "w")
-    assert [tuple(c) for c in got] == [((5, 6), 7), ((5,), 2), ((5, 6), None), ((5,), -1)]
+    assert [tuple(c) for c in got] == [((5, 6), 7, None), ((5,), 2, None), ((5, 6), None, None),
+                                       ((5,), -1, None)]
+
+
+def test_sampled_token_logprobs_are_asked_and_read_when_the_request_wants_them():
+    b = generation_body("m", GenRequest((5, 6), 2, 11, 9, (7,), logprobs=True), S)
+    assert b["logprobs"] == 0                                # the sampled token's only
+    assert "logprobs" not in generation_body("m", GenRequest((5, 6), 2, 11, 9, (7,)), S)
+    ch = [{"token_ids": [5, 6, 7], "finish_reason": "stop", "stop_reason": 7,
+           "logprobs": {"token_logprobs": [-0.5, -1.25, -0.1], "tokens": ["token_id:5"] * 3}}]
+    got = completions(ch, {7}, {2}, "w", logprobs=True)
+    assert got[0].token_ids == (5, 6) and got[0].logprobs == (-0.5, -1.25)
+    assert completions(ch, {7}, {2}, "w")[0].logprobs is None
+    for bad in ({}, {"token_logprobs": [-0.5]}, {"token_logprobs": [-0.5, None, -1.0]}):
+        with pytest.raises(ServerError, match="log-probability per decoded token"):
+            completions([dict(ch[0], logprobs=bad)], {7}, {2}, "w", logprobs=True)
 
 
 # -- the stream over the fake server -------------------------------------------------------------

@@ -68,6 +68,13 @@ def test_greedy_job_is_the_same_on_both_engines(greedy_runs):
         # (measured differences ~1e-5 nats on this model)
         np.testing.assert_allclose(a.logp_end, b.logp_end, atol=1e-3)
         np.testing.assert_allclose(a.logp_other, b.logp_other, atol=1e-3)
+        # the own-context signal and the field signals (issues 27, 28): vLLM's sampled-token
+        # log-probabilities (logprobs=0, raw mode) are the transformers engine's raw ones
+        np.testing.assert_allclose(a.logp_end_own, b.logp_end_own, atol=1e-3)
+        np.testing.assert_allclose(a.logp_other_own, b.logp_other_own, atol=1e-3)
+        assert (a.answer_id, a.hesitation, a.answer_tokens) == (b.answer_id, b.hesitation, b.answer_tokens)
+        assert len(a.answer_conf) == a.n + 1
+        np.testing.assert_allclose(a.answer_conf, b.answer_conf, atol=1e-3)
 
 
 def test_units_are_consistent(greedy_runs, setup):
@@ -135,6 +142,11 @@ def _expected_counts(units, setup, greedy: bool):
             s = exp["signal"]
             s["requests"] += 1
             s["prompt"] += len(fmt.signal_context(prompts[q], u.thinking, Lk))
+            s["lo"] += 1
+            s["hi"] += 1
+            # the same signal in the model's own context (issue 28): prompt + thinking[:L]
+            s["requests"] += 1
+            s["prompt"] += len(prompts[q]) + Lk
             s["lo"] += 1
             s["hi"] += 1
         if forced:

