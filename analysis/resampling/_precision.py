@@ -165,10 +165,23 @@ class PrecisionPrediction:
         return (Q - 1) / Q * b + w * ((Q - 1) / (Q * R) + (R - 1) / R ** 2)
 
     def width(self, stat: str, R: int, P: int) -> float:
-        """Predicted interval width `hi - lo` of `stat` at `R' = R`, `P' = P` (NaN: undefined)."""
+        """Predicted interval width `hi - lo` of `stat` at `R' = R`, `P' = P` (NaN: undefined).
+
+        `β_match` (method step 7): the width of its simulated replicates `θ12` at the reference
+        `R'`, scaled by the ratio of the same strategy's area width at (`R`, `P`) to the area's
+        `θ12` width."""
         top = self.levels[max(self.levels)][stat]
         if top.defined < max(2, self.replicates // 2):
             return math.nan
+        if stat.startswith("beta_match_"):
+            proxy = "area_" + stat[len("beta_match_"):]
+            area = self.levels[max(self.levels)][proxy]
+            if area.defined < max(2, self.replicates // 2):
+                return math.nan
+            ref, v = area.v1 + area.v2, self.variance(proxy, R, P)
+            if ref <= 0:
+                return top.width if v <= 0 else math.nan
+            return top.width * math.sqrt(v / ref)
         ref = top.v1 + top.v2
         kappa = top.width / math.sqrt(ref) if ref > 0 else 0.0
         return kappa * math.sqrt(self.variance(stat, R, P))

@@ -261,3 +261,49 @@ def test_a_model_lacking_a_question_still_predicts(seed, P):
         for R, p in ((2, P), (8, 2 * P)):
             w = pred.width(s, R, p)
             assert np.isfinite(w) and w >= 0
+
+
+@pytest.fixture(scope="module")
+def small_frontiers(small):
+    P = int(small.probes[0])
+    pred = predict_precision(small, trajectories=3, probes=2 * P, replicates=24, seed=7, frontiers=True)
+    boot = bootstrap(small, replicates=24, seed=7, frontiers=True)
+    return pred, boot
+
+
+def test_frontier_widths_at_the_pilots_own_design_are_its_bootstrap(small, small_frontiers):
+    from otbench.analysis.frontier import STRATEGIES
+    from otbench.analysis.resampling import frontier_area
+
+    pred, boot = small_frontiers
+    P, fb = int(small.probes[0]), boot.frontiers
+    for i, s in enumerate(STRATEGIES):
+        bm = fb.beta_match[:, i]
+        lo, hi = np.percentile(bm[np.isfinite(bm)], (2.5, 97.5))
+        assert pred.width(f"beta_match_{s}", 3, P) == pytest.approx(hi - lo, rel=1e-9, abs=1e-12), s
+        lo, hi = np.percentile(frontier_area(fb.macro[:, i], fb.grid), (2.5, 97.5))
+        assert pred.width(f"area_{s}", 3, P) == pytest.approx(hi - lo, rel=1e-9, abs=1e-12), s
+
+
+def test_beta_match_width_is_its_simulated_width_scaled_by_the_area(small_frontiers):
+    """Method step 7 by hand: `β_match`'s θ12 width times the area's predicted / simulated width ratio."""
+    pred, _ = small_frontiers
+    top = pred.levels[max(pred.levels)]
+    Q = len(pred.questions) / sum(1.0 / q for q in pred.questions.values())
+    for s in ("dr", "fb", "dee"):
+        a = top[f"area_{s}"]
+        for R, P in ((3, max(pred.levels)), (16, max(pred.levels)), (16, 2 * max(pred.levels))):
+            if P in pred.levels:
+                b, w = pred.levels[P][f"area_{s}"].between, pred.levels[P][f"area_{s}"].within
+            else:
+                fit = [m for m in pred.levels if m >= -(-pred.pilot_P // 2)]
+                x = [1.0 / m for m in fit]
+                b, w = (np.polyval(np.polyfit(x, [getattr(pred.levels[m][f"area_{s}"], k) for m in fit], 1), 1 / P)
+                        for k in ("between", "within"))
+            b, w = max(b, 0.0), max(w, 0.0)
+            V = (Q - 1) / Q * b + w * ((Q - 1) / (Q * R) + (R - 1) / R ** 2)
+            want = top[f"beta_match_{s}"].width * np.sqrt(V / (a.v1 + a.v2))
+            assert pred.width(f"beta_match_{s}", R, P) == pytest.approx(want, rel=1e-9, abs=1e-15), (s, R, P)
+        # more trajectories never widen it (V of the area is non-increasing in R >= 2)
+        ws = [pred.width(f"beta_match_{s}", R, max(pred.levels)) for R in (2, 3, 8, 32)]
+        assert all(x >= y - 1e-15 for x, y in zip(ws, ws[1:])), (s, ws)
