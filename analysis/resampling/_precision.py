@@ -72,7 +72,7 @@ below, not derived).
 
 Measured limit (benchmarks/plan_precision.py, SYNTHETIC paper-scale set, pilots of 20 % of the
 questions, R_p = 2, P_p = 4, planned R' = P' = 16, all questions): medians OR 0.93x, AD 1.01x,
-areas 0.86-0.94x (per pilot OR 0.75-1.45, AD 0.86-1.63, areas 0.82-1.04); `β_match` (step 7) DEE 0.95-1.29x
+areas 0.86-0.93x (per pilot OR 0.75-1.45, AD 0.86-1.63, areas 0.82-1.04); `β_match` (step 7) DEE 0.95-1.29x
 (median 1.00), DR 1.17-1.37x, FB 0.45-0.60x (5 pilots; the two-component fit of `β_match` itself
 gave DEE 0.58-1.02, DR 0.51-0.90, FB 0.30-0.49). Why `β_match` from an `R_p = 2`
 pilot cannot be exact: even the direct simulation at the pilot's own `P` (`θ12` at `R' = 16`,
