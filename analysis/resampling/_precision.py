@@ -38,7 +38,8 @@ Method (for every statistic `θ`; all draws from one recorded seed):
 4. The planned interval's variance is the bootstrap's own on a set of that design,
    `V(R') = (Q'-1)/Q' b + w ((Q'-1)/(Q' R') + (R'-1)/R'²)` (the two-stage bootstrap counts the
    within-question variance twice, and this is what it reports). At the pilot's own design this
-   is exactly `v1 + v2`.
+   is exactly `v1 + v2`. Where the moments give `b < 0` the estimate is the boundary `b = 0`,
+   `w = (v1 + v2) / ((Q_p - 1)/(Q_p R_p) + (R_p - 1)/(R_p R'))`, which keeps that identity.
 5. Probes beyond the pilot (`P' > P_p`). Resampling cannot create probes the pilot lacks, so this
    one step is a model: `b` and `w` are each fitted as `α + β / m` (least squares) over the levels
    `m >= ceil(P_p / 2)` computed in step 1 (at least `fit_levels`: `ceil(P_p/2)`,
@@ -51,18 +52,41 @@ Method (for every statistic `θ`; all draws from one recorded seed):
 6. Width. `κ = (hi - lo of θ12) / sqrt(v1 + v2)` at the largest computed level keeps the
    replicate distribution's shape (no normal quantile is assumed); the predicted width is
    `κ sqrt(V)`. At the pilot's own design it is exactly the width of `θ12` (step 2).
+7. `β_match` (a threshold: the first grid `β` with `F_C(β) >= A_full`) is not fitted by steps 3-5.
+   Its `θ12 - θ1` is dominated by jumps of the first crossing, not by a within-question variance,
+   so `w = v2 R' R_p / (R_p - 1)` comes out larger than `2 v1` and `b` negative (measured on every
+   strategy of an `R_p = 2` pilot of the paper-scale set). Instead the width is the direct
+   simulation -- the spread of `β_match` over the pseudo-sets `θ12` at (`Q'`, reference `R'`,
+   `P_p`), each with its frontiers re-solved -- times `sqrt(V_A / (v1_A + v2_A))` of the same
+   strategy's area `A` (a smooth summary of the same frontier whose components steps 3-5 do
+   estimate): the area's predicted over simulated variance carries the corrections the simulation
+   lacks (the pilot's within noise `σ_w²/R_p` kept in each question unit; `P' != P_p`; `R' !=`
+   reference). At the pilot's own design the factor is 1 and the width is exactly the bootstrap's.
 
 What stays approximate, stated: the Monte Carlo error of `κ` and of the frontier components
 (`replicates` paired draws, default `PRECISION_REPLICATES`), the harmonic means across unequal groups and segments, the
-`α + β/m` extrapolation in probes, and that duplicating pilot trajectories in stage 2 shapes the
-FB / DR question units less finely than distinct trajectories would.
+`α + β/m` extrapolation in probes, that duplicating pilot trajectories in stage 2 shapes the
+FB / DR question units less finely than distinct trajectories would, and (step 7) that
+`β_match`'s spread scales with the design as its strategy's area's does (an assumption, measured
+below, not derived).
 
 Measured limit (benchmarks/plan_precision.py, SYNTHETIC paper-scale set, pilots of 20 % of the
-questions): OR, AD and `P(0)` widths and the frontier areas come out within ~10 % of the full
-bootstrap's (median of 5 pilots), but `β_match` widths about 0.4-0.8x: a threshold statistic
-whose variance does not fall with `R` as the two-component model says. The miss is in the `R`
-direction: a pilot with `R_p = 16, P_p = 4` predicts DEE / FB `β_match` at 0.94 / 0.91x, one with
-`R_p = 2, P_p = 16` at 0.58 / 0.38x. Plan `β_match` from a pilot with more trajectories.
+questions, R_p = 2, P_p = 4, planned R' = P' = 16, all questions): medians OR 0.93x, AD 1.01x,
+areas 0.86-0.93x (per pilot OR 0.75-1.45, AD 0.86-1.63, areas 0.82-1.04); `β_match` (step 7) DEE 0.95-1.29x
+(median 1.00), DR 1.17-1.37x, FB 0.45-0.60x (5 pilots; the two-component fit of `β_match` itself
+gave DEE 0.58-1.02, DR 0.51-0.90, FB 0.30-0.49). Why `β_match` from an `R_p = 2`
+pilot cannot be exact: even the direct simulation at the pilot's own `P` (`θ12` at `R' = 16`,
+`P = 4`), against the full set's bootstrap at `R = 16, P = 4`, gives DR 1.14 / 1.23, FB 0.58 /
+0.77, DEE 1.47 / 2.00 (two pilots). Resampling 16 draws from 2 trajectories keeps 2 distinct
+trajectories per question unit: FB's unit (one cap over the union of its trajectories' `L`) and
+DR's (all or none) are then 2-trajectory units, whose frontier is a different nonlinear function
+than a 16-trajectory unit's, and no resampling of the pilot restores the trajectories it lacks;
+for DEE the kept `σ_w²/R_p` widens the simulated spread, which the area's factor (step 7) only
+partly removes, and DEE's `β_match` width grows with `P` (0.70 pp at `P = 4`, 1.10 pp at 16 on the
+full set) while the area's barely does -- the two errors partly cancel. Plan FB / DR `β_match`
+from a pilot with more trajectories (an `R_p = 16, P_p = 4` pilot predicted DEE / FB at 0.94 /
+0.91x under the two-component model, measured
+before step 7; step 7 was not measured on such a pilot).
 """
 
 import dataclasses
@@ -158,17 +182,31 @@ class PrecisionPrediction:
         return out[0], out[1]
 
     def variance(self, stat: str, R: int, P: int) -> float:
-        """Predicted bootstrap variance `V` of `stat` at `R' = R`, `P' = P` (method step 4)."""
+        """Predicted bootstrap variance `V` of `stat` at `R' = R`, `P' = P` (method step 4; for
+        `β_match` the two-component model only, which `width` does not use: step 7)."""
         b, w = self._components(stat, P)
         b, w = max(b, 0.0), max(w, 0.0)
         Q = self._harmonic(self.questions)
         return (Q - 1) / Q * b + w * ((Q - 1) / (Q * R) + (R - 1) / R ** 2)
 
     def width(self, stat: str, R: int, P: int) -> float:
-        """Predicted interval width `hi - lo` of `stat` at `R' = R`, `P' = P` (NaN: undefined)."""
+        """Predicted interval width `hi - lo` of `stat` at `R' = R`, `P' = P` (NaN: undefined).
+
+        `β_match` (method step 7): the width of its simulated replicates `θ12` at the reference
+        `R'`, scaled by the ratio of the same strategy's area width at (`R`, `P`) to the area's
+        `θ12` width."""
         top = self.levels[max(self.levels)][stat]
         if top.defined < max(2, self.replicates // 2):
             return math.nan
+        if stat.startswith("beta_match_"):
+            proxy = "area_" + stat[len("beta_match_"):]
+            area = self.levels[max(self.levels)][proxy]
+            if area.defined < max(2, self.replicates // 2):
+                return math.nan
+            ref, v = area.v1 + area.v2, self.variance(proxy, R, P)
+            if ref <= 0:
+                return top.width if v <= 0 else math.nan
+            return top.width * math.sqrt(v / ref)
         ref = top.v1 + top.v2
         kappa = top.width / math.sqrt(ref) if ref > 0 else 0.0
         return kappa * math.sqrt(self.variance(stat, R, P))
@@ -406,6 +444,11 @@ def _components(t1: np.ndarray, t12: np.ndarray, R: int, R_p: float, Q_p: float,
         v2 = float(np.var(b - a, ddof=1))
     w = v2 * R * R_p / (R_p - 1)
     between = v1 * Q_p / (Q_p - 1) - w / R_p if Q_p > 1 else v1 - w / R_p
+    if between < 0:
+        # the moments' boundary: no between-question variance, all of v1 + v2 within (so the pilot's
+        # own design still predicts exactly v1 + v2)
+        between = 0.0
+        w = (v1 + v2) / ((Q_p - 1) / (Q_p * R_p) + (R_p - 1) / (R_p * R)) if v1 + v2 > 0 else 0.0
     lo, hi = np.percentile(b, percentiles)
     return Components(between=between, within=w, v1=v1, v2=v2, width=float(hi - lo), defined=int(ok.sum()))
 

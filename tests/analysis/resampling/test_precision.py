@@ -141,8 +141,11 @@ def test_components_match_the_python_twin(small):
         assert c.width == pytest.approx(hi - lo, rel=1e-9, abs=1e-15)
         R_p, Q_p = 3.0, 4 / sum(1 / q for q in pred.pilot_questions.values())
         w = c.v2 * R * R_p / (R_p - 1)
+        b = c.v1 * Q_p / (Q_p - 1) - w / R_p
+        if b < 0:       # the moments' boundary: all of v1 + v2 within
+            b, w = 0.0, (c.v1 + c.v2) / ((Q_p - 1) / (Q_p * R_p) + (R_p - 1) / (R_p * R))
         assert c.within == pytest.approx(w, rel=1e-12)
-        assert c.between == pytest.approx(c.v1 * Q_p / (Q_p - 1) - w / R_p, rel=1e-9, abs=1e-15)
+        assert c.between == pytest.approx(b, rel=1e-9, abs=1e-15)
 
 
 def test_exact_variances_are_the_resamplings_variances(small):
@@ -217,8 +220,8 @@ def test_refusals(small):
         pred.width("or", 3, 2)
 
 
-def _random_set(seed, P, missing=False):
-    """2 models x 2 groups, R in 2..4, a shared P; n = 0, zero-length steps, ties and flat curves."""
+def _random_set(seed, P, missing=False, R=None):
+    """2 models x 2 groups, R in 2..4 (or `R`), a shared P; n = 0, zero-length steps, ties and flat curves."""
     from tests._sets import build_set
 
     rng = np.random.default_rng(seed)
@@ -228,7 +231,7 @@ def _random_set(seed, P, missing=False):
             for q in qs:
                 if missing and m == "b" and q == "q2":
                     continue
-                for s in range(int(rng.integers(2, 5))):
+                for s in range(R or int(rng.integers(2, 5))):
                     n = int(rng.integers(0, 5))
                     L = np.r_[0, np.cumsum(rng.choice([0, 1, 7, 30], n))].tolist()
                     C = ([int(rng.integers(0, P + 1))] * (n + 1) if rng.random() < 0.3
@@ -261,3 +264,78 @@ def test_a_model_lacking_a_question_still_predicts(seed, P):
         for R, p in ((2, P), (8, 2 * P)):
             w = pred.width(s, R, p)
             assert np.isfinite(w) and w >= 0
+
+
+@pytest.fixture(scope="module")
+def small_frontiers(small):
+    P = int(small.probes[0])
+    pred = predict_precision(small, trajectories=3, probes=2 * P, replicates=24, seed=7, frontiers=True)
+    boot = bootstrap(small, replicates=24, seed=7, frontiers=True)
+    return pred, boot
+
+
+def test_frontier_widths_at_the_pilots_own_design_are_its_bootstrap(small, small_frontiers):
+    from otbench.analysis.frontier import STRATEGIES
+    from otbench.analysis.resampling import frontier_area
+
+    pred, boot = small_frontiers
+    P, fb = int(small.probes[0]), boot.frontiers
+    for i, s in enumerate(STRATEGIES):
+        bm = fb.beta_match[:, i]
+        lo, hi = np.percentile(bm[np.isfinite(bm)], (2.5, 97.5))
+        assert pred.width(f"beta_match_{s}", 3, P) == pytest.approx(hi - lo, rel=1e-9, abs=1e-12), s
+        lo, hi = np.percentile(frontier_area(fb.macro[:, i], fb.grid), (2.5, 97.5))
+        assert pred.width(f"area_{s}", 3, P) == pytest.approx(hi - lo, rel=1e-9, abs=1e-12), s
+
+
+def test_beta_match_width_is_its_simulated_width_scaled_by_the_area(small_frontiers):
+    """Method step 7 by hand: `β_match`'s θ12 width times the area's predicted / simulated width ratio."""
+    pred, _ = small_frontiers
+    top = pred.levels[max(pred.levels)]
+    Q = len(pred.questions) / sum(1.0 / q for q in pred.questions.values())
+    for s in ("dr", "fb", "dee"):
+        a = top[f"area_{s}"]
+        for R, P in ((3, max(pred.levels)), (16, max(pred.levels)), (16, 2 * max(pred.levels))):
+            if P in pred.levels:
+                b, w = pred.levels[P][f"area_{s}"].between, pred.levels[P][f"area_{s}"].within
+            else:
+                fit = [m for m in pred.levels if m >= -(-pred.pilot_P // 2)]
+                x = [1.0 / m for m in fit]
+                b, w = (np.polyval(np.polyfit(x, [getattr(pred.levels[m][f"area_{s}"], k) for m in fit], 1), 1 / P)
+                        for k in ("between", "within"))
+            b, w = max(b, 0.0), max(w, 0.0)
+            V = (Q - 1) / Q * b + w * ((Q - 1) / (Q * R) + (R - 1) / R ** 2)
+            want = top[f"beta_match_{s}"].width * np.sqrt(V / (a.v1 + a.v2))
+            assert pred.width(f"beta_match_{s}", R, P) == pytest.approx(want, rel=1e-9, abs=1e-15), (s, R, P)
+        # more trajectories never widen it (V of the area is non-increasing in R >= 2)
+        ws = [pred.width(f"beta_match_{s}", R, max(pred.levels)) for R in (2, 3, 8, 32)]
+        assert all(x >= y - 1e-15 for x, y in zip(ws, ws[1:])), (s, ws)
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2 ** 32), P=st.integers(2, 4), missing=st.booleans())
+def test_frontier_widths_on_ragged_sets(seed, P, missing):
+    """n = 0, zero-length steps, ties, flat curves, a model lacking a question: with R = 3 every
+    frontier width at the pilot's own design is the bootstrap's; with R in 2..4 the widths are
+    finite or NaN, >= 0, and `β_match`'s never grows with R."""
+    from otbench.analysis.frontier import STRATEGIES
+    from otbench.analysis.resampling import frontier_area
+
+    ms = _random_set(seed, P, missing=missing, R=3)
+    pred = predict_precision(ms, trajectories=3, probes=P, replicates=12, seed=4, frontiers=True)
+    boot = bootstrap(ms, replicates=12, seed=4, frontiers=True)
+    for i, s in enumerate(STRATEGIES):
+        bm = boot.frontiers.beta_match[:, i]
+        if np.isfinite(bm).sum() >= 6:
+            lo, hi = np.percentile(bm[np.isfinite(bm)], (2.5, 97.5))
+            assert pred.width(f"beta_match_{s}", 3, P) == pytest.approx(hi - lo, rel=1e-9, abs=1e-12)
+        lo, hi = np.percentile(frontier_area(boot.frontiers.macro[:, i], boot.frontiers.grid), (2.5, 97.5))
+        assert pred.width(f"area_{s}", 3, P) == pytest.approx(hi - lo, rel=1e-9, abs=1e-12)
+    ragged = predict_precision(_random_set(seed, P, missing=missing), trajectories=3, probes=2 * P,
+                               replicates=12, seed=4, frontiers=True)
+    for s in STRATEGIES:
+        ws = [ragged.width(f"beta_match_{s}", r, p) for p in (P, 2 * P) for r in (2, 4, 16)]
+        assert all(np.isnan(w) or w >= 0 for w in ws)
+        for k in (0, 3):
+            a = [w for w in ws[k:k + 3] if np.isfinite(w)]
+            assert all(x >= y - 1e-15 for x, y in zip(a, a[1:]))
