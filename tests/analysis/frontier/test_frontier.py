@@ -455,7 +455,7 @@ def test_vmap_over_cells_equals_separate_solves():
     rng = np.random.default_rng(9)
     ms = build(random_trajs(rng, models=2, groups=(3, 2)))
     for s in STRATS:
-        per, occs, datas = [], [], []
+        per, datas = [], []
         for c in np.unique(ms.cell):
             rows = ms.cell_rows(int(c))
             d = _units.cell_data(ms.L[rows], ms.C[rows], ms.n[rows], ms.probes[rows], ms.question[rows])
