@@ -207,7 +207,7 @@ def list_cmd() -> None:
     """The built-in methods (plug-ins load by module:object)."""
     for name, (strategy, text) in BUILTIN_HELP.items():
         click.echo(f"{name:24s}  {strategy.upper():4s}  {text}")
-    click.echo("plug-ins: --method package.module:Object (see README, OTBench)")
+    click.echo("plug-ins: --method package.module:Object (see docs/guides/otbench.md)")
 
 
 def _runnable(specs: list[str], ms) -> list[str]:

@@ -246,7 +246,7 @@ def featurizer(spec: str | Any) -> Any:
 #
 # Every product and solve goes through `_detmath` (no BLAS/LAPACK), so a fit --
 # and the θ sweep, predictions and decisions built on it -- is the same to the
-# last bit on every machine (issue 24; README "Determinism").
+# last bit on every machine (issue 24; docs/guides/scale.md, determinism).
 
 @dataclasses.dataclass(frozen=True)
 class Ridge:

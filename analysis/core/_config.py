@@ -13,7 +13,7 @@ Why global rather than scoped to each entry point: results leave otbench as
 JAX arrays of int64/uint64 dtype and are also fed back in (frontier
 replicates, bootstrap state); a per-call scope would hand users 64-bit arrays
 that their own x32 code silently truncates, and every internal helper called
-directly would need the scope too. The README says so ("JAX settings").
+directly would need the scope too. The reports guide says so (docs/guides/reports.md, "JAX settings").
 """
 
 import jax

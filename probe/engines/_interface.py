@@ -138,7 +138,7 @@ class EngineConfig:
         Hugging Face repository id; None for a local folder.
       batch_invariant: vLLM's batch-invariant kernels (`VLLM_BATCH_INVARIANT`):
         a request's tokens and log-probabilities do not depend on what else
-        is in its batch (GPU only; see the README's determinism section).
+        is in its batch (GPU only; see docs/guides/scale.md, determinism).
       base_url: "openai": the server ("http://HOST:PORT"; `/v1` is appended).
       served_model: "openai": the model name the server serves (None: its only one).
       api_key_env: "openai": the environment variable holding the API key
@@ -231,7 +231,7 @@ class Stream(Protocol):
     is); `in_flight()` counts submitted requests without a result yet. A
     request's result depends only on the request itself (its seed), never on
     what else was in flight, up to the engines' floating-point batching
-    caveat (see the README's determinism section).
+    caveat (see docs/guides/scale.md, determinism).
 
     Optional, read by the probe loop where a stream has them:
     `pop_cached_tokens(tag)` (prompt ids of a finished request that the

@@ -100,7 +100,7 @@ def _prepare_environment(config: EngineConfig) -> None:
     # initialising the driver (vLLM sets it too, at import; we set it first).
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     if config.batch_invariant:
-        # Read by vLLM when its workers start (batch-invariant kernels, SPEC §3.5 note in README).
+        # Read by vLLM when its workers start (batch-invariant kernels, SPEC §3.5; docs/guides/scale.md, determinism).
         os.environ["VLLM_BATCH_INVARIANT"] = "1"
 
 
