@@ -82,9 +82,8 @@ class _ExitCore:
     # -- tables, built once per (family, boundary rule) on first use -----------------
     def _vocabulary(self):
         if self._vocab is None:
-            from transformers import AutoTokenizer
-
             from otbench.probe.tokens import build_vocabulary
+            from transformers import AutoTokenizer
 
             path, rev, trust = self._tok_args
             self._hf_tok = AutoTokenizer.from_pretrained(path, revision=rev, trust_remote_code=trust)
@@ -210,7 +209,7 @@ class ExitProcessorV1(_ExitCore, LogitsProcessor):
         for index, ctl in self._req.items():
             if index >= logits.shape[0]:
                 continue
-            tok = self._next(ctl, lambda: self._signals(logits[index], ctl.tables.signal_id))
+            tok = self._next(ctl, lambda i=index, c=ctl: self._signals(logits[i], c.tables.signal_id))
             if tok is not None:
                 rows.append(index)
                 ids.append(tok)

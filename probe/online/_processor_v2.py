@@ -63,7 +63,11 @@ from ._spec import OnlineControlError, parse_args
 log = logging.getLogger("vllm.otbench_online")
 
 try:   # vLLM >= 0.32: Model Runner V2's interface (import-light: no torch, no triton)
-    from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcessor, LogitsProcRequestState
+    from vllm.v1.worker.gpu.sample.logits_processor import (
+        LogitsContext,
+        LogitsProcessor,
+        LogitsProcRequestState,
+    )
 except ImportError:  # pragma: no cover -- a vLLM without Model Runner V2: the V1 class alone
     LogitsProcessor = LogitsContext = LogitsProcRequestState = None
 
@@ -87,7 +91,7 @@ def _validate_v2(sampling_params) -> None:
 class _Slot:
     """One request slot's control under V2: its request, its host copy of the output, its control."""
 
-    __slots__ = ("req", "out", "read", "ctl", "logged")
+    __slots__ = ("ctl", "logged", "out", "read", "req")
 
     def __init__(self, req, ctl=None):
         self.req = req                   # (spec, tables, rule); None for a refused request
@@ -212,7 +216,7 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
                 end, other = sigs[2 * k], sigs[2 * k + 1]
                 sig = {"logp_end": end, "logp_other": other, "margin": other - end}
                 k += 1
-            tok = self._next(st.ctl, lambda: sig)
+            tok = self._next(st.ctl, lambda s=sig: s)
             if tok is not None:
                 force_rows.append(b)
                 force_ids.append(tok)
