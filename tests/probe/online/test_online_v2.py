@@ -15,16 +15,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from otbench.probe.online import OnlineControlError, Tables, request_args
 
 vllm = pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 v2 = pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 
-from vllm.v1.sample.logits_processor import BatchUpdate  # noqa: E402
-
-from otbench.probe.online import PROCESSOR, ExitProcessor, ExitProcessorV1, ExitProcessorV2  # noqa: E402
+from otbench.probe.online import PROCESSOR, ExitProcessor, ExitProcessorV1, ExitProcessorV2
+from vllm.v1.sample.logits_processor import BatchUpdate
 
 V = 12
 BOUNDARY, NL_END, NL_START, STOP = 3, 4, 5, 6
@@ -329,12 +327,11 @@ def test_both_loaders_accept_the_one_fqcn_and_each_runner_builds_its_own():
 
 @pytest.mark.parametrize("use_v2", [False, True])
 def test_the_frontend_validates_with_the_same_class_under_either_runner(use_v2):
+    from otbench.probe.engines import EngineConfig
+    from otbench.probe.engines._vllm import engine_kwargs
     from vllm import SamplingParams
     from vllm.exceptions import VLLMValidationError
     from vllm.v1.engine.input_processor import InputProcessor
-
-    from otbench.probe.engines import EngineConfig
-    from otbench.probe.engines._vllm import engine_kwargs
 
     kw = engine_kwargs(EngineConfig(model="m", logits_processors=(PROCESSOR,)), "cuda")
     assert kw["logits_processors"] == [PROCESSOR]      # one FQCN whatever runner vLLM picks
