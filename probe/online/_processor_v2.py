@@ -80,6 +80,11 @@ def _validate_v2(sampling_params) -> None:
     _ExitCore.validate_params(sampling_params)
     if parse_args(getattr(sampling_params, "extra_args", None)) is None:
         return
+    if getattr(sampling_params, "thinking_token_budget", None) is not None:
+        # V2 forces the budget's end after custom processors and wins over their edits
+        # (`Sampler.apply_sampling_params`); the controller's own cap is method "cap".
+        raise OnlineControlError("online early exit forces the thinking end itself; a request with "
+                                 "thinking_token_budget would override it (use otbench_method 'cap')")
     for name, neutral in _V2_PENALTIES:
         value = getattr(sampling_params, name, neutral)
         if value is not None and float(value) != neutral:

@@ -346,7 +346,8 @@ def test_the_frontend_validates_with_the_same_class_under_either_runner(use_v2):
     for bad in ({"extra_args": {**good, "otbench_theta": "x"}},
                 {"extra_args": good, "min_tokens": 2},
                 {"extra_args": good, "repetition_penalty": 1.3},        # before custom ones under V2
-                {"extra_args": good, "presence_penalty": 0.5}):
+                {"extra_args": good, "presence_penalty": 0.5},
+                {"extra_args": good, "thinking_token_budget": 8}):      # V2 forces it after ours
         with pytest.raises(VLLMValidationError) as e:
             validate(SamplingParams(max_tokens=4, **bad))
         assert "\n" not in str(e.value)
