@@ -1,8 +1,10 @@
 """Online early exit: an OTBench exit rule run while the model generates (issue: online controller).
 
-* `ExitProcessor` -- the vLLM V1 logits processor (``LLM(...,
+* `ExitProcessor` -- the vLLM logits processor (``LLM(...,
   logits_processors=[ExitProcessor])``, or a server's ``--logits-processors
-  otbench.probe.online:ExitProcessor``); imported lazily, in vLLM's process;
+  otbench.probe.online:ExitProcessor``), one class for vLLM's V1 and V2
+  model runners (`ExitProcessorV1` / `ExitProcessorV2` name each one);
+  imported lazily, in vLLM's process;
 * `request_args` / `parse_args` / `ControlSpec` -- the per-request
   extension arguments (`GenRequest.extra_args`, a server request's
   ``vllm_xargs``) that name the rule, its θ and the model family;
@@ -50,10 +52,11 @@ from ._spec import (
 )
 
 PROCESSOR = "otbench.probe.online:ExitProcessor"
-"""The processor's fully qualified name, for ``--logits-processors``."""
+"""The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
 
 __all__ = ["FIELD_METHODS", "HESITATION_WORDS", "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
-           "AnswerIds", "ControlSpec", "ExitProcessor", "FieldRule", "OnlineControlError",
+           "AnswerIds", "ControlSpec", "ExitProcessor", "ExitProcessorV1", "ExitProcessorV2",
+           "FieldRule", "OnlineControlError",
            "OnlineResult", "ProbeSignals", "RequestControl", "SideController", "SideJob",
            "SideResult", "Tables", "ThinkBrakeRule", "Trajectory", "answer_key",
            "boundary_signals", "certificate_line", "certify_field", "certify_set", "check_engine",
@@ -64,8 +67,8 @@ __all__ = ["FIELD_METHODS", "HESITATION_WORDS", "PLUGINS_ENV", "PROCESSOR", "SIG
 
 
 def __getattr__(name: str):
-    if name == "ExitProcessor":
-        from ._processor import ExitProcessor
+    if name in ("ExitProcessor", "ExitProcessorV1", "ExitProcessorV2"):
+        from . import _processor_v2
 
-        return ExitProcessor
+        return getattr(_processor_v2, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

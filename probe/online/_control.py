@@ -136,6 +136,10 @@ class RequestControl:
     def _consume(self, n: int) -> None:
         out, t = self.output, self.tables
         for i in range(self._seen, n):
+            if self.done:
+                # Nothing after the end counts: a stop id in the answer is not a second
+                # natural end (the V2 processor stops reading a finished control's tokens).
+                break
             if self._pending is not None and i == self._pending[0]:
                 self._commit()
             tok = int(out[i])

@@ -1,4 +1,4 @@
-"""The vLLM V1 logits processor that runs an OTBench exit rule while a request generates.
+"""The vLLM logits processors that run an OTBench exit rule while a request generates.
 
 Loaded through vLLM's public extension points only: ``LLM(...,
 logits_processors=[ExitProcessor])`` in process, or a server started with
@@ -6,7 +6,13 @@ logits_processors=[ExitProcessor])`` in process, or a server started with
 vLLM's engine process; this module imports torch and vLLM at import time
 and is imported only there (``otbench.probe.online`` loads it lazily).
 
-Per step, vLLM calls `update_state` with the batch changes (requests
+`_ExitCore` holds what both of vLLM's model runners share (the request's
+arguments, the tables, the one step of a `RequestControl`, the signals and
+the forced write); `ExitProcessorV1` is the V1-runner class below, the
+Model Runner V2 class and the public `ExitProcessor` that serves both are
+in `_processor_v2`.
+
+Under the V1 runner, per step, vLLM calls `update_state` with the batch changes (requests
 removed, then added, then moved between rows) and then `apply` with the
 batch's logits (float32, one row per request, after the allowed-ids and
 bad-words masks and vLLM's built-in min-tokens and logit-bias processors,
@@ -42,8 +48,8 @@ def _family(name: str):
         raise OnlineControlError(f"otbench_family {name!r}: {e}") from None
 
 
-class ExitProcessor(LogitsProcessor):
-    """Online early exit for requests that name an OTBench rule (`otbench.probe.online._spec`)."""
+class _ExitCore:
+    """What the V1 and V2 processors share: per-request setup, one control step, signals, forcing."""
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
@@ -61,7 +67,7 @@ class ExitProcessor(LogitsProcessor):
                 raise OnlineControlError(f"online early exit reads the model's own logits; "
                                          f"a request with {name} would change them")
 
-    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
+    def _setup(self, vllm_config) -> None:
         check_engine({"speculative_config": getattr(vllm_config, "speculative_config", None)})
         mc = vllm_config.model_config
         self._tok_args = (mc.tokenizer, getattr(mc, "tokenizer_revision", None),
@@ -72,17 +78,12 @@ class ExitProcessor(LogitsProcessor):
         self._eos = int(self._eos) if isinstance(self._eos, int) else None
         self._vocab = None
         self._tables: dict[tuple[str, str], Tables] = {}
-        self._req: dict[int, RequestControl] = {}
-
-    def is_argmax_invariant(self) -> bool:
-        return False
 
     # -- tables, built once per (family, boundary rule) on first use -----------------
     def _vocabulary(self):
         if self._vocab is None:
-            from transformers import AutoTokenizer
-
             from otbench.probe.tokens import build_vocabulary
+            from transformers import AutoTokenizer
 
             path, rev, trust = self._tok_args
             self._hf_tok = AutoTokenizer.from_pretrained(path, revision=rev, trust_remote_code=trust)
@@ -99,14 +100,77 @@ class ExitProcessor(LogitsProcessor):
             self._tables[key] = Tables.from_format(fmt, eos_id=self._hf_tok.eos_token_id)
         return self._tables[key]
 
-    # -- batch bookkeeping ------------------------------------------------------------
-    def _finish(self, ctl: RequestControl) -> None:
+    def _request(self, params):
+        """(spec, tables, rule) of a request, None when it asks for no control, or a `_Refused` reason."""
+        spec = parse_args(getattr(params, "extra_args", None))
+        if spec is None:
+            return None
+        tables = self._tables_for(spec.family, spec.boundary)
+        return spec, tables, (None if spec.is_cap else load_rule(spec))
+
+    def _finish(self, ctl: "RequestControl | _Refused") -> None:
         s = ctl.summary()
         if ctl.broken:
             log.warning("otbench online: %s", ctl.broken)
         log.info("otbench online: %s theta=%s decisions=%d stopped_at=%s natural_end=%s",
                  s["method"], s["theta"], s["decisions"], s["stop_length"], s["natural_end"])
 
+    @staticmethod
+    def _next(ctl: "RequestControl | _Refused", signals) -> int | None:
+        """One sampling step of `ctl`: the id to force on its row, or None; `signals()` reads the row."""
+        kind, value = ctl.step()
+        if kind == "decide":
+            return ctl.decide(value, signals())
+        if kind == "force":
+            return value
+        return None
+
+    @staticmethod
+    def _force(logits: torch.Tensor, rows: list[int], ids: list[int]) -> None:
+        """Leave only `ids[k]` finite in row `rows[k]` (every sampler then picks it)."""
+        if rows:
+            r = torch.tensor(rows, dtype=torch.long).to(logits.device, non_blocking=True)
+            t = torch.tensor(ids, dtype=torch.long).to(logits.device, non_blocking=True)
+            logits[r] = float("-inf")
+            logits[r, t] = 0.0
+
+    @staticmethod
+    def _signals(row: torch.Tensor, signal_id: int) -> dict[str, float]:
+        end, other = signal_values(row[None], torch.tensor([signal_id], device=row.device))[0].tolist()
+        return {"logp_end": end, "logp_other": other, "margin": other - end}
+
+
+def signal_values(rows: torch.Tensor, signal_ids: torch.Tensor) -> torch.Tensor:
+    """[R, 2] float32 (log p(signal), max log p(other)) of logits rows [R, V] (on their device).
+
+    As vLLM's raw log-probabilities (`Sampler.compute_logprobs`): log-softmax
+    in float32. The best other token is the top-2 of the row minus the
+    signal: the largest value when it is not the signal's, else the second
+    (equal values with ties either way) -- the max over the row with the
+    signal masked, without copying the row.
+    """
+    lp = rows.log_softmax(dim=-1, dtype=torch.float32)
+    sid = signal_ids.to(torch.long).view(-1, 1)
+    end = lp.gather(1, sid).view(-1)
+    top = lp.topk(min(2, lp.shape[-1]), dim=-1)
+    if top.values.shape[-1] < 2:
+        other = torch.full_like(end, float("-inf"))
+    else:
+        other = torch.where(top.indices[:, 0] == sid.view(-1), top.values[:, 1], top.values[:, 0])
+    return torch.stack([end, other], dim=1)
+
+
+class ExitProcessorV1(_ExitCore, LogitsProcessor):
+    """Online early exit under vLLM's V1 model runner (`vllm/v1/sample/logits_processor/interface.py`)."""
+
+    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
+        self._setup(vllm_config)
+        self._req: dict[int, RequestControl] = {}
+
+    def is_argmax_invariant(self) -> bool:
+        return False
+
+    # -- batch bookkeeping ------------------------------------------------------------
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         if not batch_update:
             return
@@ -119,16 +183,14 @@ class ExitProcessor(LogitsProcessor):
             if old is not None and old.output is not output:
                 self._finish(old)
             try:
-                spec = parse_args(getattr(params, "extra_args", None))
-                if spec is None:
+                req = self._request(params)
+                if req is None:
                     continue
-                tables = self._tables_for(spec.family, spec.boundary)
-                rule = None if spec.is_cap else load_rule(spec)
             except Exception as e:  # noqa: BLE001 -- never take the engine down for one request
                 log.error("otbench online: request refused: %s", e)
                 self._req[index] = _Refused(output, self._eos, str(e))
                 continue
-            self._req[index] = RequestControl(spec, tables, rule, prompt, output)
+            self._req[index] = RequestControl(req[0], req[1], req[2], prompt, output)
         for a, b, direction in batch_update.moved:
             ra, rb = self._req.pop(a, None), self._req.pop(b, None)
             if ra is not None:
@@ -147,31 +209,12 @@ class ExitProcessor(LogitsProcessor):
         for index, ctl in self._req.items():
             if index >= logits.shape[0]:
                 continue
-            kind, value = ctl.step()
-            if kind == "decide":
-                tok = ctl.decide(value, self._signals(logits[index], ctl.tables.signal_id))
-                if tok is not None:
-                    rows.append(index)
-                    ids.append(tok)
-            elif kind == "force":
+            tok = self._next(ctl, lambda i=index, c=ctl: self._signals(logits[i], c.tables.signal_id))
+            if tok is not None:
                 rows.append(index)
-                ids.append(value)
-        if rows:
-            r = torch.tensor(rows, dtype=torch.long, device=logits.device)
-            t = torch.tensor(ids, dtype=torch.long, device=logits.device)
-            logits[r] = float("-inf")
-            logits[r, t] = 0.0
+                ids.append(tok)
+        self._force(logits, rows, ids)
         return logits
-
-    @staticmethod
-    def _signals(row: torch.Tensor, signal_id: int) -> dict[str, float]:
-        # As vLLM's raw log-probabilities (`Sampler.compute_logprobs`): log-softmax in float32.
-        lp = row.log_softmax(dim=-1, dtype=torch.float32)
-        end = float(lp[signal_id])
-        masked = lp.clone()
-        masked[signal_id] = float("-inf")
-        other = float(masked.max())
-        return {"logp_end": end, "logp_other": other, "margin": other - end}
 
 
 class _Refused:
@@ -182,8 +225,12 @@ class _Refused:
     def __init__(self, output, eos_id: int | None, reason: str):
         self.output, self._eos, self.broken = output, eos_id, reason
 
+    @property
+    def done(self) -> bool:
+        return bool(self.output) or self._eos is None
+
     def step(self):
-        if self.output or self._eos is None:
+        if self.done:
             return ("none", 0)
         return ("force", self._eos)
 

@@ -1,0 +1,281 @@
+"""The online controller under vLLM's Model Runner V2, and `ExitProcessor`, the one class for both runners.
+
+vLLM 0.32 runs Model Runner V2 on GPUs whenever Triton is there
+(`vllm/config/vllm.py`, `VllmConfig.use_v2_model_runner`: hisparse and
+watermarking force it, `VLLM_USE_V2_MODEL_RUNNER` decides when set, else
+V2 unless Triton is missing or a feature it lacks is on). V2 loads custom
+processors through `vllm/v1/worker/gpu/sample/logits_processor/loader.py`
+(`_load_v2_logitsprocs_by_fqcns`), which refuses any class that is not a
+subclass of its own `LogitsProcessor` (`.../logits_processor/interface.py`);
+V1 (`vllm/v1/sample/logits_processor/__init__.py`,
+`_load_logitsprocs_by_fqcns`) refuses any class that is not a subclass of
+the V1 one. The two interfaces differ in their constructor -- V1 builds
+``ctor(vllm_config, device, is_pin_memory)`` (`build_logitsprocs`), V2
+``ctor(vllm_config, LogitsProcRequestState)`` (`build_custom_logits_processors`)
+-- so `ExitProcessor` subclasses both and becomes, at construction, the
+processor of the runner that builds it. Nothing has to re-derive vLLM's
+runner choice (which depends on the installed Triton, the environment and
+the engine's features), and one FQCN serves ``LLM(...)`` and a server on
+CPU (V1) and GPU (V2) alike.
+
+Under V2 (`interface.py`; `model_runner.py` `add_requests`, `finish_requests`;
+`sample/sampler.py` `Sampler.add_request`, `apply_sampling_params`):
+
+* ``add_request(slot, sampling_params)`` runs when a request enters a
+  slot (after `RequestState.add_request` wrote its prompt length on the
+  host); slots are recycled through a free list and there is no remove
+  hook (`_remove_request` frees the slot only), so all of a slot's state is
+  replaced here. A preempted request is removed and later added again,
+  with its partial output in its prefill (``prefill_len > prompt_len``):
+  its control starts afresh on that output, as V1's does.
+* ``apply(logits, ctx)`` runs once per step for the whole batch when any
+  request in it asked for logits processing (`needs_logits_processing`,
+  what `add_request` returns), after the bias, penalty, bad-words and
+  grammar stages and before temperature; the thinking-budget forcing runs
+  after it and wins. Rows are batch positions (one per request without
+  speculative decoding, which the controller refuses); ``ctx.idx_mapping_np``
+  maps them to slots on the host.
+* The committed tokens are on the device: ``req_states.all_token_ids[slot,
+  :total_len[slot]]`` (`input_batch.py` `_post_update_kernel` appends each
+  sampled token and grows ``total_len`` on the device after sampling).
+
+Host <-> device traffic per step (see `ExitProcessorV2.apply`): none when
+no row of the batch holds a live control (a host bitmap per slot, read
+with ``idx_mapping_np``); otherwise one device -> host copy of one small
+float64 vector: the new tokens of each live row (a window sized on the
+host from ``seq_lens_upper_bound_np`` and ``prefill_len``, both host
+arrays), the device's ``total_len`` of those rows (so a wrong window is
+caught, and mended by a rare second read), and (log p(signal), max log
+p(other)) of every row that may decide this step, computed on the device
+before the host knows whether it will. The forced write is host -> device
+only.
+"""
+
+import logging
+
+import numpy as np
+import torch
+
+from ._control import RequestControl
+from ._processor import ExitProcessorV1, _ExitCore, _Refused, signal_values
+from ._spec import OnlineControlError, parse_args
+
+log = logging.getLogger("vllm.otbench_online")
+
+try:   # vLLM >= 0.32: Model Runner V2's interface (import-light: no torch, no triton)
+    from vllm.v1.worker.gpu.sample.logits_processor import (
+        LogitsContext,
+        LogitsProcessor,
+        LogitsProcRequestState,
+    )
+except ImportError:  # pragma: no cover -- a vLLM without Model Runner V2: the V1 class alone
+    LogitsProcessor = LogitsContext = LogitsProcRequestState = None
+
+# Penalties run before custom processors under V2 (`Sampler.logits_processors` order:
+# bias, penalties, bad words, custom) -- after them under V1 -- so V2 refuses them too.
+_V2_PENALTIES = (("repetition_penalty", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
+
+
+def _validate_v2(sampling_params) -> None:
+    _ExitCore.validate_params(sampling_params)
+    if parse_args(getattr(sampling_params, "extra_args", None)) is None:
+        return
+    if getattr(sampling_params, "thinking_token_budget", None) is not None:
+        # V2 forces the budget's end after custom processors and wins over their edits
+        # (`Sampler.apply_sampling_params`); the controller's own cap is method "cap".
+        raise OnlineControlError("online early exit forces the thinking end itself; a request with "
+                                 "thinking_token_budget would override it (use otbench_method 'cap')")
+    for name, neutral in _V2_PENALTIES:
+        value = getattr(sampling_params, name, neutral)
+        if value is not None and float(value) != neutral:
+            raise OnlineControlError(f"online early exit reads the model's own logits; a request with "
+                                     f"{name}={value} would change them (vLLM's V2 runner applies "
+                                     f"penalties before custom logits processors)")
+
+
+class _Slot:
+    """One request slot's control under V2: its request, its host copy of the output, its control."""
+
+    __slots__ = ("ctl", "logged", "out", "read", "req")
+
+    def __init__(self, req, ctl=None):
+        self.req = req                   # (spec, tables, rule); None for a refused request
+        self.out: list[int] = []         # the output tokens read back so far
+        self.read: int | None = None     # all_token_ids positions read so far (None: none yet)
+        self.ctl = ctl                   # RequestControl (made on the first read) or _Refused
+        self.logged = False
+
+    def may_decide(self) -> bool:
+        if isinstance(self.ctl, _Refused):
+            return False
+        return not self.req[0].is_cap
+
+
+def _h2d(values: np.ndarray, device: torch.device) -> torch.Tensor:
+    t = torch.from_numpy(values)
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not None else ())):
+    """Online early exit under vLLM's Model Runner V2 (module docstring)."""
+
+    validate_params = classmethod(lambda cls, sampling_params: _validate_v2(sampling_params))
+
+    def __init__(self, vllm_config, req_states):
+        self._setup(vllm_config)
+        self._rs = req_states
+        self._slots: dict[int, _Slot] = {}
+        # Host bitmap: slot -> holds a control that still acts (tested per step without the device).
+        self._live = np.zeros(int(req_states.max_num_reqs), dtype=bool)
+        self._mended = 0
+
+    # -- per request ------------------------------------------------------------------
+    def add_request(self, req_idx: int, sampling_params) -> bool:
+        old = self._slots.pop(req_idx, None)
+        if old is not None and old.ctl is not None and not old.logged:
+            self._finish(old.ctl)          # the slot's last occupant ended or was preempted
+        self._live[req_idx] = False
+        try:
+            req = self._request(sampling_params)
+            if req is None:
+                return False
+            st = _Slot(req)
+        except Exception as e:  # noqa: BLE001 -- never take the engine down for one request
+            log.error("otbench online: request refused: %s", e)
+            st = _Slot(None)
+            st.ctl = _Refused(st.out, self._eos, str(e))
+        self._slots[req_idx] = st
+        self._live[req_idx] = True
+        return True
+
+    def apply_staged_writes(self) -> None:
+        """Nothing staged: the control lives on the host, the tokens are read in `apply`."""
+
+    # -- one step ---------------------------------------------------------------------
+    def apply(self, logits: torch.Tensor, ctx) -> torch.Tensor:
+        slots_b = np.asarray(ctx.idx_mapping_np)
+        live = np.zeros(slots_b.shape[0], dtype=bool)
+        ok = slots_b >= 0
+        live[ok] = self._live[slots_b[ok]]
+        if not live.any():
+            return logits                  # no live control in this batch: no device work at all
+        if logits.shape[0] != slots_b.shape[0]:
+            raise OnlineControlError("online early exit needs one logits row per request "
+                                     "(speculative decoding is not supported)")
+        rows = np.flatnonzero(live)
+        slots = slots_b[rows].astype(np.int64)
+        prompt_len, prefill_len = self._rs.prompt_len.np, self._rs.prefill_len.np
+        seq_ub = np.asarray(ctx.seq_lens_upper_bound_np)
+        g_slot, g_pos, starts, counts, dec_rows, dec_ids = [], [], [], [], [], []
+        for b, s in zip(rows.tolist(), slots.tolist()):
+            st = self._slots[s]
+            start = st.read if st.read is not None else int(prompt_len[s]) - 1
+            # total_len on the device, as the host knows it: the tokens fed so far (decode:
+            # num_computed + 1), or the whole prefill while it is still being prefilled.
+            n = max(0, max(int(seq_ub[b]), int(prefill_len[s])) - start)
+            g_slot.extend([s] * n)
+            g_pos.extend(range(start, start + n))
+            starts.append(start)
+            counts.append(n)
+            if st.may_decide():
+                dec_rows.append(b)
+                dec_ids.append(st.req[1].signal_id)
+        nt, nr, nd = len(g_pos), len(rows), len(dec_rows)
+        idx = _h2d(np.asarray(g_slot + g_pos + slots.tolist() + dec_rows + dec_ids, dtype=np.int64),
+                   logits.device)
+        parts = [self._rs.all_token_ids.gpu[idx[:nt], idx[nt:2 * nt]].to(torch.float64),
+                 self._rs.total_len.gpu[idx[2 * nt:2 * nt + nr]].to(torch.float64)]
+        if nd:
+            d = idx[2 * nt + nr:]
+            parts.append(signal_values(logits.index_select(0, d[:nd]), d[nd:]).to(torch.float64).view(-1))
+        vals = torch.cat(parts).tolist()   # the step's one device -> host sync
+        toks, totals, sigs = vals[:nt], vals[nt:nt + nr], vals[nt + nr:]
+
+        force_rows: list[int] = []
+        force_ids: list[int] = []
+        at, k = 0, 0
+        for j, (b, s) in enumerate(zip(rows.tolist(), slots.tolist())):
+            st, start, n = self._slots[s], starts[j], counts[j]
+            prompt_last = None
+            total = int(totals[j])
+            got = [int(t) for t in toks[at:at + n]][:max(0, total - start)]
+            at += n
+            if start + len(got) < total:   # the window missed tokens: read the rest (rare)
+                self._mended += 1
+                if self._mended == 1:
+                    log.warning("otbench online: token window short by %d; reading the rest",
+                                total - start - len(got))
+                got += [int(t) for t in self._rs.all_token_ids.gpu[s, start + len(got):total].tolist()]
+            if st.read is None:
+                prompt_last, got = (got[0] if got else None), got[1:]
+            st.out.extend(got)
+            st.read = max(total, start)
+            if st.ctl is None:
+                spec, tables, rule = st.req
+                st.ctl = RequestControl(spec, tables, rule, None if prompt_last is None else [prompt_last],
+                                        st.out)
+            sig = None
+            if st.may_decide():
+                end, other = sigs[2 * k], sigs[2 * k + 1]
+                sig = {"logp_end": end, "logp_other": other, "margin": other - end}
+                k += 1
+            tok = self._next(st.ctl, lambda s=sig: s)
+            if tok is not None:
+                force_rows.append(b)
+                force_ids.append(tok)
+            if st.ctl.done:
+                self._live[s] = False      # nothing left to do: later steps skip this slot
+                st.logged = True
+                self._finish(st.ctl)
+        self._force(logits, force_rows, force_ids)
+        return logits
+
+
+if LogitsProcessor is None:  # pragma: no cover
+    ExitProcessor = ExitProcessorV1
+else:
+    from vllm.v1.sample.logits_processor import LogitsProcessor as _V1LogitsProcessor
+
+    class ExitProcessor(_V1LogitsProcessor, LogitsProcessor):
+        """Online early exit under either runner (module docstring).
+
+        A subclass of both interfaces, so both loaders accept it; the
+        runner that builds it picks the implementation by what it passes:
+        V2 a `LogitsProcRequestState` (`loader.py`
+        `build_custom_logits_processors`), V1 a device and a pin-memory flag
+        (`v1/sample/logits_processor/__init__.py` `build_logitsprocs`).
+        Each runner then calls only its own hooks. The frontend validates
+        requests before any runner is known (`v1/engine/input_processor.py`
+        `_build_logits_processors_params_validator`), so `validate_params`
+        is the stricter V2 check under both.
+        """
+
+        @classmethod
+        def validate_params(cls, sampling_params) -> None:
+            _validate_v2(sampling_params)
+
+        def __init__(self, vllm_config, *args):
+            if len(args) == 1 and isinstance(args[0], LogitsProcRequestState):
+                self.runner, self._impl = "v2", ExitProcessorV2(vllm_config, args[0])
+            elif len(args) == 2:
+                self.runner, self._impl = "v1", ExitProcessorV1(vllm_config, *args)
+            else:
+                raise TypeError("ExitProcessor is built by vLLM: (vllm_config, device, is_pin_memory) "
+                                "under the V1 runner, (vllm_config, req_states) under V2")
+
+        def is_argmax_invariant(self) -> bool:
+            return False
+
+        def update_state(self, batch_update) -> None:          # V1 only
+            self._impl.update_state(batch_update)
+
+        def add_request(self, req_idx: int, sampling_params) -> bool:   # V2 only
+            return self._impl.add_request(req_idx, sampling_params)
+
+        def apply_staged_writes(self) -> None:                 # V2 only
+            self._impl.apply_staged_writes()
+
+        def apply(self, logits: torch.Tensor, ctx=None) -> torch.Tensor:
+            return self._impl.apply(logits) if self.runner == "v1" else self._impl.apply(logits, ctx)
