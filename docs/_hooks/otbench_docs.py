@@ -513,7 +513,8 @@ def _split_members(package: str, names: list[str]) -> tuple[list[str], list[str]
 
 def _defining_module(package: str, name: str) -> str | None:
     folder = Path(importlib.import_module(package).__file__).parent
-    pattern = re.compile(rf"^(?:class|def) {re.escape(name)}\b|^{re.escape(name)}\s*[:=]", re.M)
+    # indented too: a name may be defined under a module-level `if` (a class for an optional library)
+    pattern = re.compile(rf"^[ \t]*(?:class|def) {re.escape(name)}\b|^[ \t]*{re.escape(name)}\s*[:=]", re.M)
     for src in sorted(folder.glob("_*.py")):
         if pattern.search(src.read_text(encoding="utf-8")):
             return f"{package}.{src.stem}"
