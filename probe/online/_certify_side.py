@@ -7,9 +7,10 @@ For a probe set (its token tables and provenance), `certify_field`:
    them, records them here (`record_signals`): the controller's record
    pass on the *stored* thinking -- at every stored position `L(0..n)` the
    side request the controller makes online (the probe's prompt, sample 0's
-   seed and caps), the signals as `_signals` computes them, answer ids
-   numbered with 0 = graded correct. The certificate says which
-   (``offline_signals``);
+   seed and caps), the signals as the probe computes them
+   (`otbench.probe.grading.probe_signals`, the set's hesitation words),
+   answer ids numbered as the probe numbers them (`number_answers`: 0 =
+   graded correct). The certificate says which (``offline_signals``);
 2. asks the caller's `offline(ms)` for OTBench's point at θ on them (the
    analysis runs in the caller: the probe never imports it): rows of the
    split, per row the stop `k`, the signal tokens and paid decisions of
@@ -46,6 +47,7 @@ def replay_context(directory, ms: Any) -> dict[str, Any]:
     `b`, limits and the questions by (group, id); refuses a set that is not a probe run."""
     from otbench.probe.config import Sampling, load_family
     from otbench.probe.data import load_questions
+    from otbench.probe.grading import HESITATION_WORDS
 
     from ._certify import check_replayable
 
@@ -55,6 +57,7 @@ def replay_context(directory, ms: Any) -> dict[str, Any]:
     probe = prov.get("probe", {})
     return {"family": fam, "rule": prov.get("boundary_rule", "vocab"), "sampling": Sampling(**prov["sampling"]),
             "b": int(probe.get("b", 256)),
+            "words": tuple(probe.get("hesitation_words") or HESITATION_WORDS),
             "thinking_limit": int(probe.get("thinking_limit", fam.limits.thinking)),
             "answer_limit": int(probe.get("answer_limit", fam.limits.answer)),
             "questions": {(q.group, q.id): q for q in load_questions(prov["data"])}}
@@ -81,10 +84,16 @@ def side_jobs(directory, ms: Any, rows: Sequence[int], questions: Mapping, *, st
                       for k in range(len(t.L)))
         jobs.append(SideJob(prompt=t.prompt, seed_think=t.seed_think, seed_answer=t.seed_answer,
                             probe_seeds=seeds, lengths=t.L, thinking=t.thinking if stored else None,
-                            finished=bool(tab["finished"][i]), task=q.task,
-                            n_options=len(getattr(q, "options", None) or ()) or 4))
+                            finished=bool(tab["finished"][i]), task=q.task, n_options=n_options_of(q)))
         qs.append(q)
     return trajs, jobs, qs
+
+
+def n_options_of(q: Any) -> int:
+    """The options a choice question's answer is extracted among, as the probe's grading lane reads them."""
+    if q.task == "choice" and hasattr(q, "grade_request"):
+        return int(getattr(q.grade_request(""), "n_options", 4))
+    return 4
 
 
 def _grade(grader: str, qs: Sequence[Any], texts: Sequence[str]) -> tuple[str, list[bool]]:
@@ -100,6 +109,7 @@ def _grade(grader: str, qs: Sequence[Any], texts: Sequence[str]) -> tuple[str, l
 
 def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_flight: int = 64) -> Any:
     """`ms` with the field signals recorded by the controller's record pass (module docstring)."""
+    from otbench.probe.grading import number_answers
     from otbench.probe.tokens import build_vocabulary, compile_format
 
     ctx = replay_context(directory, ms)
@@ -108,7 +118,8 @@ def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_
     tok = engine.tokenizer()
     fmt = compile_format(ctx["family"], tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=ctx["rule"])
     res = run_side(engine.stream(ctx["sampling"]), fmt, tok, FieldRule(RECORD, 0.0), jobs, b=ctx["b"],
-                   thinking_limit=ctx["thinking_limit"], answer_limit=ctx["answer_limit"], in_flight=in_flight)
+                   thinking_limit=ctx["thinking_limit"], answer_limit=ctx["answer_limit"], in_flight=in_flight,
+                   words=ctx["words"])
     flat = [(i, k, r.texts[k]) for i, r in enumerate(res) for k in sorted(r.texts)]
     name, ok = _grade(grader, [qs[i] for i, _, _ in flat], [x for _, _, x in flat])
     correct = {(i, k): c for (i, k, _), c in zip(flat, ok)}
@@ -116,21 +127,11 @@ def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_
     sig = {nm: np.zeros((T, K)) for nm in FIELD_NAMES}
     for i, r in enumerate(res):
         n = int(ms.n[i])
-        # ids with 0 = the graded-correct answer (the contract), others renumbered from 1
-        raw = r.signals["answer"]
-        good = {raw[k] for k in range(n + 1) if raw[k] is not None and raw[k] >= 0 and correct.get((i, k))}
-        remap, nxt = {}, 1
-        for k in range(n + 1):
-            a = raw[k]
-            if a is None or a < 0:
-                continue
-            if a in good:
-                remap[a] = 0.0
-            elif a not in remap:
-                remap[a], nxt = float(nxt), nxt + 1
+        # numbered as the probe numbers its recorded ids: 0 = graded correct (`number_answers`)
+        ids = number_answers([r.keys[k] for k in range(n + 1)], [bool(correct[(i, k)]) for k in range(n + 1)])
         for k in range(K):
             j = min(k, n)                     # padding repeats position n
-            sig["answer"][i, k] = -1.0 if raw[j] is None or raw[j] < 0 else remap[raw[j]]
+            sig["answer"][i, k] = float(ids[j])
             for nm in ("answer_conf", "hesitation", "answer_tokens"):
                 sig[nm][i, k] = float(r.signals[nm][j])
     from otbench.analysis.measurement import SIGNAL_DEFINITIONS
@@ -181,7 +182,8 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
                              boundary_rule=ctx["rule"])
         res: list[SideResult] = run_side(engine.stream(ctx["sampling"]), fmt, tok, rule, jobs, b=ctx["b"],
                                          thinking_limit=ctx["thinking_limit"],
-                                         answer_limit=ctx["answer_limit"], in_flight=in_flight)
+                                         answer_limit=ctx["answer_limit"], in_flight=in_flight,
+                                         words=ctx["words"])
         texts = tok.batch_decode([list(r.answer_ids) for r in res], skip_special_tokens=True)
         info = engine.info()
     finally:
@@ -220,7 +222,6 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
         side={"probes": int(sum(r.probes for r in res)),
               "probe_prefill": int(sum(r.probe_prefill for r in res)),
               "probe_decoded": int(sum(r.probe_decoded for r in res)),
-              "conf_reads": int(sum(r.conf_reads for r in res)),
               "cached_prompt_tokens": int(sum(r.side_cached for r in res)),
               "think_decoded": int(sum(r.think_decoded for r in res)),
               "discarded": int(sum(r.discarded for r in res))},
@@ -240,4 +241,4 @@ def net_line(cert: Mapping[str, Any]) -> str:
             f"decoded side tokens "
             f"{d['online_decoded']:.0f} vs {d['offline_decoded']:.0f}, prefill measured "
             f"{d['measured_prefill_per_probe']:.1f} vs declared {d['declared_prefill_per_probe']:.0f} per probe; "
-            f"{cert['side']['probes']} side requests, {cert['side']['conf_reads']} confidence reads)")
+            f"{cert['side']['probes']} side requests)")
