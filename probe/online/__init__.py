@@ -34,7 +34,15 @@ from ._certify import (
                        first_at_or_below,
                        replay,
 )
-from ._certify_side import certify_field, net_line, record_signals, replay_context, side_jobs
+from ._certify_side import (
+                            certify_field,
+                            net_line,
+                            record_signals,
+                            replay_context,
+                            side_jobs,
+                            signals_line,
+                            signals_vs_recorded,
+)
 from ._control import RequestControl, Tables
 from ._sidereq import FIELD_METHODS, FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side
 from ._spec import (
@@ -60,7 +68,7 @@ __all__ = ["FIELD_METHODS", "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
            "check_replayable", "chunk_seed", "compare", "engine_config_of", "first_at_or_below",
            "load_rule", "net_line", "parse_args",
            "question_bootstrap", "record_signals", "replay", "replay_context", "request_args",
-           "run_side", "side_jobs"]
+           "run_side", "side_jobs", "signals_line", "signals_vs_recorded"]
 
 
 def __getattr__(name: str):

@@ -144,6 +144,43 @@ def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_
     return dataclasses.replace(ms, signals={**dict(ms.signals), **sig}, provenance=prov)
 
 
+def signals_vs_recorded(ms: Any, rows: Sequence[int], trajs: Sequence[Trajectory],
+                        res: Sequence[SideResult]) -> dict[str, Any]:
+    """The online side requests' signals against the set's recorded ones, at the positions both read.
+
+    Only positions whose online prefix is the stored one (`thinking[:L(k)]` equal) are compared:
+    there the probe and the side request decoded the same prompt with the same seed. ``answer``
+    is compared as the rules read it: per trajectory, the partition of the compared positions
+    into "no answer" and classes of equal answers (online ids are numbered with nothing graded,
+    the recorded ones with 0 = graded correct, so their values differ by design; only two
+    different keys both graded correct give another partition).
+    """
+    pos = same_answer = partition = hes = tokens = compared = 0
+    conf_diff = 0.0
+    for row, t, r in zip(rows, trajs, res):
+        ks = [k for k in sorted(r.keys) if k < len(t.L) and k < len(r.points) and r.points[k] == t.L[k]
+              and tuple(r.thinking[:t.L[k]]) == tuple(t.thinking[:t.L[k]])]
+        if not ks:
+            continue
+        on = [r.signals["answer"][k] for k in ks]
+        off = [float(ms.signals["answer"][row, k]) for k in ks]
+        pos += len(ks)
+        compared += 1
+        part_on = [(a >= 0, tuple(b == a for b in on)) for a in on]
+        part_off = [(a >= 0, tuple(b == a for b in off)) for a in off]
+        partition += part_on == part_off
+        same_answer += sum(x == y for x, y in zip(part_on, part_off))
+        for k in ks:
+            hes += r.signals["hesitation"][k] == float(ms.signals["hesitation"][row, k])
+            tokens += r.signals["answer_tokens"][k] == float(ms.signals["answer_tokens"][row, k])
+            c_on, c_off = r.signals["answer_conf"][k], float(ms.signals["answer_conf"][row, k])
+            if c_on == c_on:                    # read only where the method asked for it
+                conf_diff = max(conf_diff, abs(c_on - c_off))
+    return {"positions": pos, "answer_classes_equal": same_answer, "hesitation_equal": hes,
+            "answer_tokens_equal": tokens, "answer_conf_max_abs_diff": conf_diff,
+            "trajectories": compared, "trajectories_same_answer_partition": partition}
+
+
 def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method: str, theta: float,
                   engine: Any = None, grader: str = "auto", trajectories: int | None = None,
                   thinking: str = "generate", seed: int = 0, in_flight: int = 64) -> dict[str, Any]:
@@ -226,10 +263,25 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
               "think_decoded": int(sum(r.think_decoded for r in res)),
               "discarded": int(sum(r.discarded for r in res))},
     )
+    if method != "budget-forcing":
+        cert["signals_vs_recorded"] = signals_vs_recorded(ms, rows.tolist(), trajs, res)
     for rec, r, c in zip(cert["per_trajectory"], res, correct):
         rec.update(online_correct=bool(c), stopped=r.stop_length is not None, net_tokens=int(r.net_tokens),
                    probes=int(r.probes))
     return cert
+
+
+def signals_line(cert: Mapping[str, Any]) -> str:
+    """One line: the side requests' signals against the recorded ones (`signals_vs_recorded`)."""
+    d = cert.get("signals_vs_recorded")
+    if not d:
+        return "signals: none read (no side requests)"
+    n = d["positions"]
+    return (f"signals vs recorded at {n} positions on the stored prefix: answer classes equal "
+            f"{d['answer_classes_equal']}/{n}, hesitation {d['hesitation_equal']}/{n}, answer_tokens "
+            f"{d['answer_tokens_equal']}/{n}, answer_conf max |diff| {d['answer_conf_max_abs_diff']:.2g}; "
+            f"same answer partition in {d['trajectories_same_answer_partition']} of {d['trajectories']} "
+            f"trajectories")
 
 
 def net_line(cert: Mapping[str, Any]) -> str:

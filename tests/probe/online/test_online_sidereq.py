@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from otbench.probe.engines import Completion, GenRequest
 from otbench.probe.grading import number_answers, probe_signals
-from otbench.probe.online import FieldRule, OnlineControlError, SideJob, run_side
+from otbench.probe.online import FieldRule, OnlineControlError, SideJob, Trajectory, run_side, signals_vs_recorded
 
 WORD, BOUND, STOP, SEP, END, PREFIX, CLOSE, WAIT, EOS, JUNK, BOX = range(10, 21)
 TEXT = {**{d: str(d) for d in range(10)}, WORD: " word", BOUND: ".\n\n", STOP: "</think>", SEP: "\n\n",
@@ -339,6 +339,24 @@ def test_recorded_signals_give_otbenchs_offline_stops():
         assert pt["rows"].tolist() == list(range(2, T)) and pt["k"].tolist() == off[2:]
         assert pt["paid"].tolist() == [len(r.paid) for r in on[2:]]
         assert pt["prefill"] == m.signal_cost.prefill
+        # the side requests' signals are the recorded ones at every position both read
+        trajs = [Trajectory(f"q{i:02d}", 0, (100 + i,), tuple(t for t in sc.thinking if t != STOP), tuple(sc.L), 1, 7)
+                 for i, sc in enumerate(scripts)]
+        d = signals_vs_recorded(ms, list(range(T)), trajs, on)
+        n = sum(len(r.keys) for r in on)
+        assert d["positions"] == n > 0 and d["trajectories_same_answer_partition"] == d["trajectories"], method
+        assert d["trajectories"] == sum(bool(r.keys) for r in on)
+        assert d["answer_classes_equal"] == d["hesitation_equal"] == d["answer_tokens_equal"] == n
+        assert d["answer_conf_max_abs_diff"] == 0.0
+    # Two different keys both graded correct: the recorded ids merge them (0), online they differ.
+    i = next(i for i, sc in enumerate(scripts) if len({a for a in s_answers(sc) if a is not None}) >= 2)
+    ans = np.array(ms.signals["answer"])
+    row = ans[i, :len(scripts[i].L)]
+    ans[i, :len(scripts[i].L)] = np.where(row >= 0, 0.0, row)
+    merged = dataclasses.replace(ms, signals={**ms.signals, "answer": ans})
+    d = signals_vs_recorded(merged, list(range(T)), trajs, rec)       # the record pass reads every position
+    assert d["trajectories"] == T and d["trajectories_same_answer_partition"] == T - 1
+    assert d["answer_classes_equal"] < d["positions"]
 
 
 # -- signals and refusals ------------------------------------------------------------
