@@ -50,6 +50,7 @@ def main() -> None:
         replay_context,
         run_side,
         side_jobs,
+        signals_line,
     )
     from otbench.probe.tokens import build_vocabulary, compile_format
 
@@ -81,6 +82,7 @@ def main() -> None:
             print(f"{method} theta {theta:g}: " + certificate_line(cert).split(": ", 1)[1]
                   + f"; faithful {cert['faithful']}/{cert['trajectories']}", flush=True)
             print("  " + net_line(cert), flush=True)
+            print("  " + signals_line(cert), flush=True)
 
         # -- overhead: one request per trajectory vs one per step ---------------------------
         ctx = replay_context(a.set, ms)

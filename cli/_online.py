@@ -91,7 +91,7 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
     its question-level bootstrap interval), the replay's fidelity, and the
     signal shift between the online context and the probe's.
     """
-    from otbench.probe.online import certificate_line, certify_set, check_replayable, net_line
+    from otbench.probe.online import certificate_line, certify_set, check_replayable, net_line, signals_line
 
     ms = load_set(str(set_dir))
     with argument_errors():
@@ -104,6 +104,7 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
             click.echo(f"wrote {path}")
             click.echo(certificate_line(cert))
             click.echo(net_line(cert))
+            click.echo(signals_line(cert))
             return
         sig = _offline_signal(ms, offline_signal)
         ms, rows, k = _offline(ms, method, theta, "test", sig)

@@ -14,7 +14,8 @@
   request-level controller for the field methods that need probe answers
   (Dynasor-CoT, DEER, answer consistency; budget forcing as a cap): it
   drives generation through an engine's `Stream` with prefix-cached side
-  requests (`_sidereq`); `probe_signals` computes a probe's field signals;
+  requests (`_sidereq`), its signals computed by the probe stage's own
+  `otbench.probe.grading.probe_signals`;
 * `check_engine` -- the one-line refusal of engine settings under which
   per-step control cannot work.
 
@@ -35,10 +36,17 @@ from ._certify import (
                        first_at_or_below,
                        replay,
 )
-from ._certify_side import certify_field, net_line, record_signals, replay_context, side_jobs
+from ._certify_side import (
+                            certify_field,
+                            net_line,
+                            record_signals,
+                            replay_context,
+                            side_jobs,
+                            signals_line,
+                            signals_vs_recorded,
+)
 from ._control import RequestControl, Tables
 from ._sidereq import FIELD_METHODS, FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side
-from ._signals import HESITATION_WORDS, AnswerIds, ProbeSignals, answer_key, hesitates, probe_signals
 from ._spec import (
                     PLUGINS_ENV,
                     SIGNAL_NAMES,
@@ -54,16 +62,15 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
 
-__all__ = ["FIELD_METHODS", "HESITATION_WORDS", "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
-           "AnswerIds", "ControlSpec", "ExitProcessor", "ExitProcessorV1", "ExitProcessorV2",
-           "FieldRule", "OnlineControlError",
-           "OnlineResult", "ProbeSignals", "RequestControl", "SideController", "SideJob",
-           "SideResult", "Tables", "ThinkBrakeRule", "Trajectory", "answer_key",
+__all__ = ["FIELD_METHODS", "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
+           "ControlSpec", "ExitProcessor", "ExitProcessorV1", "ExitProcessorV2", "FieldRule",
+           "OnlineControlError", "OnlineResult", "RequestControl", "SideController", "SideJob",
+           "SideResult", "Tables", "ThinkBrakeRule", "Trajectory",
            "boundary_signals", "certificate_line", "certify_field", "certify_set", "check_engine",
            "check_replayable", "chunk_seed", "compare", "engine_config_of", "first_at_or_below",
-           "hesitates", "load_rule", "net_line", "parse_args", "probe_signals",
+           "load_rule", "net_line", "parse_args",
            "question_bootstrap", "record_signals", "replay", "replay_context", "request_args",
-           "run_side", "side_jobs"]
+           "run_side", "side_jobs", "signals_line", "signals_vs_recorded"]
 
 
 def __getattr__(name: str):

@@ -91,6 +91,14 @@ def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Traje
     native = fmt.family.native_thinking
     stream = engine.stream(sampling)
     reqs: list[GenRequest] = []
+    end = tuple(int(x) for x in fmt.end_ids) if native else ()
+    # The thinking-end marker, forced (after the separator, at a boundary L <= thinking_limit) or
+    # the model's own (which counts only when it starts within thinking_limit, as the probe's
+    # `split_trajectory` cuts the stored one), starts before `reach` or is not read: past it the
+    # engine may stop the request (`GenRequest.cut`, as the probe's think request) instead of
+    # decoding the answer budget. Results are the same whether the engine honours the cut or not.
+    reach = thinking_limit + len(tables.separator_ids) + 1
+    cut = (reach, end) if end else None
     for t in trajectories:
         n = len(t.L) - 1
         lengths = list(t.L[:n])
@@ -99,7 +107,7 @@ def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Traje
                             lengths=lengths if method != "cap" else None)
         stops = fmt.answer_stop_ids if native else fmt.think_stop_ids
         reqs.append(GenRequest(t.prompt, 1, int(t.seed_think), thinking_limit + force_max + answer_limit,
-                               stops, extra_args=args))
+                               stops, extra_args=args, cut=cut))
     outs = _run(stream, reqs, in_flight)
     results: list[OnlineResult | None] = [None] * len(trajectories)
     follow: dict[int, GenRequest] = {}
@@ -108,7 +116,7 @@ def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Traje
         n = len(t.L) - 1
         prompt_last = int(t.prompt[-1]) if t.prompt else -1
         L = _stop_in(out, t.L[:n], tables, prompt_last) if method != "cap" else \
-            _stop_in(out, range(len(out) + 1), tables, prompt_last)
+            _stop_in(out, range(min(len(out), thinking_limit) + 1), tables, prompt_last)
         if L is not None:
             force = tables.forced(int(out[L - 1]) if L else prompt_last)
             thinking = tuple(out[:L])
@@ -118,8 +126,9 @@ def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Traje
             continue
         # The model ended its thinking itself: its own answer, as the probe takes it.
         if native:
-            end = tuple(fmt.end_ids)
-            at = next((j for j in range(len(out) - len(end) + 1) if tuple(out[j:j + len(end)]) == end), -1)
+            # its own marker counts only when it starts within thinking_limit (`split_trajectory`)
+            at = next((j for j in range(min(len(out) - len(end) + 1, thinking_limit))
+                       if tuple(out[j:j + len(end)]) == end), -1)
             thinking = tuple(out[:at]) if at >= 0 else tuple(out[:thinking_limit])
             answer = tuple(out[at + len(end):]) if at >= 0 else ()
             results[i] = OnlineResult(None, n, thinking, answer, thinking == t.thinking)

@@ -7,9 +7,10 @@ For a probe set (its token tables and provenance), `certify_field`:
    them, records them here (`record_signals`): the controller's record
    pass on the *stored* thinking -- at every stored position `L(0..n)` the
    side request the controller makes online (the probe's prompt, sample 0's
-   seed and caps), the signals as `_signals` computes them, answer ids
-   numbered with 0 = graded correct. The certificate says which
-   (``offline_signals``);
+   seed and caps), the signals as the probe computes them
+   (`otbench.probe.grading.probe_signals`, the set's hesitation words),
+   answer ids numbered as the probe numbers them (`number_answers`: 0 =
+   graded correct). The certificate says which (``offline_signals``);
 2. asks the caller's `offline(ms)` for OTBench's point at θ on them (the
    analysis runs in the caller: the probe never imports it): rows of the
    split, per row the stop `k`, the signal tokens and paid decisions of
@@ -46,6 +47,7 @@ def replay_context(directory, ms: Any) -> dict[str, Any]:
     `b`, limits and the questions by (group, id); refuses a set that is not a probe run."""
     from otbench.probe.config import Sampling, load_family
     from otbench.probe.data import load_questions
+    from otbench.probe.grading import HESITATION_WORDS
 
     from ._certify import check_replayable
 
@@ -55,6 +57,7 @@ def replay_context(directory, ms: Any) -> dict[str, Any]:
     probe = prov.get("probe", {})
     return {"family": fam, "rule": prov.get("boundary_rule", "vocab"), "sampling": Sampling(**prov["sampling"]),
             "b": int(probe.get("b", 256)),
+            "words": tuple(probe.get("hesitation_words") or HESITATION_WORDS),
             "thinking_limit": int(probe.get("thinking_limit", fam.limits.thinking)),
             "answer_limit": int(probe.get("answer_limit", fam.limits.answer)),
             "questions": {(q.group, q.id): q for q in load_questions(prov["data"])}}
@@ -81,10 +84,16 @@ def side_jobs(directory, ms: Any, rows: Sequence[int], questions: Mapping, *, st
                       for k in range(len(t.L)))
         jobs.append(SideJob(prompt=t.prompt, seed_think=t.seed_think, seed_answer=t.seed_answer,
                             probe_seeds=seeds, lengths=t.L, thinking=t.thinking if stored else None,
-                            finished=bool(tab["finished"][i]), task=q.task,
-                            n_options=len(getattr(q, "options", None) or ()) or 4))
+                            finished=bool(tab["finished"][i]), task=q.task, n_options=n_options_of(q)))
         qs.append(q)
     return trajs, jobs, qs
+
+
+def n_options_of(q: Any) -> int:
+    """The options a choice question's answer is extracted among, as the probe's grading lane reads them."""
+    if q.task == "choice" and hasattr(q, "grade_request"):
+        return int(getattr(q.grade_request(""), "n_options", 4))
+    return 4
 
 
 def _grade(grader: str, qs: Sequence[Any], texts: Sequence[str]) -> tuple[str, list[bool]]:
@@ -100,6 +109,7 @@ def _grade(grader: str, qs: Sequence[Any], texts: Sequence[str]) -> tuple[str, l
 
 def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_flight: int = 64) -> Any:
     """`ms` with the field signals recorded by the controller's record pass (module docstring)."""
+    from otbench.probe.grading import number_answers
     from otbench.probe.tokens import build_vocabulary, compile_format
 
     ctx = replay_context(directory, ms)
@@ -108,7 +118,8 @@ def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_
     tok = engine.tokenizer()
     fmt = compile_format(ctx["family"], tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=ctx["rule"])
     res = run_side(engine.stream(ctx["sampling"]), fmt, tok, FieldRule(RECORD, 0.0), jobs, b=ctx["b"],
-                   thinking_limit=ctx["thinking_limit"], answer_limit=ctx["answer_limit"], in_flight=in_flight)
+                   thinking_limit=ctx["thinking_limit"], answer_limit=ctx["answer_limit"], in_flight=in_flight,
+                   words=ctx["words"])
     flat = [(i, k, r.texts[k]) for i, r in enumerate(res) for k in sorted(r.texts)]
     name, ok = _grade(grader, [qs[i] for i, _, _ in flat], [x for _, _, x in flat])
     correct = {(i, k): c for (i, k, _), c in zip(flat, ok)}
@@ -116,21 +127,11 @@ def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_
     sig = {nm: np.zeros((T, K)) for nm in FIELD_NAMES}
     for i, r in enumerate(res):
         n = int(ms.n[i])
-        # ids with 0 = the graded-correct answer (the contract), others renumbered from 1
-        raw = r.signals["answer"]
-        good = {raw[k] for k in range(n + 1) if raw[k] is not None and raw[k] >= 0 and correct.get((i, k))}
-        remap, nxt = {}, 1
-        for k in range(n + 1):
-            a = raw[k]
-            if a is None or a < 0:
-                continue
-            if a in good:
-                remap[a] = 0.0
-            elif a not in remap:
-                remap[a], nxt = float(nxt), nxt + 1
+        # numbered as the probe numbers its recorded ids: 0 = graded correct (`number_answers`)
+        ids = number_answers([r.keys[k] for k in range(n + 1)], [bool(correct[(i, k)]) for k in range(n + 1)])
         for k in range(K):
             j = min(k, n)                     # padding repeats position n
-            sig["answer"][i, k] = -1.0 if raw[j] is None or raw[j] < 0 else remap[raw[j]]
+            sig["answer"][i, k] = float(ids[j])
             for nm in ("answer_conf", "hesitation", "answer_tokens"):
                 sig[nm][i, k] = float(r.signals[nm][j])
     from otbench.analysis.measurement import SIGNAL_DEFINITIONS
@@ -141,6 +142,43 @@ def record_signals(directory, ms: Any, *, engine: Any, grader: str = "auto", in_
                              "note": "recorded by the online controller's record pass on the stored "
                                      "thinking (one side request per position), not by the probe"}
     return dataclasses.replace(ms, signals={**dict(ms.signals), **sig}, provenance=prov)
+
+
+def signals_vs_recorded(ms: Any, rows: Sequence[int], trajs: Sequence[Trajectory],
+                        res: Sequence[SideResult]) -> dict[str, Any]:
+    """The online side requests' signals against the set's recorded ones, at the positions both read.
+
+    Only positions whose online prefix is the stored one (`thinking[:L(k)]` equal) are compared:
+    there the probe and the side request decoded the same prompt with the same seed. ``answer``
+    is compared as the rules read it: per trajectory, the partition of the compared positions
+    into "no answer" and classes of equal answers (online ids are numbered with nothing graded,
+    the recorded ones with 0 = graded correct, so their values differ by design; only two
+    different keys both graded correct give another partition).
+    """
+    pos = same_answer = partition = hes = tokens = compared = 0
+    conf_diff = 0.0
+    for row, t, r in zip(rows, trajs, res):
+        ks = [k for k in sorted(r.keys) if k < len(t.L) and k < len(r.points) and r.points[k] == t.L[k]
+              and tuple(r.thinking[:t.L[k]]) == tuple(t.thinking[:t.L[k]])]
+        if not ks:
+            continue
+        on = [r.signals["answer"][k] for k in ks]
+        off = [float(ms.signals["answer"][row, k]) for k in ks]
+        pos += len(ks)
+        compared += 1
+        part_on = [(a >= 0, tuple(b == a for b in on)) for a in on]
+        part_off = [(a >= 0, tuple(b == a for b in off)) for a in off]
+        partition += part_on == part_off
+        same_answer += sum(x == y for x, y in zip(part_on, part_off))
+        for k in ks:
+            hes += r.signals["hesitation"][k] == float(ms.signals["hesitation"][row, k])
+            tokens += r.signals["answer_tokens"][k] == float(ms.signals["answer_tokens"][row, k])
+            c_on, c_off = r.signals["answer_conf"][k], float(ms.signals["answer_conf"][row, k])
+            if c_on == c_on:                    # read only where the method asked for it
+                conf_diff = max(conf_diff, abs(c_on - c_off))
+    return {"positions": pos, "answer_classes_equal": same_answer, "hesitation_equal": hes,
+            "answer_tokens_equal": tokens, "answer_conf_max_abs_diff": conf_diff,
+            "trajectories": compared, "trajectories_same_answer_partition": partition}
 
 
 def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method: str, theta: float,
@@ -181,7 +219,8 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
                              boundary_rule=ctx["rule"])
         res: list[SideResult] = run_side(engine.stream(ctx["sampling"]), fmt, tok, rule, jobs, b=ctx["b"],
                                          thinking_limit=ctx["thinking_limit"],
-                                         answer_limit=ctx["answer_limit"], in_flight=in_flight)
+                                         answer_limit=ctx["answer_limit"], in_flight=in_flight,
+                                         words=ctx["words"])
         texts = tok.batch_decode([list(r.answer_ids) for r in res], skip_special_tokens=True)
         info = engine.info()
     finally:
@@ -220,15 +259,29 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
         side={"probes": int(sum(r.probes for r in res)),
               "probe_prefill": int(sum(r.probe_prefill for r in res)),
               "probe_decoded": int(sum(r.probe_decoded for r in res)),
-              "conf_reads": int(sum(r.conf_reads for r in res)),
               "cached_prompt_tokens": int(sum(r.side_cached for r in res)),
               "think_decoded": int(sum(r.think_decoded for r in res)),
               "discarded": int(sum(r.discarded for r in res))},
     )
+    if method != "budget-forcing":
+        cert["signals_vs_recorded"] = signals_vs_recorded(ms, rows.tolist(), trajs, res)
     for rec, r, c in zip(cert["per_trajectory"], res, correct):
         rec.update(online_correct=bool(c), stopped=r.stop_length is not None, net_tokens=int(r.net_tokens),
                    probes=int(r.probes))
     return cert
+
+
+def signals_line(cert: Mapping[str, Any]) -> str:
+    """One line: the side requests' signals against the recorded ones (`signals_vs_recorded`)."""
+    d = cert.get("signals_vs_recorded")
+    if not d:
+        return "signals: none read (no side requests)"
+    n = d["positions"]
+    return (f"signals vs recorded at {n} positions on the stored prefix: answer classes equal "
+            f"{d['answer_classes_equal']}/{n}, hesitation {d['hesitation_equal']}/{n}, answer_tokens "
+            f"{d['answer_tokens_equal']}/{n}, answer_conf max |diff| {d['answer_conf_max_abs_diff']:.2g}; "
+            f"same answer partition in {d['trajectories_same_answer_partition']} of {d['trajectories']} "
+            f"trajectories")
 
 
 def net_line(cert: Mapping[str, Any]) -> str:
@@ -240,4 +293,4 @@ def net_line(cert: Mapping[str, Any]) -> str:
             f"decoded side tokens "
             f"{d['online_decoded']:.0f} vs {d['offline_decoded']:.0f}, prefill measured "
             f"{d['measured_prefill_per_probe']:.1f} vs declared {d['declared_prefill_per_probe']:.0f} per probe; "
-            f"{cert['side']['probes']} side requests, {cert['side']['conf_reads']} confidence reads)")
+            f"{cert['side']['probes']} side requests)")

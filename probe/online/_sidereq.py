@@ -3,7 +3,7 @@
 Dynasor-CoT, DEER and answer consistency decide on the *answer* a probe
 would give at a step boundary, which no logits processor can see. This
 controller therefore drives generation itself, through nothing but an
-engine's `Stream` (`GenRequest` / `SignalRequest`), so it runs the same
+engine's `Stream` (`GenRequest`s), so it runs the same
 in process (vLLM) and against a served model (the "openai" engine). One
 state machine per trajectory, all multiplexed on one stream:
 
@@ -21,14 +21,26 @@ state machine per trajectory, all multiplexed on one stream:
    answer prefix), its seed (`probe_seeds[k]`: sample 0 of the probe) and
    caps (`answer_limit`, the answer stops) -- decodes the position's probe
    answer; its prompt shares the whole prefix, so a prefix-caching engine
-   prefills only the suffix. DEER's confidence needs the log-probability
-   of each answer id: one `SignalRequest` per id on the growing context
-   (also prefix-cached; the Stream contract returns no per-sample
-   log-probabilities);
-3. the signals are computed as recorded (`_signals.probe_signals`) and the
-   method's decision is the offline one (`otbench.analysis.measurement`'s
+   prefills only the suffix. DEER's confidence (and the record pass's)
+   comes with that same completion: the side request asks for its sampled
+   tokens' raw log-probabilities (`GenRequest.logprobs`), as the probe's
+   own probe request does, so one side request per decision is all;
+3. the signals are computed by the probe stage's own helper
+   (`otbench.probe.grading.probe_signals`, called as the probe's grading
+   lane calls it: the family's answer prefix, the tokenizer's decode with
+   special tokens skipped, the stop flag, the run's hesitation words), and
+   answer keys are numbered by `number_answers` (first appearance from 1,
+   -1 for none; online nothing is graded, so no key is the correct id 0).
+   The method's decision is the offline one (`otbench.analysis.measurement`'s
    `dynasor_stop`, `deer_stop`, `consistency_stop`, which OTBench's
-   `DynasorCoT`, `Deer`, `AnswerConsistency` call too);
+   `DynasorCoT`, `Deer`, `AnswerConsistency` call too), and those read
+   answer ids only through equality and `>= 0`: the online ids differ in
+   value from the recorded ones (which reserve 0 for the graded-correct
+   answer) but give the same decisions wherever they give the same
+   partition of positions into equal answers. They give another partition
+   only where two *different* keys are both graded correct (the grader's
+   equivalence, e.g. ``1/2`` and ``\\frac{1}{2}``): the recorded ids merge
+   those into 0, an online run (which has no reference) cannot;
 4. on stop the answer is forced as the probe forces it (the same prompt at
    that length, the trajectory's answer seed); otherwise thinking goes on.
    Dynasor-CoT decides on the probes *before* each chunk, so its probe at
@@ -53,10 +65,10 @@ from typing import Any
 
 import numpy as np
 from otbench.analysis.measurement import consistency_stop, deer_asks, deer_stop, dynasor_stop
-from otbench.probe.engines import Completion, GenRequest, Signal, SignalRequest
+from otbench.probe.engines import Completion, GenRequest
+from otbench.probe.grading import HESITATION_WORDS, hesitation_pattern, number_answers, probe_signals
 
 from ._control import Tables
-from ._signals import HESITATION_WORDS, AnswerIds, probe_signals
 from ._spec import OnlineControlError
 
 FIELD_METHODS = ("dynasor-cot", "deer", "answer-consistency", "budget-forcing")
@@ -142,7 +154,7 @@ class SideJob:
         (None: live decision points, module docstring).
       thinking: the stored thinking, fed as given instead of decoded (None: decode).
       finished: with `thinking`: the stored trajectory ended by itself.
-      task, n_options: how answers are extracted (`_signals.answer_key`).
+      task, n_options: how answers are extracted (`otbench.probe.grading.answer_key`).
     """
 
     prompt: tuple[int, ...]
@@ -173,7 +185,8 @@ class SideResult:
       thinking: the retained thinking; answer_ids: the answer (answer prefix included).
       natural_end: the model ended its thinking itself.
       points: the decision lengths reached; signals: per position probed, the field
-        signals (``answer`` numbered per trajectory, `_signals.AnswerIds`), None where not probed.
+        signals (``answer`` numbered per trajectory by `number_answers` with nothing graded),
+        None where not probed; keys: per position probed, its answer key (None: none extracted).
       think_decoded: thinking tokens decoded (discarded ones included); discarded: decoded
         past a live decision point and dropped.
       probes: side requests; probe_prefill: their prompt ids not shared with the prefix
@@ -181,7 +194,7 @@ class SideResult:
       paid: the positions whose probes the rule paid for (OTBench's net rule).
       paid_prefill / paid_decoded: the part of those the method's decisions needed (decoded as
         the ``answer_tokens`` signal counts it, which OTBench's net rule reads).
-      conf_reads: log-probability reads for DEER's confidence; answer_decoded: the answer's ids.
+      answer_decoded: the answer's ids.
       texts: per position probed, the probe's decoded text (answer prefix included).
       side_cached: prompt ids of the side requests the engine's prefix cache served (when its
         stream reports it: `pop_cached_tokens`).
@@ -201,10 +214,10 @@ class SideResult:
     probe_decoded: int = 0
     paid_prefill: int = 0
     paid_decoded: int = 0
-    conf_reads: int = 0
     answer_decoded: int = 0
     side_cached: int = 0
     texts: dict[int, str] = dataclasses.field(default_factory=dict)
+    keys: dict[int, str | None] = dataclasses.field(default_factory=dict)
     paid: list[int] = dataclasses.field(default_factory=list)
 
     @property
@@ -220,7 +233,6 @@ class _Traj:
         self.job = job
         self.thinking: list[int] = []
         self.res = SideResult(signals={name: [] for name in FIELD_NAMES})
-        self.ids = AnswerIds()
         self.k = 0                       # next decision index
         self.last_point = 0
         self.scanned = 0                 # live: block ends scanned up to here
@@ -230,7 +242,6 @@ class _Traj:
         self.ended = False               # the model's own end came exactly at a decision point
         self.probe_sent: set[int] = set()
         self.probe_cost: dict[int, tuple[int, int]] = {}
-        self.conf_wait: dict[int, list] = {}    # position -> [answer ids, logprobs so far]
         self.pending_probe: dict[int, tuple] = {}
 
     def sig(self, name: str, k: int):
@@ -263,7 +274,7 @@ class SideController:
         self.tables = Tables.from_format(fmt)
         self.b, self.chunk = int(b), int(chunk)
         self.thinking_limit, self.answer_limit = int(thinking_limit), int(answer_limit)
-        self.words = tuple(words)
+        self.words = hesitation_pattern(words)
         self.native = bool(fmt.family.native_thinking)
         self._t: dict[Any, _Traj] = {}
         # prompt ids of a finished request served by the prefix cache (a stream may say)
@@ -274,7 +285,8 @@ class SideController:
         try:
             self.stream.submit(tag, req)
         except (NotImplementedError, TypeError) as e:
-            what = "log-probability reads (SignalRequest)" if isinstance(req, SignalRequest) else "generation"
+            what = "generation with token log-probabilities" if getattr(req, "logprobs", False) \
+                else "generation"
             raise OnlineControlError(f"{self.rule.method} needs {what} from the engine's stream, which "
                                      f"refused it: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
                                      ) from None
@@ -297,7 +309,8 @@ class SideController:
         t.pending_probe[k] = (tuple(ids), len(ids) - shared)
         t.res.probes += 1
         t.res.probe_prefill += len(ids) - shared
-        self._submit((key, "p", k), GenRequest(ids, 1, int(seed), self.answer_limit, self.fmt.answer_stop_ids))
+        self._submit((key, "p", k), GenRequest(ids, 1, int(seed), self.answer_limit, self.fmt.answer_stop_ids,
+                                               logprobs=self.rule.needs_conf))
 
     def _think(self, key, t: _Traj) -> None:
         job, n = t.job, len(t.thinking)
@@ -430,9 +443,7 @@ class SideController:
         if self.rule.probe_before(k):
             self._probe(key, t, k)
         if any(not t.have(j) for j in self.rule.waits_for(k)):
-            return                              # a probe or its confidence is still in flight
-        if self.rule.needs_conf and any(t.sig("answer_conf", j) is None for j in self.rule.waits_for(k)):
-            return
+            return                              # a probe is still in flight
         nxt = None
         if t.job.lengths is not None and k + 1 < len(t.job.lengths):
             nxt = t.job.lengths[k + 1]
@@ -448,26 +459,34 @@ class SideController:
         self._think(key, t)
 
     def _probe_done(self, key, t: _Traj, k: int, c: Completion) -> None:
-        ids, pre = t.pending_probe.pop(k)
+        _, pre = t.pending_probe.pop(k)
         dec = len(c.token_ids) + (c.stop_id is not None)
         t.res.probe_decoded += dec
         t.probe_cost[k] = (pre, dec)
-        text = self.tok.decode(list(self.fmt.answer_prefix_ids) + list(c.token_ids), skip_special_tokens=True)
-        t.res.texts[k] = text
         answer = [int(x) for x in c.token_ids]
-        if self.rule.needs_conf and answer:
-            t.conf_wait[k] = [text, answer, c.stop_id is not None, [None] * len(answer)]
-            for i in range(len(answer)):
-                t.res.conf_reads += 1
-                self._submit((key, "c", (k, i)), SignalRequest(list(ids) + answer[:i], answer[i]))
-            return
-        self._signals(t, k, text, answer, c.stop_id is not None, [] if self.rule.needs_conf else None)
-
-    def _signals(self, t: _Traj, k: int, text: str, answer, stopped: bool, logprobs) -> None:
-        s = probe_signals(text, answer, stopped, logprobs, task=t.job.task, n_options=t.job.n_options,
-                          words=self.words)
-        t.put(k, {"answer": float(t.ids(s.answer)), "answer_conf": s.answer_conf,
-                  "hesitation": float(s.hesitation), "answer_tokens": float(s.answer_tokens)})
+        logprobs = None
+        if self.rule.needs_conf:
+            if c.logprobs is None:
+                raise OnlineControlError(f"{self.rule.method} needs the side request's token "
+                                         "log-probabilities (GenRequest.logprobs), which the engine's "
+                                         "stream did not return")
+            logprobs = [float(x) for x in c.logprobs]
+        prefix = [int(x) for x in self.fmt.answer_prefix_ids]
+        text = self.tok.decode(prefix + answer, skip_special_tokens=True)
+        t.res.texts[k] = text
+        # The probe stage's helper, called as its grading lane calls it (module docstring).
+        s = probe_signals(t.job.task, answer, logprobs, prefix=prefix,
+                          decode=lambda seq: self.tok.decode(seq, skip_special_tokens=True),
+                          stopped=c.stop_id is not None, words=self.words, n_options=t.job.n_options,
+                          text=text)
+        t.res.keys[k] = s.key
+        # Numbered over the positions probed so far, in position order (`number_answers`, nothing
+        # graded): the same partition into equal answers whatever order the probes arrived in.
+        order = sorted(t.res.keys)
+        for j, a in zip(order, number_answers([t.res.keys[j] for j in order], [False] * len(order))):
+            t.put(j, {"answer": float(a)})
+        t.put(k, {"answer_conf": float(s.conf), "hesitation": float(s.hesitation),
+                  "answer_tokens": float(s.tokens)})
 
     # -- driving ----------------------------------------------------------------------
     def add(self, key: Any, job: SideJob) -> None:
@@ -487,11 +506,9 @@ class SideController:
     def _deliver(self, tag, res) -> None:
         key, kind, i = tag
         t = self._t[key]
-        want = Signal if kind == "c" else (list, tuple)
-        if not isinstance(res, want):
+        if not isinstance(res, (list, tuple)):
             raise OnlineControlError(f"the engine's stream answered a {kind!r} request with "
-                                     f"{type(res).__name__}; the controller needs "
-                                     f"{'a Signal' if kind == 'c' else 'completions'}")
+                                     f"{type(res).__name__}; the controller needs completions")
         if kind == "t":
             t.busy = False
             c = res[0]
@@ -501,28 +518,20 @@ class SideController:
             t.res.answer_ids = tuple(self.fmt.answer_prefix_ids) + tuple(int(x) for x in res[0].token_ids)
             t.res.answer_decoded = len(res[0].token_ids) + (res[0].stop_id is not None)
             self._finish(t)
-        elif kind == "p":
+        else:
             self._probe_done(key, t, i, res[0])
             self._advance(key, t)
-        else:
-            k, j = i
-            w = t.conf_wait[k]
-            w[3][j] = float(res.logp_end)
-            if all(x is not None for x in w[3]):
-                del t.conf_wait[k]
-                self._signals(t, k, w[0], w[1], w[2], w[3])
-                self._advance(key, t)
 
     def step(self) -> list[tuple[Any, SideResult]]:
         """One round of engine work; the trajectories finished in it (key, result)."""
         out = []
         for tag, res in self.stream.poll():
             self._deliver(tag, res)
-            if self._cached is not None and tag[1] in ("p", "c") and tag[0] in self._t:
+            if self._cached is not None and tag[1] == "p" and tag[0] in self._t:
                 self._t[tag[0]].res.side_cached += int(self._cached(tag))
         # A trajectory leaves once nothing of it is in flight (a Dynasor-CoT probe sent after
         # the last decision still arrives after the model's own end: OTBench pays it too).
-        for key in [k for k, t in self._t.items() if t.done and not t.pending_probe and not t.conf_wait]:
+        for key in [k for k, t in self._t.items() if t.done and not t.pending_probe]:
             out.append((key, self._settle(self._t.pop(key))))
         return out
 

@@ -131,7 +131,9 @@ def test_side_request_controller_over_the_openai_engine(server):
 
         rec = go(FieldRule("record", 0))
         pts, conf = rec.points, rec.signals["answer_conf"]
-        assert len(pts) >= 2 and rec.conf_reads > 0, pts
+        assert len(pts) >= 2, pts
+        # the confidence comes with each side request (its token log-probabilities): one per position
+        assert rec.probes == len(pts) and all(0.0 <= c <= 1.0 for c in conf), conf
         rises = [j for j in range(1, min(len(pts), 11)) if j == 1 or conf[j] > max(conf[1:j]) + 1e-3]
         j = rises[-1]
         lower = max(conf[1:j]) if j > 1 else conf[j] - 0.2

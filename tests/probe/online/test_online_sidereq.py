@@ -2,8 +2,8 @@
 
 The fake engine plays one scripted trajectory per prompt: thinking in
 10-token blocks (9 words, then a boundary token), a probe answer per
-retained length, and per-length token probabilities for DEER's
-confidence reads; it delivers its finished requests in a seeded random
+retained length with its tokens' log-probabilities (DEER's confidence);
+it delivers its finished requests in a seeded random
 order, a few per poll, so trajectories really interleave on one stream.
 References are plain twins of the sources' rules (as in the analysis
 tests) and, for the recorded signals, OTBench's own offline walk.
@@ -19,21 +19,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.probe.engines import Completion, GenRequest, Signal, SignalRequest
-from otbench.probe.online import (
-    FieldRule,
-    OnlineControlError,
-    SideJob,
-    answer_key,
-    hesitates,
-    probe_signals,
-    run_side,
-)
+from otbench.probe.engines import Completion, GenRequest
+from otbench.probe.grading import number_answers, probe_signals
+from otbench.probe.online import FieldRule, OnlineControlError, SideJob, Trajectory, run_side, signals_vs_recorded
 
-WORD, BOUND, STOP, SEP, END, PREFIX, CLOSE, WAIT, EOS, JUNK = range(10, 20)
+WORD, BOUND, STOP, SEP, END, PREFIX, CLOSE, WAIT, EOS, JUNK, BOX = range(10, 21)
 TEXT = {**{d: str(d) for d in range(10)}, WORD: " word", BOUND: ".\n\n", STOP: "</think>", SEP: "\n\n",
-        END: "</think>", PREFIX: "\\boxed{", CLOSE: "}", WAIT: " Wait", EOS: "", JUNK: " so"}
-V = 20
+        END: "</think>", PREFIX: "\\boxed{", CLOSE: "}", WAIT: " Wait", EOS: "", JUNK: " so", BOX: " \\boxed{"}
+V = 21
 FINAL = (4, CLOSE)
 
 
@@ -67,9 +60,19 @@ def fake_fmt():
 
 
 def answer_ids(key, hes=False):
-    """A probe answer: its key (an int, or None: nothing extracted), optionally hesitating."""
-    ids = [JUNK] if key is None else [int(key) % 10, CLOSE]
-    return ids + ([WAIT] if hes else [])
+    """A probe answer: its key (an int, or None: nothing extracted), optionally hesitating.
+
+    The hesitation comes before the answer's close (the shared definition reads the text through
+    it): a first box holding " Wait", then the answer's box (the last one, which is extracted).
+    """
+    if key is None:
+        return [JUNK] + ([WAIT] if hes else [])
+    return ([WAIT, CLOSE, BOX] if hes else []) + [int(key) % 10, CLOSE]
+
+
+def answer_tokens(ids):
+    """The shared `answer_tokens`: through the answer's close, or every id and the stop id without an answer."""
+    return len(ids) + (ids[0] == JUNK)
 
 
 class Script:
@@ -86,14 +89,13 @@ class Script:
 class FakeStream:
     """A Stream over scripts (prompt[0] - 100 names the script); results in a seeded random order."""
 
-    def __init__(self, scripts, seed=0, refuse_signals=False, bad=False):
+    def __init__(self, scripts, seed=0, no_logprobs=False, bad=False):
         self.scripts, self.rng = scripts, random.Random(seed)
         self.queue, self.log = [], []
-        self.refuse_signals, self.bad = refuse_signals, bad
+        self.no_logprobs, self.bad = no_logprobs, bad
 
     def submit(self, tag, req):
-        if isinstance(req, SignalRequest) and self.refuse_signals:
-            raise NotImplementedError("this engine returns no log-probabilities")
+        assert isinstance(req, GenRequest), "the controller sends generation requests only"
         self.queue.append((tag, req))
         self.log.append(req)
 
@@ -101,11 +103,6 @@ class FakeStream:
         return len(self.queue)
 
     def _run(self, req):
-        if isinstance(req, SignalRequest):
-            ctx = list(req.context)
-            s = self.scripts[ctx[0] - 100]
-            L = ctx.index(SEP) - 1
-            return Signal(math.log(s.conf[L]), -1.0, 0)
         p = list(req.prompt)
         s = self.scripts[p[0] - 100]
         if self.bad:
@@ -114,7 +111,10 @@ class FakeStream:
             if req.seed == 7:                       # the forced (or own) answer
                 return [Completion(FINAL, EOS)]
             L = len(p) - 4
-            return [Completion(tuple(s.answers[L]), EOS)]
+            ids = tuple(s.answers[L])
+            # every answer token at the position's probability: the span's mean is conf[L]
+            lp = tuple([math.log(s.conf[L])] * len(ids)) if req.logprobs and not self.no_logprobs else None
+            return [Completion(ids, EOS, lp)]
         cur = p[1:]
         assert cur == s.thinking[:len(cur)], "a continuation must extend what was generated"
         out = []
@@ -183,9 +183,10 @@ def test_dynasor_stops_once_the_last_w_probes_agree():
     # probes at 2 and 3 agree: decided at k = 4, before the chunk after L(4)
     assert (r.position, r.stop_length) == (4, 40)
     assert r.thinking == tuple(s.thinking[:40]) and r.answer_ids == (PREFIX,) + FINAL
-    # paid: the probes before the stop (0..3), all that were sent (none is sent at the stop)
-    assert r.paid_decoded == sum(len(s.answers[10 * j]) + 1 for j in range(4))
-    assert r.probes == 4 and r.probe_decoded == r.paid_decoded
+    # paid: the probes before the stop (0..3), all that were sent (none is sent at the stop), at
+    # the recorded answer_tokens (through the answer's close); decoded: every id and the stop id
+    assert r.paid_decoded == sum(answer_tokens(s.answers[10 * j]) for j in range(4)) == 2 + 2 * 3
+    assert r.probes == 4 and r.probe_decoded == sum(len(s.answers[10 * j]) + 1 for j in range(4))
     assert r.net_tokens == 40 + r.paid_prefill + r.paid_decoded and r.paid_prefill == 4 * 3
 
 
@@ -213,9 +214,10 @@ def test_deer_checks_only_transitions_1_to_10():
     s = _one(12, [1] * 13, conf=conf)
     (r,), stream = run([s], FieldRule("deer", 0.9))
     assert r.stop_length is None and r.position == 12 and r.natural_end
-    probed = {len(q.prompt) - 4 for q in stream.log if isinstance(q, GenRequest) and q.seed in range(1000, 1100)}
-    assert probed == {10 * k for k in range(1, 11)}     # k = 0 and k > 10 never decoded
-    assert r.conf_reads == 10 * 2                       # one read per answer id
+    side = [q for q in stream.log if q.seed in range(1000, 1100)]
+    assert {len(q.prompt) - 4 for q in side} == {10 * k for k in range(1, 11)}   # k = 0 and k > 10 never decoded
+    # the confidence comes with each side request's own completion: one request per checked transition
+    assert len(side) == r.probes == 10 and all(q.logprobs for q in side)
     conf[6] = 0.95
     (r,), _ = run([_one(12, [1] * 13, conf=conf)], FieldRule("deer", 0.9))
     assert (r.position, r.stop_length) == (6, 60)
@@ -266,7 +268,7 @@ def test_stored_and_generated_thinking_agree_and_record_probes_every_position():
     assert r.signals["answer_conf"] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     ids = r.signals["answer"]
     assert ids[0] != ids[1] and ids[1] == ids[2] == ids[3] and ids[4] == ids[5] != ids[1]
-    assert r.signals["answer_tokens"] == [3.0] * 6
+    assert r.signals["answer_tokens"] == [2.0] * 6
 
 
 @settings(max_examples=40, deadline=None)
@@ -337,19 +339,48 @@ def test_recorded_signals_give_otbenchs_offline_stops():
         assert pt["rows"].tolist() == list(range(2, T)) and pt["k"].tolist() == off[2:]
         assert pt["paid"].tolist() == [len(r.paid) for r in on[2:]]
         assert pt["prefill"] == m.signal_cost.prefill
+        # the side requests' signals are the recorded ones at every position both read
+        trajs = [Trajectory(f"q{i:02d}", 0, (100 + i,), tuple(t for t in sc.thinking if t != STOP), tuple(sc.L), 1, 7)
+                 for i, sc in enumerate(scripts)]
+        d = signals_vs_recorded(ms, list(range(T)), trajs, on)
+        n = sum(len(r.keys) for r in on)
+        assert d["positions"] == n > 0 and d["trajectories_same_answer_partition"] == d["trajectories"], method
+        assert d["trajectories"] == sum(bool(r.keys) for r in on)
+        assert d["answer_classes_equal"] == d["hesitation_equal"] == d["answer_tokens_equal"] == n
+        assert d["answer_conf_max_abs_diff"] == 0.0
+    # Two different keys both graded correct: the recorded ids merge them (0), online they differ.
+    i = next(i for i, sc in enumerate(scripts) if len({a for a in s_answers(sc) if a is not None}) >= 2)
+    ans = np.array(ms.signals["answer"])
+    row = ans[i, :len(scripts[i].L)]
+    ans[i, :len(scripts[i].L)] = np.where(row >= 0, 0.0, row)
+    merged = dataclasses.replace(ms, signals={**ms.signals, "answer": ans})
+    d = signals_vs_recorded(merged, list(range(T)), trajs, rec)       # the record pass reads every position
+    assert d["trajectories"] == T and d["trajectories_same_answer_partition"] == T - 1
+    assert d["answer_classes_equal"] < d["positions"]
 
 
 # -- signals and refusals ------------------------------------------------------------
 
-def test_signal_definitions():
-    assert answer_key("x \\boxed{ 1 2 } y \\boxed{$3/4$}") == "3/4"
-    assert answer_key("no box") is None and answer_key("Answer: B", "choice") == "B"
-    assert hesitates("Hmm, so") and hesitates("but") and not hesitates("button nothing")
-    s = probe_signals("\\boxed{4} wait", [4, CLOSE, WAIT], True, [math.log(0.5), 0.0, math.log(0.25)])
-    assert s == (("4", pytest.approx((0.5 + 1 + 0.25) / 3), 1, 4))
-    assert probe_signals("", [], False, []).answer_conf == 0.0
-    with pytest.raises(ValueError):
-        probe_signals("x", [1, 2], True, [0.0])
+def test_signals_are_the_probe_stages_helper():
+    """Each position's signals are `probe_signals` called as the probe's grading lane calls it."""
+    answers = [None, 3, 3, None, 5, 3]
+    hes = [True, False, True, False, False, True]
+    conf = [0.2, 0.5, 0.7, 0.9, 0.95, 0.3]
+    s = Script(5, answers, hes, conf)
+    (r,), _ = run([s], FieldRule("record", 0), stored=True)
+    keys = []
+    for k, L in enumerate(s.L):
+        ids = s.answers[L]
+        ref = probe_signals("math", ids, [math.log(conf[k])] * len(ids), prefix=[PREFIX],
+                            decode=FakeTok().decode, stopped=True)
+        keys.append(ref.key)
+        assert r.keys[k] == ref.key and r.texts[k] == FakeTok().decode([PREFIX] + ids)
+        assert (r.signals["answer_conf"][k], r.signals["hesitation"][k], r.signals["answer_tokens"][k]) == \
+            (pytest.approx(ref.conf), float(ref.hesitation), float(ref.tokens))
+    assert keys == [None, "3", "3", None, "5", "3"]
+    assert r.signals["hesitation"] == [1.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    # numbered as the probe numbers them, nothing graded: first appearance from 1, -1 for none
+    assert r.signals["answer"] == [float(a) for a in number_answers(keys, [False] * 6)] == [-1, 1, 1, -1, 2, 1]
 
 
 def test_refusals_are_one_line():
@@ -359,8 +390,8 @@ def test_refusals_are_one_line():
         assert "\n" not in str(e.value)
     s = _one(3, [1] * 4)
     jobs = [SideJob(prompt=(100,), seed_think=1, seed_answer=7, lengths=tuple(s.L))]
-    with pytest.raises(OnlineControlError, match="log-probability reads") as e:
-        run_side(FakeStream([s], refuse_signals=True), fake_fmt(), FakeTok(), FieldRule("deer", 0.5), jobs,
+    with pytest.raises(OnlineControlError, match="log-probabilities") as e:
+        run_side(FakeStream([s], no_logprobs=True), fake_fmt(), FakeTok(), FieldRule("deer", 0.5), jobs,
                  b=10, thinking_limit=100, answer_limit=8)
     assert "\n" not in str(e.value)
     with pytest.raises(OnlineControlError, match="answered") as e:
@@ -373,7 +404,7 @@ class LateProbes(FakeStream):
     """Delivers side requests only once no thinking or answer request is waiting."""
 
     def poll(self):
-        other = [(t, r) for t, r in self.queue if t[1] not in ("p", "c")]
+        other = [(t, r) for t, r in self.queue if t[1] != "p"]
         pick = other[:1] or self.queue[:1]
         self.queue = [x for x in self.queue if x not in pick]
         return [(tag, self._run(req)) for tag, req in pick]
@@ -385,4 +416,4 @@ def test_a_probe_arriving_after_the_models_own_end_is_still_paid():
     (r,) = run_side(LateProbes([s]), fake_fmt(), FakeTok(), FieldRule("dynasor-cot", 2), jobs, b=10,
                     thinking_limit=1000, answer_limit=8)
     assert r.stop_length is None and r.natural_end and r.position == 5
-    assert r.paid == [0, 1, 2, 3, 4] and r.paid_decoded == 5 * 3 and r.probes == 5
+    assert r.paid == [0, 1, 2, 3, 4] and r.paid_decoded == 5 * 2 and r.probes == 5

@@ -47,7 +47,8 @@ def test_deer_and_consistency_stop_where_the_recorded_signals_say(otbench_cache)
         rec = go(FieldRule("record", 0))
         pts, conf = rec.points, rec.signals["answer_conf"]
         assert len(pts) >= 3 and rec.stop_length is None, pts
-        assert rec.probes == len(pts) and rec.conf_reads > 0
+        # one side request per position, its confidence read from its own token log-probabilities
+        assert rec.probes == len(pts) and all(0.0 <= c <= 1.0 for c in conf), conf
         assert rec.side_cached > 0, "side requests share the trajectory's prefix: the cache must serve it"
         # The latest checked transition whose confidence is above every earlier checked one (k = 1
         # always is): θ between them stops there and nowhere before (midpoint: robust to the last
