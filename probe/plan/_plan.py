@@ -2,7 +2,7 @@
 
 Per benchmark group the job's work is counted exactly from its settings
 (questions x R trajectories; each trajectory's `n + 1` positions get `P`
-answer probes and one signal read) and the lengths that decide the tokens
+answer probes and two signal reads) and the lengths that decide the tokens
 come from one of two places:
 
 * a pilot measurement set (`pilot=`): per group, the measured thinking
@@ -246,8 +246,9 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
     id and its own answer (+ the stop id); a trajectory cut at the thinking
     limit decodes on through the answer room of its request (`answer_limit`
     + 1) and gets its answer from a forced request instead; probe: P answers
-    per position (+ the forced answers); signal: one one-token read per
-    position. `context` sums, over decoded tokens, the context each is
+    per position (+ the forced answers); signal: two one-token reads per
+    position (the probe's margin context and the model's own context,
+    `margin_own`). `context` sums, over decoded tokens, the context each is
     decoded at (KV read per token); `uncached` is the prompt the prefix cache
     cannot serve.
     """
@@ -260,20 +261,21 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
     probe_dec = (answers + forced) * (x.answer + 1)
     # one trajectory's retained prefixes: sum_k (prompt + L(k) + marker) = positions (prompt + marker) + prefix
     pre = x.positions * (x.prompt + m) + x.prefix
+    sig = 2.0                            # signal reads per position: margin and margin_own
     return Work(
         trajectories=T, positions=pos, answers=answers,
-        requests={"think": T, "probe": pos + forced, "signal": pos},
-        decoded={"think": think_dec, "probe": probe_dec, "signal": pos},
+        requests={"think": T, "probe": pos + forced, "signal": sig * pos},
+        decoded={"think": think_dec, "probe": probe_dec, "signal": sig * pos},
         prompt={"think": T * x.prompt, "probe": T * pre + forced * (x.prompt + x.thinking + m),
-                "signal": T * (x.positions * x.prompt + x.prefix)},
+                "signal": sig * T * (x.positions * x.prompt + x.prefix)},
         # the think request's prompt; each position's new step and marker (its earlier steps are
         # cached from the position before); the signals share the probes' prefixes
         uncached={"think": T * x.prompt, "probe": T * (x.thinking + x.positions * m) + forced * m,
-                  "signal": pos},
+                  "signal": sig * pos},
         context={"think": T * (x.thinking * x.prompt + x.thinking_sq / 2 + x.own * (x.prompt + x.thinking)),
                  "probe": T * P * (x.answer * pre + x.positions * x.answer * x.answer / 2)
                  + forced * x.answer * (x.prompt + x.thinking + x.answer / 2),
-                 "signal": T * (x.positions * x.prompt + x.prefix)},
+                 "signal": sig * T * (x.positions * x.prompt + x.prefix)},
         # a decoding probe's unshared cache: its share of the P-way shared prefix + its answer
         footprint=(x.prompt + x.prefix / max(x.positions, 1.0)) / P + x.answer,
     )

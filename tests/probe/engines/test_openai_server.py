@@ -28,7 +28,10 @@ pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
 
 START_TIMEOUT_S = 480           # a server start takes ~2.5 min on two busy cores
-SIGNAL_COLUMNS = {"logp_end", "logp_other", "margin"}
+# the float signals (engine logits: equal up to kernel noise), the own-context ones and the
+# answer confidence (issues 27, 28) included
+SIGNAL_COLUMNS = {"logp_end", "logp_other", "margin", "logp_end_own", "logp_other_own", "margin_own",
+                  "answer_conf"}
 
 
 def _free_port() -> int:
