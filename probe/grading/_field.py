@@ -44,7 +44,7 @@ from otbench.analysis.measurement import HESITATION_WORDS
 
 from ._choice import answer_letters
 from ._code import PYTHON_TAGS, fenced_blocks
-from ._math import _BOX, _WORD, brace_matches
+from ._math import boxed_spans
 
 __all__ = ["HESITATION_WORDS", "ProbeSignals", "answer_key", "answer_location", "hesitates",
            "hesitation_pattern", "number_answers", "probe_signals"]
@@ -84,25 +84,9 @@ def hesitates(text: str, words: "Sequence[str] | re.Pattern[str]" = HESITATION_W
 
 
 def _math_location(text: str) -> tuple[int, int, int, str] | None:
-    """(content start, content end, close end, key) of the last well-formed box (`boxed_candidates`)."""
-    found = None
-    ends = None
-    for m in _BOX.finditer(text):
-        i = m.end()
-        while i < len(text) and text[i] in " \t":
-            i += 1
-        if i < len(text) and text[i] == "{":
-            if ends is None:
-                ends = brace_matches(text)
-            end = ends.get(i, -1)
-            if end >= 0:
-                found = (i + 1, end - 1, end)
-        elif m.end() < i:
-            word = _WORD.match(text, i)
-            if word:
-                content = word.group(0).rstrip(".,;")
-                if content:
-                    found = (i, i + len(content), i + len(content))
+    """(content start, content end, close end, key) of the last well-formed box (`boxed_spans`)."""
+    spans = boxed_spans(text)
+    found = spans[-1] if spans else None
     if found is None:
         return None
     s, e, close = found

@@ -43,13 +43,16 @@ _SPECIAL = re.compile(r"[\\{}]")
 _WORD = re.compile(r"[^\s$]+")
 
 
-def boxed_candidates(text: str) -> list[str]:
-    """Contents of every well-formed `\\boxed`/`\\fbox` in `text`, in order of their start.
+def boxed_spans(text: str) -> list[tuple[int, int, int]]:
+    """(content start, content end, close end) of every well-formed box in `text`, in order.
 
-    `\\boxed{...}` takes the balanced brace group (nested braces allowed);
-    `\\boxed x` (no brace) takes the next run of non-space characters up to a
-    `$`, without trailing `.`, `,` or `;`. An unclosed `\\boxed{` (a
-    truncated answer) is not a candidate. Linear time (see `brace_matches`).
+    The one scanner of the boxed rule (`boxed_candidates` takes the contents,
+    the field signals' answer span the positions): `\\boxed{...}` takes the
+    balanced brace group (nested braces allowed; the close end is after its
+    closing brace); `\\boxed x` (no brace) takes the next run of non-space
+    characters up to a `$`, without trailing `.`, `,` or `;` (the close end is
+    the content end). An unclosed `\\boxed{` (a truncated answer) is not a
+    box. Linear time (see `brace_matches`).
     """
     out = []
     ends = None
@@ -62,14 +65,19 @@ def boxed_candidates(text: str) -> list[str]:
                 ends = brace_matches(text)
             end = ends.get(i, -1)
             if end >= 0:
-                out.append(text[i + 1:end - 1])
+                out.append((i + 1, end - 1, end))
         elif m.end() < i:  # `\\boxed x` needs the space
             word = _WORD.match(text, i)
             if word:
                 content = word.group(0).rstrip(".,;")
                 if content:
-                    out.append(content)
+                    out.append((i, i + len(content), i + len(content)))
     return out
+
+
+def boxed_candidates(text: str) -> list[str]:
+    """Contents of every well-formed `\\boxed`/`\\fbox` in `text`, in order of their start (`boxed_spans`)."""
+    return [text[s:e] for s, e, _ in boxed_spans(text)]
 
 
 def last_boxed(text: str) -> str | None:
