@@ -14,28 +14,15 @@ install chromium`); without one the script says so and exits 2.
 """
 
 import argparse
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from _headless import BROWSERS, browser, screenshot
+
 ROOT = Path(__file__).resolve().parents[1]
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 PAGES = {"docs-home.png": "index.html", "docs-guide.png": "guides/own-measurements.html",
          "docs-rules.png": "rules.html", "docs-cli.png": "reference/cli.html"}
-
-
-def browser() -> str | None:
-    return next((b for b in map(shutil.which, BROWSERS) if b), None)
-
-
-def screenshot(exe: str, page: Path, png: Path, *, width: int, height: int) -> None:
-    """One headless screenshot of `page` at `width` x `height` CSS pixels."""
-    argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri()]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=180)
-    if r.returncode != 0 or not png.is_file():
-        raise SystemExit(f"{exe}: no screenshot of {page} ({r.stderr.strip()[-300:]})")
 
 
 def main() -> int:

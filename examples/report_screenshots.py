@@ -14,8 +14,6 @@ as `chromium`, `chromium-browser` or `google-chrome` on PATH (Debian:
 
 import argparse
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,22 +23,7 @@ matplotlib.use("Agg")                      # no display needed
 
 import otbench.analysis as oa  # noqa: E402
 from otbench.analysis.report import write_report  # noqa: E402
-
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-
-
-def browser() -> str | None:
-    return next((b for b in map(shutil.which, BROWSERS) if b), None)
-
-
-def screenshot(exe: str, page: Path, png: Path, *, width: int, height: int) -> None:
-    """One headless screenshot of `page` at `width` x `height` CSS pixels."""
-    argv = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri()]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=180)
-    if r.returncode != 0 or not png.is_file():
-        raise SystemExit(f"{exe}: no screenshot of {page} ({r.stderr.strip()[-300:]})")
-
+from _headless import BROWSERS, browser, screenshot  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
