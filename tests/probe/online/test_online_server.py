@@ -15,8 +15,9 @@ import time
 import urllib.request
 
 import pytest
+from _models import embedded_smollm2
 
-from otbench.probe.config import load_family, load_model
+from otbench.probe.config import load_family
 from otbench.probe.online import PROCESSOR, Tables, request_args
 from otbench.probe.tokens import build_vocabulary, compile_format
 
@@ -43,13 +44,9 @@ def _post(port: int, body: dict) -> dict:
 def server(otbench_cache, tmp_path_factory):
     from transformers import AutoTokenizer
 
-    from otbench.probe.config import embedded_model_dir
 
-    entry = load_model("smollm2-135m-instruct")
-    try:
-        folder = str(embedded_model_dir(entry.name, log=lambda *_: None))
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"embedded model unavailable: {e}")
+    entry, folder = embedded_smollm2()
+    folder = str(folder)
     port = _free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1")

@@ -9,8 +9,9 @@ Answer consistency on the same signals stops where its twin says.
 """
 
 import pytest
+from _models import embedded_smollm2
 
-from otbench.probe.config import Sampling, load_family, load_model
+from otbench.probe.config import Sampling, load_family
 from otbench.probe.engines import EngineConfig, open_engine
 from otbench.probe.online import FieldRule, SideJob, run_side
 from otbench.probe.tokens import build_vocabulary, compile_format
@@ -23,13 +24,8 @@ B, LIMIT, ANSWER = 16, 120, 8
 
 
 def test_deer_and_consistency_stop_where_the_recorded_signals_say(otbench_cache):
-    from otbench.probe.config import embedded_model_dir
 
-    entry = load_model("smollm2-135m-instruct")
-    try:
-        folder = embedded_model_dir(entry.name, log=lambda *_: None)
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"embedded model unavailable: {e}")
+    entry, folder = embedded_smollm2()
     engine = open_engine(EngineConfig(kind="vllm", model=str(folder), dtype="float32", max_model_len=512,
                                       block_size=32, kv_cache_gib=1))
     try:

@@ -11,8 +11,9 @@ context the model wrote (`Engine.signals`), compared with θ as
 
 import numpy as np
 import pytest
+from _models import embedded_smollm2
 
-from otbench.probe.config import Sampling, load_family, load_model
+from otbench.probe.config import Sampling, load_family
 from otbench.probe.engines import EngineConfig, GenRequest, open_engine
 from otbench.probe.online import PROCESSOR, Tables, request_args
 from otbench.probe.tokens import build_vocabulary, compile_format
@@ -26,13 +27,8 @@ QUESTION = "What is 7 + 5? Think step by step, one short paragraph per step."
 
 @pytest.fixture(scope="module")
 def setup(otbench_cache):
-    from otbench.probe.config import embedded_model_dir
 
-    entry = load_model("smollm2-135m-instruct")
-    try:
-        folder = embedded_model_dir(entry.name, log=lambda *_: None)
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"embedded model unavailable: {e}")
+    entry, folder = embedded_smollm2()
     engine = open_engine(EngineConfig(kind="vllm", model=str(folder), dtype="float32", max_model_len=512,
                                       block_size=32, kv_cache_gib=1, logits_processors=(PROCESSOR,)))
     tok = engine.tokenizer()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _models import embedded_smollm2
 
 pytest.importorskip("vllm")
 
@@ -23,7 +24,7 @@ GREEDY_PENALTY = 0.0
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, otbench_cache):
-    from otbench.probe.config import Sampling, embedded_model_dir, load_family, load_instructions, load_model
+    from otbench.probe.config import Sampling, load_family, load_instructions
     from otbench.probe.data import sum_questions
     from otbench.probe.engines import EngineConfig, open_engine
     from otbench.probe.grading import resolve_grader
@@ -32,11 +33,7 @@ def run(tmp_path_factory, otbench_cache):
     from otbench.probe.stp._direct import encode_prompts
     from otbench.probe.tokens import build_vocabulary, compile_format
 
-    entry = load_model("smollm2-135m-instruct")
-    try:
-        folder = embedded_model_dir(entry.name, log=lambda *_: None)
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"embedded model unavailable: {e}")
+    entry, folder = embedded_smollm2()
     rec = tmp_path_factory.mktemp("recorder") / "decisions.jsonl"
     here = str(Path(__file__).parent)
     env = {"OTBENCH_TEST_RECORDER": str(rec), PLUGINS_ENV: "own_context_recorder:Recorder",
