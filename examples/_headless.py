@@ -7,6 +7,7 @@ folder first on `sys.path`). Chromium is found as `chromium`,
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -15,6 +16,15 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 def browser() -> str | None:
     """The first headless-capable browser on PATH, or None."""
     return next((b for b in map(shutil.which, BROWSERS) if b), None)
+
+
+def need_browser() -> str | None:
+    """`browser()`, or None after saying on stderr that none was found and how to install one."""
+    exe = browser()
+    if exe is None:
+        print(f"no headless browser found ({', '.join(BROWSERS)}); install one, e.g. "
+              "apt-get install chromium", file=sys.stderr)
+    return exe
 
 
 def screenshot(exe: str, page: Path, png: Path, *, width: int, height: int) -> None:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _headless import BROWSERS, browser, screenshot
+from _headless import need_browser, screenshot
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"docs-home.png": "index.html", "docs-guide.png": "guides/own-measurements.html",
@@ -32,10 +32,8 @@ def main() -> int:
     ap.add_argument("--height", type=int, default=1000)
     ap.add_argument("--site", type=Path, default=None, help="a built site (default: build one into OUT/site)")
     args = ap.parse_args()
-    exe = browser()
+    exe = need_browser()
     if exe is None:
-        print(f"no headless browser found ({', '.join(BROWSERS)}); install one, e.g. "
-              "apt-get install chromium", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     site = (args.site or args.out / "site").resolve()

@@ -23,17 +23,15 @@ matplotlib.use("Agg")                      # no display needed
 
 import otbench.analysis as oa  # noqa: E402
 from otbench.analysis.report import write_report  # noqa: E402
-from _headless import BROWSERS, browser, screenshot  # noqa: E402
+from _headless import need_browser, screenshot  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", type=Path, default=None, help="a measurement set (default: simulated)")
     ap.add_argument("--out", type=Path, default=Path("shots"))
     args = ap.parse_args()
-    exe = browser()
+    exe = need_browser()
     if exe is None:
-        print(f"no headless browser found ({', '.join(BROWSERS)}); install one, e.g. "
-              "apt-get install chromium", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     ms = oa.load(args.set) if args.set else oa.simulate("tiny", seed=0)
