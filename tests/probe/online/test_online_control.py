@@ -5,35 +5,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _toy_tables import BOUNDARY, END, NL_END, NL_START, PREFIX, SEP, STOP, toy_tables
+
 from otbench.probe.online import (
     ControlSpec,
     OnlineControlError,
     RequestControl,
-    Tables,
     ThinkBrakeRule,
     check_engine,
     load_rule,
     parse_args,
     request_args,
 )
-
-V = 12
-BOUNDARY = 3         # a boundary-vocabulary id
-NL_END, NL_START = 4, 5   # ends / starts with a line feed (the span rule)
-STOP = 6             # the model's own thinking end
-SEP, END, PREFIX = 7, 8, 9
-
-
-def _tables(span: bool, separator=(SEP,)) -> Tables:
-    mask = np.zeros(V, bool)
-    mask[BOUNDARY] = True
-    ends = np.zeros(V, bool)
-    ends[[NL_END, BOUNDARY]] = True
-    starts = np.zeros(V, bool)
-    starts[NL_START] = True
-    return Tables(mask=mask, ends_newline=ends, starts_newline=starts if span else None, signal_id=STOP,
-                  think_stop_ids=frozenset({STOP}), separator_ids=tuple(separator), end_ids=(END,),
-                  answer_prefix_ids=(PREFIX,), eos_id=11)
 
 
 def _reference(script, margins, theta, tables, lengths=None):
@@ -87,7 +70,7 @@ def test_control_stops_where_the_offline_rule_does(script, seed, span, use_lengt
     rng = np.random.default_rng(seed)
     margins = rng.choice([-1.0, 0.0, 0.5, 2.0], size=len(script) + 8)    # ties with θ included
     theta = float(rng.choice([-2.0, 0.0, 0.5, 1.0]))
-    tables = _tables(span)
+    tables = toy_tables(span)
     lengths = sorted(set(rng.integers(0, len(script) + 1, size=3).tolist())) if use_lengths else None
     want = _reference(script, margins, theta, tables, lengths)
     ctl, out = _simulate(script, margins, theta, tables, lengths, drops=(0,) if drop else ())
@@ -104,14 +87,14 @@ def test_control_stops_where_the_offline_rule_does(script, seed, span, use_lengt
 
 
 def test_forced_end_follows_the_separator_rule():
-    t = _tables(False)
+    t = toy_tables(False)
     assert t.forced(BOUNDARY) == (END, PREFIX)        # ends with a line feed: no separator
     assert t.forced(0) == (SEP, END, PREFIX)
-    assert _tables(False, separator=()).forced(0) == (END, PREFIX)
+    assert toy_tables(False, separator=()).forced(0) == (END, PREFIX)
 
 
 def test_diverged_forcing_is_reported():
-    t = _tables(False)
+    t = toy_tables(False)
     out: list[int] = []
     ctl = RequestControl(ControlSpec("thinkbrake", 5.0, "f"), t, ThinkBrakeRule(), [1], out)
     kind, L = ctl.step()
@@ -123,7 +106,7 @@ def test_diverged_forcing_is_reported():
 
 
 def test_cap_forces_at_the_cap():
-    t = _tables(False)
+    t = toy_tables(False)
     out = [0, 0, 0]
     ctl = RequestControl(ControlSpec("cap", 3.0, "f"), t, None, [1], out)
     assert ctl.step() == ("force", SEP)

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from otbench.probe.online import OnlineControlError, Tables, request_args
+from _toy_tables import BOUNDARY, END, EOS, NL_END, NL_START, PREFIX, SEP, STOP, V, toy_tables
+from otbench.probe.online import OnlineControlError, request_args
 
 vllm = pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
@@ -24,22 +25,9 @@ v2 = pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 from otbench.probe.online import PROCESSOR, ExitProcessor, ExitProcessorV1, ExitProcessorV2
 from vllm.v1.sample.logits_processor import BatchUpdate
 
-V = 12
-BOUNDARY, NL_END, NL_START, STOP = 3, 4, 5, 6
-SEP, END, PREFIX, EOS = 7, 8, 9, 11
 M = 96                     # max_model_len of the stand-in token buffer
 
 
-def _tables(span: bool) -> Tables:
-    mask = np.zeros(V, bool)
-    mask[BOUNDARY] = True
-    ends = np.zeros(V, bool)
-    ends[[NL_END, BOUNDARY]] = True
-    starts = np.zeros(V, bool)
-    starts[NL_START] = True
-    return Tables(mask=mask, ends_newline=ends, starts_newline=starts if span else None, signal_id=STOP,
-                  think_stop_ids=frozenset({STOP}), separator_ids=(SEP,), end_ids=(END,),
-                  answer_prefix_ids=(PREFIX,), eos_id=EOS)
 
 
 def _config():
@@ -73,7 +61,7 @@ def _req_states(slots: int, forbid=False):
 
 def _with_tables(proc, span):
     impl = getattr(proc, "_impl", proc)
-    impl._tables_for = lambda family, boundary: _tables(span)
+    impl._tables_for = lambda family, boundary: toy_tables(span)
     return proc
 
 

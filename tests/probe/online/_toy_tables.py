@@ -1,0 +1,24 @@
+"""A 12-token toy vocabulary and its control tables, shared by the online controller's unit tests."""
+
+import numpy as np
+
+from otbench.probe.online import Tables
+
+V = 12
+BOUNDARY = 3              # a boundary-vocabulary id
+NL_END, NL_START = 4, 5   # ends / starts with a line feed (the span rule)
+STOP = 6                  # the model's own thinking end
+SEP, END, PREFIX, EOS = 7, 8, 9, 11
+
+
+def toy_tables(span: bool, separator=(SEP,)) -> Tables:
+    """The toy vocabulary's tables; `span`: the `vocab+span` boundary rule (line-feed starts too)."""
+    mask = np.zeros(V, bool)
+    mask[BOUNDARY] = True
+    ends = np.zeros(V, bool)
+    ends[[NL_END, BOUNDARY]] = True
+    starts = np.zeros(V, bool)
+    starts[NL_START] = True
+    return Tables(mask=mask, ends_newline=ends, starts_newline=starts if span else None, signal_id=STOP,
+                  think_stop_ids=frozenset({STOP}), separator_ids=tuple(separator), end_ids=(END,),
+                  answer_prefix_ids=(PREFIX,), eos_id=EOS)
