@@ -62,7 +62,6 @@ method's declared signal cost per decision added, against the same frontier.
 """
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
@@ -72,18 +71,10 @@ import numpy as np
 from otbench.analysis.frontier import frontiers
 from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 
+from otbench.analysis.methods import METHODS, Method, resolve, units_of
+
 from . import _walk as walk
 from ._areas import cell_areas, cell_summary, frac, nondominated, share
-from ._features import units_of
-from ._methods import (
-    BUILTINS,
-    MethodError,
-    call_method,
-    check_sweep_budget,
-    load_method,
-    method_name,
-    method_thetas,
-)
 from ._net import net_block
 
 SCHEMA = "otbench.bench/1"
@@ -91,7 +82,6 @@ COMPARE_SCHEMA = "otbench.bench-compare/1"
 DEFAULT_THETA_POINTS = 21
 TOKEN_COST = ("retained thinking tokens L(k) only; feature extraction, signal computation and "
               "answer-probe tokens are excluded")
-_POSITIONS = {"dr": walk.dr_positions, "fb": walk.fb_positions, "dee": walk.dee_positions}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,16 +221,14 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
       MethodError: a method that cannot be loaded or breaks the interface.
     """
     s = _evaluate_iv(ms, split, audit)
-    spec = method if isinstance(method, str) else None
-    m = load_method(method, **dict(options or {}))
-    label = repr(method_name(m, spec))
-    sweep = _fit_and_sweep(ms, m, label, thetas, theta_grid, stored_features)
+    m = resolve(method, **dict(options or {}))
+    sweep = m.prepare(ms, thetas, theta_grid, stored_features, DEFAULT_THETA_POINTS)
     # The evaluated split is built only now, after the method has been fit
     # and its sweep fixed (SPEC §6.1: test is touched only for the final numbers).
     test = ms.take(np.flatnonzero(ms.split == s))
     cells = _cell_totals(test, m.strategy)
     ks: list[np.ndarray] = []
-    cost, reward, front = _sweep_cells(test, m, label, sweep, cells, stored_features, audit, ks)
+    cost, reward, front = _sweep_cells(test, m, sweep, cells, stored_features, audit, ks)
 
     # -- per cell: exact (mean tokens, rel cost, acc, frontier acc) per θ -----------
     cell_results, per_cell, areas = [], [], []
@@ -278,41 +266,22 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
                  "a_full": float(chain([frac(ct.endpoint, ct.probes) for ct in cells])),
                  "frontier_at_full": float(chain([frac(ct.pareto[1][-1], ct.probes)
                                                   for ct in cells]))}
-    config = {"method_config": _method_config(m, label), "thetas": [_theta_json(t) for t in sweep],
+    config = {"method_config": m.config(), "thetas": [_theta_json(t) for t in sweep],
               "audit_rows": int(walk.audit_rows(test.num_trajectories, audit).size)
               if m.strategy == "dee" else 0,
               "splits": dict(ms.provenance.get("split", {})) if isinstance(ms.provenance, Mapping) else {},
-              "spec": spec if spec is not None else method_name(m),
+              "spec": m.config_spec,
               "options": {k: v if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
                           for k, v in sorted(dict(options or {}).items())}}
-    if spec in BUILTINS:
-        config["builtin"] = BUILTINS[spec]
-    return BenchResult(method=method_name(m, spec), strategy=m.strategy, split=split,
+    if m.target is not None:
+        config["builtin"] = m.target
+    return BenchResult(method=m.name, strategy=m.strategy, split=split,
                        points=points, summary=summary, cells=tuple(cell_results),
                        reference=reference, config=config, synthetic=bool(ms.synthetic),
                        net=net_block(test, m, sweep, cells, ks, cost, reward, w))
 
 
-def _fit_and_sweep(ms: MeasurementSet, m: Any, label: str, thetas: Any, theta_grid: Any,
-                   stored_features: Any) -> tuple[float, ...]:
-    """Check declared signals, fit on train / validation, and fix the `θ` sweep."""
-    check_sweep_budget(ms, theta_grid)
-    for sig in getattr(m, "signals", ()) or ():
-        if sig not in ms.signals:
-            raise MethodError(f"method {label} needs the per-position signal {sig!r}; the set "
-                              f"records: {', '.join(sorted(ms.signals)) or 'none'}")
-    if callable(getattr(m, "fit", None)):
-        train = ms.take(np.flatnonzero(ms.split == 0))
-        val = ms.take(np.flatnonzero(ms.split == 1))
-        if _takes_stored(m.fit):
-            call_method(label, "fit(train, val)", m.fit, train, val,
-                        stored_features=stored_features)
-        else:
-            call_method(label, "fit(train, val)", m.fit, train, val)
-    return method_thetas(m, label, thetas, theta_grid, DEFAULT_THETA_POINTS)
-
-
-def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float],
+def _sweep_cells(test: MeasurementSet, m: Method, sweep: Sequence[float],
                  cells: Sequence["_CellTotals"], stored_features: Any, audit: int,
                  ks: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """int64[θ, cell] method cost, method reward, and frontier reward at that cost
@@ -324,11 +293,11 @@ def _sweep_cells(test: MeasurementSet, m: Any, label: str, sweep: Sequence[float
     reward = np.zeros_like(cost)
     front = np.zeros_like(cost)
     for i, theta in enumerate(sweep):
-        k = _POSITIONS[m.strategy](test, unit, units, m, theta, label)
+        k = walk.positions(test, unit, units, m, theta)
         if ks is not None:
             ks.append(k)
         if rows_audit is not None:
-            walk.check_independent(test, unit, units, m, theta, label, k, rows_audit)
+            walk.check_independent(test, unit, units, m, theta, k, rows_audit)
         L_k = test.L[t_idx, k].astype(np.int64)
         C_k = test.C[t_idx, k].astype(np.int64)
         for c, ct in enumerate(cells):
@@ -348,30 +317,6 @@ def _points(sweep: Sequence[float], vals: Sequence[Sequence[Fraction]]) -> tuple
     tok, rel, acc, fr = vals
     keep = nondominated(rel, acc)
     return tuple(_point(th, tok[i], rel[i], acc[i], fr[i], keep[i]) for i, th in enumerate(sweep))
-
-
-def _method_config(m: Any, label: str) -> Any:
-    if not callable(getattr(m, "config", None)):
-        return None
-    cfg = call_method(label, "config()", m.config)
-    try:
-        json.dumps(cfg, allow_nan=False)
-    except (TypeError, ValueError):
-        raise MethodError(f"method {label}: config() must return JSON data (dicts, lists, "
-                          f"strings, finite numbers), got {cfg!r}") from None
-    return cfg
-
-
-def _takes_stored(fit: Any) -> bool:
-    """Whether `fit` accepts the optional ``stored_features`` keyword (see `_methods`)."""
-    import inspect
-
-    try:
-        params = inspect.signature(fit).parameters
-    except (TypeError, ValueError):
-        return False
-    return "stored_features" in params or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _point(theta: float, tok: Fraction, rel: Fraction, acc: Fraction, fr: Fraction,
@@ -412,8 +357,7 @@ def compare(ms: MeasurementSet, methods: Sequence[Any] | None = None, **kwargs: 
             ) -> list[BenchResult]:
     """`evaluate` every method (default: every built-in whose declared signals `ms` records)."""
     if methods is None:
-        methods = [b for b in BUILTINS
-                   if set(getattr(load_method(b), "signals", ()) or ()) <= set(ms.signals)]
+        methods = [b for b in METHODS if resolve(b).runnable_on(ms)[0]]
     return [evaluate(ms, m, **kwargs) for m in methods]
 
 

@@ -15,19 +15,19 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from otbench.analysis.methods import Method, signal_tokens
 
 from ._areas import cell_areas, frac, nondominated, share
-from ._cost import declared_cost, signal_tokens
 
 NET_COST = ("retained thinking tokens L(k) plus the signal's declared / recorded cost per "
             "decision (prefill, decoded probe tokens, helper FLOPs as reasoning-model tokens)")
 
 
-def net_block(test: Any, m: Any, sweep: Sequence[float], cells: Sequence[Any],
+def net_block(test: Any, m: Method, sweep: Sequence[float], cells: Sequence[Any],
               ks: Sequence[np.ndarray], cost: np.ndarray, reward: np.ndarray,
               weights: Sequence[Fraction]) -> dict[str, Any]:
     """The ``net`` section of a bench result (module docstring); JSON data."""
-    declared = declared_cost(m)
+    declared = m.signal_cost
     sig = np.zeros_like(cost)
     for i, k in enumerate(ks):
         s = signal_tokens(test, m.strategy, declared, k)

@@ -2,45 +2,42 @@
 
 The evaluator reports means; a certificate of an online run needs the
 position of every test trajectory. `stop_positions` fits the method on
-train / validation exactly as `evaluate` does and walks the split with the
-same position functions (`_walk`), so the positions are the ones behind
-OTBench's point at that θ.
+train / validation exactly as `evaluate` does (`Method.prepare`) and walks
+the split with the same walk (`_walk.positions`), so the positions are the
+ones behind OTBench's point at that θ.
 """
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from otbench.analysis.measurement import MeasurementSet
+from otbench.analysis.methods import Method, resolve, signal_tokens, units_of
 
 from . import _walk as walk
-from ._evaluate import _fit_and_sweep
-from ._features import units_of
-from ._methods import load_method, method_name
-
-_POSITIONS = {"dr": walk.dr_positions, "fb": walk.fb_positions, "dee": walk.dee_positions}
+from ._evaluate import DEFAULT_THETA_POINTS
 
 
 def stop_positions(ms: MeasurementSet, method: Any, theta: float, *, split: str = "test",
                    options: Mapping[str, Any] | None = None,
-                   stored_features: Mapping[str, Mapping] | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
-    """(rows of `ms` in `split`, int64 positions `k` there, the fitted method) for `method` at `theta`.
+                   stored_features: Mapping[str, Mapping] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, Method]:
+    """(rows of `ms` in `split`, int64 positions `k` there, the fitted `Method`) at `theta`.
 
-    FB methods also expose their caps: ``method.budget(units, theta)``.
+    FB methods also give their caps: ``method.decide(units, theta)``.
     """
     names = {"train": 0, "validation": 1, "test": 2}
     if split not in names:
         raise ValueError(f"`split` must be one of {', '.join(names)}, got {split!r}")
     if ms.split is None or not np.any(ms.split == names[split]):
         raise ValueError(f"the set has no {split} trajectories; assign a split first (`otbench split`)")
-    spec = method if isinstance(method, str) else None
-    m = load_method(method, **dict(options or {}))
-    label = repr(method_name(m, spec))
-    _fit_and_sweep(ms, m, label, [float(theta)], None, stored_features)
+    m = resolve(method, **dict(options or {}))
+    m.prepare(ms, [float(theta)], None, stored_features, DEFAULT_THETA_POINTS)
     rows = np.flatnonzero(ms.split == names[split])
     test = ms.take(rows)
     unit, units = units_of(test, stored_features)
-    k = _POSITIONS[m.strategy](test, unit, units, m, float(theta), label)
+    k = walk.positions(test, unit, units, m, float(theta))
     return rows, np.asarray(k, dtype=np.int64), m
 
 
@@ -53,15 +50,12 @@ def offline_point(ms: MeasurementSet, method: Any, theta: float, *, split: str =
     ``prefill`` (+ helper FLOPs) per decision. Assigns the default split
     first when `ms` has none.
     """
-    import dataclasses
-
-    from ._cost import declared_cost, signal_tokens
     from ._splits import assign_splits
 
     if ms.split is None or not np.any(ms.split >= 0):
         ms = assign_splits(ms)
     rows, k, fitted = stop_positions(ms, method, theta, split=split)
-    test, cost = ms.take(rows), declared_cost(fitted)
+    test, cost = ms.take(rows), fitted.signal_cost
     one = None if cost is None else dataclasses.replace(cost, prefill=1, decoded=0, flops_tokens=0,
                                                          recorded=None)
     return {"rows": rows, "k": k, "signal_tokens": signal_tokens(test, fitted.strategy, cost, k),

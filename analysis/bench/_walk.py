@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from otbench.analysis.measurement import MeasurementSet
 
-from ._methods import MethodError, OnlineView, UnitTable, call_method
+from otbench.analysis.methods import Method, MethodError, OnlineView, UnitTable
 
 
 def _decisions(out: Any, size: int, label: str, call: str, what: str) -> np.ndarray:
@@ -30,10 +30,11 @@ def zero_positions(L: np.ndarray) -> np.ndarray:
     return (np.asarray(L) == 0).sum(axis=1).astype(np.int64) - 1
 
 
-def dr_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, method: Any,
-                 theta: float, label: str) -> np.ndarray:
-    """Think (k = n) or not (latest `L = 0`) per unit, from ``method.route``."""
-    d = _decisions(call_method(label, "route(units, theta)", method.route, units, theta),
+def dr_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, m: Method,
+                 theta: float) -> np.ndarray:
+    """Think (k = n) or not (latest `L = 0`) per unit, from the method's ``route``."""
+    label = m.label
+    d = _decisions(m.call("route(units, theta)", m.decide, units, theta),
                    len(units), label, "route(units, theta)",
                    "one think/no-think decision per unit")
     if d.dtype != np.bool_:
@@ -41,10 +42,11 @@ def dr_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, metho
     return np.where(d[unit], test.n.astype(np.int64), zero_positions(test.L))
 
 
-def fb_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, method: Any,
-                 theta: float, label: str) -> np.ndarray:
-    """Latest `k` with `L(k) <= cap` per trajectory, from ``method.budget``."""
-    cap = _decisions(call_method(label, "budget(units, theta)", method.budget, units, theta),
+def fb_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, m: Method,
+                 theta: float) -> np.ndarray:
+    """Latest `k` with `L(k) <= cap` per trajectory, from the method's ``budget``."""
+    label = m.label
+    cap = _decisions(m.call("budget(units, theta)", m.decide, units, theta),
                      len(units), label, "budget(units, theta)",
                      "one token cap per unit")
     if cap.dtype == np.bool_ or not np.issubdtype(cap.dtype, np.number):
@@ -104,14 +106,15 @@ class _Buffers:
         self.tok = np.zeros((0, 0), dtype=np.int64)
 
 
-def dee_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, method: Any,
-                  theta: float, label: str, rows: np.ndarray | None = None) -> np.ndarray:
-    """Walk the boundaries `k = 0, 1, ...` and ask ``method.stop`` for the active trajectories.
+def dee_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, m: Method,
+                  theta: float, rows: np.ndarray | None = None) -> np.ndarray:
+    """Walk the boundaries `k = 0, 1, ...` and ask the method's ``stop`` for the active trajectories.
 
     A trajectory is active at `k` while `k < n` and it has not stopped; at
     `k = n` it ends on its own. Only `rows` (default all) take part; the
     others keep position `n` (used by the batch-independence audit).
     """
+    label = m.label
     T, K = test.L.shape
     n = test.n.astype(np.int64)
     pos = n.copy()
@@ -129,7 +132,7 @@ def dee_positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, meth
                 break
             buf.reveal(active, k, test.L, signals)
             view = OnlineView(k, active, unit[active], units, test.L[active, k], names, buf.read)
-            d = _decisions(call_method(label, "stop(view, theta)", method.stop, view, theta),
+            d = _decisions(m.call("stop(view, theta)", m.decide, view, theta),
                            active.size, label, "stop(view, theta)",
                            "one stop/continue decision per active trajectory")
             if d.dtype != np.bool_:
@@ -150,8 +153,8 @@ def audit_rows(T: int, count: int) -> np.ndarray:
     return np.unique(np.linspace(0, T - 1, min(count, T)).round().astype(np.int64))
 
 
-def check_independent(test: MeasurementSet, unit: np.ndarray, units: UnitTable, method: Any,
-                      theta: float, label: str, batch_pos: np.ndarray, rows: np.ndarray) -> None:
+def check_independent(test: MeasurementSet, unit: np.ndarray, units: UnitTable, m: Method,
+                      theta: float, batch_pos: np.ndarray, rows: np.ndarray) -> None:
     """Re-walk `rows` without the other trajectories; their stops must not change.
 
     A DEE decision may use only its own trajectory's past (SPEC §6.1); a
@@ -160,7 +163,8 @@ def check_independent(test: MeasurementSet, unit: np.ndarray, units: UnitTable, 
     """
     if rows.size == 0:
         return
-    alone = dee_positions(test, unit, units, method, theta, label, rows=rows)
+    label = m.label
+    alone = dee_positions(test, unit, units, m, theta, rows=rows)
     diff = rows[alone[rows] != batch_pos[rows]]
     if diff.size:
         r = int(diff[0])
@@ -168,3 +172,12 @@ def check_independent(test: MeasurementSet, unit: np.ndarray, units: UnitTable, 
                           f"batch (trajectory row {r} stops at k={int(batch_pos[r])} in the full "
                           f"walk but k={int(alone[r])} when walked with {rows.size} rows); a DEE "
                           "decision may use only its own row of the view")
+
+
+POSITIONS = {"dr": dr_positions, "fb": fb_positions, "dee": dee_positions}
+
+
+def positions(test: MeasurementSet, unit: np.ndarray, units: UnitTable, m: Method,
+              theta: float) -> np.ndarray:
+    """int64[traj] the stop of every trajectory of `test` under `m` at `theta` (its strategy's walk)."""
+    return POSITIONS[m.strategy](test, unit, units, m, theta)

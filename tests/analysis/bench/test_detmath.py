@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from otbench.analysis.bench import _detmath as dm
+from otbench.analysis.methods import _detmath as dm
 
 # -- twins: the stated order, in plain Python floats ---------------------------------------------
 
@@ -132,8 +132,8 @@ def test_geomspace_and_norm():
 FIT = r"""
 import hashlib, json, numpy as np
 from otbench.analysis import simulate
-from otbench.analysis.bench._baselines import PredictiveScheduling, ThinkSwitcher
-from otbench.analysis.bench._features import units_of
+from otbench.analysis.methods._baselines import PredictiveScheduling, ThinkSwitcher
+from otbench.analysis.methods._features import units_of
 from otbench.analysis.bench._splits import assign_splits
 ms = assign_splits(simulate("small", 1))
 tr, va, te = (ms.take(np.flatnonzero(ms.split == s)) for s in range(3))

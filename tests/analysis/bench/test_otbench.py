@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from otbench.analysis import simulate
 from otbench.analysis.bench._areas import nondominated
 from otbench.analysis.bench._evaluate import SCHEMA, evaluate
-from otbench.analysis.bench._methods import MethodError
+from otbench.analysis.methods import MethodError
 from otbench.analysis.bench._splits import assign_splits
 from otbench.analysis.frontier._frontiers import frontiers
 from otbench.analysis.measurement._types import SPLITS
@@ -348,7 +348,7 @@ def test_test_labels_never_reach_a_method(method):
 
 
 def test_fit_sees_train_and_validation_only():
-    from otbench.analysis.bench._baselines import ThinkSwitcher
+    from otbench.analysis.methods._baselines import ThinkSwitcher
 
     seen = {}
 
@@ -406,7 +406,7 @@ def test_json_schema():
 
 def test_stored_features_reach_the_units():
     import pyarrow as pa
-    from otbench.analysis.bench._features import read_question_features
+    from otbench.analysis.methods._features import read_question_features
 
     ms = assign_splits(simulate("tiny", 0))
     rng = np.random.default_rng(0)

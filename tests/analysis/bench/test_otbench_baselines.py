@@ -8,7 +8,7 @@ import pytest
 from _otbench_helpers import bench_sets
 from hypothesis import given, settings
 from otbench.analysis import MeasurementSetError, simulate
-from otbench.analysis.bench._baselines import (
+from otbench.analysis.methods._baselines import (
     PredictiveScheduling,
     ThinkBrake,
     ThinkSwitcher,
@@ -16,7 +16,7 @@ from otbench.analysis.bench._baselines import (
     endpoint_accuracies,
 )
 from otbench.analysis.bench._evaluate import evaluate
-from otbench.analysis.bench._features import (
+from otbench.analysis.methods._features import (
     DEFAULT_LAMBDAS,
     HashedText,
     PerModelRidge,

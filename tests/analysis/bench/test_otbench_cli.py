@@ -25,7 +25,7 @@ def run(*args):
 
 
 def test_list_matches_the_registry():
-    from otbench.analysis.bench._methods import BUILTINS, load_method
+    from otbench.analysis.methods import BUILTINS, load_method
 
     r = run("list")
     assert r.exit_code == 0

@@ -7,8 +7,8 @@ import pytest
 from _otbench_helpers import bench_sets
 from hypothesis import given, settings
 from otbench.analysis import from_ragged, ragged
-from otbench.analysis.bench import evaluate, load_method
-from otbench.analysis.bench._features import units_of
+from otbench.analysis.bench import evaluate, load_method, resolve
+from otbench.analysis.methods._features import units_of
 from otbench.analysis.bench._walk import dee_positions, fb_positions
 from otbench.analysis.measurement import add_field_signals, simulate
 
@@ -36,7 +36,7 @@ def stops(ms, name, theta, **kw):
     m = load_method(name, **kw)
     m.fit(test, test)
     pos = dee_positions if m.strategy == "dee" else fb_positions
-    return pos(test, unit, units, m, theta, name).tolist()
+    return pos(test, unit, units, resolve(m), theta).tolist()
 
 
 # -- plain twins of the sources' rules, position by position ------------------------
@@ -263,7 +263,7 @@ def test_net_is_gross_plus_the_probes_exactly(ms):
         r = evaluate(ms, m, audit=0)
         unit, units = units_of(test, None)
         for i, th in enumerate(m.thetas):
-            k = dee_positions(test, unit, units, m, th, "p").tolist()
+            k = dee_positions(test, unit, units, resolve(m), th).tolist()
             n = test.n.tolist()
             # asked at 0..min(k, n-1); before_stop: the probes at 0..k-1
             paid_pos = [min(k[t], n[t] - 1) + 1 if paid == "asked" else k[t]

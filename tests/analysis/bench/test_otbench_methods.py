@@ -12,10 +12,11 @@ import pytest
 from _otbench_helpers import bench_sets
 from hypothesis import given, settings
 from otbench.analysis import simulate
-from otbench.analysis.bench._baselines import ThinkBrake
+from otbench.analysis.methods._baselines import ThinkBrake
 from otbench.analysis.bench._evaluate import evaluate
-from otbench.analysis.bench._features import units_of
-from otbench.analysis.bench._methods import (
+from otbench.analysis.methods._features import units_of
+from otbench.analysis.methods import (
+    resolve,
     BUILTINS,
     MethodError,
     OnlineView,
@@ -119,12 +120,12 @@ def test_decisions_do_not_depend_on_the_future_or_labels(ms):
     rng = np.random.default_rng(0)
     for method in (HistoryExit(), ThinkBrake()):
         for theta in (-0.5, 0.0, 0.7):
-            pos = dee_positions(test, unit, units, method, theta, "m")
+            pos = dee_positions(test, unit, units, resolve(method), theta)
             full = np.full(ms.num_trajectories, -1)
             full[ms.split == 2] = pos
             other = _perturb_after(ms, full, rng)
             o_test = other.take(np.flatnonzero(other.split == 2))
-            assert np.array_equal(dee_positions(o_test, unit, units, method, theta, "m"), pos)
+            assert np.array_equal(dee_positions(o_test, unit, units, resolve(method), theta), pos)
 
 
 def test_view_is_dead_after_its_walk():

@@ -298,8 +298,8 @@ def test_random_scripts_follow_the_twins_interleaved(n, data):
 def test_recorded_signals_give_otbenchs_offline_stops():
     """The record pass's signals as a measurement set: OTBench's walk stops where the controller did."""
     from otbench.analysis import from_ragged, ragged
-    from otbench.analysis.bench import load_method, offline_point, signal_tokens
-    from otbench.analysis.bench._features import units_of
+    from otbench.analysis.bench import load_method, offline_point, resolve, signal_tokens
+    from otbench.analysis.methods._features import units_of
     from otbench.analysis.bench._walk import dee_positions
 
     rng = random.Random(3)
@@ -323,7 +323,7 @@ def test_recorded_signals_give_otbenchs_offline_stops():
                           ("answer-consistency", 2)):
         m = load_method(method)
         m.fit(ms, ms)
-        off = dee_positions(ms, unit, units, m, float(theta), method).tolist()
+        off = dee_positions(ms, unit, units, resolve(m), float(theta)).tolist()
         on, _ = run(scripts, FieldRule(method, theta), seed=5)
         assert [r.position for r in on] == off, method
         # net cost: the probes the controller paid are OTBench's paid decisions, and their decoded

@@ -91,6 +91,8 @@ class DynasorCoT:
 
     name = "dynasor-cot"
     strategy = "dee"
+    summary = "Dynasor-CoT: the last theta probe answers agree, none hesitates (signals answer, hesitation)"
+    online = "side"
     signals = ("answer", "hesitation")
     thetas = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0)
 
@@ -120,6 +122,9 @@ class Deer:
 
     name = "deer"
     strategy = "dee"
+    summary = ("DEER: trial-answer confidence > theta at one of the first 10 boundaries "
+               "(signal answer_conf)")
+    online = "side"
     signals = ("answer_conf",)
     thetas = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99, 1.0)
     theta_range = (0.5, 1.0)
@@ -150,6 +155,8 @@ class BudgetForcing:
 
     name = "budget-forcing"
     strategy = "fb"
+    summary = "s1 budget forcing: the same cap of theta thinking tokens for all"
+    online = "side"
     signal_cost = SignalCost(note="a fixed cap: no signal")
 
     def __init__(self) -> None:
@@ -178,6 +185,8 @@ class AnswerConsistency:
 
     name = "answer-consistency"
     strategy = "dee"
+    summary = "answer convergence: the probe answer unchanged for theta boundaries (signal answer)"
+    online = "side"
     signals = ("answer",)
     thetas = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0)
 

@@ -35,7 +35,7 @@ import numpy as np
 from otbench.analysis.measurement import MeasurementSet, MeasurementSetError
 
 from . import _detmath as detmath
-from ._methods import UnitTable
+from ._contract import UnitTable
 
 _KEY = b"otbench/features/v1"
 _WORD = re.compile(r"[a-z0-9]+")

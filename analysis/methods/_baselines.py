@@ -37,7 +37,7 @@ from otbench.analysis.measurement import MeasurementSet
 from . import _detmath as detmath
 from ._cost import SignalCost
 from ._features import DEFAULT_LAMBDAS, PerModelRidge, featurizer, unit_mean, units_of
-from ._methods import UnitTable
+from ._contract import UnitTable
 
 # -- supervision targets (per trajectory; averaged per unit) -------------------------
 
@@ -120,6 +120,7 @@ class ThinkSwitcher(_Learned):
 
     name = "thinkswitcher"
     strategy = "dr"
+    summary = "ThinkSwitcher-style router: ridge-predicted accuracy gain of thinking > theta"
     signal_cost = SignalCost(note="hashed text features: no model tokens")
 
     def _targets(self, ms: MeasurementSet, stored: Any) -> tuple[UnitTable, np.ndarray]:
@@ -149,6 +150,7 @@ class PredictiveScheduling(_Learned):
 
     name = "predictive-scheduling"
     strategy = "fb"
+    summary = "Predictive-Scheduling-style cap: theta x ridge-predicted mean L(k*)"
     signal_cost = SignalCost(note="hashed text features: no model tokens")
 
     def _targets(self, ms: MeasurementSet, stored: Any) -> tuple[UnitTable, np.ndarray]:
@@ -171,6 +173,9 @@ class PredictiveScheduling(_Learned):
 
 class ThinkBrake:
     """DEE early exit: stop at the first boundary whose margin signal is `<= θ`."""
+
+    summary = "ThinkBrake-style exit: first boundary with margin signal <= theta"
+    online = "processor"        # the logits processor reads the margin per step
 
     name = "thinkbrake"
     strategy = "dee"
