@@ -7,7 +7,8 @@ The pipeline's analysis half, one subpackage per stage:
 * `overthinking` per-trajectory k*, OR, AD and equal-weight aggregation (SPEC §4)
 * `frontier`     exact oracle frontiers of DR, FB, DEE (SPEC §5)
 * `resampling`   bootstrap, probe and trajectory thinning, sweep (SPEC §7)
-* `bench`        OTBench: splits, methods, baselines, evaluator (SPEC §6)
+* `methods`      stopping methods, no JAX: the contract, `Method`, the registry, built-ins (SPEC §6)
+* `bench`        OTBench: splits, the walk, the evaluator, the leaderboard (SPEC §6)
 * `horizon`      matched-horizon analysis (SPEC §8)
 * `report`       HTML report, figures, tables (a leaf)
 
@@ -52,12 +53,13 @@ _export("bench", "BUILTINS", "BenchResult", "BudgetMethod", "DEFAULT_RATIOS", "D
         "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
         "write_split_file", "Leaderboard", "MIN_RANK_QUESTIONS", "leaderboard", "leaderboard_key",
         "small_split_warning", bench_compare="compare", bench_evaluate="evaluate")
+_export("methods", "METHODS", "Method", resolve_method="resolve")
 _export("horizon", "HorizonAnalysisError", "McNemar", "SignFlip", "log2_trapezoid", "mcnemar",
         "mcnemar_counts", "sign_flip", "simultaneous_band", horizon_analyze="analyze")
 _export("report", "ReportError", "write_report")
 
-SUBPACKAGES = ("measurement", "core", "overthinking", "frontier", "resampling", "bench",
-               "horizon", "report")
+SUBPACKAGES = ("measurement", "core", "overthinking", "frontier", "resampling", "methods",
+               "bench", "horizon", "report")
 
 __all__ = sorted(_EXPORTS)
 
@@ -82,6 +84,8 @@ if TYPE_CHECKING:   # static tools see the names the hook provides
     from .frontier import *  # noqa: F401,F403
     from .horizon import *  # noqa: F401,F403
     from .measurement import *  # noqa: F401,F403
+    from .methods import Method, METHODS  # noqa: F401
+    from .methods import resolve as resolve_method  # noqa: F401
     from .overthinking import *  # noqa: F401,F403
     from .report import *  # noqa: F401,F403
     from .resampling import *  # noqa: F401,F403

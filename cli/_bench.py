@@ -6,24 +6,6 @@ import click
 
 from ._common import argument_errors, result_path, write_result
 
-# Mirrors otbench.analysis.bench._methods.BUILTINS (kept import-free so `--help` stays fast).
-BUILTIN_HELP = {
-    "thinkswitcher": ("dr", "ThinkSwitcher-style router: ridge-predicted accuracy gain of "
-                            "thinking > theta"),
-    "predictive-scheduling": ("fb", "Predictive-Scheduling-style cap: theta x ridge-predicted "
-                                    "mean L(k*)"),
-    "thinkbrake": ("dee", "ThinkBrake-style exit: first boundary with margin signal <= theta"),
-    "dynasor-cot": ("dee", "Dynasor-CoT: the last theta probe answers agree, none hesitates "
-                           "(signals answer, hesitation)"),
-    "deer": ("dee", "DEER: trial-answer confidence > theta at one of the first 10 boundaries "
-                    "(signal answer_conf)"),
-    "budget-forcing": ("fb", "s1 budget forcing: the same cap of theta thinking tokens for all"),
-    "answer-consistency": ("dee", "answer convergence: the probe answer unchanged for theta "
-                                  "boundaries (signal answer)"),
-}
-LEARNED = ("thinkswitcher", "predictive-scheduling")   # built-ins that take --features
-
-
 def _errors():
     """Bad data, bad arguments and interface violations (`MethodError`): one line, exit 2."""
     return argument_errors()
@@ -204,25 +186,43 @@ def run_cmd(directory: Path, method: str | None, stops: Path | None, thetas: str
 
 @bench_cmd.command("list")
 def list_cmd() -> None:
-    """The built-in methods (plug-ins load by module:object)."""
-    for name, (strategy, text) in BUILTIN_HELP.items():
-        click.echo(f"{name:24s}  {strategy.upper():4s}  {text}")
+    """The registered methods, each with its strategy, summary and how it runs online."""
+    from otbench.analysis.methods import builtin_methods
+
+    with _errors():
+        for m in builtin_methods():
+            click.echo(m.line())
     click.echo("plug-ins: --method package.module:Object (see docs/guides/otbench.md)")
 
 
+def _registered() -> list[str]:
+    from otbench.analysis.methods import METHODS
+
+    return list(METHODS)
+
+
 def _runnable(specs: list[str], ms) -> list[str]:
-    """The built-ins whose declared signals `ms` records; the others are named on stderr."""
-    from otbench.analysis.bench import load_method
+    """The methods whose declared signals `ms` records (`Method.runnable_on`); the others are
+    named on stderr."""
+    from otbench.analysis.methods import resolve
 
     keep = []
     for name in specs:
-        need = [s for s in getattr(load_method(name), "signals", ()) or () if s not in ms.signals]
-        if need:
-            click.echo(f"skipped {name}: the set records no signal {', '.join(need)} "
+        ok, why = resolve(name).runnable_on(ms)
+        if not ok:
+            click.echo(f"skipped {name}: {why} "
                        f"(`otbench simulate --field-signals` draws synthetic ones)", err=True)
         else:
             keep.append(name)
     return keep
+
+
+def _options(name: str, features: str | None) -> dict | None:
+    """`--features` for the methods whose class takes ``features`` (the learned ones)."""
+    from otbench.analysis.methods import resolve
+
+    return {"features": features} if features is not None and resolve(name).accepts("features") \
+        else None
 
 
 @bench_cmd.command("compare")
@@ -254,7 +254,7 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     from otbench.files import check_output, write_text_atomic
 
     _plugins_importable()
-    specs = list(methods) or list(BUILTIN_HELP)
+    specs = list(methods) or _registered()
     folder = board_out if board_out is not None else result_path(directory, "")
     with argument_errors():                     # refused before the methods run, not after
         for name in ("leaderboard.json", "leaderboard.csv", "leaderboard.md"):
@@ -264,10 +264,10 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     results = []
     with _errors():
         ms, stored = _load(directory)
-        if not methods:    # the default: every built-in whose signals the set records
+        if not methods:    # the default: every registered method whose signals the set records
             specs = _runnable(specs, ms)
         for name in specs:
-            opts = {"features": features} if features is not None and name in LEARNED else None
+            opts = _options(name, features)
             results.append(evaluate(ms, name, split=split, theta_grid=theta_grid,
                                     stored_features=stored, options=opts))
         board = leaderboard(results)

@@ -55,16 +55,16 @@ def rank(ms, out: Path) -> str:
     Writes `bench-<method>.json` and the leaderboard (`leaderboard.json/.md/.csv`)
     under `out`, where the report finds them; returns the leaderboard's text.
     """
-    from otbench.analysis.bench import evaluate, leaderboard, load_method
+    from otbench.analysis.bench import evaluate, leaderboard
+    from otbench.analysis.methods import builtin_methods
 
     from otbench.files import write_text_atomic
 
-    from ._bench import BUILTIN_HELP, _file_name
+    from ._bench import _file_name
     from ._common import write_json
 
     out.mkdir(parents=True, exist_ok=True)
-    names = [n for n in BUILTIN_HELP
-             if all(s in ms.signals for s in getattr(load_method(n), "signals", ()) or ())]
+    names = [m.spec for m in builtin_methods() if m.runnable_on(ms)[0]]
     results = [evaluate(ms, name, split="test") for name in names]
     board = leaderboard(results)
     for r in results:

@@ -34,15 +34,20 @@ def _offline_signal(ms, asked: str | None) -> str:
     return sig
 
 
-def _rule(method: str) -> str:
-    # OTBench's ThinkBrake runs inside the logits processor; the field methods that need probe
-    # answers (and budget forcing) run as the request-level controller with side requests.
-    from otbench.probe.online import FIELD_METHODS, OnlineControlError
+def _rule(method: str):
+    """The resolved method and how it runs online (`Method.online`: the logits processor or side
+    requests); a method that does not run online is refused in one line."""
+    from otbench.analysis.methods import MethodError, resolve
+    from otbench.probe.online import OnlineControlError, side_methods
 
-    if method != "thinkbrake" and method not in FIELD_METHODS:
+    try:
+        m = resolve(method)
+    except MethodError as e:
+        raise OnlineControlError(f"--method {method}: {e}") from None
+    if m.online is None:
         raise OnlineControlError(f"--method {method}: online runs 'thinkbrake' (inside the logits "
-                                 f"processor) and {', '.join(FIELD_METHODS)} (side requests)")
-    return method
+                                 f"processor) and {', '.join(side_methods())} (side requests)")
+    return m
 
 
 def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str, trajectories,
@@ -69,8 +74,9 @@ def _common(f):
                      show_default=True, help="Side-request methods: decode the thinking, or feed the "
                                              "stored thinking (checks the signals and decisions alone).")(f)
     f = click.option("--method", default="thinkbrake", show_default=True,
-                     help="thinkbrake (logits processor) or dynasor-cot, deer, answer-consistency, "
-                          "budget-forcing (side requests).")(f)
+                     help="A method that runs online (`otbench bench list` says how each runs): "
+                          "thinkbrake (logits processor), or dynasor-cot, deer, answer-consistency, "
+                          "budget-forcing and side-request plug-ins (side requests).")(f)
     return click.argument("set_dir", metavar="SET", type=click.Path(exists=True, file_okay=False,
                                                                     path_type=Path))(f)
 
@@ -95,10 +101,10 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
 
     ms = load_set(str(set_dir))
     with argument_errors():
-        rule = _rule(method)
+        m = _rule(method)
         check_replayable(set_dir, ms)
-        if rule != "thinkbrake":
-            cert = _field(set_dir, ms, rule, theta, "test", grader, trajectories, thinking)
+        if m.online == "side":
+            cert = _field(set_dir, ms, method, theta, "test", grader, trajectories, thinking)
             path = write_result({"schema": "otbench.online-certify/1", **cert}, set_dir, "online_certify.json",
                                 json_path)
             click.echo(f"wrote {path}")
@@ -110,7 +116,7 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
         ms, rows, k = _offline(ms, method, theta, "test", sig)
         if trajectories is not None:
             rows, k = rows[:trajectories], k[:trajectories]
-        cert = certify_set(set_dir, ms, rows, k, method=rule, theta=theta, grader=grader,
+        cert = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader,
                            offline_signal=sig)
     path = write_result({"schema": "otbench.online-certify/1", **cert}, set_dir, "online_certify.json",
                         json_path)
@@ -132,18 +138,18 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
 
     ms = load_set(str(set_dir))
     with argument_errors():
-        rule = _rule(method)
+        m = _rule(method)
         check_replayable(set_dir, ms)
-        if rule != "thinkbrake":
-            rec = _field(set_dir, ms, rule, theta, split, grader, trajectories, thinking)
+        if m.online == "side":
+            rec = _field(set_dir, ms, method, theta, split, grader, trajectories, thinking)
         else:
             ms, rows, k = _offline(ms, method, theta, split)
             if trajectories is not None:
                 rows, k = rows[:trajectories], k[:trajectories]
-            rec = certify_set(set_dir, ms, rows, k, method=rule, theta=theta, grader=grader, shift=False)
+            rec = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader, shift=False)
     keep = ("method", "theta", "grader", "online", "sampling", "trajectories", "online_acc",
             "online_rel_cost", "per_trajectory") + (("online_net_rel_cost", "side", "thinking", "controller")
-                                                    if rule != "thinkbrake" else ())
+                                                    if m.online == "side" else ())
     doc = {"schema": "otbench.online-run/1", "split": split, **{k2: rec[k2] for k2 in keep}}
     path = write_result(doc, set_dir, "online_run.json", json_path)
     click.echo(f"wrote {path}")

@@ -87,6 +87,35 @@ def test_analysis_never_imports_probe_or_cli():
     assert not bad, bad
 
 
+JAX_ROOTS = ("jax", "jaxlib", "jaxtyping", "orbax")
+
+
+def jax_free_violations(imports, where: str, allowed: tuple[str, ...]) -> list[str]:
+    """Imports of JAX (or orbax) or of an analysis subpackage outside `allowed` (rules 2 and 2b)."""
+    bad = []
+    for ln, mod, name in imports:
+        if mod.split(".")[0] in JAX_ROOTS:
+            bad.append(f"{where}:{ln} imports {mod}")
+        full = mod if name is None else f"{mod}.{name}"
+        if full.startswith("otbench.analysis") and not mod.startswith(allowed):
+            bad.append(f"{where}:{ln} imports {full}")
+    return bad
+
+
+def test_methods_import_no_jax_and_only_the_measurement_contract():
+    allowed = ("otbench.analysis.measurement", "otbench.analysis.methods")
+    bad = [v for p in (ROOT / "analysis" / "methods").rglob("*.py")
+           for v in jax_free_violations(_imports(p), str(p.relative_to(ROOT)), allowed)]
+    assert not bad, bad
+
+
+def test_the_methods_rule_fails_on_a_planted_jax_import():
+    allowed = ("otbench.analysis.measurement", "otbench.analysis.methods")
+    planted = [(1, "jax.numpy", None), (2, "otbench.analysis.frontier", "frontiers"),
+               (3, "otbench.analysis.measurement", "MeasurementSet"), (4, "numpy", None)]
+    assert [v.split(":")[1].split()[0] for v in jax_free_violations(planted, "x", allowed)] == ["1", "2"]
+
+
 def test_measurement_imports_no_jax_and_no_other_analysis_subpackage():
     bad = []
     for p in (ROOT / "analysis" / "measurement").rglob("*.py"):
@@ -100,6 +129,7 @@ def test_measurement_imports_no_jax_and_no_other_analysis_subpackage():
 
 
 @pytest.mark.parametrize("module", ["otbench", "otbench.analysis", "otbench.analysis.measurement",
+                                    "otbench.analysis.methods", "otbench.probe.online",
                                     "otbench.probe", "otbench.probe.stp", "otbench.probe.horizon",
                                     "otbench.cli"])
 def test_importing_leaves_jax_unloaded(module):
@@ -112,15 +142,28 @@ def test_importing_leaves_jax_unloaded(module):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_probe_uses_only_public_measurement_names():
-    bad = []
-    for p in (ROOT / "probe").rglob("*.py"):
-        for ln, mod, name in _imports(p):
-            if not mod.startswith("otbench.analysis"):
-                continue
-            if mod != "otbench.analysis.measurement" or (name or "").startswith("_"):
-                bad.append(f"{_where(p, ln)} imports {mod}:{name}")
+PROBE_MAY_IMPORT = ("otbench.analysis.measurement", "otbench.analysis.methods")
+"""The analysis subpackages the probe (and the online controller) may use: the measurement
+contract and the methods, both JAX-free; only their public names."""
+
+
+def probe_violations(imports, where: str = "") -> list[str]:
+    """The imports of analysis names the probe may not use (rule 3), for any import list."""
+    return [f"{where}:{ln} imports {mod}:{name}" for ln, mod, name in imports
+            if mod.startswith("otbench.analysis")
+            and (mod not in PROBE_MAY_IMPORT or (name or "").startswith("_"))]
+
+
+def test_probe_uses_only_public_measurement_and_methods_names():
+    bad = [v for p in (ROOT / "probe").rglob("*.py")
+           for v in probe_violations(_imports(p), str(p.relative_to(ROOT)))]
     assert not bad, bad
+
+
+def test_the_probe_rule_fails_on_a_planted_private_import():
+    planted = [(3, "otbench.analysis.methods._field", "Deer"), (4, "otbench.analysis.bench", "evaluate"),
+               (5, "otbench.analysis.methods", "_takes_stored"), (6, "otbench.analysis.methods", "resolve")]
+    assert [v.split(":")[1].split()[0] for v in probe_violations(planted, "x")] == ["3", "4", "5"]
 
 
 def test_cli_and_report_are_leaves():

@@ -165,6 +165,14 @@ class Method:
             self.fit_on(train, val, stored_features)
         return self.thetas(thetas, theta_grid, default_points)
 
+    def accepts(self, option: str) -> bool:
+        """Whether the method's class takes the keyword `option` (e.g. ``features``)."""
+        try:
+            params = inspect.signature(type(self.impl)).parameters
+        except (TypeError, ValueError):
+            return False
+        return option in params
+
     def line(self) -> str:
         """One line: name, strategy, how it runs online, and its summary (the CLI's listing)."""
         how = {"processor": "online: logits processor", "side": "online: side requests",

@@ -11,8 +11,9 @@
 * `RequestControl`, `Tables` -- the per-request state machine the processor
   runs (plain Python, tested without vLLM);
 * `run_side` / `SideController`, `FieldRule`, `SideJob` -- the
-  request-level controller for the field methods that need probe answers
-  (Dynasor-CoT, DEER, answer consistency; budget forcing as a cap): it
+  request-level controller for the methods that need probe answers (every
+  method whose `Method.online` is ``"side"``: Dynasor-CoT, DEER, answer
+  consistency, plug-ins; budget forcing as a cap; `side_methods`): it
   drives generation through an engine's `Stream` with prefix-cached side
   requests (`_sidereq`), its signals computed by the probe stage's own
   `otbench.probe.grading.probe_signals`;
@@ -46,7 +47,7 @@ from ._certify_side import (
                             signals_vs_recorded,
 )
 from ._control import RequestControl, Tables
-from ._sidereq import FIELD_METHODS, FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side
+from ._sidereq import FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side, side_methods
 from ._spec import (
                     PLUGINS_ENV,
                     SIGNAL_NAMES,
@@ -62,7 +63,7 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
 
-__all__ = ["FIELD_METHODS", "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
+__all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
            "ControlSpec", "ExitProcessor", "ExitProcessorV1", "ExitProcessorV2", "FieldRule",
            "OnlineControlError", "OnlineResult", "RequestControl", "SideController", "SideJob",
            "SideResult", "Tables", "ThinkBrakeRule", "Trajectory",
@@ -70,7 +71,7 @@ __all__ = ["FIELD_METHODS", "PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
            "check_replayable", "chunk_seed", "compare", "engine_config_of", "first_at_or_below",
            "load_rule", "net_line", "parse_args",
            "question_bootstrap", "record_signals", "replay", "replay_context", "request_args",
-           "run_side", "side_jobs", "signals_line", "signals_vs_recorded"]
+           "run_side", "side_jobs", "side_methods", "signals_line", "signals_vs_recorded"]
 
 
 def __getattr__(name: str):

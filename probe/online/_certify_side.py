@@ -181,7 +181,7 @@ def signals_vs_recorded(ms: Any, rows: Sequence[int], trajs: Sequence[Trajectory
             "trajectories": compared, "trajectories_same_answer_partition": partition}
 
 
-def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method: str, theta: float,
+def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method: Any, theta: float,
                   engine: Any = None, grader: str = "auto", trajectories: int | None = None,
                   thinking: str = "generate", seed: int = 0, in_flight: int = 64) -> dict[str, Any]:
     """Run `method` at `theta` online on the set's offline split and certify it (module docstring).
@@ -203,7 +203,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     if own:
         engine = open_engine(engine_config_of(ms.provenance, []))
     try:
-        need = () if method == "budget-forcing" else FIELD_SIGNALS
+        need = FIELD_SIGNALS if rule.probes else ()
         source = "recorded by the controller's record pass" if ms.provenance.get("field_signals", {}).get(
             "generator") == RECORDER else "set"
         if any(nm not in ms.signals for nm in need):
@@ -240,7 +240,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     net_off = float(L_off.sum() + sig_off.sum())
     measured_signal = float(sum(r.paid_prefill + r.paid_decoded for r in res))
     cert.update(
-        method=method, theta=float(theta), grader=grader_name, online=True, controller="side requests",
+        method=rule.name, theta=float(theta), grader=grader_name, online=True, controller="side requests",
         thinking=thinking, offline_signals=source, sampling=ctx["sampling"].as_dict(),
         greedy=ctx["sampling"].temperature == 0.0, engine=info if not own else {"kind": "recorded", **info},
         online_net_rel_cost=net_on / full, offline_net_rel_cost=net_off / full,
@@ -263,7 +263,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
               "think_decoded": int(sum(r.think_decoded for r in res)),
               "discarded": int(sum(r.discarded for r in res))},
     )
-    if method != "budget-forcing":
+    if rule.probes:
         cert["signals_vs_recorded"] = signals_vs_recorded(ms, rows.tolist(), trajs, res)
     for rec, r, c in zip(cert["per_trajectory"], res, correct):
         rec.update(online_correct=bool(c), stopped=r.stop_length is not None, net_tokens=int(r.net_tokens),

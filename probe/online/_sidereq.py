@@ -31,10 +31,12 @@ state machine per trajectory, all multiplexed on one stream:
    special tokens skipped, the stop flag, the run's hesitation words), and
    answer keys are numbered by `number_answers` (first appearance from 1,
    -1 for none; online nothing is graded, so no key is the correct id 0).
-   The method's decision is the offline one (`otbench.analysis.measurement`'s
-   `dynasor_stop`, `deer_stop`, `consistency_stop`, which OTBench's
-   `DynasorCoT`, `Deer`, `AnswerConsistency` call too), and those read
-   answer ids only through equality and `>= 0`: the online ids differ in
+   The method's decision is its own ``stop(view, θ)`` on an `OnlineView` of
+   this one trajectory -- the call OTBench's offline walk makes -- so any
+   method whose `Method.online` is ``"side"`` runs here, built-in or
+   plug-in, and when to probe comes from its declared `SignalCost` (``paid``,
+   ``first``, ``max_decisions``; `FieldRule`), not from its name. The
+   built-ins read answer ids only through equality and `>= 0`: the online ids differ in
    value from the recorded ones (which reserve 0 for the graded-correct
    answer) but give the same decisions wherever they give the same
    partition of positions into equal answers. They give another partition
@@ -46,8 +48,8 @@ state machine per trajectory, all multiplexed on one stream:
    Dynasor-CoT decides on the probes *before* each chunk, so its probe at
    a boundary runs concurrently with the next chunk.
 
-Budget forcing (FB) is a cap: at `L(k)` it stops when `L(k+1) > θ` (the
-latest boundary under the cap, as OTBench replays it), live at exactly `θ`
+An FB method (budget forcing) is a cap: at `L(k)` it stops when `L(k+1) > cap` (the
+latest boundary under the cap, as OTBench replays it), live at exactly the cap
 thinking tokens. (A DR route is decided before the request starts: a cap of
 0 or none.)
 
@@ -64,80 +66,162 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from otbench.analysis.measurement import consistency_stop, deer_asks, deer_stop, dynasor_stop
+from otbench.analysis.methods import METHODS, SIDE_SIGNALS, MethodError, OnlineView, UnitTable, resolve
 from otbench.probe.engines import Completion, GenRequest
 from otbench.probe.grading import HESITATION_WORDS, hesitation_pattern, number_answers, probe_signals
 
 from ._control import Tables
 from ._spec import OnlineControlError
 
-FIELD_METHODS = ("dynasor-cot", "deer", "answer-consistency", "budget-forcing")
-"""Methods this controller runs (OTBench's built-ins of the same names)."""
 RECORD = "record"
 """A pseudo-method: probe every position `0..n` and never stop (the field signals of a stored trajectory)."""
-FIELD_NAMES = ("answer", "answer_conf", "hesitation", "answer_tokens")
+FIELD_NAMES = SIDE_SIGNALS
 
 
-@dataclasses.dataclass(frozen=True)
+def side_methods() -> tuple[str, ...]:
+    """The registered methods that run under this controller (``online = "side"``)."""
+    return tuple(n for n in METHODS if resolve(n).online == "side")
+
+
+def _one_unit(task: str) -> UnitTable:
+    """The decision unit a live trajectory has when its question is not given: nothing but its task."""
+    idx = np.zeros(1, dtype=np.int64)
+    idx.setflags(write=False)
+    return UnitTable(model=("",), group=("",), dataset=(task,), question_id=("",), text=(None,),
+                     model_index=idx, group_index=idx, models=("",), groups=("",))
+
+
 class FieldRule:
-    """A field method and its θ, as the controller asks it (module docstring).
+    """A method and its θ as the controller runs it, its probe schedule read from its declared
+    signal cost (`Method.signal_cost`; module docstring).
 
-    `max_judge_steps`: DEER's checked transitions (its source's default 10).
+    `method`: a registered name, a plug-in, a method object or a `Method` whose ``online`` is
+    ``"side"`` (DEE: its decisions read only `SIDE_SIGNALS`; FB: a per-trajectory cap, the
+    job's `SideJob.cap` or the method's ``budget`` of a unit with no question data), or
+    `RECORD`. `options`: keyword arguments for the method's class (e.g. DEER's
+    ``max_judge_steps``). Probes: with ``paid = "asked"`` the decision at `k` reads the probe
+    at `k` (from ``first``, at most ``max_decisions`` of them); with ``"before_stop"`` the
+    probe at `k` is decoded after deciding to go on and read by the next decision.
     """
 
-    method: str
-    theta: float
-    max_judge_steps: int = 10
-
-    def __post_init__(self) -> None:
-        if self.method not in FIELD_METHODS + (RECORD,):
-            raise OnlineControlError(f"method {self.method!r} does not run as a request-level controller "
-                                     f"(it runs: {', '.join(FIELD_METHODS)})")
-        t = self.theta
+    def __init__(self, method: Any, theta: float, *, options: Any = None):
+        t = theta
+        self.record = isinstance(method, str) and method == RECORD
+        if self.record:
+            self.m, self.name, self.strategy = None, RECORD, "dee"
+        else:
+            if isinstance(method, str) and method not in METHODS and ":" not in method:
+                raise OnlineControlError(f"method {method!r} does not run as a request-level "
+                                         f"controller (it runs: {', '.join(side_methods())})")
+            try:
+                self.m = resolve(method, **dict(options or {}))
+            except MethodError as e:
+                raise OnlineControlError(str(e)) from None
+            self.name, self.strategy = self.m.name, self.m.strategy
+            if self.m.online != "side":
+                raise OnlineControlError(f"method {self.name!r} does not run as a request-level "
+                                         f"controller (it runs: {', '.join(side_methods())})")
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t:
-            raise OnlineControlError(f"θ of {self.method} must be a number, got {t!r}")
-        if self.method == "budget-forcing" and not t >= 0:
-            raise OnlineControlError(f"θ of budget-forcing is a thinking-token cap >= 0, got {t}")
+            raise OnlineControlError(f"θ of {self.name} must be a number, got {t!r}")
+        self.theta = float(t)
+        cost = None if self.m is None else self.m.signal_cost
+        self.paid = cost.paid if cost is not None else "asked"
+        self.first = cost.first if cost is not None else 0
+        self.max_decisions = cost.max_decisions if cost is not None else None
+        self.is_cap = self.strategy == "fb"
+        if self.is_cap and not self.theta >= 0:
+            raise OnlineControlError(f"θ of {self.name} is a thinking-token cap >= 0, got {t}")
+        self._caps: dict[str, float] = {}
+
+    @property
+    def method(self) -> str:
+        """The method's name (as results and messages give it)."""
+        return self.name
 
     @property
     def needs_conf(self) -> bool:
-        return self.method in ("deer", RECORD)
+        return self.record or "answer_conf" in self.m.signals
 
     @property
     def probes(self) -> bool:
-        return self.method != "budget-forcing"
+        return self.record or any(s in SIDE_SIGNALS for s in self.m.signals)
 
     def probe_before(self, k: int) -> bool:
         """The decision at `k` reads the probe at `k` (decoded before deciding)."""
-        if self.method == "deer":
-            return deer_asks(k, self.max_judge_steps)
-        return self.method == RECORD or (self.method == "answer-consistency" and k >= 1)
+        if self.record:
+            return True
+        if not self.probes or self.paid != "asked" or k < self.first:
+            return False
+        return self.max_decisions is None or k - self.first + 1 <= self.max_decisions
 
     def probe_after(self, k: int) -> bool:
         """The probe at `k` is decoded after deciding to go on (read by the next decision)."""
-        return self.method == "dynasor-cot"
+        return not self.record and self.probes and self.paid == "before_stop" and k >= self.first
 
     def waits_for(self, k: int) -> tuple[int, ...]:
         """Positions whose probe must have arrived before deciding at `k`."""
-        if self.method == "dynasor-cot":
-            return (k - 1,) if k >= 1 else ()
+        if not self.record and self.paid == "before_stop":
+            return (k - 1,) if self.probes and k - 1 >= self.first else ()
         return (k,) if self.probe_before(k) else ()
 
-    def stop(self, signals: dict[str, list], k: int, next_length: int | None) -> bool:
-        """The method's decision at position `k` from this trajectory's signals at `0..k`."""
-        m = self.method
-        if m == RECORD:
+    def paid_through(self, position: int) -> int:
+        """The last position whose probe the decisions up to a stop at `position` paid for."""
+        return position - 1 if self.paid == "before_stop" else position
+
+    def cap(self, job: "SideJob") -> float:
+        """An FB method's thinking-token cap for `job` (`SideJob.cap`, else its ``budget`` of a unit
+        with no question data)."""
+        if job.cap is not None:
+            return float(job.cap)
+        if job.task not in self._caps:
+            out = np.asarray(self.m.call("budget(units, theta)", self.m.decide, _one_unit(job.task),
+                                         self.theta), dtype=np.float64).reshape(-1)
+            if out.shape != (1,) or not out[0] >= 0:
+                raise OnlineControlError(f"method {self.name!r}: budget(units, theta) must give one "
+                                         f"cap >= 0 per unit, got {out.tolist()}")
+            self._caps[job.task] = float(out[0])
+        return self._caps[job.task]
+
+    def stop(self, signals: dict[str, list], k: int, next_length: int | None,
+             job: "SideJob | None" = None, lengths: Sequence[int] = (), row: int = 0) -> bool:
+        """The method's decision at position `k` from this trajectory's signals at `0..k`.
+
+        A DEE method decides through its own ``stop(view, theta)`` on an `OnlineView` of this
+        one trajectory (row id `row`, its decision lengths `lengths` so far), exactly as
+        OTBench's offline walk asks it.
+        """
+        if self.record:
             return False
-        if m == "budget-forcing":
-            return next_length is not None and next_length > self.theta
-        row = {name: np.array([[np.nan if v is None else v for v in signals[name][:k + 1]]
-                               + [np.nan] * (k + 1 - len(signals[name][:k + 1]))])
-               for name in ("answer", "answer_conf", "hesitation")}
-        if m == "dynasor-cot":
-            return bool(dynasor_stop(row["answer"], row["hesitation"], k, self.theta)[0])
-        if m == "deer":
-            return bool(deer_stop(row["answer_conf"][:, k], k, self.theta, self.max_judge_steps)[0])
-        return bool(consistency_stop(row["answer"], k, self.theta)[0])
+        if self.is_cap:
+            cap = self.theta if job is None else self.cap(job)
+            return next_length is not None and next_length > cap
+        hist = {name: np.array([[np.nan if v is None else v for v in signals[name][:k + 1]]
+                                + [np.nan] * (k + 1 - len(signals[name][:k + 1]))])
+                for name in SIDE_SIGNALS}
+        toks = np.array([[int(x) for x in lengths[:k + 1]] + [-1] * (k + 1 - len(lengths[:k + 1]))],
+                        dtype=np.float64)
+
+        def read(name: str, rows: np.ndarray, at: int, history: bool) -> np.ndarray:
+            if name != "" and name not in hist:
+                raise MethodError(f"no signal {name!r} online (side requests compute: "
+                                  f"{', '.join(SIDE_SIGNALS)})")
+            src = toks if name == "" else hist[name]
+            out = np.array(src[:, :at + 1] if history else src[:, at], copy=True)
+            out.setflags(write=False)
+            return out
+
+        L_k = int(lengths[k]) if k < len(lengths) else -1
+        view = OnlineView(int(k), np.array([row], dtype=np.int64), np.zeros(1, dtype=np.int64),
+                          _one_unit(job.task if job is not None else "math"),
+                          np.array([L_k], dtype=np.int64), SIDE_SIGNALS, read)
+        try:
+            d = np.asarray(self.m.call("stop(view, theta)", self.m.decide, view, self.theta))
+        except MethodError as e:
+            raise OnlineControlError(str(e)) from None
+        if d.shape != (1,) or d.dtype != np.bool_:
+            raise OnlineControlError(f"method {self.name!r}: stop(view, theta) must return one "
+                                     f"boolean per active trajectory, got {d!r}")
+        return bool(d[0])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +239,7 @@ class SideJob:
       thinking: the stored thinking, fed as given instead of decoded (None: decode).
       finished: with `thinking`: the stored trajectory ended by itself.
       task, n_options: how answers are extracted (`otbench.probe.grading.answer_key`).
+      cap: an FB method's thinking-token cap for this trajectory (None: `FieldRule.cap`).
     """
 
     prompt: tuple[int, ...]
@@ -166,6 +251,7 @@ class SideJob:
     finished: bool = True
     task: str = "math"
     n_options: int = 4
+    cap: float | None = None
 
 
 def chunk_seed(seed: int, c: int) -> int:
@@ -243,6 +329,7 @@ class _Traj:
         self.probe_sent: set[int] = set()
         self.probe_cost: dict[int, tuple[int, int]] = {}
         self.pending_probe: dict[int, tuple] = {}
+        self.row = 0                     # its row id in the method's OnlineView
 
     def sig(self, name: str, k: int):
         s = self.res.signals[name]
@@ -277,6 +364,7 @@ class SideController:
         self.words = hesitation_pattern(words)
         self.native = bool(fmt.family.native_thinking)
         self._t: dict[Any, _Traj] = {}
+        self._rows = 0                   # the next trajectory's row id in its OnlineView
         # prompt ids of a finished request served by the prefix cache (a stream may say)
         self._cached = getattr(stream, "pop_cached_tokens", None)
 
@@ -287,7 +375,7 @@ class SideController:
         except (NotImplementedError, TypeError) as e:
             what = "generation with token log-probabilities" if getattr(req, "logprobs", False) \
                 else "generation"
-            raise OnlineControlError(f"{self.rule.method} needs {what} from the engine's stream, which "
+            raise OnlineControlError(f"{self.rule.name} needs {what} from the engine's stream, which "
                                      f"refused it: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
                                      ) from None
 
@@ -320,8 +408,8 @@ class SideController:
         if job.lengths is not None:
             pts = self._points(job)
             target = pts[t.k] if t.k < len(pts) else self.thinking_limit
-        elif self.rule.method == "budget-forcing":
-            target = min(self.thinking_limit, int(min(self.rule.theta, self.thinking_limit)))
+        elif self.rule.is_cap:
+            target = min(self.thinking_limit, int(min(self.rule.cap(job), self.thinking_limit)))
         else:
             goal = t.last_point + self.b
             target = goal if n < goal else n + self.chunk
@@ -372,9 +460,9 @@ class SideController:
         """The result once nothing of the trajectory is in flight."""
         # The rule's paid probes: DEER / consistency every probe decided on; Dynasor-CoT the
         # probes before the stop (OTBench's "before_stop"), all of them when it did not stop.
-        last = t.res.position - 1 if self.rule.method == "dynasor-cot" else t.res.position
+        last = self.rule.paid_through(t.res.position)
         for k, (pre, dec) in sorted(t.probe_cost.items()):
-            if k <= last or self.rule.method == RECORD:
+            if k <= last or self.rule.record:
                 t.res.paid.append(k)
                 t.res.paid_prefill += pre
                 # OTBench's net rule reads the recorded answer_tokens signal: the same here
@@ -390,7 +478,7 @@ class SideController:
         if stop_id is not None:
             # The model's own end is never asked (OTBench's walk stops at n), except by the
             # record pass, which probes L(n) too.
-            if not (self.rule.method == RECORD and self._at_point(t)):
+            if not (self.rule.record and self._at_point(t)):
                 self._end(key, t)
                 return
             t.ended = True                      # decide at this last point (the record pass), then end
@@ -413,15 +501,15 @@ class SideController:
 
     def _points(self, job: SideJob) -> Sequence[int]:
         """The stored decision lengths `L(0..n-1)`; the record pass also probes `L(n)`."""
-        return job.lengths if self.rule.method == RECORD else job.lengths[:len(job.lengths) - 1]
+        return job.lengths if self.rule.record else job.lengths[:len(job.lengths) - 1]
 
     def _at_point(self, t: _Traj) -> bool:
         n = len(t.thinking)
         if t.job.lengths is not None:
             pts = self._points(t.job)
             return t.k < len(pts) and n == pts[t.k]
-        if self.rule.method == "budget-forcing":
-            return n >= self.rule.theta
+        if self.rule.is_cap:
+            return n >= self.rule.cap(t.job)
         if t.k == 0:
             return n == 0
         return n == t.scanned and n >= t.last_point + self.b and n > 0 and \
@@ -447,8 +535,8 @@ class SideController:
         nxt = None
         if t.job.lengths is not None and k + 1 < len(t.job.lengths):
             nxt = t.job.lengths[k + 1]
-        if self.rule.stop(t.res.signals, k, nxt) or (self.rule.method == "budget-forcing"
-                                                    and t.job.lengths is None):
+        if self.rule.stop(t.res.signals, k, nxt, t.job, t.res.points, t.row) or (
+                self.rule.is_cap and t.job.lengths is None):
             t.res.stop_length, t.res.position = n, k
             self._answer(key, t, self.fmt.probe_prompt(t.job.prompt, t.thinking, n))
             return
@@ -467,7 +555,7 @@ class SideController:
         logprobs = None
         if self.rule.needs_conf:
             if c.logprobs is None:
-                raise OnlineControlError(f"{self.rule.method} needs the side request's token "
+                raise OnlineControlError(f"{self.rule.name} needs the side request's token "
                                          "log-probabilities (GenRequest.logprobs), which the engine's "
                                          "stream did not return")
             logprobs = [float(x) for x in c.logprobs]
@@ -494,6 +582,8 @@ class SideController:
         if key in self._t:
             raise ValueError(f"trajectory {key!r} is already running")
         t = _Traj(job)
+        t.row = self._rows
+        self._rows += 1
         self._t[key] = t
         if job.lengths is not None and len(job.lengths) <= 1:
             # n = 0: nothing to decide (OTBench's walk asks no position); its own end follows.

@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 from otbench.analysis import load, save, simulate
 from otbench.analysis.bench._splits import assign_splits
-from otbench.cli._bench import BUILTIN_HELP, LEARNED, bench_cmd
+from otbench.analysis.methods import METHODS as BUILTIN_HELP
+from otbench.cli._bench import bench_cmd
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -25,17 +26,20 @@ def run(*args):
 
 
 def test_list_matches_the_registry():
-    from otbench.analysis.methods import BUILTINS, load_method
+    from otbench.analysis.methods import METHODS, resolve
 
     r = run("list")
     assert r.exit_code == 0
-    assert list(BUILTIN_HELP) == list(BUILTINS)
-    for name, (strategy, _) in BUILTIN_HELP.items():
-        assert name in r.output and load_method(name).strategy == strategy
-    import inspect
-
-    assert set(LEARNED) == {n for n in BUILTINS if "features" in
-                            inspect.signature(type(load_method(n))).parameters}
+    lines = r.output.splitlines()
+    assert len(lines) == len(METHODS) + 1
+    for name, line in zip(METHODS, lines):
+        m = resolve(name)
+        # the listing is the method's own one-line summary, strategy and online mode
+        assert line == m.line() and line.startswith(name) and m.strategy.upper() in line
+        assert m.summary and m.summary in line
+    # the learned built-ins (those taking --features) are found from their classes
+    assert [n for n in METHODS if resolve(n).accepts("features")] == ["thinkswitcher",
+                                                                       "predictive-scheduling"]
 
 
 def test_run_prints_and_writes_json(set_dir, tmp_path):

@@ -55,7 +55,7 @@ def test_rank_call_site(tmp_path: Path):
     from otbench.analysis import simulate
     from otbench.analysis.bench import assign_splits
     from otbench.analysis.measurement import content_hash
-    from otbench.cli._bench import BUILTIN_HELP
+    from otbench.analysis.methods import METHODS as BUILTIN_HELP
     from otbench.cli._demo import rank
 
     ms = assign_splits(simulate("tiny", 1, field_signals=True))
