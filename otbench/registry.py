@@ -81,7 +81,10 @@ class Registry(Mapping):
         return tuple(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        try:
+            return name in self._entries
+        except TypeError:           # an unhashable value (a TOML list, say) names nothing
+            return False
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)

@@ -13,19 +13,22 @@ model's raw next-token log-softmax, before any sampling transform.
 """
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from otbench.probe.config import Sampling
 
 from otbench.errors import OtbenchError
+from otbench.registry import Registry, RegistryError
 
-ENGINES = {
+ENGINES = Registry("engine", {
     "vllm": "otbench.probe.engines._vllm:VLLMEngine",
     "transformers": "otbench.probe.engines._transformers:HFEngine",
     "openai": "otbench.probe.engines._openai:OpenAIEngine",
-}
+}, plugins=False, unknown=lambda reg, kind: f"`engine` must be one of {', '.join(reg)}, got {kind!r}.")
+"""The engine registry (`otbench.registry.Registry`): kind -> ``module:Class``, imported only
+when chosen (choosing the transformers engine never imports vLLM). Engines are code that
+runs with the user's hardware and credentials: no plug-in targets, only registered kinds."""
 
 
 class GenRequest(NamedTuple):
@@ -282,10 +285,9 @@ class BatchStream:
 
 def engine_class(kind: str) -> Callable[..., Engine]:
     """The engine class registered under `kind` (imports its module now)."""
-    if kind not in ENGINES:
-        raise ValueError(f"`engine` must be one of {', '.join(ENGINES)}, got {kind!r}.")
-    mod, _, cls = ENGINES[kind].partition(":")
-    return getattr(importlib.import_module(mod), cls)
+    if not isinstance(kind, str) or kind not in ENGINES:
+        raise RegistryError(f"`engine` must be one of {', '.join(ENGINES)}, got {kind!r}.")
+    return ENGINES.resolve(kind)
 
 
 def open_engine(config: EngineConfig) -> Engine:

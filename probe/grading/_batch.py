@@ -24,11 +24,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from otbench.errors import OtbenchError
+from otbench.registry import Registry, RegistryError
 
 from ._math import last_boxed as _math_last_boxed
 from ._types import TASKS
 
-GRADERS = ("auto", "otbench", "minimal")
+GRADERS = Registry("grader", {
+    "auto": "otbench.probe.grading._batch:_auto_batch",
+    "otbench": "otbench.probe.grading._batch:_otbench_batch",
+    "minimal": "otbench.probe.grading._batch:_minimal_batch",
+}, plugins=False, unknown=lambda reg, name: f"`grader` must be one of {', '.join(reg)}, got {name!r}.")
+"""The grader registry (`otbench.registry.Registry`): name -> its batch grader
+``(items) -> [(correct, status)]``. ``auto`` is the full grader when Math-Verify is installed,
+else the minimal one (`resolve_grader` says which ran)."""
 
 
 class GradeItem(NamedTuple):
@@ -126,13 +134,21 @@ def open_grader(name: str = "auto") -> tuple[str, GradeBatch, Callable[[], None]
     return name, run, pool.close
 
 
+def _auto_name() -> str:
+    return "otbench" if importlib.util.find_spec("math_verify") is not None else "minimal"
+
+
+def _auto_batch(items: Sequence[GradeItem]) -> list[tuple[bool, str]]:
+    return GRADERS.resolve(_auto_name())(items)
+
+
 def resolve_grader(name: str = "auto") -> tuple[str, GradeBatch]:
     """(resolved name, batch grader) for `name` in `GRADERS`."""
-    if name not in GRADERS:
-        raise ValueError(f"`grader` must be one of {', '.join(GRADERS)}, got {name!r}.")
+    if not isinstance(name, str) or name not in GRADERS:
+        raise RegistryError(f"`grader` must be one of {', '.join(GRADERS)}, got {name!r}.")
     if name == "auto":
-        name = "otbench" if importlib.util.find_spec("math_verify") is not None else "minimal"
-    return name, (_otbench_batch if name == "otbench" else _minimal_batch)
+        name = _auto_name()
+    return name, GRADERS.resolve(name)
 
 
 class GraderError(OtbenchError, ValueError):
