@@ -64,6 +64,12 @@ SUBPACKAGES = ("measurement", "core", "overthinking", "frontier", "resampling", 
 __all__ = sorted(_EXPORTS)
 
 
+def describe_exports() -> list[tuple[str, str, str]]:
+    """(public name, defining subpackage, its name there) of every name of `__all__`, for the
+    reference pages (each facade name links to where it is defined)."""
+    return [(n, f"{__name__}.{_EXPORTS[n][0]}", _EXPORTS[n][1]) for n in __all__]
+
+
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         sub, inner = _EXPORTS[name]

@@ -89,9 +89,12 @@ def test_every_job_key_is_documented(site):
     # each table's section runs from its heading to the next heading
     sections = dict(re.findall(r'<h3 id="([\w-]+)">(.*?)(?=<h[23] |\Z)', text, re.S))
     missing = []
+    from otbench.probe.stp import describe_job_keys
+
     for kind in ("stp", "horizon"):
-        for table, key, _ in hook.job_keys(kind):
-            if kind == "horizon" and table in hook._SHARED:
+        for d in describe_job_keys(kind):
+            table, key = d["table"], d["key"]
+            if d["shared"]:
                 continue                      # the probe job's table, linked
             body = sections.get(table if kind == "stp" else f"horizon-{table}", "")
             if key != "*" and f"<code>{key}</code>" not in body:
@@ -213,7 +216,12 @@ def test_generated_parts_name_the_code():
     keys = {n for kind in ("stp", "horizon") for *_, n in hook.job_keys(kind)}
     assert {f"{t}.{k}" for t, ks in STP_RULES.items() for k in ks} <= keys
     assert "horizon.stp_logit.set" in keys and len(HORIZON_RULES) >= 8
-    assert set(hook.KEY_NOTES) == keys
+    from otbench.probe.stp import describe_job_keys
+
+    # every key states its meaning once, in the key table the validator and the job reader use
+    assert all(d["note"] for kind in ("stp", "horizon") for d in describe_job_keys(kind))
+    probe = {d["key"]: d for d in describe_job_keys("stp") if d["table"] == "probe"}
+    assert probe["units_per_batch"]["default"] == "16" and probe["b"]["default"] == "256"
 
 
 def test_screenshots_in_a_real_browser(site, tmp_path):

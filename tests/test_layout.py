@@ -330,3 +330,36 @@ def test_one_error_base():
                 bad.append(f"{_where(p, line)} {name}({', '.join(bases)}) does not derive from "
                            f"OtbenchError")
     assert not bad, bad
+
+
+def private_names(imports, where: str) -> list[str]:
+    """Imports of a private otbench module or name (a `_`-prefixed part), for any import list."""
+    return [f"{where}:{ln} imports {mod}:{name}" for ln, mod, name in imports
+            if mod.startswith("otbench") and any(p.startswith("_") for p in
+                                                 mod.split(".") + [name or ""])]
+
+
+def _hook_imports():
+    path = ROOT / "docs" / "_hooks" / "otbench_docs.py"
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level:
+            for alias in node.names:
+                yield node.lineno, node.module or "", alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, None
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in ("oa", "otbench") and node.attr.startswith("_"):
+            yield node.lineno, "otbench.analysis", node.attr    # oa._EXPORTS and the like
+
+
+def test_the_docs_hook_reads_only_public_names():
+    bad = private_names(_hook_imports(), "docs/_hooks/otbench_docs.py")
+    assert not bad, bad
+
+
+def test_the_private_name_rule_fails_on_planted_imports():
+    planted = [(1, "otbench.probe.stp._toml_rules", "ArrayOf"), (2, "otbench.analysis", "_EXPORTS"),
+               (3, "otbench.probe.stp", "describe_job_keys"), (4, "mkdocs._internal", "x")]
+    assert [v.split(":")[1].split()[0] for v in private_names(planted, "x")] == ["1", "2"]

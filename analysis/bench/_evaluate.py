@@ -74,7 +74,9 @@ from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 from otbench.analysis.methods import METHODS, Method, resolve, units_of
 
 from . import _walk as walk
-from ._areas import cell_areas, cell_summary, frac, nondominated, share
+from ._areas import cell_areas, cell_summary, frac, nondominated
+from ._macro import area_summary, frontier_at
+from ._macro import chain as macro_chain
 from ._net import net_block
 
 SCHEMA = "otbench.bench/1"
@@ -251,16 +253,13 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
     w = _weights([ct.model_index for ct in cells])
 
     def chain(per: Sequence[Fraction]) -> Fraction:
-        return sum((wc * v for wc, v in zip(w, per)), Fraction(0))
+        return macro_chain(w, per)
 
     macro = tuple([chain([per_cell[c][j][i] for c in range(len(cells))]) for i in range(len(sweep))]
                   for j in range(4))
     zero = chain([frac(ct.zero, ct.probes) for ct in cells])
     points = _points(sweep, macro)
-    summary = {"gap_area": float(chain([a.gap for a in areas])),
-               "gap_area_full": float(chain([a.gap_full for a in areas])),
-               "realized_share": share(chain([a.realized for a in areas]),
-                                        chain([a.gain for a in areas])),
+    summary = {**area_summary(w, areas),
                "points": len(points), "curve_points": sum(p.nondominated for p in points)}
     reference = {"a_zero": float(zero),
                  "a_full": float(chain([frac(ct.endpoint, ct.probes) for ct in cells])),
@@ -274,7 +273,12 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
               "options": {k: v if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
                           for k, v in sorted(dict(options or {}).items())}}
     if m.target is not None:
-        config["builtin"] = m.target
+        # `otbench.bench/1` records a built-in by its path in OTBench's public API
+        # (`otbench.analysis.bench` re-exports every built-in), as it did before the methods
+        # moved to their JAX-free package: documents of the same method stay byte-identical.
+        mod, _, obj = m.target.partition(":")
+        config["builtin"] = f"otbench.analysis.bench:{obj}" if mod == "otbench.analysis.methods" \
+            else m.target
     return BenchResult(method=m.name, strategy=m.strategy, split=split,
                        points=points, summary=summary, cells=tuple(cell_results),
                        reference=reference, config=config, synthetic=bool(ms.synthetic),
@@ -303,10 +307,7 @@ def _sweep_cells(test: MeasurementSet, m: Method, sweep: Sequence[float],
         for c, ct in enumerate(cells):
             cost[i, c] = int(L_k[ct.rows].sum())
             reward[i, c] = int(C_k[ct.rows].sum())
-            pc, pr = ct.pareto
-            # The frontier at the exact cost: the largest Pareto reward whose
-            # minimum cost fits (pc[0] = 0, so the index is never -1).
-            front[i, c] = int(pr[np.searchsorted(pc, cost[i, c], side="right") - 1])
+            front[i, c] = frontier_at(ct.pareto, cost[i, c])     # at the exact cost
     if np.any(front < reward):   # impossible for a feasible action: a bug, never data
         raise AssertionError("a method point lies above its strategy's exact frontier")
     return cost, reward, front

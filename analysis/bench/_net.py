@@ -18,6 +18,8 @@ import numpy as np
 from otbench.analysis.methods import Method, signal_tokens
 
 from ._areas import cell_areas, frac, nondominated, share
+from ._macro import area_summary, frontier_at
+from ._macro import chain as macro_chain
 
 NET_COST = ("retained thinking tokens L(k) plus the signal's declared / recorded cost per "
             "decision (prefill, decoded probe tokens, helper FLOPs as reasoning-model tokens)")
@@ -36,12 +38,11 @@ def net_block(test: Any, m: Method, sweep: Sequence[float], cells: Sequence[Any]
     net = cost + sig
 
     def chain(per: Sequence[Fraction]) -> Fraction:
-        return sum((wc * v for wc, v in zip(weights, per)), Fraction(0))
+        return macro_chain(weights, per)
 
     per_cell, areas, cell_out = [], [], []
     for c, ct in enumerate(cells):
-        pc, pr = ct.pareto
-        front = [int(pr[np.searchsorted(pc, net[i, c], side="right") - 1]) for i in range(len(sweep))]
+        front = [frontier_at(ct.pareto, net[i, c]) for i in range(len(sweep))]
         ntraj = ct.rows.size
         vals = ([frac(net[i, c], ntraj) for i in range(len(sweep))],
                 [frac(net[i, c], ct.tokens) for i in range(len(sweep))],
@@ -68,9 +69,5 @@ def net_block(test: Any, m: Method, sweep: Sequence[float], cells: Sequence[Any]
     cfg = declared.to_json(declared.recorded in test.signals if declared.recorded else None) \
         if declared is not None else {"note": "undeclared: counted as 0"}
     return {"token_cost": NET_COST, "signal_cost": cfg, "points": points,
-            "summary": {"gap_area": float(chain([a.gap for a in areas])),
-                        "gap_area_full": float(chain([a.gap_full for a in areas])),
-                        "realized_share": share(chain([a.realized for a in areas]),
-                                                chain([a.gain for a in areas])),
-                        "curve_points": int(sum(keep))},
+            "summary": {**area_summary(weights, areas), "curve_points": int(sum(keep))},
             "cells": cell_out}

@@ -28,7 +28,21 @@ from ._tidy import Tidy, concat_columns, melt_columns
 from ._tokens import StoredThinking, stored_thinking
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
-__all__ = [
+
+
+def describe_columns() -> dict:
+    """The stored tables' columns, as data for a reference page: ``set`` (the measurement
+    set's required columns, name -> Arrow type), ``signal_prefix`` (the optional per-position
+    signal columns' prefix) and ``horizon`` (the run directory's files, each name -> type)."""
+    from . import _horizon_run as hr
+    from ._io import REQUIRED, SIGNAL_PREFIX
+
+    return {"set": dict(REQUIRED), "signal_prefix": SIGNAL_PREFIX,
+            "horizon": {"trajectories.parquet": dict(hr.TRAJ_COLUMNS),
+                        "readouts.parquet": dict(hr.READ_COLUMNS)}}
+
+
+__all__ = ["describe_columns", 
     "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",

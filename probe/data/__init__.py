@@ -19,7 +19,19 @@ from ._sums import seeded_operands, sum_questions
 from ._tasks import TASKS, Task, source_task, task_source
 from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 
-__all__ = [
+
+
+def describe_trace_fields() -> dict:
+    """The field names the trace readers look up (first found wins), as data for a reference
+    page: ``question_id``, ``question_text``, ``reasoning`` and the reasoning ``markers``
+    (open, close) pairs."""
+    from . import _traces as tr
+
+    return {"question_id": list(tr._QUESTION_ID), "question_text": list(tr._QUESTION_TEXT),
+            "reasoning": list(tr._REASONING_FIELDS), "markers": [list(m) for m in tr.MARKERS]}
+
+
+__all__ = ["describe_trace_fields", 
                           "BENCHMARKS",
                           "BUILTIN_SCHEMAS",
                           "EMBEDDED_SOURCES",

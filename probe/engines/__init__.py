@@ -6,6 +6,8 @@ loads its library when it is opened (`open_engine`).
 
 from ._interface import (
                          ENGINES,
+                         EngineBase,
+                         StreamBase,
                          BatchStream,
                          Completion,
                          Engine,
@@ -19,5 +21,5 @@ from ._interface import (
                          open_engine,
 )
 
-__all__ = ["ENGINES", "BatchStream", "Completion", "Engine", "EngineConfig", "EngineStartError",
-           "GenRequest", "Signal", "SignalRequest", "Stream", "engine_class", "open_engine"]
+__all__ = ["ENGINES", "BatchStream", "Completion", "Engine", "EngineBase", "EngineConfig", "EngineStartError",
+           "GenRequest", "Signal", "SignalRequest", "Stream", "StreamBase", "engine_class", "open_engine"]

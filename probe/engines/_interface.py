@@ -217,6 +217,11 @@ class Engine(Protocol):
     def cache_stats(self) -> dict[str, int] | None:
         """Cumulative prefix-cache {"queries": tokens looked up, "hits": tokens served}, or None."""
 
+    def capacity(self) -> int | None:
+        """Optional capability (`EngineBase` gives None): the sequences the engine batches at
+        once (vLLM: its scheduler's `max_num_seqs`); the probe's in-flight bounds follow it.
+        None: the engine cannot say, and the job's own bounds apply."""
+
     def info(self) -> dict[str, Any]:
         """Engine name, versions and device, for provenance."""
 
@@ -236,11 +241,9 @@ class Stream(Protocol):
     what else was in flight, up to the engines' floating-point batching
     caveat (see docs/guides/scale.md, determinism).
 
-    Optional, read by the probe loop where a stream has them:
-    `pop_cached_tokens(tag)` (prompt ids of a finished request that the
-    prefix cache served) and `sequences_in_flight()` (engine sequences not
-    finished yet, a request's finished samples not counted; the loop's
-    in-flight bound then follows the engine's real batch).
+    Two optional capabilities (`StreamBase` gives both as None, "cannot say"),
+    read by the probe loop and the online controller: `pop_cached_tokens`
+    and `sequences_in_flight`.
     """
 
     def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None: ...
@@ -249,8 +252,36 @@ class Stream(Protocol):
 
     def in_flight(self) -> int: ...
 
+    def pop_cached_tokens(self, tag: Any) -> int | None:
+        """Prompt ids of the finished request `tag` that the prefix cache served (once per tag),
+        or None when the stream cannot say (the cache-hit accounting then counts 0)."""
 
-class BatchStream:
+    def sequences_in_flight(self) -> int | None:
+        """Engine sequences not finished yet (a request's finished samples not counted), or None;
+        with it the loop's in-flight bound follows the engine's real batch."""
+
+
+class EngineBase:
+    """The engine Protocol's optional members as "cannot say" (inherit; override what you can tell)."""
+
+    def capacity(self) -> int | None:
+        return None
+
+    def cache_stats(self) -> dict[str, int] | None:
+        return None
+
+
+class StreamBase:
+    """The stream Protocol's optional members as "cannot say" (inherit; override what you can tell)."""
+
+    def pop_cached_tokens(self, tag: Any) -> int | None:
+        return None
+
+    def sequences_in_flight(self) -> int | None:
+        return None
+
+
+class BatchStream(StreamBase):
     """`Stream` over an engine's batch calls: each `poll` runs everything queued, in submission order.
 
     The adapter for engines without a native scheduler (transformers, which

@@ -47,11 +47,13 @@ from otbench.probe.config import Sampling
 from ._http import Client, ServerError, _Retryable
 from ._interface import (
     Completion,
+    EngineBase,
     EngineConfig,
     EngineStartError,
     GenRequest,
     Signal,
     SignalRequest,
+    StreamBase,
 )
 from ._openai_checks import check_server
 from ._openai_wire import (
@@ -86,7 +88,7 @@ def _vocab_rows(cfg: dict, folder: str) -> int:
     raise EngineStartError(f"{folder}/config.json: no vocab_size (needed for the probe's vocabulary)")
 
 
-class OpenAIEngine:
+class OpenAIEngine(EngineBase):
     """`Engine` over an OpenAI-compatible completions server (vLLM's; see the module docstring)."""
 
     name = "openai"
@@ -233,7 +235,7 @@ class OpenAIEngine:
             client.close()
 
 
-class OpenAIStream:
+class OpenAIStream(StreamBase):
     """`Stream` over the engine's thread pool: a request is sent when submitted, its result kept when done.
 
     Greedy requests with `n > 1`, and every `n > 1` request on a server that

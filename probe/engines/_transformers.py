@@ -15,12 +15,12 @@ from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._interface import Completion, EngineConfig, GenRequest, Signal
+from ._interface import Completion, EngineBase, EngineConfig, GenRequest, Signal
 
 _DTYPES = {"bfloat16", "float16", "float32"}
 
 
-class HFEngine:
+class HFEngine(EngineBase):
     """`Engine` on Hugging Face transformers (CPU or a single GPU)."""
 
     name = "transformers"

@@ -16,11 +16,13 @@ from otbench.probe.config import Sampling
 
 from ._interface import (
     Completion,
+    EngineBase,
     EngineConfig,
     EngineStartError,
     GenRequest,
     Signal,
     SignalRequest,
+    StreamBase,
 )
 
 # A logit bias that removes the signal token from the greedy choice, so the one
@@ -249,7 +251,7 @@ def _check_gpu_memory(config: EngineConfig) -> None:
         raise EngineStartError(f"{config.model}: {e}") from None
 
 
-class VLLMEngine:
+class VLLMEngine(EngineBase):
     """`Engine` on vLLM's offline `LLM` API."""
 
     name = "vllm"
@@ -436,7 +438,7 @@ class VLLMEngine:
 
 
 
-class VLLMStream:
+class VLLMStream(StreamBase):
     """`Stream` on vLLM's engine loop (`LLMEngine.add_request` / `step`).
 
     Requests enter the engine's scheduler the moment they are submitted, so it

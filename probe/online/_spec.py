@@ -26,13 +26,13 @@ share one parser.
 """
 
 import dataclasses
-import importlib
 import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otbench.errors import OtbenchError
+from otbench.registry import Registry, RegistryError
 
 PREFIX = "otbench_"
 KEYS = ("method", "theta", "family", "signal", "boundary", "lengths")
@@ -49,6 +49,11 @@ PLUGINS_ENV = "OTBENCH_ONLINE_PLUGINS"
 
 class OnlineControlError(OtbenchError, ValueError):
     """A request or engine setting the online controller cannot honour (one line)."""
+
+
+RULES = Registry("rule", {})
+"""The processor's plug-in rules: none registered; a request's ``module:object`` resolves only
+when the server's operator listed it (`PLUGINS_ENV`, passed as the registry's allow-list)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,15 +167,17 @@ def load_rule(spec: ControlSpec, allowed: str | None = None) -> Any:
     """
     if spec.method == "thinkbrake":
         return ThinkBrakeRule(spec.signal)
-    listed = [s.strip() for s in (os.environ.get(PLUGINS_ENV, "") if allowed is None else allowed)
-              .split(",") if s.strip()]
+    listed = tuple(s.strip() for s in (os.environ.get(PLUGINS_ENV, "") if allowed is None else allowed)
+                   .split(",") if s.strip())
     if spec.method not in listed:
         raise OnlineControlError(f"rule {spec.method!r} is not allowed on this server "
                                  f"(the operator lists plug-in rules in {PLUGINS_ENV})")
-    mod, _, name = spec.method.partition(":")
+    if spec.method.partition(":")[0].endswith(".py"):
+        raise OnlineControlError(f"rule {spec.method!r}: a server loads rules from installed "
+                                 f"modules only (module:object), not from files")
     try:
-        obj = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError) as e:
+        obj = RULES.resolve(spec.method, allowed=listed)
+    except RegistryError as e:
         raise OnlineControlError(f"rule {spec.method!r} cannot be loaded ({e})") from None
     if isinstance(obj, type):
         obj = obj()

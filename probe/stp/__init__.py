@@ -16,9 +16,12 @@ from ._ray import RayMissingError
 from ._resegment import resegment
 from ._runner import RunSummary, run_job
 from ._setup import resolve_engine_config
-from ._toml_rules import HORIZON_RULES, STP_RULES, check_tables
+from ._job_keys import HORIZON_KEYS, HORIZON_RULES, STP_KEYS, STP_RULES, Key
+from ._job_keys import describe as describe_job_keys
+from ._toml_rules import check_tables
 
-__all__ = ["COST_FIELDS", "DATA_SOURCES", "HORIZON_RULES", "MODEL_ARGS", "SIGNALS", "STP_RULES",
+__all__ = ["COST_FIELDS", "DATA_SOURCES", "HORIZON_KEYS", "HORIZON_RULES", "MODEL_ARGS", "SIGNALS",
+           "STP_KEYS", "STP_RULES", "Key", "describe_job_keys",
            "Journal", "JournalError", "JobError", "ProbeJob", "RayMissingError", "RunSummary",
            "UnitResult", "check_tables", "cost_record", "cost_rows", "cost_text", "job_from_dict",
            "job_toml", "load_job", "load_toml_job", "oneline_job", "oneline_table", "probe_units",

@@ -37,7 +37,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     b = 32                           # target tokens per step
     thinking_limit = 256             # defaults: the family's limits
     answer_limit = 16
-    units_per_batch = 16             # spare units a Ray worker holds beyond those in flight
+    # units_per_batch = 32           # every key's default and meaning: the job TOML reference
     # units_in_flight = 256          # units in flight at once (default: sized to the engine)
     # requests_in_flight = 2048      # engine sequences of probe-phase requests (default: sized to the engine)
     # direct_answer = true           # also one answer per question to the no-thinking prompt
@@ -62,14 +62,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from otbench.analysis.measurement import HESITATION_WORDS, SPAN_RULES
+from otbench.analysis.measurement import SPAN_RULES
 from otbench.probe.config import Family, Sampling, find_model, list_entries, load_family
 from otbench.probe.engines import ENGINES, EngineConfig
 from otbench.probe.grading import GRADERS, hesitation_pattern
 
 from otbench.errors import OtbenchError
 
-from ._toml_rules import STP_RULES, check_tables
+from ._job_keys import STP_RULES, default
+from ._toml_rules import check_tables
 
 DATA_SOURCES = ("sums", "arithmetic", "champ", "file")
 
@@ -128,8 +129,8 @@ class ProbeJob:
     thinking_limit: int
     answer_limit: int
     sampling: Sampling
-    grader: str = "auto"
-    units_per_batch: int = 16
+    grader: str = default("grader", "kind")
+    units_per_batch: int = default("probe", "units_per_batch")
     boundary: str = "vocab"
     model_entry: Mapping[str, Any] | None = None
     trajectories: Mapping[str, Any] | None = None
@@ -137,8 +138,8 @@ class ProbeJob:
     units_in_flight: int | None = None
     requests_in_flight: int | None = None
     hub: tuple[str, str | None] | None = None
-    direct_answer: bool = False
-    hesitation_words: tuple[str, ...] = HESITATION_WORDS
+    direct_answer: bool = default("probe", "direct_answer")
+    hesitation_words: tuple[str, ...] = default("probe", "hesitation_words")
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, replay=()))
@@ -159,7 +160,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     check_tables(cfg, STP_RULES, JobError)     # every table and key known, of its type
     model_id, family, entry, embedded, path, hub = _model_iv(dict(cfg.get("model", {})), base)
     e = dict(cfg.get("engine", {}))
-    kind = e.pop("kind", "vllm")
+    kind = e.pop("kind", default("engine", "kind"))
     if kind not in ENGINES:
         raise JobError(f"engine.kind must be one of {', '.join(ENGINES)}, got {kind!r}")
     e.setdefault("max_model_len", family.limits.context)
@@ -173,19 +174,19 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     if kind == "openai" and not engine.base_url:
         raise JobError("engine.base_url is required for engine.kind = 'openai' (e.g. \"http://127.0.0.1:8000\")")
 
-    d = _data_iv(dict(cfg.get("data", {"source": "arithmetic"})), base)
+    d = _data_iv(dict(cfg.get("data", {"source": default("data", "source")})), base)
 
     p = dict(cfg.get("probe", {}))
-    R, P, b = _pos_int(p, "R", "probe", 1), _pos_int(p, "P", "probe", 1), _pos_int(p, "b", "probe", 256)
+    R, P, b = (_pos_int(p, k, "probe", default("probe", k)) for k in ("R", "P", "b"))
     think = _pos_int(p, "thinking_limit", "probe", family.limits.thinking)
     answer = _pos_int(p, "answer_limit", "probe", family.limits.answer)
-    upb = _pos_int(p, "units_per_batch", "probe", 16)
+    upb = _pos_int(p, "units_per_batch", "probe", default("probe", "units_per_batch"))
     uif = _pos_int(p, "units_in_flight", "probe") if "units_in_flight" in p else None
     rif = _pos_int(p, "requests_in_flight", "probe") if "requests_in_flight" in p else None
-    direct = p.get("direct_answer", False)
+    direct = p.get("direct_answer", default("probe", "direct_answer"))
     if not isinstance(direct, bool):
         raise JobError(f"probe.direct_answer must be true or false, got {direct!r}")
-    words = p.get("hesitation_words", list(HESITATION_WORDS))
+    words = p.get("hesitation_words", list(default("probe", "hesitation_words")))
     try:
         hesitation_pattern(words if isinstance(words, list) else [])
     except ValueError:
@@ -200,7 +201,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     sampling = _sampling_iv(base_s)
 
     g = dict(cfg.get("grader", {}))
-    grader = g.get("kind", "auto")
+    grader = g.get("kind", default("grader", "kind"))
     if grader not in GRADERS:
         raise JobError(f"grader.kind must be one of {', '.join(GRADERS)}, got {grader!r}")
     if think + answer + 8 > engine.max_model_len:

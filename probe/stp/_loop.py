@@ -124,9 +124,9 @@ class _Driver:
         self.seqs: dict[tuple[str, str], int] = {}
         self.greedy = job["sampling"].temperature == 0.0
         # prompt ids of a finished request served by the prefix cache (an engine stream may say)
-        self.cached = getattr(self.stream, "pop_cached_tokens", None)
+        self.cached = self.stream.pop_cached_tokens
         # engine sequences still decoding (an engine stream may say; `probe_live`)
-        self.live = getattr(self.stream, "sequences_in_flight", None)
+        self.live = self.stream.sequences_in_flight
 
     def probe_live(self) -> int:
         """Probe-phase sequences still decoding in the engine.
@@ -137,9 +137,10 @@ class _Driver:
         Where the stream counts the engine's unfinished sequences (vLLM), this is that count
         less the think requests (one sequence each); else the requests' own count.
         """
-        if self.live is None:
+        live = self.live()
+        if live is None:
             return self.sequences
-        return max(0, min(self.sequences, self.live() - self.phase_in_flight["think"]))
+        return max(0, min(self.sequences, live - self.phase_in_flight["think"]))
 
     def _submit(self, tag, req, phase: str) -> None:
         self.stream.submit(tag, req)
@@ -165,7 +166,7 @@ class _Driver:
         self.seqs[cell] -= seqs
         if not self.seqs[cell]:
             del self.seqs[cell]
-        cached = self.cached(tag) if self.cached is not None else 0
+        cached = self.cached(tag) or 0
         for ph in (getattr(self.stats, phase), self.stats.cell(*cell)):
             ph.generated += generated
             ph.cached_prompt_tokens += cached
@@ -360,8 +361,8 @@ class UnitStream:
         self.stats = stats if stats is not None else RunStats()
         self._engine, self._given = engine, given or {}
         self.max_units = max_units
-        cap = getattr(engine, "capacity", None)
-        self.capacity = int(cap()) if cap is not None else FALLBACK_CAPACITY
+        cap = engine.capacity()
+        self.capacity = int(cap) if cap is not None else FALLBACK_CAPACITY
         if max_requests is None:
             max_requests = default_requests(self.capacity)
         self._lane = GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)

@@ -25,42 +25,17 @@ from otbench.probe.config import find_model
 from otbench.probe.data import TASKS, task_source
 
 from ._job import JobError
+from ._job_keys import oneline
 
-# --model-args key -> (job table, key, value type); `pretrained` is handled apart (name or path).
-MODEL_ARGS: dict[str, tuple[str, str, type]] = {
-    "revision": ("model", "revision", str),
-    "family": ("model", "family", str),
-    "id": ("model", "id", str),
-    "dtype": ("engine", "dtype", str),
-    "max_model_len": ("engine", "max_model_len", int),
-    "max_length": ("engine", "max_model_len", int),            # lm-eval's name
-    "tensor_parallel_size": ("engine", "tensor_parallel_size", int),
-    "gpu_memory_utilization": ("engine", "gpu_memory_utilization", float),
-    "block_size": ("engine", "block_size", int),
-    "kv_cache_gib": ("engine", "kv_cache_gib", int),
-    "max_num_seqs": ("engine", "max_num_seqs", int),
-    "enforce_eager": ("engine", "enforce_eager", bool),
-    "chunked_prefill": ("engine", "chunked_prefill", bool),
-    "enable_chunked_prefill": ("engine", "chunked_prefill", bool),   # vLLM's name
-    "batch_invariant": ("engine", "batch_invariant", bool),
-    "seed": ("engine", "seed", int),
-    "base_url": ("engine", "base_url", str),
-    "model": ("engine", "served_model", str),                 # lm-eval local-completions: served name
-    "served_model": ("engine", "served_model", str),
-    "api_key_env": ("engine", "api_key_env", str),
-    "num_concurrent": ("engine", "max_concurrency", int),     # lm-eval's name
-    "max_concurrency": ("engine", "max_concurrency", int),
-    "timeout": ("engine", "request_timeout_s", float),
-    "request_timeout_s": ("engine", "request_timeout_s", float),
-    "retry_s": ("engine", "retry_s", float),
-}
+# --model-args key -> (job table, key, value type), from the job key table (each key's own name
+# and its lm-eval / vLLM aliases); `pretrained` is handled apart (name or path).
+MODEL_ARGS: dict[str, tuple[str, str, type]] = oneline("model-args")
 """Every `--model-args` key but `pretrained` (a model entry, a Hugging Face id or a local folder;
 `tokenizer` is its alias for `--model openai`, after lm-eval's local-completions)."""
 
 GEN_KWARGS: dict[str, tuple[str, type]] = {
-    "temperature": ("sampling", float), "top_p": ("sampling", float), "top_k": ("sampling", int),
-    "presence_penalty": ("sampling", float),
-    "thinking_limit": ("probe", int), "answer_limit": ("probe", int)}
+    name: (table, kind) for name, (table, _, kind) in
+    sorted(oneline("gen-kwargs").items(), key=lambda kv: kv[1][0] != "sampling")}
 """`--gen-kwargs` keys -> the job table they go to (the family's defaults otherwise)."""
 MODELS = ("vllm", "transformers", "openai")
 

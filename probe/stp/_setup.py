@@ -103,8 +103,8 @@ def units_in_flight(job: ProbeJob, engine) -> int:
     """
     if job.units_in_flight is not None:
         return job.units_in_flight
-    cap = getattr(engine, "capacity", None)
-    return default_units(cap()) if cap is not None else job.units_per_batch
+    cap = engine.capacity()
+    return default_units(cap) if cap is not None else job.units_per_batch
 
 
 def requests_in_flight(job: ProbeJob, engine) -> int:
@@ -112,8 +112,8 @@ def requests_in_flight(job: ProbeJob, engine) -> int:
     the engine's capacity (`_bounds.default_requests`: the running batch and one waiting)."""
     if job.requests_in_flight is not None:
         return job.requests_in_flight
-    cap = getattr(engine, "capacity", None)
-    return default_requests(cap() if cap is not None else FALLBACK_CAPACITY)
+    cap = engine.capacity()
+    return default_requests(cap if cap is not None else FALLBACK_CAPACITY)
 
 
 def memory_line(job: ProbeJob, engine, prompts: Sequence[Sequence[int]]) -> str:

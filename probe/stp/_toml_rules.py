@@ -1,9 +1,10 @@
 """Typed keys of the job TOML tables: every key known, every value of its type and range.
 
-One declarative rule table per job kind (`STP_RULES` for probe jobs,
-`HORIZON_RULES` for matched-horizon jobs) names every table a job may have,
-every key of each, and the rule its value must meet; `check_tables` is the
-one place that refuses unknown tables and keys. The job readers
+The rules a key's value must meet (each with ``rule.text``, what it
+accepts, in words) and `check_tables`, the one place that refuses unknown
+tables and keys. The tables themselves -- every table a job kind may have,
+every key, its rule, default and meaning -- are the key tables of
+`_job_keys` (`STP_RULES` / `HORIZON_RULES` are their rules). The job readers
 (`job_from_dict`, `horizon_job_from_dict`) then validate meaning (which
 sources exist, how limits relate) and never list keys again.
 
@@ -29,6 +30,15 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 Rule = Callable[[Any], str | None]     # the rule a value breaks, or None
 
 
+def described(text: str):
+    """Attach what a rule accepts (`rule.text`, read by the key table's `describe`) to `fn`."""
+    def wrap(fn):
+        fn.text = text
+        return fn
+    return wrap
+
+
+@described("checked by the job reader (it depends on other keys)")
 def meaning(v) -> str | None:
     """Any value: the job reader checks it, because its rule depends on other keys."""
     return None
@@ -49,6 +59,7 @@ def integer(lo: int = 1, hi: int = INT32_MAX) -> Rule:
     what = "a positive integer" if lo == 1 else ("a non-negative integer" if lo == 0
                                                   else f"an integer >= {lo}")
 
+    @described(f"{what}, at most {hi}")
     def check(v):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             return f"must be {what}, got {v!r}"
@@ -59,6 +70,7 @@ def integer(lo: int = 1, hi: int = INT32_MAX) -> Rule:
 
 
 def number(lo: float, hi: float, *, what: str) -> Rule:
+    @described(f"{what} (a finite number)")
     def check(v):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             return f"must be {what} (a finite number), got {v!r}"
@@ -67,6 +79,7 @@ def number(lo: float, hi: float, *, what: str) -> Rule:
 
 
 def choice(*allowed: str) -> Rule:
+    @described(f"one of {', '.join(allowed)}")
     def check(v):
         return None if v in allowed else f"must be one of {', '.join(allowed)}, got {v!r}"
     return check
@@ -92,20 +105,24 @@ def depth_problem(cfg: Any) -> str | None:
     return None
 
 
+@described("a non-empty string")
 def text(v) -> str | None:
     return None if isinstance(v, str) and v else f"must be a non-empty string, got {v!r}"
 
 
+@described("true or false")
 def flag(v) -> str | None:
     return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
 
 
+@described("a built-in benchmark schema (see the probe guide)")
 def benchmark(v) -> str | None:
     from otbench.probe.data import BENCHMARKS
 
     return None if v in BENCHMARKS else f"must be one of {', '.join(BENCHMARKS)}, got {v!r}"
 
 
+@described("a frozen name (letters, digits, . _ -) or a .toml file")
 def artifact(v) -> str | None:
     """A frozen family/model name, or a path to a `.toml` file (nothing else is opened)."""
     if isinstance(v, str) and (v.endswith(".toml") or (_PLAIN_NAME.fullmatch(v) and ".." not in v)):
@@ -116,6 +133,7 @@ def artifact(v) -> str | None:
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+@described("a frozen model entry or a Hugging Face id org/name")
 def model_name(v) -> str | None:
     """A frozen model entry (see `artifact`) or a Hugging Face id `org/name` (no `..`, no path)."""
     if isinstance(v, str) and _HUB_ID.fullmatch(v) and ".." not in v:
@@ -123,61 +141,20 @@ def model_name(v) -> str | None:
     return artifact(v)
 
 
-STP_RULES: dict[str, dict[str, Rule]] = {
-    # model.name: a frozen entry or a Hugging Face repository id ("Org/Model"), resolved
-    # through the hub cache (never a path: `path` is for local directories).
-    "model": {"name": model_name, "path": text, "family": artifact, "id": text, "revision": text},
-    # dtype: the three the engines load (`EngineConfig.dtype`); anything else never
-    # reaches an engine (vLLM and torch look the name up).
-    "engine": {"kind": text, "dtype": choice("bfloat16", "float16", "float32"),
-               "max_model_len": integer(1, 1 << 24),
-               "seed": integer(0, INT64_MAX), "block_size": integer(1, 1 << 16),
-               "kv_cache_gib": integer(1, 1 << 20),
-               "gpu_memory_utilization": number(0.0, 1.0, what="in [0, 1]"),
-               "tensor_parallel_size": integer(1, 1 << 12), "enforce_eager": flag,
-               "max_num_seqs": integer(1, 1 << 20), "chunked_prefill": flag,
-               "revision": text, "batch_invariant": flag,
-               # kind = "openai" (probe.engines._openai)
-               "base_url": text, "served_model": text, "api_key_env": text,
-               "max_concurrency": integer(1, 1 << 16),
-               "request_timeout_s": number(0.001, 1e6, what="a positive number of seconds"),
-               "retry_s": number(0.0, 1e7, what="a non-negative number of seconds")},
-    # [[data.sources]] entries are checked by the job's own source rules.
-    "data": {"source": text, "n": integer(), "seed": integer(0, INT64_MAX),
-             "limit": integer(), "sources": lambda v: None,
-             "benchmark": benchmark, "path": text},
-    "probe": {"R": integer(1, 65_535), "P": integer(1, 65_535), "b": integer(),
-              "thinking_limit": integer(1, 1 << 24), "answer_limit": integer(1, 1 << 24),
-              "units_per_batch": integer(1, 1 << 20), "units_in_flight": integer(1, 1 << 24),
-              "requests_in_flight": integer(1, 1 << 24),
-              "boundary": text, "direct_answer": flag,
-              "hesitation_words": lambda v: None if isinstance(v, list) and v and all(
-                  isinstance(w, str) and w for w in v) else f"must be a non-empty list of words, got {v!r}"},
-    "sampling": {"temperature": number(0.0, 1e6, what="a non-negative number"),
-                 "top_p": number(0.0, 1.0, what="in (0, 1]"),
-                 "top_k": integer(0, INT32_MAX),
-                 "presence_penalty": number(-2.0, 2.0, what="in [-2, 2]")},
-    "grader": {"kind": text},
-    # [trajectories]: imported traces (`_imported`); which of path / hub is the job's rule.
-    "trajectories": {"path": text, "hub": text, "config": text, "split": text, "revision": text,
-                     "format": text, "per_question": integer()},
-}
+@described("a list of tables, each checked by the job's source rules")
+def sources(v) -> str | None:
+    return None
 
-HORIZON_RULES: dict[str, Any] = {
-    # [model], [engine], [sampling] are those of a probe job (checked again by `job_from_dict`).
-    "model": STP_RULES["model"], "engine": STP_RULES["engine"], "sampling": STP_RULES["sampling"],
-    "data": {"source": text, "n": meaning, "seed": integer(0, INT64_MAX), "benchmark": text,
-             "path": text},
-    "horizon": {k: meaning for k in (
-        "replicates", "thinking_limit", "answer_limit", "horizons", "checkpoints", "contexts",
-        "common_arm", "closure", "continuation", "answer_prefix", "control_arm",
-        "control_horizons", "controls", "seed", "batch")},
-    "arm": ArrayOf({k: meaning for k in ("name", "instruction", "effort", "script",
-                                         "thinking_limit")}),
-    "matched": ArrayOf({"lower": meaning, "upper": meaning}),
-    "closures": MapOf(lambda v: None if isinstance(v, str) else f"must be a string, got {v!r}"),
-    "stp_logit": {"set": text},
-}
+
+@described("a non-empty list of words")
+def words(v) -> str | None:
+    return None if isinstance(v, list) and v and all(isinstance(w, str) and w for w in v) \
+        else f"must be a non-empty list of words, got {v!r}"
+
+
+@described("a string")
+def string(v) -> str | None:
+    return None if isinstance(v, str) else f"must be a string, got {v!r}"
 
 
 def check_tables(cfg: Mapping[str, Any], rules: Mapping[str, Any],

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from otbench.analysis.measurement._segment import segment  # noqa: E402
 from otbench.probe.config._family import Sampling, load_family, load_instructions  # noqa: E402
 from otbench.probe.data import sum_questions  # noqa: E402
-from otbench.probe.engines._interface import EngineConfig, GenRequest, open_engine  # noqa: E402
+from otbench.probe.engines._interface import EngineConfig, GenRequest, StreamBase, open_engine  # noqa: E402
 from otbench.probe.grading._batch import resolve_grader  # noqa: E402
 from otbench.probe.stp._direct import encode_prompts  # noqa: E402
 from otbench.probe.stp._loop import RunStats, probe_units  # noqa: E402
@@ -251,7 +251,7 @@ class _Counting:
         inner, rec = self._e.stream(sampling), self
         live = {}
 
-        class S:
+        class S(StreamBase):
             def submit(self, tag, req):
                 live[tag] = (tag[1] == "t", req.n if isinstance(req, GenRequest) else 1)
                 inner.submit(tag, req)
@@ -356,7 +356,7 @@ def test_a_think_request_that_never_closes_its_thinking_stops_at_the_limit(vllm_
         def stream(self, sampling):
             inner = self._e.stream(sampling)
 
-            class S:
+            class S(StreamBase):
                 def submit(self, tag, req):
                     seen.append(req)
                     inner.submit(tag, req)

@@ -10,6 +10,7 @@ OTBench's offline ones on the stored thinking.
 """
 
 import json
+from pathlib import Path
 import textwrap
 
 import pytest
@@ -49,7 +50,7 @@ def toy(tmp_path):
     METHODS.unregister("toy-dee")
 
 
-def _probe_set(tmp_path, model) -> "Path":
+def _probe_set(tmp_path, model) -> Path:
     from click.testing import CliRunner
 
     from otbench.cli import main

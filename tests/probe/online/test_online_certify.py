@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.probe.engines import Completion
+from otbench.probe.engines import Completion, StreamBase
 from otbench.probe.online import (
     OnlineResult,
     Trajectory,
@@ -84,7 +84,7 @@ class _Engine:
     def stream(self, sampling):
         eng, queue = self, []
 
-        class S:
+        class S(StreamBase):
             def submit(self, tag, req):
                 eng.reqs.append(req)
                 queue.append((tag, req))

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otbench.probe.engines import Completion, GenRequest
+from otbench.probe.engines import Completion, GenRequest, StreamBase
 from otbench.probe.grading import number_answers, probe_signals
 from otbench.probe.online import FieldRule, OnlineControlError, SideJob, Trajectory, run_side, signals_vs_recorded
 
@@ -86,7 +86,7 @@ class Script:
         self.conf = {10 * k: c for k, c in enumerate(conf)}
 
 
-class FakeStream:
+class FakeStream(StreamBase):
     """A Stream over scripts (prompt[0] - 100 names the script); results in a seeded random order."""
 
     def __init__(self, scripts, seed=0, no_logprobs=False, bad=False):

@@ -2,6 +2,7 @@
 
 import types
 
+from otbench.probe.engines import EngineBase
 from otbench.probe.stp import _bounds
 from otbench.probe.stp._setup import memory_line, requests_in_flight, units_in_flight
 
@@ -26,7 +27,7 @@ def test_defaults_are_sized_to_the_engine_and_the_job_wins():
     assert _bounds.thinking_bound(256) == 128 and _bounds.thinking_bound(1) == 1
     assert units_in_flight(_job(units_in_flight=7), h200) == 7
     assert requests_in_flight(_job(requests_in_flight=9), h200) == 9
-    no_cap = object()
+    no_cap = EngineBase()          # an engine that cannot say its capacity
     assert units_in_flight(_job(), no_cap) == 16
     assert requests_in_flight(_job(), no_cap) == 2 * _bounds.FALLBACK_CAPACITY
 
