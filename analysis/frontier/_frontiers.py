@@ -1,7 +1,7 @@
 """Exact oracle Pareto frontiers of DR, FB and DEE per cell, macro summaries, hierarchy check (SPEC §5).
 
 For each cell (model x benchmark group) and strategy, `_units` builds the
-decision units and their pruned integer actions and `_dp` combines them
+decision units and their pruned integer actions and `_host_dp` combines them
 exactly. The cell frontier at relative budget `β` is the largest total reward
 whose minimum cost is at most `β * T_g` (`T_g` = the cell's full-thinking
 tokens), divided by the cell's total probes (sum of `P` over trajectories).
@@ -21,7 +21,6 @@ question this equals the SPEC §4 mean over trajectories and questions.
 """
 
 import dataclasses
-import threading
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -31,7 +30,7 @@ from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, m
 
 from otbench.errors import OtbenchError
 
-from . import _dp
+from . import _host_dp
 from ._budgets import (
     MACRO_WEIGHTING,
     Weights,
@@ -290,45 +289,20 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
 
 def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
                  max_total_cost: int) -> tuple[dict, dict]:
-    """Point-estimate states of every (strategy, cell), pipelined on one compiled shape.
+    """Point-estimate states of every (strategy, cell), by the NumPy DP (`_host_dp`).
 
-    The shape (front, chunk capacity, state capacity, dtype) is fixed up
-    front from bounds that hold for every strategy -- an action's offset
-    reward is at most its unit's probes, a state spans at most the cell's
-    probes -- so the kernel compiles once per run, in a background thread,
-    while the host builds the first units; each cell's device work is then
-    dispatched asynchronously while the host builds the next cell's units.
+    One state type for the run (`dtype_for` the largest full-thinking total),
+    as the JAX kernel's single compiled shape had it; any type gives the same
+    values, int32 only moves half the bytes.
 
     Returns:
       ({(strategy, i): g int64[top + 1]}, {(strategy, i): base reward int}).
     """
-    _, lanes, _, _ = _dp._defaults(None, None, None)
-    unit_reward = 0
-    cap = 1
-    for d in data:
-        per_q = np.add.reduceat(d.probes, d.qoff[:-1]) if d.num_questions else d.probes
-        unit_reward = max(unit_reward, int(per_q.max(initial=0)), int(d.probes.max(initial=0)))
-        cap = max(cap, int(d.probes.sum()) + 1)
-    shape = _dp.Shape(front=max(16, _dp._next_pow2(unit_reward)),
-                      chunks=_dp._next_pow2(-(-unit_reward // lanes)), cap=cap,
-                      dtype=_dp.dtype_for(max_total_cost))
-    compiling = threading.Thread(target=_dp.warm, args=(shape,), daemon=True)
-    compiling.start()
-    waiting, pending = [], []
-    # FB first: its units take the longest to build, which hides the compile;
-    # work is dispatched as soon as the kernel is compiled, never waited for.
-    for s in sorted(strategies, key=("fb", "dee", "dr").index):
+    dtype = _host_dp.dtype_for(max_total_cost)
+    states, bases = {}, {}
+    for s in strategies:
         for i, d in enumerate(data):
             a = actions(s, d, d.point())
-            waiting.append(((s, i), a, _dp.plan(a, shape=shape)))
-            if not compiling.is_alive():
-                pending += [(k, a_, p, _dp.run(p)) for k, a_, p in waiting]   # asynchronous
-                waiting = []
-    compiling.join()
-    pending += [(k, a_, p, _dp.run(p)) for k, a_, p in waiting]
-    states, bases = {}, {}
-    for key, a, p, buf in pending:
-        top = int(a.top_total()[0])
-        states[key] = np.asarray(buf)[p.front:p.front + top + 1].astype(np.int64)
-        bases[key] = int(a.base_total()[0])
+            states[(s, i)] = _host_dp.solve(a, dtype=dtype)
+            bases[(s, i)] = int(a.base_total()[0])
     return states, bases

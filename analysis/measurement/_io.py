@@ -436,7 +436,10 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
     if verify and sha256_file(fpath) != entry.get("sha256"):
         raise MeasurementSetError(file, "sha256 does not match the manifest (file changed after writing)")
     try:
-        table = pq.read_table(fpath)
+        # One file, read as one file: `pq.read_table` goes through pyarrow.dataset, whose
+        # import (pandas too, where installed) cost more than reading a large set.
+        with pq.ParquetFile(fpath) as pf:
+            table = pf.read()
     except (pa.ArrowInvalid, OSError) as e:
         raise MeasurementSetError(file, f"not a readable Parquet file ({e})") from None
     for name, typ in REQUIRED.items():
@@ -450,9 +453,15 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
     parts = _partition_values(rel)
     for col in ("model", "group"):
         want = parts.get(col)
-        vals = table.column(col).to_pylist()
-        for r, v in enumerate(vals):
-            if want is not None and want not in (part_name(v or ""), quote(v or "", safe="")):
+        if want is None:
+            continue
+        # Each distinct name once, in the order of its first row, so the first bad row is
+        # still the one named (encoding every row's name took seconds on a large set).
+        firsts: dict = {}
+        for r, v in enumerate(table.column(col).to_pylist()):
+            firsts.setdefault(v, r)
+        for v, r in firsts.items():
+            if want not in (part_name(v or ""), quote(v or "", safe="")):
                 raise MeasurementSetError(f"{file}: row {r}",
                                           f"{col} {v!r} does not match its folder {want!r}")
     return table, names
@@ -469,11 +478,11 @@ class _Columns:
 
     def ragged(self, name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
         arr = self.table.column(name).combine_chunks()
-        for r, ok in enumerate(arr.is_valid().to_pylist()):
-            if not ok:
-                raise MeasurementSetError(self.where(r), f"{name} is null")
-        flat = arr.flatten().to_numpy(zero_copy_only=False)
-        off = arr.offsets.to_numpy().astype(np.int64)
+        if arr.null_count:
+            r = arr.is_valid().to_pylist().index(False)
+            raise MeasurementSetError(self.where(r), f"{name} is null")
+        flat = _numpy(arr.flatten())
+        off = _numpy(arr.offsets).astype(np.int64)
         return np.asarray(flat, dtype=dtype), off - off[0]
 
     def ints(self, name: str) -> np.ndarray:
@@ -481,7 +490,31 @@ class _Columns:
         if arr.null_count:
             r = arr.is_null().to_pylist().index(True)
             raise MeasurementSetError(self.where(r), f"{name} is null")
-        return arr.to_numpy(zero_copy_only=False)
+        return _numpy(arr)
+
+
+_NUMPY_TYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32,
+                pa.int64(): np.int64, pa.uint8(): np.uint8, pa.uint16(): np.uint16,
+                pa.uint32(): np.uint32, pa.uint64(): np.uint64, pa.float32(): np.float32,
+                pa.float64(): np.float64}
+
+
+def _numpy(arr: pa.Array) -> np.ndarray:
+    """`arr.to_numpy(zero_copy_only=False)`, read from the buffers for null-free numbers and flags.
+
+    pyarrow's `to_numpy` imports pandas where it is installed (~0.5 s, more than
+    reading a paper-scale set); a primitive array without nulls is its data buffer.
+    """
+    n = len(arr)
+    if arr.null_count == 0 and n:
+        if pa.types.is_boolean(arr.type):
+            bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+            return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset:].view(bool)
+        dt = _NUMPY_TYPES.get(arr.type)
+        if dt is not None:
+            size = np.dtype(dt).itemsize
+            return np.frombuffer(arr.buffers()[1], dtype=dt, count=n, offset=arr.offset * size)
+    return arr.to_numpy(zero_copy_only=False)
 
 
 def load_table(path: str | os.PathLike, name: str) -> pa.Table:
