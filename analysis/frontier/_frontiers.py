@@ -20,7 +20,9 @@ STP endpoint accuracy (all probes at k = n)"). With equal `R` and `P` per
 question this equals the SPEC §4 mean over trajectories and questions.
 """
 
+import concurrent.futures
 import dataclasses
+import os
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -291,18 +293,37 @@ def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
                  max_total_cost: int) -> tuple[dict, dict]:
     """Point-estimate states of every (strategy, cell), by the NumPy DP (`_host_dp`).
 
-    One state type for the run (`dtype_for` the largest full-thinking total),
-    as the JAX kernel's single compiled shape had it; any type gives the same
-    values, int32 only moves half the bytes.
+    One state type for the run (`dtype_for` the largest full-thinking total);
+    any type gives the same values, int32 only moves half the bytes. The
+    problems are independent and NumPy's loops release the GIL, so they run
+    on a few threads, largest first (exact integers: the same result in any
+    order and on any number of threads).
 
     Returns:
       ({(strategy, i): g int64[top + 1]}, {(strategy, i): base reward int}).
     """
     dtype = _host_dp.dtype_for(max_total_cost)
-    states, bases = {}, {}
-    for s in strategies:
-        for i, d in enumerate(data):
-            a = actions(s, d, d.point())
-            states[(s, i)] = _host_dp.solve(a, dtype=dtype)
-            bases[(s, i)] = int(a.base_total()[0])
+
+    def solve(key):
+        s, i = key
+        a = actions(s, data[i], data[i].point())
+        return _host_dp.solve(a, dtype=dtype), int(a.base_total()[0])
+
+    # DR's units have one action each: its DPs are a small fraction of the work.
+    size = {i: int(d.probes.sum()) for i, d in enumerate(data)}
+    keys = sorted(((s, i) for s in strategies for i in range(len(data))),
+                  key=lambda k: (k[0] == "dr", -size[k[1]]))
+    threads = max(1, min(_THREADS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                         else os.cpu_count() or 1, len(keys)))
+    if threads == 1:
+        solved = [solve(k) for k in keys]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            solved = list(pool.map(solve, keys))
+    states = {k: g for k, (g, _) in zip(keys, solved)}
+    bases = {k: b for k, (_, b) in zip(keys, solved)}
     return states, bases
+
+
+_THREADS = 8
+"""At most this many threads solve a run's problems (the per-pass Python work holds the GIL)."""
