@@ -1,6 +1,7 @@
 """Benchmark: all exact frontiers of a simulated set, `otbench frontier` end to end vs a plain NumPy DP.
 
     python benchmarks/frontier.py [--scale paper] [--seed 0] [--grid 1001] [--repeat 1] [--smoke]
+    python benchmarks/frontier.py --plain-dp DIR [--grid 1001]
 
 On the SYNTHETIC set `simulate(scale, seed)` (saved to a temporary folder),
 every cell x DR, FB, DEE on the 1,001-point grid, three ways, in this one run:
@@ -23,6 +24,10 @@ the element operations of both DPs, and checks that every frontier value
 agrees exactly: the plain DP's rewards with the library's, and the command's
 JSON with the library's document. `--smoke` (or OTBENCH_BENCH_SMOKE=1) runs
 the tiny set once, for the test suite.
+
+`--plain-dp DIR` is the plain DP as a command of its own, to time beside
+`otbench frontier DIR` from outside (both load the set in DIR; it prints a
+digest of every frontier value).
 """
 
 import argparse
@@ -113,7 +118,19 @@ def main() -> None:
     ap.add_argument("--grid", type=int, default=1001)
     ap.add_argument("--repeat", type=int, default=1, help="runs of the command (median reported)")
     ap.add_argument("--smoke", action="store_true", help="the tiny set, once (the test suite's size)")
+    ap.add_argument("--plain-dp", metavar="DIR", default=None,
+                    help="only the plain DP on the set in DIR (a command to time from outside)")
     args = ap.parse_args()
+    if args.plain_dp is not None:
+        import hashlib
+
+        from otbench.analysis.frontier import budget_grid
+        from otbench.analysis.measurement import load
+
+        ref, _ = numpy_frontiers(load(args.plain_dp), budget_grid(args.grid), _units.STRATEGIES)
+        digest = hashlib.sha256(b"".join(ref[s].astype("<i8").tobytes() for s in _units.STRATEGIES))
+        print(f"plain NumPy DP: frontier rewards sha256 {digest.hexdigest()}")
+        return
     if args.smoke or os.environ.get("OTBENCH_BENCH_SMOKE") == "1":
         args.scale, args.repeat = "tiny", 1
     strategies = _units.STRATEGIES
