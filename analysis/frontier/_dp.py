@@ -66,7 +66,8 @@ Only a few shapes are compiled: the buffer length (`front + cap`), the block
 size, the chunk capacity (a power of two) and the dtype; the unit count, the
 per-unit chunk count and the growing reach are data. A second cell of the
 same padded shape reuses the compiled kernel, and a whole run of frontiers
-uses one shape (`_frontier`).
+uses one shape (the bootstrap's `_pipeline`; the point frontiers of
+`frontiers` are solved by the NumPy DP `_host_dp`, which compiles nothing).
 
 Bootstrap on an H200 (an estimate from the counts above; not measured --
 this project's sessions had no device). One replicate of all 72 frontiers

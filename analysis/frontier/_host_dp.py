@@ -59,8 +59,11 @@ def solve(acts: Actions, problem: int = 0, *, dtype=None) -> np.ndarray:
     units = np.flatnonzero(acts.unit_problem == problem)
     off = acts.offsets
     count = off[units + 1] - off[units]
+    total_cost = int(acts.cost[off[units + 1] - 1].sum())    # every unit at its last action
     if dtype is None:
-        dtype = dtype_for(int(acts.cost[off[units + 1] - 1].sum()))
+        dtype = dtype_for(total_cost)
+    if dtype == np.int32 and total_cost >= SENTINEL32:
+        raise ValueError(f"int32 state cannot hold a total cost of {total_cost}")
     sent = SENTINEL32 if dtype == np.int32 else SENTINEL64
     use = units[count > 1]                            # a single action adds only its base
     a = count[count > 1] - 1
@@ -71,6 +74,7 @@ def solve(acts: Actions, problem: int = 0, *, dtype=None) -> np.ndarray:
     # Smith order; a stable sort keeps ties in input order (any order gives the same g).
     order = np.argsort(top / a, kind="stable")
     use, top = use[order], top[order]
+    tops = top.tolist()
     front = int(top.max())                            # rewards rise within a unit
     g = np.full(front + total + 1, sent, dtype=dtype)
     g[:front + 1] = 0
@@ -83,7 +87,7 @@ def solve(acts: Actions, problem: int = 0, *, dtype=None) -> np.ndarray:
     reach = 0
     add, minimum = np.add, np.minimum
     for j, (lo, hi) in enumerate(zip(starts, stops)):
-        reach += int(top[j])
+        reach += tops[j]
         n = reach + 1
         g0 = g[front:front + n]
         hv = h[front:front + n]

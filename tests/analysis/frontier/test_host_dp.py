@@ -9,6 +9,7 @@ every strategy, and on raw pruned action lists, in both state types.
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from otbench.analysis.frontier import _host_dp, _units
@@ -105,3 +106,5 @@ def test_host_dp_state_type_follows_the_total_cost():
     big = 2 ** 31 - 1
     a = as_actions([[(0, 0), (big, 1)], [(0, 0), (5, 2), (big, 3)]])
     assert _host_dp.solve(a).tolist() == [0, 5, 5, big, 2 * big]
+    with pytest.raises(ValueError, match="int32 state cannot hold a total cost of 4294967294"):
+        _host_dp.solve(a, dtype=np.int32)
