@@ -40,6 +40,7 @@ from otbench.files import (
 )
 
 from ._build import MeasurementSetError, from_ragged
+from ._columns import Columns
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
 MANIFEST = "manifest.json"
@@ -370,7 +371,7 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
         j = int(np.searchsorted(bounds, i, side="right") - 1)
         return f"{labels[j][0]}: row {i - bounds[j]}"
 
-    cols = _Columns(pa.concat_tables(tables, promote_options="permissive"), where)
+    cols = Columns(pa.concat_tables(tables, promote_options="permissive"), where)
     for name in ("model", "group", "question"):
         vals = cols.strings(name)
         if None in vals:
@@ -465,56 +466,6 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
                 raise MeasurementSetError(f"{file}: row {r}",
                                           f"{col} {v!r} does not match its folder {want!r}")
     return table, names
-
-
-class _Columns:
-    """Typed access to the concatenated trajectory columns; nulls are errors naming the row."""
-
-    def __init__(self, table: pa.Table, where):
-        self.table, self.where = table, where
-
-    def strings(self, name: str) -> list:
-        return self.table.column(name).to_pylist()
-
-    def ragged(self, name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
-        arr = self.table.column(name).combine_chunks()
-        if arr.null_count:
-            r = arr.is_valid().to_pylist().index(False)
-            raise MeasurementSetError(self.where(r), f"{name} is null")
-        flat = _numpy(arr.flatten())
-        off = _numpy(arr.offsets).astype(np.int64)
-        return np.asarray(flat, dtype=dtype), off - off[0]
-
-    def ints(self, name: str) -> np.ndarray:
-        arr = self.table.column(name).combine_chunks()
-        if arr.null_count:
-            r = arr.is_null().to_pylist().index(True)
-            raise MeasurementSetError(self.where(r), f"{name} is null")
-        return _numpy(arr)
-
-
-_NUMPY_TYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32,
-                pa.int64(): np.int64, pa.uint8(): np.uint8, pa.uint16(): np.uint16,
-                pa.uint32(): np.uint32, pa.uint64(): np.uint64, pa.float32(): np.float32,
-                pa.float64(): np.float64}
-
-
-def _numpy(arr: pa.Array) -> np.ndarray:
-    """`arr.to_numpy(zero_copy_only=False)`, read from the buffers for null-free numbers and flags.
-
-    pyarrow's `to_numpy` imports pandas where it is installed (~0.5 s, more than
-    reading a paper-scale set); a primitive array without nulls is its data buffer.
-    """
-    n = len(arr)
-    if arr.null_count == 0 and n:
-        if pa.types.is_boolean(arr.type):
-            bits = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
-            return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset:].view(bool)
-        dt = _NUMPY_TYPES.get(arr.type)
-        if dt is not None:
-            size = np.dtype(dt).itemsize
-            return np.frombuffer(arr.buffers()[1], dtype=dt, count=n, offset=arr.offset * size)
-    return arr.to_numpy(zero_copy_only=False)
 
 
 def load_table(path: str | os.PathLike, name: str) -> pa.Table:
