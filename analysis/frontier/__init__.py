@@ -1,13 +1,20 @@
 """Exact oracle Pareto frontiers of DR, FB and DEE (SPEC §5).
 
-Decision units and their pruned actions (`_units`), the min-plus DP as a
-`lax.scan` (`_dp`), exact budget arithmetic (`_budgets`), per-cell frontiers
-and macro summaries (`_frontiers`), the replicate entry points the
-bootstrap uses (`_replicates`, `_pipeline`), and the pipeline's compiled CPU
-kernels (`_cpu`: units, DP and budget queries per replicate, with numba).
+Decision units and their pruned actions (`_units`), exact budget arithmetic
+(`_budgets`), per-cell frontiers and macro summaries (`_frontiers`, solved
+by the NumPy DP `_host_dp`), and the bootstrap's replicate entry points
+(`_replicates`, `_pipeline`) with their kernels: the min-plus DP as a JAX
+`lax.scan` (`_dp`) and the compiled CPU kernels (`_cpu`, with numba).
+
+The point frontiers need no JAX: importing this package loads it only when
+a JAX-using name (`Pipeline`, `cell_infos`, `ReplicateFrontiers`,
+`frontier_replicates`) is first used (PEP 562), and those modules import
+`otbench.analysis.core` (which switches JAX to x64) before any JAX work.
+Why: `otbench frontier` on a CPU spent more on starting JAX than on its DP.
 """
 
-from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._budgets import MACRO_WEIGHTING, budget_grid, budgets, pareto_points, query, summarize
 from ._frontiers import (
@@ -19,10 +26,12 @@ from ._frontiers import (
                          frontiers,
                          strategies_iv,
 )
-from ._dp import state_bytes
-from ._pipeline import Pipeline, cell_infos
-from ._replicates import ReplicateFrontiers, frontier_replicates
+from ._host_dp import state_bytes
 from ._units import STRATEGIES
+
+# JAX-using names -> their private module, imported on first use
+_LAZY = {"Pipeline": "_pipeline", "cell_infos": "_pipeline",
+         "ReplicateFrontiers": "_replicates", "frontier_replicates": "_replicates"}
 
 __all__ = [
     "MACRO_WEIGHTING", "STRATEGIES",
@@ -31,3 +40,20 @@ __all__ = [
     "budget_grid", "budgets", "cell_infos", "check_hierarchy", "frontier_replicates",
     "frontiers", "pareto_points", "query", "state_bytes", "strategies_iv", "summarize",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value     # later lookups skip this hook
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:   # static tools see the names the hook provides
+    from ._pipeline import Pipeline, cell_infos  # noqa: F401
+    from ._replicates import ReplicateFrontiers, frontier_replicates  # noqa: F401

@@ -66,7 +66,8 @@ Only a few shapes are compiled: the buffer length (`front + cap`), the block
 size, the chunk capacity (a power of two) and the dtype; the unit count, the
 per-unit chunk count and the growing reach are data. A second cell of the
 same padded shape reuses the compiled kernel, and a whole run of frontiers
-uses one shape (`_frontier`).
+uses one shape (the bootstrap's `_pipeline`; the point frontiers of
+`frontiers` are solved by the NumPy DP `_host_dp`, which compiles nothing).
 
 Bootstrap on an H200 (an estimate from the counts above; not measured --
 this project's sessions had no device). One replicate of all 72 frontiers
@@ -104,6 +105,7 @@ import jax.numpy as jnp
 import numpy as np
 from otbench.analysis.core import Array, Int, Int32  # shapes in annotations (STYLE.md)
 
+from ._host_dp import SENTINEL32, SENTINEL64, dtype_for  # noqa: F401  (defined JAX-free)
 from ._units import Actions, isum
 
 TILE = 4096
@@ -118,8 +120,6 @@ SLOTS = 1024
 """Default chunk slots per kernel call; a block ends early when its units'
 chunks would not fit (so unit tables never pad to the worst unit)."""
 
-SENTINEL32 = 2 ** 30
-SENTINEL64 = 2 ** 62
 
 
 class DPState(NamedTuple):
@@ -204,11 +204,6 @@ class Shape(NamedTuple):
     chunks: int    # chunks of the largest unit (sizes the chunk table)
     cap: int       # state entries (>= every reach + 1)
     dtype: type    # np.int32 or np.int64
-
-
-def dtype_for(max_total_cost: int) -> type:
-    """int32 while sentinel + any cost stays below 2**31 (every total < 2**30), else int64."""
-    return np.int32 if max_total_cost < SENTINEL32 else np.int64
 
 
 class Plan(NamedTuple):
@@ -389,18 +384,3 @@ def solve(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
     tops = acts.top_total()
     return [buf[b, p.front:p.front + int(tops[b]) + 1].astype(np.int64)
             for b in range(acts.num_problems)]
-
-
-def state_bytes(ms) -> tuple[int, str]:
-    """The largest per-cell DP state of `ms` (bytes) and the `model/group` cell it belongs to.
-
-    The exact DP's state spans every attainable reward of a cell: one int32
-    entry per probe of each trajectory, rounded up to a power of two. It
-    dominates a frontier's memory, so it is what callers estimate before
-    anything is allocated (per replicate in flight for the bootstrap).
-    """
-    per_cell = np.bincount(ms.cell, weights=ms.probes.astype(np.float64), minlength=ms.num_cells)
-    c = int(np.argmax(per_cell))
-    entries = 1 << int(per_cell[c] + 1).bit_length()
-    m, g = ms.cell_name(c)
-    return 4 * entries, f"{m}/{g}"

@@ -1,7 +1,7 @@
 """Exact oracle Pareto frontiers of DR, FB and DEE per cell, macro summaries, hierarchy check (SPEC §5).
 
 For each cell (model x benchmark group) and strategy, `_units` builds the
-decision units and their pruned integer actions and `_dp` combines them
+decision units and their pruned integer actions and `_host_dp` combines them
 exactly. The cell frontier at relative budget `β` is the largest total reward
 whose minimum cost is at most `β * T_g` (`T_g` = the cell's full-thinking
 tokens), divided by the cell's total probes (sum of `P` over trajectories).
@@ -20,8 +20,9 @@ STP endpoint accuracy (all probes at k = n)"). With equal `R` and `P` per
 question this equals the SPEC §4 mean over trajectories and questions.
 """
 
+import concurrent.futures
 import dataclasses
-import threading
+import os
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -31,7 +32,7 @@ from otbench.analysis.measurement import MeasurementSet, Tidy, concat_columns, m
 
 from otbench.errors import OtbenchError
 
-from . import _dp
+from . import _host_dp
 from ._budgets import (
     MACRO_WEIGHTING,
     Weights,
@@ -290,45 +291,39 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
 
 def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
                  max_total_cost: int) -> tuple[dict, dict]:
-    """Point-estimate states of every (strategy, cell), pipelined on one compiled shape.
+    """Point-estimate states of every (strategy, cell), by the NumPy DP (`_host_dp`).
 
-    The shape (front, chunk capacity, state capacity, dtype) is fixed up
-    front from bounds that hold for every strategy -- an action's offset
-    reward is at most its unit's probes, a state spans at most the cell's
-    probes -- so the kernel compiles once per run, in a background thread,
-    while the host builds the first units; each cell's device work is then
-    dispatched asynchronously while the host builds the next cell's units.
+    One state type for the run (`dtype_for` the largest full-thinking total);
+    any type gives the same values, int32 only moves half the bytes. The
+    problems are independent and NumPy's loops release the GIL, so they run
+    on a few threads, largest first (exact integers: the same result in any
+    order and on any number of threads).
 
     Returns:
       ({(strategy, i): g int64[top + 1]}, {(strategy, i): base reward int}).
     """
-    _, lanes, _, _ = _dp._defaults(None, None, None)
-    unit_reward = 0
-    cap = 1
-    for d in data:
-        per_q = np.add.reduceat(d.probes, d.qoff[:-1]) if d.num_questions else d.probes
-        unit_reward = max(unit_reward, int(per_q.max(initial=0)), int(d.probes.max(initial=0)))
-        cap = max(cap, int(d.probes.sum()) + 1)
-    shape = _dp.Shape(front=max(16, _dp._next_pow2(unit_reward)),
-                      chunks=_dp._next_pow2(-(-unit_reward // lanes)), cap=cap,
-                      dtype=_dp.dtype_for(max_total_cost))
-    compiling = threading.Thread(target=_dp.warm, args=(shape,), daemon=True)
-    compiling.start()
-    waiting, pending = [], []
-    # FB first: its units take the longest to build, which hides the compile;
-    # work is dispatched as soon as the kernel is compiled, never waited for.
-    for s in sorted(strategies, key=("fb", "dee", "dr").index):
-        for i, d in enumerate(data):
-            a = actions(s, d, d.point())
-            waiting.append(((s, i), a, _dp.plan(a, shape=shape)))
-            if not compiling.is_alive():
-                pending += [(k, a_, p, _dp.run(p)) for k, a_, p in waiting]   # asynchronous
-                waiting = []
-    compiling.join()
-    pending += [(k, a_, p, _dp.run(p)) for k, a_, p in waiting]
-    states, bases = {}, {}
-    for key, a, p, buf in pending:
-        top = int(a.top_total()[0])
-        states[key] = np.asarray(buf)[p.front:p.front + top + 1].astype(np.int64)
-        bases[key] = int(a.base_total()[0])
+    dtype = _host_dp.dtype_for(max_total_cost)
+
+    def solve(key):
+        s, i = key
+        a = actions(s, data[i], data[i].point())
+        return _host_dp.solve(a, dtype=dtype), int(a.base_total()[0])
+
+    # DR's units have one action each: its DPs are a small fraction of the work.
+    size = {i: int(d.probes.sum()) for i, d in enumerate(data)}
+    keys = sorted(((s, i) for s in strategies for i in range(len(data))),
+                  key=lambda k: (k[0] == "dr", -size[k[1]]))
+    threads = max(1, min(_THREADS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                         else os.cpu_count() or 1, len(keys)))
+    if threads == 1:
+        solved = [solve(k) for k in keys]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            solved = list(pool.map(solve, keys))
+    states = {k: g for k, (g, _) in zip(keys, solved)}
+    bases = {k: b for k, (_, b) in zip(keys, solved)}
     return states, bases
+
+
+_THREADS = 8
+"""At most this many threads solve a run's problems (the per-pass Python work holds the GIL)."""

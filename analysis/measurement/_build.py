@@ -376,9 +376,9 @@ def _assemble(ix: _Index, trajectory, probes, y, L, C, sig_dense, split_idx, fin
     order = np.lexsort((trajectory, ix.qi, ix.ci))
     lengths = L_len[order]
     K = int(L_len.max()) if T else 1
-    L_dense = pad_ragged(L[0], L[1], K, np.int32)[order]
-    C_dense = pad_ragged(C[0], C[1], K, np.int32)[order]
-    sig = {name: pad_ragged(f, o, K, np.float64)[order] for name, (f, o) in sig_dense.items()}
+    L_dense = pad_ragged(L[0], L[1], K, np.int32, order=order)
+    C_dense = pad_ragged(C[0], C[1], K, np.int32, order=order)
+    sig = {name: pad_ragged(f, o, K, np.float64, order=order) for name, (f, o) in sig_dense.items()}
     q_dataset, q_text = _question_tables(ix, dataset, question_text)
     fin = (np.ones(T, dtype=bool) if finished is None
            else np.asarray(finished, dtype=bool))

@@ -40,6 +40,7 @@ from otbench.files import (
 )
 
 from ._build import MeasurementSetError, from_ragged
+from ._columns import Columns
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
 MANIFEST = "manifest.json"
@@ -370,7 +371,7 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
         j = int(np.searchsorted(bounds, i, side="right") - 1)
         return f"{labels[j][0]}: row {i - bounds[j]}"
 
-    cols = _Columns(pa.concat_tables(tables, promote_options="permissive"), where)
+    cols = Columns(pa.concat_tables(tables, promote_options="permissive"), where)
     for name in ("model", "group", "question"):
         vals = cols.strings(name)
         if None in vals:
@@ -436,7 +437,10 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
     if verify and sha256_file(fpath) != entry.get("sha256"):
         raise MeasurementSetError(file, "sha256 does not match the manifest (file changed after writing)")
     try:
-        table = pq.read_table(fpath)
+        # One file, read as one file: `pq.read_table` goes through pyarrow.dataset, whose
+        # import (pandas too, where installed) cost more than reading a large set.
+        with pq.ParquetFile(fpath) as pf:
+            table = pf.read()
     except (pa.ArrowInvalid, OSError) as e:
         raise MeasurementSetError(file, f"not a readable Parquet file ({e})") from None
     for name, typ in REQUIRED.items():
@@ -450,38 +454,18 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
     parts = _partition_values(rel)
     for col in ("model", "group"):
         want = parts.get(col)
-        vals = table.column(col).to_pylist()
-        for r, v in enumerate(vals):
-            if want is not None and want not in (part_name(v or ""), quote(v or "", safe="")):
+        if want is None:
+            continue
+        # Each distinct name once, in the order of its first row, so the first bad row is
+        # still the one named (encoding every row's name took seconds on a large set).
+        firsts: dict = {}
+        for r, v in enumerate(table.column(col).to_pylist()):
+            firsts.setdefault(v, r)
+        for v, r in firsts.items():
+            if want not in (part_name(v or ""), quote(v or "", safe="")):
                 raise MeasurementSetError(f"{file}: row {r}",
                                           f"{col} {v!r} does not match its folder {want!r}")
     return table, names
-
-
-class _Columns:
-    """Typed access to the concatenated trajectory columns; nulls are errors naming the row."""
-
-    def __init__(self, table: pa.Table, where):
-        self.table, self.where = table, where
-
-    def strings(self, name: str) -> list:
-        return self.table.column(name).to_pylist()
-
-    def ragged(self, name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
-        arr = self.table.column(name).combine_chunks()
-        for r, ok in enumerate(arr.is_valid().to_pylist()):
-            if not ok:
-                raise MeasurementSetError(self.where(r), f"{name} is null")
-        flat = arr.flatten().to_numpy(zero_copy_only=False)
-        off = arr.offsets.to_numpy().astype(np.int64)
-        return np.asarray(flat, dtype=dtype), off - off[0]
-
-    def ints(self, name: str) -> np.ndarray:
-        arr = self.table.column(name).combine_chunks()
-        if arr.null_count:
-            r = arr.is_null().to_pylist().index(True)
-            raise MeasurementSetError(self.where(r), f"{name} is null")
-        return arr.to_numpy(zero_copy_only=False)
 
 
 def load_table(path: str | os.PathLike, name: str) -> pa.Table:

@@ -154,7 +154,7 @@ class MeasurementSet(Tidy):
 
 
 def pad_ragged(values: np.ndarray, offsets: np.ndarray, width: int,
-               dtype) -> np.ndarray:
+               dtype, order: np.ndarray | None = None) -> np.ndarray:
     """Dense `[rows, width]` from flat ragged values, repeating each row's last value.
 
     Args:
@@ -162,16 +162,28 @@ def pad_ragged(values: np.ndarray, offsets: np.ndarray, width: int,
       offsets: int64[rows + 1] row start offsets into `values`; every row
         must be non-empty.
       width: padded width (>= the longest row).
+      order: optional int[rows] permutation: output row `i` is input row
+        `order[i]` (the same as indexing the result, without a second dense copy).
     """
+    offsets = np.asarray(offsets, dtype=np.int64)
     lengths = np.diff(offsets)
+    starts = offsets[:-1]
+    if order is not None:
+        lengths, starts = lengths[order], starts[order]
     rows = lengths.shape[0]
-    k = np.arange(width)[None, :]
-    # Index of the value each padded cell copies: the row's own entry, or
-    # its last entry past the end (SPEC §2 padding).
-    idx = offsets[:-1, None] + np.minimum(k, lengths[:, None] - 1)
     if rows == 0:
         return np.zeros((0, width), dtype=dtype)
-    return np.asarray(values, dtype=dtype)[idx]
+    # The rows' values in output order (one gather of the ragged values, not of the
+    # padded cells), each row's last value repeated over the row (SPEC §2 padding),
+    # then the measured values written over their cells: memory of the ragged size
+    # plus the output, where an index per padded cell took twice the output's.
+    ends = np.cumsum(lengths)
+    idx = np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1], dtype=np.int64)
+    flat = np.asarray(values)[idx].astype(dtype, copy=False)
+    out = np.empty((rows, width), dtype=flat.dtype)
+    out[:] = flat[ends - 1][:, None]
+    out[np.arange(width)[None, :] < lengths[:, None]] = flat
+    return out
 
 
 def unpad(dense: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
