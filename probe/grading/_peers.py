@@ -61,10 +61,13 @@ from typing import NamedTuple
 
 from ._dynasor_equal import math_equal
 
+dynasor_math_equal = math_equal
+"""Dynasor-CoT's answer equivalence (`math_equal` of ``dynasor/core/evaluator.py``; `_dynasor_equal`)."""
+
 __all__ = ["DEER_MAX_TOKENS", "DEER_PROMPT", "DEER_SAMPLING", "DEER_STOPS", "DYNASOR_MAX_TOKENS",
            "DYNASOR_SAMPLING", "DYNASOR_SUFFIX", "DYNASOR_UNCERTAIN_WORDS", "DeerTrial", "DynasorProbe",
-           "deer_confidence", "deer_cut", "deer_trial", "dynasor_agreement", "dynasor_obtain_answer",
-           "dynasor_probe", "dynasor_uncertain", "math_equal"]
+           "deer_confidence", "deer_cut", "deer_trial", "dynasor_agreement", "dynasor_math_equal",
+           "dynasor_obtain_answer", "dynasor_probe", "dynasor_uncertain"]
 
 DYNASOR_SUFFIX = "... Oh, I suddenly got the answer to the whole problem, **Final Answer**\n\n\\[ \\boxed{"
 """Dynasor-CoT's probing suffix (``dynasor/core/cot.py`` line 43, `probeing_suffix`)."""
