@@ -152,7 +152,9 @@ STP_RULES: dict[str, dict[str, Rule]] = {
               "requests_in_flight": integer(1, 1 << 24),
               "boundary": text, "direct_answer": flag,
               "hesitation_words": lambda v: None if isinstance(v, list) and v and all(
-                  isinstance(w, str) and w for w in v) else f"must be a non-empty list of words, got {v!r}"},
+                  isinstance(w, str) and w for w in v) else f"must be a non-empty list of words, got {v!r}",
+              "field_probes": lambda v: None if isinstance(v, list) and all(isinstance(w, str) for w in v)
+                  else f"must be a list of method names, got {v!r}"},
     "sampling": {"temperature": number(0.0, 1e6, what="a non-negative number"),
                  "top_p": number(0.0, 1.0, what="in (0, 1]"),
                  "top_k": integer(0, INT32_MAX),
