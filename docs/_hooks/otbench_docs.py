@@ -218,6 +218,7 @@ KEY_NOTES: dict[str, str] = {
     "probe.requests_in_flight": "probe-phase sequences in flight (default 2 × `max_num_seqs`)",
     "probe.boundary": "the step-boundary rule (the model entry's, e.g. `vocab+span`)",
     "probe.direct_answer": "also sample one no-thinking answer per question (the set's `direct` table)",
+    "probe.field_probes": "also decode each listed field method's own probe at every position (`dynasor`, `deer`), as its source does: the `dynasor_*` / `deer_*` signals (default: none)",
     "sampling.temperature": "overrides the family's sampling default",
     "sampling.top_p": "overrides the family's sampling default",
     "sampling.top_k": "overrides the family's sampling default (0: none)",
