@@ -106,3 +106,19 @@ def test_deer_own_stop_is_strict_and_checks_the_first_steps_only():
     assert not deer_own_stop(conf, 0, 0.5, 10).any()
     assert not deer_own_stop(conf, 11, 0.5, 10).any()
     assert deer_own_stop(conf, 10, 0.5, 10).all()
+
+
+def test_the_simulate_command_draws_them_on_request(tmp_path):
+    from click.testing import CliRunner
+    from otbench.analysis.measurement import load
+    from otbench.cli._simulate import simulate_cmd
+
+    r = CliRunner().invoke(simulate_cmd, ["--out", str(tmp_path / "s"), "--scale", "tiny",
+                                          "--peer-signals"])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("SYNTHETIC")
+    ms = load(tmp_path / "s")
+    assert set(PEER_SIGNALS) <= set(ms.signals) and "answer" not in ms.signals
+    assert ms.provenance["peer_signals"]["generator"] == "otbench.peer-signals/1"
+    r = CliRunner().invoke(simulate_cmd, ["--out", str(tmp_path / "p"), "--scale", "tiny"])
+    assert r.exit_code == 0 and not set(PEER_SIGNALS) & set(load(tmp_path / "p").signals)
