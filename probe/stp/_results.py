@@ -35,14 +35,22 @@ PEER_FIELDS = ("dynasor_answer", "dynasor_agree", "dynasor_uncertain", "dynasor_
 column of the same name (`otbench.analysis.measurement.PEER_SIGNAL_DEFINITIONS`)."""
 
 
-def signal_definitions() -> dict[str, str]:
-    """Every probe signal column -> its definition (the manifest's provenance "signals")."""
-    from otbench.analysis.measurement import PEER_SIGNAL_DEFINITIONS, SIGNAL_DEFINITIONS
+def signal_definitions(field_probes: Sequence[str] = ()) -> dict[str, str]:
+    """Every probe signal column -> its definition (the manifest's provenance "signals"); with the
+    signals of the field methods' own probes a job asks for (`probe.field_probes`)."""
+    from otbench.analysis.measurement import (
+        DEER_SIGNALS,
+        DYNASOR_SIGNALS,
+        PEER_SIGNAL_DEFINITIONS,
+        SIGNAL_DEFINITIONS,
+    )
 
+    own = {"dynasor": DYNASOR_SIGNALS, "deer": DEER_SIGNALS}
+    peers = {k: PEER_SIGNAL_DEFINITIONS[k] for p in field_probes for k in own[p]}
     return {"logp_end": "log p(thinking-end token | retained prefix)",
             "logp_other": "log p(most likely other token | retained prefix)",
             "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)",
-            **OWN_CONTEXT, **SIGNAL_DEFINITIONS, **PEER_SIGNAL_DEFINITIONS}
+            **OWN_CONTEXT, **SIGNAL_DEFINITIONS, **peers}
 
 
 @dataclasses.dataclass(frozen=True)

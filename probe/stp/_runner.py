@@ -396,7 +396,7 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
         # The pair tables of the "vocab+span" rule, so `resegment` needs no tokenizer.
         newline_end_ids=list(setup.newline_end_ids),
         newline_start_ids=list(setup.newline_start_ids),
-        signals=signal_definitions(),
+        signals=signal_definitions(job.field_probes),
     )
     if imported is not None:
         prov["trajectories"] = imported.record

@@ -66,6 +66,10 @@ def test_other_columns_and_tables_are_unchanged(runs):
         assert load_table(runs[0], table).equals(load_table(runs[1], table))
     assert "field_probes" not in plain.provenance["probe"]
     assert fp.provenance["probe"]["field_probes"] == ["dynasor", "deer"]
+    from otbench.probe.stp._results import signal_definitions
+
+    assert plain.provenance["signals"] == signal_definitions()
+    assert fp.provenance["signals"] == signal_definitions(["dynasor", "deer"])
     for name in PEERS:
         assert name not in plain.provenance["signals"] and name in fp.provenance["signals"]
 
