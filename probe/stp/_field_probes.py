@@ -12,6 +12,9 @@ exactly as its source decodes it (`otbench.probe.grading` `DYNASOR_*`,
   decoded without stops and cut afterwards as DEER's request stops
   (`deer_cut`: its stop strings or end-of-sequence).
 
+End-of-sequence, for both, is the family's answer stop ids (end of turn, end
+of text): where the source's server stops on the model's end-of-sequence.
+
 Seeds: ``derive_seed(..., "dynasor" | "deer", k)``, apart from the otbench
 probe's. Their requests count in the "probe" phase's counters; the recorded
 per-position cost (``dynasor_tokens``, ``deer_tokens``) is the method's own:
