@@ -22,8 +22,12 @@ SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._sim
               help="Also draw the synthetic answer, answer_conf, hesitation and answer_tokens "
                    "signals the field's early-exit methods need (dynasor-cot, deer, "
                    "answer-consistency); the other arrays do not change.")
+@click.option("--peer-signals", "peer_signals", is_flag=True,
+              help="Also draw synthetic signals of Dynasor-CoT's and DEER's own probes "
+                   "(dynasor_answer, dynasor_agree, dynasor_uncertain, dynasor_tokens, deer_conf, "
+                   "deer_tokens; docs/rules.md); the other arrays do not change.")
 def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool,
-                 field_signals: bool) -> None:
+                 field_signals: bool, peer_signals: bool) -> None:
     """Simulate a SYNTHETIC STP measurement set (no model is run; SPEC §9).
 
     The set has the paper's shapes and aggregates near the paper's, is marked
@@ -34,7 +38,7 @@ def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool
     from otbench.analysis import save
     from otbench.analysis.measurement import simulate
 
-    ms = simulate(scale, seed, field_signals=field_signals)
+    ms = simulate(scale, seed, field_signals=field_signals, peer_signals=peer_signals)
     if not unsplit:
         from otbench.analysis.bench import assign_splits
 

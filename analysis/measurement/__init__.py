@@ -11,7 +11,15 @@ and pyarrow only, so the probe can write sets without loading JAX.
 
 from ._build import INT32_MAX, MeasurementSetError, from_dense, from_ragged, ragged
 from ._field import FIELD_SIGNALS, HESITATION_WORDS, SIGNAL_DEFINITIONS, add_field_signals
-from ._field_rules import consistency_stop, deer_asks, deer_stop, dynasor_stop, window_agrees
+from ._field_rules import (
+    consistency_stop,
+    deer_asks,
+    deer_own_stop,
+    deer_stop,
+    dynasor_own_stop,
+    dynasor_stop,
+    window_agrees,
+)
 from ._horizon_run import (
                            LETTERS,
                            HorizonDataError,
@@ -22,6 +30,14 @@ from ._horizon_run import (
 )
 from ._io import content_hash, load, load_table, read_manifest, save
 from ._jsonl import export_jsonl, import_jsonl
+from ._peer_signals import (
+    DEER_SIGNALS,
+    DYNASOR_SIGNALS,
+    PEER_SIGNAL_DEFINITIONS,
+    PEER_SIGNALS,
+    add_peer_signals,
+    agreement_runs,
+)
 from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
 from ._simulate import simulate
 from ._tidy import Tidy, concat_columns, melt_columns
@@ -43,11 +59,11 @@ def describe_columns() -> dict:
 
 
 __all__ = ["describe_columns", 
-    "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
+    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
-    "add_field_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
-    "deer_asks", "deer_stop", "dynasor_stop", "export_jsonl", "from_dense", "from_ragged",
+    "add_field_signals", "add_peer_signals", "agreement_runs", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
+    "deer_asks", "deer_own_stop", "deer_stop", "dynasor_own_stop", "dynasor_stop", "export_jsonl", "from_dense", "from_ragged",
     "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
     "segment", "segment_flat", "simulate", "stored_thinking", "target_steps",
     "window_agrees", "write_run",

@@ -59,3 +59,43 @@ def consistency_stop(answers: np.ndarray, k: int, window: float) -> np.ndarray:
 def deer_asks(k: int, max_judge_steps: int) -> bool:
     """Whether DEER checks position `k` at all (its trial answer is decoded there)."""
     return 1 <= int(k) <= int(max_judge_steps)
+
+
+def dynasor_own_stop(agree: np.ndarray, uncertain: np.ndarray, k: int, window: float) -> np.ndarray:
+    """Dynasor-CoT at `k` on its own probes (``dynasor_agree``, ``dynasor_uncertain``): stop when the
+    probes at `k - w .. k - 1` agree and are all certain.
+
+    hao-ai-lab/Dynasor, commit 0d2f1b9, ``dynasor/core/cot.py`` lines 58-135:
+    the probe of chunk `i` is decoded on the prompt *before* that chunk (lines
+    69-76); after the chunk, thinking ends when the last ``threshold`` probe
+    answers are one class of ``eqaul_group`` and all non-empty (lines 132-133,
+    ``dynasor/core/evaluator.py`` lines 745-762) and none of their texts holds
+    an uncertain word as a substring (lines 121-124, 134). A boundary plays a
+    chunk, so the window at `k` is `k - w .. k - 1`; it is one class of
+    non-empty answers exactly when ``agree[k - w] >= w`` (the signal's
+    definition). `w = int(window)`; no stop while `k < w` (fewer than
+    ``threshold`` probes: ``sum(probe_certain_count)`` < threshold) or `w < 1`.
+    """
+    w, k = int(window), int(k)
+    rows = np.asarray(agree).shape[0]
+    if w < 1 or k < w:
+        return np.zeros(rows, dtype=bool)
+    runs = np.asarray(agree, dtype=np.float64)[:, k - w]
+    certain = np.all(np.asarray(uncertain)[:, k - w:k] == 0, axis=1)
+    return (runs >= w) & certain
+
+
+def deer_own_stop(confidence: np.ndarray, k: int, theta: float, max_judge_steps: int) -> np.ndarray:
+    """DEER at `k` on its own trial answer (``deer_conf``): a checked transition whose confidence is `> θ`.
+
+    iie-ycx/DEER, commit c9dd19f, ``vllm-deer.py``: a trial answer is decoded
+    after each thinking chunk while ``thinking_steps < max_judge_steps``
+    (lines 396-409, 621; the chunk before the first transition counts:
+    ``no_thinking`` = 0, line 162, checks nothing before it), and thinking ends
+    when ``pred_prob > threshold`` (line 636, strict). `confidence`: float[rows],
+    ``deer_conf`` at position `k` (0 where DEER's average has no tokens).
+    """
+    conf = np.asarray(confidence, dtype=np.float64)
+    if not deer_asks(k, max_judge_steps):
+        return np.zeros(conf.shape[0], dtype=bool)
+    return conf > theta

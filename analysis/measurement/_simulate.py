@@ -97,6 +97,7 @@ import numpy as np
 from ._build import from_ragged
 from ._calibration import GROUPS, MODELS, SCALE_SIZES, Group, Model
 from ._field import add_field_signals
+from ._peer_signals import add_peer_signals
 from ._types import MeasurementSet
 
 GENERATOR = "otbench.simulate/1"
@@ -274,7 +275,8 @@ class _Steps(NamedTuple):
     src: np.ndarray       # int64[V] entry whose prefix each entry repeats
 
 
-def simulate(scale: str = "small", seed: int = 0, field_signals: bool = False) -> MeasurementSet:
+def simulate(scale: str = "small", seed: int = 0, field_signals: bool = False,
+             peer_signals: bool = False) -> MeasurementSet:
     """Draw a synthetic STP measurement set (the module docstring has the model).
 
     Args:
@@ -283,6 +285,10 @@ def simulate(scale: str = "small", seed: int = 0, field_signals: bool = False) -
       field_signals: also draw the synthetic ``answer``, ``answer_conf``,
         ``hesitation`` and ``answer_tokens`` signals (`add_field_signals`,
         a stream of their own: the other arrays do not change).
+      peer_signals: also draw the synthetic signals of Dynasor-CoT's and
+        DEER's own probes (``dynasor_*``, ``deer_*``; `add_peer_signals`,
+        another stream of their own: every other array, the field signals
+        included, stays bit-identical).
 
     Returns:
       A validated `MeasurementSet` with ``synthetic=True``, a float64
@@ -321,7 +327,8 @@ def simulate(scale: str = "small", seed: int = 0, field_signals: bool = False) -
             "parameters": _parameters(scale),
         },
     )
-    return add_field_signals(ms, seed) if field_signals else ms
+    ms = add_field_signals(ms, seed) if field_signals else ms
+    return add_peer_signals(ms, seed) if peer_signals else ms
 
 
 def _rows(sc, rng, q_group, diff) -> _Rows:

@@ -11,12 +11,14 @@ inputs give the same seed on any machine, any Python, any batch order.
 
 Phases: "think" (the trajectory), "answer" (its original answer), "probe"
 (answer probes; these also take the probing position `k`), "direct" (the
-optional direct answer to the no-thinking prompt, trajectory 0).
+optional direct answer to the no-thinking prompt, trajectory 0), "dynasor" and
+"deer" (the field methods' own probes at position `k`, `probe.field_probes`).
 """
 
 import hashlib
 
-PHASES = ("think", "answer", "probe", "direct")
+PHASES = ("think", "answer", "probe", "direct", "dynasor", "deer")
+_AT_POSITION = ("probe", "dynasor", "deer")
 _TAG = "otbench.seed/1"
 _US = "\x1f"
 
@@ -32,8 +34,11 @@ def derive_seed(model: str, benchmark: str, question: str, trajectory: int, phas
     """
     if phase not in PHASES:
         raise ValueError(f"`phase` must be one of {', '.join(PHASES)}, got {phase!r}.")
-    if (phase == "probe") != (position is not None):
-        raise ValueError("`position` is required for phase 'probe' and only for it.")
+    if (phase in _AT_POSITION) != (position is not None):
+        # (the message names the phase asked for; the positional phases other than 'probe' are
+        # the field methods' own probes)
+        which = phase if phase in _AT_POSITION else "probe"
+        raise ValueError(f"`position` is required for phase '{which}' and only for it.")
     if isinstance(trajectory, bool) or int(trajectory) != trajectory or trajectory < 0:
         raise ValueError(f"`trajectory` must be a non-negative integer, got {trajectory!r}.")
     for name, v in (("model", model), ("benchmark", benchmark), ("question", question)):

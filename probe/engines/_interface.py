@@ -61,6 +61,9 @@ class GenRequest(NamedTuple):
         (`Completion.logprobs`: the model's own next-token log-softmax,
         before any sampling transform, as the signals); the probe's answer
         confidence (`answer_conf`) is read from them.
+      sampling: this request's own sampling parameters (`Sampling`), in place
+        of the stream's or the call's; None: those. A field method's own probe
+        samples as its source does (`otbench.probe.grading._peers`).
     """
 
     prompt: Sequence[int]
@@ -72,6 +75,7 @@ class GenRequest(NamedTuple):
     extra_args: Mapping[str, Any] | None = None
     cut: tuple[int, tuple[int, ...]] | None = None
     logprobs: bool = False
+    sampling: Sampling | None = None
 
 
 class SignalRequest(NamedTuple):

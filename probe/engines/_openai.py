@@ -265,12 +265,13 @@ class OpenAIStream(StreamBase):
             return
         if request.extra_args is not None:
             check_xargs(request.extra_args)           # refuse now, not in a worker thread
-        split = request.n > 1 and (self._sampling.temperature == 0.0 or self._split_all)
+        sampling = request.sampling or self._sampling
+        split = request.n > 1 and (sampling.temperature == 0.0 or self._split_all)
         pieces = [request._replace(n=1, seed=int(request.seed) + j) for j in range(request.n)] \
             if split else [request]
         self._parts[tag], self._kind[tag] = [None] * len(pieces), True
         for j, r in enumerate(pieces):
-            self._futures[pool.submit(self._e._generate_one, r, self._sampling)] = (tag, j)
+            self._futures[pool.submit(self._e._generate_one, r, sampling)] = (tag, j)
 
     def poll(self) -> list[tuple[Any, Any]]:
         if not self._futures:

@@ -127,7 +127,7 @@ class HFEngine(EngineBase):
             # Engine-side extensions (vLLM logits processors) have no transformers counterpart.
             raise ValueError("the transformers engine cannot honour a request's `extra_args` "
                              "(engine-side extensions need engine = \"vllm\")")
-        return [self._run(r.prompt, r, sampling) for r in requests]
+        return [self._run(r.prompt, r, r.sampling or sampling) for r in requests]
 
     def signals(self, contexts: Sequence[Sequence[int]], token_id: int) -> list[Signal]:
         torch = self._torch

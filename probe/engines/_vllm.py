@@ -292,6 +292,7 @@ class VLLMEngine(EngineBase):
         return int(seqs) if seqs else 256
 
     def _params(self, sampling: Sampling, r: GenRequest):
+        sampling = r.sampling or sampling
         return self._SamplingParams(
             n=r.n, seed=int(r.seed), max_tokens=int(r.max_tokens),
             temperature=sampling.temperature, top_p=sampling.top_p,
@@ -307,10 +308,12 @@ class VLLMEngine(EngineBase):
             return []
         # vLLM refuses n > 1 with greedy decoding; send such requests as n
         # single-sample requests (sample j keeps seed + j, unused when greedy).
-        split = sampling.temperature == 0.0
+        def split(r: GenRequest) -> bool:
+            return (r.sampling or sampling).temperature == 0.0 and r.n > 1
+
         flat: list[GenRequest] = []
         for r in requests:
-            if split and r.n > 1:
+            if split(r):
                 flat.extend(r._replace(n=1, seed=int(r.seed) + j) for j in range(r.n))
             else:
                 flat.append(r)
@@ -319,7 +322,7 @@ class VLLMEngine(EngineBase):
         outs = iter(self._llm.generate(prompts, params, use_tqdm=False))
         result = []
         for r in requests:
-            group = [next(outs) for _ in range(r.n)] if split and r.n > 1 else [next(outs)]
+            group = [next(outs) for _ in range(r.n)] if split(r) else [next(outs)]
             result.append(self._completions(r, [o for out in group for o in
                                                 sorted(out.outputs, key=lambda o: o.index)]))
         return result
@@ -490,7 +493,7 @@ class VLLMStream(StreamBase):
             self._parts[tag] = [None]
             self._add(request.context, self._e._signal_params(int(request.token_id)), tag, request, 0)
             return
-        split = self._sampling.temperature == 0.0 and request.n > 1
+        split = (request.sampling or self._sampling).temperature == 0.0 and request.n > 1
         pieces = [request._replace(n=1, seed=int(request.seed) + j) for j in range(request.n)] \
             if split else [request]
         self._parts[tag] = [None] * len(pieces)

@@ -23,6 +23,26 @@ from ._field import (
     probe_signals,
 )
 from ._grade import GradeConfig, GradeRequest, grade, grade_request, make_request
+from ._peers import (
+    DEER_MAX_TOKENS,
+    DEER_PROMPT,
+    DEER_SAMPLING,
+    DEER_STOPS,
+    DYNASOR_MAX_TOKENS,
+    DYNASOR_SAMPLING,
+    DYNASOR_SUFFIX,
+    DYNASOR_UNCERTAIN_WORDS,
+    DeerTrial,
+    DynasorProbe,
+    deer_confidence,
+    deer_cut,
+    deer_trial,
+    dynasor_agreement,
+    dynasor_math_equal,
+    dynasor_obtain_answer,
+    dynasor_probe,
+    dynasor_uncertain,
+)
 from ._pool import Grader, grade_many
 from ._sandbox import SandboxLimits, sandbox_status
 from ._types import TASKS, CodeTest, Grade, Status
@@ -35,4 +55,9 @@ __all__ = [
     "check_gradable", "extract_choice", "extract_code", "last_boxed", "grade", "grade_many", "grade_request", "make_request", "open_grader",
     "resolve_grader",
     "sandbox_status", "shuffle_options",
+    # the field methods' own probes, read as their sources read them (`_peers`)
+    "DEER_MAX_TOKENS", "DEER_PROMPT", "DEER_SAMPLING", "DEER_STOPS", "DYNASOR_MAX_TOKENS",
+    "DYNASOR_SAMPLING", "DYNASOR_SUFFIX", "DYNASOR_UNCERTAIN_WORDS", "DeerTrial", "DynasorProbe",
+    "deer_confidence", "deer_cut", "deer_trial", "dynasor_agreement", "dynasor_math_equal",
+    "dynasor_obtain_answer", "dynasor_probe", "dynasor_uncertain",
 ]

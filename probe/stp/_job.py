@@ -43,6 +43,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     # direct_answer = true           # also one answer per question to the no-thinking prompt
     # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
     # hesitation_words = ["wait", "hold", "but", "okay", "no", "hmm"]   # the hesitation signal's words
+    # field_probes = ["dynasor", "deer"]   # also each field method's own probe per position (docs/rules.md)
 
     [sampling]                       # optional overrides of the family's defaults
     temperature = 0.6
@@ -69,6 +70,7 @@ from otbench.probe.grading import GRADERS, hesitation_pattern
 
 from otbench.errors import OtbenchError
 
+from ._field_probes import FIELD_PROBES, check_field_probes
 from ._job_keys import STP_RULES, default
 from ._toml_rules import check_tables
 
@@ -112,6 +114,9 @@ class ProbeJob:
       boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
       hesitation_words: the words of the `hesitation` field signal (whole
         words, case-insensitive; default Dynasor-CoT's list).
+      field_probes: field methods whose own probes are also decoded at every
+        position ("dynasor", "deer"; `_field_probes`), recorded as the
+        ``dynasor_*`` / ``deer_*`` signals; () (the default): none.
       trajectories: the `[trajectories]` table (probe imported traces instead
         of sampling, `_imported`), or None.
       replay: the imported trajectories resolved to token ids; set by the
@@ -140,10 +145,13 @@ class ProbeJob:
     hub: tuple[str, str | None] | None = None
     direct_answer: bool = default("probe", "direct_answer")
     hesitation_words: tuple[str, ...] = default("probe", "hesitation_words")
+    field_probes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, replay=()))
         d.pop("replay")
+        if not d["field_probes"]:       # a job without them reads as it always did
+            d.pop("field_probes")
         d["data"] = dict(self.data)
         return d
 
@@ -191,6 +199,11 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
         hesitation_pattern(words if isinstance(words, list) else [])
     except ValueError:
         raise JobError(f"probe.hesitation_words must be a non-empty list of words, got {words!r}") from None
+    try:
+        fp = check_field_probes(p.get("field_probes", []))
+    except ValueError:
+        raise JobError(f"probe.field_probes must list distinct names of {', '.join(FIELD_PROBES)}, "
+                       f"got {p.get('field_probes')!r}") from None
     boundary = p.get("boundary", entry.boundary if entry else "vocab")
     if boundary not in SPAN_RULES:
         raise JobError(f"probe.boundary must be one of {', '.join(SPAN_RULES)}, got {boundary!r}")
@@ -204,7 +217,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     grader = g.get("kind", default("grader", "kind"))
     if grader not in GRADERS:
         raise JobError(f"grader.kind must be one of {', '.join(GRADERS)}, got {grader!r}")
-    if think + answer + 8 > engine.max_model_len:
+    if think + max(answer, 64 if fp else 0) + 8 > engine.max_model_len:    # field probes: suffix + 20
         raise JobError(f"engine.max_model_len ({engine.max_model_len}) must exceed "
                        f"probe.thinking_limit + probe.answer_limit ({think} + {answer}) plus the prompt")
     traj = None
@@ -217,7 +230,8 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
                     grader=grader, units_per_batch=upb, units_in_flight=uif, requests_in_flight=rif,
                     boundary=boundary,
-                    direct_answer=direct, hesitation_words=tuple(str(w) for w in words), model_entry=entry.as_dict() if entry else None,
+                    direct_answer=direct, hesitation_words=tuple(str(w) for w in words), field_probes=fp,
+                    model_entry=entry.as_dict() if entry else None,
                     trajectories=traj)
 
 

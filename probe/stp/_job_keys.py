@@ -30,6 +30,7 @@ from ._toml_rules import (
     artifact,
     benchmark,
     choice,
+    field_probes,
     flag,
     integer,
     meaning,
@@ -163,6 +164,9 @@ STP_KEYS: dict[str, dict[str, Key]] = {
                         default_text="the model entry's, else `vocab`"),
         "direct_answer": Key(flag, "also sample one no-thinking answer per question (the set's "
                                    "`direct` table)", bool, default=False),
+        "field_probes": Key(field_probes, "also decode each listed field method's own probe at every "
+                                          "position (`dynasor`, `deer`), as its source does: the "
+                                          "`dynasor_*` / `deer_*` signals", list, default=()),
         "hesitation_words": Key(words, "words whose presence in a probe's decoded text, before its "
                                        "answer closes, sets the `hesitation` field signal (whole word, "
                                        "any case; default Dynasor's list)", list,

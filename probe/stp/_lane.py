@@ -3,7 +3,7 @@
 import time
 from collections.abc import Callable, Sequence
 
-from otbench.probe.grading import GradeBatch, GradeItem, probe_signals
+from otbench.probe.grading import GradeBatch, GradeItem, deer_trial, dynasor_agreement, dynasor_probe, probe_signals
 
 
 def batch_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
@@ -57,6 +57,27 @@ class GradeLane:
         out = probe_signals(q.task, list(ids), logprobs, prefix=self._prefix,
                             decode=lambda seq: self._decode([seq])[0], stopped=stopped, words=words,
                             n_options=n_options)
+        self.seconds += time.perf_counter() - t
+        return out
+
+    def dynasor(self, ids: Sequence[int], stopped: bool, context: Sequence[int]):
+        """Future of one Dynasor-CoT probe's reading (`_peers.dynasor_probe`), decoded after `context`."""
+        return self._pool.submit(self._timed, lambda: dynasor_probe(
+            list(ids), stopped, decode=lambda seq: self._decode([seq])[0], context=context))
+
+    def dynasor_unit(self, probes: Sequence):
+        """Future of (class ids, agreement runs) of a trajectory's Dynasor probes (`dynasor_agreement`),
+        the futures `probes` in position order (submitted before this, so done before it runs)."""
+        return self._pool.submit(self._timed, lambda: dynasor_agreement([f.result().answer for f in probes]))
+
+    def deer(self, ids: Sequence[int], logprobs, eos: Sequence[int], context: Sequence[int]):
+        """Future of one DEER trial answer's reading (`_peers.deer_trial`), decoded after `context`."""
+        return self._pool.submit(self._timed, lambda: deer_trial(
+            list(ids), list(logprobs), decode=lambda seq: self._decode([seq])[0], eos=eos, context=context))
+
+    def _timed(self, fn):
+        t = time.perf_counter()
+        out = fn()
         self.seconds += time.perf_counter() - t
         return out
 

@@ -29,7 +29,10 @@ Per unit:
    retained prefix, so the prefix cache serves both), the ThinkBrake signal
    (log-probability of the thinking-end token and of the most likely other
    token);
-4. every answer is graded through the grading seam (`GradeBatch`).
+4. every answer is graded through the grading seam (`GradeBatch`);
+5. only when the job asks (``probe.field_probes``): at every position, the
+   field methods' own probes beside otbench's, on the same retained prefix
+   inside the thinking, read as their sources read them (`_field_probes`).
 
 Bit-identical floats across different batchings are not promised by the
 engines (batched kernels may round differently); seeds and token-level
@@ -48,8 +51,10 @@ from otbench.probe.engines import Engine, GenRequest, SignalRequest
 from otbench.probe.grading import HESITATION_WORDS, GradeBatch, hesitation_pattern, number_answers
 from otbench.probe.tokens import ProbeFormat
 
+from . import _field_probes
 from ._bounds import FALLBACK_CAPACITY, default_requests, holding_bound, thinking_bound
 from ._ids import compact
+from ._field_probes import FIELD_PROBES
 from ._lane import GradeLane
 from ._results import (
     PHASES,
@@ -61,7 +66,7 @@ from ._results import (
     split_trajectory,
 )
 
-__all__ = ["PHASES", "SIGNALS", "PhaseStats", "RunStats", "ThinkResult", "UnitResult", "UnitStream",
+__all__ = ["FIELD_PROBES", "PHASES", "SIGNALS", "PhaseStats", "RunStats", "ThinkResult", "UnitResult", "UnitStream",
            "probe_units", "run_units", "split_trajectory", "stream_units"]
 
 
@@ -69,7 +74,7 @@ class _Unit:
     """A unit in flight: its think result, outputs as they arrive, then its grades."""
 
     __slots__ = ("q", "r", "think", "L", "outs", "sigs", "own", "field", "answer_out", "missing",
-                 "probe_seed", "answer_seed", "first", "texts")
+                 "probe_seed", "answer_seed", "first", "texts", "dyn", "deer", "dyn_unit")
 
     def __init__(self, q: int, r: int):
         self.q, self.r = q, r
@@ -85,7 +90,9 @@ class _Unit:
         self.answer_seed: int | None = None
         self.first = None                   # future of the original answer's text (grading lane)
         self.texts: list = []               # per position: future of its P answers' texts
-
+        self.dyn: list = []                 # per position: future of its Dynasor probe (field_probes)
+        self.deer: list = []                # per position: future of its DEER trial answer
+        self.dyn_unit = None                # future of the Dynasor classes and agreement runs
 
 
 def _gen_tokens(comps) -> int:
@@ -201,6 +208,7 @@ class _Driver:
         u.L = tuple(int(x) for x in L_flat)
         m = len(u.L)
         u.outs, u.sigs, u.texts, u.own, u.field = [None] * m, [None] * m, [None] * m, [None] * m, [None] * m
+        u.dyn, u.deer = [None] * m, [None] * m
         u.probe_seed = [derive_seed(j["model"], qs.dataset, qs.id, u.r, "probe", k) for k in range(m)]
         # What is graded first: the model's own ids after the marker, the
         # generic family's finished reply, or (below) a forced answer.
@@ -215,7 +223,7 @@ class _Driver:
             self.pending.append((key, -1))
             u.missing += 1
         self.pending.extend((key, k) for k in range(m))
-        u.missing += 3 * m
+        u.missing += (3 + len(j["field_probes"])) * m
 
     def _submit_position(self, key, k: int) -> None:
         u, j, fmt = self.active[key], self.job, self.fmt
@@ -235,6 +243,8 @@ class _Driver:
         # token as written (what the online logits processor reads when it decides there).
         self._submit((key, "o", k), SignalRequest(list(prompt) + list(th.thinking[:Lk]), fmt.signal_id),
                      "signal")
+        if j["field_probes"]:
+            _field_probes.submit(self, key, u, k)
 
     def pump(self) -> None:
         """Submit queued positions while the probe-phase sequences still decoding are below the bound
@@ -270,6 +280,10 @@ class _Driver:
             self.phase_in_flight["signal"] -= 1
             self._count(tag, "signal", 1, 1)
             (u.sigs if kind == "s" else u.own)[k] = res
+        elif kind in ("d", "e"):
+            self.phase_in_flight["probe"] -= 1
+            self._count(tag, "probe", _gen_tokens(res), len(res))
+            _field_probes.deliver(self, u, kind, k, res)
         else:
             self.phase_in_flight["probe"] -= 1
             self._count(tag, "probe", _gen_tokens(res), len(res))
@@ -288,6 +302,8 @@ class _Driver:
                                              first.stop_id is not None, j["hesitation"])
         u.missing -= 1
         if u.missing == 0:
+            if "dynasor" in j["field_probes"]:     # before the grading: done when the unit is
+                u.dyn_unit = self.lane.dynasor_unit(u.dyn)
             # Graded in a fixed order: the original answer (or the reply), then every probe.
             self.grading[key] = self.lane.grade(j["questions"][u.q], [u.first, *u.texts])
 
@@ -301,6 +317,8 @@ class _Driver:
         own = th.answer if th.answer is not None else (u.answer_out if u.answer_out is not None else ())
         field = [f.result() for f in u.field]
         ids = number_answers([f.key for f in field], [s[0] == "ok" for s in probe_status])
+        seeds = {"think": th.seed, "answer": u.answer_seed, "probe": u.probe_seed}
+        peer = _field_probes.unit_fields(self.job, u, seeds)
         return UnitResult(
             group=qs.group, dataset=qs.dataset, question=qs.id, trajectory=u.r,
             prompt=tuple(int(t) for t in self.job["prompts"][u.q]), thinking=th.thinking,
@@ -314,7 +332,7 @@ class _Driver:
             logp_end_own=tuple(s.logp_end for s in u.own), logp_other_own=tuple(s.logp_other for s in u.own),
             answer_id=tuple(ids), answer_conf=tuple(f.conf for f in field),
             hesitation=tuple(int(f.hesitation) for f in field), answer_tokens=tuple(f.tokens for f in field),
-            seeds={"think": th.seed, "answer": u.answer_seed, "probe": u.probe_seed},
+            seeds=seeds, **peer,
         )
 
     def poll(self) -> None:
@@ -351,13 +369,15 @@ class UnitStream:
                  sampling, grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
                  max_units: int = 64, max_requests: int | None = None,
-                 hesitation_words: Sequence[str] = HESITATION_WORDS):
+                 hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = ()):
+        fp = _field_probes.check_field_probes(field_probes)
         for name, v in (("max_units", max_units), ("max_requests", max_requests)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"`{name}` must be a positive integer, got {v!r}.")
         job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
                    thinking_limit=thinking_limit, answer_limit=answer_limit,
-                   hesitation=hesitation_pattern(hesitation_words))
+                   hesitation=hesitation_pattern(hesitation_words), field_probes=fp)
+        job.update(_field_probes.suffix_ids(tokenizer, fp))
         self.stats = stats if stats is not None else RunStats()
         self._engine, self._given = engine, given or {}
         self.max_units = max_units
@@ -454,7 +474,8 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
                  max_in_flight: int = 64, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
                  max_requests: int | None = None,
-                 hesitation_words: Sequence[str] = HESITATION_WORDS) -> Iterator[UnitResult]:
+                 hesitation_words: Sequence[str] = HESITATION_WORDS,
+                 field_probes: Sequence[str] = ()) -> Iterator[UnitResult]:
     """Measure work units `(question index, trajectory)`, yielding each `UnitResult` as it completes.
 
     At most `max_in_flight` units are between admission and their result
@@ -471,7 +492,8 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     us = UnitStream(engine, fmt, model=model, questions=questions, prompts=prompts, P=P, b=b,
                     thinking_limit=thinking_limit, answer_limit=answer_limit, sampling=sampling,
                     grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given,
-                    max_units=max_in_flight, max_requests=max_requests, hesitation_words=hesitation_words)
+                    max_units=max_in_flight, max_requests=max_requests, hesitation_words=hesitation_words,
+                    field_probes=field_probes)
     todo = iter(units)
     more = True
     try:
@@ -495,14 +517,15 @@ def probe_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequ
                 grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
                 max_in_flight: int | None = None,
                 given: Mapping[tuple[int, int], ThinkResult] | None = None,
-                hesitation_words: Sequence[str] = HESITATION_WORDS) -> list[UnitResult]:
+                hesitation_words: Sequence[str] = HESITATION_WORDS,
+                field_probes: Sequence[str] = ()) -> list[UnitResult]:
     """`stream_units` over `units`, results in the order of `units` (for tests and scripts)."""
     out = {}
     for u in stream_units(engine, fmt, model=model, questions=questions, prompts=prompts, units=units,
                           P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
                           sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
                           max_in_flight=max_in_flight or max(1, len(units)), stats=stats,
-                          given=given, hesitation_words=hesitation_words):
+                          given=given, hesitation_words=hesitation_words, field_probes=field_probes):
         out[u.group, u.question, u.trajectory] = u
     return [out[questions[q].group, questions[q].id, r] for q, r in units]
 
@@ -515,7 +538,7 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
               skip: Callable[[tuple[int, int]], bool] | None = None,
               given: Mapping[tuple[int, int], ThinkResult] | None = None,
               max_requests: int | None = None,
-              hesitation_words: Sequence[str] = HESITATION_WORDS) -> int:
+              hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = ()) -> int:
     """Stream all `len(questions) * R` work units; returns how many were probed.
 
     `skip(unit)` leaves out units already done (the resume seam), and
@@ -530,7 +553,8 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
                             P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
                             sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
                             max_in_flight=max_in_flight, stats=stats, given=given,
-                            max_requests=max_requests, hesitation_words=hesitation_words):
+                            max_requests=max_requests, hesitation_words=hesitation_words,
+                            field_probes=field_probes):
         count += 1
         if on_batch is not None:
             on_batch([res], stats)

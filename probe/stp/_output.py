@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ._loop import SIGNALS, UnitResult
+from ._results import PEER_FIELDS
 
 _I32_LIST = pa.list_(pa.int32())
 
@@ -62,7 +63,11 @@ def measurement_set(results: Sequence[UnitResult], *, model: str, P: int,
         signals["answer_conf"] = ragged([u.answer_conf for u in rs], np.float64)
         signals["hesitation"] = ragged([u.hesitation for u in rs], np.float64)
         signals["answer_tokens"] = ragged([u.answer_tokens for u in rs], np.float64)
-    assert set(signals) <= set(SIGNALS)
+    # The field methods' own probes (probe.field_probes): a column where every unit recorded it.
+    for name in PEER_FIELDS:
+        if rs and all(len(getattr(u, name)) == len(u.L) for u in rs):
+            signals[name] = ragged([getattr(u, name) for u in rs], np.float64)
+    assert set(signals) <= set(SIGNALS) | set(PEER_FIELDS)
     prov = dict(provenance or {})
     if "signals" in prov:       # define exactly the columns the set has
         prov["signals"] = {k: v for k, v in dict(prov["signals"]).items() if k in signals}

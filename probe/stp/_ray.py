@@ -165,7 +165,7 @@ class ProbeWorker:
                 answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
                 tokenizer=self.tok, given=think_results(job, self.questions, self.fmt),
                 max_units=self.bound, max_requests=self.requests,
-                hesitation_words=job.hesitation_words)
+                hesitation_words=job.hesitation_words, field_probes=job.field_probes)
         us = self._stream
         self._backlog.extend(tuple(u) for u in units)
         out = []

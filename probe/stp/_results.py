@@ -29,14 +29,28 @@ OWN_CONTEXT = {
 }
 
 
-def signal_definitions() -> dict[str, str]:
-    """Every probe signal column -> its definition (the manifest's provenance "signals")."""
-    from otbench.analysis.measurement import SIGNAL_DEFINITIONS
+PEER_FIELDS = ("dynasor_answer", "dynasor_agree", "dynasor_uncertain", "dynasor_tokens",
+               "deer_conf", "deer_tokens")
+"""`UnitResult` fields of the field methods' own probes (`probe.field_probes`), one per signal
+column of the same name (`otbench.analysis.measurement.PEER_SIGNAL_DEFINITIONS`)."""
 
+
+def signal_definitions(field_probes: Sequence[str] = ()) -> dict[str, str]:
+    """Every probe signal column -> its definition (the manifest's provenance "signals"); with the
+    signals of the field methods' own probes a job asks for (`probe.field_probes`)."""
+    from otbench.analysis.measurement import (
+        DEER_SIGNALS,
+        DYNASOR_SIGNALS,
+        PEER_SIGNAL_DEFINITIONS,
+        SIGNAL_DEFINITIONS,
+    )
+
+    own = {"dynasor": DYNASOR_SIGNALS, "deer": DEER_SIGNALS}
+    peers = {k: PEER_SIGNAL_DEFINITIONS[k] for p in field_probes for k in own[p]}
     return {"logp_end": "log p(thinking-end token | retained prefix)",
             "logp_other": "log p(most likely other token | retained prefix)",
             "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)",
-            **OWN_CONTEXT, **SIGNAL_DEFINITIONS}
+            **OWN_CONTEXT, **SIGNAL_DEFINITIONS, **peers}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +82,10 @@ class UnitResult:
       answer_id, answer_conf, hesitation, answer_tokens: [n+1] field signals
         of each position's first probe (`SIGNAL_DEFINITIONS`); empty in a
         record written before.
+      dynasor_answer, dynasor_agree, dynasor_uncertain, dynasor_tokens,
+      deer_conf, deer_tokens: [n+1] signals of the field methods' own probes
+        (`PEER_FIELDS`, `PEER_SIGNAL_DEFINITIONS`), when the job asked for them
+        (`probe.field_probes`); empty otherwise, and then left out of the record.
       seeds: {"think": int, "answer": int | None, "probe": [n+1 ints]};
         "answer" is None when the answer came from the think request (or the
         reply is graded), the forced answer's own seed otherwise.
@@ -98,6 +116,12 @@ class UnitResult:
     answer_conf: tuple[float, ...] = ()
     hesitation: tuple[int, ...] = ()
     answer_tokens: tuple[int, ...] = ()
+    dynasor_answer: tuple[int, ...] = ()
+    dynasor_agree: tuple[int, ...] = ()
+    dynasor_uncertain: tuple[int, ...] = ()
+    dynasor_tokens: tuple[int, ...] = ()
+    deer_conf: tuple[float, ...] = ()
+    deer_tokens: tuple[int, ...] = ()
 
     def __post_init__(self):
         # Probe answers are held as int32 arrays (`_ids`) whatever the caller passed,
@@ -117,6 +141,9 @@ class UnitResult:
         id (~0.75 M per paper-shaped unit), which dominated the driver's time.
         """
         rec = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for k in PEER_FIELDS:           # a job without field probes writes the records it always did
+            if not rec[k]:
+                del rec[k]
         rec["seeds"] = dict(self.seeds)
         return rec
 
@@ -134,7 +161,8 @@ class UnitResult:
 
 
 _FLAT_FIELDS = ("prompt", "thinking", "answer", "L", "C", "logp_end", "logp_other", "other_id",
-                "logp_end_own", "logp_other_own", "answer_id", "answer_conf", "hesitation", "answer_tokens")
+                "logp_end_own", "logp_other_own", "answer_id", "answer_conf", "hesitation", "answer_tokens",
+                *PEER_FIELDS)
 
 
 @dataclasses.dataclass

@@ -103,7 +103,7 @@ class _LocalExecutor:
                   max_in_flight=units_in_flight(job, self.engine), stats=stats, on_batch=on_batch,
                   skip=lambda u: u not in todo, given=think_results(job, self.questions, self.fmt),
                   max_requests=requests_in_flight(job, self.engine),
-                  hesitation_words=job.hesitation_words)
+                  hesitation_words=job.hesitation_words, field_probes=job.field_probes)
 
     def direct(self) -> list[dict[str, Any]]:
         """The job's direct answers (`_loop.direct_answers`), on this engine."""
@@ -381,7 +381,8 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
                   "thinking_limit": job.thinking_limit,
                "answer_limit": job.answer_limit, "units_per_batch": job.units_per_batch,
                "hesitation_words": list(job.hesitation_words),
-               **({"direct_answer": True} if job.direct_answer else {})},
+               **({"direct_answer": True} if job.direct_answer else {}),
+               **({"field_probes": list(job.field_probes)} if job.field_probes else {})},
         sampling=job.sampling.as_dict(),
         seeds="otbench.seed/1: sha256(model, benchmark, question, trajectory, phase[, position]); "
               "sample j of a request uses seed + j (otbench.probe.config._seeds)",
@@ -395,7 +396,7 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
         # The pair tables of the "vocab+span" rule, so `resegment` needs no tokenizer.
         newline_end_ids=list(setup.newline_end_ids),
         newline_start_ids=list(setup.newline_start_ids),
-        signals=signal_definitions(),
+        signals=signal_definitions(job.field_probes),
     )
     if imported is not None:
         prov["trajectories"] = imported.record

@@ -152,6 +152,12 @@ def words(v) -> str | None:
         else f"must be a non-empty list of words, got {v!r}"
 
 
+@described("a list of field-method names")
+def field_probes(v) -> str | None:
+    return None if isinstance(v, list) and all(isinstance(w, str) for w in v) \
+        else f"must be a list of method names, got {v!r}"
+
+
 @described("a string")
 def string(v) -> str | None:
     return None if isinstance(v, str) else f"must be a string, got {v!r}"

@@ -377,6 +377,23 @@ def test_stream_results_depend_only_on_the_request(fake):
     e1.close()
 
 
+def test_a_request_with_its_own_sampling_is_sent_with_it(fake, monkeypatch):
+    e = _engine(fake)
+    seen = {}
+    orig = e._generate_one
+    monkeypatch.setattr(e, "_generate_one", lambda r, sampling: seen.setdefault(r.seed, sampling)
+                        and orig(r, sampling))
+    own = Sampling(temperature=0.25, top_p=0.5)
+    s = e.stream(S)
+    s.submit("own", GenRequest((10, 11), 1, 1, 4, (5,), sampling=own))
+    s.submit("stream's", GenRequest((10, 11), 1, 2, 4, (5,)))
+    _drain(s)
+    assert seen == {1: own, 2: S}
+    body = generation_body("m", GenRequest((5,), 1, 0, 4, (7,), sampling=own), own)
+    assert body["temperature"] == 0.25 and body["top_p"] == 0.5
+    e.close()
+
+
 def _submit_all(stream, reqs):
     for t, r in reqs.items():
         stream.submit(t, r)

@@ -217,6 +217,24 @@ def test_top_k_one_is_greedy(kind, hf_engine, vllm_engine, setup):
     assert greedy == topk1
 
 
+@pytest.mark.parametrize("kind", ["hf", "vllm"])
+def test_a_request_samples_by_its_own_sampling(kind, hf_engine, vllm_engine, setup):
+    """`GenRequest.sampling` (a field method's own probe) overrides the call's and the stream's."""
+    engine = hf_engine if kind == "hf" else vllm_engine
+    _, fmt, _, prompts = setup
+    greedy = Sampling(0.0, 1.0, 0, 0.0)
+    r = GenRequest(prompts[1], 2, 7, 10, fmt.think_stop_ids)
+    want = engine.generate([r], greedy)[0]
+    assert engine.generate([r._replace(sampling=greedy)], SAMPLED)[0] == want
+    assert engine.generate([r], SAMPLED)[0] != want           # the call's sampling, without it
+    s = engine.stream(SAMPLED)
+    s.submit("own", r._replace(sampling=greedy))
+    out = {}
+    while s.in_flight():
+        out.update(s.poll())
+    assert out["own"] == want
+
+
 def test_sampled_runs_differ_but_are_valid(hf_engine, vllm_engine, setup):
     hf, _ = _probe(hf_engine, setup, SAMPLED)
     vl, _ = _probe(vllm_engine, setup, SAMPLED)

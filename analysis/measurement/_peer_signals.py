@@ -1,0 +1,154 @@
+"""The field methods' *own* probe signals (issue 37): Dynasor-CoT's probe and DEER's trial answer.
+
+otbench's field signals (``answer``, ``answer_conf``, ``hesitation``,
+``answer_tokens``; `._field`) read otbench's own STP answer probe. These six
+optional ``signal.*`` columns read each method's own probe, decoded and read
+exactly as its source does (`otbench.probe.grading._peers` restates the
+sources, with repository, commit and lines); the probe stage records them
+when the job lists the method under ``probe.field_probes``, and the stop
+rules `dynasor_own_stop` / `deer_own_stop` (`._field_rules`) read them.
+
+`add_peer_signals` draws them for a *synthetic* set (a seeded stream of its
+own, so every other array, and the otbench field signals, stay
+bit-identical), and marks them synthetic in the provenance. Model of the
+draw, per trajectory, walking positions in order (an empty step repeats the
+previous position, as the same prefix gives the same probe):
+
+* a Dynasor answer: empty with probability 0.15 at `k = 0` and 0.05 after
+  (class -1); else the graded-correct class 0 with probability `C(k) / P`,
+  else a wrong class (the previous wrong one with probability 0.6, a fresh
+  one in 1..3 otherwise), then renumbered by first appearance as the probe
+  numbers them; ``dynasor_agree`` is then the run of equal,
+  non-empty classes from each position on (equal classes are equal answers);
+* ``dynasor_uncertain``: 1 with probability `0.1 + 0.5 (1 - C/P)`;
+* ``dynasor_tokens``: 20 decoded tokens (the probe has no stop string) plus
+  the suffix's prefill, `DYNASOR_SUFFIX_TOKENS`;
+* ``deer_conf``: `sigmoid(1.5 + 3 (C/P - 1/2) + ε)`, `ε ~ N(0, 1)`;
+* ``deer_tokens``: `min(20, 3 + Poisson(4))` decoded tokens plus the prompt's
+  prefill, `DEER_PROMPT_TOKENS`.
+"""
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ._types import MeasurementSet
+
+GENERATOR = "otbench.peer-signals/1"
+STREAM = 37          # mixed into the seed: a stream separate from the simulator's and the field signals'
+DYNASOR_SUFFIX_TOKENS = 24   # the synthetic suffix prefill (a real set records the tokenizer's count)
+DEER_PROMPT_TOKENS = 8
+PEER_CAP = 20
+
+PEER_SIGNAL_DEFINITIONS = {
+    "dynasor_answer": "class of the answer of Dynasor-CoT's own probe at this position "
+                      "(hao-ai-lab/Dynasor cot.py: the prompt so far inside the thinking + its "
+                      "suffix '... Oh, I suddenly got the answer to the whole problem, **Final "
+                      "Answer**\\n\\n\\[ \\boxed{', 20 tokens at temperature 0.6, top-p 0.95, no stop "
+                      "string; the answer is the text before the first unmatched '}'), numbered per "
+                      "trajectory by Dynasor's eqaul_group (an answer joins the first earlier class "
+                      "whose representative it math_equal's; 0, 1, ... by first appearance), -1 when "
+                      "the answer is empty",
+    "dynasor_agree": "0 when this position's Dynasor answer is empty, else how many consecutive "
+                     "positions from this one on have non-empty answers math_equal to it (itself "
+                     "included): Dynasor's window k-w..k-1 agrees (eqaul_group is one class, "
+                     "count_not_empty is w) exactly when dynasor_agree[k-w] >= w",
+    "dynasor_uncertain": "1 when a word of Dynasor's uncertain_words (wait, hold, but, okay, no, "
+                         "hmm) is a substring of the lower-cased text of that probe (all of it: "
+                         "'polynomial' and a 'Wait' after the box count), else 0",
+    "dynasor_tokens": "the cost of that probe: its decoded tokens (an end-of-sequence token counted) "
+                      "plus its uncached prefill, the suffix's tokens (the prefix so far is what the "
+                      "method's own run already holds in its prefix cache)",
+    "deer_conf": "DEER's confidence of its own trial answer at this position (iie-ycx/DEER "
+                 "vllm-deer.py: the prompt so far inside the thinking + '\\n**Final Answer**\\n\\boxed', "
+                 "at most 20 tokens at temperature 1.0, top-p 1.0, stopped at its stop strings "
+                 "(' }', '}\\n', '}.', '}}', ')}', ...) or end-of-sequence): the arithmetic mean of the "
+                 "model's probabilities of decoded tokens 1..N-1 (the first, the '{', skipped; the "
+                 "token completing the stop string included); 0 when fewer than two were decoded",
+    "deer_tokens": "the cost of that trial answer: its N decoded tokens (as DEER's request stops) "
+                   "plus its uncached prefill, the answer prompt's tokens",
+}
+PEER_SIGNALS = tuple(PEER_SIGNAL_DEFINITIONS)
+DYNASOR_SIGNALS = ("dynasor_answer", "dynasor_agree", "dynasor_uncertain", "dynasor_tokens")
+DEER_SIGNALS = ("deer_conf", "deer_tokens")
+
+
+def agreement_runs(classes: np.ndarray) -> np.ndarray:
+    """float[rows, K]: per position, the run of consecutive equal non-negative classes from it on.
+
+    The run of an equivalence numbering (equal classes, equal answers), the
+    form `dynasor_agree` takes when `math_equal` is transitive on the row.
+    """
+    c = np.asarray(classes, dtype=np.float64)
+    out = np.zeros_like(c)
+    if c.shape[1] == 0:
+        return out
+    out[:, -1] = (c[:, -1] >= 0).astype(np.float64)
+    for k in range(c.shape[1] - 2, -1, -1):
+        same = (c[:, k] >= 0) & (c[:, k + 1] == c[:, k])
+        out[:, k] = np.where(c[:, k] >= 0, np.where(same, out[:, k + 1] + 1.0, 1.0), 0.0)
+    return out
+
+
+def _first_appearance(classes: np.ndarray, n_classes: int) -> np.ndarray:
+    """`classes` (values -1 .. n_classes - 1) renumbered per row 0, 1, ... by first appearance."""
+    c = np.asarray(classes, dtype=np.float64)
+    K = c.shape[1]
+    first = np.stack([np.where((c == v).any(axis=1), (c == v).argmax(axis=1), K + v)
+                      for v in range(n_classes)], axis=1)
+    rank = np.argsort(np.argsort(first, axis=1, kind="stable"), axis=1, kind="stable")
+    out = np.full_like(c, -1.0)
+    for v in range(n_classes):
+        out = np.where(c == v, rank[:, v:v + 1].astype(np.float64), out)
+    return out
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
+    """`ms` with the synthetic peer-probe signals added (module docstring); refuses a non-synthetic set.
+
+    Only the positions up to each trajectory's `n` are meaningful (the padding repeats the last).
+    """
+    if not ms.synthetic:
+        raise ValueError("peer-probe signals are drawn only for synthetic sets; a real set records "
+                         "them from the probe (probe.field_probes)")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), STREAM]))
+    T, K = ms.L.shape
+    acc = ms.C / np.maximum(ms.probes, 1)[:, None].astype(np.float64)
+    ans = np.full((T, K), -1.0)
+    unc = np.zeros((T, K))
+    conf = np.zeros((T, K))
+    dtok = np.zeros((T, K))
+    for k in range(K):
+        a = acc[:, k]
+        u, v, fresh = rng.random(T), rng.random(T), rng.integers(1, 4, size=T)
+        correct, h, eps, pois = rng.random(T) < a, rng.random(T), rng.standard_normal(T), rng.poisson(4.0, size=T)
+        empty = u < (0.15 if k == 0 else 0.05)
+        prev = ans[:, k - 1] if k else np.full(T, -1.0)
+        keep = (prev > 0) & (v < 0.6)
+        cur = np.where(empty, -1.0, np.where(correct, 0.0, np.where(keep, prev, fresh.astype(np.float64))))
+        uk = (h < 0.1 + 0.5 * (1.0 - a)).astype(np.float64)
+        ck = _sigmoid(1.5 + 3.0 * (a - 0.5) + eps)
+        tk = np.minimum(PEER_CAP, 3 + pois).astype(np.float64)
+        if k:   # an empty step (and padding) repeats the previous position
+            rep = ms.L[:, k] == ms.L[:, k - 1]
+            cur, uk = np.where(rep, prev, cur), np.where(rep, unc[:, k - 1], uk)
+            ck, tk = np.where(rep, conf[:, k - 1], ck), np.where(rep, dtok[:, k - 1], tk)
+        ans[:, k], unc[:, k], conf[:, k], dtok[:, k] = cur, uk, ck, tk
+    ans = _first_appearance(ans, 4)
+    signals = dict(ms.signals)
+    signals.update(dynasor_answer=ans, dynasor_agree=agreement_runs(ans), dynasor_uncertain=unc,
+                   dynasor_tokens=np.full((T, K), float(PEER_CAP + DYNASOR_SUFFIX_TOKENS)),
+                   deer_conf=conf, deer_tokens=dtok + DEER_PROMPT_TOKENS)
+    prov: dict[str, Any] = dict(ms.provenance)
+    prov["signals"] = {**dict(prov.get("signals", {})), **PEER_SIGNAL_DEFINITIONS}
+    prov["peer_signals"] = {"generator": GENERATOR, "seed": int(seed), "stream": STREAM,
+                            "synthetic": "SYNTHETIC peer-probe signals drawn from the recorded grades; "
+                                         "no probe was decoded"}
+    return dataclasses.replace(ms, signals=signals, provenance=prov)

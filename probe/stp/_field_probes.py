@@ -1,0 +1,117 @@
+"""The field methods' own probes in the probe loop (``probe.field_probes``): requests and results.
+
+Only when a job lists them: at every position `k`, beside otbench's answer
+probes and on the same retained prefix (prompt + thinking[:L(k)], so the
+prefix cache serves it), each listed method's own probe, inside the thinking,
+exactly as its source decodes it (`otbench.probe.grading` `DYNASOR_*`,
+`DEER_*`):
+
+* ``dynasor``: the Dynasor-CoT suffix, 20 tokens at temperature 0.6, top-p
+  0.95, ending at the family's answer stops (end of turn / sequence);
+* ``deer``: the DEER answer prompt, 20 tokens at temperature 1.0, top-p 1.0,
+  decoded without stops and cut afterwards as DEER's request stops
+  (`deer_cut`: its stop strings or end-of-sequence).
+
+End-of-sequence, for both, is the family's answer stop ids (end of turn, end
+of text): where the source's server stops on the model's end-of-sequence.
+
+Seeds: ``derive_seed(..., "dynasor" | "deer", k)``, apart from the otbench
+probe's. Their requests count in the "probe" phase's counters; the recorded
+per-position cost (``dynasor_tokens``, ``deer_tokens``) is the method's own:
+the tokens its source would decode plus the suffix's prefill (the prefix is
+in the method's own run's cache already), not the engine's extra decoding.
+"""
+
+from collections.abc import Sequence
+
+from otbench.probe.config import Sampling, derive_seed
+from otbench.probe.engines import GenRequest
+from otbench.probe.grading import (
+    DEER_MAX_TOKENS,
+    DEER_PROMPT,
+    DEER_SAMPLING,
+    DYNASOR_MAX_TOKENS,
+    DYNASOR_SAMPLING,
+    DYNASOR_SUFFIX,
+)
+
+FIELD_PROBES = ("dynasor", "deer")
+"""The field methods whose own probes the probe stage can record per position (``probe.field_probes``)."""
+DYNASOR_SAMPLING_PARAMS = Sampling(**DYNASOR_SAMPLING)
+DEER_SAMPLING_PARAMS = Sampling(**DEER_SAMPLING)
+CONTEXT_IDS = 4
+"""Suffix ids a probe's text is decoded after (so a leading space decodes as a server streams it)."""
+
+
+def check_field_probes(field_probes: Sequence[str]) -> tuple[str, ...]:
+    """`field_probes` as a tuple of distinct names of `FIELD_PROBES` (ValueError otherwise)."""
+    fp = tuple(str(p) for p in field_probes)
+    if any(p not in FIELD_PROBES for p in fp) or len(set(fp)) != len(fp):
+        raise ValueError(f"`field_probes` must list distinct names of {', '.join(FIELD_PROBES)}, "
+                         f"got {list(field_probes)!r}")
+    return fp
+
+
+def suffix_ids(tokenizer, field_probes: Sequence[str]) -> dict[str, list[int]]:
+    """The job entries of the sources' suffixes, each tokenized on its own ({} without field probes)."""
+    if not field_probes:
+        return {}
+    return {"dynasor_ids": list(tokenizer.encode(DYNASOR_SUFFIX, add_special_tokens=False)),
+            "deer_ids": list(tokenizer.encode(DEER_PROMPT, add_special_tokens=False))}
+
+
+def _seed(job, u, phase: str, k: int) -> int:
+    qs = job["questions"][u.q]
+    return derive_seed(job["model"], qs.dataset, qs.id, u.r, phase, k)
+
+
+def submit(driver, key, u, k: int) -> None:
+    """Submit the job's field probes of unit `u` at position `k` (tags ``(key, "d" | "e", k)``)."""
+    j, fmt = driver.job, driver.fmt
+    head = list(j["prompts"][u.q]) + list(u.think.thinking[:u.L[k]])
+    if "dynasor" in j["field_probes"]:
+        driver._submit((key, "d", k), GenRequest(head + j["dynasor_ids"], 1, _seed(j, u, "dynasor", k),
+                                                 DYNASOR_MAX_TOKENS, fmt.answer_stop_ids,
+                                                 sampling=DYNASOR_SAMPLING_PARAMS), "probe")
+    if "deer" in j["field_probes"]:
+        # No stops: the engine stops on ids, DEER on strings; its cut is found after (`deer_cut`),
+        # and so the end-of-sequence token's probability is known where it ends the answer.
+        driver._submit((key, "e", k), GenRequest(head + j["deer_ids"], 1, _seed(j, u, "deer", k),
+                                                 DEER_MAX_TOKENS, (), ignore_eos=True, logprobs=True,
+                                                 sampling=DEER_SAMPLING_PARAMS), "probe")
+
+
+def deliver(driver, u, kind: str, k: int, res) -> None:
+    """A field probe's completion arrived: hand it to the grading lane to be read."""
+    j = driver.job
+    c = res[0]
+    if kind == "d":
+        u.dyn[k] = driver.lane.dynasor(c.token_ids, c.stop_id is not None, j["dynasor_ids"][-CONTEXT_IDS:])
+        return
+    if c.logprobs is None:
+        raise RuntimeError(f"the {getattr(driver.stream, 'name', 'engine')} stream returned no token "
+                           "log-probabilities for a DEER trial answer that asked for them")
+    u.deer[k] = driver.lane.deer(c.token_ids, c.logprobs, driver.fmt.answer_stop_ids,
+                                 j["deer_ids"][-CONTEXT_IDS:])
+
+
+def unit_fields(job, u, seeds: dict) -> dict:
+    """The `UnitResult` fields of unit `u`'s field probes (none unless the job asks); their seeds
+    go into `seeds` under "dynasor" / "deer"."""
+    out: dict = {}
+    m = len(u.L)
+    if "dynasor" in job["field_probes"]:
+        probes = [f.result() for f in u.dyn]
+        classes, runs = u.dyn_unit.result()
+        prefill = len(job["dynasor_ids"])
+        out.update(dynasor_answer=tuple(classes), dynasor_agree=tuple(runs),
+                   dynasor_uncertain=tuple(int(p.uncertain) for p in probes),
+                   dynasor_tokens=tuple(p.decoded + prefill for p in probes))
+        seeds["dynasor"] = [_seed(job, u, "dynasor", k) for k in range(m)]
+    if "deer" in job["field_probes"]:
+        trials = [f.result() for f in u.deer]
+        prefill = len(job["deer_ids"])
+        out.update(deer_conf=tuple(t.conf for t in trials),
+                   deer_tokens=tuple(t.decoded + prefill for t in trials))
+        seeds["deer"] = [_seed(job, u, "deer", k) for k in range(m)]
+    return out

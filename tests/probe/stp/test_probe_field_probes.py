@@ -1,0 +1,126 @@
+"""The probe records the field methods' own probes when the job asks (``probe.field_probes``; issue 37).
+
+On the tiny model (transformers engine, float32, exact): every other
+column and table is what a job without the key writes; the new signals are
+recomputed outside the loop from what the set stores, by sending each
+source's probe again (same prompt ids, seed and sampling) and reading it
+with the same rules (`otbench.probe.grading` `dynasor_probe`, `deer_trial`,
+`dynasor_agreement`).
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+PEERS = ("dynasor_answer", "dynasor_agree", "dynasor_uncertain", "dynasor_tokens", "deer_conf",
+         "deer_tokens")
+
+
+def _job(path: Path, model: Path, extra: str = "") -> Path:
+    from test_probe_resume import JOB
+
+    text = JOB.format(model=model, n=1, R=2, temperature=0.6, model_id="tiny")
+    path.write_text(text.replace("units_per_batch = 1\n", "units_per_batch = 1\n" + extra))
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_model, otbench_cache):
+    from test_probe_resume import _run
+
+    d = tmp_path_factory.mktemp("fieldprobes")
+    _run(_job(d / "plain.toml", tiny_model), d / "plain")
+    _run(_job(d / "fp.toml", tiny_model, 'field_probes = ["dynasor", "deer"]\n'), d / "fp")
+    return d / "plain", d / "fp"
+
+
+def test_without_the_key_nothing_changes(tmp_path, tiny_model):
+    from otbench.probe.stp._job import JobError, job_from_dict, load_job
+    from otbench.probe.stp._keys import run_key_material
+
+    job = load_job(_job(tmp_path / "j.toml", tiny_model))
+    assert job.field_probes == () and "field_probes" not in job.as_dict()
+    key = dict(fingerprint="f", tokenizer_hash="t", engine_info={}, grader="minimal", otbench_version="v")
+    assert "field_probes" not in run_key_material(job, **key)
+    asked = load_job(_job(tmp_path / "k.toml", tiny_model, 'field_probes = ["deer"]\n'))
+    assert asked.field_probes == ("deer",) and run_key_material(asked, **key)["field_probes"] == ["deer"]
+    import tomllib
+    cfg = tomllib.loads((tmp_path / "j.toml").read_text())
+    cfg["probe"]["field_probes"] = ["dynasor", "nope"]
+    with pytest.raises(JobError, match=r"probe.field_probes must list distinct names of dynasor, deer"):
+        job_from_dict(cfg)
+
+
+def test_other_columns_and_tables_are_unchanged(runs):
+    from otbench.analysis.measurement import load, load_table
+
+    plain, fp = (load(p) for p in runs)
+    assert set(fp.signals) == set(plain.signals) | set(PEERS)
+    for k, v in plain.signals.items():
+        assert np.array_equal(v, fp.signals[k], equal_nan=True), k
+    for name in ("L", "C", "y", "n"):
+        assert np.array_equal(getattr(plain, name), getattr(fp, name))
+    for table in ("tokens", "probes"):
+        assert load_table(runs[0], table).equals(load_table(runs[1], table))
+    assert "field_probes" not in plain.provenance["probe"]
+    assert fp.provenance["probe"]["field_probes"] == ["dynasor", "deer"]
+    from otbench.probe.stp._results import signal_definitions
+
+    assert plain.provenance["signals"] == signal_definitions()
+    assert fp.provenance["signals"] == signal_definitions(["dynasor", "deer"])
+    for name in PEERS:
+        assert name not in plain.provenance["signals"] and name in fp.provenance["signals"]
+
+
+def test_the_signals_match_a_recomputation(runs, hf_engine):
+    from otbench.analysis.measurement import load, load_table
+    from otbench.probe.config import Sampling, derive_seed, load_family
+    from otbench.probe.engines import GenRequest
+    from otbench.probe.grading import (
+        DEER_PROMPT,
+        DYNASOR_SUFFIX,
+        deer_trial,
+        dynasor_agreement,
+        dynasor_probe,
+    )
+    from otbench.probe.stp._lane import batch_decoder
+    from otbench.probe.tokens import build_vocabulary, compile_format
+
+    ms = load(runs[1])
+    tok = hf_engine.tokenizer()
+    fmt = compile_format(load_family("qwen3-thinking"), tok, build_vocabulary(tok, hf_engine.vocab_size()))
+    dec1 = batch_decoder(tok)
+    decode = lambda ids: dec1([list(ids)])[0]          # noqa: E731
+    dyn_ids = tok.encode(DYNASOR_SUFFIX, add_special_tokens=False)
+    deer_ids = tok.encode(DEER_PROMPT, add_special_tokens=False)
+    job_sampling = Sampling(temperature=0.6)           # the job's: each probe overrides it
+    checked = 0
+    for t, row in enumerate(load_table(runs[1], "tokens").to_pylist()):
+        n = int(ms.n[t])
+        answers = []
+        for k in range(n + 1):
+            head = list(row["prompt"]) + list(row["thinking"][:row["L"][k]])
+            seed = derive_seed("tiny", row["dataset"], row["question"], row["trajectory"], "dynasor", k)
+            c = hf_engine.generate([GenRequest(head + dyn_ids, 1, seed, 20, fmt.answer_stop_ids,
+                                               sampling=Sampling(temperature=0.6, top_p=0.95))],
+                                   job_sampling)[0][0]
+            p = dynasor_probe(c.token_ids, c.stop_id is not None, decode=decode, context=dyn_ids[-4:])
+            answers.append(p.answer)
+            assert ms.signals["dynasor_uncertain"][t, k] == int(p.uncertain)
+            assert ms.signals["dynasor_tokens"][t, k] == p.decoded + len(dyn_ids)
+            seed = derive_seed("tiny", row["dataset"], row["question"], row["trajectory"], "deer", k)
+            c = hf_engine.generate([GenRequest(head + deer_ids, 1, seed, 20, (), ignore_eos=True,
+                                               logprobs=True, sampling=Sampling())], job_sampling)[0][0]
+            assert len(c.token_ids) == 20                  # decoded without stops, cut after
+            tr = deer_trial(c.token_ids, c.logprobs, decode=decode, eos=fmt.answer_stop_ids,
+                            context=deer_ids[-4:])
+            assert ms.signals["deer_tokens"][t, k] == tr.decoded + len(deer_ids)
+            assert math.isclose(ms.signals["deer_conf"][t, k], tr.conf, abs_tol=1e-5)
+            assert 0.0 <= tr.conf <= 1.0
+            checked += 1
+        ids, run = dynasor_agreement(answers)
+        assert ms.signals["dynasor_answer"][t, :n + 1].tolist() == [float(x) for x in ids]
+        assert ms.signals["dynasor_agree"][t, :n + 1].tolist() == [float(x) for x in run]
+    assert checked >= 4
