@@ -160,7 +160,9 @@ STP_RULES: dict[str, dict[str, Rule]] = {
     "grader": {"kind": text},
     # [trajectories]: imported traces (`_imported`); which of path / hub is the job's rule.
     "trajectories": {"path": text, "hub": text, "config": text, "split": text, "revision": text,
-                     "format": text, "per_question": integer()},
+                     "format": text, "per_question": integer(),
+                     # source verdicts and prompt (`_verdicts`, `_imported`): values checked there
+                     "filter": text, "metric": text, "verdicts": text, "extract": meaning, "prompt": text},
 }
 
 HORIZON_RULES: dict[str, Any] = {
