@@ -25,7 +25,6 @@ its thinking. Every error names the file, the row and the field.
 """
 
 import dataclasses
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -359,14 +358,13 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
         for i, r in enumerate(pq.read_table(p).to_pylist(), 1):
             yield f"{p}:row {i}", r
         return
-    with open(p, encoding="utf-8") as f:
+    from otbench.files import loads_json      # the one guarded JSON reader (depth, sizes, keys)
+
+    with open(p, "rb") as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            try:
-                yield f"{p}:{i}", json.loads(line)
-            except json.JSONDecodeError as e:
-                raise EvalLogError(f"{p}:{i}: not a JSON line ({e.msg})") from None
+            yield f"{p}:{i}", loads_json(line, f"{p}:{i}")
 
 
 def detect_format(path: str | Path) -> str:
