@@ -166,6 +166,10 @@ def test_probed_set_keeps_source_verdicts(tmp_path: Path, tiny_model, otbench_ca
     prov = read_manifest(tmp_path / "set")["provenance"]["trajectories"]
     assert prov["verdicts"]["disagree"] == 2 and prov["answer_cut"] == 1
     assert any(ln.startswith("verdicts: exact_match (strict-match) kept as y for 3 of 3") for ln in lines)
+    from otbench.analysis.overthinking import set_accuracy_reason
+    assert set_accuracy_reason(tmp_path / "set") == (
+        "Original full-thinking accuracy 66.67 % (2 of 3 own answers correct): 3 of the 3 verdicts are "
+        "the imported source's own (docs/guides/import-traces.md)")
 
 
 # -- inspect-ai: a log its mock model wrote ----------------------------------------------------
