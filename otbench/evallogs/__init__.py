@@ -18,6 +18,9 @@ from ._read import (
     LABEL_FIELDS,
     LOG_FORMATS,
     MARKERS,
+    QUESTION_ID,
+    QUESTION_TEXT,
+    REASONING_FIELDS,
     EvalLogError,
     Reply,
     chat_replies,
@@ -34,7 +37,8 @@ from ._read import (
 )
 
 __all__ = [
-    "FALLBACK", "GSM8K_IGNORE", "LABEL_FIELDS", "LOG_FORMATS", "MARKERS", "PRESETS",
+    "FALLBACK", "GSM8K_IGNORE", "LABEL_FIELDS", "LOG_FORMATS", "MARKERS", "PRESETS", "QUESTION_ID", "QUESTION_TEXT",
+    "REASONING_FIELDS",
     "EvalLogError", "Extraction", "ExtractionError", "Reply",
     "chat_replies", "detect_format", "exact_match", "extraction", "groups", "inspect_replies",
     "lighteval_names", "lighteval_replies", "lm_eval_names", "lm_eval_replies", "read_log", "rows",

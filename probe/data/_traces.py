@@ -50,6 +50,9 @@ from typing import Any
 from otbench.evallogs import (
     LOG_FORMATS,
     MARKERS,
+    QUESTION_ID,
+    QUESTION_TEXT,
+    REASONING_FIELDS,
     EvalLogError,
     Reply,
     chat_replies,
@@ -68,6 +71,9 @@ MAX_TRAJECTORY = 65_535
 job's units run over `0 .. R - 1` per question (R = the largest index + 1)."""
 
 TRACE_FORMATS = ("otbench", *LOG_FORMATS)
+
+# The readers' field lists (`otbench.evallogs`), under the names the docs' field table reads.
+_REASONING_FIELDS, _QUESTION_TEXT, _QUESTION_ID = REASONING_FIELDS, QUESTION_TEXT, QUESTION_ID
 
 
 @dataclasses.dataclass(frozen=True)
