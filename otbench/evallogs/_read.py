@@ -16,7 +16,7 @@ Four sources, each read where its framework writes it:
   and epoch; the verdict is the first scorer's value (or the one asked for) mapped to a number
   by inspect's own `value_to_float`; `stop_reason == "max_tokens"` is the length limit.
 * `chat` (chat-style JSONL/Parquet: `messages` or `conversations`): the label where the row
-  has one (`correct`, `is_correct`, `label`, `verdict`, `score`), `finish_reason` /
+  has one (`correct`, `is_correct`, `verdict`), `finish_reason` /
   `stop_reason` for the length limit.
 
 The reasoning is split as reasoning models write it (`split_reasoning`): the answer follows
@@ -36,7 +36,7 @@ MARKERS = (("<think>", "</think>"), ("<|begin_of_thought|>", "<|end_of_thought|>
 """(open, close) reasoning markers recognized in text, tried in order."""
 
 LOG_FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat")
-LABEL_FIELDS = ("correct", "is_correct", "label", "verdict", "score")
+LABEL_FIELDS = ("correct", "is_correct", "verdict")
 """Fields of a chat row read as its verdict (a boolean, or a number in [0, 1])."""
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 QUESTION_TEXT = ("problem", "Problem", "question", "Question")
@@ -123,7 +123,7 @@ def _verdict(v: Any, loc: str, name: str) -> float | None:
     if isinstance(v, (int, float)) and 0.0 <= float(v) <= 1.0:
         return float(v)
     raise EvalLogError(f"{loc}: field '{name}' must be a verdict (true/false or a number in [0, 1]), "
-                       f"got {v!r}")
+                       f"got {v!r}; name another of the source's metrics (`metric`)")
 
 
 def _text_of(v: Any) -> str | None:

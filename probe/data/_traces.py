@@ -27,7 +27,7 @@ the same keys as a `[[data.sources]]` entry, `_sources`) and its `format`:
   assistant turn's `reasoning_content` / `reasoning` / `thinking` field
   (or the row's), else the part of its content inside `<think>...</think>`
   (or `<|begin_of_thought|>...<|end_of_thought|>`); the row's label
-  (`correct`, `is_correct`, `label`, `verdict`, `score`) is its verdict.
+  (`correct`, `is_correct`, `verdict`) is its verdict.
 
 The logs are read by `otbench.evallogs` (the audit reads them there too);
 a record keeps its source's verdict (`verdict`, what it is in `metric`),
