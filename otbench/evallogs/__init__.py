@@ -34,6 +34,7 @@ from ._read import (
     read_log,
     rows,
     split_reasoning,
+    split_reply,
 )
 
 __all__ = [
@@ -42,5 +43,5 @@ __all__ = [
     "EvalLogError", "Extraction", "ExtractionError", "Reply",
     "chat_replies", "detect_format", "exact_match", "extraction", "groups", "inspect_replies",
     "lighteval_names", "lighteval_replies", "lm_eval_names", "lm_eval_replies", "read_log", "rows",
-    "split_reasoning",
+    "split_reasoning", "split_reply",
 ]

@@ -21,7 +21,8 @@ Four sources, each read where its framework writes it:
 
 The reasoning is split as reasoning models write it (`split_reasoning`): the answer follows
 the last closing marker; an opening marker with no closing one is a reply that never closed
-its thinking. Every error names the file, the row and the field.
+its thinking, and so is a reply with no marker after a prompt that opened the thinking
+(`split_reply`: templates that end in `<think>`). Every error names the file, the row and the field.
 """
 
 import dataclasses
@@ -105,6 +106,21 @@ def split_reasoning(text: str) -> tuple[str, bool | None, str | None]:
         if start in text:
             return _after_open(text, start), False, None
     return text, None, None
+
+
+def split_reply(text: str, prompt: str | None) -> tuple[str, bool | None, str | None]:
+    """`split_reasoning` of a reply whose prompt may have opened the thinking itself.
+
+    Templates of reasoning models often end the prompt with `<think>\n`: the reply
+    then holds only the close (or none, when it was cut). A reply with no marker
+    after such a prompt is thinking that never closed, not a plain reply.
+    """
+    if prompt is not None:
+        tail = prompt.rstrip()
+        for start, end in MARKERS:
+            if tail.endswith(start) and start not in text and end not in text:
+                return split_reasoning(start + text)
+    return split_reasoning(text)
 
 
 def _after_open(text: str, start: str) -> str:
@@ -191,7 +207,7 @@ def lm_eval_replies(row: Mapping, loc: str, *, task: str = "task", model: str = 
     ref = row.get("target")
     out = []
     for k, t in enumerate(texts):
-        thinking, finished, answer = split_reasoning(t)
+        thinking, finished, answer = split_reply(t, prompt)
         out.append(Reply(f"{loc}" + (f" (completion {k + 1})" if len(texts) > 1 else ""), "lm-eval",
                          task, model, qid, text, k, t, thinking, finished, answer, None, verdict,
                          None if name is None else (f"{name} ({filt})" if filt else name),
@@ -244,7 +260,8 @@ def lighteval_replies(row: Mapping, loc: str, *, model: str = "model",
         if isinstance(r, str) and r.strip():
             thinking, finished, answer = r, True, t
         else:
-            thinking, finished, answer = split_reasoning(t)
+            thinking, finished, answer = split_reply(t, resp.get("input") if isinstance(resp.get("input"), str)
+                                                     else None)
         ids = tokens[k] if k < len(tokens) else None
         length = (len(ids) >= size) if isinstance(size, int) and size > 0 and ids is not None and len(ids) else None
         out.append(Reply(loc + (f" (reply {k + 1})" if len(texts) > 1 else ""), "lighteval", task, model,

@@ -145,3 +145,19 @@ def test_bad_logs_are_one_line(tmp_path: Path, rows, message):
     res = CliRunner().invoke(main, ["audit-log", str(path), "--replicates", "10"])
     assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
     assert len([ln for ln in res.output.splitlines() if ln.strip()]) == 1
+
+
+def test_a_prompt_that_opened_the_thinking_makes_a_bare_reply_unclosed(tmp_path: Path):
+    # R1-style templates end the prompt with "<think>\n": the reply holds only the close, or none
+    rows = [{"doc_id": k, "doc": {"question_id": f"q{k}", "question": "Q"}, "resps": [[text]],
+             "arguments": {"gen_args_0": {"arg_0": "<|user|>Q<|assistant|><think>\n", "arg_1": {}}},
+             "filter": "none", "metrics": ["exact_match"], "exact_match": v}
+            for k, (text, v) in enumerate([("adding</think>The answer is 4.", 1.0), ("adding and adding", 0.0)])]
+    path = tmp_path / "m" / "samples_t_2026-01-01T00-00-00.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    reps = read_log(path)
+    assert [(r.thinking, r.finished, r.answer) for r in reps] == [
+        ("adding", True, "The answer is 4."), ("adding and adding", False, None)]
+    (g,) = audit_replies(reps, source=str(path), replicates=20)["groups"]
+    assert (g["cut_n"], g["worst_case"]["estimate"], g["best_case"]["estimate"]) == (1, 0.5, 1.0)
