@@ -50,10 +50,10 @@ def audit_figure(doc: dict[str, Any]):
     ax_c.set_yticks(yy, labels)
     ax_c.set_xlim(0, 100)
     ax_c.set_xlabel("replies censored (%)")
-    ax_c.set_title("censored: red; never closed the thinking: grey")
+    ax_c.set_title("censored (red), never closed (grey)", fontsize="medium")
     ax_s.set_xlim(-2, 102)
     ax_s.set_xlabel("accuracy (%)")
-    ax_s.set_title("reported (blue, 95% CI); worst–best case (orange)")
+    ax_s.set_title("reported, 95% CI (blue); worst–best (orange)", fontsize="medium")
     return fig
 
 
