@@ -33,7 +33,14 @@ def audit_cmd(file: Path, fmt: str | None, metric: str | None, out: Path | None,
     bounds (docs/guides/audit-log.md). The source's verdicts are used as they are.
     """
     # Lazy: JAX and matplotlib load only when the command runs.
-    from otbench.analysis.horizon import audit_line, audit_replies, bounds_table, censoring_table, format_text
+    from otbench.analysis.horizon import (
+        audit_line,
+        audit_replies,
+        bounds_table,
+        censoring_table,
+        format_text,
+    )
+
     from otbench.evallogs import read_log
 
     with data_errors():

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from otbench.evallogs import Reply, groups
 
 from . import _inference as inf
@@ -114,8 +115,9 @@ def censoring_table(doc: dict[str, Any]) -> Table:
     rows = [(r["task"], r["model"], str(r["replies"]), str(r["items"]), _est(r["unclosed"]),
              _est(r["length_limit"]) if r["length_recorded"] else "not recorded",
              pct(r["cut"]), pct(r["finished"]), pct(r["censored"])) for r in doc["groups"]]
-    return (f"Censoring in {doc['log']} ({doc['format']}): replies that never closed their thinking "
-            "or hit the length limit", header, rows)
+    title = (f"Censoring in {doc['log']} ({doc['format']}): replies that never closed their thinking "
+             "or hit the length limit")
+    return (title, header, rows)
 
 
 def bounds_table(doc: dict[str, Any]) -> Table:
@@ -128,8 +130,9 @@ def bounds_table(doc: dict[str, Any]) -> Table:
         width = DASH if lo is None or hi is None else f"{100 * (hi - lo):.1f}"
         rows.append((r["task"], r["model"], r["metric"] or DASH, pct(r["reported"]),
                      _est(r["terminal_aware"]), pct(r["worst_case"]), pct(r["best_case"]), width))
-    return ("The reported score under censoring: terminal-aware reading and worst/best-case bounds "
-            "(docs/guides/horizon.md)", header, rows)
+    title = ("The reported score under censoring: terminal-aware reading and worst/best-case bounds "
+             "(docs/guides/horizon.md)")
+    return (title, header, rows)
 
 
 def audit_line(row: dict[str, Any]) -> str:

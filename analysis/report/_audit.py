@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from otbench.analysis import horizon as htabs
+
 from otbench.files import csv_text, write_text_atomic
 
 from . import _style

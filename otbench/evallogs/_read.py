@@ -328,7 +328,7 @@ def inspect_replies(path: str | Path, *, scorer: str | None = None) -> list[Repl
         raise EvalLogError(f"{path}: reading inspect-ai logs needs inspect-ai (pip install inspect-ai)") from None
     try:
         log = read_eval_log(str(path))
-    except Exception as e:          # the library's own error, one line
+    except Exception as e:  # noqa: BLE001  (the library's own error, one line)
         raise EvalLogError(f"{path}: not an inspect-ai log ({type(e).__name__}: {e})") from None
     to_float = value_to_float()
     out = []
@@ -375,7 +375,7 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
         for i, r in enumerate(pq.read_table(p).to_pylist(), 1):
             yield f"{p}:row {i}", r
         return
-    from otbench.files import loads_json      # the one guarded JSON reader (depth, sizes, keys)
+    from otbench.files import loads_json  # the one guarded JSON reader (depth, sizes, keys)
 
     with open(p, "rb") as f:
         for i, line in enumerate(f, 1):

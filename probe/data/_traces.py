@@ -49,7 +49,7 @@ from typing import Any
 
 from otbench.evallogs import (
     LOG_FORMATS,
-    MARKERS,
+    MARKERS,  # noqa: F401  (re-exported by otbench.probe.data)
     QUESTION_ID,
     QUESTION_TEXT,
     REASONING_FIELDS,
@@ -61,7 +61,7 @@ from otbench.evallogs import (
     lighteval_replies,
     lm_eval_names,
     lm_eval_replies,
-    split_reasoning,
+    split_reasoning,  # noqa: F401  (re-exported by otbench.probe.data)
 )
 
 from ._benchmarks import DatasetError, _field

@@ -300,13 +300,11 @@ class _Driver:
         own = th.answer if th.answer is not None else (u.answer_out if u.answer_out is not None else ())
         field = [f.result() for f in u.field]
         ids = number_answers([f.key for f in field], [s[0] == "ok" for s in probe_status])
-        # An imported trajectory's source verdict, when kept, is its `y` (`_verdicts`).
-        y, y_status = th.verdict if th.verdict is not None else (int(gs[0][0]), gs[0][1])
         return UnitResult(
             group=qs.group, dataset=qs.dataset, question=qs.id, trajectory=u.r,
             prompt=tuple(int(t) for t in self.job["prompts"][u.q]), thinking=th.thinking,
             finished=th.finished, stop_id=th.stop_id, answer=tuple(own),
-            y=int(y), y_status=y_status, L=u.L,
+            y=int((th.verdict or gs[0])[0]), y_status=(th.verdict or gs[0])[1], L=u.L,  # _verdicts
             C=tuple(sum(int(c) for c, _ in gs[1 + k * P:1 + (k + 1) * P]) for k in range(len(u.L))),
             probe_tokens=tuple(u.outs),
             probe_status=probe_status,

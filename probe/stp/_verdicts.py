@@ -21,9 +21,10 @@ correct/wrong outcome); a record without one keeps otbench's grade.
 from collections.abc import Sequence
 from typing import Any
 
-from otbench.evallogs import ExtractionError, extraction
 from otbench.probe.data import DatasetError
 from otbench.probe.grading import GradeItem, resolve_grader
+
+from otbench.evallogs import ExtractionError, extraction
 
 VERDICT_MODES = ("source", "otbench")
 EXAMPLES = 3

@@ -15,8 +15,15 @@ from _evallogs import inspect_log
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from otbench.analysis.horizon import audit_line, audit_replies, bounds_table, censoring_table, format_text
+from otbench.analysis.horizon import (
+    audit_line,
+    audit_replies,
+    bounds_table,
+    censoring_table,
+    format_text,
+)
 from otbench.cli import main
+
 from otbench.evallogs import read_log
 
 
@@ -68,7 +75,8 @@ def _twin(reps):
         ms = [np.mean([f(r) for r in rs if keep(r)]) for rs in items.values() if any(keep(r) for r in rs)]
         return None if not ms else float(np.mean(ms))
 
-    v = lambda r: r.verdict is not None      # noqa: E731
+    def v(r):
+        return r.verdict is not None
     return {"cut": mean(lambda r: r.cut, lambda r: True),
             "unclosed": mean(lambda r: r.finished is False, lambda r: True),
             "reported": mean(lambda r: r.verdict, v),

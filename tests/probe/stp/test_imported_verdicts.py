@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 from _evallogs import inspect_log, lighteval_details
-from otbench.evallogs import PRESETS, Extraction, ExtractionError, exact_match, extraction, read_log
 from otbench.probe.data import DatasetError, load_questions
 from otbench.probe.stp._imported import import_trajectories
 from otbench.probe.stp._job import job_from_dict
+
+from otbench.evallogs import PRESETS, Extraction, ExtractionError, exact_match, extraction, read_log
 
 # -- lm-eval's extraction, case by case --------------------------------------------------------
 
