@@ -24,6 +24,7 @@ _COMMANDS = {
     "_demo": ("demo_cmd",),
     "_plan": ("plan_cmd",),
     "_online": ("online_group",),
+    "_audit": ("audit_cmd",),
 }
 
 

@@ -122,6 +122,9 @@ def demo_cmd(out: Path, engine: str, n: int) -> None:
     ms = _store_split(ms_dir)
     click.echo("")
     click.echo(analyze(ms, out / "analysis"), nl=False)
+    from otbench.analysis.overthinking import set_accuracy_reason
+
+    click.echo(set_accuracy_reason(ms_dir))       # why the model's own accuracy is what it is
     click.echo("")
     click.echo(rank(ms, out / "analysis"), nl=False)
     click.echo("")

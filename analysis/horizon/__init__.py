@@ -7,6 +7,7 @@ contract (`otbench.analysis.measurement`), since the probe writes it.
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
 from ._analysis import HorizonAnalysisError, analyze
+from ._audit import audit_line, audit_replies, bounds_table, censoring_table
 from ._inference import (
                          McNemar,
                          SignFlip,
@@ -34,7 +35,7 @@ from ._tables import (
 
 __all__ = [
     "DASH", "HorizonAnalysisError", "McNemar", "SignFlip", "Table",
-    "agreement_table", "analyze", "calibration_table", "contrast_table", "controls_table",
+    "agreement_table", "analyze", "audit_line", "audit_replies", "bounds_table", "censoring_table", "calibration_table", "contrast_table", "controls_table",
     "diagonal_table", "format_text", "length_table", "log2_trapezoid", "matched_table", "mcnemar", "mcnemar_counts",
     "scores_table", "sensitivity_table", "sign_flip", "simultaneous_band", "strata_table",
 ]

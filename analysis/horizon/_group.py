@@ -157,6 +157,22 @@ def scores(ro: Readouts, gold: np.ndarray, valid: np.ndarray) -> dict[str, np.nd
     return out
 
 
+def terminal_outcome(obs: np.ndarray, done: np.ndarray, y: np.ndarray, stopped: np.ndarray | None = None,
+                     stopped_ok: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(x, a) of the horizon readouts: the natural outcome `y` once finished by the deadline, else
+    the readout at the stop (`stopped`, defined where `stopped_ok`).
+
+    Without a stopped readout it is the correct completion by the deadline `1{done}·y` over
+    every observed run (an unfinished run counts wrong: the worst case); with one it is the
+    terminal-aware accuracy over the runs that finished or have a readout. Shared by the
+    horizon analysis (`Group.outcome`) and the log audit (`_audit`).
+    """
+    if stopped is None:
+        return (done * y).astype(np.float64), np.broadcast_to(obs, done.shape)
+    x = np.where(done, y, stopped)
+    return x.astype(np.float64), obs & (done | stopped_ok)
+
+
 def summ(est: float, draws: np.ndarray) -> dict[str, Any]:
     e = None if not np.isfinite(est) else float(est)
     return {"estimate": e, "ci": inf.interval(draws) if e is not None else None}
@@ -251,17 +267,15 @@ class Group:
         done = self.done(z)
         y = self.y[z][..., None]
         if readout == "completion":
-            return (done * y).astype(np.float64), np.broadcast_to(obs, done.shape)
+            return terminal_outcome(obs, done, y)
         if readout == "common":
             ro, sc = self.stop["common"]
             return sc["correct"][z].astype(np.float64), obs & sc["ok"][z]
         ro, sc = self.stop["policy"]
         if readout == "policy":
-            x = np.where(done, y, sc["correct"][z])
-            return x.astype(np.float64), obs & (done | sc["ok"][z])
+            return terminal_outcome(obs, done, y, sc["correct"][z], sc["ok"][z])
         if readout == "continuation":
-            x = np.where(done, y, ro.cont_correct[z])
-            return x.astype(np.float64), obs & (done | ro.cont_avail[z])
+            return terminal_outcome(obs, done, y, ro.cont_correct[z], ro.cont_avail[z])
         raise ValueError(readout)
 
     def has_readout(self, readout: str) -> bool:

@@ -30,12 +30,13 @@ from ._metrics import (
                          summarize,
                          trajectory_metrics,
 )
+from ._reason import accuracy_reason, set_accuracy_reason
 
 __all__ = [
     "SUMMARY_DISPLAY",
     "DEFAULT_BIN_EDGES", "METRICS",
     "Aggregate", "Layout", "LayoutNames", "LocalChangeCounts", "MetricsResult", "Summary",
     "TrajectoryMetrics",
-    "aggregate", "build_layout", "format_metrics", "local_change_counts", "metrics",
-    "segment_mean", "segment_pair_mad", "spearman", "summarize", "trajectory_metrics",
+    "accuracy_reason", "aggregate", "build_layout", "format_metrics", "local_change_counts", "metrics",
+    "segment_mean", "segment_pair_mad", "spearman", "set_accuracy_reason", "summarize", "trajectory_metrics",
 ]

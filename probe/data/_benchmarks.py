@@ -69,6 +69,8 @@ class Question:
         fn_name: code: function/method to call for functional tests (None:
             stdin/stdout tests).
         starter_code: code: the signature to complete, if any.
+        prompt: the whole prompt text, used as is instead of the family's
+            template (an imported trace's own prompt, `prompt = "trace"`).
     """
 
     group: str
@@ -82,6 +84,7 @@ class Question:
     tests: tuple[CodeTest, ...] = ()
     fn_name: str | None = None
     starter_code: str = ""
+    prompt: str | None = None
 
     def body(self) -> str:
         """The problem as shown to the model: statement, then lettered options or starter code."""

@@ -15,13 +15,23 @@ the same keys as a `[[data.sources]]` entry, `_sources`) and its `format`:
 * `lm-eval`: lm-evaluation-harness `--log_samples` JSONL: `doc` (the
   benchmark row: the question's id or text is read from it), `resps` (the
   completions: one trajectory each), `filter` (lm-eval writes one record
-  per doc and filter; only the first filter seen for a `doc_id` is read).
+  per doc and filter; the table's `filter`, else the first filter seen for
+  a `doc_id`, is read), the record's metric (its verdict, kept) and
+  `filtered_resps` (its extracted answer).
+* `lighteval`: lighteval details Parquet rows (`doc`, `metric`,
+  `model_response`); `inspect-ai`: an inspect-ai `.eval` log (its samples,
+  each epoch one trajectory, the scorer's value the verdict).
 * `chat`: chat-style trace datasets: `messages` (`role`/`content`) or
   `conversations` (`from`/`value`); the question is the row's `problem` /
   `question` column, else the last user turn; the reasoning is the
   assistant turn's `reasoning_content` / `reasoning` / `thinking` field
   (or the row's), else the part of its content inside `<think>...</think>`
-  (or `<|begin_of_thought|>...<|end_of_thought|>`).
+  (or `<|begin_of_thought|>...<|end_of_thought|>`); the row's label
+  (`correct`, `is_correct`, `verdict`) is its verdict.
+
+The logs are read by `otbench.evallogs` (the audit reads them there too);
+a record keeps its source's verdict (`verdict`, what it is in `metric`),
+the source's extracted answer and reference, and the prompt the source sent.
 
 Reasoning in text with markers is split as reasoning models write it: the
 final answer is the text after the last closing marker (the thinking ended
@@ -34,7 +44,25 @@ Every error names the file (or dataset), the row and the column.
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from otbench.evallogs import (
+    LOG_FORMATS,
+    MARKERS,  # noqa: F401  (re-exported by otbench.probe.data)
+    QUESTION_ID,
+    QUESTION_TEXT,
+    REASONING_FIELDS,
+    EvalLogError,
+    Reply,
+    chat_replies,
+    inspect_replies,
+    lighteval_names,
+    lighteval_replies,
+    lm_eval_names,
+    lm_eval_replies,
+    split_reasoning,  # noqa: F401  (re-exported by otbench.probe.data)
+)
 
 from ._benchmarks import DatasetError, _field
 
@@ -42,14 +70,10 @@ MAX_TRAJECTORY = 65_535
 """Largest trajectory index a record may carry: imported traces keep their own indices, and a
 job's units run over `0 .. R - 1` per question (R = the largest index + 1)."""
 
-TRACE_FORMATS = ("otbench", "lm-eval", "chat")
+TRACE_FORMATS = ("otbench", *LOG_FORMATS)
 
-MARKERS = (("<think>", "</think>"), ("<|begin_of_thought|>", "<|end_of_thought|>"))
-"""(open, close) reasoning markers recognized in text, tried in order."""
-
-_REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
-_QUESTION_TEXT = ("problem", "Problem", "question", "Question")
-_QUESTION_ID = ("unique_id", "question_id", "id", "ID", "problem_idx", "Record ID")
+# The readers' field lists (`otbench.evallogs`), under the names the docs' field table reads.
+_REASONING_FIELDS, _QUESTION_TEXT, _QUESTION_ID = REASONING_FIELDS, QUESTION_TEXT, QUESTION_ID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +88,10 @@ class TraceRecord:
       thinking_ids / thinking: the reasoning as token ids or as text (one is set).
       finished: whether the thinking ended by itself (None: undecided, see module docstring).
       answer_ids / answer: the trajectory's own final answer, if any.
+      verdict, metric: the source's own verdict of that answer and what it is
+        (None: the source gives none for this trajectory).
+      extracted, reference: the answer the source extracted and its reference.
+      prompt: the prompt the source sent (its template around the question).
     """
 
     loc: str
@@ -76,25 +104,11 @@ class TraceRecord:
     finished: bool | None
     answer_ids: tuple[int, ...] | None = None
     answer: str | None = None
-
-
-def split_reasoning(text: str) -> tuple[str, bool | None, str | None]:
-    """(thinking, finished, final answer) of a completion that may hold reasoning markers."""
-    for start, end in MARKERS:
-        if end in text:
-            head, _, tail = text.rpartition(end)
-            return _after_open(head, start), True, tail
-        if start in text:
-            return _after_open(text, start), False, None
-    return text, None, None
-
-
-def _after_open(text: str, start: str) -> str:
-    # The thinking begins after the opening marker (and the line feed templates put after it).
-    if start in text:
-        text = text.split(start, 1)[1]
-        return text.removeprefix("\n")
-    return text
+    verdict: float | None = None
+    metric: str | None = None
+    extracted: str | None = None
+    reference: str | None = None
+    prompt: str | None = None
 
 
 def _ids(row: Mapping, loc: str, name: str) -> tuple[int, ...]:
@@ -139,87 +153,81 @@ def _otbench(row: Mapping, loc: str) -> Iterator[TraceRecord]:
         _opt_str(row, loc, ("answer",)))
 
 
-def _lm_eval(row: Mapping, loc: str, seen: dict) -> Iterator[TraceRecord]:
-    doc = _field(row, loc, ("doc",), types=(dict,))
+def _record(rep: Reply) -> TraceRecord:
+    return TraceRecord(rep.loc, rep.question_id, None, rep.question_text, None, None, rep.thinking,
+                       rep.finished, None, rep.answer, rep.verdict, rep.metric, rep.extracted,
+                       rep.reference, rep.prompt)
+
+
+def _lm_eval(row: Mapping, loc: str, seen: dict, opts: Mapping) -> Iterator[TraceRecord]:
+    _field(row, loc, ("doc",), types=(dict,))
     doc_id = _field(row, loc, ("doc_id",), types=(int, str))
     filt = row.get("filter", "none")
-    if seen.setdefault(doc_id, filt) != filt:
+    want = opts.get("filter")
+    if want is not None:
+        if filt != want:
+            return                  # another filter's record of the same completions
+    elif seen.setdefault(doc_id, filt) != filt:
         return                      # the same completions again under another filter
-    resps = _field(row, loc, ("resps",), types=(list,))
-    texts = [t for group in resps for t in (group if isinstance(group, list) else [group])]
-    if not texts or not all(isinstance(t, str) for t in texts):
-        raise DatasetError(f"{loc}: field 'resps' must hold the completions as strings")
-    qid = next((str(doc[n]).strip() for n in _QUESTION_ID if doc.get(n) is not None), None)
-    text = next((doc[n] for n in _QUESTION_TEXT if isinstance(doc.get(n), str)), None)
-    if qid is None and text is None:
-        raise DatasetError(f"{loc}: field 'doc' has no question id ({', '.join(_QUESTION_ID)}) "
-                           f"or text ({', '.join(_QUESTION_TEXT)})")
-    for k, t in enumerate(texts, 1):
-        thinking, finished, answer = split_reasoning(t)
-        yield TraceRecord(f"{loc} (completion {k})", qid, None, text, None,
-                          None, thinking, finished, None, answer)
-
-
-def _turns(row: Mapping, loc: str) -> tuple[str, list[Mapping]]:
-    for name, role, content in (("messages", "role", "content"), ("conversations", "from", "value")):
-        if row.get(name) is not None:
-            turns = row[name]
-            if hasattr(turns, "tolist"):
-                turns = turns.tolist()
-            if not isinstance(turns, list) or not all(isinstance(t, Mapping) for t in turns):
-                raise DatasetError(f"{loc}: field '{name}' must be a list of turns")
-            return name, [{"role": t.get(role), **t, "content": t.get(content)} for t in turns]
-    raise DatasetError(f"{loc}: missing field 'messages' (also accepted: 'conversations')")
+    _field(row, loc, ("resps",), types=(list,))
+    task, model = opts.get("names", ("task", "model"))
+    yield from map(_record, lm_eval_replies(row, loc, task=task, model=model, metric=opts.get("metric")))
 
 
 def _chat(row: Mapping, loc: str) -> Iterator[TraceRecord]:
-    name, turns = _turns(row, loc)
-    said = [i for i, t in enumerate(turns) if t["role"] in ("assistant", "gpt")]
-    if not said:
-        raise DatasetError(f"{loc}: field '{name}' has no assistant turn")
-    a = turns[said[-1]]
-    users = [t for t in turns[:said[-1]] if t["role"] in ("user", "human")]
-    text = next((row[n] for n in _QUESTION_TEXT if isinstance(row.get(n), str)), None)
-    if text is None:
-        if not users or not isinstance(users[-1]["content"], str):
-            raise DatasetError(f"{loc}: no question: neither a 'problem'/'question' column nor a user turn")
-        text = users[-1]["content"]
-    qid = next((str(row[n]).strip() for n in ("question_id", "id") if row.get(n) is not None), None)
-    content = a["content"] if isinstance(a["content"], str) else ""
-    reasoning = next((src[n] for src in (a, row) for n in _REASONING_FIELDS
-                      if isinstance(src.get(n), str) and src[n].strip()), None)
-    if reasoning is not None:
-        thinking, finished, answer = reasoning, bool(content.strip()), content or None
-    else:
-        thinking, finished, answer = split_reasoning(content)
-    if not thinking.strip():
+    (rep,) = chat_replies(row, loc)
+    if not rep.thinking.strip():
         raise DatasetError(f"{loc}: the assistant turn holds no reasoning")
-    yield TraceRecord(loc, qid, None, text, None, None, thinking, finished, None, answer)
+    yield _record(rep)
 
 
-def read_traces(rows: Iterator[tuple[str, Any]], fmt: str) -> list[TraceRecord]:
-    """`TraceRecord`s of (location, row) pairs in format `fmt` (see the module docstring)."""
-    if fmt not in TRACE_FORMATS:
-        raise ValueError(f"`fmt` must be one of {', '.join(TRACE_FORMATS)}, got {fmt!r}.")
+def read_traces(rows: Iterator[tuple[str, Any]], fmt: str, *, filter: str | None = None,
+                metric: str | None = None, names: tuple[str, str] = ("task", "model")) -> list[TraceRecord]:
+    """`TraceRecord`s of (location, row) pairs in format `fmt` (see the module docstring).
+
+    `filter`: the lm-eval filter whose records are read; `metric`: the source
+    verdict kept (lm-eval's metric, lighteval's metric key); `names`: the
+    source's (task, model).
+    """
+    if fmt not in TRACE_FORMATS or fmt == "inspect-ai":
+        raise ValueError(f"`fmt` must be one of {', '.join(f for f in TRACE_FORMATS if f != 'inspect-ai')}, "
+                         f"got {fmt!r} (inspect-ai logs are files: `load_traces`).")
     seen: dict = {}
+    opts = {"filter": filter, "metric": metric, "names": names}
     out: list[TraceRecord] = []
-    for loc, row in rows:
-        if not isinstance(row, Mapping):
-            raise DatasetError(f"{loc}: expected a JSON object, got {type(row).__name__}")
-        if fmt == "otbench":
-            out.extend(_otbench(row, loc))
-        elif fmt == "lm-eval":
-            out.extend(_lm_eval(row, loc, seen))
-        else:
-            out.extend(_chat(row, loc))
+    try:
+        for loc, row in rows:
+            if not isinstance(row, Mapping):
+                raise DatasetError(f"{loc}: expected a JSON object, got {type(row).__name__}")
+            if fmt == "otbench":
+                out.extend(_otbench(row, loc))
+            elif fmt == "lm-eval":
+                out.extend(_lm_eval(row, loc, seen, opts))
+            elif fmt == "lighteval":
+                out.extend(map(_record, lighteval_replies(row, loc, model=names[1], metric=metric)))
+            else:
+                out.extend(_chat(row, loc))
+    except EvalLogError as e:       # the log readers' one line, as the job's data error
+        raise DatasetError(str(e)) from None
     return out
 
 
 def load_traces(source: Mapping[str, Any]) -> tuple[list[TraceRecord], dict[str, Any]]:
     """Records of a validated `[trajectories]` table and what was read (location, hash, rows)."""
-    from ._sources import _source_rows
+    from ._sources import _sha256, _source_rows
 
-    record: dict[str, Any] = {"format": source.get("format", "otbench")}
+    fmt = source.get("format", "otbench")
+    record: dict[str, Any] = {"format": fmt}
+    if fmt == "inspect-ai":
+        if "path" not in source:
+            raise DatasetError("[trajectories]: an inspect-ai log is a local `.eval` file (`path`)")
+        path = Path(source["path"])
+        try:
+            reps = inspect_replies(path, scorer=source.get("metric"))
+        except EvalLogError as e:
+            raise DatasetError(str(e)) from None
+        record.update(path=str(path), sha256=_sha256([path]), rows=len(reps))
+        return [_record(r) for r in reps], record
     count = [0]
 
     def counted():
@@ -227,6 +235,11 @@ def load_traces(source: Mapping[str, Any]) -> tuple[list[TraceRecord], dict[str,
             count[0] += 1
             yield item
 
-    out = read_traces(counted(), record["format"])
+    names = ("task", "model")
+    if "path" in source and fmt == "lm-eval":
+        names = lm_eval_names(source["path"])
+    elif "path" in source and fmt == "lighteval":
+        names = ("task", lighteval_names(source["path"]))
+    out = read_traces(counted(), fmt, filter=source.get("filter"), metric=source.get("metric"), names=names)
     record["rows"] = count[0]
     return out, record

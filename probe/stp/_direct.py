@@ -45,6 +45,9 @@ def encode_prompts(fmt: ProbeFormat, tokenizer, questions: Sequence, instruction
     """Prompt ids per question: the family's chat text, tokenized once (no special-token insertion)."""
     out = []
     for q in questions:
-        text = fmt.family.render_prompt(instructions[q.task], q.body() if hasattr(q, "body") else q.text)
+        if getattr(q, "prompt", None) is not None:
+            text = q.prompt              # an imported trace's own prompt, as its source sent it
+        else:
+            text = fmt.family.render_prompt(instructions[q.task], q.body() if hasattr(q, "body") else q.text)
         out.append([int(t) for t in tokenizer.encode(text, add_special_tokens=False)])
     return out

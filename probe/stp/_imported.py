@@ -35,6 +35,20 @@ that closes its thinking and stops is), not replaced by a forced one. The
 answer of a trace that is cut or unfinished is not used: such a trace gets
 the forced answer of position n, as a sampled one does.
 
+Source verdicts (`_verdicts`): where the source judged a trajectory (lm-eval's
+metric, lighteval's metric, inspect-ai's scorer, a chat row's label) that
+verdict is its `y` (`verdicts = "source"`, the default), otbench's grade of
+the same answer text (after the table's `extract`) recorded beside it and
+the disagreements summarized in one line. Own answers longer than
+`answer_limit` are cut there (as a sampled one is) and counted
+(`answer_cut`), never silently.
+
+Prompt: probes and forced answers run under otbench's prompt for the
+question (the family's template and instruction), not the one that
+produced the trace, unless `prompt = "trace"`: then the prompt the source
+recorded (lm-eval's `arguments`, lighteval's `input`) is the question's
+prompt, as is.
+
 The provenance's `trajectories` entry records the import: source (path or
 dataset, sha256 or fingerprint), format, counts, tokenizer hash and a digest
 of every resolved trajectory, which is also part of every unit's key.
@@ -50,8 +64,11 @@ from typing import Any
 from otbench.probe.config import derive_seed
 from otbench.probe.data import DatasetError, load_traces
 
+from . import _verdicts
 from ._loop import ThinkResult
 from ._setup import resolve_engine_config
+
+PROMPTS = ("otbench", "trace")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +81,7 @@ class ImportedTrajectory:
     thinking: tuple[int, ...]
     finished: bool
     answer: tuple[int, ...] | None
+    verdict: tuple[int, str] | None = None     # (y, y_status) kept from the source (`_verdicts`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,18 +183,26 @@ def _resolve(rec, q, r: int, job, tok, counts: dict) -> ImportedTrajectory:
             answer = tuple(int(t) for t in tok.encode(text, add_special_tokens=False)) if text else ()
     counts["finished"] += finished
     counts["own_answers"] += answer is not None
+    limit = getattr(job, "answer_limit", None)
+    if answer is not None and limit is not None and len(answer) > limit:
+        counts["answer_cut"] = counts.get("answer_cut", 0) + 1     # cut at the limit when probed
     return ImportedTrajectory(q.dataset, q.id, r, tuple(ids), bool(finished), answer)
 
 
 def _digest(trajs: Sequence[ImportedTrajectory]) -> str:
+    # A kept verdict is part of the trajectory (its `y`); without one the digest reads as before.
     body = [[t.dataset, t.question, t.trajectory, list(t.thinking), t.finished,
-             None if t.answer is None else list(t.answer)] for t in trajs]
+             None if t.answer is None else list(t.answer)] + ([] if t.verdict is None else [list(t.verdict)])
+            for t in trajs]
     return hashlib.sha256(json.dumps(["otbench.imported/1", body], separators=(",", ":")).encode()).hexdigest()
 
 
 def import_trajectories(job, questions: Sequence, log) -> Imported:
     """Read, match and tokenize the job's `[trajectories]`; the job to run and what to record."""
     table = job.trajectories
+    mode, ext = _verdicts.options(table)
+    if table.get("prompt", "otbench") not in PROMPTS:
+        raise DatasetError(f"trajectories.prompt must be one of {', '.join(PROMPTS)}, got {table['prompt']!r}")
     recs, source = load_traces(table)
     match = _matcher(questions)
     per_q: dict[int, list] = {}
@@ -200,25 +226,47 @@ def import_trajectories(job, questions: Sequence, log) -> Imported:
         tok = _load_tokenizer(resolve_engine_config(job, log).model)
         tok_hash = tokenizer_hash(tok)
     counts = dict.fromkeys(("from_ids", "from_text", "not_round_trip", "cut_at_limit", "finished",
-                            "own_answers"), 0)
-    trajs, units = [], set()
+                            "own_answers", "answer_cut"), 0)
+    trajs, units, pairs = [], set(), []
     keep = sorted(per_q)
     for p, i in enumerate(keep):
         for r, rec in _number(per_q[i], table.get("per_question")):
             trajs.append(_resolve(rec, questions[i], r, job, tok, counts))
+            pairs.append((questions[i], rec, r))
             units.add((p, r))
+    ys, verdicts = _verdicts.keep(pairs, job.grader, mode, ext)
+    trajs = [t if y is None else dataclasses.replace(t, verdict=y) for t, y in zip(trajs, ys)]
     R = max(t.trajectory for t in trajs) + 1
     kept = [questions[i] for i in keep]
+    if table.get("prompt") == "trace":
+        kept = [_trace_prompt(questions[i], per_q[i]) for i in keep]
     digest = _digest(trajs)
     record = {"source": source, "records": len(recs), "unmatched": unmatched,
               "questions": len(kept), "trajectories": len(trajs), **counts,
+              "prompt": table.get("prompt", "otbench"), "verdicts": verdicts,
               "tokenizer_hash": tok_hash, "digest": digest}
     log(f"imported {len(trajs)} trajectories of {len(kept)} questions from {len(recs)} records"
         + (f" ({unmatched} for questions not in [data], left out)" if unmatched else "")
         + (f"; {counts['not_round_trip']} text records do not round-trip through the tokenizer"
            if counts["not_round_trip"] else ""))
+    line = _verdicts.summary_line(verdicts, counts["answer_cut"], job.answer_limit)
+    if line:
+        log(line)
     run_job = dataclasses.replace(job, R=R, replay=tuple(trajs))
     return Imported(kept, run_job, frozenset(units), record, digest, tok_hash)
+
+
+def _trace_prompt(q, recs: Sequence):
+    """The question with the prompt its source sent (`prompt = "trace"`): one per question."""
+    got = {r.prompt for r in recs}
+    if None in got:
+        bad = next(r for r in recs if r.prompt is None)
+        raise DatasetError(f"{bad.loc}: the record holds no prompt (the source did not log the prompt "
+                           "it sent); use trajectories.prompt = \"otbench\"")
+    if len(got) > 1:
+        raise DatasetError(f"{recs[-1].loc}: the question's records hold different prompts; "
+                           "prompt = \"trace\" needs one prompt per question")
+    return dataclasses.replace(q, prompt=got.pop())
 
 
 def _number(recs: Sequence, cap: int | None) -> list[tuple[int, Any]]:
@@ -262,18 +310,19 @@ def think_results(job, questions: Sequence, fmt) -> dict[tuple[int, int], Any]:
         q = index[(t.dataset, t.question)]
         seed = derive_seed(job.model, t.dataset, t.question, t.trajectory, "think")
         if len(t.thinking) >= limit:      # the marker must start within the limit (split_trajectory)
-            think = ThinkResult(seed, tuple(t.thinking[:limit]), False, None, None)
+            think = ThinkResult(seed, tuple(t.thinking[:limit]), False, None, None, t.verdict)
         elif native and t.finished:
             answer = None if t.answer is None else tuple(t.answer[:answer_limit])
-            think = ThinkResult(seed, tuple(t.thinking), True, int(fmt.end_ids[0]), answer)
+            think = ThinkResult(seed, tuple(t.thinking), True, int(fmt.end_ids[0]), answer, t.verdict)
         elif t.finished:
             # The generic family: the reply is the trajectory, and it is what is graded,
             # unless the record carries the trajectory's own final answer (the text after
             # `</think>` of a reasoning model's trace): then that answer gives `y`.
             stops = tuple(fmt.think_stop_ids)
             answer = None if t.answer is None else tuple(t.answer[:answer_limit])
-            think = ThinkResult(seed, tuple(t.thinking), True, int(stops[0]) if stops else None, answer)
+            think = ThinkResult(seed, tuple(t.thinking), True, int(stops[0]) if stops else None, answer,
+                                t.verdict)
         else:
-            think = ThinkResult(seed, tuple(t.thinking), False, None, None)
+            think = ThinkResult(seed, tuple(t.thinking), False, None, None, t.verdict)
         out[(q, t.trajectory)] = think
     return out

@@ -190,8 +190,19 @@ STP_KEYS: dict[str, dict[str, Key]] = {
         "config": Key(text, "the Hub dataset's configuration"),
         "split": Key(text, "the Hub dataset's split"),
         "revision": Key(text, "the Hub dataset's commit"),
-        "format": Key(text, "`otbench`, `lm-eval` or `chat` (fields: see the import guide)"),
+        "format": Key(text, "`otbench`, `lm-eval`, `lighteval`, `inspect-ai` or `chat` (fields: see "
+                            "the import guide)"),
         "per_question": Key(integer(), "the first N traces of each question", int),
+        # source verdicts and prompt (`_verdicts`, `_imported`): values checked there
+        "filter": Key(text, "lm-eval: the filter whose records are read",
+                      default_text="the first seen"),
+        "metric": Key(text, "the source verdict kept (lm-eval metric, lighteval metric, inspect-ai "
+                            "scorer)"),
+        "verdicts": Key(text, "`source` (the source's verdict is `y`) or `otbench`", default="source"),
+        "extract": Key(meaning, "how otbench's grader reads the answer: an lm-eval form or "
+                                "`{regex, group_select}`"),
+        "prompt": Key(text, "`otbench` (otbench's prompt) or `trace` (the prompt the source logged)",
+                      default="otbench"),
     },
 }
 

@@ -143,7 +143,10 @@ def run_digest(material: Mapping[str, Any]) -> str:
 
 def _question_fields(q) -> Any:
     if dataclasses.is_dataclass(q):
-        return dataclasses.asdict(q)
+        d = dataclasses.asdict(q)
+        if d.get("prompt", 0) is None:
+            del d["prompt"]          # no own prompt: keys read as before the field existed
+        return d
     return {k: getattr(q, k) for k in ("group", "dataset", "id", "task", "text", "reference")}
 
 

@@ -323,7 +323,7 @@ class _Driver:
             group=qs.group, dataset=qs.dataset, question=qs.id, trajectory=u.r,
             prompt=tuple(int(t) for t in self.job["prompts"][u.q]), thinking=th.thinking,
             finished=th.finished, stop_id=th.stop_id, answer=tuple(own),
-            y=int(gs[0][0]), y_status=gs[0][1], L=u.L,
+            y=int((th.verdict or gs[0])[0]), y_status=(th.verdict or gs[0])[1], L=u.L,  # _verdicts
             C=tuple(sum(int(c) for c, _ in gs[1 + k * P:1 + (k + 1) * P]) for k in range(len(u.L))),
             probe_tokens=tuple(u.outs),
             probe_status=probe_status,

@@ -274,6 +274,8 @@ class ThinkResult:
         applied), for a finished native-thinking trajectory; None when the
         answer must be forced (a cut or unfinished trajectory) or when the
         reply itself is graded (the generic family).
+      verdict: an imported trajectory's (y, y_status) kept from its source
+        (`_verdicts`); None: `y` is the grade of the answer, as sampled.
     """
 
     seed: int
@@ -281,6 +283,7 @@ class ThinkResult:
     finished: bool
     stop_id: int | None
     answer: tuple[int, ...] | None
+    verdict: tuple[int, str] | None = None
 
 
 def _find(ids: Sequence[int], marker: Sequence[int], limit: int) -> int:

@@ -1,0 +1,47 @@
+"""Evaluation logs of other frameworks (lm-eval, lighteval, inspect-ai, chat): replies and their verdicts.
+
+Pure Python (no JAX, no engine): the probe's trace import and the log audit
+(`otbench audit-log`) both read logs here, so both see one reading of each
+source. See `docs/guides/import-traces.md` and `docs/guides/audit-log.md`.
+"""
+
+from ._extract import (
+    FALLBACK,
+    GSM8K_IGNORE,
+    PRESETS,
+    Extraction,
+    ExtractionError,
+    exact_match,
+    extraction,
+)
+from ._read import (
+    LABEL_FIELDS,
+    LOG_FORMATS,
+    MARKERS,
+    QUESTION_ID,
+    QUESTION_TEXT,
+    REASONING_FIELDS,
+    EvalLogError,
+    Reply,
+    chat_replies,
+    detect_format,
+    groups,
+    inspect_replies,
+    lighteval_names,
+    lighteval_replies,
+    lm_eval_names,
+    lm_eval_replies,
+    read_log,
+    rows,
+    split_reasoning,
+    split_reply,
+)
+
+__all__ = [
+    "FALLBACK", "GSM8K_IGNORE", "LABEL_FIELDS", "LOG_FORMATS", "MARKERS", "PRESETS", "QUESTION_ID", "QUESTION_TEXT",
+    "REASONING_FIELDS",
+    "EvalLogError", "Extraction", "ExtractionError", "Reply",
+    "chat_replies", "detect_format", "exact_match", "extraction", "groups", "inspect_replies",
+    "lighteval_names", "lighteval_replies", "lm_eval_names", "lm_eval_replies", "read_log", "rows",
+    "split_reasoning", "split_reply",
+]

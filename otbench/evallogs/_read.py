@@ -1,0 +1,443 @@
+"""Evaluation logs as their frameworks wrote them: one `Reply` per model reply, with the source's verdict.
+
+Four sources, each read where its framework writes it:
+
+* `lm-eval` (lm-evaluation-harness `--log_samples`, `samples_<task>_<date>.jsonl` under
+  `<output>/<model>/`): one record per document and filter (`evaluator.py`: `doc_id`, `doc`,
+  `target`, `arguments` (`gen_args_i.arg_0`: the prompt sent), `resps`, `filtered_resps`,
+  `filter`, `metrics` (the metric names), then each metric's value). The verdict of a reply is
+  the record's first metric (or the one asked for) when the document has one reply; the
+  source's extracted answer is its `filtered_resps`.
+* `lighteval` (details Parquet, `details/<model>/<date>/details_<task>_<date>.parquet`): one
+  row per sample: `doc` (`query`, `choices`, `gold_index`, `id`, `task_name`,
+  `generation_size`), `metric` (the sample's scores), `model_response` (`text`,
+  `text_post_processed`, `reasonings`, `output_tokens`).
+* `inspect-ai` (`.eval` logs, read with `inspect_ai.log.read_eval_log`): one reply per sample
+  and epoch; the verdict is the first scorer's value (or the one asked for) mapped to a number
+  by inspect's own `value_to_float`; `stop_reason == "max_tokens"` is the length limit.
+* `chat` (chat-style JSONL/Parquet: `messages` or `conversations`): the label where the row
+  has one (`correct`, `is_correct`, `verdict`), `finish_reason` /
+  `stop_reason` for the length limit.
+
+The reasoning is split as reasoning models write it (`split_reasoning`): the answer follows
+the last closing marker; an opening marker with no closing one is a reply that never closed
+its thinking, and so is a reply with no marker after a prompt that opened the thinking
+(`split_reply`: templates that end in `<think>`). Every error names the file, the row and the field.
+"""
+
+import dataclasses
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from otbench.errors import OtbenchError
+
+MARKERS = (("<think>", "</think>"), ("<|begin_of_thought|>", "<|end_of_thought|>"))
+"""(open, close) reasoning markers recognized in text, tried in order."""
+
+LOG_FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat")
+LABEL_FIELDS = ("correct", "is_correct", "verdict")
+"""Fields of a chat row read as its verdict (a boolean, or a number in [0, 1])."""
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+QUESTION_TEXT = ("problem", "Problem", "question", "Question")
+QUESTION_ID = ("unique_id", "question_id", "id", "ID", "problem_idx", "Record ID")
+_LENGTH_STOPS = ("length", "max_tokens", "model_length")
+
+
+class EvalLogError(OtbenchError, ValueError):
+    """An evaluation log cannot be read; the message names the file, the row and the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """One model reply of an evaluation log, as its source recorded and judged it.
+
+    Attributes:
+      loc: where it was read (`FILE:LINE`, `FILE:row N`, `FILE:sample ID epoch E`).
+      source: the log's format (`LOG_FORMATS`).
+      task, model: the source's task and model names.
+      question_id, question_text: the question (either may be missing, not both).
+      sample: the reply's index among the question's replies (repeats, epochs).
+      text: the whole reply.
+      thinking: the reasoning (the whole reply when it has no markers).
+      finished: the thinking was closed (None: the reply has no reasoning markers).
+      answer: the text after the thinking (None when it was never closed).
+      length_stop: the source says the reply hit its length limit (None: not recorded).
+      verdict: the source's own verdict of this reply (None: it gives none per reply).
+      metric: what `verdict` is (`exact_match (strict-match)`, `match`, ...).
+      extracted: the answer the source extracted, if it records one.
+      reference: the source's reference answer, if it records one.
+      prompt: the prompt the source sent, if it records it.
+      filter: lm-eval's filter name (None elsewhere).
+    """
+
+    loc: str
+    source: str
+    task: str
+    model: str
+    question_id: str | None
+    question_text: str | None
+    sample: int
+    text: str
+    thinking: str
+    finished: bool | None
+    answer: str | None
+    length_stop: bool | None = None
+    verdict: float | None = None
+    metric: str | None = None
+    extracted: str | None = None
+    reference: str | None = None
+    prompt: str | None = None
+    filter: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        """The reply never closed its thinking or hit the source's length limit."""
+        return self.finished is False or bool(self.length_stop)
+
+
+def split_reasoning(text: str) -> tuple[str, bool | None, str | None]:
+    """(thinking, finished, final answer) of a completion that may hold reasoning markers."""
+    for start, end in MARKERS:
+        if end in text:
+            head, _, tail = text.rpartition(end)
+            return _after_open(head, start), True, tail
+        if start in text:
+            return _after_open(text, start), False, None
+    return text, None, None
+
+
+def split_reply(text: str, prompt: str | None) -> tuple[str, bool | None, str | None]:
+    """`split_reasoning` of a reply whose prompt may have opened the thinking itself.
+
+    Templates of reasoning models often end the prompt with `<think>\n`: the reply
+    then holds only the close (or none, when it was cut). A reply with no marker
+    after such a prompt is thinking that never closed, not a plain reply.
+    """
+    if prompt is not None:
+        tail = prompt.rstrip()
+        for start, end in MARKERS:
+            if tail.endswith(start) and start not in text and end not in text:
+                return split_reasoning(start + text)
+    return split_reasoning(text)
+
+
+def _after_open(text: str, start: str) -> str:
+    # The thinking begins after the opening marker (and the line feed templates put after it).
+    if start in text:
+        text = text.split(start, 1)[1]
+        return text.removeprefix("\n")
+    return text
+
+
+def _verdict(v: Any, loc: str, name: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)) and 0.0 <= float(v) <= 1.0:
+        return float(v)
+    raise EvalLogError(f"{loc}: field '{name}' must be a verdict (true/false or a number in [0, 1]), "
+                       f"got {v!r}; name another of the source's metrics (`metric`)")
+
+
+def _text_of(v: Any) -> str | None:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, str) for x in v):
+        return v[0]
+    return None
+
+
+# -- lm-eval ----------------------------------------------------------------------------------
+
+_DATE = re.compile(r"_\d{4}-\d{2}-\d{2}T[0-9\-.:]+$")
+
+
+def lm_eval_names(path: str | Path) -> tuple[str, str]:
+    """(task, model) of an lm-eval samples file from its name and folder (`<model>/samples_<task>_<date>.jsonl`)."""
+    p = Path(path)
+    task = _DATE.sub("", p.stem.removeprefix("samples_"))
+    return task, p.parent.name or "model"
+
+
+def lm_eval_replies(row: Mapping, loc: str, *, task: str = "task", model: str = "model",
+                    metric: str | None = None) -> list[Reply]:
+    """The replies of one `--log_samples` record (see the module docstring)."""
+    doc = row.get("doc")
+    if not isinstance(doc, Mapping):
+        raise EvalLogError(f"{loc}: missing field 'doc' (the benchmark row)")
+    resps = row.get("resps")
+    if not isinstance(resps, list):
+        raise EvalLogError(f"{loc}: missing field 'resps' (the completions)")
+    texts = [t for group in resps for t in (group if isinstance(group, list) else [group])]
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise EvalLogError(f"{loc}: field 'resps' must hold the completions as strings")
+    qid = next((str(doc[n]).strip() for n in QUESTION_ID if doc.get(n) is not None), None)
+    text = next((doc[n] for n in QUESTION_TEXT if isinstance(doc.get(n), str)), None)
+    if qid is None and text is None:
+        raise EvalLogError(f"{loc}: field 'doc' has no question id ({', '.join(QUESTION_ID)}) "
+                           f"or text ({', '.join(QUESTION_TEXT)})")
+    names = row.get("metrics")
+    names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    if metric is not None and metric not in row:
+        raise EvalLogError(f"{loc}: the record has no metric '{metric}' (it has: "
+                           f"{', '.join(names) or 'none'})")
+    name = metric or next((n for n in names if n in row), None)
+    filt = row.get("filter") if isinstance(row.get("filter"), str) else None
+    # One document, one reply: the document's metric is that reply's verdict. With several
+    # replies (repeats) lm-eval scores the document, not each reply.
+    verdict = _verdict(row.get(name), loc, name) if name and len(texts) == 1 else None
+    filtered = row.get("filtered_resps")
+    extracted: list[str | None] = [None] * len(texts)
+    if isinstance(filtered, list) and filtered:
+        first = filtered[0]
+        if isinstance(first, list) and len(first) == len(texts):
+            extracted = [x if isinstance(x, str) else None for x in first]
+        elif len(texts) == 1:
+            extracted = [_text_of(first)]
+    args = row.get("arguments")
+    prompt = None
+    if isinstance(args, Mapping):
+        g = args.get("gen_args_0")
+        prompt = g.get("arg_0") if isinstance(g, Mapping) and isinstance(g.get("arg_0"), str) else None
+    elif isinstance(args, list) and args and isinstance(args[0], list) and args[0]:
+        prompt = args[0][0] if isinstance(args[0][0], str) else None
+    ref = row.get("target")
+    out = []
+    for k, t in enumerate(texts):
+        thinking, finished, answer = split_reply(t, prompt)
+        out.append(Reply(f"{loc}" + (f" (completion {k + 1})" if len(texts) > 1 else ""), "lm-eval",
+                         task, model, qid, text, k, t, thinking, finished, answer, None, verdict,
+                         None if name is None else (f"{name} ({filt})" if filt else name),
+                         extracted[k], None if ref is None else str(ref), prompt, filt))
+    return out
+
+
+# -- lighteval --------------------------------------------------------------------------------
+
+def lighteval_names(path: str | Path) -> str:
+    """The model of a lighteval details file from its folder (`details/<model>/<date>/...`)."""
+    p = Path(path).resolve()
+    parts = p.parent.parent.parts              # the date folder is the file's own
+    if "details" in parts:                     # an org/name model spans two folders
+        k = len(parts) - 1 - parts[::-1].index("details")
+        if parts[k + 1:]:
+            return "/".join(parts[k + 1:])
+    return p.parent.parent.name or "model"
+
+
+def lighteval_replies(row: Mapping, loc: str, *, model: str = "model",
+                      metric: str | None = None) -> list[Reply]:
+    """The replies of one lighteval details row (see the module docstring)."""
+    doc, scores, resp = row.get("doc"), row.get("metric"), row.get("model_response")
+    for name, v in (("doc", doc), ("metric", scores), ("model_response", resp)):
+        if not isinstance(v, Mapping):
+            raise EvalLogError(f"{loc}: missing field '{name}' (a lighteval details row)")
+    texts = resp.get("text")
+    if hasattr(texts, "tolist"):
+        texts = texts.tolist()
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise EvalLogError(f"{loc}: field 'model_response.text' must hold the replies as strings")
+    names = [k for k, v in scores.items() if v is not None]
+    if metric is not None and metric not in names:
+        raise EvalLogError(f"{loc}: the row has no metric '{metric}' (it has: {', '.join(names) or 'none'})")
+    name = metric or (names[0] if names else None)
+    verdict = _verdict(scores.get(name), loc, f"metric.{name}") if name and len(texts) == 1 else None
+    post = resp.get("text_post_processed") or [None] * len(texts)
+    reasonings = resp.get("reasonings") or [None] * len(texts)
+    tokens = resp.get("output_tokens") or []
+    size = doc.get("generation_size")
+    choices, gold = doc.get("choices") or [], doc.get("gold_index")
+    ref = choices[gold] if isinstance(gold, int) and 0 <= gold < len(choices) else None
+    qid = doc.get("id") if isinstance(doc.get("id"), str) and doc.get("id") else None
+    text = next((doc[n] for n in ("original_query", "query") if isinstance(doc.get(n), str)), None)
+    task = doc.get("task_name") if isinstance(doc.get("task_name"), str) and doc.get("task_name") else "task"
+    out = []
+    for k, t in enumerate(texts):
+        r = reasonings[k] if k < len(reasonings) else None
+        if isinstance(r, str) and r.strip():
+            thinking, finished, answer = r, True, t
+        else:
+            thinking, finished, answer = split_reply(t, resp.get("input") if isinstance(resp.get("input"), str)
+                                                     else None)
+        ids = tokens[k] if k < len(tokens) else None
+        length = (len(ids) >= size) if isinstance(size, int) and size > 0 and ids is not None and len(ids) else None
+        out.append(Reply(loc + (f" (reply {k + 1})" if len(texts) > 1 else ""), "lighteval", task, model,
+                         qid, text, k, t, thinking, finished, answer, length, verdict, name,
+                         post[k] if k < len(post) and isinstance(post[k], str) else None, ref,
+                         resp.get("input") if isinstance(resp.get("input"), str) else None))
+    return out
+
+
+# -- chat -------------------------------------------------------------------------------------
+
+def _turns(row: Mapping, loc: str) -> tuple[str, list[Mapping]]:
+    for name, role, content in (("messages", "role", "content"), ("conversations", "from", "value")):
+        if row.get(name) is not None:
+            turns = row[name]
+            if hasattr(turns, "tolist"):
+                turns = turns.tolist()
+            if not isinstance(turns, list) or not all(isinstance(t, Mapping) for t in turns):
+                raise EvalLogError(f"{loc}: field '{name}' must be a list of turns")
+            return name, [{"role": t.get(role), **t, "content": t.get(content)} for t in turns]
+    raise EvalLogError(f"{loc}: missing field 'messages' (also accepted: 'conversations')")
+
+
+def chat_replies(row: Mapping, loc: str, *, task: str = "task", model: str = "model") -> list[Reply]:
+    """The reply of one chat row: the last assistant turn, with the row's label where it has one."""
+    name, turns = _turns(row, loc)
+    said = [i for i, t in enumerate(turns) if t["role"] in ("assistant", "gpt")]
+    if not said:
+        raise EvalLogError(f"{loc}: field '{name}' has no assistant turn")
+    a = turns[said[-1]]
+    users = [t for t in turns[:said[-1]] if t["role"] in ("user", "human")]
+    text = next((row[n] for n in QUESTION_TEXT if isinstance(row.get(n), str)), None)
+    if text is None:
+        if not users or not isinstance(users[-1]["content"], str):
+            raise EvalLogError(f"{loc}: no question: neither a 'problem'/'question' column nor a user turn")
+        text = users[-1]["content"]
+    qid = next((str(row[n]).strip() for n in ("question_id", "id") if row.get(n) is not None), None)
+    content = a["content"] if isinstance(a["content"], str) else ""
+    reasoning = next((src[n] for src in (a, row) for n in REASONING_FIELDS
+                      if isinstance(src.get(n), str) and src[n].strip()), None)
+    if reasoning is not None:
+        thinking, finished, answer = reasoning, bool(content.strip()), content or None
+    else:
+        thinking, finished, answer = split_reasoning(content)
+    label = next((n for n in LABEL_FIELDS if row.get(n) is not None), None)
+    stop = next((src.get(n) for src in (a, row) for n in ("finish_reason", "stop_reason")
+                 if isinstance(src.get(n), str)), None)
+    return [Reply(loc, "chat", str(row.get("task") or task), str(row.get("model") or model), qid, text, 0,
+                  content if reasoning is None else reasoning + content, thinking, finished, answer,
+                  None if stop is None else stop in _LENGTH_STOPS,
+                  None if label is None else _verdict(row[label], loc, label), label,
+                  None, None if row.get("answer") is None else str(row["answer"]))]
+
+
+# -- inspect-ai -------------------------------------------------------------------------------
+
+def inspect_replies(path: str | Path, *, scorer: str | None = None) -> list[Reply]:
+    """The replies of an inspect-ai `.eval` log, read with `inspect_ai.log.read_eval_log`."""
+    try:
+        from inspect_ai.log import read_eval_log
+        from inspect_ai.model import ContentReasoning, ContentText
+        from inspect_ai.scorer import value_to_float
+    except ImportError:
+        raise EvalLogError(f"{path}: reading inspect-ai logs needs inspect-ai (pip install inspect-ai)") from None
+    try:
+        log = read_eval_log(str(path))
+    except Exception as e:  # noqa: BLE001  (the library's own error, one line)
+        raise EvalLogError(f"{path}: not an inspect-ai log ({type(e).__name__}: {e})") from None
+    to_float = value_to_float()
+    out = []
+    for s in log.samples or []:
+        loc = f"{path}:sample {s.id} epoch {s.epoch}"
+        scores = s.scores or {}
+        if scorer is not None and scorer not in scores:
+            raise EvalLogError(f"{loc}: no scorer '{scorer}' (it has: {', '.join(scores) or 'none'})")
+        name = scorer or next(iter(scores), None)
+        sc = scores.get(name) if name else None
+        verdict = None if sc is None else _verdict(to_float(sc.value), loc, f"scores.{name}")
+        out_msg = s.output.message if s.output is not None and s.output.choices else None
+        reasoning, parts = None, []
+        if out_msg is not None and not isinstance(out_msg.content, str):
+            for c in out_msg.content:
+                if isinstance(c, ContentReasoning) and not c.redacted:
+                    reasoning = (reasoning or "") + c.reasoning
+                elif isinstance(c, ContentText):
+                    parts.append(c.text)
+        completion = s.output.completion if s.output is not None else ""
+        if reasoning is not None:
+            thinking, finished, answer = reasoning, bool("".join(parts).strip()), "".join(parts)
+        else:
+            thinking, finished, answer = split_reasoning(completion)
+        q = s.input if isinstance(s.input, str) else next(
+            (m.text for m in reversed(s.input) if getattr(m, "role", None) == "user"), None)
+        target = s.target if isinstance(s.target, str) else (s.target[0] if s.target else None)
+        stop = s.output.stop_reason if s.output is not None else None
+        out.append(Reply(loc, "inspect-ai", log.eval.task, log.eval.model, str(s.id), q, s.epoch - 1,
+                         completion, thinking, finished, answer,
+                         None if stop is None else stop in _LENGTH_STOPS, verdict, name,
+                         None if sc is None else sc.answer, target, None))
+    return out
+
+
+# -- files ------------------------------------------------------------------------------------
+
+def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """(location, row) of a JSONL or Parquet file."""
+    p = Path(path)
+    if p.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for i, r in enumerate(pq.read_table(p).to_pylist(), 1):
+            yield f"{p}:row {i}", r
+        return
+    from otbench.files import loads_json  # the one guarded JSON reader (depth, sizes, keys)
+
+    with open(p, "rb") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            yield f"{p}:{i}", loads_json(line, f"{p}:{i}")
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of a log file: `.eval` is inspect-ai; else the first row's fields decide."""
+    p = Path(path)
+    if p.suffix == ".eval":
+        return "inspect-ai"
+    for loc, row in rows(p):
+        if isinstance(row, Mapping):
+            if "model_response" in row and "doc" in row:
+                return "lighteval"
+            if "resps" in row and "doc" in row:
+                return "lm-eval"
+            if "messages" in row or "conversations" in row:
+                return "chat"
+        raise EvalLogError(f"{loc}: not a row of a known log (lm-eval: doc + resps; lighteval: doc + "
+                           "model_response; chat: messages or conversations; inspect-ai: a .eval file)")
+    raise EvalLogError(f"{p}: the log is empty")
+
+
+def read_log(path: str | Path, fmt: str | None = None, *, metric: str | None = None,
+             task: str | None = None, model: str | None = None) -> list[Reply]:
+    """Every reply of an evaluation log (format detected when `fmt` is None; see the module docstring).
+
+    `metric` names the source verdict to read (lm-eval's metric, lighteval's metric key,
+    inspect-ai's scorer); `task` / `model` override the names read from the file.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise EvalLogError(f"{p}: no such file")
+    fmt = fmt or detect_format(p)
+    if fmt not in LOG_FORMATS:
+        raise EvalLogError(f"{p}: format {fmt!r} is not one of {', '.join(LOG_FORMATS)}")
+    if fmt == "inspect-ai":
+        out = inspect_replies(p, scorer=metric)
+    else:
+        out = []
+        lm_task, lm_model = lm_eval_names(p)
+        for loc, row in rows(p):
+            if not isinstance(row, Mapping):
+                raise EvalLogError(f"{loc}: expected a JSON object, got {type(row).__name__}")
+            if fmt == "lm-eval":
+                out.extend(lm_eval_replies(row, loc, task=lm_task, model=lm_model, metric=metric))
+            elif fmt == "lighteval":
+                out.extend(lighteval_replies(row, loc, model=lighteval_names(p), metric=metric))
+            else:
+                out.extend(chat_replies(row, loc, task=p.stem))
+    if task is not None or model is not None:
+        out = [dataclasses.replace(r, task=task or r.task, model=model or r.model) for r in out]
+    return out
+
+
+def groups(replies: Sequence[Reply]) -> dict[tuple[str, str], list[Reply]]:
+    """Replies by (task, model); lm-eval's filters are separate tasks (`task [filter]`)."""
+    out: dict[tuple[str, str], list[Reply]] = {}
+    for r in replies:
+        task = f"{r.task} [{r.filter}]" if r.filter and r.filter != "none" else r.task
+        out.setdefault((task, r.model), []).append(r)
+    return out
