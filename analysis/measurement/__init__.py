@@ -1,7 +1,8 @@
 """The measurement set: the contract between the probe stage and the analysis (SPEC §2). No JAX.
 
 Types and validation (`MeasurementSet`, `from_ragged`), Parquet storage with
-checksums (`save`, `load`), JSONL import/export, the calibrated simulator,
+checksums (`save`, `load`), JSONL import/export, the Hugging Face dataset
+folder (`export_hub`, `from_table`, `hub_path`), the calibrated simulator,
 token-space segmentation and the stored-token reader the probe and the report
 share, and the on-disk form of matched-horizon runs. The file helpers every
 stage shares (atomic writers, the JSON reader, provenance) live in
@@ -20,6 +21,7 @@ from ._horizon_run import (
                            load_run,
                            write_run,
 )
+from ._hub import export_hub, from_table, hub_path
 from ._io import content_hash, load, load_table, read_manifest, save
 from ._jsonl import export_jsonl, import_jsonl
 from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
@@ -33,7 +35,8 @@ __all__ = [
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
     "add_field_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
-    "deer_asks", "deer_stop", "dynasor_stop", "export_jsonl", "from_dense", "from_ragged",
+    "deer_asks", "deer_stop", "dynasor_stop", "export_hub", "export_jsonl", "from_dense",
+    "from_ragged", "from_table", "hub_path",
     "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
     "segment", "segment_flat", "simulate", "stored_thinking", "target_steps",
     "window_agrees", "write_run",

@@ -1,0 +1,63 @@
+"""Trajectory rows (one Arrow table, the Parquet files' columns) -> a validated set.
+
+The one reader of the trajectory columns: `load` feeds it the concatenated
+files of a set, `from_table` a table read by any other route (the `datasets`
+library reading a set's Hub folder).
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ._build import MeasurementSetError, from_ragged
+from ._types import MeasurementSet
+
+SIGNAL_PREFIX = "signal."
+
+
+def set_from_columns(table: pa.Table, signal_names: Iterable[str], *, synthetic: bool,
+                     provenance: Mapping[str, Any], where: Callable[[int], str]) -> MeasurementSet:
+    """The set of `table`'s rows (columns already checked for presence and type); a null or
+    a broken rule raises `MeasurementSetError` naming `where(row)`."""
+    cols = _Columns(table, where)
+    for name in ("model", "group", "question"):
+        vals = cols.strings(name)
+        if None in vals:
+            raise MeasurementSetError(where(vals.index(None)), f"{name} is null")
+    return from_ragged(
+        model=cols.strings("model"), group=cols.strings("group"), question=cols.strings("question"),
+        trajectory=cols.ints("trajectory"), probes=cols.ints("probes"), n=cols.ints("n"),
+        L=cols.ragged("L", np.int64), C=cols.ragged("C", np.int64), y=cols.ints("y"),
+        finished=cols.ints("finished"), dataset=cols.strings("dataset"),
+        split=cols.strings("split"), question_text=cols.strings("question_text"),
+        signals={s: cols.ragged(SIGNAL_PREFIX + s, np.float64) for s in sorted(signal_names)},
+        synthetic=synthetic, provenance=provenance, where=where,
+    )
+
+
+class _Columns:
+    """Typed access to the concatenated trajectory columns; nulls are errors naming the row."""
+
+    def __init__(self, table: pa.Table, where):
+        self.table, self.where = table, where
+
+    def strings(self, name: str) -> list:
+        return self.table.column(name).to_pylist()
+
+    def ragged(self, name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
+        arr = self.table.column(name).combine_chunks()
+        for r, ok in enumerate(arr.is_valid().to_pylist()):
+            if not ok:
+                raise MeasurementSetError(self.where(r), f"{name} is null")
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        off = arr.offsets.to_numpy().astype(np.int64)
+        return np.asarray(flat, dtype=dtype), off - off[0]
+
+    def ints(self, name: str) -> np.ndarray:
+        arr = self.table.column(name).combine_chunks()
+        if arr.null_count:
+            r = arr.is_null().to_pylist().index(True)
+            raise MeasurementSetError(self.where(r), f"{name} is null")
+        return arr.to_numpy(zero_copy_only=False)
