@@ -48,7 +48,7 @@ def import_cmd(file: str, out: str, synthetic: bool, overwrite: bool) -> None:
 @click.option("--hub-dir", "hub_dir", type=click.Path(file_okay=False),
               help="Folder to write as a Hugging Face dataset repository: Parquet per table, "
                    "manifest.json and a README.md dataset card (`datasets.load_dataset(DIR, "
-                   "'trajectories')` reads it; `huggingface-cli upload` publishes it as is).")
+                   "'trajectories')` reads it; `hf upload` publishes it as is).")
 @click.option("--license", "license_", default="unknown", show_default=True,
               help="The dataset card's licence identifier (--hub-dir), e.g. cc-by-4.0.")
 def export_cmd(directory: str, out: str | None, hub_dir: str | None, license_: str) -> None:

@@ -1,4 +1,4 @@
-"""Measurement sets as Hugging Face dataset repositories: a folder `huggingface-cli upload`
+"""Measurement sets as Hugging Face dataset repositories: a folder `hf upload`
 (or `huggingface_hub.upload_folder`) publishes as it is, and `datasets.load_dataset` reads.
 
 Layout of a Hub folder (`export_hub`)::
@@ -146,7 +146,7 @@ def dataset_card(manifest: Mapping[str, Any], *, license: str, title: str) -> st
         "rows = datasets.load_dataset(\"ORG/NAME\", \"trajectories\", split=\"train\")", "",
         "import otbench.analysis as oa     # the set itself, checksums and content hash verified",
         "ms = oa.load(\"hf://datasets/ORG/NAME\")   # from the local Hugging Face cache "
-        "(huggingface-cli download ORG/NAME --repo-type dataset)",
+        "(hf download ORG/NAME --repo-type dataset)",
         "```", "",
         "## Provenance", "",
         "Recorded by the stage that measured the set (`provenance`) and by the otbench "
@@ -180,7 +180,7 @@ def hub_path(source: str | os.PathLike) -> Path:
                                       local_files_only=True))
     except (LocalEntryNotFoundError, FileNotFoundError, OSError):
         raise MeasurementSetError(text, f"not in the local Hugging Face cache; download it "
-                                        f"first (huggingface-cli download {repo} "
+                                        f"first (hf download {repo} "
                                         f"--repo-type dataset)") from None
 
 

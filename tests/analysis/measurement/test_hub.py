@@ -134,7 +134,7 @@ def test_a_hub_id_in_the_local_cache_loads_and_imports(exported, tmp_path, monke
     assert om.load_table(tmp_path / "copy", "tokens").num_rows == ms.num_trajectories
     refused(cli("import", "hf://datasets/someone/missing", "--out", tmp_path / "x"),
             "hf://datasets/someone/missing: not in the local Hugging Face cache; download it "
-            "first (huggingface-cli download someone/missing --repo-type dataset)")
+            "first (hf download someone/missing --repo-type dataset)")
     refused(cli("validate", "hf://datasets/not-a-repo"),
             "hf://datasets/not-a-repo: a Hub id is hf://datasets/ORG/NAME[@REVISION]")
 
