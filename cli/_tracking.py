@@ -61,11 +61,16 @@ def _plain(value: Any) -> Any:
 def track(build: Callable[[Any], None], ms=None) -> None:
     """Log this command's run when `--log` was given: `build(record)` fills the headline
     scalars, tables and figures of a record that already holds the command's arguments and
-    the provenance (the set's, with its content hash, and this otbench's)."""
+    the provenance (the set's, with its content hash, and this otbench's). `ms`: the set,
+    or the folder it was written to (loaded only when logging)."""
     ctx = click.get_current_context()
     spec = ctx.meta.get(_META)
     if spec is None:
         return
+    if isinstance(ms, (str, Path)):
+        from ._common import load_set
+
+        ms = load_set(str(ms))
     from otbench.files import provenance
     from otbench.tracking import Record, log_record
 
@@ -128,3 +133,20 @@ def report_record(rec, index: Path) -> None:
         png = next((p for p in f.get("files", [f.get("file")]) if p and p.endswith(".png")), None)
         if png is not None:
             rec.figures[f["name"]] = folder / png
+
+
+def probe_record(rec, summary) -> None:
+    """A probe run's run: the set's counts, the engine's throughput and times, and OR / AD of
+    the set it wrote (computed here, as `otbench metrics` does)."""
+    from otbench.analysis import metrics
+    from otbench.analysis.measurement import load
+
+    from otbench.tracking import key
+
+    rec.add_scalars({key("counts", k): v for k, v in summary.manifest["counts"].items()})
+    r = summary.run
+    rec.add_scalars({key("run", part, k): r[part][k] for part in ("think", "probe")
+                     for k in ("generated", "tokens_per_s") if k in r.get(part, {})})
+    rec.add_scalars({key("run", k): r.get(k) for k in ("engine_start_s", "total_s",
+                                                       "cache_hit_rate")})
+    add_metrics(rec, metrics(load(summary.out)))
