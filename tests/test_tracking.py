@@ -30,7 +30,7 @@ def the_set(tmp_path_factory):
 
 def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "MLFLOW_"))}
-    (tmp / "wandb").mkdir(exist_ok=True)
+    (tmp / "wandb").mkdir(parents=True, exist_ok=True)
     env.update(JAX_PLATFORMS="cpu", WANDB_MODE="offline", WANDB_DIR=str(tmp / "wandb"),
                WANDB_SILENT="true", TRACKIO_DIR=str(tmp / "trackio"),
                MLFLOW_ALLOW_FILE_STORE="true", HF_HUB_OFFLINE="1")
@@ -61,6 +61,7 @@ def _manifest_provenance(the_set) -> dict:
 
 
 def test_bench_compare_to_wandb_offline(the_set, tmp_path):
+    pytest.importorskip("wandb", reason="wandb (test extra) logs the run")
     from _wandb_log import run_contents
 
     env = _env(tmp_path)
@@ -93,7 +94,13 @@ def _trackio_read(env, project: str, run: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+_NOT_IN_TEST_EXTRA = ("is not in the test extra: it does not install beside the pinned CPU probe "
+                      "stack ({}); `pip install 'otbench[track]'` to run this test")
+
+
 def test_bench_compare_to_a_local_trackio_project(the_set, tmp_path):
+    pytest.importorskip("trackio", reason="trackio " + _NOT_IN_TEST_EXTRA.format(
+        "it needs pillow<13, the stack pins pillow==13.0.0"))
     env = _env(tmp_path)
     r = _otbench(env, "bench", "compare", the_set, "--theta-grid", "5", "--log", "trackio",
                  "--log-args", "project=otb-test,name=compare-1")
@@ -126,7 +133,8 @@ def _mlflow_json(client, run, path: str, tmp_path) -> dict:
 
 def test_bench_compare_bootstrap_and_report_to_an_mlflow_file_store(the_set, tmp_path,
                                                                     monkeypatch):
-    pytest.importorskip("mlflow")
+    pytest.importorskip("mlflow", reason="mlflow-skinny " + _NOT_IN_TEST_EXTRA.format(
+        "it needs cachetools<8, the stack pins cachetools==8.0.2"))
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     env = _env(tmp_path)
     uri = f"tracking_uri=file:{tmp_path / 'mlruns'}"
@@ -191,3 +199,44 @@ def test_log_args_follow_lm_evals_parsing():
     from otbench.tracking import TrackingError
     with pytest.raises(TrackingError, match="gives 'name' twice"):
         parse_log_args("wandb", "name=a,name=b")
+
+
+def test_bootstrap_and_report_to_wandb_offline(the_set, tmp_path):
+    pytest.importorskip("wandb", reason="wandb (test extra) logs the run")
+    from _wandb_log import run_contents
+
+    _otbench(_env(tmp_path / "boot"), "bootstrap", the_set, "--replicates", "40", "--frontiers",
+             "--grid", "11", "--log", "wandb", "--log-args", "project=otb-test,name=boot-1")
+    boot = json.loads((the_set / "results" / "bootstrap.json").read_text())
+    [log] = list((tmp_path / "boot" / "wandb").glob("wandb/offline-run-*/run-*.wandb"))
+    got = run_contents(log)["summary"]
+    for stat in ("or", "ad"):
+        assert [got[f"bootstrap/macro/{stat}/lo"], got[f"bootstrap/macro/{stat}/hi"]] == \
+            pytest.approx(boot["macro"][stat], rel=1e-12)
+    assert got["bootstrap/frontier/fb/beta_match/lo"] == \
+        pytest.approx(boot["frontiers"]["fb"]["beta_match"][0], rel=1e-12)
+
+    out = tmp_path / "report"
+    _otbench(_env(tmp_path / "rep"), "report", the_set, "--out", out, "--grid", "101",
+             "--format", "png", "--log", "wandb", "--log-args", "project=otb-test,name=rep-1")
+    [log] = list((tmp_path / "rep" / "wandb").glob("wandb/offline-run-*/run-*.wandb"))
+    got = run_contents(log)
+    metrics = json.loads((out / "data" / "metrics.json").read_text())
+    frontier = json.loads((out / "data" / "frontier.json").read_text())
+    assert got["summary"]["metrics/macro/or"] == pytest.approx(metrics["macro"]["or"], rel=1e-12)
+    for s, f in frontier["strategies"].items():
+        assert got["summary"][f"frontier/{s}/beta_match"] == pytest.approx(f["beta_match"])
+    report = json.loads((out / "report.json").read_text())
+    images = sorted(p.name.split("_")[0:2] == ["fig4", "frontiers"] for p in
+                    log.parent.glob("files/media/images/figures/*.png"))
+    assert len(images) == len(report["figures"]) and images.count(True) == 1
+    tables = {p.name.rsplit("_", 2)[0] for p in
+              log.parent.glob("files/media/table/tables/*.table.json")}
+    assert tables == {"or_ad", "beta_match"} | {t["name"] for t in report["tables"]}
+    assert {"table1_or", "table2_ad", "table18_frontiers"} <= tables
+    [or_table] = list(log.parent.glob("files/media/table/tables/table1_or_*.table.json"))
+    doc = json.loads(or_table.read_text())
+    avg = {row[0]: row[-1] for row in doc["data"]}
+    csv_lines = [ln for ln in (out / "tables" / "table1_or.csv").read_text().splitlines()
+                 if not ln.startswith("#")][1:]
+    assert avg == {ln.split(",")[0]: float(ln.split(",")[-1]) for ln in csv_lines}
