@@ -4,6 +4,8 @@ import importlib
 
 import click
 
+from otbench import __version__
+
 from ._common import GuardedGroup
 from ._outputs import guard_outputs
 
@@ -29,7 +31,9 @@ _COMMANDS = {
 
 
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="otbench")
+# The version of the code that runs (otbench/__init__.py), the one provenance records; the
+# installed metadata of an editable checkout can be older.
+@click.version_option(__version__, prog_name="otbench")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show third-party warnings and library log messages (hidden by default).")
 def main(verbose: bool) -> None:

@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from ._common import argument_errors, result_path, write_result
+from ._tracking import add_leaderboard, log_options, track
 
 def _errors():
     """Bad data, bad arguments and interface violations (`MethodError`): one line, exit 2."""
@@ -242,6 +243,7 @@ def _options(name: str, features: str | None) -> dict | None:
 @click.option("--leaderboard", "board_out", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Folder for leaderboard.md, .csv and .json "
                                  "(default DIRECTORY/results).")
+@log_options
 def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | None, split: str,
                 features: str | None, json_out: Path | None, board_out: Path | None) -> None:
     """Rank built-in and plug-in methods on the set in DIRECTORY, per strategy: a leaderboard.
@@ -285,3 +287,4 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     if json_out is not None:
         write_result(compare_json(results), directory, "", json_out)
         click.echo(f"wrote {json_out}")
+    track(lambda rec: add_leaderboard(rec, board.to_json()), ms)

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import click
 
+from ._tracking import add_bootstrap, log_options, track
+
 
 @click.command("bootstrap")
 @click.argument("directory", type=click.Path(path_type=Path))
@@ -30,6 +32,7 @@ import click
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the otbench.bootstrap/1 document (fractions, not %; "
                    "default DIRECTORY/results/bootstrap.json).")
+@log_options
 def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, grid: int,
                   batch: int | None, workers: int | None, checkpoint_dir: Path | None,
                   checkpoint_every: int, resume: bool, json_out: Path | None) -> None:
@@ -62,4 +65,6 @@ def bootstrap_cmd(directory: Path, replicates: int, seed: int, frontiers: bool, 
                                checkpoint_every=checkpoint_every, resume=resume,
                                progress=progress_callback(bar))
     click.echo(format_bootstrap(result), nl=False)
-    click.echo(f"wrote {write_result(result.to_json(), directory, 'bootstrap.json', json_out)}")
+    doc = result.to_json()
+    click.echo(f"wrote {write_result(doc, directory, 'bootstrap.json', json_out)}")
+    track(lambda rec: add_bootstrap(rec, doc), ms)

@@ -2,11 +2,11 @@
 
 import click
 
-from ._common import data_errors, load_set, synthetic_banner
+from ._common import DataError, data_errors, load_set, synthetic_banner
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="Directory to write the measurement set to.")
 @click.option("--synthetic", is_flag=True, help="Mark the imported data as synthetic.")
@@ -17,13 +17,25 @@ def import_cmd(file: str, out: str, synthetic: bool, overwrite: bool) -> None:
     Keys: model, group, question, trajectory, probes, L, C, y; optional:
     dataset, split, finished, question_text, signals. Any bad line stops the
     import with `FILE:LINE: rule` and exit status 2; nothing is written.
+
+    FILE may also be a set's Hub folder (`otbench export --hub-dir`) or its
+    Hub id in the local Hugging Face cache, `hf://datasets/ORG/NAME[@REVISION]`:
+    the set is verified (checksums, content hash) and written to --out with
+    its extra tables; --synthetic does not apply (the set says what it is).
     """
     from otbench.analysis import save
-    from otbench.analysis.measurement import import_jsonl
+    from otbench.analysis.measurement import hub_path, import_jsonl, load, load_table
+    from otbench.analysis.measurement import read_manifest
 
     with data_errors():
-        ms = import_jsonl(file, synthetic=synthetic)
-        manifest = save(ms, out, overwrite=overwrite)
+        folder = hub_path(file)
+        if folder.is_dir():
+            ms = load(folder)
+            tables = {t: load_table(folder, t) for t in read_manifest(folder).get("tables", {})}
+            manifest = save(ms, out, overwrite=overwrite, extra_tables=tables)
+        else:
+            ms = import_jsonl(file, synthetic=synthetic)
+            manifest = save(ms, out, overwrite=overwrite)
     c = manifest["counts"]
     click.echo(f"{synthetic_banner(ms.synthetic)}imported {c['trajectories']} trajectories, "
                f"{c['questions']} questions, {c['cells']} cells -> {out}")
@@ -31,15 +43,40 @@ def import_cmd(file: str, out: str, synthetic: bool, overwrite: bool) -> None:
 
 @click.command("export")
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--out", required=True, type=click.Path(dir_okay=False),
+@click.option("--out", type=click.Path(dir_okay=False),
               help="JSONL file to write (the format `otbench import` reads).")
-def export_cmd(directory: str, out: str) -> None:
-    """Export a measurement set as canonical JSONL (exact inverse of import)."""
-    from otbench.analysis.measurement import export_jsonl
+@click.option("--hub-dir", "hub_dir", type=click.Path(file_okay=False),
+              help="Folder to write as a Hugging Face dataset repository: Parquet per table, "
+                   "manifest.json and a README.md dataset card (`datasets.load_dataset(DIR, "
+                   "'trajectories')` reads it; `hf upload` publishes it as is).")
+@click.option("--license", "license_", default="unknown", show_default=True,
+              help="The dataset card's licence identifier (--hub-dir), e.g. cc-by-4.0.")
+def export_cmd(directory: str, out: str | None, hub_dir: str | None, license_: str) -> None:
+    """Export a measurement set as canonical JSONL (exact inverse of import) and/or as a
+    Hugging Face dataset folder (--hub-dir)."""
+    from otbench.analysis.measurement import (
+        export_hub,
+        export_jsonl,
+        hub_path,
+        load_table,
+        read_manifest,
+    )
 
+    if out is None and hub_dir is None:
+        raise DataError("export needs --out FILE (JSONL), --hub-dir DIR (Hub folder), or both")
     ms = load_set(directory)
-    count = export_jsonl(ms, out)
-    click.echo(f"{synthetic_banner(ms.synthetic)}exported {count} trajectories -> {out}")
+    banner = synthetic_banner(ms.synthetic)
+    if out is not None:
+        with data_errors():
+            count = export_jsonl(ms, out)
+        click.echo(f"{banner}exported {count} trajectories -> {out}")
+    if hub_dir is not None:
+        with data_errors():
+            folder = hub_path(directory)
+            tables = {t: load_table(folder, t) for t in read_manifest(folder).get("tables", {})}
+            export_hub(ms, hub_dir, tables=tables, license=license_)
+        click.echo(f"{banner}exported {ms.num_trajectories} trajectories and "
+                   f"{len(tables)} extra tables as a Hub dataset folder -> {hub_dir}")
 
 
 @click.command("validate")

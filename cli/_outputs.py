@@ -6,7 +6,7 @@ import click
 from ._common import data_errors
 
 OUTPUT_OPTIONS = frozenset({"out", "out_dir", "json_out", "pareto_out", "board_out",
-                            "write_file", "write_job", "checkpoint_dir", "journal"})
+                            "write_file", "write_job", "checkpoint_dir", "journal", "hub_dir"})
 """The parameter names of the commands' outputs; every other path parameter is an input."""
 _STATE_OPTIONS = frozenset({"checkpoint_dir", "journal"})   # a run's own state, resumed from
 

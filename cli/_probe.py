@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from ._common import DataError, library_progress, write_json
+from ._tracking import log_options, probe_record, track
 
 
 @click.group("probe")
@@ -50,6 +51,7 @@ def probe_group() -> None:
               help="Probe only the first N questions of each group (smoke runs; recorded as data.limit).")
 @click.option("--progress/--no-progress", default=True,
               help="Progress on stderr: a bar with tokens/s on a terminal, else a line every 30 s.")
+@log_options
 def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str | None, R, P, b,
             gen_kwargs: str, write_job: Path | None, out: Path | None, overwrite: bool, resume: bool,
             journal: Path | None, workers: int, ray_address: str | None, worker_cpus: float,
@@ -100,6 +102,7 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
     except (OtbenchError, FileExistsError) as e:
         raise DataError(" ".join(str(e).split())) from None
     click.echo(_summary_text(summary))
+    track(lambda rec: probe_record(rec, summary), out)
 
 
 @probe_group.command("tasks")

@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from ._common import data_errors, synthetic_banner
+from ._tracking import log_options, report_record, track
 
 
 @click.command("report")
@@ -30,6 +31,7 @@ from ._common import data_errors, synthetic_banner
 @click.option("--format", "formats", default="png,pdf", show_default=True,
               help="Figure files, comma-separated from png, pdf, svg (the PNG is always "
                    "written: the page shows it).")
+@log_options
 def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Path | None,
                otbench: tuple[Path, ...], grid: int, results: Path | None, formats: str) -> None:
     """Write the report of the measurement set in DIRECTORY to --out.
@@ -55,3 +57,4 @@ def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Pat
                             results_dir=True if results is None else results)
     click.echo(synthetic_banner(ms.synthetic), nl=False)
     click.echo(str(path))
+    track(lambda rec: report_record(rec, path), ms)

@@ -302,3 +302,12 @@ def test_every_tidy_column_is_named_in_its_paragraph():
             if f"`{shown}`" not in section:
                 missing.append(f"{name}.{col}")
     assert not missing, f"columns the reports guide does not name: {missing}"
+
+
+def test_guides_cite_the_rules_page_not_the_spec():
+    """Users have the rules page and the guides, not the design specification."""
+    pages = [*DOCS.glob("*.md"), *(DOCS / "guides").glob("*.md")]
+    bad = [f"{p.relative_to(ROOT)}:{i}" for p in pages
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+           if re.search(r"\bSPEC\b", line)]
+    assert len(pages) >= 10 and not bad, bad

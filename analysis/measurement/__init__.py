@@ -1,7 +1,8 @@
 """The measurement set: the contract between the probe stage and the analysis (SPEC §2). No JAX.
 
 Types and validation (`MeasurementSet`, `from_ragged`), Parquet storage with
-checksums (`save`, `load`), JSONL import/export, the calibrated simulator,
+checksums (`save`, `load`), JSONL import/export, the Hugging Face dataset
+folder (`export_hub`, `from_table`, `hub_path`), the calibrated simulator,
 token-space segmentation and the stored-token reader the probe and the report
 share, and the on-disk form of matched-horizon runs. The file helpers every
 stage shares (atomic writers, the JSON reader, provenance) live in
@@ -28,6 +29,7 @@ from ._horizon_run import (
                            load_run,
                            write_run,
 )
+from ._hub import export_hub, from_table, hub_path
 from ._io import content_hash, load, load_table, read_manifest, save
 from ._jsonl import export_jsonl, import_jsonl
 from ._peer_signals import (
@@ -63,7 +65,8 @@ __all__ = ["describe_columns",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
     "add_field_signals", "add_peer_signals", "agreement_runs", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
-    "deer_asks", "deer_own_stop", "deer_stop", "dynasor_own_stop", "dynasor_stop", "export_jsonl", "from_dense", "from_ragged",
+    "deer_asks", "deer_own_stop", "deer_stop", "dynasor_own_stop", "dynasor_stop", "export_hub", "export_jsonl", "from_dense", "from_ragged",
+    "from_table", "hub_path",
     "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
     "segment", "segment_flat", "simulate", "stored_thinking", "target_steps",
     "window_agrees", "write_run",

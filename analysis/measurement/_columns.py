@@ -1,9 +1,41 @@
-"""Typed NumPy access to the trajectory columns of a loaded set (nulls are errors naming the row)."""
+"""Trajectory rows (one Arrow table, the Parquet files' columns) -> a validated set.
+
+The one reader of the trajectory columns: `load` feeds it the concatenated
+files of a set, `from_table` a table read by any other route (the `datasets`
+library reading a set's Hub folder). Null-free numeric columns are read from
+their Arrow buffers (`to_numpy`), so loading a set never imports pandas.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from otbench.errors import MeasurementSetError
+from ._build import MeasurementSetError, from_ragged
+from ._types import MeasurementSet
+
+SIGNAL_PREFIX = "signal."
+
+
+def set_from_columns(table: pa.Table, signal_names: Iterable[str], *, synthetic: bool,
+                     provenance: Mapping[str, Any], where: Callable[[int], str]) -> MeasurementSet:
+    """The set of `table`'s rows (columns already checked for presence and type); a null or
+    a broken rule raises `MeasurementSetError` naming `where(row)`."""
+    cols = Columns(table, where)
+    for name in ("model", "group", "question"):
+        vals = cols.strings(name)
+        if None in vals:
+            raise MeasurementSetError(where(vals.index(None)), f"{name} is null")
+    return from_ragged(
+        model=cols.strings("model"), group=cols.strings("group"), question=cols.strings("question"),
+        trajectory=cols.ints("trajectory"), probes=cols.ints("probes"), n=cols.ints("n"),
+        L=cols.ragged("L", np.int64), C=cols.ragged("C", np.int64), y=cols.ints("y"),
+        finished=cols.ints("finished"), dataset=cols.strings("dataset"),
+        split=cols.strings("split"), question_text=cols.strings("question_text"),
+        signals={s: cols.ragged(SIGNAL_PREFIX + s, np.float64) for s in sorted(signal_names)},
+        synthetic=synthetic, provenance=provenance, where=where,
+    )
 
 
 class Columns:
@@ -39,7 +71,7 @@ NUMPY_TYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32,
 
 
 def to_numpy(arr: pa.Array) -> np.ndarray:
-    """`arr.toto_numpy(zero_copy_only=False)`, read from the buffers for null-free numbers and flags.
+    """`arr.to_numpy(zero_copy_only=False)`, read from the buffers for null-free numbers and flags.
 
     pyarrow's `to_numpy` imports pandas where it is installed (~0.5 s, more than
     reading a paper-scale set); a primitive array without nulls is its data buffer.
@@ -53,4 +85,4 @@ def to_numpy(arr: pa.Array) -> np.ndarray:
         if dt is not None:
             size = np.dtype(dt).itemsize
             return np.frombuffer(arr.buffers()[1], dtype=dt, count=n, offset=arr.offset * size)
-    return arr.toto_numpy(zero_copy_only=False)
+    return arr.to_numpy(zero_copy_only=False)

@@ -39,13 +39,12 @@ from otbench.files import (
     sha256_file,
 )
 
-from ._build import MeasurementSetError, from_ragged
-from ._columns import Columns
+from ._build import MeasurementSetError
+from ._columns import SIGNAL_PREFIX, set_from_columns
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
 
 MANIFEST = "manifest.json"
 TRAJ_DIR = "trajectories"
-SIGNAL_PREFIX = "signal."
 
 REQUIRED = {
     "model": pa.string(), "group": pa.string(), "dataset": pa.string(),
@@ -228,19 +227,26 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
                 raise ValueError(f"extra table name {name!r} is reserved, repeated or not a plain name")
             rel = f"{name}/part-0.parquet"
             extras[name] = {"path": rel, "rows": int(rows), "sha256": sha256_file(tmp / rel)}
-        manifest = {
-            "schema": SCHEMA,
-            "synthetic": bool(ms.synthetic),
-            "counts": ms.summary(),
-            "content_hash": content_hash(ms),
-            "files": files,
-            "tables": extras,
-            "provenance": dict(ms.provenance),
-            "writer": provenance(("numpy", "pyarrow")),
-        }
-        with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, sort_keys=True, ensure_ascii=False)
-            f.write("\n")
+        manifest = write_manifest(tmp, ms, files, extras)
+    return manifest
+
+
+def write_manifest(folder: Path, ms: MeasurementSet, files: list[dict[str, Any]],
+                   tables: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Write and return the manifest of `ms` stored as `files` (trajectories) and `tables`."""
+    manifest = {
+        "schema": SCHEMA,
+        "synthetic": bool(ms.synthetic),
+        "counts": ms.summary(),
+        "content_hash": content_hash(ms),
+        "files": files,
+        "tables": dict(tables),
+        "provenance": dict(ms.provenance),
+        "writer": provenance(("numpy", "pyarrow")),
+    }
+    with open(folder / MANIFEST, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
     return manifest
 
 
@@ -360,9 +366,13 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
     mixed probes within a question); a violation raises `MeasurementSetError`
     naming the file, the row (0-based within that file) and the rule. With
     `verify`, file checksums and the logical content hash are compared with
-    the manifest.
+    the manifest. `path` may be a Hub id, `hf://datasets/ORG/NAME[@REVISION]`,
+    of a set exported with `export_hub` and present in the local Hugging Face
+    cache (nothing is downloaded).
     """
-    path = Path(path)
+    from ._hub import hub_path
+
+    path = hub_path(path)
     manifest = read_manifest(path)
     tables, labels, signal_names = _read_files(path, manifest, verify)
     bounds = np.cumsum([0] + [r for _, r in labels])
@@ -371,22 +381,9 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
         j = int(np.searchsorted(bounds, i, side="right") - 1)
         return f"{labels[j][0]}: row {i - bounds[j]}"
 
-    cols = Columns(pa.concat_tables(tables, promote_options="permissive"), where)
-    for name in ("model", "group", "question"):
-        vals = cols.strings(name)
-        if None in vals:
-            raise MeasurementSetError(where(vals.index(None)), f"{name} is null")
-    ms = from_ragged(
-        model=cols.strings("model"), group=cols.strings("group"), question=cols.strings("question"),
-        trajectory=cols.ints("trajectory"), probes=cols.ints("probes"), n=cols.ints("n"),
-        L=cols.ragged("L", np.int64), C=cols.ragged("C", np.int64), y=cols.ints("y"),
-        finished=cols.ints("finished"), dataset=cols.strings("dataset"),
-        split=cols.strings("split"), question_text=cols.strings("question_text"),
-        signals={s: cols.ragged(SIGNAL_PREFIX + s, np.float64) for s in sorted(signal_names)},
-        synthetic=bool(manifest["synthetic"]),
-        provenance=manifest.get("provenance", {}),
-        where=where,
-    )
+    ms = set_from_columns(pa.concat_tables(tables, promote_options="permissive"), signal_names,
+                          synthetic=bool(manifest["synthetic"]),
+                          provenance=manifest.get("provenance", {}), where=where)
     if verify and content_hash(ms) != manifest["content_hash"]:
         raise MeasurementSetError(str(path / MANIFEST),
                                   "content hash does not match the trajectories (or the "

@@ -115,8 +115,11 @@ def _dump(obj: Any) -> str:
 def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
-    out = {}
-    for name in ("otbench", "numpy", "jax", "matplotlib"):
+    from otbench import __version__
+
+    # otbench's own version from its one source (an editable checkout's metadata can be older).
+    out = {"otbench": __version__}
+    for name in ("numpy", "jax", "matplotlib"):
         try:
             out[name] = md.version(name)
         except md.PackageNotFoundError:
