@@ -28,6 +28,7 @@ from ._read import (
     groups,
     inspect_replies,
     lighteval_names,
+    lighteval_task,
     lighteval_replies,
     lm_eval_names,
     lm_eval_replies,
@@ -42,6 +43,6 @@ __all__ = [
     "REASONING_FIELDS",
     "EvalLogError", "Extraction", "ExtractionError", "Reply",
     "chat_replies", "detect_format", "exact_match", "extraction", "groups", "inspect_replies",
-    "lighteval_names", "lighteval_replies", "lm_eval_names", "lm_eval_replies", "read_log", "rows",
+    "lighteval_names", "lighteval_replies", "lighteval_task", "lm_eval_names", "lm_eval_replies", "read_log", "rows",
     "split_reasoning", "split_reply",
 ]

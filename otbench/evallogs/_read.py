@@ -228,8 +228,13 @@ def lighteval_names(path: str | Path) -> str:
     return p.parent.parent.name or "model"
 
 
+def lighteval_task(path: str | Path) -> str:
+    """The task of a lighteval details file from its name (`details_<task>_<date>.parquet`)."""
+    return _DATE.sub("", Path(path).stem.removeprefix("details_")) or "task"
+
+
 def lighteval_replies(row: Mapping, loc: str, *, model: str = "model",
-                      metric: str | None = None) -> list[Reply]:
+                      metric: str | None = None, task: str = "task") -> list[Reply]:
     """The replies of one lighteval details row (see the module docstring)."""
     doc, scores, resp = row.get("doc"), row.get("metric"), row.get("model_response")
     for name, v in (("doc", doc), ("metric", scores), ("model_response", resp)):
@@ -253,7 +258,8 @@ def lighteval_replies(row: Mapping, loc: str, *, model: str = "model",
     ref = choices[gold] if isinstance(gold, int) and 0 <= gold < len(choices) else None
     qid = doc.get("id") if isinstance(doc.get("id"), str) and doc.get("id") else None
     text = next((doc[n] for n in ("original_query", "query") if isinstance(doc.get(n), str)), None)
-    task = doc.get("task_name") if isinstance(doc.get("task_name"), str) and doc.get("task_name") else "task"
+    # the row's own task name (lighteval writes it in `doc`), else the file's
+    task = doc.get("task_name") if isinstance(doc.get("task_name"), str) and doc.get("task_name") else task
     out = []
     for k, t in enumerate(texts):
         r = reasonings[k] if k < len(reasonings) else None
@@ -426,7 +432,8 @@ def read_log(path: str | Path, fmt: str | None = None, *, metric: str | None = N
             if fmt == "lm-eval":
                 out.extend(lm_eval_replies(row, loc, task=lm_task, model=lm_model, metric=metric))
             elif fmt == "lighteval":
-                out.extend(lighteval_replies(row, loc, model=lighteval_names(p), metric=metric))
+                out.extend(lighteval_replies(row, loc, model=lighteval_names(p), metric=metric,
+                                             task=lighteval_task(p)))
             else:
                 out.extend(chat_replies(row, loc, task=p.stem))
     if task is not None or model is not None:

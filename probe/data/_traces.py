@@ -58,6 +58,7 @@ from otbench.evallogs import (
     chat_replies,
     inspect_replies,
     lighteval_names,
+    lighteval_task,
     lighteval_replies,
     lm_eval_names,
     lm_eval_replies,
@@ -204,7 +205,8 @@ def read_traces(rows: Iterator[tuple[str, Any]], fmt: str, *, filter: str | None
             elif fmt == "lm-eval":
                 out.extend(_lm_eval(row, loc, seen, opts))
             elif fmt == "lighteval":
-                out.extend(map(_record, lighteval_replies(row, loc, model=names[1], metric=metric)))
+                out.extend(map(_record, lighteval_replies(row, loc, model=names[1], metric=metric,
+                                                                 task=names[0])))
             else:
                 out.extend(_chat(row, loc))
     except EvalLogError as e:       # the log readers' one line, as the job's data error
@@ -239,7 +241,7 @@ def load_traces(source: Mapping[str, Any]) -> tuple[list[TraceRecord], dict[str,
     if "path" in source and fmt == "lm-eval":
         names = lm_eval_names(source["path"])
     elif "path" in source and fmt == "lighteval":
-        names = ("task", lighteval_names(source["path"]))
+        names = (lighteval_task(source["path"]), lighteval_names(source["path"]))
     out = read_traces(counted(), fmt, filter=source.get("filter"), metric=source.get("metric"), names=names)
     record["rows"] = count[0]
     return out, record
