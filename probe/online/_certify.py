@@ -232,7 +232,8 @@ def compare(trajectories: Sequence[Trajectory], online: Sequence[OnlineResult], 
     else:
         nan = {"offline": float("nan"), "online": float("nan"), "difference": float("nan"),
                "offline_interval": [None, None], "online_interval": [None, None],
-               "difference_interval": [None, None], "inside": False}
+               "difference_interval": [None, None], "two_stage_difference_interval": [None, None],
+               "inside": False}
         interval.update(accuracy=dict(nan), relative_cost=dict(nan))
     acc, cost = interval["accuracy"], interval["relative_cost"]
     out = {

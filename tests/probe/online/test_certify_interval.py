@@ -248,5 +248,5 @@ def test_every_source_of_disagreement_is_named_with_its_share():
     assert np.isclose(sum(d["cost_gap_pp"] for d in cert["disagreements"]), cert["cost_gap_pp"])
     assert np.isclose(sum(d["acc_gap_pp"] for d in cert["disagreements"]), cert["acc_gap_pp"])
     line = disagreement_line(cert)
-    assert line.startswith("disagreement sources: replay diverged: 1 trajectories, cost +1.7 pp")
+    assert line.startswith(f"disagreement sources: replay diverged: 1 trajectories, cost {100 * 10 / full:+.1f} pp")
     assert "q00#0 k 1->2 (diverged at token 0)" in line
