@@ -26,6 +26,12 @@ assumed away):
   the stored ones;
 * the answer: online it is one sample after the forced thinking end,
   offline the position's probe accuracy `C(k)/P` (P samples).
+
+`compare` puts the point at θ on the macro chain, online and offline, under
+OTBench's two-stage paired bootstrap draw (`_certify_interval`), gives the
+verdict -- ``certified``, ``rejected`` or ``not certified`` on too little
+evidence, each with its reasons -- and assigns every disagreeing trajectory
+its source (`_certify_verdict`).
 """
 
 import dataclasses
