@@ -17,7 +17,7 @@ def test_calibration_benchmark_smoke():
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     assert lines[0].startswith("SYNTHETIC answers from one accuracy online and offline; 6 runs")
-    body = [ln for ln in lines[1:-1]]
+    body = lines[1:-1]
     assert [ln.split(":")[0] for ln in body] == [
         "demo shape, homogeneous", "demo shape, heterogeneous",
         "paper shape, homogeneous", "paper shape, heterogeneous"]
