@@ -8,7 +8,8 @@ train split (the θ values are the 25/50/75 % quantiles of the train
 margins at the boundaries where a stop is asked), the test split is
 replayed online with the stored seeds (`otbench online certify` at each
 θ, one engine with the controller loaded), and the per-trajectory stop
-positions are compared with OTBench's offline walk.
+positions are compared with OTBench's offline walk; each θ's certificate
+(verdict, paired intervals) and its sources of disagreement are printed.
 
 The offline walk reads `--offline-signal`: by default `margin_own`, the
 margin the probe recorded in the model's own context (after the boundary
@@ -45,7 +46,7 @@ def main() -> None:
     from otbench.analysis.bench import assign_splits, stop_positions
     from otbench.probe.config import Sampling, load_family
     from otbench.probe.engines import GenRequest, open_engine
-    from otbench.probe.online import PROCESSOR, certificate_line, certify_set, request_args
+    from otbench.probe.online import PROCESSOR, certificate_line, certify_set, disagreement_line, request_args
     from otbench.probe.online import engine_config_of
 
     ms = load(a.set)
@@ -79,6 +80,8 @@ def main() -> None:
                   f"{100 * cert['offline_acc']:.1f}%, rel cost online {100 * cert['online_rel_cost']:.1f}% vs "
                   f"offline {100 * cert['offline_rel_cost']:.1f}%, signal shift mean {sh.get('mean')} "
                   f"max |.| {sh.get('max_abs')} over {sh.get('boundaries')} boundaries", flush=True)
+            print("  " + certificate_line(cert), flush=True)
+            print("  " + disagreement_line(cert), flush=True)
 
         # -- overhead: plain vs controlled-but-never-stopping, same engine, same token counts --------
         fam = load_family(prov["family"]["name"])
@@ -104,10 +107,15 @@ def main() -> None:
               f"(best of {a.repeat}, {len(prompts)} requests x {a.tokens} tokens)", flush=True)
     finally:
         engine.close()
+    verdicts = [c["verdict"] for c in certs]
+    # over the three θ: rejected if any is, certified only if all are, else not certified
     total = {"equal": sum(c["equal"] for c in certs), "trajectories": sum(c["trajectories"] for c in certs),
+             "faithful": sum(c["faithful"] for c in certs),
              "acc_gap_pp": float(np.mean([c["acc_gap_pp"] for c in certs])),
-             "inside": all(c["inside"] for c in certs),
-             "cost_gap_pp": float(np.mean([c["cost_gap_pp"] for c in certs]))}
+             "cost_gap_pp": float(np.mean([c["cost_gap_pp"] for c in certs])),
+             "verdict": "rejected" if "rejected" in verdicts else
+             "certified" if all(v == "certified" for v in verdicts) else "not certified",
+             "reasons": sorted({r.split(":")[0] for c in certs for r in c["reasons"]})}
     print(certificate_line(total, overhead))
 
 

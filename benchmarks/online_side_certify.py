@@ -43,6 +43,7 @@ def main() -> None:
     from otbench.probe.online import (
         FieldRule,
         certificate_line,
+        disagreement_line,
         certify_field,
         engine_config_of,
         net_line,
@@ -83,6 +84,7 @@ def main() -> None:
                   + f"; faithful {cert['faithful']}/{cert['trajectories']}", flush=True)
             print("  " + net_line(cert), flush=True)
             print("  " + signals_line(cert), flush=True)
+            print("  " + disagreement_line(cert), flush=True)
 
         # -- overhead: one request per trajectory vs one per step ---------------------------
         ctx = replay_context(a.set, ms)

@@ -93,11 +93,13 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
 
     Per test trajectory: the online stop position against the one OTBench's
     offline walk computes for THETA on the stored trajectory; then online
-    accuracy and relative cost against the offline point (accuracy against
-    its question-level bootstrap interval), the replay's fidelity, and the
-    signal shift between the online context and the probe's.
+    accuracy and relative cost against the offline point on the macro chain,
+    with OTBench's two-stage paired bootstrap intervals; the verdict
+    (certified, rejected, or not certified on too little evidence, with its
+    reasons) and every source of disagreement.
     """
-    from otbench.probe.online import certificate_line, certify_set, check_replayable, net_line, signals_line
+    from otbench.probe.online import (certificate_line, certify_set, check_replayable, disagreement_line,
+                                      net_line, signals_line)
 
     ms = load_set(str(set_dir))
     with argument_errors():
@@ -105,10 +107,11 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
         check_replayable(set_dir, ms)
         if m.online == "side":
             cert = _field(set_dir, ms, method, theta, "test", grader, trajectories, thinking)
-            path = write_result({"schema": "otbench.online-certify/1", **cert}, set_dir, "online_certify.json",
+            path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
                                 json_path)
             click.echo(f"wrote {path}")
             click.echo(certificate_line(cert))
+            click.echo(disagreement_line(cert))
             click.echo(net_line(cert))
             click.echo(signals_line(cert))
             return
@@ -118,10 +121,11 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
             rows, k = rows[:trajectories], k[:trajectories]
         cert = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader,
                            offline_signal=sig)
-    path = write_result({"schema": "otbench.online-certify/1", **cert}, set_dir, "online_certify.json",
+    path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
                         json_path)
     click.echo(f"wrote {path}")
     click.echo(certificate_line(cert))
+    click.echo(disagreement_line(cert))
 
 
 @online_group.command("run")

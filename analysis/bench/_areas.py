@@ -65,14 +65,19 @@ def cell_areas(cost: Sequence[int], reward: Sequence[int], keep: Sequence[bool],
 
     Args:
       cost, reward: per `θ`, the cell's retained tokens `B_g` and correct probes.
-      keep: per `θ`, whether the point is on the cell's curve.
+      keep: per `θ`, whether the point is on the cell's curve (its step curve is
+        `M(x) = max(A0, best kept point with cost <= x)`).
       pareto: the cell's exact frontier (min costs ascending from 0, rewards).
       total: `T_g`; probes: `Σ P`; zero: the zero-thinking reward.
     """
     on = sorted((int(cost[i]), int(reward[i])) for i, k in enumerate(keep) if k)
     pc, pr = (np.asarray(a, dtype=np.int64) for a in pareto)
     mx = np.array([0] + [c for c, _ in on], dtype=np.int64)
-    my = np.array([zero] + [r for _, r in on], dtype=np.int64)
+    # M(x) = max(A0, best curve point with cost <= x): A0 is an action of every strategy at
+    # cost 0, so a curve point below it (even one at cost 0) never lowers the curve; without
+    # the running maximum a cost-0 point under A0 replaced A0 and a net curve, whose costs
+    # are never lower, could score a better area than its gross twin (issue 37, item 2).
+    my = np.maximum.accumulate(np.array([zero] + [r for _, r in on], dtype=np.int64))
     lo, hi = on[0][0], on[-1][0]
 
     def gap_over(a: int, b: int) -> Fraction:

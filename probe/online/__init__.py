@@ -17,6 +17,11 @@
   drives generation through an engine's `Stream` with prefix-cached side
   requests (`_sidereq`), its signals computed by the probe stage's own
   `otbench.probe.grading.probe_signals`;
+* `compare`, `design_of`, `paired_point`, `disagreement_line` -- the
+  certificate: OTBench's two-stage paired bootstrap of the point at θ on the
+  macro chain (restated in NumPy), its verdict (``certified``, ``rejected``
+  or ``not certified`` on too little evidence) and every source of
+  disagreement;
 * `check_engine` -- the one-line refusal of engine settings under which
   per-step control cannot work.
 
@@ -32,11 +37,12 @@ from ._certify import (
                        check_replayable,
                        compare,
                        engine_config_of,
-                       question_bootstrap,
                        boundary_signals,
                        first_at_or_below,
                        replay,
 )
+from ._certify_interval import Design, design_of, paired_point
+from ._certify_verdict import MIN_FAITHFUL_SHARE, MIN_QUESTIONS, disagreement_line
 from ._certify_side import (
                             certify_field,
                             net_line,
@@ -63,14 +69,15 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
 
-__all__ = ["PLUGINS_ENV", "PROCESSOR", "SIGNAL_NAMES",
-           "ControlSpec", "ExitProcessor", "ExitProcessorV1", "ExitProcessorV2", "FieldRule",
+__all__ = ["MIN_FAITHFUL_SHARE", "MIN_QUESTIONS", "PLUGINS_ENV", "PROCESSOR",
+           "SIGNAL_NAMES", "ControlSpec", "Design", "ExitProcessor", "ExitProcessorV1", "ExitProcessorV2", "FieldRule",
            "OnlineControlError", "OnlineResult", "RequestControl", "SideController", "SideJob",
            "SideResult", "Tables", "ThinkBrakeRule", "Trajectory",
            "boundary_signals", "certificate_line", "certify_field", "certify_set", "check_engine",
-           "check_replayable", "chunk_seed", "compare", "engine_config_of", "first_at_or_below",
+           "check_replayable", "chunk_seed", "compare", "design_of", "disagreement_line", "engine_config_of",
+           "first_at_or_below",
            "load_rule", "net_line", "parse_args",
-           "question_bootstrap", "record_signals", "replay", "replay_context", "request_args",
+           "paired_point", "record_signals", "replay", "replay_context", "request_args",
            "run_side", "side_jobs", "side_methods", "signals_line", "signals_vs_recorded"]
 
 

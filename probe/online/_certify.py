@@ -26,6 +26,12 @@ assumed away):
   the stored ones;
 * the answer: online it is one sample after the forced thinking end,
   offline the position's probe accuracy `C(k)/P` (P samples).
+
+`compare` puts the point at θ on the macro chain, online and offline, under
+OTBench's two-stage paired bootstrap draw (`_certify_interval`), gives the
+verdict -- ``certified``, ``rejected`` or ``not certified`` on too little
+evidence, each with its reasons -- and assigns every disagreeing trajectory
+its source (`_certify_verdict`).
 """
 
 import dataclasses
@@ -36,6 +42,9 @@ import numpy as np
 
 from otbench.probe.engines import Completion, Engine, GenRequest
 
+from ._certify_interval import PERCENTILES, REPLICATES, SEED, Design, design_of, paired_point
+from ._certify_interval import design as certify_design
+from ._certify_verdict import disagreements, first_divergence, verdict
 from ._control import Tables
 from ._spec import request_args
 
@@ -191,46 +200,62 @@ def first_at_or_below(margins: np.ndarray, theta: float) -> int:
     return int(hit[0]) if hit.size else int(np.asarray(margins).size)
 
 
-def question_bootstrap(values: np.ndarray, groups: np.ndarray, *, reps: int = 2000, seed: int = 0,
-                       level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of the mean of `values` resampling questions (`groups`) with replacement."""
-    values = np.asarray(values, dtype=np.float64)
-    uniq, inv = np.unique(np.asarray(groups), return_inverse=True)
-    sums = np.bincount(inv, weights=values, minlength=uniq.size)
-    counts = np.bincount(inv, minlength=uniq.size).astype(np.float64)
-    rng = np.random.default_rng(seed)
-    draw = rng.integers(0, uniq.size, size=(reps, uniq.size))
-    means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
-    a = (1.0 - level) / 2
-    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
-
-
 def compare(trajectories: Sequence[Trajectory], online: Sequence[OnlineResult], offline_k: np.ndarray,
-            offline_acc: np.ndarray, online_correct: np.ndarray, *, shift: np.ndarray | None = None,
-            online_signal_k: np.ndarray | None = None, seed: int = 0) -> dict[str, Any]:
-    """The certificate: per-trajectory agreement and the point's accuracy and relative cost, online vs offline."""
+            offline_acc: np.ndarray, online_correct: np.ndarray, *, probes: np.ndarray | None = None,
+            design: Design | None = None, shift: np.ndarray | None = None,
+            online_signal_k: np.ndarray | None = None, seed: int = SEED,
+            replicates: int = REPLICATES) -> dict[str, Any]:
+    """The certificate: per-trajectory agreement, the point's accuracy and relative cost online vs
+    offline on the macro chain with OTBench's two-stage paired intervals, the verdict and every
+    source of disagreement (`_certify_interval`, `_certify_verdict`).
+
+    `offline_acc`: per trajectory `C(k)/P` at the offline stop; `probes`: its `P` (the point pools
+    correct probes, `Σ C / Σ P`; default 1 each); `design`: the cells and questions of the
+    trajectories (`design_of(ms, rows)`; default one cell, questions by id).
+    """
+    n = len(online)
     k_off = np.asarray(offline_k, dtype=np.int64)
     k_on = np.array([r.position for r in online], dtype=np.int64)
     L_full = np.array([t.L[-1] for t in trajectories], dtype=np.float64)
     L_off = np.array([t.L[k] for t, k in zip(trajectories, k_off)], dtype=np.float64)
     L_on = np.array([len(r.thinking) for r in online], dtype=np.float64)
     faithful = np.array([r.faithful for r in online], dtype=bool)
-    acc_off = float(np.mean(offline_acc)) if len(online) else float("nan")
-    acc_on = float(np.mean(online_correct)) if len(online) else float("nan")
-    lo, hi = question_bootstrap(np.asarray(offline_acc, float), np.array([t.question for t in trajectories]),
-                                seed=seed) if len(online) else (float("nan"), float("nan"))
-    denom = float(L_full.sum()) or 1.0
+    acc_off = np.asarray(offline_acc, dtype=np.float64)
+    y_on = np.asarray(online_correct, dtype=np.float64)
+    P = np.ones(n) if probes is None else np.asarray(probes, dtype=np.float64)
+    if design is None:
+        ids = sorted({t.question for t in trajectories})
+        design = certify_design(np.zeros(n, np.int64), [0], [0],
+                                [ids.index(t.question) for t in trajectories])
+    interval = {"draw": "OTBench's two-stage paired bootstrap (questions within each group, then each "
+                        "occurrence's trajectories), restated in NumPy", "seed": int(seed),
+                "replicates": int(replicates), "percentiles": list(PERCENTILES),
+                "test": "paired difference online - offline, stage-1 replicates of the same draw"}
+    if n:
+        interval.update(paired_point(design, {"accuracy": (P * acc_off, P * y_on, P),
+                                              "relative_cost": (L_off, L_on, L_full)},
+                                     seed=seed, replicates=replicates))
+    else:
+        nan = {"offline": float("nan"), "online": float("nan"), "difference": float("nan"),
+               "offline_interval": [None, None], "online_interval": [None, None],
+               "difference_interval": [None, None], "two_stage_difference_interval": [None, None],
+               "inside": False}
+        interval.update(accuracy=dict(nan), relative_cost=dict(nan))
+    acc, cost = interval["accuracy"], interval["relative_cost"]
     out = {
-        "trajectories": len(online), "equal": int((k_on == k_off).sum()),
+        "trajectories": n, "equal": int((k_on == k_off).sum()),
         "faithful": int(faithful.sum()), "equal_when_faithful": int(((k_on == k_off) & faithful).sum()),
-        "online_acc": acc_on, "offline_acc": acc_off, "acc_gap_pp": 100 * (acc_on - acc_off),
-        "offline_acc_interval": [lo, hi], "inside": bool(lo <= acc_on <= hi),
-        "online_rel_cost": float(L_on.sum()) / denom, "offline_rel_cost": float(L_off.sum()) / denom,
+        "online_acc": acc["online"], "offline_acc": acc["offline"], "acc_gap_pp": 100 * acc["difference"],
+        "offline_acc_interval": acc["offline_interval"],
+        "online_rel_cost": cost["online"], "offline_rel_cost": cost["offline"],
+        "cost_gap_pp": 100 * cost["difference"], "interval": interval,
         "per_trajectory": [{"question": t.question, "trajectory": t.trajectory, "offline_k": int(a),
-                            "online_k": int(b), "offline_L": int(c), "online_L": int(d), "faithful": bool(f)}
-                           for t, a, b, c, d, f in zip(trajectories, k_off, k_on, L_off, L_on, faithful)],
+                            "online_k": int(b), "offline_L": int(c), "online_L": int(d), "full_L": int(t.L[-1]),
+                            "faithful": bool(f), "offline_early": bool(a < len(t.L) - 1),
+                            "online_early": r.stop_length is not None,
+                            "first_divergence": None if f else first_divergence(r.thinking, t.thinking)}
+                           for t, r, a, b, c, d, f in zip(trajectories, online, k_off, k_on, L_off, L_on, faithful)],
     }
-    out["cost_gap_pp"] = 100 * (out["online_rel_cost"] - out["offline_rel_cost"])
     if online_signal_k is not None:
         # The controller's own exactness: its stops against the offline walk on
         # the signal read in the online context (the same rule, the same θ).
@@ -243,17 +268,27 @@ def compare(trajectories: Sequence[Trajectory], online: Sequence[OnlineResult], 
         out["signal_shift"] = {"boundaries": int(s.size),
                                "mean": float(s.mean()) if s.size else None,
                                "max_abs": float(np.abs(s).max()) if s.size else None}
+    out["questions_per_cell"] = [int(x) for x in design.questions_per_cell()] if n else []
+    out.update(verdict(out, np.asarray(out["questions_per_cell"] or [0])))
+    out["disagreements"] = disagreements(out, P, y_on, acc_off)
     return out
 
 
 def certificate_line(cert: Mapping[str, Any], overhead_pct: float | None = None) -> str:
-    """The one-line summary (the benchmark's last line)."""
-    line = (f"online_certify: stop position equal in {cert['equal']} of {cert['trajectories']} trajectories, "
-            f"accuracy gap {cert['acc_gap_pp']:.1f} pp (inside the interval: "
-            f"{'yes' if cert['inside'] else 'no'}), cost gap {cert['cost_gap_pp']:.1f} pp")
+    """The one-line summary (the benchmark's last line): agreement, gaps with their paired
+    intervals, and the verdict with its reasons."""
+    def gap(key: str) -> str:
+        d = cert.get("interval", {}).get(key, {})
+        lo, hi = d.get("difference_interval", [None, None])
+        return f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None else ""
+
+    line = (f"online_certify: stop position equal in {cert['equal']} of {cert['trajectories']} trajectories "
+            f"({cert['faithful']} faithful replays), accuracy gap {cert['acc_gap_pp']:.1f} pp{gap('accuracy')}, "
+            f"cost gap {cert['cost_gap_pp']:.1f} pp{gap('relative_cost')}")
     if overhead_pct is not None:
         line += f", overhead {overhead_pct:.1f}% tokens/s vs plain generate"
-    return line
+    reasons = cert.get("reasons") or []
+    return line + f"; {cert['verdict']}" + (f": {'; '.join(reasons)}" if reasons else "")
 
 
 # -- a stored set, end to end -------------------------------------------------------
@@ -312,8 +347,8 @@ def check_replayable(directory, ms: Any) -> None:
 
 def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, method: str,
                 theta: float, engine: Engine | None = None, grader: str = "auto",
-                shift: bool = True, seed: int = 0, signal: str = "margin",
-                offline_signal: str | None = None) -> dict[str, Any]:
+                shift: bool = True, seed: int = SEED, signal: str = "margin",
+                offline_signal: str | None = None, replicates: int = REPLICATES) -> dict[str, Any]:
     """Replay `rows` of the stored set in `directory` online and certify them against `offline_k`.
 
     `method`: the controller's rule (``thinkbrake``; ``cap`` with `theta` a
@@ -385,7 +420,8 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     k_off = np.asarray(offline_k, dtype=np.int64)
     P = np.asarray(ms.probes, dtype=np.float64)[np.asarray(rows)]
     acc_off = np.asarray(ms.C, dtype=np.float64)[np.asarray(rows), k_off] / P
-    cert = compare(trajs, online, k_off, acc_off, correct, shift=shifts, online_signal_k=ko, seed=seed)
+    cert = compare(trajs, online, k_off, acc_off, correct, probes=P, design=design_of(ms, rows),
+                   shift=shifts, online_signal_k=ko, seed=seed, replicates=replicates)
     cert.update(method=method, theta=float(theta), grader=name, online=True, online_signal=signal,
                 offline_signal=offline_signal or signal,
                 sampling=sampling.as_dict(), engine=engine.info() if not own else {"kind": "recorded"})

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ._certify import OnlineResult, Trajectory, compare, engine_config_of, set_trajectories
+from ._certify_interval import REPLICATES, SEED, design_of
 from ._sidereq import FIELD_NAMES, RECORD, FieldRule, SideJob, SideResult, run_side
 from ._spec import OnlineControlError
 
@@ -183,7 +184,8 @@ def signals_vs_recorded(ms: Any, rows: Sequence[int], trajs: Sequence[Trajectory
 
 def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method: Any, theta: float,
                   engine: Any = None, grader: str = "auto", trajectories: int | None = None,
-                  thinking: str = "generate", seed: int = 0, in_flight: int = 64) -> dict[str, Any]:
+                  thinking: str = "generate", seed: int = SEED, in_flight: int = 64,
+                  replicates: int = REPLICATES) -> dict[str, Any]:
     """Run `method` at `theta` online on the set's offline split and certify it (module docstring).
 
     `offline(ms)`: OTBench's point as a dict: ``rows`` of the split, their
@@ -233,7 +235,8 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
               for r, t in zip(res, trajs)]
     P = np.asarray(ms.probes, dtype=np.float64)[rows]
     acc_off = np.asarray(ms.C, dtype=np.float64)[rows, k_off] / P
-    cert = compare(trajs, online, k_off, acc_off, np.array(correct, dtype=bool), seed=seed)
+    cert = compare(trajs, online, k_off, acc_off, np.array(correct, dtype=bool), probes=P,
+                   design=design_of(ms, rows), seed=seed, replicates=replicates)
     full = float(sum(t.L[-1] for t in trajs)) or 1.0
     L_off = np.array([t.L[k] for t, k in zip(trajs, k_off)], dtype=np.float64)
     net_on = float(sum(r.net_tokens for r in res))

@@ -214,8 +214,8 @@ def area_twin(ints, keep, states, T, P, zero):
     """The area terms by a unit-token Riemann sum (exact: both curves step at integer costs)."""
     on = [ints[i] for i in range(len(keep)) if keep[i]]
 
-    def M(b):
-        return max([r for c, r in on if c <= b], default=zero)
+    def M(b):      # floored at A0, an action of every strategy at cost 0 (issue 37)
+        return max([zero] + [r for c, r in on if c <= b])
 
     def F(b):
         return best_under(states, b)[0]
