@@ -25,7 +25,7 @@ def _questions(text: str | None) -> dict[str, int] | None:
 @click.option("--pilot", "pilot", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="A pilot measurement set: its measured lengths, steps and answer lengths per group.")
 @click.option("--device", "device", default="h200", show_default=True,
-              help="Accelerator of the device model: h200, h100, a100-80gb, l40s.")
+              help="Accelerator of the device model: h200, h100, a100-80gb, l40s, cpu.")
 @click.option("--questions", "questions", default=None,
               help="GROUP=N,... questions per group instead of loading the job's [data].")
 @click.option("--max-num-seqs", "max_num_seqs", default=None, type=click.IntRange(min=1),
@@ -75,6 +75,7 @@ def _precision(job, plan, pilot: Path, targets, device, counts, max_num_seqs):
         TARGET_STATS,
         Candidate,
         candidate_hours,
+        more_questions,
         candidates,
         pilot_for_job,
         precision_text,
@@ -99,9 +100,21 @@ def _precision(job, plan, pilot: Path, targets, device, counts, max_num_seqs):
     info = {"pilot": f"{ms.num_trajectories} trajectories, R={pred.pilot_R:g}, P={P_p}"
                      + (" SYNTHETIC" if pred.synthetic else ""),
             "replicates": PRECISION_REPLICATES, "seconds": time.perf_counter() - t0}
-    lines = precision_text(options, targets, job.R, job.P, info) + ([f"  note: {note}"] if note else [])
+    more = None
+    if targets and not any(c.meets(targets) for c in options):
+        qs = dict(pred.questions)
+
+        def widths_at(r, p, counts):
+            at = pred.at_questions(counts)
+            return {s: at.width(s, r, p) / 2 for s in stats}
+
+        more = more_questions(options, targets, qs, widths_at)
+    lines = precision_text(options, targets, job.R, job.P, info, more) + ([f"  note: {note}"] if note else [])
     block = {"meaning": "half-width (hi - lo) / 2 of the 95 % bootstrap interval, fraction",
              "pilot": info["pilot"], "replicates": PRECISION_REPLICATES, "targets": targets,
              "candidates": [{"R": c.R, "P": c.P, "hours": c.hours, "half_widths": dict(c.half_widths)}
-                            for c in options]}
+                            for c in options],
+             **({"with_more_questions": {"R": more.at_job.R, "P": more.at_job.P, "questions": dict(more.questions),
+                                         "hours": more.hours, "half_widths": dict(more.half_widths)}}
+                if more is not None else {})}
     return lines, block
