@@ -2,6 +2,7 @@
 set or stated priors and a device model. Imports no engine, torch or JAX; starts nothing."""
 
 from ._lengths import GROUP_THINKING, PRIORS, Lengths, group_prior, pilot_lengths
+from ._calibrate import Calibration, calibrate, calibration_text, device_key
 from ._plan import Plan, Work, plan_job, plan_text, workload
 from ._precision import (
                           CANDIDATE_P,
@@ -28,7 +29,7 @@ from ._throughput import (
                           read_architecture,
 )
 
-__all__ = ["ARCHITECTURES", "CANDIDATE_P", "CANDIDATE_R", "DEVICES", "MoreQuestions", "more_questions", "GROUP_THINKING", "PRIORS", "TARGET_STATS", "Candidate",
+__all__ = ["ARCHITECTURES", "CANDIDATE_P", "CANDIDATE_R", "Calibration", "DEVICES", "calibrate", "calibration_text", "device_key", "MoreQuestions", "more_questions", "GROUP_THINKING", "PRIORS", "TARGET_STATS", "Candidate",
            "candidate_hours", "candidates", "parse_targets", "pilot_for_job", "precision_text", "recommend", "Architecture", "Device", "Lengths", "Plan", "PlanError",
            "Throughput", "Work", "architecture", "group_prior", "pilot_lengths", "plan_job", "plan_text",
            "read_architecture", "workload"]

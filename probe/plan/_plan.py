@@ -99,8 +99,11 @@ def _no_think(w: Work) -> Work:
                                uncached=zero(w.uncached), context=zero(w.context))
 
 
-def _hours(w: Work, arch: Architecture, tput: Throughput, eff: float) -> dict[str, float]:
+def _hours(w: Work, arch: Architecture, tput: Throughput, eff: float, calibration=None) -> dict[str, float]:
     batch = tput.batch_for(arch, w.footprint)
+    if calibration is not None:      # fitted on measured runs (`_calibrate`): prompt x (1 - hit rate) uncached
+        return {p: tput.tp * calibration.seconds(p, decoded=w.decoded[p], context=w.context[p], prompt=w.prompt[p],
+                                                 batch=batch) / 3600.0 for p in PHASES}
     return {p: tput.tp * tput.seconds(arch, decoded=w.decoded[p], context=w.context[p], prefill=w.uncached[p],
                                       batch=batch, efficiency=eff) / 3600.0 for p in PHASES}
 
@@ -184,7 +187,7 @@ def _question_counts(job, questions: Mapping[str, int] | None) -> dict[str, int]
 
 
 def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[str, int] | None = None,
-             max_num_seqs: int | None = None, arch: Architecture | None = None) -> Plan:
+             max_num_seqs: int | None = None, arch: Architecture | None = None, calibration=None) -> Plan:
     """Estimate `job`'s tokens by phase and its device-hours, per benchmark group and in total.
 
     Args:
@@ -195,7 +198,11 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
         is downloaded).
       max_num_seqs: the scheduler's batch limit (default: the job's engine.max_num_seqs, else 256).
       arch: the model's architecture (default: `architecture(job)`).
+      calibration: a `Calibration` fitted on measured runs (`calibrate`) instead of the device
+        model's datasheet constants; refused (PlanError) for another device, model or TP size.
     """
+    if calibration is not None:
+        calibration.check(device_name=device_name, model=job.model, tp=job.engine.tensor_parallel_size)
     arch = arch or architecture(job)
     seqs = max_num_seqs or job.engine.max_num_seqs or 256
     cpu = device_name.lower() == "cpu"
@@ -234,8 +241,9 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
         ws = {w: workload(counts[g], x, R=job.R, P=job.P, answer_limit=job.answer_limit) for w, x in xs.items()}
         if job.trajectories is not None:          # imported trajectories: nothing is sampled
             ws = {w: _no_think(v) for w, v in ws.items()}
-        hours = {"low": _hours(ws["low"], arch, tput, hi_e), "mid": _hours(ws["mid"], arch, tput, mid_e),
-                 "high": _hours(ws["high"], arch, tput, lo_e)}
+        hours = {"low": _hours(ws["low"], arch, tput, hi_e, calibration),
+                 "mid": _hours(ws["mid"], arch, tput, mid_e, calibration),
+                 "high": _hours(ws["high"], arch, tput, lo_e, calibration)}
         mid = ws["mid"]
         groups[g] = {
             "questions": counts[g], "trajectories": mid.trajectories, "positions": mid.positions,
@@ -243,6 +251,7 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
             "tokens": {p: [ws[w].decoded[p] for w in ("low", "mid", "high")] for p in PHASES},
             "prompt_tokens": {p: mid.prompt[p] for p in PHASES},
             "uncached_prompt_tokens": {p: mid.uncached[p] for p in PHASES},
+            "context_tokens": {p: mid.context[p] for p in PHASES},
             "hours_by_phase": {p: hours["mid"][p] for p in PHASES},
             "hours": [sum(hours[w].values()) for w in ("low", "mid", "high")],
             "batch": tput.batch_for(arch, mid.footprint),
@@ -259,17 +268,26 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
     if job.trajectories is not None:
         notes.append("the job imports its trajectories ([trajectories]): no think phase is sampled")
     assumptions = tput.assumptions(arch)
+    if calibration is not None:
+        assumptions = [assumptions[1], *calibration.assumptions()]
+        cal_b = sorted(set(calibration.batches))
+        if len(cal_b) == 1 and any(abs(v["batch"] - cal_b[0]) > 1e-9 for v in groups.values()):
+            here = ", ".join(sorted({format(v["batch"], "g") for v in groups.values()}))
+            notes.append(f"calibration: measured at batch {cal_b[0]:g} only, this plan's batch is {here}: "
+                         "its per-token decode cost is used unchanged")
     if any(g not in measured for g in counts):
         assumptions += [f"prior {k}: {v} ({src})" for k, (v, src) in PRIORS.items()]
         used = sorted({group_prior(g)[0] for g in counts if g not in measured} - {"pooled"})
         assumptions += [f"prior thinking_tokens[{n}]: {GROUP_THINKING[n][0]} ({GROUP_THINKING[n][1]})" for n in used]
     else:
         assumptions.append(f"prior marker_tokens: {PRIORS['marker_tokens'][0]} ({PRIORS['marker_tokens'][1]})")
-    assumptions.append("range: low = short lengths and high efficiency, high = long lengths and low efficiency"
+    assumptions.append(("range: low = short lengths, high = long lengths (calibrated constants)" if calibration
+                        else "range: low = short lengths and high efficiency, high = long lengths and low efficiency")
                        + (" (pilot lengths: +-2 standard errors over its questions)" if measured else ""))
     jd = {"model": job.model, "R": job.R, "P": job.P, "b": job.b, "thinking_limit": job.thinking_limit,
           "answer_limit": job.answer_limit, "tensor_parallel_size": job.engine.tensor_parallel_size}
-    return Plan(jd, groups, total, assumptions, notes, synthetic, as_dict(tput))
+    tp_dict = as_dict(tput) | ({"calibration": calibration.as_dict()} if calibration is not None else {})
+    return Plan(jd, groups, total, assumptions, notes, synthetic, tp_dict)
 
 
 def _n(x: float) -> str:
