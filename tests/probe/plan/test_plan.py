@@ -291,3 +291,44 @@ def test_plan_imports_no_engine_and_no_jax():
             "print(sorted(m for m in ('torch', 'vllm', 'jax', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_offline_hub_data_fails_fast_in_one_line(tmp_path: Path, monkeypatch):
+    import sys
+    import time
+
+    from otbench.probe.plan import _offline
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    for mod, names in (("huggingface_hub.constants", ("HF_HUB_OFFLINE",)),
+                       ("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))):
+        if mod in sys.modules:
+            for n in names:
+                monkeypatch.setattr(sys.modules[mod], n, getattr(sys.modules[mod], n))
+    monkeypatch.setattr(_offline, "hub_reachable", lambda timeout=3.0: False)
+    job = tmp_path / "hub.toml"
+    job.write_text('[model]\nname = "qwen3-4b-thinking-2507"\n[engine]\nkind = "vllm"\n[data]\nseed = 0\n'
+                   '[[data.sources]]\nbenchmark = "AIME2024"\nhub = "nobody/not-cached-aime"\nsplit = "train"\n')
+    t = time.perf_counter()
+    res = CliRunner().invoke(main, ["plan", str(job)])
+    took = time.perf_counter() - t
+    assert res.exit_code == 2, res.output
+    out = res.output.strip()
+    assert len(out.splitlines()) == 1 and "Traceback" not in out
+    assert out.startswith("no network reaches the Hub (") and "plan without the data with --questions" in out
+    assert "nobody/not-cached-aime" in out
+    assert took < 20                                        # no retries (they took ~27 s)
+    assert not _offline.hub_sources({"source": "sums"}) and _offline.hub_sources({"sources": [{"hub": "a/b"}]})
+
+
+def test_the_cpu_device_holds_its_kv_cache_in_the_jobs_cpu_cache(tmp_path: Path):
+    job = load_job(_job(tmp_path))
+    plan = plan_job(job, device_name="cpu", questions={"A": 3})
+    assert plan.throughput["kv_cache_bytes"] == job.engine.kv_cache_gib * (1 << 30)
+    assert plan.throughput["device"]["name"].startswith("CPU (reference host")
+    text = "\n".join(plan_text(plan))
+    assert "(a stated reference host)" in text and "what the KV cache of 2 GiB holds" in text
+    t = Throughput(DEVICES["cpu"], max_num_seqs=10 ** 9, kv_cache_bytes=2 * (1 << 30))
+    arch = ARCHITECTURES["qwen3-4b-thinking-2507"]
+    assert t.batch_for(arch, 1000.0) == pytest.approx(2 * (1 << 30) / arch.kv_bytes / 1000.0)
