@@ -28,7 +28,7 @@ def _questions(text: str | None) -> dict[str, int] | None:
               help="Accelerator of the device model: h200, h100, a100-80gb, l40s, cpu [default: h200, or the "
                    "device of the --calibrate runs].")
 @click.option("--calibrate", "calibrate_runs", multiple=True,
-              type=click.Path(file_okay=False, exists=True, path_type=Path),
+              type=click.Path(file_okay=False, path_type=Path),
               help="A measured run's output folder (its run.json and set); repeat for several. Fits the time "
                    "model's constants on them, prints predicted against measured engine-seconds per run, and "
                    "plans JOB_FILE (when given) with them; only for the device and model they were measured on.")

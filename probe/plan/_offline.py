@@ -31,10 +31,21 @@ def _endpoint() -> tuple[str, int]:
     return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
 
 
+def _proxy() -> tuple[str, int] | None:
+    """The HTTPS proxy the Hub's clients would go through, when one is set."""
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        if os.environ.get(name):
+            url = urlparse(os.environ[name] if "://" in os.environ[name] else "http://" + os.environ[name])
+            if url.hostname:
+                return url.hostname, url.port or 8080
+    return None
+
+
 def hub_reachable(timeout: float = CONNECT_TIMEOUT_S) -> bool:
-    """One TCP connection to the Hub's endpoint (`HF_ENDPOINT` or the default) within `timeout`."""
+    """One TCP connection to the Hub's endpoint (`HF_ENDPOINT` or the default), or to the HTTPS
+    proxy when one is set, within `timeout`."""
     try:
-        with socket.create_connection(_endpoint(), timeout=timeout):
+        with socket.create_connection(_proxy() or _endpoint(), timeout=timeout):
             return True
     except OSError:
         return False
