@@ -17,10 +17,13 @@ stepped, so engine start and the Python around it are not in either).
 Also printed: the plan of run 2 from its own lengths (the throughput model
 alone) and every phase.
 
-Both runs use one engine, started once: `run_job`'s engine opener is
-wrapped so that the first run's close leaves it open for the second, and
+Both runs use one engine, started once before them: `run_job`'s engine
+opener is wrapped so that a run's close leaves it open for the next, and
 the prefix cache is reset at each run's start (a fresh run's cache is
-empty). Everything else is `run_job`'s path at the demo's settings, with
+empty). Each run's line also gives the CPU-seconds of this process and
+the engine core and the machine's load average: engine-seconds are wall
+time, so on a shared machine a run that meets more load is slower for the
+same work, which no plan can know. Everything else is `run_job`'s path at the demo's settings, with
 `max_num_seqs = 16` for both runs (the planner's batch; at one batch the
 calibration's per-token decode cost is the cost at that batch).
 
@@ -56,6 +59,25 @@ def _job(questions: dict[str, int], R: int):
     cfg["engine"] |= {"max_num_seqs": MAX_NUM_SEQS}
     cfg["probe"] |= {"R": R}
     return job_from_dict(cfg)
+
+
+def _cpu_seconds() -> float | None:
+    """CPU-seconds (user + system) of this process and its children (the engine core), so far; None
+    without psutil (vLLM brings it). Beside the engine-seconds (wall time of the engine's steps) it
+    shows how much of a difference between the runs is the machine's load, not the work."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    me = psutil.Process()
+    total = 0.0
+    for p in (me, *me.children(recursive=True)):
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
 
 
 class _SharedEngine:
@@ -106,15 +128,22 @@ def main(argv=None) -> int:
         root = args.keep or Path(tmp)
         runs = {}
         try:
+            # started before the first run, so its start is in neither run's CPU-seconds
+            from otbench.probe.stp._setup import resolve_engine_config
+            shared.open(resolve_engine_config(_job(calib_q, R), lambda m: None))
             for name, qs in (("calibration", calib_q), ("checked", check_q)):
-                t = time.perf_counter()
+                t, cpu0, load0 = time.perf_counter(), _cpu_seconds(), os.getloadavg()[0]
                 job = _job(qs, R)
                 out = root / name
                 runs[name] = (job, out, run_job(job, out, progress=False, log=lambda m: None, overwrite=True).run)
                 cost = runs[name][2]["cost"]["total"]
+                cpu1 = _cpu_seconds()
+                cpu = "" if cpu0 is None or cpu1 is None else \
+                    f", {cpu1 - cpu0:.1f} CPU-seconds ({1e3 * (cpu1 - cpu0) / cost['decoded_tokens']:.1f} ms per token)"
                 print(f"{name} run: {runs[name][2]['units']['total']} units, {cost['decoded_tokens']:,} decoded "
-                      f"tokens, {cost['engine_seconds']:.1f} engine-seconds ({time.perf_counter() - t:.0f} s)",
-                      flush=True)
+                      f"tokens, {cost['engine_seconds']:.1f} engine-seconds ({1e3 * cost['engine_seconds'] / cost['decoded_tokens']:.1f} "
+                      f"ms per decoded token){cpu}; load average {load0:.1f} -> {os.getloadavg()[0]:.1f} "
+                      f"({time.perf_counter() - t:.0f} s)", flush=True)
         finally:
             shared.close_now()
         cal = calibrate([runs["calibration"][1]])
