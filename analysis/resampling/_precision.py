@@ -219,9 +219,11 @@ class PrecisionPrediction:
 
         The components are per planned question (`b = σ_b² / Q'`, `w = σ_w² / Q'`, and `v1`, `v2`
         likewise), so at `Q''` they are scaled by `Q' / Q''` (harmonic means over groups) and the
-        replicates' widths by its square root, which keeps `κ` (step 6). For the linear statistics
-        this is exactly what `predict_precision` at `Q''` estimates; `β_match`'s simulated width is
-        scaled the same way (its pseudo-sets are not redrawn at `Q''`)."""
+        replicates' widths by its square root, which keeps `κ` (step 6). For the linear statistics,
+        whose `v1`, `v2` are exact, and every group scaled by one factor, the variances are what
+        `predict_precision` at `Q''` computes; the widths differ from it only by `κ`'s Monte Carlo
+        error (new replicates at `Q''`). `β_match`'s simulated width is scaled the same way (its
+        pseudo-sets are not redrawn at `Q''`)."""
         new = {g: int(questions.get(g, q)) for g, q in self.questions.items()}
         if any(q < 1 for q in new.values()):
             raise PrecisionError(f"questions: want positive counts, got {dict(questions)!r}")
