@@ -21,11 +21,17 @@ def _questions(text: str | None) -> dict[str, int] | None:
 
 
 @click.command("plan")
-@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path), required=False)
 @click.option("--pilot", "pilot", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="A pilot measurement set: its measured lengths, steps and answer lengths per group.")
-@click.option("--device", "device", default="h200", show_default=True,
-              help="Accelerator of the device model: h200, h100, a100-80gb, l40s.")
+@click.option("--device", "device", default=None,
+              help="Accelerator of the device model: h200, h100, a100-80gb, l40s, cpu [default: h200, or the "
+                   "device of the --calibrate runs].")
+@click.option("--calibrate", "calibrate_runs", multiple=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A measured run's output folder (its run.json and set); repeat for several. Fits the time "
+                   "model's constants on them, prints predicted against measured engine-seconds per run, and "
+                   "plans JOB_FILE (when given) with them; only for the device and model they were measured on.")
 @click.option("--questions", "questions", default=None,
               help="GROUP=N,... questions per group instead of loading the job's [data].")
 @click.option("--max-num-seqs", "max_num_seqs", default=None, type=click.IntRange(min=1),
@@ -36,28 +42,47 @@ def _questions(text: str | None) -> dict[str, int] | None:
                    "candidate grid that meets every target.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the plan as JSON.")
-def plan_cmd(job_file: Path, pilot: Path | None, device: str, questions: str | None,
-             max_num_seqs: int | None, target: str | None, json_out: Path | None) -> None:
+def plan_cmd(job_file: Path | None, pilot: Path | None, device: str | None, calibrate_runs: tuple[Path, ...],
+             questions: str | None, max_num_seqs: int | None, target: str | None, json_out: Path | None) -> None:
     """Estimate JOB_FILE's tokens by phase and device-hours per benchmark group (low/high range),
     from a pilot set or stated priors; with a pilot also the bootstrap intervals' predicted
-    half-widths, and with --target the cheapest (R, P) that meets them; starts no engine."""
-    from otbench.probe.plan import parse_targets, plan_job, plan_text
+    half-widths, and with --target the cheapest (R, P) that meets them; with --calibrate the
+    time model fitted on measured runs; starts no engine."""
+    from otbench.probe.plan import calibrate, calibration_text, parse_targets, plan_job, plan_text
     from otbench.probe.stp import load_job
 
+    if job_file is None and not calibrate_runs:
+        raise DataError("plan: give JOB_FILE (or --calibrate RUN to fit the time model on measured runs)")
     counts = _questions(questions)
     with data_errors():
         targets = parse_targets(target) if target is not None else None
     if targets is not None and pilot is None:
         raise DataError("--target needs --pilot SET: the interval widths are predicted from a pilot")
+    cal = job = None
     with data_errors():
-        job = load_job(job_file)
-        plan = plan_job(job, pilot=pilot, device_name=device, questions=counts, max_num_seqs=max_num_seqs)
+        if calibrate_runs:
+            cal = calibrate(calibrate_runs)
+        device = device or (cal.device_key if cal is not None else "h200")
+        if job_file is not None:
+            job = load_job(job_file)
+            if cal is not None:          # refused before anything is printed
+                cal.check(device_name=device, model=job.model, tp=job.engine.tensor_parallel_size)
+    if cal is not None:
+        for line in calibration_text(cal):
+            click.echo(line)
+        if job is None:
+            if json_out is not None:
+                write_json(cal.as_dict(), json_out)
+            return
+    with data_errors():
+        plan = plan_job(job, pilot=pilot, device_name=device, questions=counts, max_num_seqs=max_num_seqs,
+                        calibration=cal)
     for line in plan_text(plan):
         click.echo(line)
     out = plan.as_dict()
     if pilot is not None:
         with data_errors():
-            lines, block = _precision(job, plan, pilot, targets, device, counts, max_num_seqs)
+            lines, block = _precision(job, plan, pilot, targets, device, counts, max_num_seqs, cal)
         for line in lines:
             click.echo(line)
         out["precision"] = block
@@ -65,7 +90,7 @@ def plan_cmd(job_file: Path, pilot: Path | None, device: str, questions: str | N
         write_json(out, json_out)
 
 
-def _precision(job, plan, pilot: Path, targets, device, counts, max_num_seqs):
+def _precision(job, plan, pilot: Path, targets, device, counts, max_num_seqs, cal=None):
     """Predict the widths over the candidates and print-ready lines (calls only)."""
     import time
 
@@ -75,6 +100,7 @@ def _precision(job, plan, pilot: Path, targets, device, counts, max_num_seqs):
         TARGET_STATS,
         Candidate,
         candidate_hours,
+        more_questions,
         candidates,
         pilot_for_job,
         precision_text,
@@ -92,16 +118,28 @@ def _precision(job, plan, pilot: Path, targets, device, counts, max_num_seqs):
                              trajectories=job.R, probes=max(p for _, p in pairs),
                              probe_levels=[p for _, p in pairs if p <= P_p])
     hours = candidate_hours(job, pairs, pilot=pilot, device_name=device, questions=counts,
-                            max_num_seqs=max_num_seqs) if targets else {(job.R, job.P): plan.total["hours"][1]}
+                            max_num_seqs=max_num_seqs, calibration=cal) if targets else {(job.R, job.P): plan.total["hours"][1]}
     stats = [TARGET_STATS[k] for k in ("or", "ad", "p0")]
     options = [Candidate(R=r, P=p, hours=hours[(r, p)],
                          half_widths={s: pred.width(s, r, p) / 2 for s in stats}) for r, p in pairs]
     info = {"pilot": f"{ms.num_trajectories} trajectories, R={pred.pilot_R:g}, P={P_p}"
                      + (" SYNTHETIC" if pred.synthetic else ""),
             "replicates": PRECISION_REPLICATES, "seconds": time.perf_counter() - t0}
-    lines = precision_text(options, targets, job.R, job.P, info) + ([f"  note: {note}"] if note else [])
+    more = None
+    if targets and not any(c.meets(targets) for c in options):
+        qs = dict(pred.questions)
+
+        def widths_at(r, p, counts):
+            at = pred.at_questions(counts)
+            return {s: at.width(s, r, p) / 2 for s in stats}
+
+        more = more_questions(options, targets, qs, widths_at)
+    lines = precision_text(options, targets, job.R, job.P, info, more) + ([f"  note: {note}"] if note else [])
     block = {"meaning": "half-width (hi - lo) / 2 of the 95 % bootstrap interval, fraction",
              "pilot": info["pilot"], "replicates": PRECISION_REPLICATES, "targets": targets,
              "candidates": [{"R": c.R, "P": c.P, "hours": c.hours, "half_widths": dict(c.half_widths)}
-                            for c in options]}
+                            for c in options],
+             **({"with_more_questions": {"R": more.at_job.R, "P": more.at_job.P, "questions": dict(more.questions),
+                                         "hours": more.hours, "half_widths": dict(more.half_widths)}}
+                if more is not None else {})}
     return lines, block

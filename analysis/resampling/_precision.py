@@ -214,6 +214,25 @@ class PrecisionPrediction:
     def widths(self, R: int, P: int) -> dict[str, float]:
         return {s: self.width(s, R, P) for s in self.stats}
 
+    def at_questions(self, questions: Mapping[str, int]) -> "PrecisionPrediction":
+        """The prediction at other planned question counts, without new draws.
+
+        The components are per planned question (`b = σ_b² / Q'`, `w = σ_w² / Q'`, and `v1`, `v2`
+        likewise), so at `Q''` they are scaled by `Q' / Q''` (harmonic means over groups) and the
+        replicates' widths by its square root, which keeps `κ` (step 6). For the linear statistics,
+        whose `v1`, `v2` are exact, and every group scaled by one factor, the variances are what
+        `predict_precision` at `Q''` computes; the widths differ from it only by `κ`'s Monte Carlo
+        error (new replicates at `Q''`). `β_match`'s simulated width is scaled the same way (its
+        pseudo-sets are not redrawn at `Q''`)."""
+        new = {g: int(questions.get(g, q)) for g, q in self.questions.items()}
+        if any(q < 1 for q in new.values()):
+            raise PrecisionError(f"questions: want positive counts, got {dict(questions)!r}")
+        f = self._harmonic(self.questions) / self._harmonic(new)
+        levels = {m: {s: dataclasses.replace(c, between=c.between * f, within=c.within * f, v1=c.v1 * f,
+                                             v2=c.v2 * f, width=c.width * math.sqrt(f))
+                      for s, c in comps.items()} for m, comps in self.levels.items()}
+        return dataclasses.replace(self, questions=new, levels=levels)
+
 
 def _design_iv(ms, questions, trajectories, probes, replicates, seed, probe_levels, names):
     if not isinstance(ms, MeasurementSet) or ms.num_trajectories == 0:

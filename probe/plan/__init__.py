@@ -1,14 +1,18 @@
 """Planning a probe job before running it (issue 26): tokens by phase and device-hours, from a pilot
 set or stated priors and a device model. Imports no engine, torch or JAX; starts nothing."""
 
-from ._plan import PRIORS, Lengths, Plan, Work, pilot_lengths, plan_job, plan_text, workload
+from ._lengths import GROUP_THINKING, PRIORS, Lengths, group_prior, pilot_lengths
+from ._calibrate import Calibration, calibrate, calibration_text, device_key
+from ._plan import Plan, Work, plan_job, plan_text, workload
 from ._precision import (
                           CANDIDATE_P,
                           CANDIDATE_R,
                           TARGET_STATS,
                           Candidate,
+                          MoreQuestions,
                           candidate_hours,
                           candidates,
+                          more_questions,
                           parse_targets,
                           pilot_for_job,
                           precision_text,
@@ -25,7 +29,7 @@ from ._throughput import (
                           read_architecture,
 )
 
-__all__ = ["ARCHITECTURES", "CANDIDATE_P", "CANDIDATE_R", "DEVICES", "PRIORS", "TARGET_STATS", "Candidate",
+__all__ = ["ARCHITECTURES", "CANDIDATE_P", "CANDIDATE_R", "Calibration", "DEVICES", "calibrate", "calibration_text", "device_key", "MoreQuestions", "more_questions", "GROUP_THINKING", "PRIORS", "TARGET_STATS", "Candidate",
            "candidate_hours", "candidates", "parse_targets", "pilot_for_job", "precision_text", "recommend", "Architecture", "Device", "Lengths", "Plan", "PlanError",
-           "Throughput", "Work", "architecture", "pilot_lengths", "plan_job", "plan_text",
+           "Throughput", "Work", "architecture", "group_prior", "pilot_lengths", "plan_job", "plan_text",
            "read_architecture", "workload"]

@@ -12,7 +12,8 @@ come from one of two places:
   probe's token tables, the measured prompt, own-answer and probe-answer
   lengths (cut at the job's answer limit); its range is +-2 standard errors
   of each mean over the pilot's questions;
-* stated priors (`PRIORS`) otherwise, each with its source.
+* stated priors otherwise (`_lengths`: `PRIORS`, and per benchmark group its thinking length,
+  `GROUP_THINKING`), each with its source, printed per group.
 
 Time comes from the device model (`_throughput`): decode reads weights / B
 plus every sequence's KV per token, prefill costs 2 x active parameters
@@ -23,204 +24,14 @@ pilot's files.
 """
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ._throughput import Architecture, PlanError, Throughput, architecture, as_dict, device
+from ._lengths import GROUP_THINKING, PRIORS, Lengths, _prior_lengths, _shift, group_prior, pilot_lengths
+from ._throughput import GIB, Architecture, PlanError, Throughput, architecture, as_dict, device
 
 PHASES = ("think", "probe", "signal")
-
-PRIORS = {
-    "thinking_tokens": (6238.0, "mean thinking tokens per trajectory, pooled over the paper's 92,448 "
-                                "trajectories (576,688,123 tokens; SPEC §1, paper App. D.1)"),
-    "thinking_tokens_high": (8281.0, "the paper's equal-weight (question -> group -> model) mean of "
-                                     "thinking tokens (paper §3.2, Table 3): the high end"),
-    "thinking_tokens_low": (0.75, "low end: 0.75 x the pooled mean (an assumption: the paper's per-model "
-                                  "means, Table 3, are not in its text)"),
-    "thinking_cv": (1.0, "coefficient of variation of thinking lengths across trajectories (an assumption, "
-                         "range 0.8-1.2; it weights long trajectories' positions: E[L^2] = E[L]^2 (1 + cv^2))"),
-    "answer_tokens": (1864.0, "mean answer-probe tokens, derived from the paper: (70.5 B generated - 0.577 B "
-                              "thinking tokens) / (16 probes x 2.345 M positions), positions = 92,448 + "
-                              "576.7 M / 256 (paper §1, App. D.1); range x0.75-1.25 (assumption); cut at "
-                              "the job's answer limit"),
-    "prompt_tokens": (200.0, "prompt tokens per question (an assumption; small next to the thinking)"),
-    "marker_tokens": (8.0, "thinking-end marker + answer prefix tokens appended at each position (an "
-                           "assumption; Qwen3's </think> prefix is ~4, harmony's ~8)"),
-    "forced_fraction": (0.05, "share of trajectories cut at the thinking limit, whose answer is a forced "
-                              "request of its own (an assumption)"),
-}
-"""The priors used without a pilot: value and where it comes from. The paper does not give
-per-family or per-group means in its text, so every family and group gets the paper-wide ones."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Lengths:
-    """Per-trajectory means of one group that decide its tokens.
-
-    Attributes:
-      thinking: E[L], thinking tokens (at the job's thinking limit).
-      thinking_sq: E[L^2] (weights the positions of long trajectories).
-      positions: E[n + 1] at the job's b.
-      prefix: E[sum over positions k of L(k)], the retained tokens of all positions.
-      answer: mean tokens of one answer probe (at the job's answer limit).
-      own: mean tokens of the trajectory's own answer after the marker.
-      prompt: mean prompt tokens.
-      forced: share of trajectories with a forced answer request.
-      source: where each field came from ("pilot", "pilot (recomputed at b=...)", "prior").
-      rel_se: relative standard error per field (pilot), for the range.
-    """
-
-    thinking: float
-    thinking_sq: float
-    positions: float
-    prefix: float
-    answer: float
-    own: float
-    prompt: float
-    forced: float
-    source: Mapping[str, str]
-    rel_se: Mapping[str, float] = dataclasses.field(default_factory=dict)
-
-
-def _prior_lengths(b: int, thinking_limit: int, answer_limit: int, which: str = "mid") -> Lengths:
-    """The priors at the job's limits; `which`: "low", "mid" or "high"."""
-    mean = PRIORS["thinking_tokens"][0]
-    L = {"low": mean * PRIORS["thinking_tokens_low"][0], "mid": mean,
-         "high": PRIORS["thinking_tokens_high"][0]}[which]
-    cv = PRIORS["thinking_cv"][0] + {"low": -0.2, "mid": 0.0, "high": 0.2}[which]
-    L = min(L, float(thinking_limit))
-    L2 = min(L * L * (1 + cv * cv), float(thinking_limit) ** 2)
-    A = min(PRIORS["answer_tokens"][0] * {"low": 0.75, "mid": 1.0, "high": 1.25}[which], float(answer_limit))
-    # n ~ L/b steps (the target rule without its rounding), positions n + 1, L(k) ~ k L / n:
-    # sum_k L(k) = L (n + 1) / 2 ~ L^2 / (2 b) + L / 2.
-    positions = max(L / b, 1.0) + 1.0
-    prefix = L2 / (2.0 * b) + L / 2.0
-    src = {k: "prior" for k in ("thinking", "positions", "prefix", "answer", "own", "prompt", "forced")}
-    return Lengths(L, L2, positions, prefix, A, A, PRIORS["prompt_tokens"][0], PRIORS["forced_fraction"][0],
-                   src)
-
-
-# -- the pilot ---------------------------------------------------------------------------------------
-
-def _pilot_b(ms) -> int | None:
-    prov = ms.provenance or {}
-    b = (prov.get("probe") or {}).get("b") if isinstance(prov.get("probe"), Mapping) else None
-    if b is None and isinstance(prov.get("parameters"), Mapping):
-        b = prov["parameters"].get("step_tokens")
-    return int(b) if isinstance(b, (int, float)) and not isinstance(b, bool) and b > 0 else None
-
-
-def _rel_se(per_traj: np.ndarray, question: np.ndarray) -> float:
-    """Relative standard error of a mean of per-trajectory values, clustered by question."""
-    qs, inv = np.unique(question, return_inverse=True)
-    if per_traj.size == 0:
-        return 0.0
-    means = np.bincount(inv, weights=per_traj) / np.bincount(inv)
-    mu = float(per_traj.mean())
-    if qs.size < 2 or mu == 0:
-        return 0.5 if qs.size < 2 else 0.0       # one question: no spread to measure; say +-100 % at 2 SE
-    return float(means.std(ddof=1) / math.sqrt(qs.size) / abs(mu))
-
-
-def _token_lengths(folder: Path | None, model: str | None, answer_limit: int):
-    """Per group: (prompt lengths, own-answer lengths, probe-answer lengths, their questions) from the
-    set's token tables, or None when the set has none (a simulated or imported set)."""
-    if folder is None:
-        return None
-    import pyarrow.compute as pc
-    from otbench.analysis.measurement import load_table, read_manifest
-
-    tables = read_manifest(folder).get("tables", {})
-    if "tokens" not in tables or "probes" not in tables:
-        return None
-    out: dict[str, dict[str, Any]] = {}
-    tok = load_table(folder, "tokens")
-    probes = load_table(folder, "probes")
-    for name, t, cols in (("tokens", tok, ("prompt", "answer")), ("probes", probes, ("tokens",))):
-        groups = np.asarray(t.column("group").to_pylist(), dtype=object)
-        keep = np.ones(len(groups), bool) if model is None else \
-            np.asarray(t.column("model").to_pylist(), dtype=object) == model
-        qid = np.asarray(t.column("question").to_pylist(), dtype=object)
-        # own answers: of the trajectories that finished (a cut one's answer is a forced request)
-        fin = np.asarray(t.column("finished").to_pylist(), bool) if name == "tokens" else keep
-        for c in cols:
-            lens = np.asarray(pc.list_value_length(t.column(c)).to_numpy(zero_copy_only=False), float)
-            if c != "prompt":
-                lens = np.minimum(lens, answer_limit)
-            for g in np.unique(groups[keep]):
-                m = keep & (groups == g) & (fin if c == "answer" else True)
-                out.setdefault(str(g), {})[c] = (lens[m], qid[m])
-    return out
-
-
-def pilot_lengths(ms, *, b: int, thinking_limit: int, answer_limit: int, model: str | None = None,
-                  folder: Path | None = None) -> tuple[dict[str, Lengths], list[str]]:
-    """Per group `Lengths` measured on the pilot set `ms` (read from `folder` when given), and notes."""
-    notes = []
-    rows = np.arange(ms.num_trajectories)
-    use_model = model if model in ms.models else None
-    if use_model is not None:
-        mi = ms.models.index(use_model)
-        rows = rows[ms.cell_model[ms.cell] == mi]
-    elif len(ms.models) > 1 or (model is not None and ms.models and ms.models[0] != model):
-        notes.append(f"pilot: model {model!r} not in the set; all its trajectories ({', '.join(ms.models)}) "
-                     "are used")
-    pb = _pilot_b(ms)
-    toks = _token_lengths(folder, use_model, answer_limit)
-    if toks is None:
-        notes.append("pilot: no token tables (a simulated or imported set): prompt and answer lengths "
-                     "are priors")
-    out = {}
-    for gi, g in enumerate(ms.groups):
-        r = rows[ms.cell_group[ms.cell[rows]] == gi]
-        if r.size == 0:
-            continue
-        n = ms.n[r].astype(np.int64)
-        Lfull = ms.L[r, n].astype(np.float64)
-        L = np.minimum(Lfull, thinking_limit)
-        q = ms.question[r]
-        if pb == b and not np.any(Lfull > thinking_limit):
-            pos = (n + 1).astype(np.float64)
-            k = np.arange(ms.L.shape[1])[None, :]
-            prefix = np.where(k <= n[:, None], ms.L[r], 0).sum(axis=1).astype(np.float64)
-            step_src = "pilot"
-        else:
-            steps = np.maximum(1, (2 * L.astype(np.int64) + b) // (2 * b)).astype(np.float64)
-            pos = steps + 1
-            prefix = L * (steps + 1) / 2
-            step_src = f"pilot lengths, steps recomputed at b={b} (pilot b={pb})"
-        forced = (~ms.finished[r].astype(bool)).astype(np.float64)
-        prior = _prior_lengths(b, thinking_limit, answer_limit)
-        src = {"thinking": "pilot", "positions": step_src, "prefix": step_src, "forced": "pilot"}
-        se = {"thinking": _rel_se(L, q), "positions": _rel_se(pos, q), "prefix": _rel_se(prefix, q),
-              "thinking_sq": _rel_se(L * L, q), "forced": 0.0}
-        vals = {"answer": prior.answer, "own": prior.own, "prompt": prior.prompt}
-        got = (toks or {}).get(g, {})
-        for field, col in (("answer", "tokens"), ("own", "answer"), ("prompt", "prompt")):
-            if col in got and got[col][0].size:
-                lens, qid = got[col]
-                vals[field] = float(lens.mean())
-                se[field] = _rel_se(lens, qid)
-                src[field] = "pilot"
-            else:
-                src[field] = "prior"
-        out[g] = Lengths(float(L.mean()), float((L * L).mean()), float(pos.mean()), float(prefix.mean()),
-                         vals["answer"], vals["own"], vals["prompt"], float(forced.mean()), src, se)
-    return out, notes
-
-
-def _shift(x: Lengths, sign: float) -> Lengths:
-    """`x` moved by `sign` x 2 standard errors in every measured field (the pilot's range)."""
-    f = {k: max(0.0, 1.0 + sign * 2.0 * x.rel_se.get(k, 0.0)) for k in
-         ("thinking", "thinking_sq", "positions", "prefix", "answer", "own", "prompt")}
-    return dataclasses.replace(x, thinking=x.thinking * f["thinking"], thinking_sq=x.thinking_sq * f["thinking_sq"],
-                               positions=x.positions * f["positions"], prefix=x.prefix * f["prefix"],
-                               answer=x.answer * f["answer"], own=x.own * f["own"], prompt=x.prompt * f["prompt"])
-
 
 # -- the workload --------------------------------------------------------------------------------------
 
@@ -288,8 +99,11 @@ def _no_think(w: Work) -> Work:
                                uncached=zero(w.uncached), context=zero(w.context))
 
 
-def _hours(w: Work, arch: Architecture, tput: Throughput, eff: float) -> dict[str, float]:
+def _hours(w: Work, arch: Architecture, tput: Throughput, eff: float, calibration=None) -> dict[str, float]:
     batch = tput.batch_for(arch, w.footprint)
+    if calibration is not None:      # fitted on measured runs (`_calibrate`): prompt x (1 - hit rate) uncached
+        return {p: tput.tp * calibration.seconds(p, decoded=w.decoded[p], context=w.context[p], prompt=w.prompt[p],
+                                                 batch=batch) / 3600.0 for p in PHASES}
     return {p: tput.tp * tput.seconds(arch, decoded=w.decoded[p], context=w.context[p], prefill=w.uncached[p],
                                       batch=batch, efficiency=eff) / 3600.0 for p in PHASES}
 
@@ -318,6 +132,18 @@ class Plan:
                                        "model's"} if self.synthetic else {})}
 
 
+def _thinking_prior(g: str, xs: Mapping[str, Lengths], measured: Lengths | None, limit: int) -> dict[str, Any]:
+    """What a group's thinking length is and where it comes from (printed per group)."""
+    lo, mid, hi = (xs[w].thinking for w in ("low", "mid", "high"))
+    if measured is not None:
+        src, name = "pilot: the group's measured mean (range +-2 standard errors over its questions)", "pilot"
+    else:
+        name, _, src = group_prior(g)
+        src = f"prior ({'pooled' if name == 'pooled' else name + ' default'}): {src}"
+    cut = f"; cut at the thinking limit {limit:,}" if measured is None and hi >= limit else ""
+    return {"tokens": [lo, mid, hi], "prior": name, "source": src + cut}
+
+
 def _pilot_rate(folder: Path | None) -> str | None:
     """What the pilot's own run spent (its run.json cost block), as a note; None without one."""
     if folder is None or not (folder / "run.json").is_file():
@@ -341,9 +167,17 @@ def _pilot_rate(folder: Path | None) -> str | None:
 def _question_counts(job, questions: Mapping[str, int] | None) -> dict[str, int]:
     if questions is not None:
         return dict(questions)
-    from otbench.probe.data import load_data
+    from otbench.probe.data import DatasetError, load_data
 
-    qs, _ = load_data(job.data)
+    from ._offline import go_offline_if_unreachable
+
+    offline = go_offline_if_unreachable(job.data)
+    try:
+        qs, _ = load_data(job.data)
+    except DatasetError as e:
+        if offline is None:
+            raise
+        raise PlanError(f"{offline}: {e}; plan without the data with --questions GROUP=N,...") from None
     counts: dict[str, int] = {}
     for q in qs:
         counts[q.group] = counts.get(q.group, 0) + 1
@@ -353,7 +187,7 @@ def _question_counts(job, questions: Mapping[str, int] | None) -> dict[str, int]
 
 
 def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[str, int] | None = None,
-             max_num_seqs: int | None = None, arch: Architecture | None = None) -> Plan:
+             max_num_seqs: int | None = None, arch: Architecture | None = None, calibration=None) -> Plan:
     """Estimate `job`'s tokens by phase and its device-hours, per benchmark group and in total.
 
     Args:
@@ -364,11 +198,17 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
         is downloaded).
       max_num_seqs: the scheduler's batch limit (default: the job's engine.max_num_seqs, else 256).
       arch: the model's architecture (default: `architecture(job)`).
+      calibration: a `Calibration` fitted on measured runs (`calibrate`) instead of the device
+        model's datasheet constants; refused (PlanError) for another device, model or TP size.
     """
+    if calibration is not None:
+        calibration.check(device_name=device_name, model=job.model, tp=job.engine.tensor_parallel_size)
     arch = arch or architecture(job)
     seqs = max_num_seqs or job.engine.max_num_seqs or 256
+    cpu = device_name.lower() == "cpu"
     tput = Throughput(device(device_name), tp=job.engine.tensor_parallel_size, max_num_seqs=int(seqs),
-                      memory_utilization=job.engine.gpu_memory_utilization)
+                      memory_utilization=job.engine.gpu_memory_utilization,
+                      kv_cache_bytes=float(job.engine.kv_cache_gib) * GIB if cpu else None)
     counts = _question_counts(job, questions)
     measured: dict[str, Lengths] = {}
     notes: list[str] = []
@@ -396,12 +236,14 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
         if g in measured:
             xs = {"low": _shift(measured[g], -1.0), "mid": measured[g], "high": _shift(measured[g], +1.0)}
         else:
-            xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w) for w in ("low", "mid", "high")}
+            xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w, group=g)
+                  for w in ("low", "mid", "high")}
         ws = {w: workload(counts[g], x, R=job.R, P=job.P, answer_limit=job.answer_limit) for w, x in xs.items()}
         if job.trajectories is not None:          # imported trajectories: nothing is sampled
             ws = {w: _no_think(v) for w, v in ws.items()}
-        hours = {"low": _hours(ws["low"], arch, tput, hi_e), "mid": _hours(ws["mid"], arch, tput, mid_e),
-                 "high": _hours(ws["high"], arch, tput, lo_e)}
+        hours = {"low": _hours(ws["low"], arch, tput, hi_e, calibration),
+                 "mid": _hours(ws["mid"], arch, tput, mid_e, calibration),
+                 "high": _hours(ws["high"], arch, tput, lo_e, calibration)}
         mid = ws["mid"]
         groups[g] = {
             "questions": counts[g], "trajectories": mid.trajectories, "positions": mid.positions,
@@ -409,12 +251,14 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
             "tokens": {p: [ws[w].decoded[p] for w in ("low", "mid", "high")] for p in PHASES},
             "prompt_tokens": {p: mid.prompt[p] for p in PHASES},
             "uncached_prompt_tokens": {p: mid.uncached[p] for p in PHASES},
+            "context_tokens": {p: mid.context[p] for p in PHASES},
             "hours_by_phase": {p: hours["mid"][p] for p in PHASES},
             "hours": [sum(hours[w].values()) for w in ("low", "mid", "high")],
             "batch": tput.batch_for(arch, mid.footprint),
             "sources": dict(xs["mid"].source),
             "lengths": {k: getattr(xs["mid"], k) for k in ("thinking", "positions", "answer", "own", "prompt",
                                                            "forced")},
+            "thinking_prior": _thinking_prior(g, xs, measured.get(g), job.thinking_limit),
         }
     total = {k: sum(v[k] for v in groups.values()) for k in ("questions", "trajectories", "positions", "answers")}
     total["tokens"] = {p: [sum(v["tokens"][p][i] for v in groups.values()) for i in range(3)] for p in PHASES}
@@ -424,15 +268,26 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
     if job.trajectories is not None:
         notes.append("the job imports its trajectories ([trajectories]): no think phase is sampled")
     assumptions = tput.assumptions(arch)
+    if calibration is not None:
+        assumptions = [assumptions[1], *calibration.assumptions()]
+        cal_b = sorted(set(calibration.batches))
+        if len(cal_b) == 1 and any(abs(v["batch"] - cal_b[0]) > 1e-9 for v in groups.values()):
+            here = ", ".join(sorted({format(v["batch"], "g") for v in groups.values()}))
+            notes.append(f"calibration: measured at batch {cal_b[0]:g} only, this plan's batch is {here}: "
+                         "its per-token decode cost is used unchanged")
     if any(g not in measured for g in counts):
         assumptions += [f"prior {k}: {v} ({src})" for k, (v, src) in PRIORS.items()]
+        used = sorted({group_prior(g)[0] for g in counts if g not in measured} - {"pooled"})
+        assumptions += [f"prior thinking_tokens[{n}]: {GROUP_THINKING[n][0]} ({GROUP_THINKING[n][1]})" for n in used]
     else:
         assumptions.append(f"prior marker_tokens: {PRIORS['marker_tokens'][0]} ({PRIORS['marker_tokens'][1]})")
-    assumptions.append("range: low = short lengths and high efficiency, high = long lengths and low efficiency"
+    assumptions.append(("range: low = short lengths, high = long lengths (calibrated constants)" if calibration
+                        else "range: low = short lengths and high efficiency, high = long lengths and low efficiency")
                        + (" (pilot lengths: +-2 standard errors over its questions)" if measured else ""))
     jd = {"model": job.model, "R": job.R, "P": job.P, "b": job.b, "thinking_limit": job.thinking_limit,
           "answer_limit": job.answer_limit, "tensor_parallel_size": job.engine.tensor_parallel_size}
-    return Plan(jd, groups, total, assumptions, notes, synthetic, as_dict(tput))
+    tp_dict = as_dict(tput) | ({"calibration": calibration.as_dict()} if calibration is not None else {})
+    return Plan(jd, groups, total, assumptions, notes, synthetic, tp_dict)
 
 
 def _n(x: float) -> str:
@@ -464,6 +319,12 @@ def plan_text(plan: Plan) -> list[str]:
     lines.append(f"decoded tokens {_n(dec)} [{_n(sum(tot['tokens'][p][0] for p in PHASES))}, "
                  f"{_n(sum(tot['tokens'][p][2] for p in PHASES))}]; device-hours by phase: "
                  + ", ".join(f"{p} {tot['hours_by_phase'][p]:.3g}" for p in PHASES))
+    for name, v in plan.groups.items():
+        tp = v["thinking_prior"]
+        lo, mid, hi = tp["tokens"]
+        short = "pilot" if tp["prior"] == "pilot" else ("pooled prior" if tp["prior"] == "pooled"
+                                                         else f"prior: {tp['prior']} default")
+        lines.append(f"thinking {name}: {mid:,.0f} tokens per trajectory [{lo:,.0f}, {hi:,.0f}] ({short})")
     srcs = sorted({f"{k}: {s}" for v in plan.groups.values() for k, s in v["sources"].items() if s != "prior"})
     if srcs:
         lines.append("measured on the pilot: " + "; ".join(srcs))

@@ -9,7 +9,7 @@ points of the macro statistic: `OR:1pp` asks for the macro OR's interval to be a
 import dataclasses
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -71,6 +71,46 @@ def recommend(options: Sequence[Candidate], targets: Mapping[str, float]) -> Can
     return min(ok, key=lambda c: (c.hours, c.R * c.P, c.R)) if ok else None
 
 
+@dataclasses.dataclass(frozen=True)
+class MoreQuestions:
+    """A design that meets the targets only with more questions: the candidate at the job's
+    questions (`at_job`), the questions per group it needs, and its device-hours and half-widths there."""
+
+    at_job: Candidate
+    questions: Mapping[str, int]
+    hours: float
+    half_widths: Mapping[str, float]
+
+
+def more_questions(options: Sequence[Candidate], targets: Mapping[str, float], questions: Mapping[str, int],
+                   widths_at: Callable[[int, int, Mapping[str, int]], Mapping[str, float]],
+                   max_factor: float = 1e4) -> MoreQuestions | None:
+    """When no candidate meets `targets` at the job's `questions`: for each, the fewest questions
+    (every group scaled by one factor, rounded up) at which its predicted half-widths
+    (`widths_at(R, P, questions)`) meet them, and the cheapest of those. Device-hours scale with the
+    questions (the workload is linear in them, group by group). None: none meets them within
+    `max_factor` times the questions (or a width is undefined)."""
+    best = None
+    total = sum(questions.values())
+    for c in options:
+        ratios = [c.half_widths.get(st, math.nan) / t for st, t in targets.items()]
+        if not all(math.isfinite(r) for r in ratios):
+            continue
+        # widths shrink about as 1 / sqrt(questions): the first factor tried, then up 2 % at a time
+        k = max(1.0, max(ratios) ** 2)
+        while k <= max_factor:
+            qs = {g: math.ceil(k * q) for g, q in questions.items()}
+            hw = dict(widths_at(c.R, c.P, qs))
+            if Candidate(c.R, c.P, c.hours, hw).meets(targets):
+                hours = c.hours * sum(qs.values()) / total
+                if best is None or (hours, c.R * c.P, c.R) < (best.hours, best.at_job.R * best.at_job.P,
+                                                              best.at_job.R):
+                    best = MoreQuestions(c, qs, hours, hw)
+                break
+            k *= 1.02
+    return best
+
+
 def pilot_for_job(ms, model: str | None, groups: Sequence[str]):
     """The pilot's rows that plan this job: its model's (all models when the pilot lacks it) in the
     job's groups, and a note when the model is missing; (None, why) when no row is left."""
@@ -87,9 +127,10 @@ def pilot_for_job(ms, model: str | None, groups: Sequence[str]):
 
 
 def precision_text(options: Sequence[Candidate], targets: Mapping[str, float] | None, R: int, P: int,
-                   info: Mapping[str, Any]) -> list[str]:
+                   info: Mapping[str, Any], more: MoreQuestions | None = None) -> list[str]:
     """The printed precision block: the job's own predicted half-widths, and with targets the
-    recommendation (or that none of the grid meets them)."""
+    recommendation, or, when none of the grid meets them, the most precise design and the
+    cheapest one with the questions it needs (`more`, `more_questions`)."""
     names = {v: k.upper() for k, v in TARGET_STATS.items()}
     own = next(c for c in options if (c.R, c.P) == (R, P))
 
@@ -103,9 +144,19 @@ def precision_text(options: Sequence[Candidate], targets: Mapping[str, float] | 
         want = ", ".join(f"{names[s]} +-{t * 100:g}pp" for s, t in targets.items())
         best = recommend(options, targets)
         if best is None:
-            lines.append(f"  no candidate R x P in the grid meets {want}; the most precise: "
-                         + hw(min(options, key=lambda c: sum(c.half_widths.get(s, math.inf) / t
-                                                            for s, t in targets.items()))))
+            top = min(options, key=lambda c: sum(c.half_widths.get(s, math.inf) / t for s, t in targets.items()))
+            lines.append(f"  no candidate R x P in the grid meets {want}; the most precise: R={top.R}, P={top.P}, "
+                         f"{top.hours:.1f} device-hours ({hw(top)})")
+            if more is None:
+                lines.append("  no candidate meets it with up to 10,000 times the questions either")
+            else:
+                c = more.at_job
+                n = sum(more.questions.values())
+                lines.append(f"  with more questions: R={c.R}, P={c.P} meets it at {n:,} questions ("
+                             + ", ".join(f"{g}={q}" for g, q in more.questions.items())
+                             + f"), {more.hours:.1f} device-hours ("
+                             + hw(Candidate(c.R, c.P, more.hours, more.half_widths))
+                             + "; widths predicted from the pilot at those counts)")
         else:
             lines.append(f"  cheapest meeting {want}: R={best.R}, P={best.P}, {best.hours:.1f} device-hours "
                          f"({hw(best)})")

@@ -47,8 +47,15 @@ DEVICES = {
     "h100": Device("NVIDIA H100 (SXM, 80 GB HBM3)", 80e9, 3.35e12, 989e12),
     "a100-80gb": Device("NVIDIA A100 (SXM, 80 GB HBM2e)", 80e9, 2.039e12, 312e12),
     "l40s": Device("NVIDIA L40S (48 GB GDDR6)", 48e9, 0.864e12, 362e12),
+    # No datasheet fits every host: a stated reference machine. Two channels of DDR5-4800
+    # (4,800 MT/s x 8 bytes x 2 = 76.8 GB/s, the JEDEC transfer rate) and 1 TFLOP/s of BF16
+    # matrix throughput (an assumption). vLLM on CPU holds its KV cache in the job's
+    # engine.kv_cache_gib (VLLM_CPU_KVCACHE_SPACE), not in a share of this memory.
+    "cpu": Device("CPU (reference host: 2 x DDR5-4800, 76.8 GB/s, 1 TFLOP/s BF16; an assumption, "
+                  "calibrate with --calibrate)", 64e9, 76.8e9, 1e12),
 }
-"""Peak figures from the vendors' datasheets (dense BF16, no sparsity)."""
+"""Peak figures from the vendors' datasheets (dense BF16, no sparsity); "cpu" is a stated reference
+host, not a datasheet (calibrate it on a run of the machine: `--calibrate`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,9 +160,12 @@ class Throughput:
     prefill_efficiency: float = 0.5
     memory_utilization: float = 0.9
     reserve: float = 4 * GIB
+    kv_cache_bytes: float | None = None
 
     def kv_capacity(self, arch: Architecture) -> float:
-        """Tokens of context the KV cache holds."""
+        """Tokens of context the KV cache holds (`kv_cache_bytes` when set: vLLM on CPU)."""
+        if self.kv_cache_bytes is not None:
+            return self.kv_cache_bytes / arch.kv_bytes
         free = self.tp * self.device.memory * self.memory_utilization - arch.weight_bytes - self.reserve
         if free <= 0:
             raise PlanError(f"the weights ({arch.weight_bytes / GIB:.1f} GiB) do not fit on "
@@ -180,14 +190,16 @@ class Throughput:
         lo, mid, hi = self.efficiency
         return [
             f"device: {self.device.name} x {self.tp} per engine; peak {self.device.bandwidth / 1e12:.2f} TB/s, "
-            f"{self.device.flops / 1e12:.0f} TFLOP/s dense BF16, {self.device.memory / 1e9:.0f} GB (datasheet)",
+            f"{self.device.flops / 1e12:.0f} TFLOP/s dense BF16, {self.device.memory / 1e9:.0f} GB "
+            + ("(a stated reference host)" if self.device.name.startswith("CPU") else "(datasheet)"),
             f"model: weights {arch.weight_bytes / GIB:.1f} GiB read per decode step, "
             f"{arch.active_params / 1e9:.2f} B active parameters, KV {arch.kv_bytes / 1024:.1f} KiB per "
             f"context token ({arch.source})",
             f"decode: memory-bandwidth bound, weights/B + KV x context bytes per token at {mid:.0%} of peak "
             f"bandwidth (range {lo:.0%}-{hi:.0%}); B = min(max_num_seqs {self.max_num_seqs}, what the KV cache "
-            f"holds at {self.memory_utilization:.0%} of memory less {self.reserve / GIB:.0f} GiB); the P probes "
-            "of a position share their prefix in memory, not in bandwidth (each reads its own KV)",
+            + (f"of {self.kv_cache_bytes / GIB:g} GiB holds)" if self.kv_cache_bytes is not None else
+               f"holds at {self.memory_utilization:.0%} of memory less {self.reserve / GIB:.0f} GiB)")
+            + "; the P probes of a position share their prefix in memory, not in bandwidth (each reads its own KV)",
             f"prefill: 2 x active parameters FLOPs per prompt token the prefix cache misses, at "
             f"{self.prefill_efficiency:.0%} of peak FLOP/s (a trajectory's prefixes are read once, each "
             "position adds its new step and the end marker)",
@@ -206,4 +218,5 @@ def device(name: str) -> Device:
 def as_dict(t: Throughput) -> dict[str, Any]:
     return {"device": dataclasses.asdict(t.device), "tp": t.tp, "max_num_seqs": t.max_num_seqs,
             "efficiency": list(t.efficiency), "prefill_efficiency": t.prefill_efficiency,
-            "memory_utilization": t.memory_utilization, "reserve_bytes": t.reserve}
+            "memory_utilization": t.memory_utilization, "reserve_bytes": t.reserve,
+            **({"kv_cache_bytes": t.kv_cache_bytes} if t.kv_cache_bytes is not None else {})}

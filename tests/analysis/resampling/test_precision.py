@@ -184,6 +184,24 @@ def test_widths_fall_with_questions_trajectories_and_probes(small):
     assert pred.width("ad", 3, 2 * P) < pred.width("ad", 3, P)
 
 
+def test_a_prediction_moved_to_other_question_counts_is_the_one_made_there(small):
+    """`at_questions` (the questions a target needs, `otbench plan --target`): the variances equal a
+    prediction made at the new counts; the widths differ only by the replicates' shape."""
+    P = int(small.probes[0])
+    pred = predict_precision(small, trajectories=3, probes=P, replicates=200, seed=3)
+    four = {g: 4 * q for g, q in pred.pilot_questions.items()}
+    moved = pred.at_questions(four)
+    made = predict_precision(small, questions=four, trajectories=3, probes=P, replicates=200, seed=3)
+    assert moved.questions == made.questions
+    for s in ("or", "ad", "zero_step_acc"):
+        for R in (2, 3, 8):
+            assert moved.variance(s, R, P) == pytest.approx(made.variance(s, R, P), rel=1e-9), (s, R)
+        assert moved.width(s, 3, P) == pytest.approx(made.width(s, 3, P), rel=0.1), s
+        assert moved.width(s, 3, P) == pytest.approx(pred.width(s, 3, P) / 2, rel=0.05), s
+    with pytest.raises(PrecisionError, match="want positive counts"):
+        pred.at_questions({next(iter(four)): 0})
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(m=st.integers(1, 8), seed=st.integers(0, 2 ** 32))
 def test_thinning_is_an_exact_subsample(small, m, seed):

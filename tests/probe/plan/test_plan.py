@@ -13,10 +13,12 @@ from otbench.cli import main
 from otbench.probe.plan import (
     ARCHITECTURES,
     DEVICES,
+    GROUP_THINKING,
     PRIORS,
     Architecture,
     Lengths,
     Throughput,
+    group_prior,
     pilot_lengths,
     plan_job,
     plan_text,
@@ -148,17 +150,76 @@ def test_pilot_lengths_are_the_measured_ones_and_synthetic_says_so(tmp_path: Pat
     assert y[ms.groups[0]].thinking == pytest.approx(np.minimum(L, 1000).mean())
 
 
+PAPER = {"AIME": 90, "MATH500": 500, "GPQA-Diamond": 198, "LiveCodeBench": 175}
+
+
 def test_the_worked_example_of_the_issue(tmp_path: Path):
-    """R=8, P=16, b=256, Qwen3-4B, the paper's 963 questions on one H200 (see the report for the
-    comparison with the issue's ~310 H200-hours)."""
+    """R=8, P=16, b=256, Qwen3-4B, the paper's 963 questions on one H200: every group gets its own
+    benchmark's thinking prior (issue 38, item 4), not the pooled one."""
     job = load_job(_job(tmp_path, R=8, P=16, b=256))
-    plan = plan_job(job, questions={"AIME": 90, "MATH500": 500, "GPQA-Diamond": 198, "LiveCodeBench": 175})
+    plan = plan_job(job, questions=PAPER)
     assert plan.total["trajectories"] == 7704
-    assert plan.total["answers"] == pytest.approx(3.13e6, rel=0.02)       # the issue: ~3.1 M
+    # positions per trajectory L_g / b + 1 with each group's default; answers = P x positions
+    by_hand = {g: q * 8 * (GROUP_THINKING[g][0] / 256 + 1) for g, q in PAPER.items()}
+    for g in PAPER:
+        assert plan.groups[g]["lengths"]["thinking"] == GROUP_THINKING[g][0]
+        assert plan.groups[g]["positions"] == pytest.approx(by_hand[g], rel=1e-12)
+        assert plan.groups[g]["thinking_prior"]["prior"] == g
+    assert plan.total["answers"] == pytest.approx(16 * sum(by_hand.values()), rel=1e-12)   # ~4.0 M
     think = plan.total["tokens"]["think"][1] / sum(plan.total["tokens"][p][1] for p in plan.total["tokens"])
     assert think < 0.02                                                    # the issue: ~1 %
+    # the pooled prior gave every group 6,238 tokens: AIME's share grows ~5x (cost ~ L^2), MATH500's shrinks
+    pooled = plan_job(job, questions={f"pooled{i}": q for i, q in enumerate(PAPER.values())})
+    share = {g: plan.groups[g]["hours"][1] / plan.total["hours"][1] for g in PAPER}
+    pooled_share = {g: pooled.groups[f"pooled{i}"]["hours"][1] / pooled.total["hours"][1]
+                    for i, g in enumerate(PAPER)}
+    assert share["AIME"] > 2.5 * pooled_share["AIME"] and share["MATH500"] < pooled_share["MATH500"]
+    assert plan.groups["AIME"]["hours"][1] > 4 * pooled.groups["pooled0"]["hours"][1]
     lo, mid, hi = plan.total["hours"]
-    assert lo < 310 < hi
+    assert lo < mid < hi and mid > pooled.total["hours"][1]
+
+
+def test_the_paper_example_prints_a_thinking_prior_per_group(tmp_path: Path):
+    res = CliRunner().invoke(main, ["plan", str(_job(tmp_path, R=8, P=16)), "--questions",
+                                    ",".join(f"{g}={q}" for g, q in PAPER.items()) + ",SUMS=12"])
+    assert res.exit_code == 0, res.output
+    lines = {ln.split(":")[0]: ln for ln in res.output.splitlines() if ln.startswith("thinking ")}
+    assert lines["thinking AIME"] == "thinking AIME: 16,000 tokens per trajectory [12,000, 21,240] (prior: AIME default)"
+    assert lines["thinking MATH500"].startswith("thinking MATH500: 5,000 tokens per trajectory [3,750, ")
+    assert "(prior: LiveCodeBench default)" in lines["thinking LiveCodeBench"]
+    assert "thinking GPQA-Diamond: 8,000 tokens" in lines["thinking GPQA-Diamond"]
+    # a group no default knows gets the pooled prior, and says so
+    assert lines["thinking SUMS"] == "thinking SUMS: 6,238 tokens per trajectory [4,678, 8,281] (pooled prior)"
+    assert len({ln.split(": ")[1].split(" tokens")[0] for ln in lines.values()}) == 5
+    assert "prior thinking_tokens[AIME]: 16000.0 (mean thinking tokens per trajectory on AIME" in res.output
+
+
+def test_group_priors_match_the_benchmark_names():
+    assert group_prior("AIME")[:2] == ("AIME", 16000.0) and group_prior("aime2025")[0] == "AIME"
+    assert group_prior("math-500")[:2] == ("MATH500", 5000.0) and group_prior("GPQA")[1] == 8000.0
+    assert group_prior("LCB")[:2] == ("LiveCodeBench", 13000.0)
+    name, v, src = group_prior("CHAMP")
+    assert (name, v) == ("pooled", PRIORS["thinking_tokens"][0]) and "no per-benchmark default" in src
+    assert all(len(s) > 80 and "issue 38" in s for _, s in GROUP_THINKING.values())
+
+
+def test_a_pilot_with_two_groups_of_different_lengths_gets_two_priors(tmp_path: Path):
+    ms = simulate("tiny", 0)
+    assert len(ms.groups) == 2
+    job = load_job(_job(tmp_path))
+    plan = plan_job(job, pilot=ms, questions={g: 10 for g in ms.groups})
+    text = plan_text(plan)
+    means = {}
+    for gi, g in enumerate(ms.groups):                     # NumPy twin: each group's own mean
+        rows = np.flatnonzero(ms.cell_group[ms.cell] == gi)
+        means[g] = ms.L[rows, ms.n[rows]].astype(float).mean()
+        tp = plan.groups[g]["thinking_prior"]
+        assert tp["prior"] == "pilot" and tp["tokens"][1] == pytest.approx(means[g])
+        assert tp["tokens"][0] < tp["tokens"][1] < tp["tokens"][2]
+        assert f"thinking {g}: {means[g]:,.0f} tokens per trajectory [" in "\n".join(text)
+    a, b = ms.groups
+    assert abs(means[a] / means[b] - 1) > 0.2             # the two groups differ, and so do their priors
+    assert plan.groups[a]["positions"] / plan.groups[b]["positions"] != pytest.approx(1.0, rel=0.05)
 
 
 def test_a_local_model_folder_is_sized_from_its_config(tmp_path: Path):
@@ -230,3 +291,44 @@ def test_plan_imports_no_engine_and_no_jax():
             "print(sorted(m for m in ('torch', 'vllm', 'jax', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_offline_hub_data_fails_fast_in_one_line(tmp_path: Path, monkeypatch):
+    import sys
+    import time
+
+    from otbench.probe.plan import _offline
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    for mod, names in (("huggingface_hub.constants", ("HF_HUB_OFFLINE",)),
+                       ("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))):
+        if mod in sys.modules:
+            for n in names:
+                monkeypatch.setattr(sys.modules[mod], n, getattr(sys.modules[mod], n))
+    monkeypatch.setattr(_offline, "hub_reachable", lambda timeout=3.0: False)
+    job = tmp_path / "hub.toml"
+    job.write_text('[model]\nname = "qwen3-4b-thinking-2507"\n[engine]\nkind = "vllm"\n[data]\nseed = 0\n'
+                   '[[data.sources]]\nbenchmark = "AIME2024"\nhub = "nobody/not-cached-aime"\nsplit = "train"\n')
+    t = time.perf_counter()
+    res = CliRunner().invoke(main, ["plan", str(job)])
+    took = time.perf_counter() - t
+    assert res.exit_code == 2, res.output
+    out = res.output.strip()
+    assert len(out.splitlines()) == 1 and "Traceback" not in out
+    assert out.startswith("no network reaches the Hub (") and "plan without the data with --questions" in out
+    assert "nobody/not-cached-aime" in out
+    assert took < 20                                        # no retries (they took ~27 s)
+    assert not _offline.hub_sources({"source": "sums"}) and _offline.hub_sources({"sources": [{"hub": "a/b"}]})
+
+
+def test_the_cpu_device_holds_its_kv_cache_in_the_jobs_cpu_cache(tmp_path: Path):
+    job = load_job(_job(tmp_path))
+    plan = plan_job(job, device_name="cpu", questions={"A": 3})
+    assert plan.throughput["kv_cache_bytes"] == job.engine.kv_cache_gib * (1 << 30)
+    assert plan.throughput["device"]["name"].startswith("CPU (reference host")
+    text = "\n".join(plan_text(plan))
+    assert "(a stated reference host)" in text and "what the KV cache of 2 GiB holds" in text
+    t = Throughput(DEVICES["cpu"], max_num_seqs=10 ** 9, kv_cache_bytes=2 * (1 << 30))
+    arch = ARCHITECTURES["qwen3-4b-thinking-2507"]
+    assert t.batch_for(arch, 1000.0) == pytest.approx(2 * (1 << 30) / arch.kv_bytes / 1000.0)

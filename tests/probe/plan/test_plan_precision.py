@@ -79,3 +79,43 @@ def test_cli_recommends_and_refuses(tmp_path: Path):
     res = CliRunner().invoke(main, ["plan", str(job), "--target", "OR:1pp"])
     assert res.exit_code == 2
     assert res.output.strip() == "--target needs --pilot SET: the interval widths are predicted from a pilot"
+
+
+def test_more_questions_finds_the_fewest_and_the_cheapest():
+    import math
+
+    from otbench.probe.plan import more_questions
+
+    qs = {"A": 10, "B": 30}
+    base = {(4, 8): 0.02, (8, 8): 0.015}               # OR half-width at the job's 40 questions
+
+    def widths_at(r, p, counts):                       # widths ~ 1 / sqrt(questions): the twin's law
+        return {"or": base[(r, p)] * math.sqrt(40 / sum(counts.values()))}
+
+    opts = [Candidate(4, 8, 10.0, widths_at(4, 8, qs)), Candidate(8, 8, 30.0, widths_at(8, 8, qs))]
+    assert recommend(opts, {"or": 0.01}) is None
+    more = more_questions(opts, {"or": 0.01}, qs, widths_at)
+    # R=4 needs (0.02/0.01)^2 = 4x the questions (40 h), R=8 needs 2.25x (67.5 h): R=4 is cheaper
+    assert (more.at_job.R, more.at_job.P) == (4, 8)
+    assert more.questions == {"A": 40, "B": 120} and more.hours == pytest.approx(40.0)
+    assert more.half_widths["or"] <= 0.01
+    assert more_questions(opts, {"or": 1e-9}, qs, widths_at) is None          # beyond 10,000x
+    nan = [Candidate(2, 4, 1.0, {"or": float("nan")})]
+    assert more_questions(nan, {"or": 0.01}, qs, widths_at) is None
+
+
+def test_cli_prints_the_questions_a_target_needs(tmp_path: Path):
+    save(simulate("small", 1), tmp_path / "pilot")
+    job = tmp_path / "job.toml"
+    job.write_text(JOB)
+    res = CliRunner().invoke(main, ["plan", str(job), "--pilot", str(tmp_path / "pilot"), "--questions",
+                                    "AIME=90,MATH500=500", "--target", "OR:0.5pp"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    top = next(ln for ln in lines if ln.startswith("  no candidate R x P in the grid meets OR +-0.5pp"))
+    assert "the most precise: R=" in top and "device-hours" in top
+    more = next(ln for ln in lines if ln.startswith("  with more questions: R="))
+    n = int(more.split(" meets it at ")[1].split(" questions")[0].replace(",", ""))
+    assert n > 590 and "AIME=" in more and "MATH500=" in more
+    hw = float(more.split("OR +-")[1].split("pp")[0])
+    assert hw <= 0.5
