@@ -30,10 +30,12 @@ Protocol (`evaluate`):
    points form the method's curve (per cell: by the cell's own values).
 6. Summary over the curve, as areas over relative cost (so it does not
    depend on how many `θ` land in a region, only on what the method can
-   reach). Per cell, the method's step curve `M(x)` is the best accuracy of
-   its curve points with ``rel_cost <= x``; below its cheapest point it is
-   `A0`, the zero-thinking accuracy (every trajectory at its latest position
-   with `L = 0`, an action of every strategy at cost 0), and beyond its most
+   reach). Per cell, the method's step curve is `M(x) = max(A0, best
+   accuracy of its curve points with rel_cost <= x)`: `A0`, the
+   zero-thinking accuracy (every trajectory at its latest position with
+   `L = 0`), is an action of every strategy at cost 0, so no point -- a
+   cost-0 point below `A0` included -- can pull the curve under it (and a
+   net curve never scores better than its gross twin); beyond its most
    expensive point it stays at that point's accuracy. `F(x)` is the exact
    frontier's step function (largest reward whose minimum cost is
    `<= x T_g`). Both step only at integer token costs, so the integrals are
