@@ -14,6 +14,7 @@ from typing import Any
 
 from otbench.probe.config import Sampling
 
+from ._cuda import check_cuda_driver, check_gpu_memory
 from ._interface import (
     Completion,
     EngineConfig,
@@ -182,73 +183,6 @@ def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
     return kw
 
 
-def visible_devices(environ=None) -> list[str] | None:
-    """The entries of CUDA_VISIBLE_DEVICES (indices or GPU-/MIG- UUIDs), None when it is unset."""
-    env = os.environ if environ is None else environ
-    raw = env.get("CUDA_VISIBLE_DEVICES")
-    if raw is None:
-        return None
-    return [x.strip() for x in raw.split(",") if x.strip()]
-
-
-def _gpu_memory_gib(tensor_parallel_size: int) -> tuple[float, float] | None:
-    """(total, free) GiB of the GPU(s) this engine will use, the smallest of its tensor-parallel group,
-    through NVML (no CUDA initialisation), or None when NVML does not answer.
-
-    The devices are the first `tensor_parallel_size` of CUDA_VISIBLE_DEVICES (what Ray or SLURM
-    assigned: NVML numbers all physical GPUs, so a visible index or UUID is looked up as such),
-    else GPUs 0.. . Free memory is what vLLM 0.32 checks at start (`v1/worker/utils.request_memory`:
-    free must hold gpu_memory_utilization x total), so a GPU another process holds is caught here.
-    """
-    try:
-        from vllm.utils.import_utils import import_pynvml
-
-        nvml = import_pynvml()
-        nvml.nvmlInit()
-        try:
-            names = visible_devices()
-            names = names[:tensor_parallel_size] if names is not None else \
-                [str(i) for i in range(tensor_parallel_size)]
-            mems = []
-            for n in names:
-                h = nvml.nvmlDeviceGetHandleByIndex(int(n)) if n.isdigit() else \
-                    nvml.nvmlDeviceGetHandleByUUID(n)
-                mems.append(nvml.nvmlDeviceGetMemoryInfo(h))
-            if not mems:
-                return None
-            return min(m.total for m in mems) / float(1 << 30), min(m.free for m in mems) / float(1 << 30)
-        finally:
-            nvml.nvmlShutdown()
-    except Exception:  # an estimate only: vLLM's own profile run still decides
-        return None
-
-
-def _check_gpu_memory(config: EngineConfig) -> None:
-    """Refuse, with the numbers, a job whose weights + one full-context KV cache cannot fit on its GPUs,
-    or whose GPUs have less free memory than vLLM will ask for."""
-    from otbench.probe.config import check_fits, estimate_memory
-
-    mem = _gpu_memory_gib(config.tensor_parallel_size)
-    if mem is None:
-        return
-    total, free = mem
-    want = config.gpu_memory_utilization * total
-    if free < want:
-        raise EngineStartError(f"{config.model}: the GPU has {free:.1f} of {total:.1f} GiB free, less than "
-                               f"gpu_memory_utilization {config.gpu_memory_utilization} x {total:.1f} = "
-                               f"{want:.1f} GiB that vLLM will ask for (another process holds the rest): "
-                               "free it or lower engine.gpu_memory_utilization")
-    est = estimate_memory(config.model, max_model_len=config.max_model_len,
-                          tensor_parallel_size=config.tensor_parallel_size)
-    if est is None:
-        return
-    try:
-        check_fits(est, gpu_gib=total, utilization=config.gpu_memory_utilization,
-                   tensor_parallel_size=config.tensor_parallel_size, max_model_len=config.max_model_len)
-    except ValueError as e:
-        raise EngineStartError(f"{config.model}: {e}") from None
-
-
 class VLLMEngine:
     """`Engine` on vLLM's offline `LLM` API."""
 
@@ -270,7 +204,8 @@ class VLLMEngine:
             raise EngineStartError(f"engine.batch_invariant needs vLLM on an NVIDIA GPU (compute capability "
                                    f">= 8.0); this vLLM runs on {self._device}")
         if self._device == "cuda":
-            _check_gpu_memory(config)
+            check_cuda_driver()          # before any CUDA call: an old driver fails in one line
+            check_gpu_memory(config)
         self._llm = LLM(**engine_kwargs(config, self._device))
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()
