@@ -195,6 +195,7 @@ class VLLMEngine:
         from vllm.inputs import TokensPrompt
 
         check_version(vllm.__version__, SamplingParams)
+        self._flat = "flat_logprobs" in (getattr(SamplingParams, "__struct_fields__", None) or ())
         self._SamplingParams = SamplingParams
         self._TokensPrompt = TokensPrompt
         self.config = config
@@ -224,8 +225,30 @@ class VLLMEngine:
         seqs = getattr(getattr(cfg, "scheduler_config", None), "max_num_seqs", None)
         return int(seqs) if seqs else 256
 
+    def kv_cache_tokens(self) -> int | None:
+        """Tokens the engine's KV cache holds, as its engine core sized it at start; None if not reported.
+
+        vLLM 0.32: the core stores it in `cache_config.kv_cache_size_tokens`
+        (`v1/core/kv_cache_utils.py`, `update_kv_cache_capacity`: group-aware, what vLLM logs as
+        "KV cache size: N tokens") and sends it to the front end in its ready response
+        (`v1/engine/core_client.py`, which sets the same field on the front end's config);
+        without it, `num_gpu_blocks` x `block_size` (the same core-to-front-end copy).
+        """
+        cc = getattr(getattr(self._llm.llm_engine, "vllm_config", None), "cache_config", None)
+        tokens = getattr(cc, "kv_cache_size_tokens", None)
+        if tokens:
+            return int(tokens)
+        blocks, size = getattr(cc, "num_gpu_blocks", None), getattr(cc, "block_size", None)
+        return int(blocks) * int(size) if blocks and size else None
+
     def _params(self, sampling: Sampling, r: GenRequest):
-        return self._SamplingParams(
+        # The sampled tokens' log-probabilities in vLLM's flat form where it has one (0.32:
+        # `SamplingParams.flat_logprobs`, `vllm/logprobs.py` `FlatLogprobs`): the front end keeps
+        # four lists per request instead of a dict and a `Logprob` object per token, ~191 B per
+        # token instead of ~414 B (measured, `_bounds.LOGPROB_BYTES_PER_ID`) and no objects for
+        # the garbage collector to walk; read by `_completions` in either form.
+        flat = {"flat_logprobs": True} if r.logprobs and getattr(self, "_flat", False) else {}
+        return self._SamplingParams(**flat,
             n=r.n, seed=int(r.seed), max_tokens=int(r.max_tokens),
             temperature=sampling.temperature, top_p=sampling.top_p,
             top_k=sampling.top_k if sampling.top_k > 0 else 0,
@@ -279,7 +302,13 @@ class VLLMEngine:
                 if got is None or len(got) < len(ids):
                     raise RuntimeError(f"vLLM returned {0 if got is None else len(got)} log-probabilities "
                                        f"for {len(ids)} decoded tokens (asked with logprobs=0)")
-                lps = tuple(float(pos[t].logprob) for pos, t in zip(got, ids))
+                starts = getattr(got, "start_indices", None)
+                if starts is None:
+                    lps = tuple(float(pos[t].logprob) for pos, t in zip(got, ids))
+                else:    # `FlatLogprobs`: with logprobs=0 a position's first entry is its sampled token
+                    vals, tids = got.logprobs, got.token_ids
+                    lps = tuple(float(vals[k]) if tids[k] == t else float(got[i][t].logprob)
+                                for i, (k, t) in enumerate(zip(starts, ids)))
             comps.append(Completion(ids, stop, lps))
         return comps
 

@@ -116,6 +116,7 @@ class ProbeWorker:
         from otbench.probe.grading import open_grader
 
         from ._setup import (
+            live_bound,
             memory_line,
             prepare,
             requests_in_flight,
@@ -133,8 +134,9 @@ class ProbeWorker:
         self.tok, self.fmt, self.setup = prepare(job, self.engine_cfg, self.engine, questions, instructions)
         self.grade, self._grade_close = open_grader(grader)[1:]
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}
-        self.bound = units_in_flight(job, self.engine)
-        self.requests = requests_in_flight(job, self.engine)
+        self.bound = units_in_flight(job, self.engine, self.setup.prompts)
+        self.requests = requests_in_flight(job, self.engine, self.setup.prompts)
+        self.live = live_bound(job, self.engine, self.setup.prompts)
         log(memory_line(job, self.engine, self.setup.prompts))
         self._stream = None
         self._backlog: collections.deque = collections.deque()
@@ -164,7 +166,7 @@ class ProbeWorker:
                 prompts=self.setup.prompts, P=job.P, b=job.b, thinking_limit=job.thinking_limit,
                 answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
                 tokenizer=self.tok, given=think_results(job, self.questions, self.fmt),
-                max_units=self.bound, max_requests=self.requests,
+                max_units=self.bound, max_requests=self.requests, max_live=self.live,
                 hesitation_words=job.hesitation_words)
         us = self._stream
         self._backlog.extend(tuple(u) for u in units)
