@@ -87,11 +87,15 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=10_000)
     ap.add_argument("--baseline", type=int, default=200, help="replicates timed for the baseline")
     ap.add_argument("--seed", type=int, default=0, help="simulator seed")
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: simulate('tiny'), 200 replicates, a 20-replicate baseline")
     args = ap.parse_args()
+    scale = "tiny" if args.smoke else "paper"
+    if args.smoke:
+        args.replicates, args.baseline = 200, 20
 
-    ms = simulate("paper", seed=args.seed)
+    ms = simulate(scale, seed=args.seed)
     s = ms.summary()
-    print(f"SYNTHETIC: simulate('paper', seed={args.seed}): {s['cells']} cells, "
+    print(f"SYNTHETIC: simulate({scale!r}, seed={args.seed}): {s['cells']} cells, "
           f"{s['trajectories']:,} trajectories, {os.cpu_count()} CPUs")
     times = []
     for label in ("cold (incl. JAX start-up and compile)", "warm"):

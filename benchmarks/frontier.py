@@ -89,7 +89,10 @@ def main() -> None:
     ap.add_argument("--scale", default="paper", choices=["tiny", "small", "paper"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--grid", type=int, default=1001)
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: scale tiny, 101 budgets")
     args = ap.parse_args()
+    if args.smoke:
+        args.scale, args.grid = "tiny", 101
     strategies = _units.STRATEGIES
 
     ms = simulate(args.scale, seed=args.seed)

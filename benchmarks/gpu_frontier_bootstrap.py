@@ -82,7 +82,11 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=480.0, help="stop when projected beyond (s)")
     ap.add_argument("--baseline", type=int, default=4, help="replicates for the baseline")
     ap.add_argument("--seed", type=int, default=0, help="simulator seed")
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: simulate('tiny'), 8 replicates, a 1-replicate baseline")
     args = ap.parse_args()
+    scale = "tiny" if args.smoke else "paper"
+    if args.smoke:
+        args.replicates, args.baseline = 8, 1
 
     import jax
     import jax.numpy as jnp
@@ -97,8 +101,8 @@ def main() -> None:
     print(f"device: {len(jax.devices())} x {kind} ({dev.platform}); jax {jax.__version__}; "
           f"host {platform.machine()} {os.cpu_count()} CPUs")
     t0 = time.perf_counter()
-    ms = simulate("paper", seed=args.seed)
-    print(f"SYNTHETIC: simulate('paper', seed={args.seed}): {ms.num_trajectories:,} trajectories "
+    ms = simulate(scale, seed=args.seed)
+    print(f"SYNTHETIC: simulate({scale!r}, seed={args.seed}): {ms.num_trajectories:,} trajectories "
           f"({time.perf_counter() - t0:.1f} s)")
     bw = copy_bandwidth(jax, jnp)
     peak = PEAK.get(kind)
