@@ -126,7 +126,7 @@ def main() -> None:
         print(f"baseline {args.baseline_ref}: {args.baseline_replicates} replicates in {wall:.1f} s, "
               f"{base[0]:.3f} replicates/s, {base[2]:.3f} CPU s per replicate")
 
-    bootstrap(ms, replicates=16, frontiers=True)                   # warm-up: compile, caches
+    bootstrap(ms, replicates=min(16, args.replicates), frontiers=True)   # warm-up: compile, caches
     t0, c0 = time.perf_counter(), time.process_time()
     r = bootstrap(ms, replicates=args.replicates, frontiers=True, batch=args.batch)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -116,6 +116,34 @@ def visible_devices(environ=None) -> list[str] | None:
     return [x.strip() for x in raw.split(",") if x.strip()]
 
 
+def gpu_count() -> int | None:
+    """GPUs this process may use: the entries of CUDA_VISIBLE_DEVICES, else NVML's count; None when
+    NVML does not answer."""
+    names = visible_devices()
+    if names is not None:
+        return len(names)
+    try:
+        nvml = _nvml()
+        nvml.nvmlInit()
+        try:
+            return int(nvml.nvmlDeviceGetCount())
+        finally:
+            nvml.nvmlShutdown()
+    except Exception:  # no NVML: vLLM's own start decides
+        return None
+
+
+def check_devices(config: EngineConfig) -> None:
+    """Refuse, in one line, a tensor-parallel group larger than the GPUs this process may use."""
+    n = gpu_count()
+    tp = config.tensor_parallel_size
+    if n is not None and tp > n:
+        raise EngineStartError(f"engine.tensor_parallel_size {tp} needs {tp} GPUs, but {n} "
+                               f"{'is' if n == 1 else 'are'} visible here (CUDA_VISIBLE_DEVICES / NVML): set "
+                               f"it to at most {n} (--model-args tensor_parallel_size={max(n, 1)}) or run on a "
+                               f"node with {tp}")
+
+
 def _gpu_memory_gib(tensor_parallel_size: int) -> tuple[float, float] | None:
     """(total, free) GiB of the GPU(s) this engine will use, the smallest of its tensor-parallel group,
     through NVML (no CUDA initialisation), or None when NVML does not answer.

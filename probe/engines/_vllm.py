@@ -14,7 +14,7 @@ from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._cuda import check_cuda_driver, check_gpu_memory
+from ._cuda import check_cuda_driver, check_devices, check_gpu_memory
 from ._interface import (
     Completion,
     EngineConfig,
@@ -190,7 +190,13 @@ class VLLMEngine:
 
     def __init__(self, config: EngineConfig):
         _prepare_environment(config)
-        import vllm
+        try:
+            import vllm
+        except ImportError:
+            raise EngineStartError("engine.kind \"vllm\" needs vLLM, which is not installed (the probe extra "
+                                   "does not bring it): pip install -r requirements/probe-gpu.txt on GPU machines "
+                                   "or -r requirements/probe-cpu.txt on CPU machines, or use the transformers "
+                                   "engine (--model transformers)") from None
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -206,6 +212,7 @@ class VLLMEngine:
                                    f">= 8.0); this vLLM runs on {self._device}")
         if self._device == "cuda":
             check_cuda_driver()          # before any CUDA call: an old driver fails in one line
+            check_devices(config)
             check_gpu_memory(config)
         self._llm = LLM(**engine_kwargs(config, self._device))
         self._version = vllm.__version__

@@ -303,3 +303,42 @@ def test_a_cuda_host_with_a_cpu_torch_is_refused(start, monkeypatch):
     _with_nvml(monkeypatch, _DriverNVML("580.95.05", 13000))
     with pytest.raises(EngineStartError, match=r"has no CUDA runtime .*install requirements/probe-gpu\.txt"):
         start("cuda")
+
+
+class _CountNVML(_DriverNVML):
+    def __init__(self, count: int):
+        super().__init__("580.95.05", 13000)
+        self.count = count
+
+    def nvmlDeviceGetCount(self):
+        return self.count
+
+
+@pytest.mark.parametrize("visible,count,tp,ok", [
+    (None, 8, 8, True), (None, 2, 4, False),       # NVML's count when nothing is assigned
+    ("3", 8, 2, False), ("0,5", 8, 2, True),       # what Ray / SLURM assigned wins
+])
+def test_tensor_parallelism_beyond_the_visible_gpus_is_refused(start, monkeypatch, visible, count, tp, ok):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    _with_nvml(monkeypatch, _CountNVML(count))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    if ok:
+        start("cuda", tensor_parallel_size=tp)
+        return
+    n = len(visible.split(",")) if visible else count
+    with pytest.raises(EngineStartError, match=rf"^engine\.tensor_parallel_size {tp} needs {tp} GPUs, but {n} "
+                                               rf"(is|are) visible here .*tensor_parallel_size={n}\)") as e:
+        start("cuda", tensor_parallel_size=tp)
+    assert "\n" not in str(e.value)
+
+
+def test_a_missing_vllm_is_one_line(monkeypatch):
+    from otbench.probe.engines._vllm import VLLMEngine
+
+    monkeypatch.setitem(sys.modules, "vllm", None)          # `import vllm` raises ImportError
+    with pytest.raises(EngineStartError, match=r"^engine.kind \"vllm\" needs vLLM, which is not installed .*"
+                                               r"requirements/probe-cpu\.txt.*--model transformers"):
+        VLLMEngine(EngineConfig(kind="vllm", model="/models/m"))
