@@ -24,9 +24,7 @@ LIGHT = {
     "bench_otbench.py": "walk is",
     "bench_simulate.py": "ratio simulate / validate-only",
     "bootstrap.py": "same replicates as the baseline (1e-12): yes",
-    "bootstrap_frontiers.py": "bootstrap_frontiers: 4 replicates",
     "frontier.py": "",
-    "gpu_frontier_bootstrap.py": "frontier bootstrap:",
     "grading_extraction.py": "grading extraction: worst growth exponent",
     "horizon_nested.py": "speed-up",
     "metrics.py": "macro OR",
@@ -36,6 +34,8 @@ LIGHT = {
     "thinning.py": "ok",
 }
 SLOW = {
+    "bootstrap_frontiers.py": "bootstrap_frontiers: 4 replicates",
+    "gpu_frontier_bootstrap.py": "frontier bootstrap:",
     "horizon_readout.py": "speed-up",
     "report_render.py": "",
     "probe_scale.py": "probe_scale: peak RSS",
@@ -66,6 +66,12 @@ def test_every_benchmark_is_run_here_and_takes_a_smoke_size():
 @pytest.mark.parametrize("script", sorted(LIGHT))
 def test_light_benchmark_runs_at_its_smoke_size(script):
     assert LIGHT[script] in _run(script)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["bootstrap_frontiers.py", "gpu_frontier_bootstrap.py"])
+def test_frontier_bootstrap_benchmark_runs_at_its_smoke_size(script):
+    assert SLOW[script] in _run(script)
 
 
 @pytest.mark.slow

@@ -342,3 +342,12 @@ def test_a_missing_vllm_is_one_line(monkeypatch):
     with pytest.raises(EngineStartError, match=r"^engine.kind \"vllm\" needs vLLM, which is not installed .*"
                                                r"requirements/probe-cpu\.txt.*--model transformers"):
         VLLMEngine(EngineConfig(kind="vllm", model="/models/m"))
+
+
+def test_the_forward_compatibility_package_skips_the_driver_check(monkeypatch):
+    from otbench.probe.engines._cuda import check_cuda_driver
+
+    with pytest.raises(EngineStartError):
+        check_cuda_driver("13.0", ("535.183.01", 12020))
+    monkeypatch.setenv("OTBENCH_CUDA_FORWARD_COMPAT", "1")    # NVML reports the kernel driver only there
+    check_cuda_driver("13.0", ("535.183.01", 12020))
