@@ -182,9 +182,6 @@ def test_the_one_line_start_on_the_embedded_model_probes_three_questions(tmp_pat
     """`probe run --model vllm --model-args pretrained=smollm2-135m-instruct --tasks sums --limit 3`:
     SmolLM2's own 8,192-token context (not the family's 65,536, which vLLM refuses), three questions."""
     pytest.importorskip("vllm")
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parents[2]))
     from _models import embedded_smollm2
 
     embedded_smollm2()
