@@ -39,9 +39,16 @@ from ._direct import direct_answers
 from ._imported import think_results
 from ._job import JobError, ProbeJob
 from ._loop import RunStats, UnitResult, run_units
-from ._results import signal_definitions
 from ._output import direct_table, measurement_set, write_token_tables
-from ._setup import live_bound, memory_line, prepare, requests_in_flight, resolve_engine_config, units_in_flight
+from ._results import signal_definitions
+from ._setup import (
+    live_bound,
+    memory_line,
+    prepare,
+    requests_in_flight,
+    resolve_engine_config,
+    units_in_flight,
+)
 
 RUN_FILE = "run.json"
 

@@ -3,7 +3,6 @@
 import types
 
 import pytest
-
 from otbench.probe.stp import _bounds
 from otbench.probe.stp._setup import memory_line, requests_in_flight, units_in_flight
 

@@ -191,7 +191,6 @@ def test_ray_leaves_a_gpu_less_actor_s_devices_and_actor_env_hides_them(ray_sess
     """Ray 2.60 itself: an actor with num_gpus=0 keeps the node's CUDA_VISIBLE_DEVICES (no override on
     zero ids); with `actor_env(0)` it sees none."""
     import ray
-
     from otbench.probe.stp._ray import actor_env
 
     @ray.remote(num_cpus=0, num_gpus=0)
