@@ -44,13 +44,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: simulate('tiny'), one repeat, 101 budgets")
     a = ap.parse_args()
-    ms = simulate("paper", a.seed)
+    scale, grid = ("tiny", 101) if a.smoke else ("paper", 1001)
+    if a.smoke:
+        a.repeats = 1
+    ms = simulate(scale, a.seed)
     t_split, ms = best_of(lambda: assign_splits(ms), a.repeats)
     test = ms.take(np.flatnonzero(ms.split == 2))
-    frontiers(test, grid=1001)                       # compile outside the timings
-    t_front, _ = best_of(lambda: frontiers(test, grid=1001), a.repeats)
-    print(f"SYNTHETIC paper-scale set (seed {a.seed}): {ms.num_trajectories} trajectories, "
+    frontiers(test, grid=grid)                       # compile outside the timings
+    t_front, _ = best_of(lambda: frontiers(test, grid=grid), a.repeats)
+    print(f"SYNTHETIC {scale}-scale set (seed {a.seed}): {ms.num_trajectories} trajectories, "
           f"test split {test.num_trajectories}")
     print(f"assign_splits                         {t_split:8.3f} s")
     print(f"baseline: frontiers(test, 3 strategies) {t_front:8.3f} s")

@@ -38,7 +38,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", default="paper", choices=("tiny", "small", "paper"))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: scale tiny, one repeat")
     args = ap.parse_args()
+    if args.smoke:
+        args.scale, args.repeats = "tiny", 1
     t_sim, ms = best_of(lambda: simulate(args.scale, 0), args.repeats)
     t_val, again = best_of(lambda: rebuild(ms), args.repeats)
     assert content_hash(again) == content_hash(ms)

@@ -58,7 +58,7 @@ root = sys.argv[1]
 pkg = types.ModuleType("otbench"); pkg.__path__ = [root + "/otbench", root]; sys.modules["otbench"] = pkg
 from otbench.analysis import simulate
 from otbench.analysis.resampling._bootstrap import bootstrap
-ms = simulate("paper", seed=int(sys.argv[2]))
+ms = simulate(sys.argv[6], seed=int(sys.argv[2]))
 R, batch = int(sys.argv[3]), (None if sys.argv[4] == "none" else int(sys.argv[4]))
 bootstrap(ms, replicates=16, frontiers=True)                      # warm-up: compile, caches
 t0, c0 = time.perf_counter(), time.process_time()
@@ -85,7 +85,7 @@ def baseline(ref: str, seed: int, reps: int, batch: int | None, tmp: Path) -> tu
     env.setdefault("JAX_PLATFORMS", "cpu")
     out = tmp / "baseline.npz"
     p = subprocess.run([sys.executable, "-P", "-c", CHILD, str(src), str(seed), str(reps),
-                        "none" if batch is None else str(batch), str(out)],
+                        "none" if batch is None else str(batch), str(out), "paper"],
                        check=True, capture_output=True, text=True, env=env, cwd=tmp)
     doc = json.loads(p.stdout.strip().splitlines()[-1])
     assert doc["code"].startswith(str(src)), doc            # the exported tree, not an install
@@ -100,7 +100,11 @@ def main() -> None:
     ap.add_argument("--baseline-ref", default=BASELINE_REF)
     ap.add_argument("--batch", type=int, default=None, help="default: bootstrap's")
     ap.add_argument("--seed", type=int, default=7, help="simulator seed")
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: simulate('tiny'), 4 replicates, no baseline export")
     args = ap.parse_args()
+    scale = "tiny" if args.smoke else "paper"
+    if args.smoke:
+        args.replicates, args.baseline_replicates = 4, 0
 
     import jax
     from otbench.analysis import simulate
@@ -109,8 +113,8 @@ def main() -> None:
     print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start; "
           f"jax {jax.__version__} on {jax.devices()[0].platform}")
     t0 = time.perf_counter()
-    ms = simulate("paper", seed=args.seed)
-    print(f"SYNTHETIC: simulate('paper', seed={args.seed}): {ms.num_trajectories:,} trajectories "
+    ms = simulate(scale, seed=args.seed)
+    print(f"SYNTHETIC: simulate({scale!r}, seed={args.seed}): {ms.num_trajectories:,} trajectories "
           f"({time.perf_counter() - t0:.1f} s)")
 
     base = None
@@ -122,7 +126,7 @@ def main() -> None:
         print(f"baseline {args.baseline_ref}: {args.baseline_replicates} replicates in {wall:.1f} s, "
               f"{base[0]:.3f} replicates/s, {base[2]:.3f} CPU s per replicate")
 
-    bootstrap(ms, replicates=16, frontiers=True)                   # warm-up: compile, caches
+    bootstrap(ms, replicates=min(16, args.replicates), frontiers=True)   # warm-up: compile, caches
     t0, c0 = time.perf_counter(), time.process_time()
     r = bootstrap(ms, replicates=args.replicates, frontiers=True, batch=args.batch)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -34,7 +34,19 @@ def numpy_nested(x, a, res, n):
     return out
 
 
+def _smoke() -> bool:
+    """`--smoke`: the smoke size the test suite runs (100 items, 1,000 draws, a 50-draw baseline)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: 100 items, 1,000 draws, a 50-draw baseline")
+    return ap.parse_args().smoke
+
+
 def main() -> None:
+    global I, DRAWS, BASE_DRAWS
+    if _smoke():
+        I, DRAWS, BASE_DRAWS = 100, 1_000, 50
     rng = np.random.default_rng(0)
     x = rng.integers(0, 2, size=(I, R, KCOLS)).astype(np.float64)
     a = rng.random((I, R, KCOLS)) < 0.9

@@ -153,7 +153,8 @@ def analysis_scale() -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", "--smoke", action="store_true", dest="quick",
+                    help="fewer items: the smoke size the test suite runs")
     ap.add_argument("--work", default=None, help="Folder for the runs (default: a temporary one).")
     args = ap.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="otbench-horizon-"))

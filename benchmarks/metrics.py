@@ -66,12 +66,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: simulate('tiny'), one repeat")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    ms = simulate("paper", args.seed)
+    scale = "tiny" if args.smoke else "paper"
+    if args.smoke:
+        args.repeats = 1
+    ms = simulate(scale, args.seed)
     t_sim = time.perf_counter() - t0
-    print(f"simulate paper: {ms.num_trajectories} trajectories x {ms.num_positions} padded positions "
+    print(f"simulate {scale}: {ms.num_trajectories} trajectories x {ms.num_positions} padded positions "
           f"(SYNTHETIC) in {t_sim:.2f} s")
 
     t0 = time.perf_counter()

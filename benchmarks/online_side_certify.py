@@ -34,7 +34,10 @@ def main() -> None:
     ap.add_argument("--trajectories", type=int, default=None, help="only the first N test trajectories")
     ap.add_argument("--thinking", choices=["generate", "stored"], default="generate")
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions of the overhead run")
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: 2 test trajectories, one repeat")
     a = ap.parse_args()
+    if a.smoke:
+        a.trajectories, a.repeat = a.trajectories or 2, 1
 
     from otbench.analysis import load
     from otbench.analysis.bench import assign_splits, offline_point

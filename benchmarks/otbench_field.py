@@ -25,16 +25,18 @@ from otbench.analysis.frontier import frontiers
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: simulate('tiny'), 101 budgets")
     a = ap.parse_args()
     t = time.perf_counter()
-    ms = assign_splits(simulate("paper", a.seed, field_signals=True))
+    scale, grid = ("tiny", 101) if a.smoke else ("paper", 1001)
+    ms = assign_splits(simulate(scale, a.seed, field_signals=True))
     t_sim = time.perf_counter() - t
     test = ms.take(np.flatnonzero(ms.split == 2))
-    frontiers(test, grid=1001)                      # compile outside the timing
+    frontiers(test, grid=grid)                      # compile outside the timing
     t = time.perf_counter()
-    frontiers(test, grid=1001)
+    frontiers(test, grid=grid)
     t_front = time.perf_counter() - t
-    print(f"SYNTHETIC paper-scale set (seed {a.seed}, field signals drawn): "
+    print(f"SYNTHETIC {scale}-scale set (seed {a.seed}, field signals drawn): "
           f"{ms.num_trajectories} trajectories, test split {test.num_trajectories}; "
           f"simulate + split {t_sim:.1f} s")
     print(f"baseline: frontiers(test, 3 strategies)  {t_front:8.3f} s")

@@ -64,14 +64,18 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--strategy", default="dee", choices=("dr", "fb", "dee"))
     ap.add_argument("--grid", type=int, default=1001, help="frontier budget grid points (both sides)")
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: simulate('tiny'), one pilot, 20 replicates, 101 budgets")
     a = ap.parse_args()
+    scale = "tiny" if a.smoke else "paper"
+    if a.smoke:
+        a.pilots, a.replicates, a.full_replicates, a.grid = 1, 20, 20, 101
     t_all = time.perf_counter()
     from otbench.analysis.frontier import STRATEGIES
     from otbench.analysis.measurement import simulate
     from otbench.analysis.resampling import BOOT_METRICS, bootstrap, frontier_area, predict_precision
 
-    ms = simulate("paper", a.seed)
-    print(f"SYNTHETIC paper-scale set (simulate('paper', {a.seed})): {ms.num_trajectories:,} trajectories, "
+    ms = simulate(scale, a.seed)
+    print(f"SYNTHETIC {scale}-scale set (simulate({scale!r}, {a.seed})): {ms.num_trajectories:,} trajectories, "
           f"R = 16, P = {int(ms.probes[0])}")
     t = time.perf_counter()
     full = bootstrap(ms, replicates=a.full_replicates, frontiers=True, grid=a.grid)

@@ -12,7 +12,12 @@ SYNTHETIC seeded random tokens at once. It reports `max_num_seqs = 1024`
 by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling while
 the engine is full, 2,048 probe-phase sequences; it counts its unfinished
 sequences as vLLM's `get_num_unfinished_requests` does, which the loop's
-bound reads). Per scheduler step it finishes the first 1,024
+bound reads). It reports no KV-cache size, so no KV bound applies
+(`_bounds.kv_sequences`): the scheduler's bounds are the most the defaults
+allow, the worst case for the driver's memory. Probe answers come back with
+their tokens' log-probabilities (the recorded field signals ask
+`logprobs=0`) in the flat form the adapter asks for (`FlatLogprobs`), as
+fresh lists like those vLLM's front end holds. Per scheduler step it finishes the first 1,024
 sequences of its FCFS queue, and it holds what vLLM's engine core holds
 per queued sequence (a request of n samples fanned out into n children,
 each holding as many bytes per prompt id as `v1/request.Request` does,
@@ -79,10 +84,11 @@ class StandInCore:
 
     def __init__(self, tok, end_ids, nl_id, signal_default):
         import numpy as np
-        from vllm.logprobs import Logprob
+        from vllm.logprobs import FlatLogprobs, Logprob
         from vllm.outputs import CompletionOutput, RequestOutput
 
         self._np, self._Logprob, self._Completion, self._Output = np, Logprob, CompletionOutput, RequestOutput
+        self._Flat = FlatLogprobs
         self._V = len(tok)
         self._end, self._nl = list(end_ids), nl_id
         self.waiting: collections.deque = collections.deque()
@@ -93,6 +99,7 @@ class StandInCore:
         pool = rng.integers(20, self._V, size=1 << 20)
         pool[pool == nl_id] = 21
         self._pool = array("i", pool.astype(np.int32).tobytes())
+        self._lp_pool = array("d", (-rng.random(1 << 16) * 4).tobytes())
         self._off = 0
 
     def _fresh(self, n: int) -> list:
@@ -102,6 +109,20 @@ class StandInCore:
         out = self._pool[self._off:self._off + n].tolist()
         self._off += n
         return out
+
+    def _logprobs(self, ids: list, params):
+        """What vLLM's front end hands back for `logprobs=0` (the sampled token's log-probability per
+        position; SYNTHETIC values), in the form the request asked for: `FlatLogprobs` (four fresh lists,
+        `flat_logprobs=True`) or one dict and `Logprob` per position."""
+        if params.logprobs is None:
+            return None
+        n = len(ids)
+        k = (self._off * 31) % (len(self._lp_pool) - n) if n < len(self._lp_pool) else 0
+        vals = self._lp_pool[k:k + n].tolist()
+        if getattr(params, "flat_logprobs", False):
+            return self._Flat(start_indices=list(range(n)), end_indices=list(range(1, n + 1)), token_ids=list(ids),
+                              logprobs=vals, ranks=[1] * n, decoded_tokens=[None] * n)
+        return [{t: self._Logprob(v, 1)} for t, v in zip(ids, vals)]
 
     def add_request(self, request_id, prompt, params):
         with _Timed():
@@ -143,8 +164,10 @@ class StandInCore:
             outs = [C(0, "", th + self._end + self._fresh(min(ANSWER, params.max_tokens - THINK_TOKENS - 1)),
                       None, None, finish_reason="length")]
         else:
-            outs = [C(j, "", self._fresh(params.max_tokens), None, None, finish_reason="length")
-                    for j in range(params.n)]
+            outs = []
+            for j in range(params.n):
+                ids_j = self._fresh(params.max_tokens)
+                outs.append(C(j, "", ids_j, None, self._logprobs(ids_j, params), finish_reason="length"))
         return self._Output(rid, None, ids, None, outs, True)
 
     def shutdown(self):
@@ -173,6 +196,8 @@ def _engine_class():
                 tok = build_tokenizer(seed=0)
             self._SamplingParams, self._TokensPrompt = SamplingParams, TokensPrompt
             self.config, self._device, self._version, self._tok = config, "cuda", "stand-in", tok
+            # as `VLLMEngine.__init__` decides it: the flat log-probability form where vLLM has it
+            self._flat = "flat_logprobs" in (getattr(SamplingParams, "__struct_fields__", None) or ())
             self._vocab = len(tok)
             end = tok.encode("</think>", add_special_tokens=False)
             nl = tok.encode(".\n\n", add_special_tokens=False)[-1]
@@ -248,7 +273,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--units", type=int, default=32, help="N (the second run has 8N units)")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: N = 1 (1 and 8 units)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.units = 1
     if a.one is not None:
         with tempfile.TemporaryDirectory() as d:
             print(json.dumps(one_size(a.one, Path(d))))

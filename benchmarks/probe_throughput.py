@@ -109,7 +109,10 @@ def main(argv=None) -> int:
                     help="the engine's scheduler batch (its capacity; the loop's bounds follow it); "
                          "default: vLLM's")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: 2 questions, thinking <= 32, one repeat")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.questions, args.think, args.repeats = 2, 32, 1
 
     from otbench.probe.config import load_instructions
     from otbench.probe.data import load_data

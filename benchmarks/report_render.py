@@ -51,7 +51,10 @@ def main() -> None:
     ap.add_argument("--thinning", type=Path, default=None)
     ap.add_argument("--replicates", type=int, default=200,
                     help="bootstrap replicates (with frontiers) when no --bootstrap is given")
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: 8 bootstrap replicates")
     a = ap.parse_args()
+    if a.smoke:
+        a.replicates = 8
 
     from otbench.analysis import frontiers, metrics, save, simulate
     from otbench.analysis.report._figures import png_size

@@ -40,6 +40,15 @@ def best_of(fn, repeat=3):
     return best, out
 
 
+def _smoke() -> bool:
+    """`--smoke`: the smoke size the test suite runs (300 trajectories)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: 300 trajectories")
+    return ap.parse_args().smoke
+
+
 def main() -> int:
     from otbench.analysis.measurement._segment import (
         _numba_kernel,
@@ -48,7 +57,7 @@ def main() -> int:
     )
 
     rng = np.random.default_rng(0)
-    V, T, b = 150_000, 3_000, 256
+    V, T, b = 150_000, 300 if _smoke() else 3_000, 256
     B = rng.choice(V, 565, replace=False)
     mask = boundary_mask(V, B)
     lens = rng.integers(2_000, 16_000, T)

@@ -68,11 +68,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--probes", default="4,8,12,16")
     ap.add_argument("--seed", type=int, default=0, help="simulator seed")
+    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: simulate('tiny'), probes 2,4")
     args = ap.parse_args()
-    probes = [int(x) for x in args.probes.split(",")]
 
-    ms = simulate("paper", seed=args.seed)
-    print(f"SYNTHETIC: simulate('paper', seed={args.seed}): {ms.num_trajectories:,} trajectories, "
+    scale = "tiny" if args.smoke else "paper"
+    if args.smoke:
+        args.probes = "2,4"                       # the tiny set has P = 4
+    probes = [int(x) for x in args.probes.split(",")]
+    ms = simulate(scale, seed=args.seed)
+    print(f"SYNTHETIC: simulate({scale!r}, seed={args.seed}): {ms.num_trajectories:,} trajectories, "
           f"{float((ms.n + 1).mean()):.1f} positions each (max {ms.num_positions}), "
           f"{os.cpu_count()} CPUs")
     times = []

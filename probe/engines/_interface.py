@@ -226,6 +226,11 @@ class Engine(Protocol):
         once (vLLM: its scheduler's `max_num_seqs`); the probe's in-flight bounds follow it.
         None: the engine cannot say, and the job's own bounds apply."""
 
+    def kv_cache_tokens(self) -> int | None:
+        """Optional capability (`EngineBase` gives None): the tokens the engine's KV cache holds
+        once started (vLLM: `cache_config.kv_cache_size_tokens`); the probe bounds the sequences in
+        flight by it so the engine never preempts (`_bounds.kv_sequences`). None: cannot say."""
+
     def info(self) -> dict[str, Any]:
         """Engine name, versions and device, for provenance."""
 
@@ -269,6 +274,9 @@ class EngineBase:
     """The engine Protocol's optional members as "cannot say" (inherit; override what you can tell)."""
 
     def capacity(self) -> int | None:
+        return None
+
+    def kv_cache_tokens(self) -> int | None:
         return None
 
     def cache_stats(self) -> dict[str, int] | None:

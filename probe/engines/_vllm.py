@@ -14,6 +14,7 @@ from typing import Any
 
 from otbench.probe.config import Sampling
 
+from ._cuda import check_cuda_driver, check_devices, check_gpu_memory
 from ._interface import (
     Completion,
     EngineBase,
@@ -184,73 +185,6 @@ def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
     return kw
 
 
-def visible_devices(environ=None) -> list[str] | None:
-    """The entries of CUDA_VISIBLE_DEVICES (indices or GPU-/MIG- UUIDs), None when it is unset."""
-    env = os.environ if environ is None else environ
-    raw = env.get("CUDA_VISIBLE_DEVICES")
-    if raw is None:
-        return None
-    return [x.strip() for x in raw.split(",") if x.strip()]
-
-
-def _gpu_memory_gib(tensor_parallel_size: int) -> tuple[float, float] | None:
-    """(total, free) GiB of the GPU(s) this engine will use, the smallest of its tensor-parallel group,
-    through NVML (no CUDA initialisation), or None when NVML does not answer.
-
-    The devices are the first `tensor_parallel_size` of CUDA_VISIBLE_DEVICES (what Ray or SLURM
-    assigned: NVML numbers all physical GPUs, so a visible index or UUID is looked up as such),
-    else GPUs 0.. . Free memory is what vLLM 0.32 checks at start (`v1/worker/utils.request_memory`:
-    free must hold gpu_memory_utilization x total), so a GPU another process holds is caught here.
-    """
-    try:
-        from vllm.utils.import_utils import import_pynvml
-
-        nvml = import_pynvml()
-        nvml.nvmlInit()
-        try:
-            names = visible_devices()
-            names = names[:tensor_parallel_size] if names is not None else \
-                [str(i) for i in range(tensor_parallel_size)]
-            mems = []
-            for n in names:
-                h = nvml.nvmlDeviceGetHandleByIndex(int(n)) if n.isdigit() else \
-                    nvml.nvmlDeviceGetHandleByUUID(n)
-                mems.append(nvml.nvmlDeviceGetMemoryInfo(h))
-            if not mems:
-                return None
-            return min(m.total for m in mems) / float(1 << 30), min(m.free for m in mems) / float(1 << 30)
-        finally:
-            nvml.nvmlShutdown()
-    except Exception:  # an estimate only: vLLM's own profile run still decides
-        return None
-
-
-def _check_gpu_memory(config: EngineConfig) -> None:
-    """Refuse, with the numbers, a job whose weights + one full-context KV cache cannot fit on its GPUs,
-    or whose GPUs have less free memory than vLLM will ask for."""
-    from otbench.probe.config import check_fits, estimate_memory
-
-    mem = _gpu_memory_gib(config.tensor_parallel_size)
-    if mem is None:
-        return
-    total, free = mem
-    want = config.gpu_memory_utilization * total
-    if free < want:
-        raise EngineStartError(f"{config.model}: the GPU has {free:.1f} of {total:.1f} GiB free, less than "
-                               f"gpu_memory_utilization {config.gpu_memory_utilization} x {total:.1f} = "
-                               f"{want:.1f} GiB that vLLM will ask for (another process holds the rest): "
-                               "free it or lower engine.gpu_memory_utilization")
-    est = estimate_memory(config.model, max_model_len=config.max_model_len,
-                          tensor_parallel_size=config.tensor_parallel_size)
-    if est is None:
-        return
-    try:
-        check_fits(est, gpu_gib=total, utilization=config.gpu_memory_utilization,
-                   tensor_parallel_size=config.tensor_parallel_size, max_model_len=config.max_model_len)
-    except ValueError as e:
-        raise EngineStartError(f"{config.model}: {e}") from None
-
-
 class VLLMEngine(EngineBase):
     """`Engine` on vLLM's offline `LLM` API."""
 
@@ -258,11 +192,18 @@ class VLLMEngine(EngineBase):
 
     def __init__(self, config: EngineConfig):
         _prepare_environment(config)
-        import vllm
+        try:
+            import vllm
+        except ImportError:
+            raise EngineStartError("engine.kind \"vllm\" needs vLLM, which is not installed (the probe extra "
+                                   "does not bring it): pip install -r requirements/probe-gpu.txt on GPU machines "
+                                   "or -r requirements/probe-cpu.txt on CPU machines, or use the transformers "
+                                   "engine (--model transformers)") from None
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
 
         check_version(vllm.__version__, SamplingParams)
+        self._flat = "flat_logprobs" in (getattr(SamplingParams, "__struct_fields__", None) or ())
         self._SamplingParams = SamplingParams
         self._TokensPrompt = TokensPrompt
         self.config = config
@@ -272,7 +213,9 @@ class VLLMEngine(EngineBase):
             raise EngineStartError(f"engine.batch_invariant needs vLLM on an NVIDIA GPU (compute capability "
                                    f">= 8.0); this vLLM runs on {self._device}")
         if self._device == "cuda":
-            _check_gpu_memory(config)
+            check_cuda_driver()          # before any CUDA call: an old driver fails in one line
+            check_devices(config)
+            check_gpu_memory(config)
         self._llm = LLM(**engine_kwargs(config, self._device))
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()
@@ -291,9 +234,31 @@ class VLLMEngine(EngineBase):
         seqs = getattr(getattr(cfg, "scheduler_config", None), "max_num_seqs", None)
         return int(seqs) if seqs else 256
 
+    def kv_cache_tokens(self) -> int | None:
+        """Tokens the engine's KV cache holds, as its engine core sized it at start; None if not reported.
+
+        vLLM 0.32: the core stores it in `cache_config.kv_cache_size_tokens`
+        (`v1/core/kv_cache_utils.py`, `update_kv_cache_capacity`: group-aware, what vLLM logs as
+        "KV cache size: N tokens") and sends it to the front end in its ready response
+        (`v1/engine/core_client.py`, which sets the same field on the front end's config);
+        without it, `num_gpu_blocks` x `block_size` (the same core-to-front-end copy).
+        """
+        cc = getattr(getattr(self._llm.llm_engine, "vllm_config", None), "cache_config", None)
+        tokens = getattr(cc, "kv_cache_size_tokens", None)
+        if tokens:
+            return int(tokens)
+        blocks, size = getattr(cc, "num_gpu_blocks", None), getattr(cc, "block_size", None)
+        return int(blocks) * int(size) if blocks and size else None
+
     def _params(self, sampling: Sampling, r: GenRequest):
+        # The sampled tokens' log-probabilities in vLLM's flat form where it has one (0.32:
+        # `SamplingParams.flat_logprobs`, `vllm/logprobs.py` `FlatLogprobs`): the front end keeps
+        # four lists per request instead of a dict and a `Logprob` object per token, ~191 B per
+        # token instead of ~414 B (measured, `_bounds.LOGPROB_BYTES_PER_ID`) and no objects for
+        # the garbage collector to walk; read by `_completions` in either form.
+        flat = {"flat_logprobs": True} if r.logprobs and getattr(self, "_flat", False) else {}
         sampling = r.sampling or sampling
-        return self._SamplingParams(
+        return self._SamplingParams(**flat,
             n=r.n, seed=int(r.seed), max_tokens=int(r.max_tokens),
             temperature=sampling.temperature, top_p=sampling.top_p,
             top_k=sampling.top_k if sampling.top_k > 0 else 0,
@@ -349,7 +314,13 @@ class VLLMEngine(EngineBase):
                 if got is None or len(got) < len(ids):
                     raise RuntimeError(f"vLLM returned {0 if got is None else len(got)} log-probabilities "
                                        f"for {len(ids)} decoded tokens (asked with logprobs=0)")
-                lps = tuple(float(pos[t].logprob) for pos, t in zip(got, ids))
+                starts = getattr(got, "start_indices", None)
+                if starts is None:
+                    lps = tuple(float(pos[t].logprob) for pos, t in zip(got, ids))
+                else:    # `FlatLogprobs`: with logprobs=0 a position's first entry is its sampled token
+                    vals, tids = got.logprobs, got.token_ids
+                    lps = tuple(float(vals[k]) if tids[k] == t else float(got[i][t].logprob)
+                                for i, (k, t) in enumerate(zip(starts, ids)))
             comps.append(Completion(ids, stop, lps))
         return comps
 

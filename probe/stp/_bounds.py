@@ -1,7 +1,8 @@
 """How much of a job is in flight in one engine, and the host memory that costs (SPEC §3).
 
 Three bounds, each sized to the engine's scheduler (`max_num_seqs`, the
-engine's `capacity()`) unless the job sets it:
+engine's `capacity()`, or fewer: what its KV cache holds, below) unless the
+job sets it:
 
 * units in flight (`probe.units_in_flight`, default a quarter of the
   capacity): units between admission and result; each holds its
@@ -27,6 +28,11 @@ engine's `capacity()`) unless the job sets it:
   (a finished sample's answer and its request's prompt stay until the
   request ends).
 
+Over all three, unless the job sets `probe.requests_in_flight`: the engine sequences in flight
+of every phase at most what the engine's KV cache holds at full length (`kv_sequences`; vLLM
+reports its cache in tokens once started, `VLLMEngine.kv_cache_tokens`), so vLLM never preempts
+and recomputes at the defaults; the engine's capacity used above is then the smaller of the two.
+
 Host memory model (per engine; read in vLLM 0.32's `v1/request.py`,
 `v1/engine/llm_engine.py` and `v1/engine/output_processor.py`): each
 sequence in the engine core is a `Request` holding `prompt_token_ids`
@@ -37,11 +43,16 @@ id at 16-token blocks): `CORE_BYTES_PER_ID`. The front end keeps the
 list it was given per request (shared by the n children) and this driver
 the prompt tuple until the request is done: `FRONT_BYTES_PER_ID`. A
 generated id costs the core two list slots and an int, and the driver's
-unit ~9 B once packed and decoded (4 B int32 + ~4-5 B of text). With the
-defaults on an H200-sized engine (capacity 1,024) and paper-shaped units
+unit ~9 B once packed and decoded (4 B int32 + ~4-5 B of text). A probe's
+answer also carries its tokens' log-probabilities, kept by the front end
+until the request ends (`LOGPROB_BYTES_PER_ID`, the flat form), and each
+engine pins host memory (`PINNED_BYTES`). With the
+defaults on an H200-sized engine (capacity 1,024, no KV bound) and paper-shaped units
 (6,000-token prompts, thinking_limit 8,192, b = 320: 27 positions at
-most, P = 16, 1,400-token answers) the bound is ~3.0 GiB per engine
-(`host_memory`), ~24 GiB for eight: a small
+most, P = 16, 1,400-token answers) the bound is ~4.3 GiB per engine
+(`host_memory`; 1.0 GiB of it log-probabilities), ~34 GiB for eight; with a
+KV cache that holds 344 such sequences (the KV bound then gives 688
+probe-phase sequences) ~1.6 GiB per engine: a small
 part of an 8xH200 node's host memory (typically 1-2 TiB). The bound
 counts every unit in its probe phase as holding all its answers and
 every prompt at the longest length, so it overstates.
@@ -59,8 +70,45 @@ HELD_BYTES_PER_ID = 40
 """Driver bytes per held trajectory id (a tuple slot and its int object)."""
 ANSWER_BYTES_PER_ID = 9
 """Driver bytes per held answer id until graded (int32 array + decoded text)."""
+LOGPROB_BYTES_PER_ID = 192
+"""Front-end bytes per generated id of a request that asks for its tokens' log-probabilities (the
+probes): vLLM keeps them until the request ends. In the flat form the engine asks for
+(`SamplingParams.flat_logprobs`, vLLM 0.32 `vllm/logprobs.py` `FlatLogprobs`) a position is an id,
+a float, a rank, a text slot and two indices: 191 B measured with tracemalloc on 200,000 positions
+(the form of one dict and one `Logprob` object per token measured 414 B)."""
+PINNED_BYTES = 256 << 20
+"""Page-locked host memory of one engine outside the model above: the 256 MiB pinned buffer counted
+in the reading of vLLM 0.32 on GPU (the slot size of its shared-memory tensor arena,
+`distributed/device_communicators/shm_tensor_arena.py` `_ARENA_SLOT_BYTES`, is the same figure);
+pinned memory cannot be swapped, so it is counted whole."""
 FALLBACK_CAPACITY = 256
 """Capacity assumed for an engine that reports none (vLLM's CPU default of `max_num_seqs`)."""
+
+
+SEQUENCE_MARGIN = 16
+"""Ids a sequence holds beyond prompt + thinking + answer (markers, the answer prefix, one spare)."""
+
+
+def sequence_tokens(prompt_tokens: int, thinking_limit: int, answer_limit: int) -> int:
+    """KV-cache tokens of the longest sequence a job sends: a think request (prompt, thinking, its
+    answer) or a probe (prompt, a thinking prefix, markers, an answer) at its limits."""
+    return int(prompt_tokens) + int(thinking_limit) + int(answer_limit) + SEQUENCE_MARGIN
+
+
+def kv_sequences(kv_tokens: int | None, seq_tokens: int, P: int) -> int | None:
+    """Engine sequences in flight at most so that vLLM never preempts: as many sequences of
+    `seq_tokens` as the KV cache holds (`kv_tokens`, the engine's `kv_cache_tokens()`; None: the
+    engine reports none, no bound), at least one position's worth (P + 2) so a run can move.
+
+    vLLM's scheduler preempts a running request (and recomputes it later) when a decode step finds
+    no free KV block (vLLM 0.32 `v1/core/sched/scheduler.py`, `schedule`: `_preempt_request` when
+    `kv_cache_manager.allocate_slots` fails); its waiting queue takes no blocks. With every
+    sequence in flight at most `seq_tokens` long, this many fit at once whatever vLLM runs, so no
+    allocation fails. Prefix sharing (a probe request's P samples share their prompt) makes the
+    real use smaller, so the bound is safe, not tight."""
+    if not kv_tokens:
+        return None
+    return max(int(P) + 2, int(kv_tokens) // max(1, int(seq_tokens)))
 
 
 def default_units(capacity: int) -> int:
@@ -95,16 +143,21 @@ class HostMemory:
     probe_generated: int
     think_requests: int
     units: int
+    probe_logprobs: int = 0
+    pinned: int = 0
 
     @property
     def total(self) -> int:
-        return self.probe_prompts + self.probe_generated + self.think_requests + self.units
+        return (self.probe_prompts + self.probe_generated + self.think_requests + self.units
+                + self.probe_logprobs + self.pinned)
 
     def line(self) -> str:
         g = 1 << 30
         return (f"host memory bound ~{self.total / g:.1f} GiB per engine (probe prompts "
-                f"{self.probe_prompts / g:.1f}, their answers {self.probe_generated / g:.1f}, trajectories "
-                f"being sampled {self.think_requests / g:.1f}, units held {self.units / g:.1f})")
+                f"{self.probe_prompts / g:.1f}, their answers {self.probe_generated / g:.1f}, their "
+                f"log-probabilities {self.probe_logprobs / g:.1f}, trajectories "
+                f"being sampled {self.think_requests / g:.1f}, units held {self.units / g:.1f}, pinned "
+                f"{self.pinned / g:.2f})")
 
 
 def host_memory(*, units: int, requests: int, prompt_tokens: int, thinking_limit: int, answer_limit: int,
@@ -121,6 +174,9 @@ def host_memory(*, units: int, requests: int, prompt_tokens: int, thinking_limit
         # driver the unfinished requests' prompts and finished answers (<= 2 x requests)
         probe_prompts=requests * longest * (CORE_BYTES_PER_ID + 2 * FRONT_BYTES_PER_ID),
         probe_generated=2 * requests * answer_limit * GENERATED_BYTES_PER_ID,
+        # the front end's log-probabilities of the probes' answers, until their request ends
+        probe_logprobs=2 * requests * answer_limit * LOGPROB_BYTES_PER_ID,
+        pinned=PINNED_BYTES,
         think_requests=thinking * (prompt_tokens * (CORE_BYTES_PER_ID + FRONT_BYTES_PER_ID)
                                    + think_len * GENERATED_BYTES_PER_ID),
         units=units * think_len * HELD_BYTES_PER_ID

@@ -115,8 +115,11 @@ class _Driver:
     """
 
     def __init__(self, engine, fmt, job: dict, stats: RunStats, lane: GradeLane, *,
-                 max_requests: int, max_thinking: int, max_holding: int):
+                 max_requests: int, max_thinking: int, max_holding: int, max_live: int | None = None):
         self.fmt, self.job, self.stats, self.lane = fmt, job, stats, lane
+        # engine sequences in flight at most, think requests included (`_bounds.kv_sequences`: what
+        # the KV cache holds at full length, so vLLM never preempts); None: no such bound
+        self.max_live = max_live
         self.stream = engine.stream(job["sampling"])
         self.active: dict[tuple[int, int], _Unit] = {}
         self.grading: dict[tuple[int, int], Any] = {}
@@ -148,6 +151,10 @@ class _Driver:
         if live is None:
             return self.sequences
         return max(0, min(self.sequences, live - self.phase_in_flight["think"]))
+
+    def total_live(self) -> int:
+        """Engine sequences in flight, think requests included (the engine's count where it gives one)."""
+        return self.live() if self.live is not None else self.sequences + self.phase_in_flight["think"]
 
     def _submit(self, tag, req, phase: str) -> None:
         self.stream.submit(tag, req)
@@ -252,8 +259,13 @@ class _Driver:
         of unfinished requests hold: their answers and the front end's prompt), and, for a unit's
         first position, fewer than `max_holding` units hold answers (backpressure from a grading
         lane that falls behind: such units hold all their answers until graded)."""
+        # a position is at most P + 2 sequences (probes, signal, own-token signal): submitted only
+        # while they fit under the KV bound, so the sequences in flight never exceed it
+        room = None if self.max_live is None else self.max_live - self.job["P"] - 2
         while self.pending and (not self.sequences or (self.sequences < 2 * self.max_requests
                                                        and self.probe_live() < self.max_requests)):
+            if room is not None and self.total_live() > room:
+                return
             key = self.pending[0][0]
             if key not in self.holding:
                 if len(self.holding) >= self.max_holding:
@@ -368,10 +380,10 @@ class UnitStream:
                  prompts: Sequence[Sequence[int]], P: int, b: int, thinking_limit: int, answer_limit: int,
                  sampling, grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
-                 max_units: int = 64, max_requests: int | None = None,
+                 max_units: int = 64, max_requests: int | None = None, max_live: int | None = None,
                  hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = ()):
         fp = _field_probes.check_field_probes(field_probes)
-        for name, v in (("max_units", max_units), ("max_requests", max_requests)):
+        for name, v in (("max_units", max_units), ("max_requests", max_requests), ("max_live", max_live)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"`{name}` must be a positive integer, got {v!r}.")
         job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
@@ -383,11 +395,14 @@ class UnitStream:
         self.max_units = max_units
         cap = engine.capacity()
         self.capacity = int(cap) if cap is not None else FALLBACK_CAPACITY
+        if max_live is not None:       # the KV cache's bound (`_bounds.kv_sequences`)
+            self.capacity = min(self.capacity, max_live)
         if max_requests is None:
             max_requests = default_requests(self.capacity)
         self._lane = GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
         self._d = _Driver(engine, fmt, job, self.stats, self._lane, max_requests=max_requests,
-                          max_thinking=thinking_bound(max_units), max_holding=holding_bound(max_units))
+                          max_thinking=thinking_bound(max_units), max_holding=holding_bound(max_units),
+                          max_live=max_live)
         self._mark()
 
     def _mark(self) -> None:
@@ -419,7 +434,7 @@ class UnitStream:
         keeps trajectories from running too far ahead of their probes, never the engine idle.
         """
         d = self._d
-        if len(d.active) >= self.max_units:
+        if len(d.active) >= self.max_units or (d.max_live is not None and d.total_live() >= d.max_live):
             return False
         return d.phase_in_flight["think"] < d.max_thinking or self.requests_in_flight < self.capacity
 
@@ -473,7 +488,7 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
                  thinking_limit: int, answer_limit: int, sampling, grade_batch: GradeBatch, tokenizer,
                  max_in_flight: int = 64, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
-                 max_requests: int | None = None,
+                 max_requests: int | None = None, max_live: int | None = None,
                  hesitation_words: Sequence[str] = HESITATION_WORDS,
                  field_probes: Sequence[str] = ()) -> Iterator[UnitResult]:
     """Measure work units `(question index, trajectory)`, yielding each `UnitResult` as it completes.
@@ -481,7 +496,9 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     At most `max_in_flight` units are between admission and their result
     (half of them sampling their trajectory at most while the engine is full), and at most about
     `max_requests` probe-phase engine sequences are in flight (None: twice
-    the engine's capacity; `_bounds`); a new unit is admitted as soon as
+    the engine's capacity; `_bounds`), and at most `max_live` engine sequences of any phase
+    (None: no such bound; the runner passes what the engine's KV cache holds, `_bounds.kv_sequences`,
+    so vLLM never preempts); a new unit is admitted as soon as
     there is room, so memory is bounded by these numbers, not by the run.
     `given` maps units to an imported
     `ThinkResult` (no think request for those). The order of results is the
@@ -492,8 +509,8 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     us = UnitStream(engine, fmt, model=model, questions=questions, prompts=prompts, P=P, b=b,
                     thinking_limit=thinking_limit, answer_limit=answer_limit, sampling=sampling,
                     grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given,
-                    max_units=max_in_flight, max_requests=max_requests, hesitation_words=hesitation_words,
-                    field_probes=field_probes)
+                    max_units=max_in_flight, max_requests=max_requests, max_live=max_live,
+                    hesitation_words=hesitation_words, field_probes=field_probes)
     todo = iter(units)
     more = True
     try:
@@ -537,7 +554,7 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
               on_batch: Callable[[list[UnitResult], RunStats], None] | None = None,
               skip: Callable[[tuple[int, int]], bool] | None = None,
               given: Mapping[tuple[int, int], ThinkResult] | None = None,
-              max_requests: int | None = None,
+              max_requests: int | None = None, max_live: int | None = None,
               hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = ()) -> int:
     """Stream all `len(questions) * R` work units; returns how many were probed.
 
@@ -553,7 +570,7 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
                             P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
                             sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
                             max_in_flight=max_in_flight, stats=stats, given=given,
-                            max_requests=max_requests, hesitation_words=hesitation_words,
+                            max_requests=max_requests, max_live=max_live, hesitation_words=hesitation_words,
                             field_probes=field_probes):
         count += 1
         if on_batch is not None:

@@ -142,7 +142,62 @@ def oneline_table(model: str, model_args: str, tasks: str, *, limit: int | None 
             raise JobError(f"--gen-kwargs: unknown key {key!r} (known: {', '.join(GEN_KWARGS)})")
         t, kind = GEN_KWARGS[key]
         table.setdefault(t, {})[key] = _typed(value, kind, f"--gen-kwargs {key}")
+    _fit_context(table)
     return table
+
+
+PROMPT_ROOM = 1024
+"""Tokens left for the question prompt when the limits are fitted to a short model context."""
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+"""config.json keys of a model's own context length (Hugging Face configurations)."""
+
+
+def model_context(model: Mapping[str, Any]) -> int | None:
+    """The context length the model itself allows (its config.json), for a local folder or an embedded
+    entry (converted once per machine); None when it cannot be read here (a hub id: the family's)."""
+    import json
+
+    folder = model.get("path")
+    if folder is None:
+        entry = find_model(model.get("name", ""))
+        if entry is None or entry.source.get("kind") != "pypi-gguf":
+            return None
+        from otbench.probe.config import embedded_model_dir
+        try:
+            folder = embedded_model_dir(entry.name, log=lambda *_: None)
+        except Exception:  # noqa: BLE001  -- the run reports a missing model in its own words
+            return None
+    try:
+        cfg = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    cfg = cfg.get("text_config", cfg) if isinstance(cfg, dict) else {}
+    return next((int(cfg[k]) for k in CONTEXT_KEYS if isinstance(cfg.get(k), int) and cfg[k] > 0), None)
+
+
+def _fit_context(table: dict[str, Any]) -> None:
+    """Without `max_model_len`, a model whose own context is shorter than its family's runs at its own,
+    with the family's limits cut to fit (docs/guides/scale.md, the one-line start): answers at most an
+    eighth of the context, thinking what is left after the answer and `PROMPT_ROOM` prompt tokens.
+    Limits given with --gen-kwargs are kept (the job's own check refuses them if they do not fit)."""
+    from otbench.probe.config import load_family
+
+    if "max_model_len" in table["engine"]:
+        return
+    ctx = model_context(table["model"])
+    if ctx is None:
+        return
+    entry = find_model(table["model"].get("name", ""))
+    family = table["model"].get("family") or (entry.family if entry is not None else None)
+    if family is None:
+        return
+    limits = load_family(family).limits
+    if ctx >= limits.context:
+        return
+    table["engine"]["max_model_len"] = ctx
+    probe = table.setdefault("probe", {})
+    probe.setdefault("answer_limit", min(limits.answer, ctx // 8))
+    probe.setdefault("thinking_limit", max(1, min(limits.thinking, ctx - probe["answer_limit"] - PROMPT_ROOM)))
 
 
 # -- TOML writing (the subset a job uses: tables of scalars and string lists, arrays of tables) --

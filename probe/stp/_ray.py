@@ -78,6 +78,23 @@ def worker_env(environ=None) -> dict[str, str]:
     return {k: str(v) for k, v in sorted(env.items()) if k in WORKER_ENV or k.startswith("OTBENCH_")}
 
 
+def actor_env(worker_gpus: float, environ=None) -> dict[str, Any]:
+    """The workers' `runtime_env`: `worker_env`, and no visible GPU for a worker that asks for none.
+
+    Ray 2.60 no longer hides the GPUs from a task or actor that asks for none: its worker sets
+    `CUDA_VISIBLE_DEVICES` only from the accelerator ids it was assigned and skips an empty set
+    unless `RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1` (`python/ray/_private/utils.py`,
+    `set_visible_accelerator_ids`; the flag came with ray-project/ray#54928, its default turned off
+    in ray-project/ray#62492). A GPU-less worker (CPU engines on a GPU cluster) would then see, and
+    its engine might use, every GPU of its node; an empty `CUDA_VISIBLE_DEVICES` in its own
+    environment hides them again (Ray leaves it as set, having no ids to write).
+    """
+    env = worker_env(environ)
+    if not worker_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return {"env_vars": env}
+
+
 def locate_model(job) -> tuple[str, str | None]:
     """(model folder, revision) the way a worker will find it; raises otbench's one-line error if it cannot."""
     from ._setup import resolve_engine_config
@@ -116,6 +133,7 @@ class ProbeWorker:
         from otbench.probe.grading import open_grader
 
         from ._setup import (
+            live_bound,
             memory_line,
             prepare,
             requests_in_flight,
@@ -133,8 +151,9 @@ class ProbeWorker:
         self.tok, self.fmt, self.setup = prepare(job, self.engine_cfg, self.engine, questions, instructions)
         self.grade, self._grade_close = open_grader(grader)[1:]
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}
-        self.bound = units_in_flight(job, self.engine)
-        self.requests = requests_in_flight(job, self.engine)
+        self.bound = units_in_flight(job, self.engine, self.setup.prompts)
+        self.requests = requests_in_flight(job, self.engine, self.setup.prompts)
+        self.live = live_bound(job, self.engine, self.setup.prompts)
         log(memory_line(job, self.engine, self.setup.prompts))
         self._stream = None
         self._backlog: collections.deque = collections.deque()
@@ -164,7 +183,7 @@ class ProbeWorker:
                 prompts=self.setup.prompts, P=job.P, b=job.b, thinking_limit=job.thinking_limit,
                 answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
                 tokenizer=self.tok, given=think_results(job, self.questions, self.fmt),
-                max_units=self.bound, max_requests=self.requests,
+                max_units=self.bound, max_requests=self.requests, max_live=self.live,
                 hesitation_words=job.hesitation_words, field_probes=job.field_probes)
         us = self._stream
         self._backlog.extend(tuple(u) for u in units)
@@ -277,12 +296,12 @@ class RayExecutor:
             if worker_gpus is None:
                 # On a cluster with GPUs each engine gets its own: vLLM its tensor-parallel
                 # group (run by vLLM's multiprocessing backend on the GPUs Ray assigns the
-                # actor), transformers one GPU. Ray hides GPUs from actors that ask for none.
+                # actor), transformers one GPU; one that asks for none sees none (`actor_env`).
                 has_gpu = ray.cluster_resources().get("GPU", 0) > 0
                 worker_gpus = (job.engine.tensor_parallel_size if job.engine.kind == "vllm" else 1) \
                     if has_gpu else 0
             actor_cls = ray.remote(ProbeWorker).options(num_cpus=worker_cpus, num_gpus=worker_gpus,
-                                                        max_restarts=0, runtime_env=env)
+                                                        max_restarts=0, runtime_env=actor_env(worker_gpus))
             self.actors = [actor_cls.remote(job, questions, instructions, grader, i) for i in range(workers)]
             described = self._wait_ready([a.describe.remote() for a in self.actors])
             check_agreement(described)

@@ -39,9 +39,16 @@ from ._direct import direct_answers
 from ._imported import think_results
 from ._job import JobError, ProbeJob
 from ._loop import RunStats, UnitResult, run_units
-from ._results import signal_definitions
 from ._output import direct_table, measurement_set, write_token_tables
-from ._setup import memory_line, prepare, requests_in_flight, resolve_engine_config, units_in_flight
+from ._results import signal_definitions
+from ._setup import (
+    live_bound,
+    memory_line,
+    prepare,
+    requests_in_flight,
+    resolve_engine_config,
+    units_in_flight,
+)
 
 RUN_FILE = "run.json"
 
@@ -100,9 +107,11 @@ class _LocalExecutor:
                   prompts=self.setup.prompts, R=job.R, P=job.P, b=job.b,
                   thinking_limit=job.thinking_limit, answer_limit=job.answer_limit,
                   sampling=job.sampling, grade_batch=self._grade, tokenizer=self.tok,
-                  max_in_flight=units_in_flight(job, self.engine), stats=stats, on_batch=on_batch,
-                  skip=lambda u: u not in todo, given=think_results(job, self.questions, self.fmt),
-                  max_requests=requests_in_flight(job, self.engine),
+                  max_in_flight=units_in_flight(job, self.engine, self.setup.prompts), stats=stats,
+                  on_batch=on_batch, skip=lambda u: u not in todo,
+                  given=think_results(job, self.questions, self.fmt),
+                  max_requests=requests_in_flight(job, self.engine, self.setup.prompts),
+                  max_live=live_bound(job, self.engine, self.setup.prompts),
                   hesitation_words=job.hesitation_words, field_probes=job.field_probes)
 
     def direct(self) -> list[dict[str, Any]]:

@@ -13,7 +13,15 @@ import numpy as np
 from otbench.probe.engines import EngineConfig
 from otbench.probe.tokens import build_vocabulary, compile_format
 
-from ._bounds import FALLBACK_CAPACITY, default_requests, default_units, host_memory, thinking_bound
+from ._bounds import (
+    FALLBACK_CAPACITY,
+    default_requests,
+    default_units,
+    host_memory,
+    kv_sequences,
+    sequence_tokens,
+    thinking_bound,
+)
 from ._direct import encode_prompts
 from ._job import ProbeJob
 
@@ -93,34 +101,58 @@ def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence
     return tok, fmt, setup
 
 
-def units_in_flight(job: ProbeJob, engine) -> int:
+def live_bound(job: ProbeJob, engine, prompts: Sequence[Sequence[int]] | None) -> int | None:
+    """Engine sequences in flight at most, all phases (`_bounds.kv_sequences`): what the engine's KV
+    cache holds at the job's longest sequence; None when the job sets `probe.requests_in_flight`
+    (its number wins), the engine reports no KV cache, or the prompts are not known yet."""
+    if job.requests_in_flight is not None or prompts is None:
+        return None
+    longest = max(map(len, prompts), default=0)
+    return kv_sequences(engine.kv_cache_tokens(), sequence_tokens(longest, job.thinking_limit,
+                                                                  job.answer_limit), job.P)
+
+
+def _capacity(engine, live: int | None) -> int | None:
+    cap = engine.capacity()
+    if cap is None:
+        return None if live is None else live
+    return int(cap) if live is None else min(int(cap), live)
+
+
+def units_in_flight(job: ProbeJob, engine, prompts: Sequence[Sequence[int]] | None = None) -> int:
     """Units between admission and result at once: the job's `probe.units_in_flight`, else sized to the engine.
 
-    A quarter of the engine's capacity (vLLM: its scheduler's `max_num_seqs`;
-    `_bounds.default_units`), since a unit in its probe phase is (n+1)(P+1)
-    engine sequences and the probe-phase sequences have their own bound
+    A quarter of the engine's capacity (vLLM: its scheduler's `max_num_seqs`, or what its KV cache
+    holds if fewer, `live_bound`; `_bounds.default_units`), since a unit in its probe phase is
+    (n+1)(P+1) engine sequences and the probe-phase sequences have their own bound
     (`requests_in_flight`). Memory grows with these numbers, never with the run.
     """
     if job.units_in_flight is not None:
         return job.units_in_flight
-    cap = engine.capacity()
+    cap = _capacity(engine, live_bound(job, engine, prompts))
     return default_units(cap) if cap is not None else job.units_per_batch
 
 
-def requests_in_flight(job: ProbeJob, engine) -> int:
+def requests_in_flight(job: ProbeJob, engine, prompts: Sequence[Sequence[int]] | None = None) -> int:
     """Probe-phase engine sequences in flight at once: the job's `probe.requests_in_flight`, else twice
-    the engine's capacity (`_bounds.default_requests`: the running batch and one waiting)."""
+    the engine's capacity (`_bounds.default_requests`: the running batch and one waiting; the KV
+    bound, `live_bound`, then holds all phases together)."""
     if job.requests_in_flight is not None:
         return job.requests_in_flight
-    cap = engine.capacity()
+    cap = _capacity(engine, live_bound(job, engine, prompts))
     return default_requests(cap if cap is not None else FALLBACK_CAPACITY)
 
 
 def memory_line(job: ProbeJob, engine, prompts: Sequence[Sequence[int]]) -> str:
     """One line for the log: the in-flight bounds of this engine and their host-memory bound."""
-    u, r = units_in_flight(job, engine), requests_in_flight(job, engine)
-    mem = host_memory(units=u, requests=r, prompt_tokens=max(map(len, prompts), default=0),
+    u, r = units_in_flight(job, engine, prompts), requests_in_flight(job, engine, prompts)
+    live = live_bound(job, engine, prompts)
+    longest = max(map(len, prompts), default=0)
+    mem = host_memory(units=u, requests=r, prompt_tokens=longest,
                       thinking_limit=job.thinking_limit, answer_limit=job.answer_limit, P=job.P, b=job.b)
+    kv = "" if live is None else (
+        f"; at most {live} engine sequences in all (its KV cache of {engine.kv_cache_tokens():,} tokens holds "
+        f"that many of {sequence_tokens(longest, job.thinking_limit, job.answer_limit):,}: no preemption)")
     return (f"in flight per engine: {u} units ({thinking_bound(u)} sampling their trajectory while the "
             f"engine is full), "
-            f"{r} probe-phase sequences; {mem.line()}")
+            f"{r} probe-phase sequences{kv}; {mem.line()}")

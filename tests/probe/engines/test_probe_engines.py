@@ -257,6 +257,7 @@ class _Counting:
 
     def __init__(self, engine, capacity: int):
         self._e, self.peak_probe, self.peak_think, self.order = engine, 0, 0, []
+        self.peak_total = 0
         self._capacity = capacity
 
     def capacity(self) -> int:
@@ -276,6 +277,7 @@ class _Counting:
                 think = sum(c for t, c in live.values() if t)
                 rec.peak_think = max(rec.peak_think, think)
                 rec.peak_probe = max(rec.peak_probe, sum(c for t, c in live.values() if not t))
+                rec.peak_total = max(rec.peak_total, sum(c for _, c in live.values()))
 
             def in_flight(self):
                 return inner.in_flight()
@@ -304,6 +306,25 @@ def test_requests_in_flight_are_bounded_in_engine_sequences_and_results_do_not_c
         # engine with room: all 3 (nothing else to run at the start). Probe-phase sequences below 4
         # before each position (P + 1 = 3 sequences) is submitted: at most 4 - 1 + 3
         assert eng.peak_think == think and 3 <= eng.peak_probe <= 6
+        by = {(u.question, u.trajectory): u for u in got}
+        assert [by[qs[q].id, r] for q, r in units] == free
+
+
+def test_the_kv_bound_holds_all_sequences_in_flight_and_results_do_not_change(hf_engine, setup):
+    """`max_live` (what the KV cache holds, `_bounds.kv_sequences`): think and probe-phase sequences
+    together never exceed it, however large the other bounds, and the units come out the same."""
+    from otbench.probe.stp._loop import stream_units
+
+    tok, fmt, qs, prompts = setup
+    units = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    free, _ = _probe(hf_engine, setup, SAMPLED, units=units)
+    for live in (4, 6):                          # P + 2 = 4: one position at a time
+        eng = _Counting(hf_engine, 64)
+        got = list(stream_units(eng, fmt, model="tiny", questions=qs, prompts=prompts, units=units, P=2, b=8,
+                                thinking_limit=40, answer_limit=6, sampling=SAMPLED,
+                                grade_batch=resolve_grader("minimal")[1], tokenizer=tok,
+                                max_in_flight=4, max_requests=64, max_live=live))
+        assert 1 <= eng.peak_total <= live and eng.peak_probe >= 3
         by = {(u.question, u.trajectory): u for u in got}
         assert [by[qs[q].id, r] for q, r in units] == free
 

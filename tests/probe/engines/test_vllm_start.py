@@ -8,6 +8,7 @@ is constructed: any call from otbench before then fails the test.
 """
 
 import os
+import re
 import subprocess
 import sys
 import types
@@ -212,7 +213,7 @@ class _FakeNVML:
     ("5,3", 2, (141.0, 20.0)),              # a tensor-parallel group: its smallest free memory
 ])
 def test_gpu_memory_is_read_for_the_devices_in_use(monkeypatch, visible, tp, want):
-    from otbench.probe.engines import _vllm
+    from otbench.probe.engines import _cuda
 
     nvml = _FakeNVML()
     monkeypatch.setitem(sys.modules, "vllm.utils", types.SimpleNamespace())
@@ -221,11 +222,11 @@ def test_gpu_memory_is_read_for_the_devices_in_use(monkeypatch, visible, tp, wan
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    assert _vllm._gpu_memory_gib(tp) == want
+    assert _cuda._gpu_memory_gib(tp) == want
 
 
 def test_a_gpu_held_by_another_process_is_refused_in_one_line(monkeypatch):
-    from otbench.probe.engines import _vllm
+    from otbench.probe.engines import _cuda
     from otbench.probe.engines._interface import EngineStartError
 
     nvml = _FakeNVML()
@@ -235,6 +236,118 @@ def test_a_gpu_held_by_another_process_is_refused_in_one_line(monkeypatch):
     cfg = EngineConfig(kind="vllm", model="/models/m", max_model_len=4096)
     with pytest.raises(EngineStartError, match=r"^/models/m: the GPU has 20\.0 of 141\.0 GiB free, less than "
                                                r"gpu_memory_utilization 0\.9 x 141\.0 = 126\.9 GiB"):
-        _vllm._check_gpu_memory(cfg)
+        _cuda.check_gpu_memory(cfg)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
-    _vllm._check_gpu_memory(cfg)                      # 130 GiB free of 141: enough for 0.9
+    _cuda.check_gpu_memory(cfg)                      # 130 GiB free of 141: enough for 0.9
+
+
+class _DriverNVML(_FakeNVML):
+    """NVML of a node with driver `driver` (supporting CUDA `cuda`, NVML's integer form)."""
+
+    def __init__(self, driver: str, cuda: int):
+        super().__init__()
+        self.driver, self.cuda = driver, cuda
+
+    def nvmlSystemGetDriverVersion(self):
+        return self.driver
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return self.cuda
+
+
+@pytest.mark.parametrize("runtime,driver,cuda,ok", [
+    ("13.0", "580.65.06", 13000, True),       # the CUDA 13.0 GA driver itself
+    ("13.0", "580.126.09", 13000, True),      # a later R580
+    ("13.0", "570.172.08", 12080, False),     # R570 (CUDA 12.8): torch 2.13's CUDA 13 runtime cannot start
+    ("13.0", "535.183.01", 12020, False),     # R535, common on clusters
+    ("12.8", "570.26", 12080, True),          # a two-part version compares as such
+    ("12.8", "565.57.01", 12070, False),
+    ("12.6", "560.28.03", 12060, True),
+    ("13.2", "580.65.06", 13000, False),      # a runtime newer than the table: the driver's own CUDA decides
+    ("13.2", "595.10.01", 13020, True),
+])
+def test_driver_table(runtime, driver, cuda, ok):
+    from otbench.probe.engines._cuda import check_cuda_driver
+
+    if ok:
+        check_cuda_driver(runtime, (driver, cuda))
+        return
+    with pytest.raises(EngineStartError, match=rf"^the NVIDIA driver {re.escape(driver)} .*CUDA "
+                                               rf"{re.escape(runtime)} runtime.*: upgrade the NVIDIA driver") as e:
+        check_cuda_driver(runtime, (driver, cuda))
+    assert "\n" not in str(e.value)
+
+
+def _with_nvml(monkeypatch, nvml):
+    monkeypatch.setitem(sys.modules, "vllm.utils", types.SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "vllm.utils.import_utils", types.SimpleNamespace(import_pynvml=lambda: nvml))
+
+
+def test_an_old_driver_is_refused_before_the_engine_and_any_cuda_call(start, monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")          # the torch of requirements/probe-gpu.txt
+    _with_nvml(monkeypatch, _DriverNVML("550.163.01", 12040))
+    with pytest.raises(EngineStartError, match=r"^the NVIDIA driver 550\.163\.01 is older than the 580\.65\.06 "
+                                               r"that torch's CUDA 13\.0 runtime needs"):
+        start("cuda")
+
+
+def test_a_new_enough_driver_starts_the_engine_without_cuda(start, monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    _with_nvml(monkeypatch, _DriverNVML("580.95.05", 13000))
+    e, st = start("cuda")
+    assert st["engine_built"] and st["early_cuda"] == []
+
+
+def test_a_cuda_host_with_a_cpu_torch_is_refused(start, monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", None)
+    _with_nvml(monkeypatch, _DriverNVML("580.95.05", 13000))
+    with pytest.raises(EngineStartError, match=r"has no CUDA runtime .*install requirements/probe-gpu\.txt"):
+        start("cuda")
+
+
+class _CountNVML(_DriverNVML):
+    def __init__(self, count: int):
+        super().__init__("580.95.05", 13000)
+        self.count = count
+
+    def nvmlDeviceGetCount(self):
+        return self.count
+
+
+@pytest.mark.parametrize("visible,count,tp,ok", [
+    (None, 8, 8, True), (None, 2, 4, False),       # NVML's count when nothing is assigned
+    ("3", 8, 2, False), ("0,5", 8, 2, True),       # what Ray / SLURM assigned wins
+])
+def test_tensor_parallelism_beyond_the_visible_gpus_is_refused(start, monkeypatch, visible, count, tp, ok):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    _with_nvml(monkeypatch, _CountNVML(count))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    if ok:
+        start("cuda", tensor_parallel_size=tp)
+        return
+    n = len(visible.split(",")) if visible else count
+    with pytest.raises(EngineStartError, match=rf"^engine\.tensor_parallel_size {tp} needs {tp} GPUs, but {n} "
+                                               rf"(is|are) visible here .*tensor_parallel_size={n}\)") as e:
+        start("cuda", tensor_parallel_size=tp)
+    assert "\n" not in str(e.value)
+
+
+def test_a_missing_vllm_is_one_line(monkeypatch):
+    from otbench.probe.engines._vllm import VLLMEngine
+
+    monkeypatch.setitem(sys.modules, "vllm", None)          # `import vllm` raises ImportError
+    with pytest.raises(EngineStartError, match=r"^engine.kind \"vllm\" needs vLLM, which is not installed .*"
+                                               r"requirements/probe-cpu\.txt.*--model transformers"):
+        VLLMEngine(EngineConfig(kind="vllm", model="/models/m"))
+
+
+def test_the_forward_compatibility_package_skips_the_driver_check(monkeypatch):
+    from otbench.probe.engines._cuda import check_cuda_driver
+
+    with pytest.raises(EngineStartError):
+        check_cuda_driver("13.0", ("535.183.01", 12020))
+    monkeypatch.setenv("OTBENCH_CUDA_FORWARD_COMPAT", "1")    # NVML reports the kernel driver only there
+    check_cuda_driver("13.0", ("535.183.01", 12020))

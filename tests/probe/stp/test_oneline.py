@@ -150,3 +150,52 @@ def test_probe_tasks_lists_the_registry(tmp_path):
     assert "hub HuggingFaceH4/MATH-500 split test" in r.output
     import json
     assert json.loads((tmp_path / "t.json").read_text())["gpqa-diamond"]["config"] == "gpqa_diamond"
+
+
+def test_a_short_model_context_sets_the_context_and_limits_that_fit(tmp_path):
+    """A model whose own context (config.json) is shorter than its family's runs at its own, with the
+    family's limits cut to fit; limits and a context the user gives are kept."""
+    import json
+
+    from otbench.probe.config import load_family
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+    t = oneline_table("vllm", f"pretrained={folder},family=generic-chat", "sums", cwd=tmp_path)
+    fam = load_family("generic-chat").limits
+    assert fam.context == 65536 and fam.thinking == 32768
+    assert t["engine"]["max_model_len"] == 8192
+    assert t["probe"] == {"answer_limit": 1024, "thinking_limit": 8192 - 1024 - 1024}
+    t = oneline_table("vllm", f"pretrained={folder},family=generic-chat", "sums",
+                      gen_kwargs="thinking_limit=96", cwd=tmp_path)
+    assert t["probe"] == {"thinking_limit": 96, "answer_limit": 1024}
+    t = oneline_table("vllm", f"pretrained={folder},family=generic-chat,max_model_len=4096", "sums", cwd=tmp_path)
+    assert t["engine"]["max_model_len"] == 4096 and "probe" not in t
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 131072}))   # longer: the family's
+    assert "max_model_len" not in oneline_table("vllm", f"pretrained={folder},family=generic-chat", "sums",
+                                                cwd=tmp_path)["engine"]
+
+
+@pytest.mark.slow
+def test_the_one_line_start_on_the_embedded_model_probes_three_questions(tmp_path):
+    """`probe run --model vllm --model-args pretrained=smollm2-135m-instruct --tasks sums --limit 3`:
+    SmolLM2's own 8,192-token context (not the family's 65,536, which vLLM refuses), three questions."""
+    pytest.importorskip("vllm")
+    from _models import embedded_smollm2
+
+    embedded_smollm2()
+    from otbench.analysis import load
+
+    t = oneline_table("vllm", "pretrained=smollm2-135m-instruct", "sums", cwd=tmp_path)
+    assert t["engine"]["max_model_len"] == 8192
+    out = tmp_path / "set"
+    r = CliRunner().invoke(cli, ["probe", "run", "--model", "vllm", "--model-args",
+                                 "pretrained=smollm2-135m-instruct,dtype=float32", "--tasks", "sums",
+                                 "--limit", "3", "--R", "1", "--P", "2",
+                                 "--gen-kwargs", "thinking_limit=64,answer_limit=8", "--out", str(out),
+                                 "--no-progress"])
+    assert r.exit_code == 0, r.output
+    ms = load(out)
+    assert len(set(ms.question.tolist())) == 3 and ms.num_trajectories == 3
+    assert ms.provenance["engine"]["config"]["max_model_len"] == 8192

@@ -2,6 +2,7 @@
 
 import types
 
+import pytest
 from otbench.probe.engines import EngineBase
 from otbench.probe.stp import _bounds
 from otbench.probe.stp._setup import memory_line, requests_in_flight, units_in_flight
@@ -41,7 +42,10 @@ def test_host_memory_twin_by_hand():
     assert m.think_requests == 4 * (100 * per_prompt + think * _bounds.GENERATED_BYTES_PER_ID)
     assert _bounds.holding_bound(4) == 4 and _bounds.holding_bound(256) == 32
     assert m.units == 4 * think * _bounds.HELD_BYTES_PER_ID + 4 * positions * 3 * 8 * _bounds.ANSWER_BYTES_PER_ID
-    assert m.total == m.probe_prompts + m.probe_generated + m.think_requests + m.units
+    # the front end's log-probabilities of the probes' answers, and the engine's pinned buffer
+    assert m.probe_logprobs == 2 * 10 * 8 * _bounds.LOGPROB_BYTES_PER_ID and m.pinned == 256 << 20
+    assert m.total == m.probe_prompts + m.probe_generated + m.think_requests + m.units + m.probe_logprobs \
+        + m.pinned
 
 
 def test_default_bound_on_an_h200_node_fits_its_host_memory():
@@ -52,4 +56,72 @@ def test_default_bound_on_an_h200_node_fits_its_host_memory():
     m = _bounds.host_memory(units=256, requests=2048, prompt_tokens=6000, thinking_limit=8192,
                             answer_limit=1400, P=16, b=320)
     assert 8 * m.total < 64 << 30           # eight engines: well under a 1-2 TiB node
-    assert f"~{m.total / (1 << 30):.1f} GiB" in line
+    assert f"~{m.total / (1 << 30):.1f} GiB" in line and "their log-probabilities 1.0" in line
+    assert m.probe_logprobs == 2 * 2048 * 1400 * 192
+
+
+class _KVEngine(_Engine):
+    """An engine that reports its KV cache in tokens, as `VLLMEngine.kv_cache_tokens` does once started."""
+
+    def __init__(self, cap, kv_tokens):
+        super().__init__(cap)
+        self.kv_tokens = kv_tokens
+
+    def kv_cache_tokens(self):
+        return self.kv_tokens
+
+
+def test_the_defaults_do_not_overcommit_the_kv_cache():
+    from otbench.probe.stp._setup import live_bound
+
+    # paper shape: 6,000-token prompts + 8,192 thinking + 1,400 answer + 16 = 15,608 tokens a sequence;
+    # a cache of 5.37 M tokens holds 344 of them (the issue's figure), far fewer than max_num_seqs 1,024
+    seq = _bounds.sequence_tokens(6000, 8192, 1400)
+    assert seq == 15_608
+    h200 = _KVEngine(1024, 344 * seq + seq - 1)
+    prompts = [[1] * 6000, [1] * 200]
+    assert live_bound(_job(), h200, prompts) == 344
+    assert units_in_flight(_job(), h200, prompts) == 86 and requests_in_flight(_job(), h200, prompts) == 688
+    line = memory_line(_job(), h200, prompts)
+    assert "at most 344 engine sequences in all (its KV cache of 5,384,759 tokens holds that many of 15,608" in line
+    # a cache larger than the scheduler's batch: the batch bounds, the KV bound stays as a ceiling
+    big = _KVEngine(256, 10 ** 9)
+    assert units_in_flight(_job(), big, prompts) == 64 and requests_in_flight(_job(), big, prompts) == 512
+    # the job's own number wins (it may overcommit knowingly); no report, no prompts: no KV bound
+    assert live_bound(_job(requests_in_flight=2048), h200, prompts) is None
+    assert live_bound(_job(), _Engine(1024), prompts) is None and live_bound(_job(), h200, None) is None
+    # a cache below one position still lets a run move (P + 2 sequences)
+    assert _bounds.kv_sequences(100, seq, 16) == 18 and _bounds.kv_sequences(None, seq, 16) is None
+
+
+def test_vllm_engine_reads_the_kv_capacity_its_core_reported():
+    """`VLLMEngine.kv_cache_tokens` reads the front end's `cache_config` as vLLM 0.32 fills it."""
+    from otbench.probe.engines._vllm import VLLMEngine
+
+    e = VLLMEngine.__new__(VLLMEngine)
+
+    def with_cache(**cc):
+        e._llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(
+            vllm_config=types.SimpleNamespace(cache_config=types.SimpleNamespace(**cc))))
+        return e.kv_cache_tokens()
+
+    assert with_cache(kv_cache_size_tokens=5_384_759, num_gpu_blocks=1, block_size=16) == 5_384_759
+    assert with_cache(kv_cache_size_tokens=None, num_gpu_blocks=20_000, block_size=16) == 320_000
+    assert with_cache(kv_cache_size_tokens=None, num_gpu_blocks=None, block_size=16) is None
+
+
+def test_the_logprob_figure_is_what_vllm_s_flat_form_costs():
+    """`LOGPROB_BYTES_PER_ID` against vLLM's own `FlatLogprobs`, filled as its front end fills it."""
+    import random
+    import tracemalloc
+
+    logprobs = pytest.importorskip("vllm.logprobs")
+    rng, n = random.Random(0), 50_000
+    ids = [rng.randrange(1000, 150_000) for _ in range(n)]
+    tracemalloc.start()
+    flat = logprobs.FlatLogprobs()
+    for t in ids:
+        flat.append_fast([int(str(t))], [-rng.random()], iter([int(str(rng.randrange(2, 5000)))]), [None])
+    per = tracemalloc.get_traced_memory()[0] / n
+    tracemalloc.stop()
+    assert len(flat) == n and 0.7 * _bounds.LOGPROB_BYTES_PER_ID < per <= 1.1 * _bounds.LOGPROB_BYTES_PER_ID

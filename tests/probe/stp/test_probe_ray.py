@@ -174,3 +174,31 @@ def test_worker_keeps_units_in_flight_across_calls(baseline, tiny_model):  # noq
         assert [got[questions[q].group, questions[q].id, r] for q, r in units] == want
     finally:
         w.close()
+
+
+def test_gpu_less_workers_get_no_visible_gpu():
+    from otbench.probe.stp._ray import actor_env
+
+    env = {"HF_HUB_OFFLINE": "1", "OTBENCH_CACHE": "/c", "HF_TOKEN": "secret", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert actor_env(0, env) == {"env_vars": {"CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1",
+                                              "OTBENCH_CACHE": "/c"}}
+    # a worker with GPUs gets Ray's own assignment (nothing set here)
+    assert actor_env(2, env) == {"env_vars": {"HF_HUB_OFFLINE": "1", "OTBENCH_CACHE": "/c"}}
+
+
+@needs_ray
+def test_ray_leaves_a_gpu_less_actor_s_devices_and_actor_env_hides_them(ray_session):
+    """Ray 2.60 itself: an actor with num_gpus=0 keeps the node's CUDA_VISIBLE_DEVICES (no override on
+    zero ids); with `actor_env(0)` it sees none."""
+    import ray
+    from otbench.probe.stp._ray import actor_env
+
+    @ray.remote(num_cpus=0, num_gpus=0)
+    def seen():
+        return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    env = actor_env(0)
+    plain = ray.get(seen.remote())
+    hidden = ray.get(seen.options(runtime_env=env).remote())
+    assert hidden == ""
+    assert plain != "", f"Ray {ray.__version__} hides GPUs from num_gpus=0 tasks again: actor_env may be moot"

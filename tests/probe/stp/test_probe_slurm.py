@@ -74,9 +74,73 @@ def test_stop_options_are_ray_s_own():
 def test_batch_directives_fit_ordinary_partitions():
     text = SCRIPT.read_text()
     directives = [x.split()[1] for x in text.splitlines() if x.startswith("#SBATCH")]
-    assert "--time=24:00:00" in directives and "--signal=B:USR1@300" in directives
-    assert not any(d.startswith("--time=7-") for d in directives)
+    # no time limit of its own: the user's (sbatch --time / SBATCH_TIMELIMIT) or the partition's,
+    # never one above a partition's MaxTime that sbatch would reject
+    assert not any(d.startswith(("--time", "-t")) for d in directives) and "--signal=B:USR1@300" in directives
     assert "scontrol requeue" in text                    # a run longer than one slot continues
+    code = [x for x in text.splitlines() if not x.lstrip().startswith("#")]
+    assert not any("hostname --ip-address" in x for x in code)      # can answer 127.0.1.1
+
+
+def test_the_script_parses():
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    r = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    (bin_dir / name).write_text("#!/bin/sh\n" + body)
+    (bin_dir / name).chmod(0o755)
+
+
+def _head_address(tmp_path: Path, *, route: str | None, hostname_i: str, peer: str = "gpu-a02",
+                  peer_ip: str | None = "10.8.0.12", **env):
+    """`head_address PEER` with stand-in getent / ip / hostname (and nothing else on PATH but the shell's)."""
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    bin_dir = tmp_path / "stubs"
+    bin_dir.mkdir(exist_ok=True)
+    _stub(bin_dir, "getent", f'echo "{peer_ip}   STREAM {peer}"\n' if peer_ip else "exit 2\n")
+    _stub(bin_dir, "ip", f'[ "$*" = "-4 -o route get {peer_ip}" ] || exit 3\necho "{route}"\n' if route is not None
+          else "exit 127\n")
+    _stub(bin_dir, "hostname", f'[ "$1" = "-I" ] || exit 4\necho "{hostname_i}"\n')
+    for tool in ("awk", "sed", "head"):
+        (bin_dir / tool).unlink(missing_ok=True)
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    e = {"PATH": str(bin_dir), **env}
+    r = subprocess.run([shutil.which("bash"), "-c", f'source "{SCRIPT}"; head_address {peer}'],
+                       capture_output=True, text=True, env=e, timeout=60)
+    return r.returncode, r.stdout.strip()
+
+
+@pytest.mark.parametrize("route,hostname_i,want", [
+    # the route to the other node leaves through the cluster network: its source address
+    ("10.8.0.12 dev ib0 src 10.8.0.11 uid 0 \\    cache", "127.0.1.1 172.17.0.1 10.8.0.11", "10.8.0.11"),
+    ("10.8.0.12 via 10.8.0.1 dev eth1 src 10.9.3.4 uid 1000", "10.1.1.1 10.9.3.4", "10.9.3.4"),
+    # /etc/hosts maps the peer to loopback, or no `ip` command: the first routable address
+    ("127.0.0.1 dev lo src 127.0.0.1 uid 0", "127.0.1.1 169.254.3.3 fe80::1 10.8.0.11", "10.8.0.11"),
+    (None, "10.8.0.11 192.168.5.5", "10.8.0.11"),
+])
+def test_head_address_is_the_one_the_other_nodes_reach(tmp_path: Path, route, hostname_i, want):
+    assert _head_address(tmp_path, route=route, hostname_i=hostname_i) == (0, want)
+
+
+def test_head_address_override_and_failure(tmp_path: Path):
+    # the documented override wins over everything found
+    assert _head_address(tmp_path, route="x dev ib0 src 10.8.0.11", hostname_i="10.8.0.11",
+                         OTBENCH_HEAD_IP="10.99.0.1") == (0, "10.99.0.1")
+    # a single node (no peer) or an unresolvable one: hostname -I, loopback skipped
+    assert _head_address(tmp_path, route=None, hostname_i="127.0.1.1 10.2.0.7", peer_ip=None) == (0, "10.2.0.7")
+    # only loopback anywhere: no address, and the script says to set the override
+    assert _head_address(tmp_path, route="127.0.0.1 dev lo src 127.0.0.1", hostname_i="127.0.1.1")[0] == 1
+    assert "set OTBENCH_HEAD_IP" in SCRIPT.read_text()
+
+
+def test_dry_run_uses_the_override_address(tmp_path: Path):
+    r, cmds = _dry(tmp_path, "job.toml", "out", TP="2", OTBENCH_HEAD_IP="10.99.0.1")
+    assert r.returncode == 0, r.stderr
+    assert "--node-ip-address=10.99.0.1" in cmds[0] and "--address=10.99.0.1:6379" in cmds[1]
 
 
 def test_missing_venv_tools_are_refused(tmp_path: Path):
