@@ -59,7 +59,18 @@ class Client:
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
                  retry_s: float = 300.0, backoff=None, sleep=None):
-        u = urllib.parse.urlsplit(base_url)
+        if not isinstance(base_url, str) or not _printable(base_url) or " " in base_url:
+            raise EngineStartError("engine.base_url holds a space, a control character (CR/LF?) "
+                                   f"or a non-ASCII character: {base_url!r}")
+        if api_key is not None and not _printable(api_key):
+            # never shown: a header with CR/LF would be refused by http.client with the key in it
+            raise EngineStartError("the API key holds a control character (CR/LF?) or a non-ASCII "
+                                   "character; refused (the key is not shown)")
+        try:
+            u = urllib.parse.urlsplit(base_url)
+            u.port
+        except ValueError as e:
+            raise EngineStartError(f"engine.base_url {base_url!r}: {e}") from None
         if u.scheme not in ("http", "https") or not u.hostname:
             raise EngineStartError(f"engine.base_url must be http://HOST:PORT or https://HOST:PORT, "
                                    f"got {base_url!r}")
@@ -147,6 +158,11 @@ class HTTPStatusError(ServerError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+def _printable(text: str) -> bool:
+    """Printable ASCII only: what an HTTP header or request line may carry."""
+    return all(" " <= c <= "~" for c in text)
 
 
 def _retry_after(v: str | None) -> float | None:

@@ -44,7 +44,7 @@ from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._http import Client, ServerError, _Retryable
+from ._http import Client, ServerError, _printable, _Retryable
 from ._interface import (
     Completion,
     EngineConfig,
@@ -104,6 +104,9 @@ class OpenAIEngine:
             if not key:
                 raise EngineStartError(f"engine.api_key_env names ${config.api_key_env}, which is not set "
                                        "(the key itself never goes into the job)")
+            if not _printable(key):
+                raise EngineStartError(f"${config.api_key_env} holds a control character (CR/LF?) "
+                                       "or a non-ASCII character; refused (the key is not shown)")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from transformers import AutoTokenizer
 
