@@ -305,6 +305,7 @@ def _hash(path: Path) -> str:
 def _manifest(path: Path) -> dict:
     m = json.loads((path / "manifest.json").read_text())
     m["provenance"]["code"].pop("git")          # the tree may be committed to between two runs
+    m.pop("provenance_hash")                    # ... and the hash of the provenance with it
     return m
 
 
