@@ -34,6 +34,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -51,7 +52,7 @@ CLASSES = ("clean", "traceback", "data loss", "silent acceptance", "wrong outcom
 @dataclasses.dataclass(frozen=True)
 class Case:
     id: str
-    item: int                      # the item of issue 24 the case belongs to
+    item: int                      # the item of issue 24 (1-7), or 39: the classes of issue 39
     argv: tuple[str, ...]          # relative to the workspace
     expect: str = "refuse"         # "refuse" (exit 2, one line) or "ok" (exit 0)
     needle: str = ""               # in the one-line error of a refusal
@@ -60,6 +61,8 @@ class Case:
     keeps: tuple[str, ...] = ()    # ... and entries inside them that must stay as they are
     check: Callable[[Path, str], bool] | None = None   # extra condition on (workspace, output)
     heavy: bool = False            # unbounded memory on an unfixed branch: subprocess only
+    env: tuple[tuple[str, str], ...] = ()   # environment of the command (e.g. an API key)
+    sub: bool = False              # run as the `otbench` console script (a fresh interpreter)
 
 
 # -- the workspace ----------------------------------------------------------------------------
@@ -171,8 +174,9 @@ def run_case(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
         if any("reader" in a for a in case.argv) or case.id.endswith("-fifo-reader"):
             reader = os.open(w / "fifo", os.O_RDONLY | os.O_NONBLOCK)
         before = snapshot(w)
-        argv = [a.replace("reader-fifo", "fifo") for a in case.argv]
-        result = CliRunner().invoke(main, argv, color=True)   # as on a terminal: escapes kept
+        argv = [_placeholders(a.replace("reader-fifo", "fifo")) for a in case.argv]
+        result = CliRunner().invoke(main, argv, color=True,   # as on a terminal: escapes kept
+                                    env=dict(case.env) or None)
         if reader is not None:
             try:
                 data = os.read(reader, 1 << 20)
@@ -454,6 +458,132 @@ CASES += [
 ]
 
 
+# -- issue 39, class 1: escapes (credentials, code from the working directory) -----------------
+#
+# `ss/` records a served engine at the recording server SERVERS["recorded"] (127.0.0.1) with its
+# key in $OTB_ATTACK_KEY; SERVERS["user"] is the server a user names. `{user}` in an argument is
+# the user's server's address.
+
+SERVERS: dict = {}
+KEY = "sk-attack-0123456789"
+KEY_ENV = (("OTB_ATTACK_KEY", KEY), ("OTB_CRLF_KEY", "sk-se\r\ncret-tail"))
+
+
+def _servers() -> dict:
+    if not SERVERS:
+        from _served import Recorder
+
+        SERVERS.update(recorded=Recorder(), user=Recorder())
+    return SERVERS
+
+
+def _placeholders(arg: str) -> str:
+    return arg.replace("{user}", _servers()["user"].url) if "{user}" in arg else arg
+
+
+def _served_set(edit=None):
+    def setup(w: Path) -> None:
+        from _served import served_set, tokenizer_folder
+
+        srv = _servers()
+        for r in srv.values():
+            r.requests.clear()
+        served_set(w / "ss", srv["recorded"].url, tokenizer_folder(w / "tok2"), key_env="OTB_ATTACK_KEY")
+        if edit is not None:
+            m = w / "ss" / "manifest.json"
+            doc = json.loads(m.read_text())
+            edit(doc)
+            m.write_text(json.dumps(doc))
+    return setup
+
+
+def _no_key_to_the_recorded(contacted: bool | None = None):
+    """No request with a credential reached the recorded address (and it was, or was not, contacted)."""
+    def check(w: Path, out: str) -> bool:
+        rec = _servers()["recorded"]
+        return rec.credentialed() == [] and (contacted is None or bool(rec.requests) == contacted) \
+            and KEY not in out and "cret-tail" not in out
+    return check
+
+
+def _key_only_to_the_user(w: Path, out: str) -> bool:
+    srv = _servers()
+    return srv["recorded"].requests == [] and bool(srv["user"].credentialed()) and all(
+        r["headers"]["authorization"] == f"Bearer {KEY}" for r in srv["user"].credentialed())
+
+
+def _edit_address(doc: dict) -> None:
+    doc["provenance"]["engine"]["config"]["base_url"] = "http://127.0.0.1:9"
+
+
+def _edit_address_and_drop_the_hash(doc: dict) -> None:
+    _edit_address(doc)
+    doc.pop("provenance_hash")
+
+
+SHADOW = "open('SHADOWED', 'w').write('ran')\nraise SystemExit('shadowed')\n"
+
+
+def _split_and_write(rel: str, text: str):
+    def setup(w: Path) -> None:
+        CliRunner().invoke(main, ["split", "s", "--ratios", "0.5,0,0.5"])
+        _write(rel, text)(w)
+    return setup
+
+CASES += [
+    Case("escape-certify-sends-nothing-to-a-recorded-address", 39,
+         ("online", "certify", "ss", "--theta", "0"), env=KEY_ENV, setup=_served_set(),
+         needle="never sent a key", check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-online-run-sends-nothing-to-a-recorded-address", 39,
+         ("online", "run", "ss", "--theta", "0"), env=KEY_ENV, setup=_served_set(),
+         needle="never sent a key", check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-side-request-certify-sends-nothing-to-a-recorded-address", 39,
+         ("online", "certify", "ss", "--theta", "0", "--method", "deer"), env=KEY_ENV,
+         setup=_served_set(), needle="never sent a key",
+         check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-certify-recorded-address-by-consent-gets-no-key", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "recorded"), env=KEY_ENV,
+         setup=_served_set(), needle="cannot serve STP exactly",
+         check=_no_key_to_the_recorded(contacted=True)),
+    Case("escape-certify-recorded-address-with-a-key-variable", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "recorded", "--api-key-env",
+          "OTB_ATTACK_KEY"), env=KEY_ENV, setup=_served_set(), needle="never sent a key",
+         check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-certify-key-goes-only-to-the-users-server", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "{user}", "--api-key-env",
+          "OTB_ATTACK_KEY"), env=KEY_ENV, setup=_served_set(), needle="cannot serve STP exactly",
+         check=_key_only_to_the_user),
+    Case("escape-certify-an-edited-address-is-refused", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "recorded"), env=KEY_ENV,
+         setup=_served_set(_edit_address), needle="provenance_hash",
+         check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-validate-flags-an-edited-address", 39, ("validate", "ss"),
+         setup=_served_set(_edit_address), needle="provenance does not match its provenance_hash"),
+    Case("escape-validate-flags-an-edited-address-without-its-hash", 39, ("validate", "ss"),
+         setup=_served_set(_edit_address_and_drop_the_hash), needle="no provenance_hash binds it"),
+    Case("escape-validate-passes-the-unedited-served-set", 39, ("validate", "ss"), expect="ok",
+         setup=_served_set()),
+    Case("escape-api-key-with-cr-lf-is-one-line-unshown", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "{user}", "--api-key-env",
+          "OTB_CRLF_KEY"), env=KEY_ENV, setup=_served_set(), needle="(the key is not shown)",
+         check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-base-url-with-cr-lf", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url",
+          "http://127.0.0.1:9/\r\nX-Injected: 1"), env=KEY_ENV, setup=_served_set(),
+         needle="control character", check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-bench-run-pandas-py-in-the-working-directory", 39,
+         ("bench", "run", "s", "--method", "budget-forcing", "--json", "b.json"), expect="ok", sub=True,
+         setup=_split_and_write("pandas.py", SHADOW), check=lambda w, out: not (w / "SHADOWED").exists()),
+    Case("escape-bench-compare-pandas-py-in-the-working-directory", 39,
+         ("bench", "compare", "s", "--json", "c.json"), expect="ok", sub=True,
+         setup=_split_and_write("pandas.py", SHADOW), check=lambda w, out: not (w / "SHADOWED").exists()),
+    Case("escape-bench-run-plugin-in-the-working-directory-still-imports", 39,
+         ("bench", "run", "s", "--method", "myplug:Brake", "--json", "p.json"), expect="ok", sub=True,
+         setup=_split_and_write("myplug.py", "from otbench.analysis.bench import load_method\n"
+                                   "Brake = lambda: load_method('budget-forcing')\n")),
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
@@ -471,7 +601,7 @@ RESULTS: dict[str, tuple[str, str]] = {}
 def test_attack(case: Case, base, tmp_path):
     # A memory case runs in a subprocess under a 4 GiB address-space limit: a regression
     # is a refused allocation there, not a machine out of memory.
-    got = _heavy(case, base, tmp_path) if case.heavy else run_case(case, base, tmp_path)
+    got = (_heavy if case.heavy else _sub if case.sub else run_case)(case, base, tmp_path)
     RESULTS[case.id] = got
     assert got[0] == "clean", got
 
@@ -486,6 +616,32 @@ def test_zz_counts(capsys):
     mine = [c.id for c in CASES if c.id in RESULTS and c.id not in OPEN]
     assert all(RESULTS[i][0] == "clean" for i in mine), [(i, RESULTS[i]) for i in mine
                                                           if RESULTS[i][0] != "clean"]
+
+
+def _sub(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
+    """A case run as the `otbench` console script in the workspace (a fresh interpreter: what
+    it imports is decided there, not by the test's already-imported modules)."""
+    import subprocess
+
+    w = _copy(base, tmp)
+    cwd = os.getcwd()
+    os.chdir(w)
+    try:
+        if case.setup is not None:
+            case.setup(w)
+    finally:
+        os.chdir(cwd)
+    before = snapshot(w)
+    exe = Path(sys.executable).parent / "otbench"
+    env = {**os.environ, **dict(case.env)}
+    env.pop("PYTHONPATH", None)
+    try:
+        p = subprocess.run([str(exe), *case.argv], cwd=w, capture_output=True, text=True,
+                           timeout=300, env=env)
+    except subprocess.TimeoutExpired:
+        return "wrong outcome", "ran past 300 s"
+    result = SimpleNamespace(output=p.stdout, stderr=p.stderr, exception=None, exit_code=p.returncode)
+    return classify(case, w, before, result)
 
 
 def _heavy(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
@@ -521,7 +677,7 @@ if __name__ == "__main__":
                 continue
             t = Path(d) / f"case{k}"
             t.mkdir()
-            cls, detail = (_heavy if c.heavy else run_case)(c, b, t)
+            cls, detail = (_heavy if c.heavy else _sub if c.sub else run_case)(c, b, t)
             counts[cls] += 1
             if cls != "clean":
                 bad.append(f"  item {c.item} {c.id}: {cls} ({detail})")
