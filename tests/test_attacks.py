@@ -63,6 +63,7 @@ class Case:
     heavy: bool = False            # unbounded memory on an unfixed branch: subprocess only
     env: tuple[tuple[str, str], ...] = ()   # environment of the command (e.g. an API key)
     sub: bool = False              # run as the `otbench` console script (a fresh interpreter)
+    fds: tuple[tuple[int, str, str], ...] = ()  # sub: (descriptor, workspace file, open mode)
 
 
 # -- the workspace ----------------------------------------------------------------------------
@@ -584,6 +585,78 @@ CASES += [
 ]
 
 
+# -- issue 39, class 2: outputs through aliases of user files ----------------------------------
+
+SHM = Path("/dev/shm") / f"otbench-attack-{os.getpid()}"
+
+
+def _shm_user_file(w: Path) -> None:
+    SHM.write_text("my scratch notes\n")
+
+
+def _shm_kept(w: Path, out: str) -> bool:
+    try:
+        return SHM.read_text() == "my scratch notes\n"
+    finally:
+        SHM.unlink(missing_ok=True)
+
+
+def _link(src: str, dst: str, hard: bool = True):
+    def setup(w: Path) -> None:
+        os.link(w / src, w / dst) if hard else (w / dst).symlink_to(src)
+    return setup
+
+
+def _appended(w: Path, out: str) -> bool:
+    text = (w / "log").read_text()
+    return text.startswith("old log line\n") and "otbench.metrics/" in text
+
+
+THESIS_IN = ((0, "thesis.tex", "r"),)
+
+CASES += [
+    Case("alias-json-dev-stdin-redirected-from-a-user-file", 39,
+         ("metrics", "s", "--json", "/dev/stdin"), sub=True, fds=THESIS_IN,
+         needle="open for reading"),
+    Case("alias-json-proc-self-fd-0-redirected-from-a-user-file", 39,
+         ("metrics", "s", "--json", "/proc/self/fd/0"), sub=True, fds=THESIS_IN,
+         needle="open for reading"),
+    Case("alias-json-dev-fd-3-read-from-a-user-file", 39,
+         ("metrics", "s", "--json", "/dev/fd/3", "--overwrite"), sub=True,
+         fds=((3, "thesis.tex", "r"),), needle="open for reading"),
+    Case("alias-json-dev-fd-3-read-write-on-a-user-file", 39,
+         ("metrics", "s", "--json", "/dev/fd/3", "--overwrite"), sub=True,
+         fds=((3, "thesis.tex", "r+"),), needle="open for reading and writing"),
+    Case("alias-json-a-link-to-dev-stdin", 39, ("bootstrap", "s", "--replicates", "10", "--json",
+                                                "in"), sub=True, fds=THESIS_IN,
+         setup=lambda w: (w / "in").symlink_to("/dev/stdin"), needle="open for reading"),
+    Case("alias-grade-json-dev-stdin-from-its-own-input", 39,
+         ("grade", "g.jsonl", "--json", "/dev/stdin", "--workers", "0"), sub=True,
+         fds=((0, "g.jsonl", "r"),), needle="refusing to write onto"),
+    Case("alias-json-dev-stdout-appended-to-a-log", 39, ("metrics", "s", "--json", "/dev/stdout"),
+         expect="ok", sub=True, fds=((1, "log", "a"),), changes=("log",),
+         setup=_write("log", "old log line\n"), check=_appended),
+    Case("alias-json-dev-stdout-to-a-fresh-file", 39, ("metrics", "s", "--json", "/dev/stdout"),
+         expect="ok", sub=True, fds=((1, "fresh.txt", "w"),),
+         check=lambda w, out: "otbench.metrics/" in (w / "fresh.txt").read_text()),
+    Case("alias-hard-link-of-the-sets-manifest", 39,
+         ("metrics", "s", "--json", "hl", "--overwrite"), setup=_link("s/manifest.json", "hl"),
+         needle="hard link of the input"),
+    Case("alias-hard-link-of-a-trajectory-file", 39,
+         ("frontier", "s", "--grid", "11", "--json", "hl", "--overwrite"),
+         setup=lambda w: os.link(next((w / "s" / "trajectories").rglob("*.parquet")), w / "hl"),
+         needle="hard link of the input"),
+    Case("alias-hard-link-of-the-grading-input", 39,
+         ("grade", "g.jsonl", "--json", "hl", "--overwrite", "--workers", "0"),
+         setup=_link("g.jsonl", "hl"), needle="refusing to write onto an input"),
+    Case("alias-hard-link-of-the-tokenizer", 39,
+         ("probe", "audit-tokenizer", "tok", "--json", "hl", "--overwrite"),
+         setup=_link("tok/tokenizer.json", "hl"), needle="input"),
+    Case("alias-dev-shm-user-file-is-a-plain-file", 39, ("metrics", "s", "--json", str(SHM)),
+         setup=_shm_user_file, check=_shm_kept, needle="otbench did not write it"),
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
@@ -635,12 +708,24 @@ def _sub(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
     exe = Path(sys.executable).parent / "otbench"
     env = {**os.environ, **dict(case.env)}
     env.pop("PYTHONPATH", None)
+    opened = {n: open(w / rel, mode) for n, rel, mode in case.fds}   # a shell's redirects
+    extra = sorted(n for n in opened if n > 2)
+
+    def redirect():
+        for n in extra:
+            os.dup2(opened[n].fileno(), n)
     try:
-        p = subprocess.run([str(exe), *case.argv], cwd=w, capture_output=True, text=True,
-                           timeout=300, env=env)
+        p = subprocess.run([str(exe), *case.argv], cwd=w, text=True, timeout=300, env=env,
+                           stdin=opened.get(0, subprocess.DEVNULL),
+                           stdout=opened.get(1, subprocess.PIPE), stderr=subprocess.PIPE,
+                           pass_fds=extra, preexec_fn=redirect if extra else None)
     except subprocess.TimeoutExpired:
         return "wrong outcome", "ran past 300 s"
-    result = SimpleNamespace(output=p.stdout, stderr=p.stderr, exception=None, exit_code=p.returncode)
+    finally:
+        for f in opened.values():
+            f.close()
+    result = SimpleNamespace(output=p.stdout or "", stderr=p.stderr, exception=None,
+                             exit_code=p.returncode)
     return classify(case, w, before, result)
 
 
