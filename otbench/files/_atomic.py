@@ -333,7 +333,7 @@ def atomic_dir(path: str | os.PathLike, *,
     try:
         yield tmp
         if replace == RECORDED:
-            _write_ledger(tmp, {"files": _files_of(tmp), "folder": True})
+            _write_ledger(tmp, {"files": _files_of(tmp), "folder": True}, home=path)
         if not replace or not os.path.lexists(path):
             _move_in(tmp, path)
         elif replace == RECORDED:

@@ -70,11 +70,58 @@ def is_measurement_set(directory: Path) -> bool:
     return directory.is_dir() and set_members(directory) is not None
 
 
+def _owned_files(directory: Path) -> set[str]:
+    """What the set at `directory` can prove it wrote: its manifest, and each file the manifest
+    lists (a `trajectories/` file, a table under its own name's folder, `.parquet`) that is a
+    regular file with the sha256 listed. A forged or stale entry owns nothing."""
+    from ._hash import sha256_file
+
+    try:
+        with open(directory / _SET_MANIFEST, "rb") as f:
+            doc = json.loads(f.read(1 << 24).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return set()
+    if not isinstance(doc, dict) or doc.get("schema") != _SET_SCHEMA:
+        return set()
+    files = doc.get("files") if isinstance(doc.get("files"), list) else []
+    tables = doc.get("tables") if isinstance(doc.get("tables"), dict) else {}
+    claims = [("trajectories", e) for e in files] + [(str(k), e) for k, e in tables.items()]
+    owned = {_SET_MANIFEST}
+    for folder, entry in claims:
+        rel = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(rel, str) or not rel.endswith(".parquet") or "\\" in rel:
+            continue
+        parts = rel.split("/")
+        if parts[0] != folder or len(parts) < 2 or any(p in ("", ".", "..") for p in parts):
+            continue
+        p = directory / rel
+        try:
+            if stat.S_ISREG(os.lstat(p).st_mode) and sha256_file(p) == entry.get("sha256"):
+                owned.add(rel)
+        except OSError:
+            continue
+    return owned
+
+
 def foreign_entries(directory: Path) -> list[str]:
-    """Entries of the set at `directory` that the set does not own (kept when it is replaced)."""
-    members = set_members(directory) or set()
-    return sorted(e.name for e in directory.iterdir() if e not in members
-                  and not e.name.startswith(f".{_SET_MANIFEST}.tmp-"))
+    """Entries of the set at `directory` that the set does not own, kept when it is replaced:
+    everything but what `_owned_files` proves, as relative paths -- inside the trajectory and
+    table folders too (a user's README there is kept, and so is a file that no longer has the
+    sha256 its manifest lists)."""
+    owned = _owned_files(directory)
+    out: list[str] = []
+
+    def visit(rel_dir: str) -> None:
+        for e in sorted((directory / rel_dir).iterdir() if rel_dir else directory.iterdir()):
+            rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+            if rel in owned or (not rel_dir and e.name.startswith(f".{_SET_MANIFEST}.tmp-")):
+                continue
+            if e.is_dir() and not e.is_symlink() and any(o.startswith(rel + "/") for o in owned):
+                visit(rel)
+            else:
+                out.append(rel)
+    visit("")
+    return out
 
 
 def _member_of_set(path: Path) -> Path | None:
