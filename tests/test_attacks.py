@@ -657,6 +657,93 @@ CASES += [
 ]
 
 
+# -- issue 39, class 3: forged proofs of authorship ----------------------------------------------
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _plant_ledger(folder: str, *, version: int = 2, whole: bool = True, extra: dict | None = None):
+    """A ledger written by another hand beside a user's files, claiming them (with their sha256)."""
+    def setup(w: Path) -> None:
+        d = w / folder
+        files = {p.name: _sha(p) for p in d.iterdir() if p.is_file() and p.name != LEDGER}
+        doc = {"schema": f"otbench.written/{version}", "folder": whole, "files": {**files, **(extra or {})},
+               "mac": "0" * 64}
+        (d / LEDGER).write_text(json.dumps(doc))
+    return setup
+
+
+def _copy_a_real_ledger(w: Path) -> None:
+    """otbench's own ledger of `out/`, copied with the file it records into the user's `notes/`
+    (the file's bytes are what the ledger lists; only the folder differs)."""
+    CliRunner().invoke(main, ["export", "s", "--out", "out/x.jsonl"])
+    shutil.copy2(w / "out" / "x.jsonl", w / "notes" / "x.jsonl")
+    shutil.copy2(w / "out" / LEDGER, w / "notes" / LEDGER)
+
+
+def _forged_manifest(folder: str, tables: dict):
+    """A user's folder holding a measurement-set manifest that claims the user's files."""
+    def setup(w: Path) -> None:
+        d = w / folder
+        (d / "trajectories").mkdir(parents=True, exist_ok=True)
+        (d / "trajectories" / "mine.parquet").write_bytes(b"PAR1 my own table\n")
+        (d / "docs").mkdir(exist_ok=True)
+        (d / "docs" / "part-0.parquet").write_bytes(b"PAR1 my docs\n")
+        doc = {"schema": "otbench.measurement_set/1", "synthetic": False, "content_hash": "0",
+               "files": [{"path": "trajectories/mine.parquet", "rows": 1, "sha256": "0" * 64}],
+               "tables": tables}
+        (d / "manifest.json").write_text(json.dumps(doc))
+    return setup
+
+
+def _readme_in_a_table_folder(w: Path) -> None:
+    _served_set()(w)
+    (w / "ss" / "tokens" / "README.md").write_text("what these tokens are\n")
+
+
+CASES += [
+    Case("ledger-planted-beside-a-user-file", 39, ("metrics", "s", "--json", "notes/todo.txt"),
+         setup=_plant_ledger("notes", whole=False), needle="otbench did not write it"),
+    Case("ledger-planted-old-schema-beside-a-user-file", 39,
+         ("metrics", "s", "--json", "notes/todo.txt"), setup=_plant_ledger("notes", version=1),
+         needle="otbench did not write it"),
+    Case("ledger-copied-from-an-otbench-folder", 39, ("export", "s", "--out", "notes/x.jsonl"),
+         setup=_copy_a_real_ledger, needle="otbench did not write it"),
+    Case("ledger-forged-folder-lets-report-delete-notes", 39, ("report", "s", "--out", "notes",
+                                                               "--grid", "11"),
+         setup=_plant_ledger("notes"), needle="otbench did not write it"),
+    Case("ledger-entry-outside-its-folder", 39, ("report", "s", "--out", "notes", "--grid", "11"),
+         setup=_plant_ledger("notes", extra={"../thesis.tex": "0" * 64}),
+         needle="otbench did not write it"),
+    Case("ledger-own-export-is-rewritten", 39, ("export", "s", "--out", "out/x.jsonl"),
+         expect="ok", changes=("out/x.jsonl",),
+         setup=lambda w: CliRunner().invoke(main, ["export", "s", "--out", "out/x.jsonl"])),
+    Case("ledger-own-report-is-rewritten", 39, ("report", "s", "--out", "rep", "--grid", "11"),
+         expect="ok", changes=("rep",),
+         setup=lambda w: CliRunner().invoke(main, ["report", "s", "--out", "rep", "--grid", "11"])),
+    Case("schema-superscript-digit-is-not-otbenchs", 39, ("metrics", "s", "--json", "mine.json"),
+         setup=_write("mine.json", json.dumps({"schema": "otbench.metrics/\u00b2"})),
+         needle="otbench did not write it"),
+    Case("schema-arabic-indic-digit-is-not-otbenchs", 39, ("metrics", "s", "--json", "mine.json"),
+         setup=_write("mine.json", json.dumps({"schema": "otbench.metrics/\u0661"})),
+         needle="otbench did not write it"),
+    Case("import-overwrite-onto-a-forged-manifest-keeps-the-users-files", 39,
+         ("import", "x.jsonl", "--out", "notes", "--overwrite"), expect="ok", changes=("notes",),
+         setup=_forged_manifest("notes", {"docs": {"path": "docs/part-0.parquet", "rows": 1,
+                                                    "sha256": "0" * 64}}),
+         keeps=("notes/todo.txt", "notes/trajectories/mine.parquet", "notes/docs/part-0.parquet")),
+    Case("import-overwrite-a-table-entry-naming-a-users-file", 39,
+         ("import", "x.jsonl", "--out", "notes", "--overwrite"), expect="ok", changes=("notes",),
+         setup=_forged_manifest("notes", {"todo.txt": {"path": "todo.txt", "rows": 1,
+                                                        "sha256": "0" * 64}}),
+         keeps=("notes/todo.txt", "notes/trajectories/mine.parquet", "notes/docs/part-0.parquet")),
+    Case("import-overwrite-keeps-a-readme-in-a-table-folder", 39,
+         ("import", "x.jsonl", "--out", "ss", "--overwrite"), expect="ok", changes=("ss",),
+         setup=_readme_in_a_table_folder, keeps=("ss/tokens/README.md",)),
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(

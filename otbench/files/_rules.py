@@ -116,7 +116,9 @@ def foreign_entries(directory: Path) -> list[str]:
             rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
             if rel in owned or (not rel_dir and e.name.startswith(f".{_SET_MANIFEST}.tmp-")):
                 continue
-            if e.is_dir() and not e.is_symlink() and any(o.startswith(rel + "/") for o in owned):
+            # folders are kept file by file (the new set may write into one of the same name:
+            # its trajectories, a table's folder); an empty folder is kept as it is
+            if e.is_dir() and not e.is_symlink() and any(e.iterdir()):
                 visit(rel)
             else:
                 out.append(rel)
