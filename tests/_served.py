@@ -69,7 +69,7 @@ def tokenizer_folder(folder: Path) -> Path:
 
 
 def served_set(directory: Path, recorded_url: str, model_folder: Path, *,
-               key_env: str = "OTBENCH_TEST_KEY") -> Path:
+               key_env: str = "OTBENCH_TEST_KEY", timeout_s: float | None = None) -> Path:
     """A small probe-run-like set whose provenance records a served engine at `recorded_url`
     with its key in `$key_env` (the probe's provenance keys, a margin signal, a tokens table)."""
     import pyarrow as pa
@@ -87,7 +87,9 @@ def served_set(directory: Path, recorded_url: str, model_folder: Path, *,
                      signals={"margin": ragged([[0.5] * len(r[3]) for r in rows], np.float64)})
     prov = {"family": {"name": "generic-chat", "version": 1}, "sampling": {},
             "engine": {"engine": "openai", "config": {"kind": "openai", "base_url": recorded_url,
-                                                      "api_key_env": key_env}},
+                                                      "api_key_env": key_env,
+                                                      **({"request_timeout_s": timeout_s, "retry_s": 0.0}
+                                                         if timeout_s is not None else {})}},
             "model": {"weights": str(model_folder)}, "probe": {}, "boundary_rule": "vocab"}
     ms = dataclasses.replace(assign_splits(ms, seed=0, ratios=(0.0, 0.0, 1.0)), provenance=prov)
     tokens = pa.table({"model": ["m"] * len(rows), "dataset": ["d"] * len(rows),
@@ -97,3 +99,97 @@ def served_set(directory: Path, recorded_url: str, model_folder: Path, *,
                        "seed_think": [1] * len(rows), "seed_answer": [2] * len(rows)})
     save(ms, directory, extra_tables={"tokens": tokens})
     return directory
+
+
+class Hostile:
+    """An HTTP server on 127.0.0.1 that misbehaves by the first path segment of a request
+    (a base URL `http://127.0.0.1:PORT/MODE` keeps MODE as its path prefix):
+
+    huge (a 3 GB Content-Length, then silence), endless (an endless chunked body), drip (one
+    byte a second), deep (JSON nested 100 000 deep), redirect (302 with a JSON body), and the
+    answer modes, which serve `/v1/models`, `/tokenize` and `/detokenize` faithfully for
+    `tok` and then answer `/v1/completions` with `answers[MODE]` (a choice list)."""
+
+    def __init__(self, tok=None, answers: dict | None = None):
+        self.answers = answers or {}
+        self.tok = tok
+        me = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _send(self, status, doc, extra=()):
+                body = json.dumps(doc).encode()
+                self.send_response(status)
+                for k, v in extra:
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _any(self):
+                import time
+
+                n = int(self.headers.get("Content-Length") or 0)
+                req = json.loads(self.rfile.read(n)) if n else {}
+                mode, _, rest = self.path.lstrip("/").partition("/")
+                try:
+                    if mode == "huge":
+                        self.send_response(200)
+                        self.send_header("Content-Length", str(3 << 30))
+                        self.end_headers()
+                        self.wfile.write(b"[" * 1024)
+                        time.sleep(30)
+                    elif mode == "endless":
+                        self.send_response(200)
+                        self.send_header("Transfer-Encoding", "chunked")
+                        self.end_headers()
+                        while True:
+                            self.wfile.write(b"4000\r\n" + b" " * 0x4000 + b"\r\n")
+                    elif mode == "drip":
+                        self.send_response(200)
+                        self.send_header("Content-Length", "100000")
+                        self.end_headers()
+                        for _ in range(100000):
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            time.sleep(0.5)
+                    elif mode == "deep":
+                        body = b"[" * 100_000 + b"]" * 100_000
+                        self.send_response(200)
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                    elif mode == "redirect":
+                        self._send(302, {"data": [{"id": "m"}]}, [("Location", "http://127.0.0.1:9/")])
+                    else:
+                        self._answer(mode, "/" + rest, req)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _answer(self, mode, path, req):
+                if path == "/v1/models":
+                    return self._send(200, {"data": [{"id": "m"}]})
+                if path == "/tokenize":
+                    return self._send(200, {"tokens": me.tok.encode(req["prompt"], add_special_tokens=False)})
+                if path == "/detokenize":
+                    return self._send(200, {"prompt": me.tok.decode(req["tokens"])})
+                if path == "/v1/completions":
+                    return self._send(200, {"choices": me.answers[mode],
+                                            "usage": {"prompt_tokens": len(req["prompt"])}})
+                return self._send(404, {"error": "no such path"})
+
+            do_GET = do_POST = _any
+
+            def log_message(self, *a):
+                pass
+
+        self._srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._srv.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
+        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()

@@ -474,22 +474,25 @@ def _servers() -> dict:
     if not SERVERS:
         from _served import Recorder
 
-        SERVERS.update(recorded=Recorder(), user=Recorder())
+        SERVERS.update(recorded=Recorder(), user=Recorder(), hostile=_hostile())
     return SERVERS
 
 
 def _placeholders(arg: str) -> str:
+    if "{hostile}" in arg:
+        return arg.replace("{hostile}", _servers()["hostile"].url)
     return arg.replace("{user}", _servers()["user"].url) if "{user}" in arg else arg
 
 
-def _served_set(edit=None):
+def _served_set(edit=None, timeout_s=None):
     def setup(w: Path) -> None:
         from _served import served_set, tokenizer_folder
 
         srv = _servers()
-        for r in srv.values():
+        for r in (srv["recorded"], srv["user"]):
             r.requests.clear()
-        served_set(w / "ss", srv["recorded"].url, tokenizer_folder(w / "tok2"), key_env="OTB_ATTACK_KEY")
+        served_set(w / "ss", srv["recorded"].url, tokenizer_folder(w / "tok2"), key_env="OTB_ATTACK_KEY",
+                   timeout_s=timeout_s)
         if edit is not None:
             m = w / "ss" / "manifest.json"
             doc = json.loads(m.read_text())
@@ -741,6 +744,63 @@ CASES += [
     Case("import-overwrite-keeps-a-readme-in-a-table-folder", 39,
          ("import", "x.jsonl", "--out", "ss", "--overwrite"), expect="ok", changes=("ss",),
          setup=_readme_in_a_table_folder, keeps=("ss/tokens/README.md",)),
+]
+
+
+# -- issue 39, class 4: a hostile or broken server -----------------------------------------------
+#
+# `online certify ss --base-url {hostile}/MODE`: the served engine's start checks talk to a server
+# that misbehaves as MODE says (tests/_served.py `Hostile`); every one ends in one line, exit 2,
+# within the set's request_timeout_s of 2 s (retry_s 0), and nothing is recorded.
+
+def _choice(**kw):
+    c = {"index": 0, "token_ids": [2], "finish_reason": "length", "text": "",
+         "logprobs": {"top_logprobs": [{"token_id:0": -1.0, "token_id:2": -0.5}],
+                      "token_logprobs": [-0.5]}}
+    c.update(kw)
+    return c
+
+
+def _lp(v):
+    return {"top_logprobs": [{"token_id:0": v, "token_id:2": -0.5}], "token_logprobs": [-0.5]}
+
+
+ANSWERS = {
+    "positive-logprob": [_choice(logprobs=_lp(20.1))],
+    "null-logprob": [_choice(logprobs=_lp(None))],
+    "nan-logprob": [_choice(logprobs=_lp(float("nan")))],
+    "string-ids": [_choice(token_ids=["2"])],
+    "float-ids": [_choice(token_ids=[2.0])],
+    "bool-ids": [_choice(token_ids=[True])],
+    "negative-ids": [_choice(token_ids=[-1])],
+    "ids-outside-the-vocabulary": [_choice(token_ids=[10 ** 6])],
+    "duplicate-indices": [_choice(), _choice()],
+    "mixed-type-indices": [_choice(), _choice(index="1")],
+    "non-objects": [1, 2, 3],
+    "more-tokens-than-max-tokens": [_choice(token_ids=[2] * 50)],
+}
+
+
+def _hostile():
+    import tempfile
+
+    from _served import Hostile, tokenizer_folder
+    from transformers import AutoTokenizer
+
+    folder = tokenizer_folder(Path(tempfile.mkdtemp(prefix="otb-hostile-")) / "tok")
+    return Hostile(AutoTokenizer.from_pretrained(str(folder)), ANSWERS)
+
+
+TRANSPORT = [("huge", "MiB"), ("endless", ""), ("drip", "no complete answer within"),
+             ("deep", "not JSON"), ("redirect", "redirects are refused")]
+CASES += [
+    Case(f"server-{mode}", 39, ("online", "certify", "ss", "--theta", "0", "--base-url",
+                                 "{hostile}/" + mode), setup=_served_set(timeout_s=2.0),
+         needle=needle) for mode, needle in TRANSPORT
+] + [
+    Case(f"server-{mode}", 39, ("online", "certify", "ss", "--theta", "0", "--base-url",
+                                 "{hostile}/" + mode), setup=_served_set(timeout_s=2.0),
+         needle="cannot serve STP exactly") for mode in ANSWERS
 ]
 
 
