@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import stat
 import sys
@@ -855,22 +856,16 @@ def _sub(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
     exe = Path(sys.executable).parent / "otbench"
     env = {**os.environ, **dict(case.env)}
     env.pop("PYTHONPATH", None)
-    opened = {n: open(w / rel, mode) for n, rel, mode in case.fds}   # a shell's redirects
-    extra = sorted(n for n in opened if n > 2)
-
-    def redirect():
-        for n in extra:
-            os.dup2(opened[n].fileno(), n)
+    # the redirects as a shell makes them (`0<`, `1>>`, `3<>`, ...), then the console script
+    op = {"r": "<", "r+": "<>", "a": ">>", "w": ">"}
+    redirs = " ".join(f"{n}{op[mode]}{shlex.quote(str(w / rel))}" for n, rel, mode in case.fds)
     try:
-        p = subprocess.run([str(exe), *case.argv], cwd=w, text=True, timeout=300, env=env,
-                           stdin=opened.get(0, subprocess.DEVNULL),
-                           stdout=opened.get(1, subprocess.PIPE), stderr=subprocess.PIPE,
-                           pass_fds=extra, preexec_fn=redirect if extra else None)
+        p = subprocess.run(["bash", "-c", f'exec "$0" "$@" {redirs}', str(exe), *case.argv],
+                           cwd=w, text=True, timeout=300, env=env, stderr=subprocess.PIPE,
+                           stdin=None if any(n == 0 for n, _, _ in case.fds) else subprocess.DEVNULL,
+                           stdout=None if any(n == 1 for n, _, _ in case.fds) else subprocess.PIPE)
     except subprocess.TimeoutExpired:
         return "wrong outcome", "ran past 300 s"
-    finally:
-        for f in opened.values():
-            f.close()
     result = SimpleNamespace(output=p.stdout or "", stderr=p.stderr, exception=None,
                              exit_code=p.returncode)
     return classify(case, w, before, result)
