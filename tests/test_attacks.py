@@ -805,6 +805,53 @@ CASES += [
 ]
 
 
+# -- issue 39, class 5: inputs accepted out of range ---------------------------------------------
+
+def _signal_record(name: str, values: list) -> str:
+    rec = {"model": "m", "group": "g", "question": "q", "trajectory": 0, "probes": 2,
+           "L": [0, 3], "C": [0, 1], "y": 1, "signals": {name: values}}
+    return json.dumps(rec) + "\n"
+
+
+def _table_edit(how: str):
+    """The served set `ss/` with its tokens table truncated, or swapped for another's bytes."""
+    def setup(w: Path) -> None:
+        _served_set()(w)
+        t = w / "ss" / "tokens" / "part-0.parquet"
+        if how == "truncate":
+            t.write_bytes(t.read_bytes()[:-40])
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(t)
+            pq.write_table(table.set_column(table.column_names.index("seed_think"), "seed_think",
+                                            pa.array([7] * table.num_rows)), t)
+    return setup
+
+
+OUT_OF_RANGE = [("answer_conf", [0.5, 20.1]), ("answer_conf", [-0.1, 0.5]),
+                ("answer_tokens", [3, -1]), ("answer_tokens", [2.5, 3]),
+                ("hesitation", [0, 2]), ("hesitation", [0.5, 1]),
+                ("logp_end", [-1.0, 0.25]), ("logp_other", [1e-3, -2.0]),
+                ("answer", [-2, 0])]
+CASES += [
+    Case(f"import-{name}-{'-'.join(map(str, vals))}-out-of-range", 39,
+         ("import", "sig.jsonl", "--out", "o"), setup=_write("sig.jsonl", _signal_record(name, vals)),
+         needle="is outside its range")
+    for name, vals in OUT_OF_RANGE
+] + [
+    Case("import-in-range-signals-still-import", 39, ("import", "sig.jsonl", "--out", "o"),
+         expect="ok", setup=_write("sig.jsonl", _signal_record("answer_conf", [0.0, 1.0]))),
+    Case("validate-a-truncated-tokens-table", 39, ("validate", "ss"), setup=_table_edit("truncate"),
+         needle="sha256 does not match"),
+    Case("validate-a-swapped-tokens-table", 39, ("validate", "ss"), setup=_table_edit("swap"),
+         needle="sha256 does not match"),
+    Case("report-a-swapped-tokens-table", 39, ("report", "ss", "--out", "rep", "--grid", "11"),
+         setup=_table_edit("swap"), needle="sha256 does not match"),
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
