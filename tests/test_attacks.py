@@ -852,6 +852,46 @@ CASES += [
 ]
 
 
+# -- issue 39, class 6: the resource budget on every size-driving option; one-line usage errors ---
+
+def _horizon_run(w: Path) -> None:
+    from _horizon_helpers import random_run, write
+
+    write(random_run(0), w / "hr")
+
+
+def _one_usage_line(w: Path, out: str) -> bool:
+    lines = list(dict.fromkeys(ln for ln in out.strip().splitlines() if ln.strip()))  # out+err
+    return len(lines) == 1 and lines[0].startswith("Error: ") and "--help" in lines[0]
+
+
+CASES += [
+    Case("budget-horizon-replicates-2e9", 39, ("horizon", "analyze", "hr", "--replicates",
+                                               "2000000000"), setup=_horizon_run,
+         needle="replicates"),
+    Case("budget-horizon-batch-1e12", 39, ("horizon", "analyze", "hr", "--batch", "1000000000000"),
+         setup=_horizon_run, needle="batch"),
+    Case("budget-horizon-small-still-runs", 39, ("horizon", "analyze", "hr", "--replicates", "50",
+                                                 "--json", "h.json"), setup=_horizon_run,
+         expect="ok"),
+    Case("budget-bootstrap-batch-beyond-its-replicates-allocates-nothing-more", 39,
+         ("bootstrap", "s", "--replicates", "10", "--batch", "1000000000000", "--json", "b.json"),
+         expect="ok"),
+    Case("budget-probe-run-workers-100000", 39,
+         ("probe", "run", "--model", "transformers", "--model-args",
+          "pretrained=smollm2-135m-instruct", "--tasks", "math500", "--limit", "1", "--R", "1",
+          "--P", "1", "--out", "o", "--workers", "100000"), needle="workers"),
+] + [
+    Case(f"usage-{name}-is-one-line", 39, argv, check=_one_usage_line)
+    for name, argv in [("missing-argument", ("metrics",)), ("unknown-option", ("metrics", "s", "--nope")),
+                       ("bad-integer", ("bootstrap", "s", "--replicates", "2e9")),
+                       ("unknown-command", ("nosuch",)), ("group-option", ("--bogus",)),
+                       ("nested-command", ("probe", "run", "--workers", "x")),
+                       ("bad-choice", ("online", "certify", "s", "--theta", "0",
+                                       "--offline-signal", "x"))]
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
