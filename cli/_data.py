@@ -48,7 +48,7 @@ def validate_cmd(directory: str) -> None:
     """Check a measurement set (checksums, every SPEC §2 rule) and print a summary."""
     import numpy as np
 
-    from otbench.analysis.measurement._bound import verify_tables
+    from otbench.analysis.measurement import verify_tables
 
     ms = load_set(directory)
     with data_errors():

@@ -41,7 +41,7 @@ def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Pat
     """
     # Lazy: JAX and matplotlib load only when the command runs.
     from otbench.analysis.measurement import load
-    from otbench.analysis.measurement._bound import verify_tables
+    from otbench.analysis.measurement import verify_tables
     from otbench.analysis.report import write_report
 
     def progress(line: str) -> None:

@@ -29,8 +29,8 @@ MAX_BODY = 256 << 20
 is ~10 MB; a 3 GB body is refused when it passes this, not held in memory."""
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(OtbenchError, RuntimeError):
+    """An answer over `MAX_BODY` (internal: `Client._once` turns it into `ServerError`)."""
 
 
 def _read_capped(r: http.client.HTTPResponse, cap: int) -> bytes:
