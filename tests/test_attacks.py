@@ -22,6 +22,13 @@ limit and a 120 s timeout); under pytest every case is a test and
 their subprocess too). A case that is known to fail goes in `OPEN` with what
 fails (`xfail(strict=True)`: a fix turns it into a failure to unmark); `OPEN`
 is empty: every class of issue 24 gives one line or succeeds cleanly.
+
+The cases of issue 39 (`item=39`) add six classes, each in its own section: escapes
+(credentials sent to an address read from a set, recording servers on 127.0.0.1; a
+`pandas.py` in the working directory, run as the console script), outputs through aliases
+(descriptors redirected by a shell, hard links, `/dev/shm`), forged proofs of authorship
+(ledgers, manifests), a hostile server (`tests/_served.py`), signal values out of range and
+edited tables, and the resource budget with one-line usage errors.
 """
 
 import dataclasses
