@@ -120,12 +120,13 @@ def _sweep(thetas: str | None, theta_grid: int | None) -> dict:
 
 
 def _plugins_importable() -> None:
-    """Like `python -m`: a plug-in module in the current directory imports."""
+    """A plug-in module in the current directory imports -- after every installed one: the
+    directory goes last on `sys.path`, so a `pandas.py` there never shadows the library."""
     import os
     import sys
 
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
 
 
 def _file_name(method: str) -> str:

@@ -92,13 +92,31 @@ class GuardedGroup(click.Group):
     """The command group: errors of the file system and of the data that escape a command
     (a read-only target, a refused output, a full disk) still end as one line, exit 2."""
 
+    def parse_args(self, ctx, args):
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            raise _one_line_usage(e) from None
+
     def invoke(self, ctx):
         from otbench.errors import OtbenchError
 
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:     # a subcommand's: its usage and hint lines go too
+            raise _one_line_usage(e) from None
         except (OtbenchError, OSError) as e:
             raise DataError(one_line(e)) from None
+
+
+def _one_line_usage(e: click.UsageError) -> click.UsageError:
+    """`e` shown as the one line the CLI promises (`Error: ...`, the command's --help named),
+    exit 2, instead of click's usage, hint and error lines."""
+    def show(file=None) -> None:
+        where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+        click.echo(f"Error: {' '.join(e.format_message().split())}{where}", file=file or sys.stderr)
+    e.show = show
+    return e
 
 
 def argument_errors(*also: type[Exception]):

@@ -85,7 +85,11 @@ def validate_cmd(directory: str) -> None:
     """Check a measurement set (checksums, every SPEC §2 rule) and print a summary."""
     import numpy as np
 
+    from otbench.analysis.measurement import verify_tables
+
     ms = load_set(directory)
+    with data_errors():
+        verify_tables(directory)       # the token and probe tables too (a load checks trajectories)
     s = ms.summary()
     click.echo(synthetic_banner(ms.synthetic) + f"{directory}: valid measurement set")
     click.echo(f"  trajectories {s['trajectories']}, questions {s['questions']}, cells {s['cells']} "

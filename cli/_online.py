@@ -51,7 +51,7 @@ def _rule(method: str):
 
 
 def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str, trajectories,
-           thinking: str) -> dict:
+           thinking: str, server: dict) -> dict:
     from otbench.probe.online import certify_field
 
     def offline(m):
@@ -60,10 +60,16 @@ def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str
         return offline_point(m, method, theta, split=split)
 
     return certify_field(set_dir, ms, offline, method=method, theta=theta, grader=grader,
-                         trajectories=trajectories, thinking=thinking)
+                         trajectories=trajectories, thinking=thinking, server=server)
 
 
 def _common(f):
+    # A served engine's address and key variable come from the command, never from the set.
+    f = click.option("--api-key-env", default=None, help="A served set: the environment variable "
+                     "holding the server's API key (sent only to --base-url URL).")(f)
+    f = click.option("--base-url", default=None, help="A served set: the server to replay on "
+                     "(http://HOST:PORT), or 'recorded' for the set's recorded address, without "
+                     "credentials.")(f)
     f = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                      help="Write the result here (default: SET/results/<command>.json).")(f)
     f = click.option("--trajectories", type=click.IntRange(min=1), default=None,
@@ -88,7 +94,7 @@ def _common(f):
                    "model's own context that the processor reads, when the set records it; margin: "
                    "the probe's, after the boundary token is replaced).")
 def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path,
-                thinking: str, offline_signal) -> None:
+                thinking: str, offline_signal, base_url, api_key_env) -> None:
     """Replay SET's test questions online with their stored seeds and compare with OTBench's point.
 
     Per test trajectory: the online stop position against the one OTBench's
@@ -106,7 +112,8 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
         m = _rule(method)
         check_replayable(set_dir, ms)
         if m.online == "side":
-            cert = _field(set_dir, ms, method, theta, "test", grader, trajectories, thinking)
+            cert = _field(set_dir, ms, method, theta, "test", grader, trajectories, thinking,
+                          {"base_url": base_url, "api_key_env": api_key_env})
             path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
                                 json_path)
             click.echo(f"wrote {path}")
@@ -120,7 +127,7 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
         if trajectories is not None:
             rows, k = rows[:trajectories], k[:trajectories]
         cert = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader,
-                           offline_signal=sig)
+                           offline_signal=sig, server={"base_url": base_url, "api_key_env": api_key_env})
     path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
                         json_path)
     click.echo(f"wrote {path}")
@@ -132,7 +139,7 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
 @_common
 @click.option("--split", type=click.Choice(["train", "validation", "test"]), default="test", show_default=True)
 def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path, thinking: str,
-            split: str) -> None:
+            split: str, base_url, api_key_env) -> None:
     """Run the method online over SET's questions (stored prompts and seeds) and record what happened.
 
     One record per trajectory: thinking tokens, where the controller
@@ -145,12 +152,14 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
         m = _rule(method)
         check_replayable(set_dir, ms)
         if m.online == "side":
-            rec = _field(set_dir, ms, method, theta, split, grader, trajectories, thinking)
+            rec = _field(set_dir, ms, method, theta, split, grader, trajectories, thinking,
+                         {"base_url": base_url, "api_key_env": api_key_env})
         else:
             ms, rows, k = _offline(ms, method, theta, split)
             if trajectories is not None:
                 rows, k = rows[:trajectories], k[:trajectories]
-            rec = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader, shift=False)
+            rec = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader, shift=False,
+                              server={"base_url": base_url, "api_key_env": api_key_env})
     keep = ("method", "theta", "grader", "online", "sampling", "trajectories", "online_acc",
             "online_rel_cost", "per_trajectory") + (("online_net_rel_cost", "side", "thinking", "controller")
                                                     if m.online == "side" else ())

@@ -43,6 +43,7 @@ def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Pat
     """
     # Lazy: JAX and matplotlib load only when the command runs.
     from otbench.analysis.measurement import load
+    from otbench.analysis.measurement import verify_tables
     from otbench.analysis.report import write_report
 
     def progress(line: str) -> None:
@@ -50,6 +51,7 @@ def report_cmd(directory: Path, out: Path, bootstrap: Path | None, thinning: Pat
 
     with data_errors(ValueError):
         ms = load(directory)           # load once, here, so a bad set fails before any work
+        verify_tables(directory)       # the token and probe tables too (a load checks trajectories)
         if ms.synthetic:
             click.echo(synthetic_banner(True), nl=False, err=True)
         path = write_report(ms, out, set_dir=directory, bootstrap=bootstrap, thinning=thinning,

@@ -22,18 +22,27 @@ limit and a 120 s timeout); under pytest every case is a test and
 their subprocess too). A case that is known to fail goes in `OPEN` with what
 fails (`xfail(strict=True)`: a fix turns it into a failure to unmark); `OPEN`
 is empty: every class of issue 24 gives one line or succeeds cleanly.
+
+The cases of issue 39 (`item=39`) add six classes, each in its own section: escapes
+(credentials sent to an address read from a set, recording servers on 127.0.0.1; a
+`pandas.py` in the working directory, run as the console script), outputs through aliases
+(descriptors redirected by a shell, hard links, `/dev/shm`), forged proofs of authorship
+(ledgers, manifests), a hostile server (`tests/_served.py`), signal values out of range and
+edited tables, and the resource budget with one-line usage errors.
 """
 
 import dataclasses
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import stat
 import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -51,7 +60,7 @@ CLASSES = ("clean", "traceback", "data loss", "silent acceptance", "wrong outcom
 @dataclasses.dataclass(frozen=True)
 class Case:
     id: str
-    item: int                      # the item of issue 24 the case belongs to
+    item: int                      # the item of issue 24 (1-7), or 39: the classes of issue 39
     argv: tuple[str, ...]          # relative to the workspace
     expect: str = "refuse"         # "refuse" (exit 2, one line) or "ok" (exit 0)
     needle: str = ""               # in the one-line error of a refusal
@@ -60,6 +69,9 @@ class Case:
     keeps: tuple[str, ...] = ()    # ... and entries inside them that must stay as they are
     check: Callable[[Path, str], bool] | None = None   # extra condition on (workspace, output)
     heavy: bool = False            # unbounded memory on an unfixed branch: subprocess only
+    env: tuple[tuple[str, str], ...] = ()   # environment of the command (e.g. an API key)
+    sub: bool = False              # run as the `otbench` console script (a fresh interpreter)
+    fds: tuple[tuple[int, str, str], ...] = ()  # sub: (descriptor, workspace file, open mode)
 
 
 # -- the workspace ----------------------------------------------------------------------------
@@ -171,8 +183,9 @@ def run_case(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
         if any("reader" in a for a in case.argv) or case.id.endswith("-fifo-reader"):
             reader = os.open(w / "fifo", os.O_RDONLY | os.O_NONBLOCK)
         before = snapshot(w)
-        argv = [a.replace("reader-fifo", "fifo") for a in case.argv]
-        result = CliRunner().invoke(main, argv, color=True)   # as on a terminal: escapes kept
+        argv = [_placeholders(a.replace("reader-fifo", "fifo")) for a in case.argv]
+        result = CliRunner().invoke(main, argv, color=True,   # as on a terminal: escapes kept
+                                    env=dict(case.env) or None)
         if reader is not None:
             try:
                 data = os.read(reader, 1 << 20)
@@ -454,6 +467,438 @@ CASES += [
 ]
 
 
+# -- issue 39, class 1: escapes (credentials, code from the working directory) -----------------
+#
+# `ss/` records a served engine at the recording server SERVERS["recorded"] (127.0.0.1) with its
+# key in $OTB_ATTACK_KEY; SERVERS["user"] is the server a user names. `{user}` in an argument is
+# the user's server's address.
+
+SERVERS: dict = {}
+KEY = "sk-attack-0123456789"
+KEY_ENV = (("OTB_ATTACK_KEY", KEY), ("OTB_CRLF_KEY", "sk-se\r\ncret-tail"))
+
+
+def _servers() -> dict:
+    if not SERVERS:
+        from _served import Recorder
+
+        SERVERS.update(recorded=Recorder(), user=Recorder(), hostile=_hostile())
+    return SERVERS
+
+
+def _placeholders(arg: str) -> str:
+    if "{hostile}" in arg:
+        return arg.replace("{hostile}", _servers()["hostile"].url)
+    return arg.replace("{user}", _servers()["user"].url) if "{user}" in arg else arg
+
+
+def _served_set(edit=None, timeout_s=None):
+    def setup(w: Path) -> None:
+        from _served import served_set, tokenizer_folder
+
+        srv = _servers()
+        for r in (srv["recorded"], srv["user"]):
+            r.requests.clear()
+        served_set(w / "ss", srv["recorded"].url, tokenizer_folder(w / "tok2"), key_env="OTB_ATTACK_KEY",
+                   timeout_s=timeout_s)
+        if edit is not None:
+            m = w / "ss" / "manifest.json"
+            doc = json.loads(m.read_text())
+            edit(doc)
+            m.write_text(json.dumps(doc))
+    return setup
+
+
+def _no_key_to_the_recorded(contacted: bool | None = None):
+    """No request with a credential reached the recorded address (and it was, or was not, contacted)."""
+    def check(w: Path, out: str) -> bool:
+        rec = _servers()["recorded"]
+        return rec.credentialed() == [] and (contacted is None or bool(rec.requests) == contacted) \
+            and KEY not in out and "cret-tail" not in out
+    return check
+
+
+def _key_only_to_the_user(w: Path, out: str) -> bool:
+    srv = _servers()
+    return srv["recorded"].requests == [] and bool(srv["user"].credentialed()) and all(
+        r["headers"]["authorization"] == f"Bearer {KEY}" for r in srv["user"].credentialed())
+
+
+def _edit_address(doc: dict) -> None:
+    doc["provenance"]["engine"]["config"]["base_url"] = "http://127.0.0.1:9"
+
+
+def _edit_address_and_drop_the_hash(doc: dict) -> None:
+    _edit_address(doc)
+    doc.pop("provenance_hash")
+
+
+SHADOW = "open('SHADOWED', 'w').write('ran')\nraise SystemExit('shadowed')\n"
+
+
+def _split_and_write(rel: str, text: str):
+    def setup(w: Path) -> None:
+        CliRunner().invoke(main, ["split", "s", "--ratios", "0.5,0,0.5"])
+        _write(rel, text)(w)
+    return setup
+
+CASES += [
+    Case("escape-certify-sends-nothing-to-a-recorded-address", 39,
+         ("online", "certify", "ss", "--theta", "0"), env=KEY_ENV, setup=_served_set(),
+         needle="never sent a key", check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-online-run-sends-nothing-to-a-recorded-address", 39,
+         ("online", "run", "ss", "--theta", "0"), env=KEY_ENV, setup=_served_set(),
+         needle="never sent a key", check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-side-request-certify-sends-nothing-to-a-recorded-address", 39,
+         ("online", "certify", "ss", "--theta", "0", "--method", "deer"), env=KEY_ENV,
+         setup=_served_set(), needle="never sent a key",
+         check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-certify-recorded-address-by-consent-gets-no-key", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "recorded"), env=KEY_ENV,
+         setup=_served_set(), needle="cannot serve STP exactly",
+         check=_no_key_to_the_recorded(contacted=True)),
+    Case("escape-certify-recorded-address-with-a-key-variable", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "recorded", "--api-key-env",
+          "OTB_ATTACK_KEY"), env=KEY_ENV, setup=_served_set(), needle="never sent a key",
+         check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-certify-key-goes-only-to-the-users-server", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "{user}", "--api-key-env",
+          "OTB_ATTACK_KEY"), env=KEY_ENV, setup=_served_set(), needle="cannot serve STP exactly",
+         check=_key_only_to_the_user),
+    Case("escape-certify-an-edited-address-is-refused", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "recorded"), env=KEY_ENV,
+         setup=_served_set(_edit_address), needle="provenance_hash",
+         check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-validate-flags-an-edited-address", 39, ("validate", "ss"),
+         setup=_served_set(_edit_address), needle="provenance does not match its provenance_hash"),
+    Case("escape-validate-flags-an-edited-address-without-its-hash", 39, ("validate", "ss"),
+         setup=_served_set(_edit_address_and_drop_the_hash), needle="no provenance_hash binds it"),
+    Case("escape-validate-passes-the-unedited-served-set", 39, ("validate", "ss"), expect="ok",
+         setup=_served_set()),
+    Case("escape-api-key-with-cr-lf-is-one-line-unshown", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url", "{user}", "--api-key-env",
+          "OTB_CRLF_KEY"), env=KEY_ENV, setup=_served_set(), needle="(the key is not shown)",
+         check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-base-url-with-cr-lf", 39,
+         ("online", "certify", "ss", "--theta", "0", "--base-url",
+          "http://127.0.0.1:9/\r\nX-Injected: 1"), env=KEY_ENV, setup=_served_set(),
+         needle="control character", check=_no_key_to_the_recorded(contacted=False)),
+    Case("escape-bench-run-pandas-py-in-the-working-directory", 39,
+         ("bench", "run", "s", "--method", "budget-forcing", "--json", "b.json"), expect="ok", sub=True,
+         setup=_split_and_write("pandas.py", SHADOW), check=lambda w, out: not (w / "SHADOWED").exists()),
+    Case("escape-bench-compare-pandas-py-in-the-working-directory", 39,
+         ("bench", "compare", "s", "--json", "c.json"), expect="ok", sub=True,
+         setup=_split_and_write("pandas.py", SHADOW), check=lambda w, out: not (w / "SHADOWED").exists()),
+    Case("escape-bench-run-plugin-in-the-working-directory-still-imports", 39,
+         ("bench", "run", "s", "--method", "myplug:Brake", "--json", "p.json"), expect="ok", sub=True,
+         setup=_split_and_write("myplug.py", "from otbench.analysis.bench import load_method\n"
+                                   "Brake = lambda: load_method('budget-forcing')\n")),
+]
+
+
+# -- issue 39, class 2: outputs through aliases of user files ----------------------------------
+
+SHM = Path("/dev/shm") / f"otbench-attack-{os.getpid()}"
+
+
+def _shm_user_file(w: Path) -> None:
+    SHM.write_text("my scratch notes\n")
+
+
+def _shm_kept(w: Path, out: str) -> bool:
+    try:
+        return SHM.read_text() == "my scratch notes\n"
+    finally:
+        SHM.unlink(missing_ok=True)
+
+
+def _link(src: str, dst: str, hard: bool = True):
+    def setup(w: Path) -> None:
+        os.link(w / src, w / dst) if hard else (w / dst).symlink_to(src)
+    return setup
+
+
+def _appended(w: Path, out: str) -> bool:
+    text = (w / "log").read_text()
+    return text.startswith("old log line\n") and "otbench.metrics/" in text
+
+
+THESIS_IN = ((0, "thesis.tex", "r"),)
+
+CASES += [
+    Case("alias-json-dev-stdin-redirected-from-a-user-file", 39,
+         ("metrics", "s", "--json", "/dev/stdin"), sub=True, fds=THESIS_IN,
+         needle="open for reading"),
+    Case("alias-json-proc-self-fd-0-redirected-from-a-user-file", 39,
+         ("metrics", "s", "--json", "/proc/self/fd/0"), sub=True, fds=THESIS_IN,
+         needle="open for reading"),
+    Case("alias-json-dev-fd-3-read-from-a-user-file", 39,
+         ("metrics", "s", "--json", "/dev/fd/3", "--overwrite"), sub=True,
+         fds=((3, "thesis.tex", "r"),), needle="open for reading"),
+    Case("alias-json-dev-fd-3-read-write-on-a-user-file", 39,
+         ("metrics", "s", "--json", "/dev/fd/3", "--overwrite"), sub=True,
+         fds=((3, "thesis.tex", "r+"),), needle="open for reading and writing"),
+    Case("alias-json-a-link-to-dev-stdin", 39, ("bootstrap", "s", "--replicates", "10", "--json",
+                                                "in"), sub=True, fds=THESIS_IN,
+         setup=lambda w: (w / "in").symlink_to("/dev/stdin"), needle="open for reading"),
+    Case("alias-grade-json-dev-stdin-from-its-own-input", 39,
+         ("grade", "g.jsonl", "--json", "/dev/stdin", "--workers", "0"), sub=True,
+         fds=((0, "g.jsonl", "r"),), needle="refusing to write onto"),
+    Case("alias-json-dev-stdout-appended-to-a-log", 39, ("metrics", "s", "--json", "/dev/stdout"),
+         expect="ok", sub=True, fds=((1, "log", "a"),), changes=("log",),
+         setup=_write("log", "old log line\n"), check=_appended),
+    Case("alias-json-dev-stdout-to-a-fresh-file", 39, ("metrics", "s", "--json", "/dev/stdout"),
+         expect="ok", sub=True, fds=((1, "fresh.txt", "w"),),
+         check=lambda w, out: "otbench.metrics/" in (w / "fresh.txt").read_text()),
+    Case("alias-hard-link-of-the-sets-manifest", 39,
+         ("metrics", "s", "--json", "hl", "--overwrite"), setup=_link("s/manifest.json", "hl"),
+         needle="hard link of the input"),
+    Case("alias-hard-link-of-a-trajectory-file", 39,
+         ("frontier", "s", "--grid", "11", "--json", "hl", "--overwrite"),
+         setup=lambda w: os.link(next((w / "s" / "trajectories").rglob("*.parquet")), w / "hl"),
+         needle="hard link of the input"),
+    Case("alias-hard-link-of-the-grading-input", 39,
+         ("grade", "g.jsonl", "--json", "hl", "--overwrite", "--workers", "0"),
+         setup=_link("g.jsonl", "hl"), needle="refusing to write onto an input"),
+    Case("alias-hard-link-of-the-tokenizer", 39,
+         ("probe", "audit-tokenizer", "tok", "--json", "hl", "--overwrite"),
+         setup=_link("tok/tokenizer.json", "hl"), needle="input"),
+    Case("alias-dev-shm-user-file-is-a-plain-file", 39, ("metrics", "s", "--json", str(SHM)),
+         setup=_shm_user_file, check=_shm_kept, needle="otbench did not write it"),
+]
+
+
+# -- issue 39, class 3: forged proofs of authorship ----------------------------------------------
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _plant_ledger(folder: str, *, version: int = 2, whole: bool = True, extra: dict | None = None):
+    """A ledger written by another hand beside a user's files, claiming them (with their sha256)."""
+    def setup(w: Path) -> None:
+        d = w / folder
+        files = {p.name: _sha(p) for p in d.iterdir() if p.is_file() and p.name != LEDGER}
+        doc = {"schema": f"otbench.written/{version}", "folder": whole, "files": {**files, **(extra or {})},
+               "mac": "0" * 64}
+        (d / LEDGER).write_text(json.dumps(doc))
+    return setup
+
+
+def _copy_a_real_ledger(w: Path) -> None:
+    """otbench's own ledger of `out/`, copied with the file it records into the user's `notes/`
+    (the file's bytes are what the ledger lists; only the folder differs)."""
+    CliRunner().invoke(main, ["export", "s", "--out", "out/x.jsonl"])
+    shutil.copy2(w / "out" / "x.jsonl", w / "notes" / "x.jsonl")
+    shutil.copy2(w / "out" / LEDGER, w / "notes" / LEDGER)
+
+
+def _forged_manifest(folder: str, tables: dict):
+    """A user's folder holding a measurement-set manifest that claims the user's files."""
+    def setup(w: Path) -> None:
+        d = w / folder
+        (d / "trajectories").mkdir(parents=True, exist_ok=True)
+        (d / "trajectories" / "mine.parquet").write_bytes(b"PAR1 my own table\n")
+        (d / "docs").mkdir(exist_ok=True)
+        (d / "docs" / "part-0.parquet").write_bytes(b"PAR1 my docs\n")
+        doc = {"schema": "otbench.measurement_set/1", "synthetic": False, "content_hash": "0",
+               "files": [{"path": "trajectories/mine.parquet", "rows": 1, "sha256": "0" * 64}],
+               "tables": tables}
+        (d / "manifest.json").write_text(json.dumps(doc))
+    return setup
+
+
+def _readme_in_a_table_folder(w: Path) -> None:
+    _served_set()(w)
+    (w / "ss" / "tokens" / "README.md").write_text("what these tokens are\n")
+
+
+CASES += [
+    Case("ledger-planted-beside-a-user-file", 39, ("metrics", "s", "--json", "notes/todo.txt"),
+         setup=_plant_ledger("notes", whole=False), needle="otbench did not write it"),
+    Case("ledger-planted-old-schema-beside-a-user-file", 39,
+         ("metrics", "s", "--json", "notes/todo.txt"), setup=_plant_ledger("notes", version=1),
+         needle="otbench did not write it"),
+    Case("ledger-copied-from-an-otbench-folder", 39, ("export", "s", "--out", "notes/x.jsonl"),
+         setup=_copy_a_real_ledger, needle="otbench did not write it"),
+    Case("ledger-forged-folder-lets-report-delete-notes", 39, ("report", "s", "--out", "notes",
+                                                               "--grid", "11"),
+         setup=_plant_ledger("notes"), needle="otbench did not write it"),
+    Case("ledger-entry-outside-its-folder", 39, ("report", "s", "--out", "notes", "--grid", "11"),
+         setup=_plant_ledger("notes", extra={"../thesis.tex": "0" * 64}),
+         needle="otbench did not write it"),
+    Case("ledger-own-export-is-rewritten", 39, ("export", "s", "--out", "out/x.jsonl"),
+         expect="ok", changes=("out/x.jsonl",),
+         setup=lambda w: CliRunner().invoke(main, ["export", "s", "--out", "out/x.jsonl"])),
+    Case("ledger-own-report-is-rewritten", 39, ("report", "s", "--out", "rep", "--grid", "11"),
+         expect="ok", changes=("rep",),
+         setup=lambda w: CliRunner().invoke(main, ["report", "s", "--out", "rep", "--grid", "11"])),
+    Case("schema-superscript-digit-is-not-otbenchs", 39, ("metrics", "s", "--json", "mine.json"),
+         setup=_write("mine.json", json.dumps({"schema": "otbench.metrics/\u00b2"})),
+         needle="otbench did not write it"),
+    Case("schema-arabic-indic-digit-is-not-otbenchs", 39, ("metrics", "s", "--json", "mine.json"),
+         setup=_write("mine.json", json.dumps({"schema": "otbench.metrics/\u0661"})),
+         needle="otbench did not write it"),
+    Case("import-overwrite-onto-a-forged-manifest-keeps-the-users-files", 39,
+         ("import", "x.jsonl", "--out", "notes", "--overwrite"), expect="ok", changes=("notes",),
+         setup=_forged_manifest("notes", {"docs": {"path": "docs/part-0.parquet", "rows": 1,
+                                                    "sha256": "0" * 64}}),
+         keeps=("notes/todo.txt", "notes/trajectories/mine.parquet", "notes/docs/part-0.parquet")),
+    Case("import-overwrite-a-table-entry-naming-a-users-file", 39,
+         ("import", "x.jsonl", "--out", "notes", "--overwrite"), expect="ok", changes=("notes",),
+         setup=_forged_manifest("notes", {"todo.txt": {"path": "todo.txt", "rows": 1,
+                                                        "sha256": "0" * 64}}),
+         keeps=("notes/todo.txt", "notes/trajectories/mine.parquet", "notes/docs/part-0.parquet")),
+    Case("import-overwrite-keeps-a-readme-in-a-table-folder", 39,
+         ("import", "x.jsonl", "--out", "ss", "--overwrite"), expect="ok", changes=("ss",),
+         setup=_readme_in_a_table_folder, keeps=("ss/tokens/README.md",)),
+]
+
+
+# -- issue 39, class 4: a hostile or broken server -----------------------------------------------
+#
+# `online certify ss --base-url {hostile}/MODE`: the served engine's start checks talk to a server
+# that misbehaves as MODE says (tests/_served.py `Hostile`); every one ends in one line, exit 2,
+# within the set's request_timeout_s of 2 s (retry_s 0), and nothing is recorded.
+
+def _choice(**kw):
+    c = {"index": 0, "token_ids": [2], "finish_reason": "length", "text": "",
+         "logprobs": {"top_logprobs": [{"token_id:0": -1.0, "token_id:2": -0.5}],
+                      "token_logprobs": [-0.5]}}
+    c.update(kw)
+    return c
+
+
+def _lp(v):
+    return {"top_logprobs": [{"token_id:0": v, "token_id:2": -0.5}], "token_logprobs": [-0.5]}
+
+
+ANSWERS = {
+    "positive-logprob": [_choice(logprobs=_lp(20.1))],
+    "null-logprob": [_choice(logprobs=_lp(None))],
+    "nan-logprob": [_choice(logprobs=_lp(float("nan")))],
+    "string-ids": [_choice(token_ids=["2"])],
+    "float-ids": [_choice(token_ids=[2.0])],
+    "bool-ids": [_choice(token_ids=[True])],
+    "negative-ids": [_choice(token_ids=[-1])],
+    "ids-outside-the-vocabulary": [_choice(token_ids=[10 ** 6])],
+    "duplicate-indices": [_choice(), _choice()],
+    "mixed-type-indices": [_choice(), _choice(index="1")],
+    "non-objects": [1, 2, 3],
+    "more-tokens-than-max-tokens": [_choice(token_ids=[2] * 50)],
+}
+
+
+def _hostile():
+    import tempfile
+
+    from _served import Hostile, tokenizer_folder
+    from transformers import AutoTokenizer
+
+    folder = tokenizer_folder(Path(tempfile.mkdtemp(prefix="otb-hostile-")) / "tok")
+    return Hostile(AutoTokenizer.from_pretrained(str(folder)), ANSWERS)
+
+
+TRANSPORT = [("huge", "MiB"), ("endless", ""), ("drip", "no complete answer within"),
+             ("deep", "not JSON"), ("redirect", "redirects are refused")]
+CASES += [
+    Case(f"server-{mode}", 39, ("online", "certify", "ss", "--theta", "0", "--base-url",
+                                 "{hostile}/" + mode), setup=_served_set(timeout_s=2.0),
+         needle=needle) for mode, needle in TRANSPORT
+] + [
+    Case(f"server-{mode}", 39, ("online", "certify", "ss", "--theta", "0", "--base-url",
+                                 "{hostile}/" + mode), setup=_served_set(timeout_s=2.0),
+         needle="cannot serve STP exactly") for mode in ANSWERS
+]
+
+
+# -- issue 39, class 5: inputs accepted out of range ---------------------------------------------
+
+def _signal_record(name: str, values: list) -> str:
+    rec = {"model": "m", "group": "g", "question": "q", "trajectory": 0, "probes": 2,
+           "L": [0, 3], "C": [0, 1], "y": 1, "signals": {name: values}}
+    return json.dumps(rec) + "\n"
+
+
+def _table_edit(how: str):
+    """The served set `ss/` with its tokens table truncated, or swapped for another's bytes."""
+    def setup(w: Path) -> None:
+        _served_set()(w)
+        t = w / "ss" / "tokens" / "part-0.parquet"
+        if how == "truncate":
+            t.write_bytes(t.read_bytes()[:-40])
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(t)
+            pq.write_table(table.set_column(table.column_names.index("seed_think"), "seed_think",
+                                            pa.array([7] * table.num_rows)), t)
+    return setup
+
+
+OUT_OF_RANGE = [("answer_conf", [0.5, 20.1]), ("answer_conf", [-0.1, 0.5]),
+                ("answer_tokens", [3, -1]), ("answer_tokens", [2.5, 3]),
+                ("hesitation", [0, 2]), ("hesitation", [0.5, 1]),
+                ("logp_end", [-1.0, 0.25]), ("logp_other", [1e-3, -2.0]),
+                ("answer", [-2, 0])]
+CASES += [
+    Case(f"import-{name}-{'-'.join(map(str, vals))}-out-of-range", 39,
+         ("import", "sig.jsonl", "--out", "o"), setup=_write("sig.jsonl", _signal_record(name, vals)),
+         needle="is outside its range")
+    for name, vals in OUT_OF_RANGE
+] + [
+    Case("import-in-range-signals-still-import", 39, ("import", "sig.jsonl", "--out", "o"),
+         expect="ok", setup=_write("sig.jsonl", _signal_record("answer_conf", [0.0, 1.0]))),
+    Case("validate-a-truncated-tokens-table", 39, ("validate", "ss"), setup=_table_edit("truncate"),
+         needle="sha256 does not match"),
+    Case("validate-a-swapped-tokens-table", 39, ("validate", "ss"), setup=_table_edit("swap"),
+         needle="sha256 does not match"),
+    Case("report-a-swapped-tokens-table", 39, ("report", "ss", "--out", "rep", "--grid", "11"),
+         setup=_table_edit("swap"), needle="sha256 does not match"),
+]
+
+
+# -- issue 39, class 6: the resource budget on every size-driving option; one-line usage errors ---
+
+def _horizon_run(w: Path) -> None:
+    from _horizon_helpers import random_run, write
+
+    write(random_run(0), w / "hr")
+
+
+def _one_usage_line(w: Path, out: str) -> bool:
+    lines = list(dict.fromkeys(ln for ln in out.strip().splitlines() if ln.strip()))  # out+err
+    return len(lines) == 1 and lines[0].startswith("Error: ") and "--help" in lines[0]
+
+
+CASES += [
+    Case("budget-horizon-replicates-2e9", 39, ("horizon", "analyze", "hr", "--replicates",
+                                               "2000000000"), setup=_horizon_run,
+         needle="replicates"),
+    Case("budget-horizon-batch-1e12", 39, ("horizon", "analyze", "hr", "--batch", "1000000000000"),
+         setup=_horizon_run, needle="batch"),
+    Case("budget-horizon-small-still-runs", 39, ("horizon", "analyze", "hr", "--replicates", "50",
+                                                 "--json", "h.json"), setup=_horizon_run,
+         expect="ok"),
+    Case("budget-bootstrap-batch-beyond-its-replicates-allocates-nothing-more", 39,
+         ("bootstrap", "s", "--replicates", "10", "--batch", "1000000000000", "--json", "b.json"),
+         expect="ok"),
+    Case("budget-probe-run-workers-100000", 39,
+         ("probe", "run", "--model", "transformers", "--model-args",
+          "pretrained=smollm2-135m-instruct", "--tasks", "math500", "--limit", "1", "--R", "1",
+          "--P", "1", "--out", "o", "--workers", "100000"), needle="workers"),
+] + [
+    Case(f"usage-{name}-is-one-line", 39, argv, check=_one_usage_line)
+    for name, argv in [("missing-argument", ("metrics",)), ("unknown-option", ("metrics", "s", "--nope")),
+                       ("bad-integer", ("bootstrap", "s", "--replicates", "2e9")),
+                       ("unknown-command", ("nosuch",)), ("group-option", ("--bogus",)),
+                       ("nested-command", ("probe", "run", "--workers", "x")),
+                       ("bad-choice", ("online", "certify", "s", "--theta", "0",
+                                       "--offline-signal", "x"))]
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
@@ -471,7 +916,7 @@ RESULTS: dict[str, tuple[str, str]] = {}
 def test_attack(case: Case, base, tmp_path):
     # A memory case runs in a subprocess under a 4 GiB address-space limit: a regression
     # is a refused allocation there, not a machine out of memory.
-    got = _heavy(case, base, tmp_path) if case.heavy else run_case(case, base, tmp_path)
+    got = (_heavy if case.heavy else _sub if case.sub else run_case)(case, base, tmp_path)
     RESULTS[case.id] = got
     assert got[0] == "clean", got
 
@@ -486,6 +931,38 @@ def test_zz_counts(capsys):
     mine = [c.id for c in CASES if c.id in RESULTS and c.id not in OPEN]
     assert all(RESULTS[i][0] == "clean" for i in mine), [(i, RESULTS[i]) for i in mine
                                                           if RESULTS[i][0] != "clean"]
+
+
+def _sub(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
+    """A case run as the `otbench` console script in the workspace (a fresh interpreter: what
+    it imports is decided there, not by the test's already-imported modules)."""
+    import subprocess
+
+    w = _copy(base, tmp)
+    cwd = os.getcwd()
+    os.chdir(w)
+    try:
+        if case.setup is not None:
+            case.setup(w)
+    finally:
+        os.chdir(cwd)
+    before = snapshot(w)
+    exe = Path(sys.executable).parent / "otbench"
+    env = {**os.environ, **dict(case.env)}
+    env.pop("PYTHONPATH", None)
+    # the redirects as a shell makes them (`0<`, `1>>`, `3<>`, ...), then the console script
+    op = {"r": "<", "r+": "<>", "a": ">>", "w": ">"}
+    redirs = " ".join(f"{n}{op[mode]}{shlex.quote(str(w / rel))}" for n, rel, mode in case.fds)
+    try:
+        p = subprocess.run(["bash", "-c", f'exec "$0" "$@" {redirs}', str(exe), *case.argv],
+                           cwd=w, text=True, timeout=300, env=env, stderr=subprocess.PIPE,
+                           stdin=None if any(n == 0 for n, _, _ in case.fds) else subprocess.DEVNULL,
+                           stdout=None if any(n == 1 for n, _, _ in case.fds) else subprocess.PIPE)
+    except subprocess.TimeoutExpired:
+        return "wrong outcome", "ran past 300 s"
+    result = SimpleNamespace(output=p.stdout or "", stderr=p.stderr, exception=None,
+                             exit_code=p.returncode)
+    return classify(case, w, before, result)
 
 
 def _heavy(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
@@ -521,7 +998,7 @@ if __name__ == "__main__":
                 continue
             t = Path(d) / f"case{k}"
             t.mkdir()
-            cls, detail = (_heavy if c.heavy else run_case)(c, b, t)
+            cls, detail = (_heavy if c.heavy else _sub if c.sub else run_case)(c, b, t)
             counts[cls] += 1
             if cls != "clean":
                 bad.append(f"  item {c.item} {c.id}: {cls} ({detail})")

@@ -104,6 +104,22 @@ def _diagonal(run: HorizonRun, spec, hs) -> tuple:
     return tuple(out)
 
 
+def _budget(run: HorizonRun, replicates: int, batch: int) -> None:
+    """The resource budget of the bootstrap, before anything is drawn: the resampler keeps every
+    replicate's item and replicate weights (8 bytes each, the two-way scheme's too) and each
+    statistic's draws; a batch holds its weights and kernel temporaries (~4 copies)."""
+    from otbench.resources import check_budget
+
+    words = 2 * (len(run.items) + max(int(run.R), 1))
+    what = f"the matched-horizon bootstrap of {len(run.items)} items x {run.R} replicates"
+    per_batch = 4 * 8.0 * words * max(len(run.arms), 1)
+    check_budget(what, "`batch`", batch, per_unit=per_batch, unit="replicate per kernel call",
+                 advice="use a smaller --batch")
+    check_budget(what, "`replicates`", replicates, per_unit=8.0 * (words + 64),
+                 fixed=per_batch * min(batch, replicates), unit="replicate",
+                 advice="use fewer --replicates")
+
+
 def settings_iv(run: HorizonRun, contrasts, horizons, replicates, seed, two_way, batch,
                 tail, scheme="item", direct=(), diagonal=()) -> Settings:
     """Validated `Settings` of a request on `run`; HorizonAnalysisError names the bad argument."""
@@ -126,6 +142,9 @@ def settings_iv(run: HorizonRun, contrasts, horizons, replicates, seed, two_way,
         raise HorizonAnalysisError(f"`tail` must be in (0, 1), got {tail!r}")
     if scheme not in ("item", "nested"):
         raise HorizonAnalysisError(f"`scheme` must be 'item' or 'nested', got {scheme!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise HorizonAnalysisError(f"`batch` must be a positive integer, got {batch!r}")
+    _budget(run, replicates, batch)
     return Settings(pairs, hs, replicates, seed, bool(two_way), int(batch), float(tail), scheme,
                     _pairs(run, direct), _diagonal(run, diagonal, hs))
 

@@ -10,6 +10,7 @@ stage shares (atomic writers, the JSON reader, provenance) live in
 and pyarrow only, so the probe can write sets without loading JAX.
 """
 
+from ._bound import verify_tables
 from ._build import INT32_MAX, MeasurementSetError, from_dense, from_ragged, ragged
 from ._field import FIELD_SIGNALS, HESITATION_WORDS, SIGNAL_DEFINITIONS, add_field_signals
 from ._field_rules import (
@@ -68,6 +69,6 @@ __all__ = ["describe_columns",
     "deer_asks", "deer_own_stop", "deer_stop", "dynasor_own_stop", "dynasor_stop", "export_hub", "export_jsonl", "from_dense", "from_ragged",
     "from_table", "hub_path",
     "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
-    "segment", "segment_flat", "simulate", "stored_thinking", "target_steps",
+    "segment", "segment_flat", "simulate", "stored_thinking", "target_steps", "verify_tables",
     "window_agrees", "write_run",
 ]

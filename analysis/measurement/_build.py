@@ -13,6 +13,7 @@ import numpy as np
 
 from otbench.errors import MeasurementSetError
 
+from ._ranges import out_of_range, signal_range
 from ._types import SPLITS, MeasurementSet, pad_ragged
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -199,6 +200,13 @@ def _signal_rules(checks, signals, L_len) -> dict[str, tuple[np.ndarray, np.ndar
                        f"signal '{name}' has {s_len[i]} entries, expected {L_len[i]} (n+1)"))
         checks.append((np.asarray(_segment_first(np.isnan(s_flat), s_off)[0], dtype=bool),
                        lambda i, name=name: f"signal '{name}' contains NaN"))
+        bad = out_of_range(name, s_flat)
+        if bad is not None:                # the range table (`_ranges`)
+            has, first = _segment_first(bad, s_off)
+            checks.append((np.asarray(has, dtype=bool), lambda i, name=name, first=first, s_off=s_off,
+                           s_flat=s_flat: f"signal '{name}'[{first[i] - s_off[i]}] = "
+                                          f"{s_flat[first[i]]:g} is outside its range "
+                                          f"({signal_range(name)[3]})"))
         sig_dense[name] = (s_flat, s_off)
     return sig_dense
 

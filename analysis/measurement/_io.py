@@ -39,6 +39,7 @@ from otbench.files import (
     sha256_file,
 )
 
+from ._bound import PROVENANCE_HASH, check_provenance, provenance_hash
 from ._build import MeasurementSetError
 from ._columns import SIGNAL_PREFIX, set_from_columns
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
@@ -53,11 +54,6 @@ REQUIRED = {
     "C": pa.list_(pa.int32()), "y": pa.int8(), "finished": pa.bool_(),
     "question_text": pa.string(),
 }
-
-
-def _version() -> str:
-    from otbench import __version__
-    return __version__
 
 
 def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
@@ -241,7 +237,7 @@ def write_manifest(folder: Path, ms: MeasurementSet, files: list[dict[str, Any]]
         "content_hash": content_hash(ms),
         "files": files,
         "tables": dict(tables),
-        "provenance": dict(ms.provenance),
+        "provenance": dict(ms.provenance), PROVENANCE_HASH: provenance_hash(ms.provenance),
         "writer": provenance(("numpy", "pyarrow")),
     }
     with open(folder / MANIFEST, "w", encoding="utf-8") as f:
@@ -374,6 +370,8 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
 
     path = hub_path(path)
     manifest = read_manifest(path)
+    if verify:
+        check_provenance(str(path / MANIFEST), manifest)
     tables, labels, signal_names = _read_files(path, manifest, verify)
     bounds = np.cumsum([0] + [r for _, r in labels])
 

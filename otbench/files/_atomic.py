@@ -23,11 +23,18 @@ The output rule (`check_output`, applied by every writer):
 * an output inside or onto an input is refused always (`refuse_input`;
   the inputs are the writer's and those of the enclosing `output_rules`);
 * an existing file that otbench did not write is refused unless `overwrite`;
-* a special file (character device, FIFO; also through a symbolic link,
-  e.g. `/dev/stdout`) is written in place, never renamed over; a FIFO
-  without a reader and a socket are refused; a symbolic link to a regular
-  file is followed (the link stays, the file it names is the output);
-  a dangling link is refused.
+* aliases are resolved before deciding: a descriptor path (`/dev/stdin`,
+  `/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`, a link to one) is judged by
+  what it names: a regular file behind it is written only through this
+  process's write-only descriptor (a shell's `>` or `>>`, in its mode:
+  appended, never truncated), and refused when the descriptor is open for
+  reading (`--json /dev/stdin < thesis.tex`) or belongs to another process;
+  an output with the same st_dev + st_ino as an input's file (a hard link)
+  is the input; any other path under `/dev` (`/dev/shm/x`) is a plain file;
+* a special file (character device, FIFO; also through a symbolic link)
+  is written in place, never renamed over; a FIFO without a reader and a
+  socket are refused; a symbolic link to a regular file is followed (the
+  link stays, the file it names is the output); a dangling link is refused.
 
 The safe-replace rule for folders (`atomic_dir`):
 
@@ -56,6 +63,7 @@ import errno
 import os
 import shutil
 import stat
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -63,7 +71,7 @@ from otbench.errors import UnsafeOutputError
 
 from ._hash import sha256_file
 from ._ledger import LEDGER, _read_ledger, _record, _write_ledger
-from ._rules import _RULES, check_output, refuse_input
+from ._rules import _RULES, check_output, refuse_input, write_descriptor
 from ._temporaries import _drop_mark, _new_temporary, _sibling, _target, clean_stale
 
 RECORDED = "recorded"
@@ -83,6 +91,19 @@ def atomic_path(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] 
     its folder's ledger.
     """
     where, in_place = check_output(path, *inputs, overwrite=overwrite)
+    fd = write_descriptor(where) if in_place and stat.S_ISREG(os.stat(where).st_mode) else None
+    if fd is not None:
+        # A regular file behind a write-only descriptor (`--json /dev/stdout >> log`): written
+        # through the descriptor, in its mode, never reopened (which would truncate it).
+        with tempfile.TemporaryDirectory(prefix="otbench-") as d:
+            tmp = Path(d) / "out"
+            yield tmp
+            with open(tmp, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
+        return
     if in_place:
         yield where
         return
@@ -312,7 +333,7 @@ def atomic_dir(path: str | os.PathLike, *,
     try:
         yield tmp
         if replace == RECORDED:
-            _write_ledger(tmp, {"files": _files_of(tmp), "folder": True})
+            _write_ledger(tmp, {"files": _files_of(tmp), "folder": True}, home=path)
         if not replace or not os.path.lexists(path):
             _move_in(tmp, path)
         elif replace == RECORDED:

@@ -11,6 +11,7 @@ import contextlib
 import contextvars
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -69,11 +70,60 @@ def is_measurement_set(directory: Path) -> bool:
     return directory.is_dir() and set_members(directory) is not None
 
 
+def _owned_files(directory: Path) -> set[str]:
+    """What the set at `directory` can prove it wrote: its manifest, and each file the manifest
+    lists (a `trajectories/` file, a table under its own name's folder, `.parquet`) that is a
+    regular file with the sha256 listed. A forged or stale entry owns nothing."""
+    from ._hash import sha256_file
+
+    try:
+        with open(directory / _SET_MANIFEST, "rb") as f:
+            doc = json.loads(f.read(1 << 24).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return set()
+    if not isinstance(doc, dict) or doc.get("schema") != _SET_SCHEMA:
+        return set()
+    files = doc.get("files") if isinstance(doc.get("files"), list) else []
+    tables = doc.get("tables") if isinstance(doc.get("tables"), dict) else {}
+    claims = [("trajectories", e) for e in files] + [(str(k), e) for k, e in tables.items()]
+    owned = {_SET_MANIFEST}
+    for folder, entry in claims:
+        rel = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(rel, str) or not rel.endswith(".parquet") or "\\" in rel:
+            continue
+        parts = rel.split("/")
+        if parts[0] != folder or len(parts) < 2 or any(p in ("", ".", "..") for p in parts):
+            continue
+        p = directory / rel
+        try:
+            if stat.S_ISREG(os.lstat(p).st_mode) and sha256_file(p) == entry.get("sha256"):
+                owned.add(rel)
+        except OSError:
+            continue
+    return owned
+
+
 def foreign_entries(directory: Path) -> list[str]:
-    """Entries of the set at `directory` that the set does not own (kept when it is replaced)."""
-    members = set_members(directory) or set()
-    return sorted(e.name for e in directory.iterdir() if e not in members
-                  and not e.name.startswith(f".{_SET_MANIFEST}.tmp-"))
+    """Entries of the set at `directory` that the set does not own, kept when it is replaced:
+    everything but what `_owned_files` proves, as relative paths -- inside the trajectory and
+    table folders too (a user's README there is kept, and so is a file that no longer has the
+    sha256 its manifest lists)."""
+    owned = _owned_files(directory)
+    out: list[str] = []
+
+    def visit(rel_dir: str) -> None:
+        for e in sorted((directory / rel_dir).iterdir() if rel_dir else directory.iterdir()):
+            rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+            if rel in owned or (not rel_dir and e.name.startswith(f".{_SET_MANIFEST}.tmp-")):
+                continue
+            # folders are kept file by file (the new set may write into one of the same name:
+            # its trajectories, a table's folder); an empty folder is kept as it is
+            if e.is_dir() and not e.is_symlink() and any(e.iterdir()):
+                visit(rel)
+            else:
+                out.append(rel)
+    visit("")
+    return out
 
 
 def _member_of_set(path: Path) -> Path | None:
@@ -121,10 +171,13 @@ def refuse_input(out: str | os.PathLike, *inputs: str | os.PathLike) -> None:
                 raise UnsafeOutputError(f"{out}: is inside the input folder {given}; "
                                         f"refusing to write into an input")
         if os.path.lexists(inp) and os.path.lexists(target):
-            with contextlib.suppress(OSError):
-                if os.path.samefile(target, inp):
-                    raise UnsafeOutputError(f"{out}: is the input {given}; "
-                                            f"refusing to write onto an input")
+            try:                # a hard link of an input is the input (same st_dev + st_ino)
+                same = os.path.samefile(target, inp)
+            except OSError:     # (UnsafeOutputError is an OSError: raised outside the try)
+                same = False
+            if same:
+                raise UnsafeOutputError(f"{out}: is the input {given}; "
+                                        f"refusing to write onto an input")
     for t in (target, real_t):
         owner = _member_of_set(t)
         if owner is not None:
@@ -159,7 +212,11 @@ def check_output(path: str | os.PathLike, *inputs: str | os.PathLike,
     mode = st.st_mode
     if stat.S_ISDIR(mode):
         raise UnsafeOutputError(f"{path}: is a folder; refusing to replace it with a file")
-    if stat.S_ISCHR(mode) or (stat.S_ISREG(mode) and _descriptor_path(target)):
+    if stat.S_ISREG(mode) and descriptor_of(target) is not None:
+        write_descriptor(target, path)            # refuses what is not an output redirect
+        _refuse_hard_link(path, st, inputs)
+        return target, True
+    if stat.S_ISCHR(mode):
         return target, True
     if stat.S_ISFIFO(mode):
         try:
@@ -179,21 +236,78 @@ def check_output(path: str | os.PathLike, *inputs: str | os.PathLike,
     if not over and not written_by_otbench(real):
         raise UnsafeOutputError(f"{path}: exists and otbench did not write it (or it was changed "
                                 f"since); refusing to replace it (pass `overwrite` to replace it)")
+    _refuse_hard_link(path, os.stat(real), inputs)
     return real, False
 
 
-def _descriptor_path(target: Path) -> bool:
-    """A path that names an open descriptor (`/dev/stdout`, `/proc/self/fd/1`, a link to one):
-    what it points at is already the user's choice (a shell redirect), so it is written in place."""
-    hops, p = 0, target
+_FD_PATH = re.compile(r"/(?:dev/fd|proc/(?:self|thread-self|\d+)/fd)/(\d+)")
+
+
+def descriptor_of(target: str | os.PathLike) -> tuple[int, bool] | None:
+    """`(N, own)` when `target` names open descriptor N (`/dev/stdout`, `/dev/fd/N`,
+    `/proc/self/fd/N`, `/proc/PID/fd/N`, or a link to one; folders resolved on the way); `own`:
+    a descriptor of this process. None for every other path (`/dev/shm/x` is a plain file)."""
+    p, hops = Path(os.path.abspath(target)), 0
     while hops < 40:
-        if p.parts[1:2] in (("proc",), ("dev",)) and (
-                p.parts[1:2] == ("dev",) or "fd" in p.parts):
-            return True
+        p = Path(os.path.realpath(p.parent)) / p.name
+        m = _FD_PATH.fullmatch(str(p))
+        if m is not None:
+            own = p.parts[2] in ("self", "thread-self", str(os.getpid())) or p.parts[1] == "dev"
+            return int(m.group(1)), own
         if not p.is_symlink():
-            return False
+            return None
         p = Path(os.path.abspath(p.parent / os.readlink(p)))
         hops += 1
-    return False
+    return None
 
 
+def write_descriptor(target: str | os.PathLike, shown: str | os.PathLike | None = None) -> int | None:
+    """The descriptor to write a regular file named by a descriptor path through (None: `target`
+    is not such a path). Only this process's descriptor opened write-only (a shell's `>` or `>>`)
+    is one: it is written where it stands, in its mode (`>>` appends, nothing is truncated);
+    a descriptor open for reading (`< thesis.tex`), or for reading and writing, names a file the
+    user did not give as an output, and another process's descriptor is not ours to write."""
+    import fcntl
+
+    got = descriptor_of(target)
+    if got is None:
+        return None
+    n, own = got
+    shown = target if shown is None else shown
+    if not own:
+        raise UnsafeOutputError(f"{shown}: names a descriptor of another process; refusing to "
+                                f"write through it")
+    try:
+        mode = fcntl.fcntl(n, fcntl.F_GETFL) & os.O_ACCMODE
+    except OSError:
+        raise UnsafeOutputError(f"{shown}: descriptor {n} is not open") from None
+    if mode != os.O_WRONLY:
+        what = "reading" if mode == os.O_RDONLY else "reading and writing"
+        raise UnsafeOutputError(f"{shown}: is descriptor {n}, open for {what} (a redirect from "
+                                f"a file, not an output redirect); refusing to write onto that file")
+    return n
+
+
+def _refuse_hard_link(path, st: os.stat_result, inputs) -> None:
+    """An output file with other names must not be one of an input's files (a hard link)."""
+    if st.st_nlink < 2:
+        return
+    ctx_inputs, _, _ = _RULES.get()
+    for given in list(inputs) + list(ctx_inputs):
+        inp = _target(given)
+        roots = [inp] if not os.path.isdir(inp) else []
+        walked = 0
+        if os.path.isdir(inp):
+            for dirpath, _dirs, names in os.walk(inp):
+                roots += [Path(dirpath) / n for n in names]
+                walked += len(names)
+                if walked > 100_000:
+                    break
+        for f in roots:
+            try:
+                o = os.stat(f)
+            except OSError:
+                continue
+            if (o.st_dev, o.st_ino) == (st.st_dev, st.st_ino):
+                raise UnsafeOutputError(f"{path}: is a hard link of the input {f}; refusing "
+                                        f"to write onto an input")

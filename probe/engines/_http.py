@@ -6,9 +6,11 @@ thread. Retries use exponential backoff (honouring `Retry-After`) on 408,
 time; other 4xx answers are never retried. A retry is the same request.
 """
 
+import contextlib
 import http.client
 import json
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -22,6 +24,31 @@ from ._interface import (
 )
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+MAX_BODY = 256 << 20
+"""The largest answer read (bytes): a generation of P samples x 32k tokens with log-probabilities
+is ~10 MB; a 3 GB body is refused when it passes this, not held in memory."""
+
+
+class _TooLarge(OtbenchError, RuntimeError):
+    """An answer over `MAX_BODY` (internal: `Client._once` turns it into `ServerError`)."""
+
+
+def _read_capped(r: http.client.HTTPResponse, cap: int) -> bytes:
+    """The body of `r`, refused past `cap` bytes (by its Content-Length, or as it arrives)."""
+    n = r.getheader("Content-Length")
+    if n is not None and n.strip().isascii() and n.strip().isdigit() and int(n) > cap:
+        raise _TooLarge(f"the answer is {int(n)} bytes, more than the {cap >> 20} MiB an answer "
+                        "may be")
+    parts, size = [], 0
+    while True:
+        chunk = r.read1(1 << 16)
+        if not chunk:
+            r.close()                   # done with it (read1 leaves a fully read answer open)
+            return b"".join(parts)
+        size += len(chunk)
+        if size > cap:
+            raise _TooLarge(f"the answer passed the {cap >> 20} MiB an answer may be")
+        parts.append(chunk)
 
 
 class ServerError(OtbenchError, RuntimeError):
@@ -59,7 +86,18 @@ class Client:
 
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
                  retry_s: float = 300.0, backoff=None, sleep=None):
-        u = urllib.parse.urlsplit(base_url)
+        if not isinstance(base_url, str) or not _printable(base_url) or " " in base_url:
+            raise EngineStartError("engine.base_url holds a space, a control character (CR/LF?) "
+                                   f"or a non-ASCII character: {base_url!r}")
+        if api_key is not None and not _printable(api_key):
+            # never shown: a header with CR/LF would be refused by http.client with the key in it
+            raise EngineStartError("the API key holds a control character (CR/LF?) or a non-ASCII "
+                                   "character; refused (the key is not shown)")
+        try:
+            u = urllib.parse.urlsplit(base_url)
+            u.port
+        except ValueError as e:
+            raise EngineStartError(f"engine.base_url {base_url!r}: {e}") from None
         if u.scheme not in ("http", "https") or not u.hostname:
             raise EngineStartError(f"engine.base_url must be http://HOST:PORT or https://HOST:PORT, "
                                    f"got {base_url!r}")
@@ -71,6 +109,7 @@ class Client:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.timeout_s, self.retry_s = float(timeout_s), float(retry_s)
+        self.max_body = MAX_BODY
         self._closed = threading.Event()
         # a closed client stops waiting at once: its pool's threads never outlive a failed run by retry_s
         self._backoff, self._sleep = backoff or DEFAULT_BACKOFF, sleep or self._closed.wait
@@ -92,14 +131,35 @@ class Client:
             c.close()
 
     def _once(self, method: str, path: str, body: bytes | None) -> tuple[int, bytes, Any]:
+        # One deadline for the whole attempt (connect, headers, body): a server that drips a
+        # byte a second, or sends an endless chunked body, is cut off at timeout_s, not per read.
+        expired = threading.Event()
+        c = self._conn()
+
+        def cut() -> None:
+            expired.set()
+            with contextlib.suppress(OSError, AttributeError):
+                c.sock.shutdown(socket.SHUT_RDWR)
+        timer = threading.Timer(self.timeout_s, cut)
+        timer.daemon = True
+        timer.start()
         try:
-            c = self._conn()
             c.request(method, self._prefix + path, body=body, headers=self._headers)
             r = c.getresponse()
-            data = r.read()
-        except (ConnectionError, TimeoutError, http.client.HTTPException, OSError) as e:
+            data = _read_capped(r, self.max_body)
+            if expired.is_set():            # cut at the deadline: what was read is not the answer
+                raise TimeoutError("deadline")
+        except _TooLarge as e:
             self._drop()
+            raise ServerError(f"{self.base_url}{path}: {e}") from None
+        except (ConnectionError, TimeoutError, http.client.HTTPException, OSError, ValueError) as e:
+            self._drop()
+            if expired.is_set():
+                raise _Retryable(f"no complete answer within engine.request_timeout_s = "
+                                 f"{self.timeout_s:g} s") from None
             raise _Retryable(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
+        finally:
+            timer.cancel()
         if r.getheader("Connection", "").lower() == "close":
             self._drop()
         return r.status, data, r.getheader("Retry-After")
@@ -127,13 +187,20 @@ class Client:
                 self._sleep(delay)
                 attempt += 1
                 continue
+            if 300 <= status < 400:
+                # never followed: a redirect would send the request (and its key) elsewhere
+                raise HTTPStatusError(status, f"{self.base_url}{path}: HTTP {status} (a redirect); "
+                                              "redirects are refused: engine.base_url must name "
+                                              "the server itself")
             if status >= 400:
                 raise HTTPStatusError(status, f"{self.base_url}{path}: HTTP {status}: {_detail(data)}")
+            if status != 200:
+                raise ServerError(f"{self.base_url}{path}: HTTP {status}, not 200")
             try:
                 return json.loads(data)
-            except ValueError:
-                raise ServerError(f"{self.base_url}{path}: the answer is not JSON "
-                                  f"({data[:80]!r})") from None
+            except (ValueError, RecursionError):
+                raise ServerError(f"{self.base_url}{path}: the answer is not JSON (or nests too "
+                                  f"deeply) ({data[:80]!r})") from None
 
     def close(self) -> None:
         """Stop retrying (requests waiting to retry fail now) and drop this thread's connection."""
@@ -147,6 +214,11 @@ class HTTPStatusError(ServerError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+def _printable(text: str) -> bool:
+    """Printable ASCII only: what an HTTP header or request line may carry."""
+    return all(" " <= c <= "~" for c in text)
 
 
 def _retry_after(v: str | None) -> float | None:

@@ -44,7 +44,7 @@ from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._http import Client, ServerError, _Retryable
+from ._http import Client, ServerError, _printable, _Retryable
 from ._interface import (
     Completion,
     EngineBase,
@@ -106,6 +106,9 @@ class OpenAIEngine(EngineBase):
             if not key:
                 raise EngineStartError(f"engine.api_key_env names ${config.api_key_env}, which is not set "
                                        "(the key itself never goes into the job)")
+            if not _printable(key):
+                raise EngineStartError(f"${config.api_key_env} holds a control character (CR/LF?) "
+                                       "or a non-ASCII character; refused (the key is not shown)")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from transformers import AutoTokenizer
 
@@ -125,7 +128,7 @@ class OpenAIEngine(EngineBase):
         self._eos.update([e] if isinstance(e, int) else [x for x in (e or []) if isinstance(x, int)])
         self._pool = ThreadPoolExecutor(max_workers=config.max_concurrency, thread_name_prefix="otbench-http")
         try:
-            self._server = check_server(self._client, config, self._tok)
+            self._server = check_server(self._client, config, self._tok, vocab=self._vocab)
         except BaseException:
             self.close()
             raise
@@ -167,7 +170,8 @@ class OpenAIEngine(EngineBase):
 
         def one(ctx):
             where = f"{self._client.base_url}/v1/completions"
-            lp = first_logprobs(_choices(self._post(logprob_body(self.model, ctx, want)), where)[0], where)
+            lp = first_logprobs(_choices(self._post(logprob_body(self.model, ctx, want)), where)[0], where,
+                                self._vocab)
             missing = [t for t in want if t not in lp]
             if missing:
                 raise ServerError(f"{where}: no log-probability of token {missing[0]}")
@@ -182,13 +186,14 @@ class OpenAIEngine(EngineBase):
         ch = _choices(self._post(generation_body(self.model, r, sampling)), where)
         if len(ch) != r.n:
             raise ServerError(f"{where}: asked for n = {r.n} samples, got {len(ch)}")
-        return completions(ch, {int(s) for s in r.stop_ids}, self._eos, where, logprobs=r.logprobs)
+        return completions(ch, {int(s) for s in r.stop_ids}, self._eos, where, logprobs=r.logprobs,
+                           vocab=self._vocab, max_tokens=int(r.max_tokens))
 
     def _signal_one(self, r: SignalRequest) -> Signal:
         where = f"{self._client.base_url}/v1/completions"
         t = int(r.token_id)
         return signal_of(_choices(self._post(logprob_body(self.model, r.context, [t], exclude=t)), where)[0],
-                         t, where)
+                         t, where, self._vocab)
 
     def cache_stats(self) -> dict[str, int] | None:
         """The server's cumulative prefix-cache counters (`/metrics`; shared with its other clients), or None."""

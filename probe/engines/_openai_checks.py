@@ -29,7 +29,7 @@ PROBE_TEXT = ("Step 1: let x = 3.14159, so 2x \u2260 7 \u2014 done.\n\n  Next:\t
 
 # -- what the server can do --------------------------------------------------------------------
 
-def check_server(client: Client, config: EngineConfig, tok) -> dict[str, Any]:
+def check_server(client: Client, config: EngineConfig, tok, *, vocab: int | None = None) -> dict[str, Any]:
     """What the server is, after checking it can serve STP exactly; `EngineStartError` (one line) if not.
 
     Checks, in order: the served model (`/v1/models`; exactly one when the job
@@ -39,7 +39,7 @@ def check_server(client: Client, config: EngineConfig, tok) -> dict[str, Any]:
     the answer (`/v1/completions`); reproducible seeded samples, and whether
     sample `j` of an `n`-sample request is the single sample of seed `seed + j`.
     """
-    c = _ServerCheck(client, config, tok)
+    c = _ServerCheck(client, config, tok, vocab)
     name = c.served_model()
     ids = c.tokenizer(name)[:24]
     c.token_prompts(name, ids)
@@ -58,8 +58,8 @@ def check_server(client: Client, config: EngineConfig, tok) -> dict[str, Any]:
 class _ServerCheck:
     """The checks of `check_server`, one method each; every refusal is one `EngineStartError`."""
 
-    def __init__(self, client: Client, config: EngineConfig, tok):
-        self.client, self.config, self.tok = client, config, tok
+    def __init__(self, client: Client, config: EngineConfig, tok, vocab: int | None = None):
+        self.client, self.config, self.tok, self.vocab = client, config, tok, vocab
         self.url = client.base_url
         self.where = f"{self.url}/v1/completions"
 
@@ -130,10 +130,11 @@ class _ServerCheck:
             raise EngineStartError(f"{where} does not take a token-id prompt as ids (prompt_tokens "
                                    f"{got} for {len(ids)} ids)")
         try:
-            raw = first_logprobs(_choices(plain, where)[0], where)
-            _token_ids(_choices(plain, where)[0], where)
+            raw = first_logprobs(_choices(plain, where)[0], where, self.vocab)
+            if len(_token_ids(_choices(plain, where)[0], where, self.vocab)) > 1:
+                raise ServerError(f"{where}: a one-token request (max_tokens 1) got more tokens")
             answer = self.ask("POST", "/v1/completions", logprob_body(name, ids, [t], exclude=t))
-            biased = first_logprobs(_choices(answer, where)[0], where)
+            biased = first_logprobs(_choices(answer, where)[0], where, self.vocab)
         except ServerError as e:
             raise EngineStartError(f"{self.url} cannot serve STP exactly: {e}") from None
         if t not in raw or t not in biased:
@@ -148,8 +149,11 @@ class _ServerCheck:
         a = self.ask("POST", "/v1/completions", generation_body(name, r, Sampling(1.0, 1.0, 0, 0.0)),
                      what="a seeded request")
         try:
-            return [c.token_ids for c in completions(_choices(a, self.where), set(), set(),
-                                                     self.where)]
+            ch = _choices(a, self.where)
+            if len(ch) != r.n:
+                raise ServerError(f"{self.where}: asked for n = {r.n} samples, got {len(ch)}")
+            return [c.token_ids for c in completions(ch, set(), set(), self.where,
+                                                     vocab=self.vocab, max_tokens=r.max_tokens)]
         except ServerError as e:
             raise EngineStartError(f"{self.url} cannot serve STP exactly: {e}") from None
 

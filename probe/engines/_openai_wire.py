@@ -5,6 +5,7 @@ module docstring); every answer is checked for the shape the probe needs,
 and a malformed one is a one-line `ServerError`.
 """
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -78,21 +79,41 @@ def logprob_body(model: str, context: Sequence[int], token_ids: Sequence[int], *
     return body
 
 
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _logprob(v: Any) -> bool:
+    """A log-probability: a finite number <= 0 (a probability is at most 1)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v <= 0
+
+
 def _choices(resp: Any, where: str) -> list[dict]:
+    """The answer's choices: objects with distinct integer indices 0..n-1, in index order."""
     ch = resp.get("choices") if isinstance(resp, dict) else None
     if not isinstance(ch, list) or not ch:
         raise ServerError(f"{where}: the answer has no choices")
-    return sorted(ch, key=lambda c: c.get("index", 0))
+    if not all(isinstance(c, dict) for c in ch):
+        raise ServerError(f"{where}: the answer's choices are not all objects")
+    idx = [c.get("index", 0 if len(ch) == 1 else None) for c in ch]
+    if not all(_int(i) for i in idx) or sorted(idx) != list(range(len(ch))):
+        raise ServerError(f"{where}: the answer's choice indices {idx[:8]} are not the distinct "
+                          f"integers 0..{len(ch) - 1}")
+    return [c for _, c in sorted(zip(idx, ch), key=lambda x: x[0])]
 
 
-def _token_ids(choice: dict, where: str) -> list[int]:
+def _token_ids(choice: dict, where: str, vocab: int | None = None) -> list[int]:
     ids = choice.get("token_ids")
     if not isinstance(ids, list):
         raise ServerError(f"{where}: the answer has no token ids (the server ignores return_token_ids)")
-    return [int(t) for t in ids]
+    bad = next((t for t in ids if not _int(t) or t < 0 or (vocab is not None and t >= vocab)), None)
+    if bad is not None or (ids and not all(_int(t) for t in ids)):
+        raise ServerError(f"{where}: the answer's token id {bad!r} is not an integer in the "
+                          f"vocabulary [0, {vocab if vocab is not None else 'vocab'})")
+    return list(ids)
 
 
-def first_logprobs(choice: dict, where: str) -> dict[int, float]:
+def first_logprobs(choice: dict, where: str, vocab: int | None = None) -> dict[int, float]:
     """{token id: log-probability} at the first generated position (`token_id:N` keys)."""
     lp = choice.get("logprobs")
     top = lp.get("top_logprobs") if isinstance(lp, dict) else None
@@ -100,53 +121,68 @@ def first_logprobs(choice: dict, where: str) -> dict[int, float]:
         raise ServerError(f"{where}: the answer has no log-probabilities")
     out = {}
     for k, v in top[0].items():
-        m = re.fullmatch(r"token_id:(\d+)", str(k))
+        m = re.fullmatch(r"token_id:([0-9]{1,12})", str(k))
         if m is None:
-            raise ServerError(f"{where}: log-probabilities keyed {k!r}, not token_id:N "
+            raise ServerError(f"{where}: log-probabilities keyed {str(k)[:40]!r}, not token_id:N "
                               "(the server ignores return_tokens_as_token_ids)")
-        out[int(m.group(1))] = float(v)
+        t = int(m.group(1))
+        if vocab is not None and t >= vocab:
+            raise ServerError(f"{where}: a log-probability of token {t}, outside the vocabulary "
+                              f"[0, {vocab})")
+        if not _logprob(v):
+            raise ServerError(f"{where}: the log-probability of token {t} is {v!r}, not a finite "
+                              "number <= 0")
+        out[t] = float(v)
     return out
 
 
 def _token_logprobs(choice: dict, n: int, where: str) -> tuple[float, ...]:
     lp = choice.get("logprobs")
     vals = lp.get("token_logprobs") if isinstance(lp, dict) else None
-    if not isinstance(vals, list) or len(vals) < n or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals[:n]):
+    if not isinstance(vals, list) or len(vals) < n:
         raise ServerError(f"{where}: the answer lacks a log-probability per decoded token "
                           "(asked with logprobs = 0)")
+    bad = next((v for v in vals[:n] if not _logprob(v)), "ok")
+    if bad != "ok":
+        raise ServerError(f"{where}: the answer lacks a log-probability per decoded token "
+                          f"(one is {bad!r}, not a finite number <= 0)")
     return tuple(float(v) for v in vals[:n])
 
 
 def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: str, *,
-                logprobs: bool = False) -> list[Completion]:
+                logprobs: bool = False, vocab: int | None = None,
+                max_tokens: int | None = None) -> list[Completion]:
     """`Completion`s of a generation answer, with the in-process engine's stop rule (`VLLMEngine._completions`);
-    `logprobs`: each decoded token's log-probability too (`GenRequest.logprobs`)."""
+    `logprobs`: each decoded token's log-probability too (`GenRequest.logprobs`). Every id is
+    an integer in `[0, vocab)`, and no choice holds more than `max_tokens` tokens."""
     out = []
     for c in choices:
-        ids = tuple(_token_ids(c, where))
+        ids = tuple(_token_ids(c, where, vocab))
+        if max_tokens is not None and len(ids) > max_tokens:
+            raise ServerError(f"{where}: a choice holds {len(ids)} tokens, more than the "
+                              f"max_tokens {max_tokens} asked")
         stop = None
         if c.get("finish_reason") == "stop":
             if ids and (ids[-1] in stops or ids[-1] in eos):
                 stop, ids = ids[-1], ids[:-1]
             else:
                 sr = c.get("stop_reason")
-                stop = int(sr) if isinstance(sr, int) and not isinstance(sr, bool) else -1
+                stop = int(sr) if _int(sr) else -1
         out.append(Completion(ids, stop, _token_logprobs(c, len(ids), where) if logprobs else None))
     return out
 
 
-def signal_of(choice: dict, token_id: int, where: str) -> Signal:
-    ids = _token_ids(choice, where)
+def signal_of(choice: dict, token_id: int, where: str, vocab: int | None = None) -> Signal:
+    ids = _token_ids(choice, where, vocab)
     if not ids:
         raise ServerError(f"{where}: a signal request generated no token")
+    if len(ids) > 1:
+        raise ServerError(f"{where}: a signal request (max_tokens 1) generated {len(ids)} tokens")
     other = ids[0]
     if other == token_id:
         raise ServerError(f"{where}: the signal token stayed the greedy choice under a {_EXCLUDE_BIAS:g} "
                           "logit bias (the server's limit); the most likely other token is undefined here")
-    lp = first_logprobs(choice, where)
+    lp = first_logprobs(choice, where, vocab)
     if token_id not in lp or other not in lp:
         raise ServerError(f"{where}: the answer lacks the log-probability of token {token_id} or {other}")
     return Signal(lp[token_id], lp[other], other)
-
-

@@ -318,14 +318,50 @@ def set_trajectories(directory, ms: Any, rows: Sequence[int]) -> list[Trajectory
     return out
 
 
-def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str]) -> Any:
-    """The set's recorded engine settings, with the model located and the controller loaded."""
+RECORDED = "recorded"
+"""`--base-url recorded`: the set's recorded server address, used without credentials."""
+
+
+def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str], *,
+                     server: Mapping[str, Any] | None = None) -> Any:
+    """The set's recorded engine settings, with the model located and the controller loaded.
+
+    A set is data anyone can edit, so it never chooses where a credential goes: its
+    recorded `base_url` and `api_key_env` are dropped. A served engine's address comes
+    from `server` (the user's command: ``{"base_url": URL, "api_key_env": VAR}``), or,
+    with ``base_url = "recorded"`` (the user's explicit consent), is the recorded one,
+    reached without any credential.
+    """
     from otbench.probe.config import embedded_model_dir
     from otbench.probe.engines import EngineConfig
 
-    cfg = dict(prov.get("engine", {}).get("config", {}))
+    from ._spec import OnlineControlError
+
+    engine = prov.get("engine", {})
+    cfg = dict(engine.get("config", {})) if isinstance(engine, Mapping) and isinstance(
+        engine.get("config", {}), Mapping) else {}
     known = {f.name for f in dataclasses.fields(EngineConfig)}
     cfg = {k: (tuple(v) if isinstance(v, list) else v) for k, v in cfg.items() if k in known}
+    recorded_url = cfg.pop("base_url", None)
+    cfg.pop("api_key_env", None)
+    asked = dict(server or {})
+    url, key_env = asked.get("base_url"), asked.get("api_key_env")
+    if cfg.get("kind") == "openai":
+        if not url:
+            raise OnlineControlError(
+                f"the set was probed on a served engine (recorded at {recorded_url!r}); name the "
+                f"server with --base-url URL (and --api-key-env VAR for its key), or pass "
+                f"--base-url {RECORDED} to reach the recorded address without credentials "
+                "(a set's recorded address is never sent a key)")
+        if url == RECORDED:
+            if key_env:
+                raise OnlineControlError("--api-key-env needs --base-url URL: the recorded "
+                                         "address of a set is never sent a key")
+            url = recorded_url
+        cfg["base_url"], cfg["api_key_env"] = url, key_env
+    elif url or key_env:
+        raise OnlineControlError(f"--base-url/--api-key-env: the set was probed by an in-process "
+                                 f"engine ({cfg.get('kind', 'vllm')!r}), not a served one")
     weights = str(prov.get("model", {}).get("weights", ""))
     model = str(embedded_model_dir(weights.split(":", 1)[1], log=lambda *_: None)) \
         if weights.startswith("embedded:") else weights
@@ -348,7 +384,8 @@ def check_replayable(directory, ms: Any) -> None:
 def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, method: str,
                 theta: float, engine: Engine | None = None, grader: str = "auto",
                 shift: bool = True, seed: int = SEED, signal: str = "margin",
-                offline_signal: str | None = None, replicates: int = REPLICATES) -> dict[str, Any]:
+                offline_signal: str | None = None, replicates: int = REPLICATES,
+                server: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Replay `rows` of the stored set in `directory` online and certify them against `offline_k`.
 
     `method`: the controller's rule (``thinkbrake``; ``cap`` with `theta` a
@@ -360,6 +397,8 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     the same context as the online ``margin``, ``margin`` the probe's), and,
     for ``margin_own``, the recorded values are checked against the
     engine's fresh reading in that context (`own_context_reread`).
+    `server`: a served engine's address and key variable, from the user
+    (`engine_config_of`; never the set's).
     """
     from otbench.probe.config import Sampling, load_family
     from otbench.probe.data import load_questions
@@ -381,10 +420,11 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     probe = prov.get("probe", {})
     rule = prov.get("boundary_rule", "vocab")
     sampling = Sampling(**prov["sampling"])
-    trajs = set_trajectories(directory, ms, rows)
     own = engine is None
+    config = engine_config_of(prov, [PROCESSOR], server=server) if own else None  # refuse first
+    trajs = set_trajectories(directory, ms, rows)
     if own:
-        engine = open_engine(engine_config_of(prov, [PROCESSOR]))
+        engine = open_engine(config)
     try:
         tok = engine.tokenizer()
         fmt = compile_format(fam, tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=rule)

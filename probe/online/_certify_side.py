@@ -54,6 +54,9 @@ def replay_context(directory, ms: Any) -> dict[str, Any]:
 
     check_replayable(directory, ms)
     prov = ms.provenance
+    if not isinstance(prov.get("data"), Mapping):
+        raise OnlineControlError(f"{directory}: the set's provenance records no question data "
+                                 "(`data`), which a replay grades against")
     fam = load_family(prov["family"]["name"])
     probe = prov.get("probe", {})
     return {"family": fam, "rule": prov.get("boundary_rule", "vocab"), "sampling": Sampling(**prov["sampling"]),
@@ -185,13 +188,14 @@ def signals_vs_recorded(ms: Any, rows: Sequence[int], trajs: Sequence[Trajectory
 def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method: Any, theta: float,
                   engine: Any = None, grader: str = "auto", trajectories: int | None = None,
                   thinking: str = "generate", seed: int = SEED, in_flight: int = 64,
-                  replicates: int = REPLICATES) -> dict[str, Any]:
+                  replicates: int = REPLICATES, server: Any = None) -> dict[str, Any]:
     """Run `method` at `theta` online on the set's offline split and certify it (module docstring).
 
     `offline(ms)`: OTBench's point as a dict: ``rows`` of the split, their
     stops ``k``, its net rule's ``signal_tokens`` and ``paid`` decisions per
     row, and the declared ``prefill`` per decision. `engine`: an open
-    engine (default: the set's recorded one, started here and closed after).
+    engine (default: the set's recorded one, started here and closed after;
+    `server`: a served engine's address from the user, `engine_config_of`).
     """
     from otbench.analysis.measurement import FIELD_SIGNALS
     from otbench.probe.engines import open_engine
@@ -200,10 +204,11 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     if thinking not in ("generate", "stored"):
         raise OnlineControlError(f"thinking must be 'generate' or 'stored', got {thinking!r}")
     rule = FieldRule(method, float(theta))
-    ctx = replay_context(directory, ms)
     own = engine is None
+    config = engine_config_of(ms.provenance, [], server=server) if own else None  # refuse first
+    ctx = replay_context(directory, ms)
     if own:
-        engine = open_engine(engine_config_of(ms.provenance, []))
+        engine = open_engine(config)
     try:
         need = FIELD_SIGNALS if rule.probes else ()
         source = "recorded by the controller's record pass" if ms.provenance.get("field_signals", {}).get(

@@ -28,10 +28,11 @@ file renamed to another key) is moved to `quarantine/`, reported, and the
 unit is probed again: a damaged record is never silently read.
 """
 
+import contextlib
 import hashlib
 import json
 import os
-import shutil
+import re
 import struct
 import zlib
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from otbench.errors import OtbenchError
+from otbench.files import pid_alive
 
 from ._background import BackgroundWorker
 from ._ids import from_le_bytes, to_le_bytes
@@ -51,6 +53,44 @@ MODEL = "model.json"
 MAGIC = b"otbench.unit/2\n"
 _UNITS = "units"
 _QUARANTINE = "quarantine"
+
+
+_KEY = re.compile(r"[0-9a-f]{64}")
+_TMP = re.compile(r"\.([0-9a-f]{64})\.([0-9]+)\.tmp")
+
+
+def _is_marker(marker: Path) -> bool:
+    """A journal's marker: a regular file holding `{"schema": JOURNAL_SCHEMA}`."""
+    try:
+        if marker.is_symlink() or not marker.is_file() or marker.stat().st_size > 4096:
+            return False
+        doc = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("schema") == JOURNAL_SCHEMA
+
+
+def _drop_units(units: Path) -> None:
+    """Remove the unit records under `units/` (`<k[:2]>/<key>.unit`, starting with MAGIC) and
+    the folders they leave empty; anything else there (a user's file) is kept."""
+    if not units.is_dir() or units.is_symlink():
+        return
+    for sub in units.iterdir():
+        if sub.is_symlink() or not sub.is_dir():
+            continue
+        for f in sub.iterdir():
+            if f.suffix != ".unit" or not _KEY.fullmatch(f.stem) or f.stem[:2] != sub.name \
+                    or f.is_symlink() or not f.is_file():
+                continue
+            try:
+                with open(f, "rb") as fh:
+                    ours = fh.read(len(MAGIC)) == MAGIC
+            except OSError:
+                ours = False
+            if ours:
+                f.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            sub.rmdir()                         # only when nothing else is left in it
 
 
 class JournalError(OtbenchError, RuntimeError):
@@ -201,7 +241,7 @@ class Journal:
         if root.exists():
             if not root.is_dir():
                 raise JournalError(f"{root}: exists and is not a journal folder")
-            if marker.is_file():
+            if _is_marker(marker):
                 if not resume and not overwrite and any((root / _UNITS).glob("*/*.unit")):
                     raise JournalError(f"{root}: holds units of an earlier run; pass --resume to "
                                        "continue it, or --overwrite to start over")
@@ -215,17 +255,21 @@ class Journal:
             raise JournalError(str(e)) from None
         try:
             if overwrite and not resume:
-                shutil.rmtree(root / _UNITS, ignore_errors=True)
+                _drop_units(root / _UNITS)          # only the records otbench wrote
                 (root / MODEL).unlink(missing_ok=True)
             if not marker.is_file():
                 marker.write_text(json.dumps({"schema": JOURNAL_SCHEMA}) + "\n")
                 _fsync_dir(root)
             (root / _UNITS).mkdir(exist_ok=True)
             torn = 0
-            # We hold the lock, so every temp file is a leftover of a killed commit.
+            # A commit's temporary (`.<key>.<pid>.tmp`) whose writer no longer runs is a leftover
+            # of a killed commit; a live writer's, or a look-alike of a user's, is left alone.
             for tmp in (root / _UNITS).glob("*/.*.tmp"):
-                tmp.unlink(missing_ok=True)
-                torn += 1
+                m = _TMP.fullmatch(tmp.name)
+                if m and m.group(1)[:2] == tmp.parent.name and not pid_alive(int(m.group(2))) \
+                        and tmp.is_file() and not tmp.is_symlink():
+                    tmp.unlink(missing_ok=True)
+                    torn += 1
         except BaseException:
             lock.release()
             raise

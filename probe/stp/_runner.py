@@ -129,6 +129,11 @@ class _LocalExecutor:
         self.engine.close()
 
 
+WORKER_BYTES = 1 << 30
+"""The memory floor assumed per local engine worker (an interpreter with torch or vLLM imported,
+before any weights); a budget refusal, not a measurement."""
+
+
 def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address, worker_cpus,
                 worker_gpus):
     """Validate `run_job`'s arguments, before anything is read or started."""
@@ -136,6 +141,14 @@ def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address,
         raise ValueError("`resume` needs a `journal` folder to resume from.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"`workers` must be a positive integer, got {workers!r}.")
+    if ray_address is None and workers > 1:
+        # Local workers are engine processes: each holds at least an interpreter with the
+        # engine's libraries and the model's tokenizer, WORKER_BYTES, before any weights.
+        from otbench.resources import check_budget
+
+        check_budget(f"{workers:,} local engine workers", "`workers`", workers,
+                     per_unit=WORKER_BYTES, unit="worker",
+                     advice="or name a Ray cluster with --ray-address")
     if ray_address is not None and (not isinstance(ray_address, str) or not ray_address):
         raise ValueError(f"`ray_address` must be a non-empty string or None, got {ray_address!r}.")
     if isinstance(worker_cpus, bool) or not isinstance(worker_cpus, (int, float)) or worker_cpus <= 0:

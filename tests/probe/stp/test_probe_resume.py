@@ -132,12 +132,29 @@ def test_journal_open_rules(tmp_path: Path):
     with pytest.raises(JournalError, match=r"holds units of an earlier run; pass --resume to continue it, "
                                            r"or --overwrite to start over"):
         Journal.open(root, resume=False)
-    # a kill mid-commit leaves a hidden temp file: removed (and counted) on the next open
-    (root / "units" / "aa" / f".{'a' * 64}.123.tmp").write_bytes(b"otbench.unit/1\n12")
+    # a kill mid-commit leaves a hidden temp file: removed (and counted) on the next open; a live
+    # writer's temporary (this process's pid) and a user's look-alike stay
+    dead = 999_999_999                                                   # above any pid_max
+    (root / "units" / "aa" / f".{'a' * 64}.{dead}.tmp").write_bytes(b"otbench.unit/1\n12")
+    live = root / "units" / "aa" / f".{'a' * 64}.{os.getpid()}.tmp"
+    live.write_bytes(b"otbench.unit/1\n12")
+    (root / "units" / "aa" / ".mine.tmp").write_text("mine")
     with Journal.open(root, resume=True) as j:
         assert j.torn == 1 and j.lookup("a" * 64, group="G", question="q1", trajectory=0) == _unit()
+    assert live.exists() and (root / "units" / "aa" / ".mine.tmp").read_text() == "mine"
+    (root / "units" / "zz").mkdir()
+    (root / "units" / "zz" / "notes.txt").write_text("mine")
     with Journal.open(root, resume=False, overwrite=True) as j:            # start over
         assert j.lookup("a" * 64, group="G", question="q1", trajectory=0) is None
+    assert (root / "units" / "zz" / "notes.txt").read_text() == "mine"   # only records are dropped
+    # a forged marker in a user's folder does not make it a journal
+    forged = tmp_path / "forged"
+    (forged / "units" / "ab").mkdir(parents=True)
+    (forged / "journal.json").write_text("{}")
+    (forged / "units" / "ab" / "thesis.tex").write_text("keep")
+    with pytest.raises(JournalError, match=r"exists and is not an otbench journal"):
+        Journal.open(forged, resume=False, overwrite=True)
+    assert (forged / "units" / "ab" / "thesis.tex").read_text() == "keep"
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("keep")
@@ -305,6 +322,7 @@ def _hash(path: Path) -> str:
 def _manifest(path: Path) -> dict:
     m = json.loads((path / "manifest.json").read_text())
     m["provenance"]["code"].pop("git")          # the tree may be committed to between two runs
+    m.pop("provenance_hash")                    # ... and the hash of the provenance with it
     return m
 
 
@@ -415,7 +433,7 @@ def test_damaged_records_are_redone(tmp_path: Path, baseline):
     raw[-20] ^= 0x40                                                   # one flipped bit
     files[1].write_bytes(bytes(raw))
     files[2].write_bytes(files[3].read_bytes())                        # another unit's record
-    (files[4].parent / f".{files[4].stem}.999.tmp").write_bytes(b"otbench.unit/1\n")   # torn commit
+    (files[4].parent / f".{files[4].stem}.999999999.tmp").write_bytes(b"otbench.unit/1\n")  # torn commit
     s = _run(cfg, tmp_path / "set", journal=journal, resume=True)
     j = s.run["journal"]
     reasons = sorted(q["reason"].split(":")[0].split(" key")[0] for q in j["quarantined"])
