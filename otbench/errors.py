@@ -38,9 +38,19 @@ class UnsafeOutputError(OtbenchError, FileExistsError):
     """An output that would replace an input or something otbench did not write."""
 
 
+class ArgumentError(OtbenchError, ValueError):
+    """An argument that breaks its rule; the message names the argument and the rule
+    ("`replicates` must be a positive integer, got 0").
+
+    What every library validator raises for a caller's bad value, so the CLI (and any caller)
+    tells a refused input from a bug by one class; a bare `ValueError` raised in library code
+    is a bug and says so in a comment.
+    """
+
+
 class ResourceLimitError(OtbenchError, ValueError):
     """Arguments whose estimated memory or time exceeds what this machine allows
     (`otbench.resources.check_budget`)."""
 
 
-__all__ = ["MeasurementSetError", "OtbenchError", "ResourceLimitError", "UnsafeOutputError"]
+__all__ = ["ArgumentError", "MeasurementSetError", "OtbenchError", "ResourceLimitError", "UnsafeOutputError"]

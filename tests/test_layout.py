@@ -14,7 +14,11 @@
    checksum) are defined only in `otbench.files`, and the measurement
    contract does not re-export them;
 10. one error base: every exception class otbench defines derives from
-    `otbench.errors.OtbenchError`.
+    `otbench.errors.OtbenchError`; a caller's bad value raises one of them
+    (`ArgumentError` for arguments), a bare `ValueError` / `TypeError` only a
+    bug that says so;
+11. the methods import no JAX and only the measurement contract; the docs
+    generator reads only public names.
 """
 
 import ast
@@ -370,3 +374,46 @@ def test_the_private_name_rule_fails_on_planted_imports():
     planted = [(1, "otbench.probe.stp._toml_rules", "ArrayOf"), (2, "otbench.analysis", "_EXPORTS"),
                (3, "otbench.probe.stp", "describe_job_keys"), (4, "mkdocs._internal", "x")]
     assert [v.split(":")[1].split()[0] for v in private_names(planted, "x")] == ["1", "2"]
+
+
+BARE = ("ValueError", "TypeError")
+
+
+def bare_raises(source: str, where: str) -> tuple[int, list[str]]:
+    """(raise sites, the bare `ValueError` / `TypeError` raises that do not say why they are a
+    bug) of one module's source: a user's bad value raises an `OtbenchError` subclass
+    (`otbench.errors.ArgumentError` for arguments), a bare built-in only a bug, said so in a
+    `# bug` comment on its line or the line before."""
+    lines = source.splitlines()
+    total, bad = 0, []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            total += 1
+            f = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(f, ast.Name) and f.id in BARE:
+                ctx = " ".join(lines[max(0, node.lineno - 2):node.lineno]).lower()
+                if "bug" not in ctx:
+                    bad.append(f"{where}:{node.lineno}")
+    return total, bad
+
+
+def test_library_raises_otbench_errors_not_bare_builtins():
+    total, bad = 0, []
+    for p in _modules():
+        t, b = bare_raises(p.read_text(), str(p.relative_to(ROOT)))
+        total, bad = total + t, bad + b
+    assert total > 500 and not bad, f"{len(bad)} of {total} raise sites raise a bare built-in: {bad[:20]}"
+    # and the bugs themselves stay rare: at most 5 % of the raise sites are bare built-ins at all
+    bare = sum(len(bare_raises(p.read_text().replace("bug", "B_G"), "")[1]) for p in _modules())
+    assert bare <= 0.05 * total, f"{bare} of {total} raise sites are bare built-ins"
+
+
+def test_the_raise_rule_fails_on_a_planted_bare_raise():
+    planted = ("def f(x):\n"
+               "    if x < 0:\n"
+               "        raise ValueError('`x` must be >= 0')\n"
+               "    if x > 9:\n"
+               "        raise ArgumentError('`x` must be <= 9')\n"
+               "    # bug: the caller checked x already\n"
+               "    raise TypeError('unreachable')\n")
+    assert bare_raises(planted, "x") == (3, ["x:3"])

@@ -80,6 +80,7 @@ from ._areas import cell_areas, cell_summary, frac, nondominated
 from ._macro import area_summary, frontier_at
 from ._macro import chain as macro_chain
 from ._net import net_block
+from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.bench/1"
 COMPARE_SCHEMA = "otbench.bench-compare/1"
@@ -185,17 +186,17 @@ class _CellTotals:
 
 def _evaluate_iv(ms: Any, split: Any, audit: Any) -> int:
     if not isinstance(ms, MeasurementSet):
-        raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
+        raise ArgumentError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
     if isinstance(audit, bool) or not isinstance(audit, (int, np.integer)) or audit < 0:
-        raise ValueError(f"`audit` must be a non-negative integer, got {audit!r}")
+        raise ArgumentError(f"`audit` must be a non-negative integer, got {audit!r}")
     if split not in ("test", "validation"):
-        raise ValueError(f"`split` must be 'test' or 'validation', got {split!r}")
+        raise ArgumentError(f"`split` must be 'test' or 'validation', got {split!r}")
     if ms.num_trajectories and np.any(ms.split < 0):
-        raise ValueError("the set has no split assignment (some questions are unassigned); "
-                         "assign one first (`otbench split DIR` or `assign_splits`, SPEC §6.1)")
+        raise ArgumentError("the set has no split assignment (some questions are unassigned); "
+                            "assign one first (`otbench split DIR` or `assign_splits`, SPEC §6.1)")
     s = SPLITS.index(split)
     if not np.any(ms.split == s):
-        raise ValueError(f"the {split} split has no trajectories")
+        raise ArgumentError(f"the {split} split has no trajectories")
     return s
 
 

@@ -25,6 +25,7 @@ from otbench.analysis.measurement import Tidy
 from otbench.files import csv_text
 
 from ._evaluate import BenchResult
+from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.leaderboard/1"
 MIN_RANK_QUESTIONS = 10
@@ -176,11 +177,11 @@ def _md(key: str, r: dict[str, Any]) -> str:
 def leaderboard(results: Sequence[BenchResult]) -> Leaderboard:
     """Rank `results` (built-ins and plug-ins alike) within each strategy by `leaderboard_key`."""
     if not results:
-        raise ValueError("a leaderboard needs at least one result")
+        raise ArgumentError("a leaderboard needs at least one result")
     splits = sorted({r.split for r in results})
     if len(splits) > 1:
-        raise ValueError(f"results come from different splits ({', '.join(splits)}); "
-                         f"rank results of one split")
+        raise ArgumentError(f"results come from different splits ({', '.join(splits)}); "
+                            f"rank results of one split")
     rows, warnings = [], []
     for strategy in ("dr", "fb", "dee"):
         ranked = sorted((r for r in results if r.strategy == strategy), key=leaderboard_key)

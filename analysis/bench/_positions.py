@@ -17,6 +17,7 @@ from otbench.analysis.methods import Method, resolve, signal_tokens, units_of
 
 from . import _walk as walk
 from ._evaluate import DEFAULT_THETA_POINTS
+from otbench.errors import ArgumentError
 
 
 def stop_positions(ms: MeasurementSet, method: Any, theta: float, *, split: str = "test",
@@ -29,9 +30,9 @@ def stop_positions(ms: MeasurementSet, method: Any, theta: float, *, split: str 
     """
     names = {"train": 0, "validation": 1, "test": 2}
     if split not in names:
-        raise ValueError(f"`split` must be one of {', '.join(names)}, got {split!r}")
+        raise ArgumentError(f"`split` must be one of {', '.join(names)}, got {split!r}")
     if ms.split is None or not np.any(ms.split == names[split]):
-        raise ValueError(f"the set has no {split} trajectories; assign a split first (`otbench split`)")
+        raise ArgumentError(f"the set has no {split} trajectories; assign a split first (`otbench split`)")
     m = resolve(method, **dict(options or {}))
     m.prepare(ms, [float(theta)], None, stored_features, DEFAULT_THETA_POINTS)
     rows = np.flatnonzero(ms.split == names[split])

@@ -44,6 +44,7 @@ import numpy as np
 from otbench.analysis.measurement import SPLITS, MeasurementSet, MeasurementSetError
 
 from otbench.files import read_json, write_text_atomic
+from otbench.errors import ArgumentError
 
 SCHEME = "otbench.split/1"
 FILE_SCHEMA = "otbench.splits/1"
@@ -60,7 +61,7 @@ _DOMAIN = b"otbench/split/v1"
 
 def _seed_iv(seed: Any) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
+        raise ArgumentError(f"`seed` must be a non-negative integer, got {seed!r}")
     return int(seed)
 
 
@@ -71,26 +72,26 @@ def ratios_iv(ratios: Any) -> tuple[Fraction, Fraction, Fraction]:
     ``(60, 20, 20)`` and ``(0.6, 0.2, 0.2)`` are the same ratios.
     """
     if isinstance(ratios, (str, bytes)) or not isinstance(ratios, (Sequence, np.ndarray)):
-        raise ValueError(f"`ratios` must be a sequence of 3 numbers (train, validation, test), "
-                         f"got {ratios!r}")
+        raise ArgumentError(f"`ratios` must be a sequence of 3 numbers (train, validation, test), "
+                            f"got {ratios!r}")
     if len(ratios) != len(SPLITS):
-        raise ValueError(f"`ratios` must have 3 entries (train, validation, test), got {len(ratios)}")
+        raise ArgumentError(f"`ratios` must have 3 entries (train, validation, test), got {len(ratios)}")
     out = []
     for x in ratios:
         if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating, Fraction)):
-            raise ValueError(f"`ratios` entries must be numbers, got {x!r}")
+            raise ArgumentError(f"`ratios` entries must be numbers, got {x!r}")
         if isinstance(x, (float, np.floating)):
             if not math.isfinite(x):
-                raise ValueError(f"`ratios` entries must be finite, got {x!r}")
+                raise ArgumentError(f"`ratios` entries must be finite, got {x!r}")
             f = Fraction(str(float(x)))
         else:
             f = Fraction(x)
         if f < 0:
-            raise ValueError(f"`ratios` entries must be non-negative, got {x!r}")
+            raise ArgumentError(f"`ratios` entries must be non-negative, got {x!r}")
         out.append(f)
     total = sum(out)
     if total == 0:
-        raise ValueError("`ratios` must have a positive sum")
+        raise ArgumentError("`ratios` must have a positive sum")
     return tuple(f / total for f in out)
 
 
@@ -138,8 +139,8 @@ def split_questions(groups: Sequence[str], question_ids: Sequence[str], *,
     seed = _seed_iv(seed)
     r = ratios_iv(ratios)
     if len(groups) != len(question_ids):
-        raise ValueError(f"`groups` and `question_ids` differ in length "
-                         f"({len(groups)} vs {len(question_ids)})")
+        raise ArgumentError(f"`groups` and `question_ids` differ in length "
+                            f"({len(groups)} vs {len(question_ids)})")
     out = np.full(len(groups), -1, dtype=np.int8)
     by_group: dict[str, list[int]] = {}
     for i, g in enumerate(groups):
@@ -148,7 +149,7 @@ def split_questions(groups: Sequence[str], question_ids: Sequence[str], *,
         ids = [question_ids[i] for i in idx]
         if len(set(ids)) != len(ids):
             dup = next(q for q in ids if ids.count(q) > 1)
-            raise ValueError(f"question {dup!r} of group {g!r} appears more than once")
+            raise ArgumentError(f"question {dup!r} of group {g!r} appears more than once")
         order = sorted(idx, key=lambda i: split_key(seed, g, question_ids[i]))
         counts = split_counts(len(order), r)
         bounds = np.cumsum(counts)
@@ -178,7 +179,7 @@ def assign_splits(ms: MeasurementSet, *, seed: int = DEFAULT_SEED,
     scheme, seed, ratios and per-group counts.
     """
     if not isinstance(ms, MeasurementSet):
-        raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
+        raise ArgumentError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
     seed = _seed_iv(seed)
     r = ratios_iv(ratios)
     groups = [ms.groups[g] for g in ms.question_group.tolist()]
@@ -217,8 +218,8 @@ def write_split_file(ms: MeasurementSet, path: str | os.PathLike) -> dict[str, A
     present[ms.question] = True
     if np.any(present & (q_split < 0)):
         q = int(np.flatnonzero(present & (q_split < 0))[0])
-        raise ValueError(f"question {ms.question_id[q]!r} of group "
-                         f"{ms.groups[ms.question_group[q]]!r} has no split; assign splits first")
+        raise ArgumentError(f"question {ms.question_id[q]!r} of group "
+                            f"{ms.groups[ms.question_group[q]]!r} has no split; assign splits first")
     info = ms.provenance.get("split", {}) if isinstance(ms.provenance, Mapping) else {}
     entries = sorted((ms.groups[ms.question_group[q]], ms.question_id[q], SPLITS[q_split[q]])
                      for q in np.flatnonzero(present).tolist())

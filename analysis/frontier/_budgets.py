@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from otbench.resources import check_budget
+from otbench.errors import ArgumentError
 
 MACRO_WEIGHTING = ("equal weights over models of equal-weighted groups: the mean over a model's "
                    "cells, then the mean over models (SPEC §4, §5); the plain mean over cells only "
@@ -57,12 +58,12 @@ def budget_grid(grid: int | Sequence[Any]) -> tuple[Fraction, ...]:
     """
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
         if grid < 2:
-            raise ValueError(f"`grid` must be at least 2 points, got {grid}")
+            raise ArgumentError(f"`grid` must be at least 2 points, got {grid}")
         N = int(grid)
         check_grid_memory(N)
         return tuple(Fraction(i, N - 1) for i in range(N))
     if isinstance(grid, (str, bytes, bool)) or not isinstance(grid, (Sequence, np.ndarray)):
-        raise ValueError(f"`grid` must be a number of points or a sequence of budgets, got {grid!r}")
+        raise ArgumentError(f"`grid` must be a number of points or a sequence of budgets, got {grid!r}")
     out = []
     for x in grid:
         if isinstance(x, Fraction):
@@ -72,14 +73,14 @@ def budget_grid(grid: int | Sequence[Any]) -> tuple[Fraction, ...]:
         elif isinstance(x, (float, np.floating)) and math.isfinite(x):
             f = Fraction(str(float(x)))            # the decimal the user wrote
         else:
-            raise ValueError(f"`grid` values must be finite numbers, got {x!r}")
+            raise ArgumentError(f"`grid` values must be finite numbers, got {x!r}")
         out.append(f)
     if not out:
-        raise ValueError("`grid` must not be empty")
+        raise ArgumentError("`grid` must not be empty")
     if out[0] < 0 or out[-1] > 1:
-        raise ValueError(f"`grid` values must lie in [0, 1], got {float(min(out))}..{float(max(out))}")
+        raise ArgumentError(f"`grid` values must lie in [0, 1], got {float(min(out))}..{float(max(out))}")
     if any(b <= a for a, b in zip(out, out[1:])):
-        raise ValueError("`grid` values must be strictly increasing")
+        raise ArgumentError("`grid` values must be strictly increasing")
     return tuple(out)
 
 

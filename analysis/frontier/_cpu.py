@@ -44,6 +44,7 @@ import numpy as np
 
 from . import _dp
 from ._units import CellData, dee_actions, fb_events
+from otbench.errors import ArgumentError
 
 try:                                     # optional: the CPU fast path
     import numba
@@ -545,7 +546,7 @@ def _launch(strategy, cell, local_q, loc, budgets, sent, out) -> None:
         _fb_batch(loc, local_q, cell.C0, cell.eoff, cell.erow, cell.evalue, cell.edL,
                   cell.edC, budgets, sent, out)
     else:
-        raise ValueError(f"unknown strategy {strategy!r}")
+        raise ArgumentError(f"unknown strategy {strategy!r}")
 
 
 def totals_batch(cell: CPUCell, loc: np.ndarray) -> dict[str, np.ndarray]:

@@ -107,6 +107,7 @@ from otbench.analysis.core import Array, Int, Int32  # shapes in annotations (ST
 
 from ._host_dp import SENTINEL32, SENTINEL64, dtype_for  # noqa: F401  (defined JAX-free)
 from ._units import Actions, isum
+from otbench.errors import ArgumentError
 
 TILE = 4096
 """Default tile: large enough to amortize the loop overhead (~1 us per pass
@@ -273,7 +274,7 @@ def plan(acts: Actions, *, tile: int | None = None, lanes: int | None = None,
         max_total_cost = int(isum(acts.unit_problem, acts.cost[acts.offsets[1:] - 1], B).max(initial=0))
     dtype = dtype_for(max_total_cost) if shape is None else shape.dtype
     if dtype == np.int32 and max_total_cost >= SENTINEL32:
-        raise ValueError(f"int32 state cannot hold a total cost of {max_total_cost}")
+        raise ArgumentError(f"int32 state cannot hold a total cost of {max_total_cost}")
     chunks = np.zeros((B, npos), dtype=np.int32)
     chunks[prob, pos] = nch
     # Chunks of each problem in position order; a unit's chunks are contiguous.

@@ -44,6 +44,7 @@ from ._budgets import (
     summarize,
 )
 from ._units import STRATEGIES, CellData, actions, cell_data, totals
+from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.frontier/1"
 NAMES = {"dr": "DR", "fb": "FB", "dee": "DEE"}
@@ -59,12 +60,12 @@ def strategies_iv(strategies: Sequence[str]) -> tuple[str, ...]:
         strategies = [s for s in strategies.split(",") if s]
     out = tuple(strategies)
     if not out:
-        raise ValueError("`strategies` must name at least one of dr, fb, dee")
+        raise ArgumentError("`strategies` must name at least one of dr, fb, dee")
     for s in out:
         if s not in STRATEGIES:
-            raise ValueError(f"`strategies` must be among {', '.join(STRATEGIES)}, got {s!r}")
+            raise ArgumentError(f"`strategies` must be among {', '.join(STRATEGIES)}, got {s!r}")
     if len(set(out)) != len(out):
-        raise ValueError(f"`strategies` must not repeat a strategy, got {', '.join(out)}")
+        raise ArgumentError(f"`strategies` must not repeat a strategy, got {', '.join(out)}")
     # Report in the hierarchy's order whatever order was asked for.
     return tuple(s for s in STRATEGIES if s in out)
 
@@ -168,7 +169,7 @@ class FrontierResult(Tidy):
         keys, counts, costs, rewards = [], [], [], []
         for s, f in self.strategies.items():
             if f.pareto is None:
-                raise ValueError("the result has no Pareto sets; call `frontiers(..., pareto=True)`")
+                raise ArgumentError("the result has no Pareto sets; call `frontiers(..., pareto=True)`")
             for c, (cost, reward) in zip(self.cells, f.pareto):
                 keys.append((s, c.model, c.group))
                 counts.append(cost.shape[0])
@@ -221,9 +222,9 @@ def _cell_data(ms: MeasurementSet, rows: np.ndarray) -> CellData:
 
 def _frontiers_iv(ms: Any, strategies: Any, grid: Any) -> tuple[tuple[str, ...], tuple[Fraction, ...]]:
     if not isinstance(ms, MeasurementSet):
-        raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
+        raise ArgumentError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
     if ms.num_trajectories == 0:
-        raise ValueError("`ms` has no trajectories")
+        raise ArgumentError("`ms` has no trajectories")
     strategies = strategies_iv(strategies)
     if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool) and grid >= 2:
         check_grid_memory(int(grid), ms.num_cells, f"frontiers of {ms.num_cells} cells")

@@ -34,6 +34,7 @@ the identity action is in every minimum, so no entry exceeds the sentinel.
 import numpy as np
 
 from ._units import Actions
+from otbench.errors import ArgumentError
 
 SENTINEL32 = 2 ** 30           # here, not in `_dp`: `_dp` loads JAX; `_dp` and `_cpu` import them
 SENTINEL64 = 2 ** 62
@@ -63,7 +64,7 @@ def solve(acts: Actions, problem: int = 0, *, dtype=None) -> np.ndarray:
     if dtype is None:
         dtype = dtype_for(total_cost)
     if dtype == np.int32 and total_cost >= SENTINEL32:
-        raise ValueError(f"int32 state cannot hold a total cost of {total_cost}")
+        raise ArgumentError(f"int32 state cannot hold a total cost of {total_cost}")
     sent = SENTINEL32 if dtype == np.int32 else SENTINEL64
     use = units[count > 1]                            # a single action adds only its base
     a = count[count > 1] - 1

@@ -54,6 +54,7 @@ from ._units import (
     fb_events,
     totals,
 )
+from otbench.errors import ArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,9 +227,9 @@ class BatchFrontiers:
 
 def _engine(engine: str, devices) -> str:
     if engine not in ("auto", "cpu", "jax"):
-        raise ValueError(f"`engine` must be auto, cpu or jax, got {engine!r}")
+        raise ArgumentError(f"`engine` must be auto, cpu or jax, got {engine!r}")
     if engine == "cpu" and not _cpu.available():
-        raise ValueError("`engine='cpu'` needs numba (pip install numba)")
+        raise ArgumentError("`engine='cpu'` needs numba (pip install numba)")
     if engine == "auto":
         cpu_only = all(d.platform == "cpu" for d in devices)
         return "cpu" if cpu_only and _cpu.available() else "jax"

@@ -27,6 +27,7 @@ from ._units import (
     fb_events,
     totals,
 )
+from otbench.errors import ArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,35 +50,35 @@ class ReplicateFrontiers:
 def _occurrences_iv(ms: MeasurementSet, cell: int, strategy: str, draws: Any,
                     weights: Any) -> tuple[CellData, Occurrences]:
     if strategy not in STRATEGIES:
-        raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        raise ArgumentError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     if not (0 <= cell < ms.num_cells) or not np.any(ms.cell == cell):
-        raise ValueError(f"`cell` must index a cell with trajectories, got {cell}")
+        raise ArgumentError(f"`cell` must index a cell with trajectories, got {cell}")
     rows = ms.cell_rows(cell)
     d = cell_data(ms.L[rows], ms.C[rows], ms.n[rows], ms.probes[rows], ms.question[rows])
     Q, T = d.num_questions, rows.shape[0]
     qlocal = np.repeat(np.arange(Q), np.diff(d.qoff))
     if (draws is None) == (weights is None):
-        raise ValueError("pass exactly one of `draws` and `weights`")
+        raise ArgumentError("pass exactly one of `draws` and `weights`")
     if weights is not None:
         w = np.asarray(weights)
         units = T if strategy == "dee" else Q
         if w.ndim != 2 or w.shape[1] != units or not np.issubdtype(w.dtype, np.integer):
-            raise ValueError(f"`weights` must be integer [rep, {units}] "
-                             f"({'trajectories' if strategy == 'dee' else 'questions'} of the cell), "
-                             f"got shape {w.shape} dtype {w.dtype}")
+            raise ArgumentError(f"`weights` must be integer [rep, {units}] "
+                                f"({'trajectories' if strategy == 'dee' else 'questions'} of the cell), "
+                                f"got shape {w.shape} dtype {w.dtype}")
         if np.any(w < 0):
-            raise ValueError("`weights` must be non-negative")
+            raise ArgumentError("`weights` must be non-negative")
         w = w.astype(np.int64)
         rep = w.shape[0]
         if strategy == "dee":
             if np.any(w.sum(axis=1) == 0):
-                raise ValueError("every replicate must draw at least one unit")
+                raise ArgumentError("every replicate must draw at least one unit")
             # One occurrence per (replicate, question); a row drawn m times is m units.
             return d, Occurrences(problem=np.repeat(np.arange(rep), Q),
                                   question=np.tile(np.arange(Q), rep),
                                   mult=w.reshape(-1), num_problems=rep)
         if np.any(w.sum(axis=1) == 0):
-            raise ValueError("every replicate must draw at least one unit")
+            raise ArgumentError("every replicate must draw at least one unit")
         # A question drawn m times is m occurrences, each with all its rows once.
         prob = np.repeat(np.repeat(np.arange(rep), Q), w.reshape(-1))
         qq = np.repeat(np.tile(np.arange(Q), rep), w.reshape(-1))
@@ -86,22 +87,22 @@ def _occurrences_iv(ms: MeasurementSet, cell: int, strategy: str, draws: Any,
                               num_problems=rep)
     dr = np.asarray(draws)
     if dr.ndim != 3 or not np.issubdtype(dr.dtype, np.integer):
-        raise ValueError(f"`draws` must be an integer array [rep, occurrence, draw], got shape {dr.shape}")
+        raise ArgumentError(f"`draws` must be an integer array [rep, occurrence, draw], got shape {dr.shape}")
     if np.any(dr < -1):
-        raise ValueError("`draws` must hold rows of the set or -1")
+        raise ArgumentError("`draws` must hold rows of the set or -1")
     rep = dr.shape[0]
     valid = dr >= 0
     local = np.searchsorted(rows, np.where(valid, dr, rows[0]))
     inside = (local < T) & (rows[np.minimum(local, T - 1)] == np.where(valid, dr, rows[0]))
     if np.any(valid & ~inside):
-        raise ValueError(f"`draws` must hold rows of cell {cell} (or -1 for no draw)")
+        raise ArgumentError(f"`draws` must hold rows of cell {cell} (or -1 for no draw)")
     ql = np.where(valid, qlocal[np.minimum(local, T - 1)], -1)
     has = valid.any(axis=2)
     first_q = np.where(has, ql.max(axis=2), -1)
     if np.any(valid & (ql != first_q[..., None])):
-        raise ValueError("every occurrence in `draws` must draw rows of a single question")
+        raise ArgumentError("every occurrence in `draws` must draw rows of a single question")
     if np.any(~has.any(axis=1)):
-        raise ValueError("every replicate must draw at least one unit")
+        raise ArgumentError("every replicate must draw at least one unit")
     ri, oi = np.nonzero(has)                     # occurrences in (rep, occ) order
     qq = first_q[ri, oi]
     R = np.diff(d.qoff)[qq]
@@ -143,7 +144,7 @@ def frontier_replicates(ms: MeasurementSet, cell: int, strategy: str, *,
     g_exact = budget_grid(grid)
     d, occ = _occurrences_iv(ms, cell, strategy, draws, weights)
     if batch is not None and (not isinstance(batch, int) or batch < 1):
-        raise ValueError(f"`batch` must be a positive integer, got {batch!r}")
+        raise ArgumentError(f"`batch` must be a positive integer, got {batch!r}")
     tot = totals(d, occ)
     ev = fb_events(d) if strategy == "fb" else None
     rep = occ.num_problems

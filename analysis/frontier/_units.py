@@ -41,6 +41,7 @@ occurrence's sums (FB, DR) or gives `m` DEE units.
 import dataclasses
 
 import numpy as np
+from otbench.errors import ArgumentError
 
 STRATEGIES = ("dr", "fb", "dee")
 
@@ -386,4 +387,4 @@ def actions(strategy: str, cell: CellData, occ: Occurrences, events: _FBEvents |
         return fb_actions(cell, occ, events)
     if strategy == "dee":
         return dee_actions(cell, occ)
-    raise ValueError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    raise ArgumentError(f"`strategy` must be one of {', '.join(STRATEGIES)}, got {strategy!r}")

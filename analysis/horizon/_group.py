@@ -34,6 +34,7 @@ from otbench.errors import OtbenchError
 
 from . import _inference as inf
 from . import _kernels as K
+from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.horizon/1"
 STRATA = ("both_active", "only_a_finished", "only_b_finished", "both_finished")
@@ -295,7 +296,7 @@ class Group:
             return terminal_outcome(obs, done, y, sc["correct"][z], sc["ok"][z])
         if readout == "continuation":
             return terminal_outcome(obs, done, y, ro.cont_correct[z], ro.cont_avail[z])
-        raise ValueError(readout)
+        raise ArgumentError(readout)
 
     def has_readout(self, readout: str) -> bool:
         """Whether the run holds any readout of this kind for the group."""

@@ -15,6 +15,7 @@ from otbench.errors import MeasurementSetError
 
 from ._ranges import out_of_range, signal_range
 from ._types import SPLITS, MeasurementSet, pad_ragged
+from otbench.errors import ArgumentError
 
 INT32_MAX = np.iinfo(np.int32).max
 # P bounds every per-probe array (frontier states, thinning levels): beyond
@@ -110,7 +111,7 @@ def from_ragged(
     for col, arr in (("group", group), ("question", question), ("trajectory", trajectory),
                      ("probes", probes), ("y", y), ("L", np.diff(L[1])), ("C", np.diff(C[1]))):
         if len(arr) != T:
-            raise ValueError(f"column `{col}` has {len(arr)} entries, expected {T}")
+            raise ArgumentError(f"column `{col}` has {len(arr)} entries, expected {T}")
 
     checks: list[tuple[np.ndarray, Callable[[int], str]]] = []
     _row_rules(checks, trajectory, probes, y, L, C, n)
@@ -447,7 +448,7 @@ def from_dense(
     cg = np.asarray(cell_group)[cell]
     qg = np.asarray(question_group)[question]
     if np.any(qg != cg):
-        raise ValueError("question_group of a row's question differs from its cell's group")
+        raise ArgumentError("question_group of a row's question differs from its cell's group")
     qd = question_dataset
     qt = question_text
     sp = None if split is None else [None if s < 0 else SPLITS[s] for s in np.asarray(split).tolist()]

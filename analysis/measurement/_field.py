@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ._types import MeasurementSet
+from otbench.errors import ArgumentError
 
 GENERATOR = "otbench.field-signals/1"
 STREAM = 27          # mixed into the seed: a stream separate from the simulator's
@@ -69,10 +70,10 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 def add_field_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
     """`ms` with the synthetic field signals added (module docstring); refuses a non-synthetic set."""
     if not ms.synthetic:
-        raise ValueError("field signals are drawn only for synthetic sets; a real set records "
-                         "them from the probe")
+        raise ArgumentError("field signals are drawn only for synthetic sets; a real set records "
+                            "them from the probe")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
+        raise ArgumentError(f"`seed` must be a non-negative integer, got {seed!r}")
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), STREAM]))
     T, K = ms.L.shape
     acc = ms.C / np.maximum(ms.probes, 1)[:, None].astype(np.float64)

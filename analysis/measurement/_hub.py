@@ -46,6 +46,7 @@ from ._io import (
     write_manifest,
 )
 from ._types import MeasurementSet
+from otbench.errors import ArgumentError
 
 CARD = "README.md"
 SHARD = "train-00000-of-00001.parquet"
@@ -86,7 +87,7 @@ def export_hub(ms: MeasurementSet, path: str | os.PathLike, *,
         extras = {}
         for tname, table in sorted((tables or {}).items()):
             if tname in (TRAJ_DIR, MANIFEST, CARD) or "/" in tname or tname.startswith("."):
-                raise ValueError(f"extra table name {tname!r} is reserved or not a plain name")
+                raise ArgumentError(f"extra table name {tname!r} is reserved or not a plain name")
             trel = f"{tname}/{SHARD}"
             (tmp / tname).mkdir()
             pq.write_table(table, tmp / trel, compression="zstd")

@@ -43,6 +43,7 @@ from ._bound import PROVENANCE_HASH, check_provenance, provenance_hash
 from ._build import MeasurementSetError
 from ._columns import SIGNAL_PREFIX, set_from_columns
 from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
+from otbench.errors import ArgumentError
 
 MANIFEST = "manifest.json"
 TRAJ_DIR = "trajectories"
@@ -213,14 +214,14 @@ def save(ms: MeasurementSet, path: str | os.PathLike, *, overwrite: bool = False
         extras = {}
         for name, table in sorted((extra_tables or {}).items()):
             if name in (TRAJ_DIR, MANIFEST) or "/" in name:
-                raise ValueError(f"extra table name {name!r} is reserved or not a plain name")
+                raise ArgumentError(f"extra table name {name!r} is reserved or not a plain name")
             rel = f"{name}/part-0.parquet"
             (tmp / name).mkdir()
             pq.write_table(table, tmp / rel, compression="zstd")
             extras[name] = {"path": rel, "rows": table.num_rows, "sha256": sha256_file(tmp / rel)}
         for name, rows in sorted((write_extra(tmp) if write_extra is not None else {}).items()):
             if name in (TRAJ_DIR, MANIFEST) or "/" in name or name in extras:
-                raise ValueError(f"extra table name {name!r} is reserved, repeated or not a plain name")
+                raise ArgumentError(f"extra table name {name!r} is reserved, repeated or not a plain name")
             rel = f"{name}/part-0.parquet"
             extras[name] = {"path": rel, "rows": int(rows), "sha256": sha256_file(tmp / rel)}
         manifest = write_manifest(tmp, ms, files, extras)

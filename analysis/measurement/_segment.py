@@ -22,11 +22,12 @@ import heapq
 from collections.abc import Sequence
 
 import numpy as np
+from otbench.errors import ArgumentError
 
 
 def _segment_iv(b: int) -> int:
     if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer)) or b < 1:
-        raise ValueError(f"`b` must be a positive integer (target tokens per step), got {b!r}.")
+        raise ArgumentError(f"`b` must be a positive integer (target tokens per step), got {b!r}.")
     return int(b)
 
 
@@ -34,8 +35,8 @@ def boundary_mask(vocab_size: int, boundary_ids: Sequence[int]) -> np.ndarray:
     """bool[vocab] lookup table: True for ids in the boundary vocabulary."""
     ids = np.asarray(boundary_ids, dtype=np.int64).reshape(-1)
     if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(f"`boundary_ids` must lie in 0..{vocab_size - 1}, got "
-                         f"{int(ids.min())}..{int(ids.max())}.")
+        raise ArgumentError(f"`boundary_ids` must lie in 0..{vocab_size - 1}, got "
+                            f"{int(ids.min())}..{int(ids.max())}.")
     mask = np.zeros(vocab_size, dtype=bool)
     mask[ids] = True
     return mask
@@ -319,17 +320,17 @@ def segment_flat(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray, b: int,
     ids = np.asarray(ids)
     offsets = np.asarray(offsets, dtype=np.int64)
     if backend not in ("auto", "numba", "python"):
-        raise ValueError(f"`backend` must be 'auto', 'numba' or 'python', got {backend!r}.")
+        raise ArgumentError(f"`backend` must be 'auto', 'numba' or 'python', got {backend!r}.")
     if ids.size and (ids.min() < 0 or ids.max() >= mask.shape[0]):
-        raise ValueError(f"token ids must lie in 0..{mask.shape[0] - 1} (the vocabulary), got "
-                         f"{int(ids.min())}..{int(ids.max())}.")
+        raise ArgumentError(f"token ids must lie in 0..{mask.shape[0] - 1} (the vocabulary), got "
+                            f"{int(ids.min())}..{int(ids.max())}.")
     is_b = boundary_flags(ids, offsets, mask, span)
     # numba compiles once per machine (~4 s, then cached); below this size the
     # plain-Python heap (~20 M tokens/s) finishes before compilation would.
     use_numba = backend == "numba" or (backend == "auto" and ids.size >= NUMBA_MIN_TOKENS)
     kernel = _numba_kernel() if use_numba else None
     if backend == "numba" and kernel is None:
-        raise ValueError("`backend='numba'` needs the numba package (pip install numba).")
+        raise ArgumentError("`backend='numba'` needs the numba package (pip install numba).")
     if kernel is None:
         return _segment_flat_python(is_b, offsets, b)
     # The kernel indexes from offsets[0]; pass a zero-based view.

@@ -99,6 +99,7 @@ from ._calibration import GROUPS, MODELS, SCALE_SIZES, Group, Model
 from ._field import add_field_signals
 from ._peer_signals import add_peer_signals
 from ._types import MeasurementSet
+from otbench.errors import ArgumentError
 
 GENERATOR = "otbench.simulate/1"
 SCALES = ("tiny", "small", "paper")
@@ -126,9 +127,9 @@ _FILLER = ("placeholder", "text", "of", "a", "synthetic", "question", "without",
 def _simulate_iv(scale: Any, seed: Any) -> tuple[str, int]:
     """Validate `simulate`'s arguments; messages are pinned by tests/test_simulate.py."""
     if not isinstance(scale, str) or scale not in SCALES:
-        raise ValueError(f"`scale` must be one of {'|'.join(SCALES)}, got {scale!r}")
+        raise ArgumentError(f"`scale` must be one of {'|'.join(SCALES)}, got {scale!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
+        raise ArgumentError(f"`seed` must be a non-negative integer, got {seed!r}")
     return scale, int(seed)
 
 

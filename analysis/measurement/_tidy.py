@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from otbench.errors import ArgumentError
 
 _EXTRA = "pip install 'otbench[dataframes]'"
 
@@ -67,7 +68,7 @@ def melt_columns(values: np.ndarray, axes: Sequence[tuple[Any, Sequence[Any]]],
     values = np.asarray(values)
     shape = tuple(len(labels) for _, labels in axes)
     if values.shape != shape:
-        raise ValueError(f"values of shape {values.shape} do not match labels of shape {shape}")
+        raise ArgumentError(f"values of shape {values.shape} do not match labels of shape {shape}")
     index = np.indices(shape).reshape(len(shape), -1)
     out: dict[str, np.ndarray] = {}
     for (name, labels), idx in zip(axes, index):

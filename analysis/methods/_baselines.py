@@ -38,6 +38,7 @@ from . import _detmath as detmath
 from ._cost import SignalCost
 from ._features import DEFAULT_LAMBDAS, PerModelRidge, featurizer, unit_mean, units_of
 from ._contract import UnitTable
+from otbench.errors import ArgumentError
 
 # -- supervision targets (per trajectory; averaged per unit) -------------------------
 
@@ -101,7 +102,7 @@ class _Learned:
 
     def _predict(self, units: UnitTable) -> np.ndarray:
         if self._ridge is None:
-            raise ValueError(f"{self.name}: call fit(train, validation) before deciding")
+            raise ArgumentError(f"{self.name}: call fit(train, validation) before deciding")
         # The evaluator asks once per θ with the same table: predict once. The
         # cache holds the table itself (not its id, which a new object could reuse).
         if self._cache is None or self._cache[0] is not units:
@@ -193,9 +194,9 @@ class ThinkBrake:
 
     def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
         if self.signal not in train.signals:
-            raise ValueError(f"thinkbrake needs the per-position signal {self.signal!r} "
-                             f"(SPEC §6.3); the set records: "
-                             f"{', '.join(sorted(train.signals)) or 'none'}")
+            raise ArgumentError(f"thinkbrake needs the per-position signal {self.signal!r} "
+                                f"(SPEC §6.3); the set records: "
+                                f"{', '.join(sorted(train.signals)) or 'none'}")
         # The boundaries where a stop is asked: k < n.
         can_stop = np.arange(train.num_positions)[None, :] < train.n[:, None]
         self._train_margins = np.asarray(train.signals[self.signal])[can_stop]

@@ -29,6 +29,7 @@ import decimal
 import math
 
 import numpy as np
+from otbench.errors import ArgumentError
 
 _WIDE = 1 << 14      # outputs of at least this many entries: loop over the inner index
 _BLOCK = 1 << 22     # products held at once on the skinny path (32 MiB)
@@ -44,7 +45,7 @@ def matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
-        raise ValueError(f"matmul: shapes {A.shape} and {B.shape} do not chain")
+        raise ArgumentError(f"matmul: shapes {A.shape} and {B.shape} do not chain")
     n, K = A.shape
     M = B.shape[1]
     out = np.zeros((n, M), dtype=np.float64)
@@ -81,7 +82,7 @@ def cholesky(S: np.ndarray) -> np.ndarray:
     for j in range(m):
         piv = A[j, j]
         if not piv > 0.0:
-            raise ValueError(f"cholesky: pivot {j} is {piv!r}; the matrix is not positive definite")
+            raise ArgumentError(f"cholesky: pivot {j} is {piv!r}; the matrix is not positive definite")
         col = A[j:, j] / math.sqrt(piv)
         F[j:, j] = col
         rest = col[1:]

@@ -36,6 +36,7 @@ from otbench.analysis.measurement import MeasurementSet, MeasurementSetError
 
 from . import _detmath as detmath
 from ._contract import UnitTable
+from otbench.errors import ArgumentError
 
 _KEY = b"otbench/features/v1"
 _WORD = re.compile(r"[a-z0-9]+")
@@ -227,8 +228,8 @@ def featurizer(spec: str | Any) -> Any:
     """``"hashed"`` (default text features), ``"stored:NAME"``, ``"hashed+stored:NAME"``, or an object."""
     if not isinstance(spec, str):
         if not callable(getattr(spec, "transform", None)):
-            raise ValueError("`features` must be 'hashed', 'stored:NAME' or an object with "
-                             f"transform(units), got {spec!r}")
+            raise ArgumentError("`features` must be 'hashed', 'stored:NAME' or an object with "
+                                f"transform(units), got {spec!r}")
         return spec
     parts = []
     for part in spec.split("+"):
@@ -237,8 +238,8 @@ def featurizer(spec: str | Any) -> Any:
         elif part.startswith("stored:") and len(part) > len("stored:"):
             parts.append(StoredFeatures(part[len("stored:"):]))
         else:
-            raise ValueError(f"`features` must be 'hashed', 'stored:NAME' or both joined by '+', "
-                             f"got {spec!r}")
+            raise ArgumentError(f"`features` must be 'hashed', 'stored:NAME' or both joined by '+', "
+                                f"got {spec!r}")
     return parts[0] if len(parts) == 1 else Concat(tuple(parts))
 
 
@@ -361,7 +362,7 @@ class PerModelRidge:
 
     def fit(self, units: UnitTable, Y: np.ndarray, vunits: UnitTable, Yv: np.ndarray) -> None:
         if len(units) == 0:
-            raise ValueError("the train split has no decision units to learn from")
+            raise ArgumentError("the train split has no decision units to learn from")
         if callable(getattr(self.featurizer, "fit", None)):
             self.featurizer.fit(units)
         X, Xv = self.featurizer.transform(units), self.featurizer.transform(vunits)
@@ -391,7 +392,7 @@ class PerModelRidge:
 
     def predict(self, units: UnitTable) -> np.ndarray:
         if not self.fits:
-            raise ValueError("predict() before fit()")
+            raise ArgumentError("predict() before fit()")
         X = self.featurizer.transform(units)
         width = next(iter(self.fits.values())).w.shape[1]
         out = np.zeros((len(units), width), dtype=np.float64)
@@ -400,7 +401,7 @@ class PerModelRidge:
             sel = names == name
             r = self.fits.get(name, self.pooled)
             if r is None:
-                raise ValueError(f"no fit for model {name!r} (it was not in the training set's "
-                                 "name tables)")
+                raise ArgumentError(f"no fit for model {name!r} (it was not in the training set's "
+                                    "name tables)")
             out[sel] = r.predict(X[sel])
         return out

@@ -65,6 +65,7 @@ from otbench.analysis.measurement import (
 )
 
 from ._cost import SignalCost
+from otbench.errors import ArgumentError
 
 # Declared prefill tokens of the two probe prompts (the suffix text only: the
 # prefix is served by the prefix cache). Counted by the word-piece length of
@@ -77,8 +78,8 @@ PROBE_CAP = 20
 def _need(ms: MeasurementSet, names: tuple[str, ...], who: str) -> None:
     missing = [s for s in names if s not in ms.signals]
     if missing:
-        raise ValueError(f"{who} needs the per-position signals {', '.join(missing)} (issue 27 "
-                         f"field signals); the set records: {', '.join(sorted(ms.signals)) or 'none'}")
+        raise ArgumentError(f"{who} needs the per-position signals {', '.join(missing)} (issue 27 "
+                            f"field signals); the set records: {', '.join(sorted(ms.signals)) or 'none'}")
 
 
 def _window_grid(lo: int, n: int, top: int = 16) -> list[float]:

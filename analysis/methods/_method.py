@@ -40,6 +40,7 @@ from otbench.resources import check_budget
 
 from ._contract import DECISION, STRATEGIES, MethodError, call_method
 from ._cost import SignalCost
+from otbench.errors import ArgumentError
 
 ONLINE_MODES = ("processor", "side")
 SIDE_SIGNALS = ("answer", "answer_conf", "hesitation", "answer_tokens")
@@ -329,11 +330,11 @@ def method_thetas(method: Any, label: str, thetas: Sequence[Any] | None,
                   theta_grid: int | None, default_points: int) -> tuple[float, ...]:
     """The `θ` sweep: explicit values, `theta_grid` points, or the method's default."""
     if thetas is not None and theta_grid is not None:
-        raise ValueError("pass at most one of `thetas` and `theta_grid`")
+        raise ArgumentError("pass at most one of `thetas` and `theta_grid`")
     if thetas is None:
         n = default_points if theta_grid is None else theta_grid
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"`theta_grid` must be a positive integer, got {n!r}")
+            raise ArgumentError(f"`theta_grid` must be a positive integer, got {n!r}")
         n = int(n)
         if theta_grid is None and getattr(method, "thetas", None) is not None:
             thetas = method.thetas
@@ -354,16 +355,16 @@ def method_thetas(method: Any, label: str, thetas: Sequence[Any] | None,
     try:
         out = tuple(float(x) for x in thetas)
     except (TypeError, ValueError):
-        raise ValueError(f"`thetas` must be numbers, got {thetas!r}") from None
+        raise ArgumentError(f"`thetas` must be numbers, got {thetas!r}") from None
     if not out:
-        raise ValueError("`thetas` must not be empty")
+        raise ArgumentError("`thetas` must not be empty")
     # FB's θ scales a token cap, and a cap of inf means none (full thinking).
     ok = [np.isfinite(t) or (getattr(method, "strategy", None) == "fb" and t == np.inf)
           for t in out]
     if not all(ok):
         allowed = "finite (or inf for an FB method: no cap)" \
             if getattr(method, "strategy", None) == "fb" else "finite"
-        raise ValueError(f"`thetas` must be {allowed}, got {list(out)}")
+        raise ArgumentError(f"`thetas` must be {allowed}, got {list(out)}")
     if len(set(out)) != len(out):
-        raise ValueError("`thetas` must not repeat a value")
+        raise ArgumentError("`thetas` must not repeat a value")
     return out

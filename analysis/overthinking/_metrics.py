@@ -28,6 +28,7 @@ from ._aggregate import (
     segment_pair_mad,
     spearman,
 )
+from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.metrics/1"
 METRICS = ("or", "ad", "full_acc", "tokens", "endpoint_acc", "zero_step_acc",
@@ -190,17 +191,18 @@ def local_change_counts(L: jax.Array, C: jax.Array, n: jax.Array,
 def _metrics_iv(ms: Any, bin_edges: Any) -> np.ndarray:
     """Validate the arguments of `metrics`; return the bin edges as int64."""
     if not isinstance(ms, MeasurementSet):
+        # a caller's bug (a Python caller passed no set): the CLI and the readers always pass one
         raise TypeError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}.")
     if ms.num_trajectories == 0:
-        raise ValueError("`ms` has no trajectories; metrics need at least one.")
+        raise ArgumentError("`ms` has no trajectories; metrics need at least one.")
     edges = np.asarray(DEFAULT_BIN_EDGES if bin_edges is None else bin_edges)
     if edges.ndim != 1 or edges.size == 0 or edges.dtype.kind not in "iu":
-        raise ValueError("`bin_edges` must be a non-empty 1-D sequence of integers "
-                         f"(token counts), got {bin_edges!r}.")
+        raise ArgumentError("`bin_edges` must be a non-empty 1-D sequence of integers "
+                            f"(token counts), got {bin_edges!r}.")
     if edges[0] != 0:
-        raise ValueError(f"`bin_edges` must start at 0, got {edges[0]}.")
+        raise ArgumentError(f"`bin_edges` must start at 0, got {edges[0]}.")
     if np.any(np.diff(edges) <= 0):
-        raise ValueError("`bin_edges` must be strictly increasing.")
+        raise ArgumentError("`bin_edges` must be strictly increasing.")
     return edges.astype(np.int64)
 
 

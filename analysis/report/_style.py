@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from otbench.errors import OtbenchError
+from otbench.errors import ArgumentError
 
 DPI = 144
 SNAP = 8
@@ -136,7 +137,7 @@ def png_size(path: Path) -> tuple[int, int]:
     """(width, height) from a PNG file's IHDR chunk."""
     head = Path(path).read_bytes()[:24]
     if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
-        raise ValueError(f"{path}: not a PNG file")
+        raise ArgumentError(f"{path}: not a PNG file")
     return struct.unpack(">II", head[16:24])
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from otbench.files import csv_text
+from otbench.errors import ArgumentError
 
 SYNTHETIC_NOTE = "SYNTHETIC DATA (simulated, not model outputs)"
 MISSING = "n/a"
@@ -267,7 +268,7 @@ def simple_table(name: str, *, title: str, caption: str, header: Sequence[str],
     csv_rows = tuple(flat(r) for r in rows)
     ch = tuple(header if csv_header is None else csv_header)
     if any(len(r) != len(ch) for r in csv_rows):
-        raise ValueError(f"table {name}: CSV rows do not match the {len(ch)} CSV columns")
+        raise ArgumentError(f"table {name}: CSV rows do not match the {len(ch)} CSV columns")
     return Table(name=name, title=title, caption=caption, header=tuple(header),
                  rows=tuple(tuple(Cell(d) for d, _ in r) for r in rows),
                  csv_header=ch, csv_rows=csv_rows)

@@ -77,6 +77,7 @@ from ._summaries import (
     summary_table,
     summary_values,
 )
+from otbench.errors import ArgumentError
 
 REPLICATES = 10_000
 SEED = 20260721
@@ -138,7 +139,7 @@ def _int_iv(name: str, value: Any, lo: int, hi: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < lo \
             or (hi is not None and value >= hi):
         rule = f"an integer >= {lo}" + ("" if hi is None else f" and < 2**{hi.bit_length() - 1}")
-        raise ValueError(f"`{name}` must be {rule}, got {value!r}")
+        raise ArgumentError(f"`{name}` must be {rule}, got {value!r}")
     return int(value)
 
 
@@ -146,22 +147,22 @@ def _bootstrap_iv(ms, replicates, seed, frontiers, grid, batch, checkpoint_dir,
                   checkpoint_every, resume, workers, percentiles) -> _Config:
     """Validate `bootstrap`'s arguments; messages are pinned by tests/test_bootstrap.py."""
     if not isinstance(ms, MeasurementSet):
-        raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
+        raise ArgumentError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
     if ms.num_trajectories == 0:
-        raise ValueError("`ms` has no trajectories")
+        raise ArgumentError("`ms` has no trajectories")
     replicates = _int_iv("replicates", replicates, 1)
     seed = _int_iv("seed", seed, 0, 2 ** 64)
     batch = None if batch is None else _int_iv("batch", batch, 1)
     checkpoint_every = _int_iv("checkpoint_every", checkpoint_every, 1)
     workers = None if workers is None else _int_iv("workers", workers, 0)
     if resume and checkpoint_dir is None:
-        raise ValueError("`resume` needs a `checkpoint_dir`")
+        raise ArgumentError("`resume` needs a `checkpoint_dir`")
     try:
         q = tuple(float(p) for p in percentiles)
     except (TypeError, ValueError):
         q = ()
     if len(q) != 2 or not (0 <= q[0] < q[1] <= 100):
-        raise ValueError(f"`percentiles` must be two increasing numbers in [0, 100], got {percentiles!r}")
+        raise ArgumentError(f"`percentiles` must be two increasing numbers in [0, 100], got {percentiles!r}")
     return _Config(replicates=replicates, seed=seed, frontiers=bool(frontiers),
                    grid=budget_grid(grid), batch=batch,
                    checkpoint_dir=None if checkpoint_dir is None else Path(checkpoint_dir),

@@ -68,6 +68,7 @@ from otbench.analysis.core import (
 )
 from otbench.analysis.measurement import MeasurementSet
 from otbench.analysis.overthinking import Layout, LayoutNames
+from otbench.errors import ArgumentError
 
 SUM_BITS = 62
 """Fixed-point sums stay below 2**SUM_BITS (int64 with headroom)."""
@@ -172,7 +173,7 @@ def exponents(bound_values: np.ndarray, res: Resampling) -> np.ndarray:
         F.append(60 if bound == 0 else int(min(60, SUM_BITS - 1 - math.ceil(math.log2(bound)))))
     F = np.asarray(F, dtype=np.int64)
     if np.any(F < 0):
-        raise ValueError("values too large for exact int64 bootstrap sums")
+        raise ArgumentError("values too large for exact int64 bootstrap sums")
     return F
 
 

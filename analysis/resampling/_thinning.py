@@ -37,6 +37,7 @@ from ._draws import fixed_point, resampling
 from ._limits import check_draws_budget
 from ._probe_thinning import expected
 from ._trajectory_thinning import cell_sums
+from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.thinning/1"
 PROBES = (4, 8, 12, 16)
@@ -118,11 +119,11 @@ def _counts_iv(name: str, values: Any, hi: int | None = None, hi_rule: str = "")
         out = None
     if not out or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1
                       for v in out):
-        raise ValueError(f"`{name}` must be a non-empty sequence of positive integers, got {values!r}")
+        raise ArgumentError(f"`{name}` must be a non-empty sequence of positive integers, got {values!r}")
     if len(set(out)) != len(out):
-        raise ValueError(f"`{name}` must not repeat a value, got {list(out)}")
+        raise ArgumentError(f"`{name}` must not repeat a value, got {list(out)}")
     if hi is not None and max(out) > hi:
-        raise ValueError(f"`{name}` must not exceed {hi_rule}, got {max(out)}")
+        raise ArgumentError(f"`{name}` must not exceed {hi_rule}, got {max(out)}")
     return tuple(int(v) for v in out)
 
 
@@ -140,9 +141,9 @@ def default_levels(ms: MeasurementSet, standard: Sequence[int], top: int) -> tup
 
 def _set_iv(ms: Any) -> MeasurementSet:
     if not isinstance(ms, MeasurementSet):
-        raise ValueError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
+        raise ArgumentError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
     if ms.num_trajectories == 0:
-        raise ValueError("`ms` has no trajectories")
+        raise ArgumentError("`ms` has no trajectories")
     return ms
 
 
@@ -208,9 +209,9 @@ def trajectory_thinning(ms: MeasurementSet, trajectories: Sequence[int] | None =
     trajectories = _counts_iv("trajectories", trajectories, rmax,
                               f"the largest trajectory count R of a (model, question) ({rmax})")
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 1:
-        raise ValueError(f"`draws` must be a positive integer, got {draws!r}")
+        raise ArgumentError(f"`draws` must be a positive integer, got {draws!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 64:
-        raise ValueError(f"`seed` must be an integer >= 0 and < 2**64, got {seed!r}")
+        raise ArgumentError(f"`seed` must be an integer >= 0 and < 2**64, got {seed!r}")
     check_draws_budget(ms.num_cells, len(trajectories), ms.num_trajectories, int(draws))
     layout, names = build_layout(ms)
     res = resampling(ms, layout, names)
@@ -268,7 +269,7 @@ def thinning(ms: MeasurementSet, *, probes: Sequence[int] | None = None,
         "provenance": provenance()}
     q = tuple(float(p) for p in percentiles)
     if len(q) != 2 or not (0 <= q[0] < q[1] <= 100):
-        raise ValueError(f"`percentiles` must be two increasing numbers in [0, 100], got {percentiles!r}")
+        raise ArgumentError(f"`percentiles` must be two increasing numbers in [0, 100], got {percentiles!r}")
     if probes is None or len(tuple(probes)):
         pt = probe_thinning(ms, probes)
         for i, m in enumerate(pt.probes):

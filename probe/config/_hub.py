@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from otbench.errors import OtbenchError
+from otbench.errors import ArgumentError
 
 
 class ModelNotFoundError(OtbenchError, ValueError):
@@ -124,7 +125,7 @@ def check_fits(est: MemoryEstimate, *, gpu_gib: float, utilization: float, tenso
     """Refuse (ValueError, one line with the numbers) a job whose estimate exceeds the engine's share of a GPU."""
     budget = gpu_gib * utilization
     if est.total_gib > budget:
-        raise ValueError(
+        raise ArgumentError(
             f"the model does not fit: per GPU it needs ~{est.total_gib:.1f} GiB (weights "
             f"{est.weights_gib:.1f} + KV cache of one {max_model_len}-token sequence {est.kv_gib:.1f} + "
             f"reserve {est.reserve_gib:.0f}) at tensor_parallel_size {tensor_parallel_size}, but "

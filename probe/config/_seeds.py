@@ -16,6 +16,7 @@ optional direct answer to the no-thinking prompt, trajectory 0), "dynasor" and
 """
 
 import hashlib
+from otbench.errors import ArgumentError
 
 PHASES = ("think", "answer", "probe", "direct", "dynasor", "deer")
 _AT_POSITION = ("probe", "dynasor", "deer")
@@ -33,21 +34,21 @@ def derive_seed(model: str, benchmark: str, question: str, trajectory: int, phas
     True
     """
     if phase not in PHASES:
-        raise ValueError(f"`phase` must be one of {', '.join(PHASES)}, got {phase!r}.")
+        raise ArgumentError(f"`phase` must be one of {', '.join(PHASES)}, got {phase!r}.")
     if (phase in _AT_POSITION) != (position is not None):
         # (the message names the phase asked for; the positional phases other than 'probe' are
         # the field methods' own probes)
         which = phase if phase in _AT_POSITION else "probe"
-        raise ValueError(f"`position` is required for phase '{which}' and only for it.")
+        raise ArgumentError(f"`position` is required for phase '{which}' and only for it.")
     if isinstance(trajectory, bool) or int(trajectory) != trajectory or trajectory < 0:
-        raise ValueError(f"`trajectory` must be a non-negative integer, got {trajectory!r}.")
+        raise ArgumentError(f"`trajectory` must be a non-negative integer, got {trajectory!r}.")
     for name, v in (("model", model), ("benchmark", benchmark), ("question", question)):
         if not isinstance(v, str) or _US in v:
-            raise ValueError(f"`{name}` must be a string without U+001F, got {v!r}.")
+            raise ArgumentError(f"`{name}` must be a string without U+001F, got {v!r}.")
     fields = [_TAG, model, benchmark, question, str(int(trajectory)), phase]
     if position is not None:
         if isinstance(position, bool) or int(position) != position or position < 0:
-            raise ValueError(f"`position` must be a non-negative integer, got {position!r}.")
+            raise ArgumentError(f"`position` must be a non-negative integer, got {position!r}.")
         fields.append(str(int(position)))
     digest = hashlib.sha256(_US.join(fields).encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") >> 2

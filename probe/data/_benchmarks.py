@@ -42,6 +42,7 @@ from typing import Any
 from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
 
 from ._rows import DatasetError, _field, _id, _loads, _rows, _text
+from otbench.errors import ArgumentError
 
 GROUPS = ("AIME", "MATH500", "GPQA-Diamond", "LiveCodeBench")
 BENCHMARKS = {  # benchmark (dataset) name -> reporting group
@@ -240,7 +241,7 @@ _MAPPERS = {"MATH500": _math500, "AIME2024": _aime("AIME2024"), "AIME2025": _aim
 
 def _map_rows(benchmark: str, rows: Iterable[tuple[str, Any]], **kw) -> list[Question]:
     if benchmark not in _MAPPERS:
-        raise ValueError(f"`benchmark` must be one of {', '.join(map(repr, _MAPPERS))}, got {benchmark!r}.")
+        raise ArgumentError(f"`benchmark` must be one of {', '.join(map(repr, _MAPPERS))}, got {benchmark!r}.")
     return map_unique(_MAPPERS[benchmark], rows, **kw)
 
 
@@ -317,7 +318,7 @@ def load_hub(benchmark: str, *, name: str | None = None, config: str | None = No
     """
     if name is None:
         if benchmark not in HUB:
-            raise ValueError(f"no default hub location for {benchmark!r}; pass `name`.")
+            raise ArgumentError(f"no default hub location for {benchmark!r}; pass `name`.")
         name, d_config, d_split = HUB[benchmark]
         config = config if config is not None else d_config
         split = split if split is not None else d_split
@@ -384,7 +385,7 @@ def arithmetic_questions(n: int, *, seed: int = 0, group: str = "ARITH") -> list
     True
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
+        raise ArgumentError(f"`n` must be a non-negative integer, got {n!r}.")
     ops = [("+", "+"), ("−", "-"), ("×", "*")]
     out = []
     for i in range(n):

@@ -6,6 +6,7 @@ from typing import Any
 from . import _benchmarks as _datasets
 from ._sources import DataRecord, first_per_group, load_sources
 from ._sums import sum_questions
+from otbench.errors import ArgumentError
 
 
 def load_questions(data: Mapping[str, Any]) -> list:
@@ -36,6 +37,6 @@ def load_data(data: Mapping[str, Any]):
         qs = _datasets.load_benchmark(data["benchmark"], data["path"], seed=seed)
         qs = qs[:n] if n else qs
     else:
-        raise ValueError(f"unknown data.source {source!r}")
+        raise ArgumentError(f"unknown data.source {source!r}")
     record = {"source": source, "questions": len(qs)}
     return first_per_group(qs, limit), DataRecord((record,), limit)

@@ -39,6 +39,7 @@ from ._benchmarks import (
     _text,
     text_id,
 )
+from otbench.errors import ArgumentError
 
 BUILTIN = tuple(_MAPPERS)
 """Names of the built-in schemas (`benchmark = ...` in a source)."""
@@ -65,10 +66,10 @@ class UserSchema:
         missing = sorted(need - set(self.columns))
         unknown = sorted(set(self.columns) - need - extra)
         if missing:
-            raise ValueError(f"columns.{missing[0]} is required for task {self.task!r}")
+            raise ArgumentError(f"columns.{missing[0]} is required for task {self.task!r}")
         if unknown:
-            raise ValueError(f"unknown key columns.{unknown[0]} for task {self.task!r} "
-                             f"(expected {', '.join(sorted(need | extra))})")
+            raise ArgumentError(f"unknown key columns.{unknown[0]} for task {self.task!r} "
+                                f"(expected {', '.join(sorted(need | extra))})")
 
     def _col(self, key: str) -> str:
         return self.columns[key]

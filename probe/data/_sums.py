@@ -10,6 +10,7 @@ and fall: a small real instance of what the probe measures. Every draw is SHA-25
 import hashlib
 
 from ._benchmarks import Question
+from otbench.errors import ArgumentError
 
 
 def _draw(namespace: str, seed: int, *key) -> int:
@@ -26,7 +27,7 @@ def seeded_operands(n: int, *, seed: int, namespace: str) -> list[tuple[int, int
     (`otbench/choice-sums/v1`) both draw here.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
+        raise ArgumentError(f"`n` must be a non-negative integer, got {n!r}.")
     return [(i, 1 + _draw(namespace, seed, i, 0) % 9, 1 + _draw(namespace, seed, i, 1) % 9,
              _draw(namespace, seed, i, 2)) for i in range(n)]
 

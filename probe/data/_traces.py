@@ -66,6 +66,7 @@ from otbench.evallogs import (
 )
 
 from ._benchmarks import DatasetError, _field
+from otbench.errors import ArgumentError
 
 MAX_TRAJECTORY = 65_535
 """Largest trajectory index a record may carry: imported traces keep their own indices, and a
@@ -191,8 +192,8 @@ def read_traces(rows: Iterator[tuple[str, Any]], fmt: str, *, filter: str | None
     source's (task, model).
     """
     if fmt not in TRACE_FORMATS or fmt == "inspect-ai":
-        raise ValueError(f"`fmt` must be one of {', '.join(f for f in TRACE_FORMATS if f != 'inspect-ai')}, "
-                         f"got {fmt!r} (inspect-ai logs are files: `load_traces`).")
+        raise ArgumentError(f"`fmt` must be one of {', '.join(f for f in TRACE_FORMATS if f != 'inspect-ai')}, "
+                            f"got {fmt!r} (inspect-ai logs are files: `load_traces`).")
     seen: dict = {}
     opts = {"filter": filter, "metric": metric, "names": names}
     out: list[TraceRecord] = []

@@ -65,6 +65,7 @@ from ._openai_wire import (
     logprob_body,
     signal_of,
 )
+from otbench.errors import ArgumentError
 
 # vLLM's server writes a log-probability below this as this (`max(logprob, -9999.0)`).
 LOGPROB_FLOOR = -9999.0
@@ -260,7 +261,7 @@ class OpenAIStream(StreamBase):
 
     def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None:
         if tag in self._parts:
-            raise ValueError(f"tag {tag!r} is already in flight")
+            raise ArgumentError(f"tag {tag!r} is already in flight")
         pool = self._e._pool
         if pool is None:
             raise ServerError("the openai engine is closed")

@@ -18,6 +18,7 @@ from ._interface import (
     GenRequest,
     Signal,
 )
+from otbench.errors import ArgumentError
 
 # OpenAI's (and vLLM's server's) logit-bias range: vLLM clamps a bias to [-100, 100].
 _EXCLUDE_BIAS = -100.0
@@ -44,8 +45,8 @@ def check_xargs(extra: Mapping[str, Any]) -> dict[str, Any]:
             isinstance(v, (list, tuple)) and all(isinstance(x, _XARG_SCALAR) and not isinstance(x, bool)
                                                  for x in v))
         if not isinstance(k, str) or not ok:
-            raise ValueError(f"extra_args[{k!r}] = {v!r} cannot be sent as vllm_xargs (values must be "
-                             "strings, numbers, or lists of them)")
+            raise ArgumentError(f"extra_args[{k!r}] = {v!r} cannot be sent as vllm_xargs (values must be "
+                                "strings, numbers, or lists of them)")
         out[k] = list(v) if isinstance(v, (list, tuple)) else v
     return out
 

@@ -16,6 +16,7 @@ from typing import Any
 from otbench.probe.config import Sampling
 
 from ._interface import Completion, EngineBase, EngineConfig, GenRequest, Signal
+from otbench.errors import ArgumentError
 
 _DTYPES = {"bfloat16", "float16", "float32"}
 
@@ -28,7 +29,7 @@ class HFEngine(EngineBase):
     def __init__(self, config: EngineConfig):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         if config.dtype not in _DTYPES:
-            raise ValueError(f"`dtype` must be one of {', '.join(sorted(_DTYPES))}, got {config.dtype!r}.")
+            raise ArgumentError(f"`dtype` must be one of {', '.join(sorted(_DTYPES))}, got {config.dtype!r}.")
         import torch
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -125,8 +126,8 @@ class HFEngine(EngineBase):
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
         if any(r.extra_args is not None for r in requests):
             # Engine-side extensions (vLLM logits processors) have no transformers counterpart.
-            raise ValueError("the transformers engine cannot honour a request's `extra_args` "
-                             "(engine-side extensions need engine = \"vllm\")")
+            raise ArgumentError("the transformers engine cannot honour a request's `extra_args` "
+                                "(engine-side extensions need engine = \"vllm\")")
         return [self._run(r.prompt, r, r.sampling or sampling) for r in requests]
 
     def signals(self, contexts: Sequence[Sequence[int]], token_id: int) -> list[Signal]:

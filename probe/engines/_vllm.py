@@ -25,6 +25,7 @@ from ._interface import (
     SignalRequest,
     StreamBase,
 )
+from otbench.errors import ArgumentError
 
 # A logit bias that removes the signal token from the greedy choice, so the one
 # sampled token is the most likely *other* token; log-probabilities are read
@@ -459,7 +460,7 @@ class VLLMStream(StreamBase):
 
     def submit(self, tag: Any, request: "GenRequest | SignalRequest") -> None:
         if tag in self._parts:
-            raise ValueError(f"tag {tag!r} is already in flight")
+            raise ArgumentError(f"tag {tag!r} is already in flight")
         if not isinstance(request, GenRequest):
             self._parts[tag] = [None]
             self._add(request.context, self._e._signal_params(int(request.token_id)), tag, request, 0)

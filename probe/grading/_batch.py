@@ -28,6 +28,7 @@ from otbench.registry import Registry, RegistryError
 
 from ._math import last_boxed as _math_last_boxed
 from ._types import TASKS
+from otbench.errors import ArgumentError
 
 GRADERS = Registry("grader", {
     "auto": "otbench.probe.grading._batch:_auto_batch",
@@ -74,13 +75,13 @@ def _strip_dollars(box: str) -> str:
 def grade_minimal(task: str, reference: str, response: str) -> tuple[bool, str]:
     """Grade a math response against an integer reference (see module docstring)."""
     if task != "math":
-        raise ValueError(f"the minimal grader handles task 'math' only, got {task!r}; "
-                         "install the probe extra (math-verify) for the full grader.")
+        raise ArgumentError(f"the minimal grader handles task 'math' only, got {task!r}; "
+                            "install the probe extra (math-verify) for the full grader.")
     try:
         ref = int(reference.strip())
     except ValueError:
-        raise ValueError(f"the minimal grader needs an integer reference, got {reference!r}; "
-                         "install the probe extra (math-verify) for the full grader.") from None
+        raise ArgumentError(f"the minimal grader needs an integer reference, got {reference!r}; "
+                            "install the probe extra (math-verify) for the full grader.") from None
     for marker in ("</think>", "<|channel|>final<|message|>"):
         i = response.rfind(marker)
         if i >= 0:

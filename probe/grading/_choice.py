@@ -5,6 +5,7 @@ import re
 from typing import NamedTuple, Sequence
 
 from ._types import Grade, Status
+from otbench.errors import ArgumentError
 
 LETTERS = "ABCDEFGHIJ"
 _SHUFFLE_DOMAIN = b"otbench/choice-shuffle/v1"
@@ -54,9 +55,9 @@ def shuffle_options(options: Sequence[str], correct: int, *, seed: int, question
     'right'
     """
     if not 2 <= len(options) <= len(LETTERS):
-        raise ValueError(f"`options` must hold 2..{len(LETTERS)} options, got {len(options)}.")
+        raise ArgumentError(f"`options` must hold 2..{len(LETTERS)} options, got {len(options)}.")
     if not 0 <= correct < len(options):
-        raise ValueError(f"`correct` must index `options` (0..{len(options) - 1}), got {correct}.")
+        raise ArgumentError(f"`correct` must index `options` (0..{len(options) - 1}), got {correct}.")
     order = shuffle_order(len(options), seed=seed, question_id=question_id)
     return Shuffled(tuple(options[i] for i in order), LETTERS[order.index(correct)], order, int(seed))
 

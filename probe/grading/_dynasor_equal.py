@@ -27,6 +27,7 @@ Restated step by step in the source's order; where otbench departs, it says so:
 
 import math
 import re
+from otbench.errors import ArgumentError
 
 __all__ = ["math_equal"]
 
@@ -83,7 +84,7 @@ def numeric_equal(prediction: float, reference: float) -> bool:
 
 def _parse_expr(s: str):
     if not _SAFE_EXPR.fullmatch(s) or _DUNDER.search(s):
-        raise ValueError("not an arithmetic expression")
+        raise ArgumentError("not an arithmetic expression")
     from sympy.parsing.sympy_parser import parse_expr
 
     return parse_expr(s)

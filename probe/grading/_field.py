@@ -45,6 +45,7 @@ from otbench.analysis.measurement import HESITATION_WORDS
 from ._choice import answer_letters
 from ._code import PYTHON_TAGS, fenced_blocks
 from ._math import boxed_spans
+from otbench.errors import ArgumentError
 
 __all__ = ["HESITATION_WORDS", "ProbeSignals", "answer_key", "answer_location", "hesitates",
            "hesitation_pattern", "number_answers", "probe_signals"]
@@ -63,7 +64,7 @@ def hesitation_pattern(words: Sequence[str] = HESITATION_WORDS) -> "re.Pattern[s
     """The whole-word, case-insensitive pattern of `words` (each a non-empty word, no spaces)."""
     ws = [str(w) for w in words]
     if not ws or any(not w or not re.fullmatch(r"\w+(?:['-]\w+)*", w) for w in ws):
-        raise ValueError(f"hesitation words must be a non-empty list of words, got {list(words)!r}")
+        raise ArgumentError(f"hesitation words must be a non-empty list of words, got {list(words)!r}")
     return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in ws) + r")\b", re.IGNORECASE)
 
 
@@ -135,7 +136,7 @@ def answer_location(task: str, text: str, *, n_options: int = 4) -> tuple[int, i
         return _choice_location(text, n_options)
     if task == "code":
         return _code_location(text)
-    raise ValueError(f"unknown task {task!r}")
+    raise ArgumentError(f"unknown task {task!r}")
 
 
 def answer_key(task: str, text: str, *, n_options: int = 4) -> str | None:
@@ -209,7 +210,7 @@ def probe_signals(task: str, ids: Sequence[int], logprobs: Sequence[float] | Non
       text: `decode(prefix + ids)` when the caller has it already.
     """
     if logprobs is not None and len(logprobs) != len(ids):
-        raise ValueError(f"{len(logprobs)} log-probabilities for {len(ids)} decoded tokens")
+        raise ArgumentError(f"{len(logprobs)} log-probabilities for {len(ids)} decoded tokens")
     full = decode(list(prefix) + list(ids)) if text is None else text
     f = char_ends(decode, prefix, ids)
     n = len(ids)

@@ -9,6 +9,7 @@ from ._code import grade_code
 from ._math import grade_math
 from ._sandbox import SandboxLimits
 from ._types import TASKS, CodeTest, Grade, Status
+from otbench.errors import ArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,13 +36,13 @@ class GradeConfig:
         t = self.math_timeout_s
         if isinstance(t, bool) or not isinstance(t, int) or t < 1:
             # whole seconds: math-verify's timeout is signal.alarm(int)
-            raise ValueError(f"`math_timeout_s` must be an integer >= 1, got {t!r}.")
+            raise ArgumentError(f"`math_timeout_s` must be an integer >= 1, got {t!r}.")
         if not isinstance(self.limits, SandboxLimits):
-            raise ValueError(f"`limits` must be a SandboxLimits, got {type(self.limits).__name__}.")
+            raise ArgumentError(f"`limits` must be a SandboxLimits, got {type(self.limits).__name__}.")
         for name in ("thinking_end", "thinking_start"):
             v = getattr(self, name)
             if not isinstance(v, tuple) or not all(isinstance(m, str) and m for m in v):
-                raise ValueError(f"`{name}` must be a tuple of non-empty strings, got {v!r}.")
+                raise ArgumentError(f"`{name}` must be a tuple of non-empty strings, got {v!r}.")
 
 
 class GradeRequest(NamedTuple):
@@ -67,21 +68,21 @@ class GradeRequest(NamedTuple):
 
 def _tests_iv(tests: Any) -> tuple[CodeTest, ...]:
     if isinstance(tests, (str, bytes, Mapping)) or not isinstance(tests, Sequence):
-        raise ValueError(f"`tests` must be a sequence of {{'input': str, 'output': str}}, "
-                         f"got {type(tests).__name__}.")
+        raise ArgumentError(f"`tests` must be a sequence of {{'input': str, 'output': str}}, "
+                            f"got {type(tests).__name__}.")
     out = []
     for i, t in enumerate(tests):
         if isinstance(t, Mapping):
             if "input" not in t or "output" not in t:
-                raise ValueError(f"`tests[{i}]` must have keys 'input' and 'output'.")
+                raise ArgumentError(f"`tests[{i}]` must have keys 'input' and 'output'.")
             t = CodeTest(t["input"], t["output"])
         elif not isinstance(t, CodeTest):
-            raise ValueError(f"`tests[{i}]` must be a CodeTest or a mapping, got {type(t).__name__}.")
+            raise ArgumentError(f"`tests[{i}]` must be a CodeTest or a mapping, got {type(t).__name__}.")
         if not isinstance(t.input, str) or not isinstance(t.output, str):
-            raise ValueError(f"`tests[{i}]` input and output must be strings.")
+            raise ArgumentError(f"`tests[{i}]` input and output must be strings.")
         out.append(t)
     if not out:
-        raise ValueError("`tests` must hold at least one test for a code task.")
+        raise ArgumentError("`tests` must hold at least one test for a code task.")
     return tuple(out)
 
 
@@ -89,26 +90,26 @@ def make_request(task: str, reference: str, response: str, *, tests=None, fn_nam
                  n_options: int = 4) -> GradeRequest:
     """Validate and normalise `grade`'s arguments into a `GradeRequest`."""
     if task not in TASKS:
-        raise ValueError(f"`task` must be one of {', '.join(map(repr, TASKS))}, got {task!r}.")
+        raise ArgumentError(f"`task` must be one of {', '.join(map(repr, TASKS))}, got {task!r}.")
     if not isinstance(reference, str):
-        raise ValueError(f"`reference` must be a string, got {type(reference).__name__}.")
+        raise ArgumentError(f"`reference` must be a string, got {type(reference).__name__}.")
     if not isinstance(response, str):
-        raise ValueError(f"`response` must be a string, got {type(response).__name__}.")
+        raise ArgumentError(f"`response` must be a string, got {type(response).__name__}.")
     if task == "code":
         tests = _tests_iv(tests)
         if fn_name is not None and (not isinstance(fn_name, str) or not fn_name.isidentifier()):
-            raise ValueError(f"`fn_name` must be a Python identifier, got {fn_name!r}.")
+            raise ArgumentError(f"`fn_name` must be a Python identifier, got {fn_name!r}.")
         if fn_name is not None and fn_name.startswith("__"):
-            raise ValueError(f"`fn_name` must be a plain name (no leading double underscore: "
-                             f"that reaches the interpreter's own attributes), got {fn_name!r}.")
+            raise ArgumentError(f"`fn_name` must be a plain name (no leading double underscore: "
+                                f"that reaches the interpreter's own attributes), got {fn_name!r}.")
     else:
         if tests:
-            raise ValueError(f"`tests` is only for code tasks, got tests for a {task} task.")
+            raise ArgumentError(f"`tests` is only for code tasks, got tests for a {task} task.")
         if fn_name is not None:
-            raise ValueError(f"`fn_name` is only for code tasks, got one for a {task} task.")
+            raise ArgumentError(f"`fn_name` is only for code tasks, got one for a {task} task.")
         tests = ()
     if isinstance(n_options, bool) or not isinstance(n_options, int) or not 2 <= n_options <= len(LETTERS):
-        raise ValueError(f"`n_options` must be an integer in 2..{len(LETTERS)}, got {n_options!r}.")
+        raise ArgumentError(f"`n_options` must be an integer in 2..{len(LETTERS)}, got {n_options!r}.")
     return GradeRequest(task, reference, response, tests, fn_name, n_options)
 
 

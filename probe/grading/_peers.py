@@ -60,6 +60,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ._dynasor_equal import math_equal
+from otbench.errors import ArgumentError
 
 dynasor_math_equal = math_equal
 """Dynasor-CoT's answer equivalence (`math_equal` of ``dynasor/core/evaluator.py``; `_dynasor_equal`)."""
@@ -231,6 +232,6 @@ def deer_trial(ids: Sequence[int], logprobs: Sequence[float], *, decode: Callabl
     """Read one DEER trial answer decoded without stops: cut it as DEER's request stops (`deer_cut`)
     and average its probabilities (`deer_confidence`)."""
     if len(logprobs) != len(ids):
-        raise ValueError(f"{len(logprobs)} log-probabilities for {len(ids)} decoded tokens")
+        raise ArgumentError(f"{len(logprobs)} log-probabilities for {len(ids)} decoded tokens")
     n = deer_cut(ids, decode=decode, eos=eos, context=context)
     return DeerTrial(n, deer_confidence(list(logprobs)[:n]))

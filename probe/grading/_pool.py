@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 from ._grade import GradeConfig, GradeRequest, grade_request, make_request
 from ._types import Grade, Status
+from otbench.errors import ArgumentError
 
 
 def _become_subreaper() -> None:
@@ -115,9 +116,9 @@ class Grader:
         if workers is None:
             workers = min(os.cpu_count() or 1, 8)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-            raise ValueError(f"`workers` must be a non-negative integer, got {workers!r}.")
+            raise ArgumentError(f"`workers` must be a non-negative integer, got {workers!r}.")
         if request_timeout_s is not None and not request_timeout_s > 0:
-            raise ValueError(f"`request_timeout_s` must be positive, got {request_timeout_s!r}.")
+            raise ArgumentError(f"`request_timeout_s` must be positive, got {request_timeout_s!r}.")
         self.workers = workers
         self.config = config
         self.request_timeout_s = None if request_timeout_s is None else float(request_timeout_s)
@@ -232,12 +233,12 @@ def _as_request(i: int, r) -> GradeRequest:
             kw = dict(r)
             unknown = set(kw) - set(GradeRequest._fields)
             if unknown:
-                raise ValueError(f"unknown keys {sorted(unknown)}.")
+                raise ArgumentError(f"unknown keys {sorted(unknown)}.")
             return make_request(kw.pop("task", None), kw.pop("reference", None),
                                 kw.pop("response", None), **kw)
-        raise ValueError(f"expected a GradeRequest or a dict, got {type(r).__name__}.")
+        raise ArgumentError(f"expected a GradeRequest or a dict, got {type(r).__name__}.")
     except ValueError as e:
-        raise ValueError(f"request {i}: {e}") from None
+        raise ArgumentError(f"request {i}: {e}") from None
 
 
 def grade_many(requests: Sequence[GradeRequest | dict], *, workers: int | None = None,

@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from ._frames import FrameDecoder, TestOutcome, _Outcomes
+from otbench.errors import ArgumentError
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
 _NOBODY = 65534
@@ -108,17 +109,17 @@ class SandboxLimits:
             if v is None and name == "total_wall_s":
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
-                raise ValueError(f"`{name}` must be a positive number of seconds, got {v!r}.")
+                raise ArgumentError(f"`{name}` must be a positive number of seconds, got {v!r}.")
         for name, least in (("cpu_s", 1), ("memory_bytes", 64 << 20), ("processes", 4),
                             ("output_bytes", 1), ("tmpfs_bytes", 1 << 20)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
-                raise ValueError(f"`{name}` must be an integer >= {least}, got {v!r}.")
+                raise ArgumentError(f"`{name}` must be an integer >= {least}, got {v!r}.")
         if self.process_memory_bytes < 64 << 20:
-            raise ValueError(f"`memory_bytes` ({self.memory_bytes}) shared by the program's "
-                             f"{self.processes - 1} processes leaves "
-                             f"{self.process_memory_bytes} bytes each; at least 67108864 "
-                             "(64 MiB) each are needed.")
+            raise ArgumentError(f"`memory_bytes` ({self.memory_bytes}) shared by the program's "
+                                f"{self.processes - 1} processes leaves "
+                                f"{self.process_memory_bytes} bytes each; at least 67108864 "
+                                "(64 MiB) each are needed.")
 
     @property
     def process_memory_bytes(self) -> int:

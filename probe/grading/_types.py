@@ -2,6 +2,7 @@
 
 import enum
 from typing import NamedTuple
+from otbench.errors import ArgumentError
 
 
 class Status(str, enum.Enum):
@@ -46,7 +47,7 @@ class Grade(NamedTuple):
     @classmethod
     def wrong(cls, status: Status, detail: str = "") -> "Grade":
         if status is Status.OK:
-            raise ValueError("`status` of a wrong grade must not be Status.OK.")
+            raise ArgumentError("`status` of a wrong grade must not be Status.OK.")
         return cls(False, status, detail)
 
 

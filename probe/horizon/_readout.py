@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from otbench.probe.grading import LETTERS
+from otbench.errors import ArgumentError
 
 READOUT_BATCH_TOKENS = 8192
 """Padded tokens per batched readout forward pass (bounds activation memory)."""
@@ -79,7 +80,7 @@ def find_spellings(tokenizer, n_options: int, vocab_size: int | None = None) -> 
     piece encoding.
     """
     if not 2 <= n_options <= len(LETTERS):
-        raise ValueError(f"`n_options` must be in 2..{len(LETTERS)}, got {n_options}.")
+        raise ArgumentError(f"`n_options` must be in 2..{len(LETTERS)}, got {n_options}.")
     letters = LETTERS[:n_options]
     want = {}
     for o, ch in enumerate(letters):
@@ -159,7 +160,7 @@ def padded_logprobs(forward, contexts: Sequence[Sequence[int]], token_ids: Seque
 
     lengths = [len(c) for c in contexts]
     if any(n == 0 for n in lengths):
-        raise ValueError("every readout context needs at least one token")
+        raise ArgumentError("every readout context needs at least one token")
     ids = torch.tensor([int(t) for t in token_ids], dtype=torch.long)
     out: list[list[float]] = [[] for _ in contexts]
     for batch in length_batches(lengths, max_tokens):

@@ -54,6 +54,7 @@ from ._stops import (
     shuffled_prefix,
     stop_input,
 )
+from otbench.errors import ArgumentError
 
 GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
 HorizonSummary = RunSummary
@@ -121,7 +122,7 @@ def run_horizon(job: HorizonJob, out: str | os.PathLike, *, engine: Engine | Non
     t0 = time.perf_counter()
     questions = load_choice_questions(job.data)
     if not questions:
-        raise ValueError("the job's [data] selects no questions")
+        raise ArgumentError("the job's [data] selects no questions")
     own = engine is None
     engine_cfg = job.base.engine
     if own:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otbench.probe.grading import LETTERS, shuffle_options
+from otbench.errors import ArgumentError
 
 REVEAL_AFTER = 64
 _FILLER = ("Let me restate the task. There are four labels and I have to pick one of them. "
@@ -63,7 +64,7 @@ def positive_control_questions(n: int = 96, *, group: str = "POSITIVE-CONTROL") 
     from otbench.probe.data import Question
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"`n` must be a non-negative integer, got {n!r}.")
+        raise ArgumentError(f"`n` must be a non-negative integer, got {n!r}.")
     opts = tuple(f"label {c}" for c in LETTERS[:4])
     return [Question(group, "positive-control", f"pc-{i}", "choice",
                      "Pick the correct label. The question itself does not say which one it is.",
@@ -84,10 +85,10 @@ def load_choice_questions(data: Mapping[str, Any]) -> list:
         qs = load_benchmark(data["benchmark"], data["path"], seed=seed)
         qs = qs[:n] if n else qs
     else:
-        raise ValueError(f"unknown data.source {source!r}")
+        raise ArgumentError(f"unknown data.source {source!r}")
     bad = [q.id for q in qs if q.task != "choice"]
     if bad:
-        raise ValueError(f"horizon jobs read multiple-choice items; {bad[0]!r} is a {qs[0].task!r} item")
+        raise ArgumentError(f"horizon jobs read multiple-choice items; {bad[0]!r} is a {qs[0].task!r} item")
     return qs
 
 
@@ -112,12 +113,12 @@ def scripted_thinking(tokenizer, script: str, gold: str, length: int) -> list[in
     if script == "reveal-late":
         ids = head + reveal + tail
         if len(head) + len(reveal) > length:
-            raise ValueError(f"a reveal-late script needs more than {len(head) + len(reveal)} tokens, "
-                             f"got a limit of {length}")
+            raise ArgumentError(f"a reveal-late script needs more than {len(head) + len(reveal)} tokens, "
+                                f"got a limit of {length}")
     elif script == "reveal-early":
         ids = reveal + head + reveal + tail
     else:
-        raise ValueError(f"unknown script {script!r}")
+        raise ArgumentError(f"unknown script {script!r}")
     return ids[:length]
 
 

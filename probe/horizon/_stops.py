@@ -35,6 +35,7 @@ import random
 from collections.abc import Sequence
 
 from otbench.probe.tokens import ProbeFormat
+from otbench.errors import ArgumentError
 
 _TAG = "otbench.horizon-control/1"
 _US = "\x1f"
@@ -51,7 +52,7 @@ def stop_input(fmt: ProbeFormat, prompt: Sequence[int], thinking: Sequence[int],
                closure_ids: Sequence[int], answer_prefix_ids: Sequence[int]) -> tuple[list[int], int, bool]:
     """(input ids, reasoning tokens kept, completed block?) of the stop at horizon `B` (module docstring)."""
     if B < 0:
-        raise ValueError(f"`B` must be >= 0, got {B}")
+        raise ArgumentError(f"`B` must be >= 0, got {B}")
     L = len(thinking)
     if finished and L <= B:
         ids = list(prompt) + list(thinking) + list(fmt.end_ids) + list(answer_prefix_ids)
@@ -89,7 +90,7 @@ def random_prefix(pool: Sequence[int], B: int, seed: int) -> list[int]:
 def shuffled_prefix(thinking: Sequence[int], B: int, seed: int) -> list[int]:
     """The first `B` ids of `thinking` in a seeded random order (Fisher-Yates, `random.Random(seed)`)."""
     if B > len(thinking):
-        raise ValueError(f"`B` ({B}) exceeds the reasoning length ({len(thinking)})")
+        raise ArgumentError(f"`B` ({B}) exceeds the reasoning length ({len(thinking)})")
     ids = list(thinking[:B])
     random.Random(seed).shuffle(ids)
     return ids

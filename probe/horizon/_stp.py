@@ -26,6 +26,7 @@ from otbench.probe.grading import LETTERS
 from otbench.probe.tokens import ProbeFormat
 
 from ._readout import OptionSpellings, logp_from_ids, readout_logprobs, score_logp
+from otbench.errors import ArgumentError
 
 
 def stp_input(fmt: ProbeFormat, prompt: Sequence[int], thinking: Sequence[int], length: int,
@@ -64,12 +65,12 @@ def run_stp_logit(engine, fmt: ProbeFormat, job, questions: Sequence, spellings:
         qid = ms.question_id[int(ms.question[t])]
         j = key.get((model, group, qid, int(ms.trajectory[t])))
         if j is None:
-            raise ValueError(f"{src}: trajectory ({model}, {group}, {qid}, {int(ms.trajectory[t])}) has "
-                             "no row in the tokens table")
+            raise ArgumentError(f"{src}: trajectory ({model}, {group}, {qid}, {int(ms.trajectory[t])}) has "
+                                "no row in the tokens table")
         q = qmap.get((group, qid))
         if q is None or q.task != "choice":
-            raise ValueError(f"{src}: question ({group}, {qid}) is not a multiple-choice item of the "
-                             "job's [data]")
+            raise ArgumentError(f"{src}: question ({group}, {qid}) is not a multiple-choice item of the "
+                                "job's [data]")
         n = int(ms.n[t])
         Ls = [int(x) for x in ms.L[t, :n + 1]]
         prompt, thinking = tokens["prompt"][j], tokens["thinking"][j]

@@ -262,6 +262,7 @@ else:
             elif len(args) == 2:
                 self.runner, self._impl = "v1", ExitProcessorV1(vllm_config, *args)
             else:
+                # a bug: vLLM itself constructs the processor with these arguments
                 raise TypeError("ExitProcessor is built by vLLM: (vllm_config, device, is_pin_memory) "
                                 "under the V1 runner, (vllm_config, req_states) under V2")
 

@@ -71,6 +71,7 @@ from otbench.probe.grading import HESITATION_WORDS, hesitation_pattern, number_a
 from ._control import Tables
 from ._siderule import FIELD_NAMES, RECORD, FieldRule, side_methods  # noqa: F401  (re-exported)
 from ._spec import OnlineControlError
+from otbench.errors import ArgumentError
 
 @dataclasses.dataclass(frozen=True)
 class SideJob:
@@ -428,7 +429,7 @@ class SideController:
     def add(self, key: Any, job: SideJob) -> None:
         """Start a trajectory under `key`."""
         if key in self._t:
-            raise ValueError(f"trajectory {key!r} is already running")
+            raise ArgumentError(f"trajectory {key!r} is already running")
         t = _Traj(job)
         t.row = self._rows
         self._rows += 1

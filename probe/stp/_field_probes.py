@@ -34,6 +34,7 @@ from otbench.probe.grading import (
     DYNASOR_SAMPLING,
     DYNASOR_SUFFIX,
 )
+from otbench.errors import ArgumentError
 
 FIELD_PROBES = ("dynasor", "deer")
 """The field methods whose own probes the probe stage can record per position (``probe.field_probes``)."""
@@ -47,8 +48,8 @@ def check_field_probes(field_probes: Sequence[str]) -> tuple[str, ...]:
     """`field_probes` as a tuple of distinct names of `FIELD_PROBES` (ValueError otherwise)."""
     fp = tuple(str(p) for p in field_probes)
     if any(p not in FIELD_PROBES for p in fp) or len(set(fp)) != len(fp):
-        raise ValueError(f"`field_probes` must list distinct names of {', '.join(FIELD_PROBES)}, "
-                         f"got {list(field_probes)!r}")
+        raise ArgumentError(f"`field_probes` must list distinct names of {', '.join(FIELD_PROBES)}, "
+                            f"got {list(field_probes)!r}")
     return fp
 
 

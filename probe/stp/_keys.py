@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from otbench.files import sha256_file, write_text_atomic
+from otbench.errors import ArgumentError
 
 UNIT_SCHEMA = "otbench.unit/3"   # 2: thinking and its own answer sampled in one request;
                                  # 3: field signals and the own-context signal per position
@@ -88,7 +89,7 @@ def model_fingerprint(path: str | os.PathLike, *, memo: str | os.PathLike | None
     """
     root = Path(path)
     if not root.is_dir():
-        raise ValueError(f"`path` must be a model folder, got {str(root)!r}.")
+        raise ArgumentError(f"`path` must be a model folder, got {str(root)!r}.")
     memo_path = Path(memo) if memo is not None else None
     cache = _read_memo(memo_path) if memo_path is not None else {}
     changed = False

@@ -65,6 +65,7 @@ from ._results import (
     UnitResult,
     split_trajectory,
 )
+from otbench.errors import ArgumentError
 
 __all__ = ["FIELD_PROBES", "PHASES", "SIGNALS", "PhaseStats", "RunStats", "ThinkResult", "UnitResult", "UnitStream",
            "probe_units", "run_units", "split_trajectory", "stream_units"]
@@ -385,7 +386,7 @@ class UnitStream:
         fp = _field_probes.check_field_probes(field_probes)
         for name, v in (("max_units", max_units), ("max_requests", max_requests), ("max_live", max_live)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"`{name}` must be a positive integer, got {v!r}.")
+                raise ArgumentError(f"`{name}` must be a positive integer, got {v!r}.")
         job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
                    thinking_limit=thinking_limit, answer_limit=answer_limit,
                    hesitation=hesitation_pattern(hesitation_words), field_probes=fp)
@@ -505,7 +506,7 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     order they finish; each result is the same whatever the order.
     """
     if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise ValueError(f"`max_in_flight` must be a positive integer, got {max_in_flight!r}.")
+        raise ArgumentError(f"`max_in_flight` must be a positive integer, got {max_in_flight!r}.")
     us = UnitStream(engine, fmt, model=model, questions=questions, prompts=prompts, P=P, b=b,
                     thinking_limit=thinking_limit, answer_limit=answer_limit, sampling=sampling,
                     grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given,

@@ -49,6 +49,7 @@ from ._setup import (
     resolve_engine_config,
     units_in_flight,
 )
+from otbench.errors import ArgumentError
 
 RUN_FILE = "run.json"
 
@@ -138,9 +139,9 @@ def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address,
                 worker_gpus):
     """Validate `run_job`'s arguments, before anything is read or started."""
     if resume and journal is None:
-        raise ValueError("`resume` needs a `journal` folder to resume from.")
+        raise ArgumentError("`resume` needs a `journal` folder to resume from.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"`workers` must be a positive integer, got {workers!r}.")
+        raise ArgumentError(f"`workers` must be a positive integer, got {workers!r}.")
     if ray_address is None and workers > 1:
         # Local workers are engine processes: each holds at least an interpreter with the
         # engine's libraries and the model's tokenizer, WORKER_BYTES, before any weights.
@@ -150,12 +151,12 @@ def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address,
                      per_unit=WORKER_BYTES, unit="worker",
                      advice="or name a Ray cluster with --ray-address")
     if ray_address is not None and (not isinstance(ray_address, str) or not ray_address):
-        raise ValueError(f"`ray_address` must be a non-empty string or None, got {ray_address!r}.")
+        raise ArgumentError(f"`ray_address` must be a non-empty string or None, got {ray_address!r}.")
     if isinstance(worker_cpus, bool) or not isinstance(worker_cpus, (int, float)) or worker_cpus <= 0:
-        raise ValueError(f"`worker_cpus` must be a positive number, got {worker_cpus!r}.")
+        raise ArgumentError(f"`worker_cpus` must be a positive number, got {worker_cpus!r}.")
     if worker_gpus is not None and (isinstance(worker_gpus, bool)
                                     or not isinstance(worker_gpus, (int, float)) or worker_gpus < 0):
-        raise ValueError(f"`worker_gpus` must be a non-negative number or None, got {worker_gpus!r}.")
+        raise ArgumentError(f"`worker_gpus` must be a non-negative number or None, got {worker_gpus!r}.")
     if (workers > 1 or ray_address is not None) and job.direct_answer:
         raise JobError("probe.direct_answer runs on a single engine: run it without --workers / "
                        "--ray-address (it is one request per question)")
@@ -290,7 +291,7 @@ def _load_inputs(job: ProbeJob, log):
     [trajectories] (issue 15), which replace sampling and may narrow the questions."""
     questions, data_record = load_data(job.data)
     if not questions:
-        raise ValueError("the job's [data] selects no questions")
+        raise ArgumentError("the job's [data] selects no questions")
     imported = None
     if job.trajectories is not None:
         from ._imported import import_trajectories

@@ -24,6 +24,7 @@ from ._bounds import (
 )
 from ._direct import encode_prompts
 from ._job import ProbeJob
+from otbench.errors import ArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +90,8 @@ def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence
     need = longest + job.thinking_limit + len(fmt.separator_ids) + len(fmt.end_ids) \
         + len(fmt.answer_prefix_ids) + job.answer_limit + 1
     if need > engine_cfg.max_model_len:
-        raise ValueError(f"engine.max_model_len {engine_cfg.max_model_len} is too small: the longest "
-                         f"prompt ({longest} tokens) + thinking_limit + answer_limit needs {need}")
+        raise ArgumentError(f"engine.max_model_len {engine_cfg.max_model_len} is too small: the longest "
+                            f"prompt ({longest} tokens) + thinking_limit + answer_limit needs {need}")
     setup = EngineSetup(
         prompts=tuple(tuple(p) for p in prompts), tokenizer_hash=vocab.tokenizer_hash,
         boundary_ids=tuple(vocab.boundary_ids.tolist()),

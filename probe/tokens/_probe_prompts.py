@@ -21,6 +21,7 @@ from otbench.probe.config import Family
 from otbench.errors import OtbenchError
 
 from ._vocab import Vocabulary
+from otbench.errors import ArgumentError
 
 
 class FormatError(OtbenchError, ValueError):
@@ -100,7 +101,7 @@ class ProbeFormat:
         its first line feed) is empty, so it is dropped.
         """
         if not 0 <= length <= len(thinking):
-            raise ValueError(f"`length` must be in 0..{len(thinking)}, got {length}")
+            raise ArgumentError(f"`length` must be in 0..{len(thinking)}, got {length}")
         ids = list(prompt)
         if length == 0:
             return ids
@@ -162,7 +163,7 @@ def compile_format(family: Family, tokenizer, vocab: Vocabulary, *,
     `boundary_rule` is "vocab" (SPEC §3.2) or "vocab+span" (`_segment.SPAN_RULES`).
     """
     if boundary_rule not in ("vocab", "vocab+span"):
-        raise ValueError(f"`boundary_rule` must be 'vocab' or 'vocab+span', got {boundary_rule!r}.")
+        raise ArgumentError(f"`boundary_rule` must be 'vocab' or 'vocab+span', got {boundary_rule!r}.")
     end_ids = _encode(tokenizer, family.thinking_end)
     signal_id = _single(tokenizer, family.signal_token, "the signal token")
     answer_stop = tuple(_single(tokenizer, s, "the answer stop string") for s in family.answer_stop)
