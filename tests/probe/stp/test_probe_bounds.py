@@ -14,7 +14,7 @@ def _job(**kw):
     return types.SimpleNamespace(**{**base, **kw})
 
 
-class _Engine:
+class _Engine(EngineBase):
     def __init__(self, cap):
         self.cap = cap
 
