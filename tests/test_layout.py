@@ -417,3 +417,22 @@ def test_the_raise_rule_fails_on_a_planted_bare_raise():
                "    # bug: the caller checked x already\n"
                "    raise TypeError('unreachable')\n")
     assert bare_raises(planted, "x") == (3, ["x:3"])
+
+
+MAX_LINES = 500
+EXEMPT = {"analysis/frontier/_cpu.py"}      # the numba kernels, one file so they compile together
+
+
+def long_modules(sources) -> list[str]:
+    """Library modules over `MAX_LINES` lines (one concept per module) among (name, text) pairs,
+    the exempt ones aside."""
+    return [f"{name}: {n} lines" for name, text in sources
+            if name not in EXEMPT and (n := len(text.splitlines())) > MAX_LINES]
+
+
+def test_modules_stay_at_most_500_lines():
+    found = long_modules((str(p.relative_to(ROOT)), p.read_text()) for p in _modules())
+    assert not found, found
+    planted = [("probe/x.py", "x = 1\n" * (MAX_LINES + 1)), ("analysis/frontier/_cpu.py", "x\n" * 900),
+               ("probe/y.py", "x = 1\n" * MAX_LINES)]
+    assert long_modules(planted) == [f"probe/x.py: {MAX_LINES + 1} lines"]
