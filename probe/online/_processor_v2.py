@@ -63,6 +63,7 @@ import torch
 from ._control import RequestControl
 from ._processor import ExitProcessorV1, _ExitCore, _Refused, signal_values
 from ._spec import OnlineControlError, parse_args
+from ._v2_step import _SIGNAL, SYNC, Copy, DeviceTables, device_actions, plan, write_forced
 
 log = logging.getLogger("vllm.otbench_online")
 
@@ -135,7 +136,7 @@ def undo_penalties(rows: torch.Tensor, counts: torch.Tensor, presence: torch.Ten
 class _Slot:
     """One request slot's control under V2: its request, its host copy of the output, its control."""
 
-    __slots__ = ("ctl", "logged", "out", "pen", "read", "req")
+    __slots__ = ("ctl", "kept", "logged", "out", "pen", "read", "req")
 
     def __init__(self, req, ctl=None, pen=None):
         self.req = req                   # (spec, tables, rule); None for a refused request
@@ -144,6 +145,7 @@ class _Slot:
         self.read: int | None = None     # all_token_ids positions read so far (None: none yet)
         self.ctl = ctl                   # RequestControl (made on the first read) or _Refused
         self.logged = False
+        self.kept = True                 # whether the last issued step's sample reached the output
 
     def may_decide(self) -> bool:
         if isinstance(self.ctl, _Refused):
@@ -170,11 +172,15 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
         # Host bitmap: slot -> holds a control that still acts (tested per step without the device).
         self._live = np.zeros(int(req_states.max_num_reqs), dtype=bool)
         self._mended = 0
+        self._dtabs = DeviceTables()
+        self._pending = None               # the last step's copy, replayed at the next step
+        self._disagreed = False
 
     # -- per request ------------------------------------------------------------------
     def add_request(self, req_idx: int, sampling_params) -> bool:
         old = self._slots.pop(req_idx, None)
         if old is not None and old.ctl is not None and not old.logged:
+            old.logged = True
             self._finish(old.ctl)          # the slot's last occupant ended or was preempted
         self._live[req_idx] = False
         try:
@@ -193,14 +199,13 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
     def apply_staged_writes(self) -> None:
         """Nothing staged: the control lives on the host, the tokens are read in `apply`."""
 
-    def _output_counts(self, slots, starts, n, width: int, vocab: int) -> torch.Tensor:
+    def _output_counts(self, tok_buf, total, slots, starts, n, width: int, vocab: int) -> torch.Tensor:
         """[K, vocab] int32: each slot's output token counts, as vLLM's penalty state holds them.
 
         vLLM counts ``all_token_ids[slot, prompt_len:total_len]`` (`penalties.py` `bincount` at
         the request's (re)fill, `input_batch.py` `_post_update_kernel` per sampled token); the
         window here is the host's upper bound `n`, cut on the device at ``total_len``.
         """
-        tok_buf, total = self._rs.all_token_ids.gpu, self._rs.total_len.gpu
         ar = torch.arange(max(1, width), device=slots.device)
         pos = starts.view(-1, 1) + ar
         ok = (ar < n.view(-1, 1)) & (pos < total[slots].to(torch.long).view(-1, 1))
@@ -212,6 +217,7 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
 
     # -- one step ---------------------------------------------------------------------
     def apply(self, logits: torch.Tensor, ctx) -> torch.Tensor:
+        self._drain()                      # the previous step's copy: replay it (`_v2_step`)
         slots_b = np.asarray(ctx.idx_mapping_np)
         live = np.zeros(slots_b.shape[0], dtype=bool)
         ok = slots_b >= 0
@@ -225,9 +231,11 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
         slots = slots_b[rows].astype(np.int64)
         prompt_len, prefill_len = self._rs.prompt_len.np, self._rs.prefill_len.np
         seq_ub = np.asarray(ctx.seq_lens_upper_bound_np)
-        g_slot, g_pos, starts, counts, dec_rows, dec_ids = [], [], [], [], [], []
+        g_slot, g_pos, items, dec_rows, dec_ids, dec_pos = [], [], [], [], [], []
         pen_k, pen_slot, pen_start, pen_n, pen_p, pen_f = [], [], [], [], [], []
-        for b, s in zip(rows.tolist(), slots.tolist()):
+        ints = np.zeros((9, len(rows)), dtype=np.int64)
+        theta = np.zeros(len(rows), dtype=np.float64)
+        for j, (b, s) in enumerate(zip(rows.tolist(), slots.tolist())):
             st = self._slots[s]
             start = st.read if st.read is not None else int(prompt_len[s]) - 1
             # total_len on the device, as the host knows it: the tokens fed so far (decode:
@@ -236,50 +244,98 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
             n = max(0, end - start)
             g_slot.extend([s] * n)
             g_pos.extend(range(start, start + n))
-            starts.append(start)
-            counts.append(n)
+            n_out = end - int(prompt_len[s])
+            code, ask, block, hforce = plan(st, n_out, _Refused)
+            ints[:6, j] = code, ask, block, hforce, n_out, 0
+            ints[6, j] = -1
+            if st.req is not None:
+                spec, tables, _ = st.req
+                ints[5, j] = self._dtabs.index(tables)
+                ints[6, j] = -1 if spec.is_cap else _SIGNAL[spec.signal]
+                # `Tables.forced` after a last token without / with a line feed at its end
+                # (empty: `RequestControl._start` forces the EOS id, or 0).
+                fill = (tables.eos_id if tables.eos_id is not None else 0,)
+                tail = tables.end_ids + tables.answer_prefix_ids
+                ints[7, j] = (tables.separator_ids + tail or fill)[0]
+                ints[8, j] = (tail or fill)[0]
+                theta[j] = float(spec.theta)
+            deck = None
             if st.may_decide():
                 if st.pen is not None:   # the whole output so far, for the counts vLLM penalised
                     pen_k.append(len(dec_rows))
                     pen_slot.append(s)
                     pen_start.append(int(prompt_len[s]))
-                    pen_n.append(max(0, end - int(prompt_len[s])))
+                    pen_n.append(max(0, n_out))
                     pen_p.append(st.pen[0])
                     pen_f.append(st.pen[1])
+                deck = len(dec_rows)
                 dec_rows.append(b)
                 dec_ids.append(st.req[1].signal_id)
+                dec_pos.append(j)
+            items.append((st, b, s, start, n, deck, code))
+            st.kept = int(seq_ub[b]) >= int(prefill_len[s])   # this step's sample reaches the output
         nt, nr, nd, npn = len(g_pos), len(rows), len(dec_rows), len(pen_k)
-        idx = _h2d(np.asarray(g_slot + g_pos + slots.tolist() + dec_rows + dec_ids
-                              + pen_k + pen_slot + pen_start + pen_n, dtype=np.int64), logits.device)
-        parts = [self._rs.all_token_ids.gpu[idx[:nt], idx[nt:2 * nt]].to(torch.float64),
-                 self._rs.total_len.gpu[idx[2 * nt:2 * nt + nr]].to(torch.float64)]
+        dev = logits.device
+        idx = _h2d(np.concatenate([np.asarray(g_slot + g_pos + slots.tolist() + rows.tolist() + dec_rows
+                                              + dec_ids + dec_pos + pen_k + pen_slot + pen_start + pen_n,
+                                              dtype=np.int64), ints.reshape(-1)]), dev)
+        tok_buf, total = self._rs.all_token_ids.gpu, self._rs.total_len.gpu
+        o = 2 * nt + 2 * nr
+        parts = [tok_buf[idx[:nt], idx[nt:2 * nt]].to(torch.float64),
+                 total[idx[2 * nt:2 * nt + nr]].to(torch.float64)]
+        sig = torch.full((nr, 2), float("nan"), dtype=torch.float64, device=dev)
         if nd:
-            d = idx[2 * nt + nr:2 * nt + nr + 2 * nd]
+            d = idx[o:o + 3 * nd]
             sel = logits.index_select(0, d[:nd])
             if npn:
-                q = idx[2 * nt + nr + 2 * nd:].view(4, npn)
-                pf = _h2d(np.asarray(pen_p + pen_f, dtype=np.float32), logits.device).view(2, npn)
-                cnt = self._output_counts(q[1], q[2], q[3], max(pen_n), sel.shape[-1])
+                q = idx[o + 3 * nd:o + 3 * nd + 4 * npn].view(4, npn)
+                pf = _h2d(np.asarray(pen_p + pen_f, dtype=np.float32), dev).view(2, npn)
+                cnt = self._output_counts(tok_buf, total, q[1], q[2], q[3], max(pen_n), sel.shape[-1])
                 sel[q[0]] = undo_penalties(sel[q[0]], cnt, pf[0], pf[1])
-            parts.append(signal_values(sel, d[nd:]).to(torch.float64).view(-1))
-        vals = torch.cat(parts).tolist()   # the step's one device -> host sync
-        toks, totals, sigs = vals[:nt], vals[nt:nt + nr], vals[nt + nr:]
+            sv = signal_values(sel, d[nd:2 * nd]).to(torch.float64)
+            sig[d[2 * nd:]] = sv
+            parts.append(sv.view(-1))
+        act = idx[o + 3 * nd + 4 * npn:].view(9, nr)
+        fid = device_actions(tok_buf, total, self._dtabs.on(dev), idx[2 * nt:2 * nt + nr], act,
+                             _h2d(theta, dev), sig)
+        write_forced(logits, idx[2 * nt + nr:2 * nt + 2 * nr], fid)
+        parts.append(fid.to(torch.float64))
+        rec = [Copy(torch.cat(parts)), items, nt, nr, nd]
+        if any(it[6] == SYNC for it in items):   # a plug-in rule or a resumed request: at once
+            rows_f, ids_f = self._replay(rec, sync=True)
+            self._force(logits, rows_f, ids_f)
+        self._pending = rec
+        return logits
 
+    def _drain(self) -> None:
+        """Replay the last issued step's lagged rows (waits for that step's copy only)."""
+        rec, self._pending = self._pending, None
+        if rec is not None:
+            self._replay(rec, sync=False)
+
+    def _replay(self, rec, sync: bool) -> tuple[list[int], list[int]]:
+        """Run each row's `RequestControl` step as the synchronous loop did, on the copied values."""
+        copy, items, nt, nr, nd = rec
+        vals = copy.values()
+        toks, totals = vals[:nt], vals[nt:nt + nr]
+        sigs, fids = vals[nt + nr:nt + nr + 2 * nd], vals[nt + nr + 2 * nd:]
         force_rows: list[int] = []
         force_ids: list[int] = []
-        at, k = 0, 0
-        for j, (b, s) in enumerate(zip(rows.tolist(), slots.tolist())):
-            st, start, n = self._slots[s], starts[j], counts[j]
-            prompt_last = None
+        at = 0
+        for j, (st, b, s, start, n, deck, code) in enumerate(items):
+            window, at = toks[at:at + n], at + n
+            if (code == SYNC) != sync:
+                continue
+            current = self._slots.get(s) is st
             total = int(totals[j])
-            got = [int(t) for t in toks[at:at + n]][:max(0, total - start)]
-            at += n
-            if start + len(got) < total:   # the window missed tokens: read the rest (rare)
+            got = [int(t) for t in window][:max(0, total - start)]
+            if start + len(got) < total and current:   # the window missed tokens: read the rest (rare)
                 self._mended += 1
                 if self._mended == 1:
                     log.warning("otbench online: token window short by %d; reading the rest",
                                 total - start - len(got))
                 got += [int(t) for t in self._rs.all_token_ids.gpu[s, start + len(got):total].tolist()]
+            prompt_last = None
             if st.read is None:
                 prompt_last, got = (got[0] if got else None), got[1:]
             st.out.extend(got)
@@ -289,20 +345,24 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
                 st.ctl = RequestControl(spec, tables, rule, None if prompt_last is None else [prompt_last],
                                         st.out)
             sig = None
-            if st.may_decide():
-                end, other = sigs[2 * k], sigs[2 * k + 1]
+            if deck is not None:
+                end, other = sigs[2 * deck], sigs[2 * deck + 1]
                 sig = {"logp_end": end, "logp_other": other, "margin": other - end}
-                k += 1
             tok = self._next(st.ctl, lambda s=sig: s)
-            if tok is not None:
-                force_rows.append(b)
-                force_ids.append(tok)
-            if st.ctl.done:
-                self._live[s] = False      # nothing left to do: later steps skip this slot
+            if sync:
+                if tok is not None:
+                    force_rows.append(b)
+                    force_ids.append(tok)
+            elif (-1 if tok is None else tok) != int(fids[j]) and not self._disagreed:
+                self._disagreed = True
+                log.error("otbench online: the device forced %d where the control says %s",
+                          int(fids[j]), tok)
+            if st.ctl.done and not st.logged:
+                if current:
+                    self._live[s] = False  # nothing left to do: later steps skip this slot
                 st.logged = True
                 self._finish(st.ctl)
-        self._force(logits, force_rows, force_ids)
-        return logits
+        return force_rows, force_ids
 
 
 if LogitsProcessor is None:  # pragma: no cover

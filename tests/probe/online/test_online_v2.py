@@ -184,6 +184,7 @@ def _run_v2(seed, reqs, slots, order_seed, make=ExitProcessorV2, row=None):
             total[s] += 1
             if int(total[s]) - p >= req.n_out:
                 impl = getattr(proc, "_impl", proc)
+                impl._drain()                   # the last step's lagged replay, as a next step would
                 st_ = impl._slots.get(s)
                 ctl = None if st_ is None else st_.ctl
                 output = tokens[s, p:int(total[s])].tolist()
@@ -195,6 +196,8 @@ def _run_v2(seed, reqs, slots, order_seed, make=ExitProcessorV2, row=None):
                 done[r] = (output, ctl)
                 del active[s]
                 free.append(s)                  # `RequestState.remove_request`: no processor hook
+    impl = getattr(proc, "_impl", proc)
+    assert not impl._disagreed                  # the device's actions were the replayed control's
     return done, rs
 
 
@@ -284,6 +287,47 @@ def test_the_penalty_would_have_moved_the_signal_without_the_undo():
     margin = lambda x: float(np.diff(signal_values(x, torch.tensor([STOP]))[0].double().numpy())[0])
     assert done[0][1].decisions[2][0] == 3
     assert got[2] == margin(raw) and abs(got[2] - margin(pen) - 1.5) < 1e-4
+
+
+def _row_low_then_high(seed, req, length):
+    """The signal far below the others at length 0 (no stop at θ = 10), far above after it
+    (every later decision stops under θ >= -30)."""
+    x = _row(seed, req, length).clone()
+    x[STOP] = -40.0 if length == 0 else 40.0
+    return x
+
+
+@pytest.mark.parametrize("prompt,script,theta,row", [
+    # A prompt ending with a line feed, an output starting with one: no span boundary at
+    # length 1 (the span rule pairs output tokens only), so no stop there.
+    ([1, NL_END], [NL_START, 0, 0, BOUNDARY, 0, 0, 0], 10.0, _row_low_then_high),
+    # The thinking end in the prompt (an earlier turn) is no natural end: decide at length 0.
+    ([1, STOP], [0, 1, 2, 0, 0], 1e9, None),
+])
+@pytest.mark.parametrize("chunks", [0, 2])
+def test_the_device_decision_at_the_edges_of_the_output(prompt, script, theta, row, chunks):
+    args = request_args("thinkbrake", theta, "f", boundary="vocab+span")
+    req = _Req(args=args, script=script, prompt=prompt, span=True, n_out=len(script), chunks=chunks)
+    done, _ = _run_v2(4, [req], 1, 0, row=row)
+    out1, ctl1 = _run_v1(4, 0, req, row=row)
+    assert done[0][0] == out1 and _summary(done[0][1]) == _summary(ctl1)
+    assert ctl1.stop_length == (4 if theta == 10.0 else 0)
+
+
+def test_a_plug_in_rule_runs_on_the_host_with_the_same_decisions(monkeypatch):
+    from otbench.probe.online import PLUGINS_ENV
+
+    monkeypatch.setenv(PLUGINS_ENV, "_toy_tables:SecondDecision")
+    args = request_args("thinkbrake", 0.0, "f") | {"otbench_method": "_toy_tables:SecondDecision"}
+    script = [BOUNDARY, 0, BOUNDARY, 1, BOUNDARY, 2, 2, 2, 2, 2]
+    reqs = [_Req(args=args, script=script, prompt=[1], span=False, n_out=10, chunks=1),
+            _Req(args=request_args("thinkbrake", 0.5, "f"), script=script, prompt=[2], span=False,
+                 n_out=10, chunks=0)]
+    done, _ = _run_v2(11, reqs, 2, 3, row=_row_low_then_high)
+    for r, req in enumerate(reqs):
+        out1, ctl1 = _run_v1(11, r, req, row=_row_low_then_high)
+        assert done[r][0] == out1 and _summary(done[r][1]) == _summary(ctl1)
+    assert done[0][1].stop_length == 3 and done[1][1].stop_length == 1   # host rule; device rule
 
 
 def test_a_boundary_stop_forces_the_thinking_end_and_the_public_class_runs_v2():
