@@ -43,16 +43,19 @@ Under V2 (`interface.py`; `model_runner.py` `add_requests`, `finish_requests`;
   :total_len[slot]]`` (`input_batch.py` `_post_update_kernel` appends each
   sampled token and grows ``total_len`` on the device after sampling).
 
-Host <-> device traffic per step (see `ExitProcessorV2.apply`): none when
-no row of the batch holds a live control (a host bitmap per slot, read
-with ``idx_mapping_np``); otherwise one device -> host copy of one small
-float64 vector: the new tokens of each live row (a window sized on the
-host from ``seq_lens_upper_bound_np`` and ``prefill_len``, both host
-arrays), the device's ``total_len`` of those rows (so a wrong window is
-caught, and mended by a rare second read), and (log p(signal), max log
-p(other)) of every row that may decide this step, computed on the device
-before the host knows whether it will. The forced write is host -> device
-only.
+Host <-> device traffic per step (see `ExitProcessorV2.apply` and `_v2_step`):
+none when no row of the batch holds a live control (a host bitmap per slot,
+read with ``idx_mapping_np``); otherwise one host -> device upload (the
+step's plans, token windows and signal ids) and one device -> host copy
+issued without blocking (the new tokens of each live row, a window sized on
+the host from ``seq_lens_upper_bound_np`` and ``prefill_len``; the device's
+``total_len`` of those rows, so a wrong window is caught and mended by a rare
+second read; (log p(signal), max log p(other)); the device's forced ids).
+The decision and the forced write run on the device; the copy is read at
+the next step, whose wait covers the previous step's sampler only, and
+replayed there through each row's `RequestControl`. Plug-in rules and a
+request resumed with output the host has not read are decided on the host
+at once (one blocking read, as before).
 """
 
 import logging
