@@ -22,3 +22,13 @@ def toy_tables(span: bool, separator=(SEP,)) -> Tables:
     return Tables(mask=mask, ends_newline=ends, starts_newline=starts if span else None, signal_id=STOP,
                   think_stop_ids=frozenset({STOP}), separator_ids=tuple(separator), end_ids=(END,),
                   answer_prefix_ids=(PREFIX,), eos_id=EOS)
+
+
+class SecondDecision:
+    """A plug-in rule with memory (stop at the second decision whose margin is <= θ): the V2
+    processor runs such rules on the host, synchronously."""
+
+    signals = ("margin",)
+
+    def online_stop(self, history, lengths, theta):
+        return sum(1 for m in history["margin"] if m <= theta) >= 2

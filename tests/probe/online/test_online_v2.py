@@ -86,7 +86,8 @@ class _Req(types.SimpleNamespace):
     pass
 
 
-def _run_v1(seed, r, req):
+def _run_v1(seed, r, req, row=None):
+    row = row or _row
     proc = _with_tables(ExitProcessorV1(_config(), torch.device("cpu"), False), req.span)
     out: list[int] = []
     params = types.SimpleNamespace(extra_args=req.args)
@@ -94,8 +95,8 @@ def _run_v1(seed, r, req):
                                   moved=[]))
     chunks = req.chunks
     while len(out) < req.n_out:
-        logits = _row(seed, r, len(out))[None].clone()
-        logits = proc.apply(logits)
+        logits = row(seed, r, len(out))[None].clone()
+        logits = proc.apply(logits)           # under V1 before vLLM's penalties: the raw row
         tok = _sample(logits[0], req.script, len(out))
         if chunks:
             chunks -= 1                           # a prefill chunk: its sample is dropped
@@ -108,8 +109,26 @@ def _run_v1(seed, r, req):
     return out, ctl
 
 
-def _run_v2(seed, reqs, slots, order_seed, make=ExitProcessorV2):
-    """All of `reqs` through one V2 processor, `slots` at a time, rows shuffled each step."""
+def _penalize(logits, prompts, outputs, pens):
+    """vLLM's own penalty function on the batch (V1's, the arithmetic of V2's kernel, `undo_penalties`)."""
+    from vllm.model_executor.layers.utils import apply_penalties
+
+    def pad(seqs):
+        w = max(1, max(len(q) for q in seqs))
+        return torch.tensor([list(q) + [V] * (w - len(q)) for q in seqs], dtype=torch.long)
+
+    pp = torch.tensor([p.get("presence_penalty", 0.0) for p in pens], dtype=torch.float32)
+    fp = torch.tensor([p.get("frequency_penalty", 0.0) for p in pens], dtype=torch.float32)
+    return apply_penalties(logits, pad(prompts), pad(outputs), pp, fp, torch.ones(len(pens)))
+
+
+def _run_v2(seed, reqs, slots, order_seed, make=ExitProcessorV2, row=None):
+    """All of `reqs` through one V2 processor, `slots` at a time, rows shuffled each step.
+
+    A request's `pen` (presence/frequency penalties) reaches the processor in its sampling
+    parameters and is applied to its row before the processor sees it, as V2's sampler does.
+    """
+    row = row or _row
     rs = _req_states(slots)
     proc = _with_tables(make(_config(), rs), reqs[0].span)
     rng = np.random.default_rng(order_seed)
@@ -129,7 +148,7 @@ def _run_v2(seed, reqs, slots, order_seed, make=ExitProcessorV2):
             tokens[s, :p] = torch.tensor(req.prompt, dtype=torch.int32)
             rs.prompt_len.np[s] = rs.prefill_len.np[s] = p
             total[s] = p
-            proc.add_request(s, types.SimpleNamespace(extra_args=req.args))
+            proc.add_request(s, types.SimpleNamespace(extra_args=req.args, **getattr(req, "pen", {})))
             active[s] = [r, req.chunks]
         order = [int(x) for x in rng.permutation(sorted(active))]
         seq_ub = []
@@ -138,8 +157,13 @@ def _run_v2(seed, reqs, slots, order_seed, make=ExitProcessorV2):
             r, chunks = active[s]
             length = int(total[s]) - len(reqs[r].prompt)
             seq_ub.append(int(total[s]) - chunks if chunks else int(total[s]))
-            rows.append(_row(seed, r, length))
+            rows.append(row(seed, r, length))
         logits = torch.stack(rows)
+        if any(getattr(active_req, "pen", None) for active_req in (reqs[active[s][0]] for s in order)):
+            reqs_b = [reqs[active[s][0]] for s in order]
+            logits = _penalize(logits, [q.prompt for q in reqs_b],
+                               [tokens[s, len(q.prompt):int(total[s])].tolist() for s, q in zip(order, reqs_b)],
+                               [getattr(q, "pen", None) or {} for q in reqs_b])
         idx = torch.tensor(order, dtype=torch.int32)
         ctx = v2.LogitsContext(expanded_idx_mapping=idx, idx_mapping=idx,
                                idx_mapping_np=np.asarray(order, dtype=np.int32),
@@ -160,6 +184,7 @@ def _run_v2(seed, reqs, slots, order_seed, make=ExitProcessorV2):
             total[s] += 1
             if int(total[s]) - p >= req.n_out:
                 impl = getattr(proc, "_impl", proc)
+                impl._drain()                   # the last step's lagged replay, as a next step would
                 st_ = impl._slots.get(s)
                 ctl = None if st_ is None else st_.ctl
                 output = tokens[s, p:int(total[s])].tolist()
@@ -171,6 +196,8 @@ def _run_v2(seed, reqs, slots, order_seed, make=ExitProcessorV2):
                 done[r] = (output, ctl)
                 del active[s]
                 free.append(s)                  # `RequestState.remove_request`: no processor hook
+    impl = getattr(proc, "_impl", proc)
+    assert not impl._disagreed                  # the device's actions were the replayed control's
     return done, rs
 
 
@@ -216,6 +243,91 @@ def test_v2_makes_the_v1_decisions_on_every_stream(data, span, slots, seed):
         out2, ctl2 = done[r]
         assert out2 == out1, r
         assert _summary(ctl2) == _summary(ctl1), r
+
+
+def _row_high(seed, req, length):
+    """`_row` moved up to [20, 60): where vLLM's penalty subtractions are exact (`undo_penalties`)."""
+    return _row(seed, req, length) + 40.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), span=st.booleans(), slots=st.integers(1, 3), seed=st.integers(0, 2**31 - 1),
+       pen=st.sampled_from([{"presence_penalty": 1.5}, {"presence_penalty": 1.5, "frequency_penalty": 0.5},
+                            {"frequency_penalty": 0.25}]))
+def test_v2_with_penalties_reads_the_offline_signal_bit_for_bit(data, span, slots, seed, pen):
+    # The family's sampling (qwen3-thinking: presence_penalty = 1.5). V2 sees the rows after
+    # vLLM's penalties; V1 (and the probe's recorded signal) the raw rows: same decisions,
+    # same signals to the bit.
+    reqs = data.draw(st.lists(requests(span), min_size=1, max_size=4))
+    for q in reqs:
+        q.pen = pen
+    done, _ = _run_v2(seed, reqs, slots, seed + 1, row=_row_high)
+    for r, req in enumerate(reqs):
+        out1, ctl1 = _run_v1(seed, r, req, row=_row_high)
+        assert done[r][0] == out1, r
+        assert _summary(done[r][1]) == _summary(ctl1), r
+
+
+def test_the_penalty_would_have_moved_the_signal_without_the_undo():
+    # Guard for the test above: the penalised rows differ from the raw ones where it matters.
+    args = request_args("thinkbrake", -1e9, "f")              # never stops: decides at every boundary
+    script = [BOUNDARY, 0, BOUNDARY, 0, BOUNDARY, 0, BOUNDARY]
+    req = _Req(args=args, script=script, prompt=[1], span=False, n_out=7, chunks=0,
+               pen={"presence_penalty": 1.5})
+    done, _ = _run_v2(2, [req], 1, 0, row=lambda s, r, L: _row_high(s, r, L).index_fill(0, torch.tensor([0]), 70.0))
+    _, ctl1 = _run_v1(2, 0, req, row=lambda s, r, L: _row_high(s, r, L).index_fill(0, torch.tensor([0]), 70.0))
+    got = [sig["margin"] for _, sig, _ in done[0][1].decisions]
+    assert got == [sig["margin"] for _, sig, _ in ctl1.decisions] and len(got) == 4
+    # At length 3 token 0 (the best other, logit 70) is in the output: vLLM lowers it by 1.5.
+    from otbench.probe.online._processor import signal_values
+
+    raw = _row_high(2, 0, 3).index_fill(0, torch.tensor([0]), 70.0)[None]
+    pen = _penalize(raw.clone(), [[1]], [script[:3]], [{"presence_penalty": 1.5}])
+    assert float(pen[0, 0]) == 70.0 - 1.5 and float(raw[0, 0]) == 70.0
+    margin = lambda x: float(np.diff(signal_values(x, torch.tensor([STOP]))[0].double().numpy())[0])
+    assert done[0][1].decisions[2][0] == 3
+    assert got[2] == margin(raw) and abs(got[2] - margin(pen) - 1.5) < 1e-4
+
+
+def _row_low_then_high(seed, req, length):
+    """The signal far below the others at length 0 (no stop at θ = 10), far above after it
+    (every later decision stops under θ >= -30)."""
+    x = _row(seed, req, length).clone()
+    x[STOP] = -40.0 if length == 0 else 40.0
+    return x
+
+
+@pytest.mark.parametrize("prompt,script,theta,row", [
+    # A prompt ending with a line feed, an output starting with one: no span boundary at
+    # length 1 (the span rule pairs output tokens only), so no stop there.
+    ([1, NL_END], [NL_START, 0, 0, BOUNDARY, 0, 0, 0], 10.0, _row_low_then_high),
+    # The thinking end in the prompt (an earlier turn) is no natural end: decide at length 0.
+    ([1, STOP], [0, 1, 2, 0, 0], 1e9, None),
+])
+@pytest.mark.parametrize("chunks", [0, 2])
+def test_the_device_decision_at_the_edges_of_the_output(prompt, script, theta, row, chunks):
+    args = request_args("thinkbrake", theta, "f", boundary="vocab+span")
+    req = _Req(args=args, script=script, prompt=prompt, span=True, n_out=len(script), chunks=chunks)
+    done, _ = _run_v2(4, [req], 1, 0, row=row)
+    out1, ctl1 = _run_v1(4, 0, req, row=row)
+    assert done[0][0] == out1 and _summary(done[0][1]) == _summary(ctl1)
+    assert ctl1.stop_length == (4 if theta == 10.0 else 0)
+
+
+def test_a_plug_in_rule_runs_on_the_host_with_the_same_decisions(monkeypatch):
+    from otbench.probe.online import PLUGINS_ENV
+
+    monkeypatch.setenv(PLUGINS_ENV, "_toy_tables:SecondDecision")
+    args = request_args("thinkbrake", 0.0, "f") | {"otbench_method": "_toy_tables:SecondDecision"}
+    script = [BOUNDARY, 0, BOUNDARY, 1, BOUNDARY, 2, 2, 2, 2, 2]
+    reqs = [_Req(args=args, script=script, prompt=[1], span=False, n_out=10, chunks=1),
+            _Req(args=request_args("thinkbrake", 0.5, "f"), script=script, prompt=[2], span=False,
+                 n_out=10, chunks=0)]
+    done, _ = _run_v2(11, reqs, 2, 3, row=_row_low_then_high)
+    for r, req in enumerate(reqs):
+        out1, ctl1 = _run_v1(11, r, req, row=_row_low_then_high)
+        assert done[r][0] == out1 and _summary(done[r][1]) == _summary(ctl1)
+    assert done[0][1].stop_length == 3 and done[1][1].stop_length == 1   # host rule; device rule
 
 
 def test_a_boundary_stop_forces_the_thinking_end_and_the_public_class_runs_v2():
@@ -331,10 +443,11 @@ def test_the_frontend_validates_with_the_same_class_under_either_runner(use_v2):
     good = request_args("thinkbrake", 0.5, "generic-chat")
     validate(SamplingParams(max_tokens=4, extra_args=good))
     validate(SamplingParams(max_tokens=4, repetition_penalty=1.3))      # not controlled: untouched
+    # The family's own sampling: additive penalties are undone before the signal is read.
+    validate(SamplingParams(max_tokens=4, extra_args=good, presence_penalty=1.5, frequency_penalty=0.5))
     for bad in ({"extra_args": {**good, "otbench_theta": "x"}},
                 {"extra_args": good, "min_tokens": 2},
-                {"extra_args": good, "repetition_penalty": 1.3},        # before custom ones under V2
-                {"extra_args": good, "presence_penalty": 0.5},
+                {"extra_args": good, "repetition_penalty": 1.3},        # rescales: not undone
                 {"extra_args": good, "thinking_token_budget": 8}):      # V2 forces it after ours
         with pytest.raises(VLLMValidationError) as e:
             validate(SamplingParams(max_tokens=4, **bad))
