@@ -15,11 +15,9 @@ import time
 
 import numpy as np
 from otbench.analysis import simulate
-from otbench.analysis.bench._baselines import ThinkBrake
-from otbench.analysis.bench._evaluate import evaluate
-from otbench.analysis.bench._features import units_of
-from otbench.analysis.bench._splits import assign_splits
+from otbench.analysis.bench import assign_splits, evaluate
 from otbench.analysis.bench._walk import dee_positions
+from otbench.analysis.methods import ThinkBrake, resolve, units_of
 from otbench.analysis.frontier._frontiers import frontiers
 
 
@@ -66,7 +64,8 @@ def main():
     m.fit(ms.take(np.flatnonzero(ms.split == 0)), None)
     thetas = m.theta_grid(21)
     unit, units = units_of(test)
-    t_walk, pos = best_of(lambda: [dee_positions(test, unit, units, m, th, "tb") for th in thetas],
+    rm = resolve(m)                                  # the Method the evaluator's walk takes
+    t_walk, pos = best_of(lambda: [dee_positions(test, unit, units, rm, th) for th in thetas],
                           a.repeats)
     margin = [test.signals["margin"][t, :test.n[t] + 1].tolist() for t in range(test.num_trajectories)]
     t_py, ref = best_of(lambda: [python_walk(margin, test.n, th) for th in thetas], 1)

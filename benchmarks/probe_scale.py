@@ -239,7 +239,7 @@ def one_size(units: int, work: Path) -> dict:
 
     global StandInVLLMEngine
     StandInVLLMEngine = _engine_class()
-    _interface.ENGINES[SYNTHETIC_KIND] = f"{__name__}:StandInVLLMEngine"
+    _interface.ENGINES.register(SYNTHETIC_KIND, f"{__name__}:StandInVLLMEngine")
     init = _loop._Driver.__init__
 
     def spy(self, *a, **kw):                    # read the loop's own peak of sequences in flight

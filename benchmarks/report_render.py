@@ -78,8 +78,7 @@ def main() -> None:
     results = set_dir / "results"
     results.mkdir()
     try:
-        from otbench.analysis.bench._evaluate import compare, compare_json
-        from otbench.analysis.bench._splits import assign_splits
+        from otbench.analysis.bench import assign_splits, compare, compare_json
     except ImportError as e:
         print(f"OTBench not available ({e}); Fig. 4 will be a note")
     else:

@@ -111,7 +111,8 @@ class _Driver:
 
     def total_live(self) -> int:
         """Engine sequences in flight, think requests included (the engine's count where it gives one)."""
-        return self.live() if self.live is not None else self.sequences + self.phase_in_flight["think"]
+        live = self.live()
+        return live if live is not None else self.sequences + self.phase_in_flight["think"]
 
     def _submit(self, tag, req, phase: str) -> None:
         self.stream.submit(tag, req)
