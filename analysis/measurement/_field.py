@@ -67,14 +67,20 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def add_field_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
-    """`ms` with the synthetic field signals added (module docstring); refuses a non-synthetic set."""
+def synthetic_stream(ms: MeasurementSet, seed: int, stream: int, what: str) -> np.random.Generator:
+    """The random stream of a synthetic signal draw: `seed` mixed with the draw's own `stream`;
+    refuses a set that is not synthetic (`what` names the signals and where real ones come from)."""
     if not ms.synthetic:
-        raise ArgumentError("field signals are drawn only for synthetic sets; a real set records "
-                            "them from the probe")
+        raise ArgumentError(f"{what} are drawn only for synthetic sets; a real set records "
+                            f"them from the probe{'' if what == 'field signals' else ' (probe.field_probes)'}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ArgumentError(f"`seed` must be a non-negative integer, got {seed!r}")
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), STREAM]))
+    return np.random.default_rng(np.random.SeedSequence([int(seed), stream]))
+
+
+def add_field_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
+    """`ms` with the synthetic field signals added (module docstring); refuses a non-synthetic set."""
+    rng = synthetic_stream(ms, seed, STREAM, "field signals")
     T, K = ms.L.shape
     acc = ms.C / np.maximum(ms.probes, 1)[:, None].astype(np.float64)
     ans = np.full((T, K), -1.0)

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from ._field import synthetic_stream
 from ._types import MeasurementSet
-from otbench.errors import ArgumentError
 
 GENERATOR = "otbench.peer-signals/1"
 STREAM = 37          # mixed into the seed: a stream separate from the simulator's and the field signals'
@@ -114,12 +114,7 @@ def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
 
     Only the positions up to each trajectory's `n` are meaningful (the padding repeats the last).
     """
-    if not ms.synthetic:
-        raise ArgumentError("peer-probe signals are drawn only for synthetic sets; a real set records "
-                            "them from the probe (probe.field_probes)")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ArgumentError(f"`seed` must be a non-negative integer, got {seed!r}")
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), STREAM]))
+    rng = synthetic_stream(ms, seed, STREAM, "peer-probe signals")
     T, K = ms.L.shape
     acc = ms.C / np.maximum(ms.probes, 1)[:, None].astype(np.float64)
     ans = np.full((T, K), -1.0)
