@@ -101,9 +101,6 @@ class Registry(Mapping):
     def __getitem__(self, name: str) -> str:
         return self._entries[name]
 
-    def as_dict(self) -> dict[str, str]:
-        return dict(self._entries)
-
     def register(self, name: str, target: str) -> None:
         """Register `target` (``module:object`` or ``file.py:object``) under `name`.
 

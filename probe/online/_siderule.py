@@ -9,6 +9,7 @@ and the decision itself -- the method's own ``stop(view, theta)`` on an
 No method is known here by name.
 """
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +31,10 @@ def side_methods() -> tuple[str, ...]:
     return tuple(n for n in METHODS if resolve(n).online == "side")
 
 
+@functools.lru_cache(maxsize=None)
 def _one_unit(task: str) -> UnitTable:
-    """The decision unit a live trajectory has when its question is not given: nothing but its task."""
+    """The decision unit a live trajectory has when its question is not given: nothing but its task
+    (read-only, so one table per task serves every decision)."""
     idx = np.zeros(1, dtype=np.int64)
     idx.setflags(write=False)
     return UnitTable(model=("",), group=("",), dataset=(task,), question_id=("",), text=(None,),
