@@ -13,9 +13,14 @@ def _questions(text: str | None) -> dict[str, int] | None:
     out = {}
     for part in text.split(","):
         name, eq, n = part.strip().rpartition("=")
-        if not eq or not name or not n.strip().isdigit() or int(n) < 1:
+        n = n.strip()
+        # ASCII digits only (`str.isdigit` accepts "²", which int() refuses), at most 12 of them
+        if not eq or not name or not (n.isascii() and n.isdigit()) or len(n) > 12 or int(n) < 1:
             raise DataError(f"--questions {text!r}: want GROUP=N[,GROUP=N...] with N a positive integer "
-                            f"(at {part.strip()!r})")
+                            f"of at most 12 ASCII digits (at {part.strip()!r})")
+        if name.strip() in out:
+            raise DataError(f"--questions {text!r}: group {name.strip()!r} is given twice (at "
+                            f"{part.strip()!r}); give each group once")
         out[name.strip()] = int(n)
     return out
 

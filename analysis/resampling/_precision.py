@@ -43,7 +43,8 @@ Method (for every statistic `θ`; all draws from one recorded seed):
 5. Probes beyond the pilot (`P' > P_p`). Resampling cannot create probes the pilot lacks, so this
    one step is a model: `b` and `w` are each fitted as `α + β / m` (least squares) over the levels
    `m >= ceil(P_p / 2)` computed in step 1 (at least `fit_levels`: `ceil(P_p/2)`,
-   `ceil(3 P_p/4)`, `P_p`; 2, 3, 4 for `P_p = 4`) and evaluated at `P'` (clipped at 0). (On the simulated
+   `ceil(3 P_p/4)`, `P_p`; 2, 3, 4 for `P_p = 4`) and evaluated at `P'`, with
+   `α >= 0` (`_prediction.inverse_probe_fit`: a component positive at the computed levels is never 0 beyond). (On the simulated
    paper-scale set, bootstrap variances thinned to `m = 1 .. 16` follow `α + β/m` for
    `m >= 2`: AD's is ~`β/m`, OR's and `P(0)`'s flat. `b` depends on `m` too: a question's
    probe-noise bias of AD varies across questions. Keeping `b` at its `P_p` value was measured

@@ -14,6 +14,22 @@ class PrecisionError(OtbenchError, ValueError):
     """A precision prediction cannot be made from this pilot or design; one line."""
 
 
+def inverse_probe_fit(x: np.ndarray, y: np.ndarray, P: int) -> float:
+    """A variance component at `P` probes from its values `y` at the levels `1 / x`: the least-squares
+    `α + β / m` with the floor `α >= 0` (method step 5).
+
+    Why the floor: `α` is the component's limit as the probes grow; a variance has no negative
+    limit, and an unconstrained fit of a component falling like `β/m` (AD's) often gives a
+    slightly negative `α`, which made `α + β/P'` negative beyond the pilot's `P`, clipped to a
+    half-width of exactly 0 although every computed level had sampling noise. Where the
+    unconstrained `α` is negative the fit is `β/m` through the origin (`β = Σxy / Σx²`), so a
+    component that is positive at the computed levels stays positive at every `P'`."""
+    beta, alpha = np.polyfit(x, y, 1)
+    if alpha < 0:
+        alpha, beta = 0.0, float(np.dot(x, y) / np.dot(x, x))
+    return float(alpha + beta / P)
+
+
 @dataclasses.dataclass(frozen=True)
 class Components:
     """The estimates of one statistic at one probe level (method steps 3, 6)."""
@@ -68,8 +84,7 @@ class PrecisionPrediction:
         out = []
         for k in ("between", "within"):
             y = np.asarray([getattr(self.levels[m][stat], k) for m in fit])
-            beta, alpha = np.polyfit(x, y, 1)
-            out.append(float(alpha + beta / P))
+            out.append(inverse_probe_fit(x, y, P))
         return out[0], out[1]
 
     def variance(self, stat: str, R: int, P: int) -> float:

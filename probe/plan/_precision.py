@@ -21,7 +21,7 @@ TARGET_STATS = {"or": "or", "ad": "ad", "p0": "zero_step_acc"}
 CANDIDATE_R = (2, 4, 8, 16, 32)
 CANDIDATE_P = (4, 8, 12, 16, 32)
 """The candidate grid of (R, P) that `--target` searches (with the job's own R and P added)."""
-_VALUE = re.compile(r"^(\d+(\.\d*)?|\.\d+)pp$")
+_VALUE = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)pp$")   # ASCII digits only
 
 
 def parse_targets(text: str) -> dict[str, float]:
@@ -34,10 +34,10 @@ def parse_targets(text: str) -> dict[str, float]:
         name, colon, value = part.partition(":")
         key = name.strip().lower()
         v = value.strip().lower()
-        ok = bool(colon) and key in TARGET_STATS and bool(_VALUE.match(v)) and float(v[:-2]) > 0
+        ok = bool(colon) and key in TARGET_STATS and bool(_VALUE.match(v)) and 0 < float(v[:-2]) <= 100
         if not ok:
             raise PlanError(f"--target {text!r}: want METRIC:HALF_WIDTHpp[,...] with METRIC one of OR, AD, P0 "
-                            f"and a positive half-width in percentage points (at {part!r})")
+                            f"and a half-width in percentage points in (0, 100] (at {part!r})")
         if TARGET_STATS[key] in out:
             raise PlanError(f"--target {text!r}: {name.strip()} is given twice")
         out[TARGET_STATS[key]] = float(v[:-2]) / 100.0

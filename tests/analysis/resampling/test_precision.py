@@ -357,3 +357,31 @@ def test_frontier_widths_on_ragged_sets(seed, P, missing):
         for k in (0, 3):
             a = [w for w in ws[k:k + 3] if np.isfinite(w)]
             assert all(x >= y - 1e-15 for x, y in zip(a, a[1:]))
+
+
+def test_a_component_falling_like_one_over_m_is_never_zero_beyond_the_pilot():
+    """The cause of P(0) and AD half-widths of exactly 0 beyond the pilot's P: an unconstrained
+    `α + β/m` fit of `w = 1/m - 0.05` has `α = -0.05`, so at P' = 32 it went negative and was
+    clipped to 0. With `α >= 0` the fit is `β/m` through the origin (`β = Σxy / Σx²`)."""
+    from otbench.analysis.resampling._prediction import inverse_probe_fit
+
+    x = np.asarray([1 / 2, 1 / 3, 1 / 4])
+    y = x - 0.05
+    beta, alpha = np.polyfit(x, y, 1)
+    assert alpha == pytest.approx(-0.05) and alpha + beta / 32 < 0       # the old clipped value
+    got = inverse_probe_fit(x, y, 32)
+    assert got == pytest.approx(float(np.dot(x, y) / np.dot(x, x)) / 32) and got > 0
+    flat = np.full(3, 0.01)                                          # a flat component stays flat
+    assert inverse_probe_fit(x, flat, 32) == pytest.approx(0.01)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2 ** 32), P=st.integers(2, 6))
+def test_half_widths_beyond_the_pilot_are_zero_only_without_noise(seed, P):
+    ms = _random_set(seed, P)
+    pred = predict_precision(ms, trajectories=3, probes=4 * P, replicates=16, seed=2)
+    for s in ("or", "ad", "zero_step_acc"):
+        noisy = any(c[s].between > 0 or c[s].within > 0 for c in pred.levels.values())
+        top = pred.levels[max(pred.levels)][s]
+        w = pred.width(s, 3, 4 * P)
+        assert np.isfinite(w) and (w > 0 or not noisy or top.width == 0), (s, w)

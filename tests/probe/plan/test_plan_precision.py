@@ -34,12 +34,14 @@ def test_targets_parse_as_half_widths():
 
 @pytest.mark.parametrize("text, at", [("OR:1", "OR:1"), ("OR1pp", "OR1pp"), ("XX:1pp", "XX:1pp"),
                                       ("OR:0pp", "OR:0pp"), ("OR:-1pp", "OR:-1pp"), ("", ""),
-                                      ("OR:1pp,", ""), ("AD:1e-3pp", "AD:1e-3pp")])
+                                      ("OR:1pp,", ""), ("AD:1e-3pp", "AD:1e-3pp"),
+                                      ("OR:" + "9" * 400 + "pp", "OR:" + "9" * 400 + "pp"),
+                                      ("OR:\u00b2pp", "OR:\u00b2pp"), ("OR:101pp", "OR:101pp")])
 def test_bad_targets_are_refused_in_one_pinned_line(text, at):
     with pytest.raises(PlanError) as e:
         parse_targets(text)
     assert str(e.value) == (f"--target {text!r}: want METRIC:HALF_WIDTHpp[,...] with METRIC one of OR, AD, P0 "
-                            f"and a positive half-width in percentage points (at {at!r})")
+                            f"and a half-width in percentage points in (0, 100] (at {at!r})")
 
 
 def test_a_target_given_twice_is_refused():
