@@ -68,6 +68,9 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
 
     from otbench.errors import OtbenchError
 
+    if ray_address is not None and not ray_address.strip():
+        raise DataError("--ray-address is empty: give 'auto', HOST:PORT or ray://HOST:PORT, or leave "
+                        "it out to run locally")
     oneline = model is not None or tasks is not None
     if config is not None and (oneline or R or P or b or gen_kwargs or model_args):
         raise DataError("give --config FILE or the one-line form (--model, --model-args, --tasks, "

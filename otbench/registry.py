@@ -45,7 +45,8 @@ def _file_module(path: str, fail: Callable[[str], Exception]) -> Any:
     sys.modules[name] = mod
     try:
         spec.loader.exec_module(mod)
-    except Exception as e:  # noqa: BLE001 -- any failure of the plug-in's import is reported
+    except (Exception, SystemExit) as e:  # noqa: BLE001 -- any failure of the plug-in's import is
+        # reported; a `sys.exit` in it too, which would otherwise end the run with no result
         del sys.modules[name]
         raise fail(f"importing {path!r} failed ({type(e).__name__}: {e})") from None
     return mod
@@ -167,6 +168,9 @@ class Registry(Mapping):
                 mod = importlib.import_module(mod_name)
             except ImportError as e:
                 raise self.error(f"{w} {spec!r}: cannot import module {mod_name!r} ({e})") from None
+            except (Exception, SystemExit) as e:  # noqa: BLE001 -- the module's own code failed
+                raise self.error(f"{w} {spec!r}: importing module {mod_name!r} failed "
+                                 f"({type(e).__name__}: {e})") from None
         obj: Any = mod
         for part in attr.split("."):
             if not hasattr(obj, part):

@@ -131,6 +131,24 @@ def test_plugin_from_the_working_directory(set_dir, monkeypatch, tmp_path):
     assert "method patient-brake (DEE)" in r.output
 
 
+@pytest.mark.parametrize("body, why", [
+    ("import sys\nsys.exit(0)\n", "SystemExit: 0"),
+    ("raise RuntimeError('plug-in broke')\n", "RuntimeError: plug-in broke"),
+])
+@pytest.mark.parametrize("form", ["module", "file"])
+def test_plugin_failing_at_import_is_one_line_exit_2(set_dir, monkeypatch, tmp_path, body, why, form):
+    """A plug-in whose import calls `sys.exit(0)` (or fails) must not end the run with exit 0 and no
+    result, nor with a traceback: one line naming the plug-in, exit 2."""
+    name = f"otb_exit_plugin_{form}_{abs(hash(body)) % 10_000}"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.chdir(tmp_path)
+    spec = f"{name}:M" if form == "module" else f"{tmp_path / (name + '.py')}:M"
+    r = run("run", set_dir, "--method", spec)
+    assert r.exit_code == 2, r.output
+    assert why in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output
+
+
 @pytest.mark.parametrize("args, msg", [
     (["--method", "nope"], "Error: method must be a built-in name"),
     (["--method", "otb_missing_mod:X"], "Error: method 'otb_missing_mod:X': cannot import module"),
