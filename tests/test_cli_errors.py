@@ -13,11 +13,15 @@ import pytest
       "--ray-address", ""), "--ray-address is empty"),
     (("probe", "run", "--model", "vllm", "--tasks", "math500", "--out", "{missing}",
       "--ray-address", "  "), "--ray-address is empty"),
+    # a non-UTF-8 argument (as the OS hands bytes to Python: surrogate escapes) is named, not a traceback
+    (("probe", "run", "--model", "vllm", "--model-args", "pretrained=smollm2-135m-instruct", "--tasks",
+      "math500", "--write-job", "{tmp}/\udcff\udcfe.toml"), "--write-job '{tmp}/\\udcff\\udcfe.toml': the path "
+     "is not valid UTF-8"),
 ])
 def test_one_line_exit_2(cli, tiny_set_dir, tmp_path, args, first):
-    args = [a.format(tiny=tiny_set_dir, missing=tmp_path / "nope") for a in args]
+    args = [a.format(tiny=tiny_set_dir, missing=tmp_path / "nope", tmp=tmp_path) for a in args]
     r = cli(*args)
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(first.format(missing=tmp_path / "nope")), r.stderr
+    assert len(lines) == 1 and lines[0].startswith(first.format(missing=tmp_path / "nope", tmp=tmp_path)), r.stderr
     assert "Traceback" not in r.output

@@ -24,6 +24,8 @@ from typing import Any
 from otbench.probe.config import find_model
 from otbench.probe.data import TASKS, task_source
 
+from otbench.errors import ArgumentError
+
 from ._job import JobError
 from ._job_keys import oneline
 
@@ -272,6 +274,11 @@ def write_job_file(table: Mapping[str, Any], path: str | os.PathLike, *, overwri
     from otbench.files import refuse_input, write_text_atomic
 
     path = Path(path)
+    try:    # the file names itself in its header, which is UTF-8 text
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ArgumentError(f"--write-job {ascii(str(path))}: the path is not valid UTF-8 (the job file "
+                            "names itself in its header); give a UTF-8 path") from None
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path}: already exists (pass --overwrite)")
     refuse_input(path, *(s["path"] for s in table.get("data", {}).get("sources", ()) if "path" in s),
