@@ -9,6 +9,8 @@ one tokenizer (`_probe_ids.ProbeFormat`).
 
 import dataclasses
 import importlib.resources
+import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -139,12 +141,30 @@ def artifacts_dir() -> Path:
     return Path(str(importlib.resources.files("otbench.artifacts")))
 
 
+CONFIG_LIMIT = 1 << 20
+"""Bytes a family, model or instructions file may hold (they are a few hundred)."""
+
+
 def _read(path: Path, schema: str) -> dict[str, Any]:
+    # A FIFO or a device (/dev/zero) would hang or fill memory: only a regular file is read, and
+    # only up to the limit, from a descriptor opened without blocking and checked before reading.
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ArtifactError(f"{path}: no such file") from None
+    except OSError as e:
+        raise ArtifactError(f"{path}: cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ArtifactError(f"{path}: not a regular file (a FIFO, device or folder is not a config file)")
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(CONFIG_LIMIT + 1)
+    if len(raw) > CONFIG_LIMIT:
+        raise ArtifactError(f"{path}: larger than {CONFIG_LIMIT} bytes; a config file is a small TOML table")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ArtifactError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise ArtifactError(f"{path}: not valid TOML ({e})") from None
     if data.get("schema") != schema:

@@ -42,3 +42,31 @@ def test_an_unknown_family_is_one_line():
     with pytest.raises(ArtifactError) as e:
         load_family("no-such-family")
     assert "\n" not in str(e.value) and "no-such-family" in str(e.value)
+
+
+def test_config_files_that_are_not_small_regular_text_are_refused_in_one_line(tmp_path):
+    """A FIFO would hang the read and /dev/zero fill memory: only a regular file is read, at most
+    `CONFIG_LIMIT` bytes of UTF-8; each refusal is one `ArtifactError` naming the file."""
+    import os
+
+    from otbench.probe.config import load_family
+    from otbench.probe.config._family import CONFIG_LIMIT, ArtifactError
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.toml"
+    zero.symlink_to("/dev/zero")
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * (CONFIG_LIMIT + 1))
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"schema = \"\xff\"\n")
+    cases = {fifo: "not a regular file", zero: "not a regular file", tmp_path: "not a regular file",
+             big: f"larger than {CONFIG_LIMIT} bytes", bad: "not UTF-8 text (byte 10)"}
+    for path, why in cases.items():
+        target = path if path != tmp_path else tmp_path / "dir.toml"
+        if path == tmp_path:
+            target.mkdir()
+        with pytest.raises(ArtifactError) as e:
+            load_family(target)
+        assert str(e.value).startswith(f"{target}: {why}"), e.value
+        assert "\n" not in str(e.value)
