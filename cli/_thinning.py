@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from ._common import argument_errors, progress_bar, progress_callback, result_path, write_result
+from ._common import DataError, argument_errors, progress_bar, progress_callback, result_path, write_result
 
 
 def _counts(value: str | None, name: str, ms=None) -> tuple[int, ...]:
@@ -89,6 +89,21 @@ def _format_tables(tables: dict[str, list[dict]], max_rows: int = 40) -> str:
     return "\n".join(out) + "\n"
 
 
+def _refuse_foreign_folder(folder: Path) -> None:
+    """The sweep writes its tables into `folder`: an existing folder holding anything otbench did not
+    write (a user's folder given as --out) is refused before the bootstrap runs, so a sweep never
+    mixes its files into someone's data; a folder of otbench's own earlier outputs is reused."""
+    from otbench.files import LEDGER, written_by_otbench
+
+    if not folder.is_dir() or folder.is_symlink():
+        return                              # new (or not a folder: check_output names it)
+    foreign = sorted(e.name for e in folder.iterdir() if e.name != LEDGER and not written_by_otbench(e))
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise DataError(f"{folder}: exists and holds files otbench did not write ({foreign[0]!r}{more}); "
+                        "give --out a new or empty folder")
+
+
 @click.command("sweep")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -134,6 +149,7 @@ def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, dr
                                                             "trajectory_thinning"]
         if frontiers or grid is not None:
             names += ["bootstrap_frontiers", "bootstrap_frontier_summary"]
+        _refuse_foreign_folder(tables_dir)
         for target in [json_path] + [tables_dir / f"{name}.csv" for name in names]:
             check_output(target)            # refused before the bootstrap runs, not after
         with progress_bar(replicates, "bootstrap replicates") as bar:

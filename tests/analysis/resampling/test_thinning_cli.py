@@ -81,3 +81,24 @@ def test_sweep_writes_json_and_one_csv_per_table(saved_set, tmp_path):
     assert {r["probes (count)"] for r in rows} == {"2", "4"}
     assert "probe_thinning\n" in r.stdout and "trajectory_thinning\n" in r.stdout  # tables printed
     assert f"wrote {out / 'sweep.json'} and 12 tables" in r.stdout
+
+
+def test_sweep_refuses_a_user_folder_but_reuses_its_own(saved_set, tmp_path):
+    """`--out` naming a folder that holds a user's files is refused before the bootstrap runs (no
+    sweep file lands among them); a folder of otbench's own earlier sweep is written again."""
+    _, path = saved_set
+    args = ["--probes", "2", "--trajectories", "", "--replicates", "4", "--batch", "2"]
+    user = tmp_path / "thesis"
+    user.mkdir()
+    (user / "chapter1.tex").write_text("my chapter\n")
+    r = CliRunner().invoke(sweep_cmd, [str(path), "--out", str(user), *args])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip() == (f"{user}: exists and holds files otbench did not write ('chapter1.tex'); "
+                                "give --out a new or empty folder")
+    assert sorted(p.name for p in user.iterdir()) == ["chapter1.tex"]
+    assert (user / "chapter1.tex").read_text() == "my chapter\n"
+    own = tmp_path / "own"
+    for _ in range(2):
+        r = CliRunner().invoke(sweep_cmd, [str(path), "--out", str(own), *args])
+        assert r.exit_code == 0, r.output
+    assert (own / "sweep.json").is_file()
