@@ -17,6 +17,9 @@ own is unknown; its net point equals its gross one and says so).
 
 import csv
 import io
+import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +34,56 @@ REQUIRED = ("question", "trajectory", "stop_token")
 OPTIONAL = ("model", "group")
 
 
+STOPS_LIMIT = 256 << 20
+"""Bytes a stops file may hold (a paper-scale set's stops are a few MB)."""
+MAX_DIGITS = 18
+"""Digits of a count (every value below 10**18 fits the int64 arrays it lands in)."""
+
+
+def _shown(text: str, width: int = 40) -> str:
+    return repr(text) if len(text) <= width else f"{text[:width]!r}... ({len(text)} characters)"
+
+
 def _int(text: str, where: str, col: str) -> int:
     t = text.strip()
-    if not t.isdigit():
-        raise MeasurementSetError(where, f"{col} must be a non-negative integer, got {text!r}")
+    # ASCII digits only (`str.isdigit` accepts "²", which int() refuses), and few enough for int64
+    if not (t.isascii() and t.isdigit()) or len(t) > MAX_DIGITS:
+        raise MeasurementSetError(where, f"{col} must be a non-negative integer of at most {MAX_DIGITS} "
+                                         f"digits, got {_shown(text)}")
     return int(t)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: a regular file (a FIFO would hang, /dev/zero fill memory) of at most
+    `STOPS_LIMIT` bytes of UTF-8, read from a descriptor opened without blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise MeasurementSetError(str(path), f"cannot read the stops file ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise MeasurementSetError(str(path), "not a regular file (a FIFO or device is not a stops file)")
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(STOPS_LIMIT + 1)
+    if len(raw) > STOPS_LIMIT:
+        raise MeasurementSetError(str(path), f"larger than {STOPS_LIMIT} bytes; a stops file has one "
+                                             "short row per trajectory")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MeasurementSetError(str(path), f"not UTF-8 text (byte {e.start})") from None
+
+
+def _records(reader: Any, path: Path) -> Iterator[list[str]]:
+    """The reader's rows; a malformed record (a field over csv's limit, a stray quote) is one line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise MeasurementSetError(f"{path}, line {reader.line_num}", f"not valid CSV ({e})") from None
+        yield row
 
 
 def read_stops(path: str | Path, ms: MeasurementSet, split: str = "test") -> "ImportedStops":
@@ -45,12 +93,9 @@ def read_stops(path: str | Path, ms: MeasurementSet, split: str = "test") -> "Im
       MeasurementSetError: one line naming the file, row and rule.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise MeasurementSetError(str(path), f"cannot read the stops file ({e})") from None
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
+    reader = csv.reader(io.StringIO(_read_text(path)))
+    records = _records(reader, path)
+    header = next(records, None)
     if header is None:
         raise MeasurementSetError(str(path), "empty file; expected a header "
                                              "question,trajectory,stop_token")
@@ -72,7 +117,7 @@ def read_stops(path: str | Path, ms: MeasurementSet, split: str = "test") -> "Im
             k = (full[0] if mask & 1 else None, full[1] if mask & 2 else None, full[2], full[3])
             keys.setdefault(k, []).append(t)
     stop = np.full(ms.num_trajectories, -1, dtype=np.int64)
-    for i, row in enumerate(reader, start=2):
+    for i, row in enumerate(records, start=2):
         where = f"{path}, row {i}"
         if not row or all(not c.strip() for c in row):
             continue

@@ -1,6 +1,7 @@
 """`otbench bench run|list|compare` (SPEC §6): output, JSON, exit codes, plug-ins from the cwd."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +121,24 @@ def test_run_stops_file(set_dir, tmp_path):
     assert r.exit_code == 2 and "no stop for" in r.output
     r = run("run", set_dir, "--stops", good, "--method", "deer")
     assert r.exit_code == 2
+    # huge, superscript and oversized fields; a FIFO and /dev/zero: one line each, never a hang
+    last = lines[2].rsplit(",", 1)[0]
+    cases = {"huge.csv": (last + "," + "9" * 400, "row 3: stop_token must be a non-negative integer of at "
+                          "most 18 digits, got '9999"),
+             "sup.csv": (last + ",²", "row 3: stop_token must be a non-negative integer of at most 18 digits, "
+                         "got '²'"),
+             "wide.csv": (last + "," + "1" * 200_000, "not valid CSV (field larger than field limit")}
+    for name, (row, msg) in cases.items():
+        f = tmp_path / name
+        f.write_text("\n".join(lines[:2] + [row] + lines[3:]) + "\n")
+        r = run("run", set_dir, "--stops", f)
+        assert r.exit_code == 2 and msg in r.output, (name, r.output[:300])
+        assert len(r.output.strip().splitlines()) == 1 and len(r.output) < 400, name
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    for special in (fifo, "/dev/zero"):
+        r = run("run", set_dir, "--stops", special)
+        assert r.exit_code == 2 and "not a regular file" in r.output, r.output
 
 
 def test_plugin_from_the_working_directory(set_dir, monkeypatch, tmp_path):
