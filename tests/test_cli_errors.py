@@ -25,3 +25,20 @@ def test_one_line_exit_2(cli, tiny_set_dir, tmp_path, args, first):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(first.format(missing=tmp_path / "nope", tmp=tmp_path)), r.stderr
     assert "Traceback" not in r.output
+
+
+def test_probe_run_refuses_an_output_inside_the_model_folder(cli, tmp_path):
+    """`--out` (or `--journal`) inside the local weights folder is refused before anything runs,
+    and nothing is written there."""
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    base = ("probe", "run", "--model", "vllm", "--model-args", f"pretrained={weights},family=qwen3-thinking",
+            "--tasks", "math500", "--limit", "1")
+    for extra in (("--out", str(weights / "out")),
+                  ("--out", str(tmp_path / "out"), "--journal", str(weights / "j"))):
+        r = cli(*base, *extra)
+        assert r.exit_code == 2, r.output
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"is inside the input folder {weights}" in lines[0], r.stderr
+        assert sorted(p.name for p in weights.iterdir()) == ["config.json"]

@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
 from otbench.probe.grading import check_gradable, open_grader, resolve_grader
 
-from otbench.files import provenance, write_text_atomic
+from otbench.files import provenance, refuse_input, write_text_atomic
 
 from ._cost import cost_record
 from ._direct import direct_answers
@@ -173,6 +173,19 @@ def _check_out(out: Path, *, overwrite: bool, resume: bool) -> None:
         raise FileExistsError(f"{out}: exists and is not a measurement set (pass `overwrite` to replace it)")
 
 
+def _job_inputs(job: ProbeJob) -> list[str]:
+    """The local paths a job reads (the weights folder, question files, imported traces): an
+    output or journal on or inside one is refused before anything runs."""
+    paths = [job.engine.model] if getattr(job.engine, "model", "") and os.path.exists(job.engine.model) else []
+    data = job.data or {}
+    for src in [data, *data.get("sources", ())]:
+        if isinstance(src, Mapping) and isinstance(src.get("path"), (str, os.PathLike)):
+            paths.append(src["path"])
+    if job.trajectories and isinstance(job.trajectories.get("path"), (str, os.PathLike)):
+        paths.append(job.trajectories["path"])
+    return [str(p) for p in paths]
+
+
 def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             progress=True, log=None, journal: str | os.PathLike | None = None,
             resume: bool = False, workers: int = 1, ray_address: str | None = None,
@@ -199,6 +212,10 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     _run_job_iv(job, journal, resume, workers, ray_address, worker_cpus, worker_gpus)
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = Path(out)
+    inputs = _job_inputs(job)
+    refuse_input(out, *inputs)              # never into the model's folder or onto a question file
+    if journal is not None:
+        refuse_input(journal, *inputs)
     _check_out(out, overwrite=overwrite, resume=resume)
     t_start = time.perf_counter()
     job, questions, data_record, imported = _load_inputs(job, log)
