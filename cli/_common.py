@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import re
 import sys
 
 import click
@@ -35,6 +36,9 @@ def data_errors(*also: type[Exception], prefix: str = ""):
         raise DataError(prefix + option_names(one_line(e))) from None
 
 
+_NO_OVERWRITE = re.compile(r"\s*\(pass `overwrite`[^)]*\)")
+
+
 def option_names(message: str) -> str:
     """A library message in the CLI's words: `` `probes` `` becomes `` `--probes` `` where the
     running command has that option (library validators name their keyword arguments)."""
@@ -45,7 +49,9 @@ def option_names(message: str) -> str:
         longs = [o for o in getattr(p, "opts", ()) if o.startswith("--")]
         if isinstance(p, click.Option) and longs and p.name:
             message = message.replace(f"`{p.name}`", f"`{longs[0]}`")
-    return message
+    # A hint to pass `overwrite` that the command has no option for would name an option that is
+    # not there: the command never replaces that output, so say what to do instead.
+    return _NO_OVERWRITE.sub(" (this command does not replace it: give another output path)", message)
 
 
 def configure_output(verbose: bool) -> None:

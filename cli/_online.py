@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from ._common import argument_errors, load_set, write_result
+from ._common import argument_errors, data_errors, load_set, result_path, write_result
 
 
 @click.group("online")
@@ -87,6 +87,15 @@ def _common(f):
                                                                     path_type=Path))(f)
 
 
+def _check_result(set_dir: Path, name: str, json_path: Path | None) -> None:
+    """The result's path is checked before the engine runs (an output refused after an hour of
+    generation loses the hour)."""
+    from otbench.files import check_output
+
+    with data_errors():
+        check_output(result_path(set_dir, name, json_path))
+
+
 @online_group.command("certify")
 @_common
 @click.option("--offline-signal", type=click.Choice(["margin_own", "margin"]), default=None,
@@ -108,6 +117,7 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
                                       net_line, signals_line)
 
     ms = load_set(str(set_dir))
+    _check_result(set_dir, "online_certify.json", json_path)
     with argument_errors():
         m = _rule(method)
         check_replayable(set_dir, ms)
@@ -148,6 +158,7 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
     from otbench.probe.online import certify_set, check_replayable
 
     ms = load_set(str(set_dir))
+    _check_result(set_dir, "online_run.json", json_path)
     with argument_errors():
         m = _rule(method)
         check_replayable(set_dir, ms)

@@ -42,3 +42,17 @@ def test_probe_run_refuses_an_output_inside_the_model_folder(cli, tmp_path):
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and f"is inside the input folder {weights}" in lines[0], r.stderr
         assert sorted(p.name for p in weights.iterdir()) == ["config.json"]
+
+
+@pytest.mark.parametrize("command", ["certify", "run"])
+def test_online_commands_refuse_their_output_before_anything_runs(cli, tiny_set_dir, tmp_path, command):
+    """A `--json` onto a user's file is refused first (before the set is checked for replay or an
+    engine starts), and the message names no `--overwrite` option the command lacks."""
+    user = tmp_path / "thesis.tex"
+    user.write_text("my thesis\n")
+    r = cli("online", command, tiny_set_dir, "--theta", "0", "--json", user)
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{user}: exists and otbench did not write it"), r.stderr
+    assert "overwrite" not in lines[0] and "give another output path" in lines[0]
+    assert user.read_text() == "my thesis\n"
