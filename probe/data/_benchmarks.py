@@ -161,6 +161,10 @@ def _gpqa(row, loc, *, seed: int = 0, **_) -> Question:
                     options=s.options, shuffle_seed=s.seed)
 
 
+PACKED_LIMIT = 256 << 20
+"""Bytes one packed test field of LiveCodeBench may inflate to (its largest are tens of MB)."""
+
+
 class _NoGlobals(pickle.Unpickler):
     """Unpickler for LiveCodeBench's packed tests: plain data only, never code."""
 
@@ -178,8 +182,18 @@ def _decode_tests(v, loc: str, name: str) -> list:
     if v.lstrip()[:1] in ("[", "{"):
         return _loads(v, f"{loc}: field '{name}'")
     try:
-        # LiveCodeBench's private tests: base64(zlib(pickle(JSON text))).
-        raw = _NoGlobals(io.BytesIO(zlib.decompress(base64.b64decode(v.encode("ascii"))))).load()
+        # LiveCodeBench's private tests: base64(zlib(pickle(JSON text))), inflated at most to the
+        # limit (a small field can inflate to gigabytes: a bomb is refused, not held in memory).
+        inflate = zlib.decompressobj()
+        packed = inflate.decompress(base64.b64decode(v.encode("ascii")), PACKED_LIMIT + 1)
+    except Exception:
+        raise DatasetError(f"{loc}: field '{name}' is neither JSON nor LiveCodeBench's packed "
+                           "test format") from None
+    if len(packed) > PACKED_LIMIT or inflate.unconsumed_tail:
+        raise DatasetError(f"{loc}: field '{name}' inflates to more than {PACKED_LIMIT} bytes; "
+                           "refusing to unpack it")
+    try:
+        raw = _NoGlobals(io.BytesIO(packed)).load()
     except Exception:
         raise DatasetError(f"{loc}: field '{name}' is neither JSON nor LiveCodeBench's packed "
                            "test format") from None

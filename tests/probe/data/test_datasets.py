@@ -118,6 +118,25 @@ def test_packed_tests_refuse_code(tmp_path):
         load_benchmark("LiveCodeBench", path)
 
 
+def test_packed_tests_that_inflate_past_the_limit_are_refused(tmp_path, monkeypatch):
+    """A zlib bomb (a small field that inflates to gigabytes) is refused at the limit, without
+    inflating it whole; a field just under the limit still loads."""
+    import otbench.probe.data._benchmarks as b
+
+    monkeypatch.setattr(b, "PACKED_LIMIT", 4096)
+    tests = json.dumps([{"input": "1\n", "output": "1\n", "testtype": "stdin"}])
+    small = base64.b64encode(zlib.compress(pickle.dumps(tests))).decode()
+    bomb = base64.b64encode(zlib.compress(pickle.dumps("x" * 10_000_000), 9)).decode()
+    assert len(bomb) < 20_000          # 10 MB behind ~13 kB: the shape of the 1.5 GB attack file
+    row = {"question_id": "x", "question_content": "c", "public_test_cases": "[]"}
+    ok = write_jsonl(tmp_path / "ok.jsonl", [{**row, "private_test_cases": small}])
+    assert load_benchmark("LiveCodeBench", ok)[0].tests[0].input == "1\n"
+    path = write_jsonl(tmp_path / "l.jsonl", [{**row, "private_test_cases": bomb}])
+    with pytest.raises(DatasetError, match=r"l\.jsonl:1: field 'private_test_cases' inflates to more than "
+                                           r"4096 bytes; refusing to unpack it"):
+        load_benchmark("LiveCodeBench", path)
+
+
 # (benchmark, rows, expected message after "FILE:")
 ERRORS = [
     ("MATH500", [{"answer": "1", "unique_id": "a"}],
