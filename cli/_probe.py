@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from ._common import DataError, library_progress, write_json
+from ._common import DataError, library_progress, option_names, write_json
 from ._tracking import log_options, probe_record, track
 
 
@@ -103,7 +103,7 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
                           progress=progress and library_progress("probing"), workers=workers,
                           ray_address=ray_address, worker_cpus=worker_cpus, worker_gpus=worker_gpus)
     except (OtbenchError, FileExistsError) as e:
-        raise DataError(" ".join(str(e).split())) from None
+        raise DataError(option_names(" ".join(str(e).split()))) from None
     click.echo(_summary_text(summary))
     track(lambda rec: probe_record(rec, summary), out)
 

@@ -887,7 +887,7 @@ CASES += [
     Case("budget-probe-run-workers-100000", 39,
          ("probe", "run", "--model", "transformers", "--model-args",
           "pretrained=smollm2-135m-instruct", "--tasks", "math500", "--limit", "1", "--R", "1",
-          "--P", "1", "--out", "o", "--workers", "100000"), needle="workers"),
+          "--P", "1", "--out", "o", "--workers", "100000"), needle="`--workers` = 100,000"),
 ] + [
     Case(f"usage-{name}-is-one-line", 39, argv, check=_one_usage_line)
     for name, argv in [("missing-argument", ("metrics",)), ("unknown-option", ("metrics", "s", "--nope")),
