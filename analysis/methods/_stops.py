@@ -17,8 +17,6 @@ own is unknown; its net point equals its gross one and says so).
 
 import csv
 import io
-import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,20 +52,11 @@ def _int(text: str, where: str, col: str) -> int:
 
 
 def _read_text(path: Path) -> str:
-    """The file's text: a regular file (a FIFO would hang, /dev/zero fill memory) of at most
-    `STOPS_LIMIT` bytes of UTF-8, read from a descriptor opened without blocking."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise MeasurementSetError(str(path), f"cannot read the stops file ({e.strerror})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise MeasurementSetError(str(path), "not a regular file (a FIFO or device is not a stops file)")
-    with os.fdopen(fd, "rb") as f:
-        raw = f.read(STOPS_LIMIT + 1)
-    if len(raw) > STOPS_LIMIT:
-        raise MeasurementSetError(str(path), f"larger than {STOPS_LIMIT} bytes; a stops file has one "
-                                             "short row per trajectory")
+    """The file's text: a regular file of at most `STOPS_LIMIT` bytes of UTF-8 (`read_regular`)."""
+    from otbench.files import read_regular
+
+    raw = read_regular(path, STOPS_LIMIT, what="a stops file (one short row per trajectory)",
+                       fail=lambda why: MeasurementSetError(str(path), why))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -9,8 +9,6 @@ one tokenizer (`_probe_ids.ProbeFormat`).
 
 import dataclasses
 import importlib.resources
-import os
-import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -146,21 +144,10 @@ CONFIG_LIMIT = 1 << 20
 
 
 def _read(path: Path, schema: str) -> dict[str, Any]:
-    # A FIFO or a device (/dev/zero) would hang or fill memory: only a regular file is read, and
-    # only up to the limit, from a descriptor opened without blocking and checked before reading.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise ArtifactError(f"{path}: no such file") from None
-    except OSError as e:
-        raise ArtifactError(f"{path}: cannot be read ({e.strerror})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ArtifactError(f"{path}: not a regular file (a FIFO, device or folder is not a config file)")
-    with os.fdopen(fd, "rb") as f:
-        raw = f.read(CONFIG_LIMIT + 1)
-    if len(raw) > CONFIG_LIMIT:
-        raise ArtifactError(f"{path}: larger than {CONFIG_LIMIT} bytes; a config file is a small TOML table")
+    from otbench.files import read_regular
+
+    raw = read_regular(path, CONFIG_LIMIT, what="a config file (a small TOML table)",
+                       fail=lambda why: ArtifactError(f"{path}: {why}"))
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
