@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from ._common import DataError, library_progress, option_names, write_json
+from ._common import DataError, data_errors, library_progress, write_json
 from ._tracking import log_options, probe_record, track
 
 
@@ -98,12 +98,10 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
         if out is None:
             return
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
-    try:
+    with data_errors():
         summary = run_job(job, out, overwrite=overwrite, journal=journal, resume=resume,
                           progress=progress and library_progress("probing"), workers=workers,
                           ray_address=ray_address, worker_cpus=worker_cpus, worker_gpus=worker_gpus)
-    except (OtbenchError, FileExistsError) as e:
-        raise DataError(option_names(" ".join(str(e).split()))) from None
     click.echo(_summary_text(summary))
     track(lambda rec: probe_record(rec, summary), out)
 

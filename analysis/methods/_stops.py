@@ -51,18 +51,6 @@ def _int(text: str, where: str, col: str) -> int:
     return int(t)
 
 
-def _read_text(path: Path) -> str:
-    """The file's text: a regular file of at most `STOPS_LIMIT` bytes of UTF-8 (`read_regular`)."""
-    from otbench.files import read_regular
-
-    raw = read_regular(path, STOPS_LIMIT, what="a stops file (one short row per trajectory)",
-                       fail=lambda why: MeasurementSetError(str(path), why))
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MeasurementSetError(str(path), f"not UTF-8 text (byte {e.start})") from None
-
-
 def _records(reader: Any, path: Path) -> Iterator[list[str]]:
     """The reader's rows; a malformed record (a field over csv's limit, a stray quote) is one line."""
     while True:
@@ -82,7 +70,11 @@ def read_stops(path: str | Path, ms: MeasurementSet, split: str = "test") -> "Im
       MeasurementSetError: one line naming the file, row and rule.
     """
     path = Path(path)
-    reader = csv.reader(io.StringIO(_read_text(path)))
+    from otbench.files import read_regular_text
+
+    reader = csv.reader(io.StringIO(read_regular_text(
+        path, STOPS_LIMIT, what="a stops file (one short row per trajectory)",
+        fail=lambda why: MeasurementSetError(str(path), why))))
     records = _records(reader, path)
     header = next(records, None)
     if header is None:

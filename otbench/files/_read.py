@@ -36,3 +36,13 @@ def read_regular(path: str | os.PathLike, limit: int, *, what: str,
     if size > limit:
         raise fail(f"larger than {limit} bytes; {what} is smaller")
     return b"".join(chunks)
+
+
+def read_regular_text(path: str | os.PathLike, limit: int, *, what: str,
+                      fail: Callable[[str], Exception]) -> str:
+    """`read_regular`'s bytes as UTF-8 text; bytes that are not UTF-8 are `fail`ed with their offset."""
+    raw = read_regular(path, limit, what=what, fail=fail)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise fail(f"not UTF-8 text (byte {e.start})") from None

@@ -144,14 +144,12 @@ CONFIG_LIMIT = 1 << 20
 
 
 def _read(path: Path, schema: str) -> dict[str, Any]:
-    from otbench.files import read_regular
+    from otbench.files import read_regular_text
 
-    raw = read_regular(path, CONFIG_LIMIT, what="a config file (a small TOML table)",
-                       fail=lambda why: ArtifactError(f"{path}: {why}"))
+    text = read_regular_text(path, CONFIG_LIMIT, what="a config file (a small TOML table)",
+                             fail=lambda why: ArtifactError(f"{path}: {why}"))
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise ArtifactError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ArtifactError(f"{path}: not valid TOML ({e})") from None
     if data.get("schema") != schema:
