@@ -24,7 +24,7 @@ SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._sim
                    "answer-consistency); the other arrays do not change.")
 @click.option("--peer-signals", "peer_signals", is_flag=True,
               help="Also draw synthetic signals of Dynasor-CoT's and DEER's own probes "
-                   "(dynasor_answer, dynasor_agree, dynasor_uncertain, dynasor_tokens, deer_conf, "
+                   "(dynasor_answer, dynasor_window, dynasor_uncertain, dynasor_tokens, deer_conf, "
                    "deer_tokens; docs/rules.md); the other arrays do not change.")
 def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool,
                  field_signals: bool, peer_signals: bool) -> None:

@@ -15,7 +15,9 @@ from otbench.analysis.methods import (
                                       BudgetForcing,
                                       BudgetMethod,
                                       Deer,
+                                      DeerSTP,
                                       DynasorCoT,
+                                      DynasorCoTSTP,
                                       ExitMethod,
                                       HashedText,
                                       ImportedStops,
@@ -70,7 +72,7 @@ from ._splits import (
 __all__ = [
     "BUILTINS", "DEFAULT_RATIOS", "DEFAULT_SEED", "METHODS",
     "MIN_RANK_QUESTIONS", "NO_SIGNAL", "RANKED_BY", "AnswerConsistency", "BenchResult",
-    "BudgetForcing", "BudgetMethod", "Deer", "DynasorCoT", "ExitMethod", "HashedText",
+    "BudgetForcing", "BudgetMethod", "Deer", "DeerSTP", "DynasorCoT", "DynasorCoTSTP", "ExitMethod", "HashedText",
     "ImportedStops", "Leaderboard", "Method", "MethodError", "OnlineView",
     "PredictiveScheduling", "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake",
     "ThinkSwitcher", "UnitTable",

@@ -38,8 +38,9 @@ from ._peer_signals import (
     DYNASOR_SIGNALS,
     PEER_SIGNAL_DEFINITIONS,
     PEER_SIGNALS,
+    WINDOW_BITS,
     add_peer_signals,
-    agreement_runs,
+    window_masks,
 )
 from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
 from ._simulate import simulate
@@ -62,10 +63,10 @@ def describe_columns() -> dict:
 
 
 __all__ = ["describe_columns", 
-    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
+    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "WINDOW_BITS", "window_masks", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
-    "add_field_signals", "add_peer_signals", "agreement_runs", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
+    "add_field_signals", "add_peer_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
     "deer_asks", "deer_own_stop", "deer_stop", "dynasor_own_stop", "dynasor_stop", "export_hub", "export_jsonl", "from_dense", "from_ragged",
     "from_table", "hub_path",
     "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",

@@ -43,9 +43,14 @@ from ._cost import SignalCost
 from otbench.errors import ArgumentError
 
 ONLINE_MODES = ("processor", "side")
-SIDE_SIGNALS = ("answer", "answer_conf", "hesitation", "answer_tokens")
-"""Signals the side-request controller computes per probed position (the probe stage's field
-signals, `otbench.probe.grading.probe_signals`): a ``"side"`` method reads only these."""
+STP_SIDE_SIGNALS = ("answer", "answer_conf", "hesitation", "answer_tokens")
+"""Signals of otbench's own STP answer probe (`otbench.probe.grading.probe_signals`)."""
+OWN_SIDE_SIGNALS = {"dynasor": ("dynasor_window", "dynasor_uncertain", "dynasor_tokens"),
+                    "deer": ("deer_conf", "deer_tokens")}
+"""Signals of the field methods' own probes, per probe (the probe stage's ``probe.field_probes``)."""
+SIDE_SIGNALS = STP_SIDE_SIGNALS + tuple(s for v in OWN_SIDE_SIGNALS.values() for s in v)
+"""Signals the side-request controller computes per probed position, each from the probe the
+probe stage records it with: a ``"side"`` method reads only these."""
 PROCESSOR_SIGNALS = ("margin", "margin_own", "logp_end", "logp_other")
 """Signals the logits processor reads per step (a ``"processor"`` method reads only these)."""
 
@@ -69,6 +74,8 @@ METHODS = Registry("method", {
     "thinkbrake": "otbench.analysis.methods:ThinkBrake",
     "dynasor-cot": "otbench.analysis.methods:DynasorCoT",
     "deer": "otbench.analysis.methods:Deer",
+    "dynasor-cot-stp": "otbench.analysis.methods:DynasorCoTSTP",
+    "deer-stp": "otbench.analysis.methods:DeerSTP",
     "budget-forcing": "otbench.analysis.methods:BudgetForcing",
     "answer-consistency": "otbench.analysis.methods:AnswerConsistency",
 }, error=MethodError, unknown=_unknown)

@@ -103,9 +103,9 @@ def unit_fields(job, u, seeds: dict) -> dict:
     m = len(u.L)
     if "dynasor" in job["field_probes"]:
         probes = [f.result() for f in u.dyn]
-        classes, runs = u.dyn_unit.result()
+        classes, windows = u.dyn_unit.result()
         prefill = len(job["dynasor_ids"])
-        out.update(dynasor_answer=tuple(classes), dynasor_agree=tuple(runs),
+        out.update(dynasor_answer=tuple(classes), dynasor_window=tuple(windows),
                    dynasor_uncertain=tuple(int(p.uncertain) for p in probes),
                    dynasor_tokens=tuple(p.decoded + prefill for p in probes))
         seeds["dynasor"] = [_seed(job, u, "dynasor", k) for k in range(m)]
