@@ -76,8 +76,8 @@ def main() -> None:
         ask = (np.arange(ms.L.shape[1])[None, :] >= 1) & (np.arange(ms.L.shape[1])[None, :] < n[:, None])
         conf = np.asarray(ms.signals["answer_conf"])[train][ask[train]]
         cap = float(np.median(ms.L[np.arange(ms.num_trajectories), n][train]))
-        plan = [("dynasor-cot", 2.0), ("answer-consistency", 1.0),
-                ("deer", float(np.median(conf)) if conf.size else 0.5), ("budget-forcing", cap)]
+        plan = [("dynasor-cot-stp", 2.0), ("answer-consistency", 1.0),
+                ("deer-stp", float(np.median(conf)) if conf.size else 0.5), ("budget-forcing", cap)]
         for method, theta in plan:
             cert = certify_field(a.set, ms, lambda m, mm=method, th=theta: offline_point(m, mm, th),
                                  method=method, theta=theta, engine=engine, trajectories=a.trajectories,
