@@ -1,4 +1,4 @@
-"""`otbench split` and `otbench bench run|list|compare`: OTBench splits and method evaluation (SPEC §6)."""
+"""`otbench split` and `otbench bench run|list|compare`: OTBench splits and method evaluation (docs/rules.md)."""
 
 from pathlib import Path
 
@@ -52,7 +52,7 @@ def _load(directory: Path):
 @click.option("--overwrite", is_flag=True, help="Replace an existing set at --out.")
 def split_cmd(directory: Path, seed: int | None, ratios: str | None, from_file: Path | None,
               write_file: Path | None, out: Path | None, overwrite: bool) -> None:
-    """Assign the question-level train/validation/test split of the set in DIRECTORY (SPEC §6.1).
+    """Assign the question-level train/validation/test split of the set in DIRECTORY (docs/rules.md).
 
     Stratified by benchmark group and deterministic: a pure function of the
     seed, the ratios and each group's question ids. The split is stored in
@@ -109,7 +109,7 @@ def split_cmd(directory: Path, seed: int | None, ratios: str | None, from_file: 
 
 @click.group("bench")
 def bench_cmd() -> None:
-    """OTBench: evaluate termination methods against the oracle frontiers (SPEC §6)."""
+    """OTBench: evaluate termination methods against the oracle frontiers (docs/rules.md)."""
 
 
 def _sweep(thetas: str | None, theta_grid: int | None) -> dict:

@@ -1,4 +1,4 @@
-"""OTBench (SPEC §6): question splits, the online walk, the JAX-backed evaluator and the leaderboard.
+"""OTBench (docs/rules.md): question splits, the online walk, the JAX-backed evaluator and the leaderboard.
 
 The methods themselves (their contract, `Method`, the registry and the
 built-ins) live in `otbench.analysis.methods`, which imports no JAX; their

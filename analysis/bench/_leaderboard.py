@@ -1,10 +1,10 @@
 """The OTBench leaderboard: built-ins and plug-ins ranked together within each strategy.
 
-Methods of different strategies act on different action spaces (SPEC §5) and
+Methods of different strategies act on different action spaces (docs/rules.md) and
 are scored against different oracle frontiers, so they are ranked only
 against methods of the same strategy. The order inside a strategy is defined
 in exactly one place, `leaderboard_key`: by the evaluator's area summary
-(SPEC §6, issue 18) -- the gap area between the oracle frontier and the
+(docs/rules.md, issue 18) -- the gap area between the oracle frontier and the
 method's step curve over relative cost [0, 1] (lower first), then the
 realized area share (higher first). Within one strategy every method faces
 the same frontier, so the two orders agree cell by cell; the tie-break only
@@ -32,7 +32,7 @@ MIN_RANK_QUESTIONS = 10
 RANKED_BY = ("gap area to the oracle frontier over relative cost [0, 1] (lower first), "
              "then realized area share over no thinking (higher first)")
 NET_RANKED_BY = ("net rank: the same rule on the net points (thinking tokens plus the signal's "
-                 "cost per decision, SPEC §10); the oracle frontier is the same for both")
+                 "cost per decision, docs/rules.md); the oracle frontier is the same for both")
 
 # (JSON key, CSV header with its unit, Markdown header)
 COLUMNS = (

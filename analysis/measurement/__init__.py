@@ -1,4 +1,4 @@
-"""The measurement set: the contract between the probe stage and the analysis (SPEC §2). No JAX.
+"""The measurement set: the contract between the probe stage and the analysis (docs/rules.md). No JAX.
 
 Types and validation (`MeasurementSet`, `from_ragged`), Parquet storage with
 checksums (`save`, `load`), JSONL import/export, the Hugging Face dataset

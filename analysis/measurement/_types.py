@@ -1,4 +1,4 @@
-"""The in-memory measurement set: dense padded arrays plus name tables (SPEC §2)."""
+"""The in-memory measurement set: dense padded arrays plus name tables (docs/rules.md)."""
 
 import dataclasses
 from collections.abc import Mapping
@@ -23,7 +23,7 @@ class MeasurementSet(Tidy):
     (group, question id) pairs -- a question is shared by every model, which
     the paired bootstrap relies on.
 
-    Padding rule (SPEC §2): `L`, `C` and every signal are padded to the right
+    Padding rule (docs/rules.md): `L`, `C` and every signal are padded to the right
     by repeating the trajectory's last valid value, so `L[t, k] == L[t, n[t]]`
     for `k > n[t]`. With this padding "the latest position whose `L` is under
     a cap" and per-row maxima are correct without masks: a padded position

@@ -1,4 +1,4 @@
-"""Stopping methods (SPEC §6.1-§6.2, §10): the contract, `Method`, the registry and the built-ins.
+"""Stopping methods (docs/rules.md-§6.2, §10): the contract, `Method`, the registry and the built-ins.
 
 No JAX here: the probe stage and the online controller import these names
 (as they import the measurement contract), and OTBench's JAX scorer

@@ -1,4 +1,4 @@
-"""`Method`: a stopping method resolved and checked once, then used everywhere (SPEC §6.1).
+"""`Method`: a stopping method resolved and checked once, then used everywhere (docs/rules.md).
 
 A method object (`_contract`) is resolved from a registered name, a
 ``"module:object"`` / ``"file.py:object"`` plug-in or an object into one
@@ -164,7 +164,7 @@ class Method:
     def prepare(self, ms: Any, thetas: Sequence[Any] | None, theta_grid: int | None,
                 stored_features: Any, default_points: int) -> tuple[float, ...]:
         """Check the sweep's budget and the declared signals, fit on `ms`'s train / validation
-        splits, and fix the `θ` sweep (SPEC §6.1: the evaluated split is not touched here)."""
+        splits, and fix the `θ` sweep (docs/rules.md: the evaluated split is not touched here)."""
         check_sweep_budget(ms, theta_grid)
         self.check_signals(ms)
         if self.fit is not None:

