@@ -73,10 +73,11 @@ import numpy as np
 from otbench.analysis.frontier import frontiers
 from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 
-from otbench.analysis.methods import METHODS, Method, resolve, units_of
+from otbench.analysis.methods import METHODS, Method, resolve, signal_tokens, units_of
 
 from . import _walk as walk
 from ._areas import cell_areas, cell_summary, frac, nondominated
+from ._intervals import Stops
 from ._macro import area_summary, frontier_at
 from ._macro import chain as macro_chain
 from ._net import net_block
@@ -148,6 +149,9 @@ class BenchResult(Tidy):
     config: dict[str, Any]
     synthetic: bool
     net: dict[str, Any] = dataclasses.field(default_factory=dict)   # `_net.net_block`
+    # The stops and signal tokens on the evaluated split (`_intervals.Stops`), which the
+    # leaderboard's bootstrap intervals read; not part of the document.
+    stops: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def _tidy_columns(self) -> dict[str, Any]:
         rows = [(None, None, p) for p in self.points]
@@ -282,10 +286,12 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
         mod, _, obj = m.target.partition(":")
         config["builtin"] = f"otbench.analysis.bench:{obj}" if mod == "otbench.analysis.methods" \
             else m.target
+    stops = Stops(k=np.stack(ks).astype(np.int64),
+                  signal=np.stack([signal_tokens(test, m.strategy, m.signal_cost, k) for k in ks]))
     return BenchResult(method=m.name, strategy=m.strategy, split=split,
                        points=points, summary=summary, cells=tuple(cell_results),
                        reference=reference, config=config, synthetic=bool(ms.synthetic),
-                       net=net_block(test, m, sweep, cells, ks, cost, reward, w))
+                       net=net_block(test, m, sweep, cells, ks, cost, reward, w), stops=stops)
 
 
 def _sweep_cells(test: MeasurementSet, m: Method, sweep: Sequence[float],
