@@ -98,9 +98,9 @@ def weights(ms: MeasurementSet, replicates: int, seed: int) -> np.ndarray:
                 # stage 2: per occurrence, n trajectories of the segment with replacement
                 picks = rng.integers(0, n, size=(replicates, top, n))
                 live = np.arange(top)[None, :, None] < hits[:, None, None]
-                local = np.where(live, picks, -1).reshape(replicates, -1)
-                for j in range(n):
-                    out[:, order[f + j]] += (local == j).sum(axis=1).astype(np.int32)
+                flat = (picks + n * np.arange(replicates)[:, None, None])[np.broadcast_to(live, picks.shape)]
+                out[:, order[f:f + n]] += np.bincount(flat, minlength=replicates * n).reshape(
+                    replicates, n).astype(np.int32)
     return out
 
 
@@ -133,17 +133,16 @@ def _chain_weights(ms: MeasurementSet) -> np.ndarray:
     return w
 
 
-def macro_areas(test: MeasurementSet, W: np.ndarray, stops: Stops, zero_k: np.ndarray,
-                net: bool) -> np.ndarray:
-    """float64[rep] the macro `∫ M dx` over [0, 1] of one method on every replicate `W`."""
+def macro_areas(test: MeasurementSet, W: np.ndarray, stops: Stops, zero_k: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """float64[rep] the macro `∫ M dx` over [0, 1] of one method on every replicate `W`: (gross, net)."""
     t = np.arange(test.num_trajectories)
     Lk = test.L[t[None, :], stops.k].astype(np.float64)               # [θ, traj]
-    if net:
-        Lk = Lk + stops.signal.astype(np.float64)
+    Sk = stops.signal.astype(np.float64)
     Ck = test.C[t[None, :], stops.k].astype(np.float64)
     Wf = W.astype(np.float64)
     w = _chain_weights(test)
-    total = np.zeros(W.shape[0])
+    total = np.zeros((2, W.shape[0]))
     norm = np.zeros(W.shape[0])
     for c in np.unique(test.cell):
         rows = np.flatnonzero(test.cell == c)
@@ -151,15 +150,17 @@ def macro_areas(test: MeasurementSet, W: np.ndarray, stops: Stops, zero_k: np.nd
         T = Wc @ test.L[rows, -1].astype(np.float64)
         P = Wc @ test.probes[rows].astype(np.float64)
         zero = Wc @ test.C[rows, zero_k[rows]].astype(np.float64)
-        area = curve_area(Wc @ Lk[:, rows].T, Wc @ Ck[:, rows].T, zero, T)
+        cost, reward = Wc @ Lk[:, rows].T, Wc @ Ck[:, rows].T
         ok = P > 0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            # no thinking in the cell (T = 0): the curve is its zero-thinking accuracy
-            val = np.where(T > 0, area / np.where(T > 0, T * P, 1.0), zero / np.where(ok, P, 1.0))
-        total += np.where(ok, w[c] * val, 0.0)
+        for i, cc in enumerate((cost, cost + Wc @ Sk[:, rows].T)):
+            area = curve_area(cc, reward, zero, T)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                # no thinking in the cell (T = 0): the curve is its zero-thinking accuracy
+                val = np.where(T > 0, area / np.where(T > 0, T * P, 1.0), zero / np.where(ok, P, 1.0))
+            total[i] += np.where(ok, w[c] * val, 0.0)
         norm += np.where(ok, w[c], 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return total / norm
+        return total[0] / norm, total[1] / norm
 
 
 def _ranks(areas: np.ndarray, names: Sequence[str]) -> np.ndarray:
@@ -200,10 +201,12 @@ def intervals(ms: MeasurementSet, results: Sequence[Any], *, replicates: int = R
         if not group:
             continue
         names = [r.method for r in group]
+        both = [macro_areas(test, W, r.stops, zero_k) for r in group]
+        ones = np.ones((1, test.num_trajectories), np.int32)
+        point_both = [macro_areas(test, ones, r.stops, zero_k) for r in group]
         for net in (False, True):
-            areas = np.stack([macro_areas(test, W, r.stops, zero_k, net) for r in group], axis=1)
-            point = np.array([macro_areas(test, np.ones((1, test.num_trajectories), np.int32), r.stops,
-                                          zero_k, net)[0] for r in group])
+            areas = np.stack([x[int(net)] for x in both], axis=1)
+            point = np.array([x[int(net)][0] for x in point_both])
             best = int(sorted(range(len(group)), key=lambda i: (-point[i], names[i]))[0])
             ranks = _ranks(areas, names)
             behind = areas[:, [best]] - areas                      # gap_full(i) - gap_full(best)
