@@ -15,6 +15,7 @@ from typing import Any
 from otbench.probe.config import Sampling
 
 from ._cuda import check_cuda_driver, check_devices, check_gpu_memory
+from ._reaper import watch_descendants
 from ._interface import (
     Completion,
     EngineBase,
@@ -214,6 +215,9 @@ class VLLMEngine(EngineBase):
             check_cuda_driver()          # before any CUDA call: an old driver fails in one line
             check_devices(config)
             check_gpu_memory(config)
+        # vLLM's engine core runs in child processes: a watchdog ends them should this process be
+        # killed before it can close the engine (SIGKILL, the OOM killer; `_reaper`).
+        watch_descendants()
         self._llm = LLM(**engine_kwargs(config, self._device))
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()
