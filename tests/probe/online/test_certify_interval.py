@@ -175,9 +175,14 @@ def test_paired_point_equals_a_loop_twin(case, seed, rnd):
         g = got[name]
         assert np.isclose(g["offline"], _loop_macro(ones, rows_of_cell, cmodel, a, den))
         assert np.isclose(g["online"], _loop_macro(ones, rows_of_cell, cmodel, b, den))
+        # the decision's interval at the expanded levels of the smallest cell's question count
+        n_min = min(len({rows[i][1] for i in rc}) for rc in rows_of_cell)
+        levels = {"difference_interval": ci.expanded_percentiles(n_min)}
+        assert g["difference_levels"] == list(levels["difference_interval"])
         for key, r in (("offline_interval", r_off), ("online_interval", r_on), ("difference_interval", r_diff)):
             r = np.array(r)
-            want = np.percentile(r[np.isfinite(r)], ci.PERCENTILES) if np.isfinite(r).any() else [None, None]
+            want = np.percentile(r[np.isfinite(r)], levels.get(key, ci.PERCENTILES)) \
+                if np.isfinite(r).any() else [None, None]
             assert (g[key] == [None, None]) if want[0] is None else np.allclose(g[key], want)
 
 
@@ -250,3 +255,21 @@ def test_every_source_of_disagreement_is_named_with_its_share():
     line = disagreement_line(cert)
     assert line.startswith(f"disagreement sources: replay diverged: 1 trajectories, cost {100 * 10 / full:+.1f} pp")
     assert "q00#0 k 1->2 (diverged at token 0)" in line
+
+
+def test_t_quantiles_match_the_tables():
+    from otbench.probe.online._certify_interval import _normal_quantile, t_quantile
+
+    assert abs(_normal_quantile(0.975) - 1.959963985) < 1e-8
+    # Student's t, two-sided 95 %: the usual table values
+    for df, want in ((10, 2.228139), (29, 2.045230), (60, 2.000298), (120, 1.979930)):
+        assert abs(t_quantile(0.975, df) - want) < 2e-4, df
+
+
+def test_expanded_percentiles_widen_the_decision_interval():
+    from otbench.probe.online._certify_interval import expanded_percentiles
+
+    lo, hi = expanded_percentiles(30)
+    assert abs(lo - 1.875) < 0.01 and abs(hi - 98.125) < 0.01 and abs(lo + hi - 100) < 1e-9
+    assert expanded_percentiles(30)[0] < expanded_percentiles(100)[0] < expanded_percentiles(10_000)[0] < 2.5
+    assert abs(expanded_percentiles(10 ** 7)[0] - 2.5) < 1e-3           # large n: the plain levels
