@@ -326,12 +326,12 @@ def _within_int64(file: str, table: pa.Table, name: str) -> pa.Table:
     """`table` with its unsigned 64-bit integer column `name` (or list of them) as int64;
     a value of 2**63 or more is refused with its row (it would wrap, or break the
     concatenation of files)."""
-    import pyarrow.compute as pc
-
     typ = table.schema.field(name).type
     scalar = typ if not (pa.types.is_list(typ) or pa.types.is_large_list(typ)) else typ.value_type
     if scalar != pa.uint64():
         return table
+    import pyarrow.compute as pc     # only for uint64 columns: its import outweighs a read
+
     col = table.column(name)
     top = pc.max(col if scalar is typ else pc.list_flatten(col)).as_py()
     if top is not None and top >= 2 ** 63:
