@@ -66,7 +66,9 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
     from otbench.analysis.frontier import budget_grid, frontiers, strategies_iv
 
     from otbench.errors import ResourceLimitError
+    from otbench.resources import reuse_freed_memory
 
+    reuse_freed_memory()         # this process only: loading a set re-faulted its pages
     grid_value = _parse_grid(grid)
     for check, value, hint in ((budget_grid, grid_value, "'--grid'"),
                                (strategies_iv, strategies, "'--strategies'")):
