@@ -217,6 +217,10 @@ def _cells_of(ms: MeasurementSet) -> list[tuple[int, np.ndarray]]:
 
 
 def _cell_data(ms: MeasurementSet, rows: np.ndarray) -> CellData:
+    if rows.size and bool(np.all(np.diff(rows) == 1)):
+        # A cell's rows are contiguous (sets are sorted by cell): a slice is a view, so
+        # `cell_data`'s widening to int64 is the only copy of L and C.
+        rows = slice(int(rows[0]), int(rows[-1]) + 1)
     return cell_data(ms.L[rows], ms.C[rows], ms.n[rows], ms.probes[rows], ms.question[rows])
 
 
