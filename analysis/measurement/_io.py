@@ -82,9 +82,8 @@ def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
     if not signals:
         h.update(b"signals-left-out:" + ",".join(sorted(ms.signals)).encode())
     for name, arr in [("L", ms.L), ("C", ms.C)] + (sorted(ms.signals.items()) if signals else []):
-        flat, _ = unpad(np.asarray(arr), ms.n)
         h.update(name.encode())
-        h.update(flat.astype("<f8" if arr.dtype.kind == "f" else "<i8").tobytes())
+        _hash_measured(h, np.asarray(arr), ms.n, "<f8" if arr.dtype.kind == "f" else "<i8")
     tables = {
         "models": ms.models, "groups": ms.groups,
         "cell_model": ms.cell_model.tolist(), "cell_group": ms.cell_group.tolist(),
@@ -93,6 +92,19 @@ def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
     }
     h.update(json.dumps(tables, sort_keys=True, ensure_ascii=False).encode())
     return h.hexdigest()
+
+
+def _hash_measured(h, dense: np.ndarray, n: np.ndarray, dtype: str) -> None:
+    """Feed `h` the measured values `dense[t, :n[t] + 1]` of every row as `dtype`, in row order.
+
+    The bytes of `unpad(dense, n)[0].astype(dtype)`, a block of rows at a time: no
+    copy of the whole set (each first-touched page costs a fault).
+    """
+    rows = dense.shape[0]
+    step = max(1, (1 << 18) // max(dense.shape[1], 1))
+    for r0 in range(0, rows, step):
+        flat, _ = unpad(dense[r0:r0 + step], n[r0:r0 + step])
+        h.update(np.ascontiguousarray(flat, dtype=dtype))
 
 
 def _list_array(dense: np.ndarray, n: np.ndarray, typ: pa.DataType) -> pa.Array:
