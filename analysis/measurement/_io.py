@@ -42,7 +42,7 @@ from otbench.files import (
 from ._bound import PROVENANCE_HASH, check_provenance, provenance_hash
 from ._build import MeasurementSetError
 from ._columns import SIGNAL_PREFIX, set_from_columns
-from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
+from ._types import SCHEMA, SPLITS, MeasurementSet, PaddedSignals, unpad
 from otbench.errors import ArgumentError
 
 MANIFEST = "manifest.json"
@@ -81,9 +81,18 @@ def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
         h.update(np.ascontiguousarray(getattr(ms, name)).astype("<i8").tobytes())
     if not signals:
         h.update(b"signals-left-out:" + ",".join(sorted(ms.signals)).encode())
-    for name, arr in [("L", ms.L), ("C", ms.C)] + (sorted(ms.signals.items()) if signals else []):
+    for name, arr in [("L", ms.L), ("C", ms.C)]:
         h.update(name.encode())
-        _hash_measured(h, np.asarray(arr), ms.n, "<f8" if arr.dtype.kind == "f" else "<i8")
+        _hash_measured(h, np.asarray(arr), ms.n, "<i8")
+    for name in sorted(ms.signals) if signals else []:
+        h.update(name.encode())
+        if isinstance(ms.signals, PaddedSignals):      # hashed without padding it
+            step = 1 << 13
+            for lo in range(0, ms.num_trajectories, step):
+                h.update(ms.signals.measured(name, lo, lo + step))
+        else:
+            arr = np.asarray(ms.signals[name])
+            _hash_measured(h, arr, ms.n, "<f8" if arr.dtype.kind == "f" else "<i8")
     tables = {
         "models": ms.models, "groups": ms.groups,
         "cell_model": ms.cell_model.tolist(), "cell_group": ms.cell_group.tolist(),

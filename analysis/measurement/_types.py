@@ -1,7 +1,8 @@
 """The in-memory measurement set: dense padded arrays plus name tables (SPEC §2)."""
 
 import dataclasses
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -87,8 +88,9 @@ class MeasurementSet(Tidy):
                      "cell", "question", "split", "cell_model", "cell_group",
                      "question_group"):
             getattr(self, name).setflags(write=False)
-        for v in self.signals.values():
-            v.setflags(write=False)
+        if not isinstance(self.signals, PaddedSignals):     # it pads read-only on first use
+            for v in self.signals.values():
+                v.setflags(write=False)
 
     # -- sizes -------------------------------------------------------------
     @property
@@ -191,6 +193,54 @@ def pad_ragged(values: np.ndarray, offsets: np.ndarray, width: int,
 
 PAD_BLOCK = 1 << 18
 """Cells gathered per block by `pad_ragged` (2 MiB of int64 index)."""
+
+
+class PaddedSignals(Mapping):
+    """The signals of a loaded set: name -> float64[traj, pos], padded on first access.
+
+    A padded signal is the set's largest array (8 bytes per padded cell) and
+    most commands never read one (`otbench frontier` reads none): padding
+    every signal up front was a tenth of such a command's time, and its memory.
+    `measured` gives a signal's values without padding (for the content hash).
+    """
+
+    def __init__(self, ragged: Mapping[str, tuple[np.ndarray, np.ndarray]], width: int,
+                 order: np.ndarray):
+        self._ragged = dict(ragged)          # name -> (flat float64, int64 offsets), input rows
+        self._width, self._order = width, order
+        self._dense: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        with self._lock:
+            if name not in self._dense:
+                flat, off = self._ragged[name]     # KeyError for a name the set lacks
+                arr = pad_ragged(flat, off, self._width, np.float64, order=self._order)
+                arr.setflags(write=False)
+                self._dense[name] = arr
+            return self._dense[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ragged)
+
+    def __len__(self) -> int:
+        return len(self._ragged)
+
+    def __repr__(self) -> str:
+        return f"PaddedSignals({sorted(self._ragged)})"
+
+    def __reduce__(self):
+        return (dict, (dict(self.items()),))   # a copy elsewhere is a plain, padded dict
+
+    def measured(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """float64 values of rows `lo..hi-1` (set order), each row's `n + 1`, concatenated."""
+        flat, off = self._ragged[name]
+        rows = self._order[lo:hi]
+        starts, lengths = off[rows], off[rows + 1] - off[rows]
+        ends = np.cumsum(lengths)
+        idx = np.repeat(starts - (ends - lengths), lengths)
+        idx += np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64)
+        return np.asarray(flat, dtype="<f8")[idx]      # the bytes the content hash reads
 
 
 def unpad(dense: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,11 +14,13 @@ standard library's.
 import json
 from typing import Any
 
+from otbench.errors import OtbenchError
+
 _encode_str = json.encoder.encode_basestring     # ensure_ascii=False: the standard str encoder
 _NON_FINITE = frozenset(("nan", "inf", "-inf"))
 
 
-class _Unusual(Exception):
+class _Unusual(OtbenchError):
     """A value the fast path does not encode; `dumps_indented` falls back to `json.dumps`."""
 
 
