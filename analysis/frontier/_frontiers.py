@@ -254,16 +254,16 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
     """
     strategies, grid = _frontiers_iv(ms, strategies, grid)
     cell_rows = _cells_of(ms)
-    data = [_cell_data(ms, rows) for _, rows in cell_rows]
+    prepared = _prepare_cells(ms, cell_rows, strategies)
     cells = []
-    for (c, _), d in zip(cell_rows, data):
-        t = totals(d, d.point())
+    for (c, _), (t, _) in zip(cell_rows, prepared):
         model, group = ms.cell_name(c)
         cells.append(Cell(index=c, model=model, group=group, total_tokens=int(t["tokens"][0]),
                           total_probes=int(t["probes"][0]), endpoint=int(t["endpoint"][0])))
     tokens = np.asarray([c.total_tokens for c in cells], dtype=np.int64)
     B = budgets(grid, tokens)                                      # [cell, grid]
-    states, bases = _solve_cells(data, strategies, max_total_cost=int(tokens.max()))
+    states, bases = _solve_cells([a for _, a in prepared], strategies,
+                                 max_total_cost=int(tokens.max()))
     cell_model = ms.cell_model[[c.index for c in cells]]
     probes = np.asarray([c.total_probes for c in cells], dtype=np.int64)
     endpoint = np.asarray([c.endpoint for c in cells], dtype=np.int64)
@@ -294,15 +294,46 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
                           strategies=out, synthetic=bool(ms.synthetic))
 
 
-def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
+def _threads(tasks: int) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(_THREADS, cores, tasks))
+
+
+def _map(fn, items: Sequence) -> list:
+    """`[fn(x) for x in items]`, on `_threads` threads (NumPy's loops release the GIL)."""
+    threads = _threads(len(items))
+    if threads == 1:
+        return [fn(x) for x in items]
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(fn, items))
+
+
+def _prepare_cells(ms: MeasurementSet, cell_rows: Sequence[tuple[int, np.ndarray]],
+                   strategies: Sequence[str]) -> list[tuple[dict, dict]]:
+    """Per cell: its totals (`_units.totals`) and each strategy's pruned point actions.
+
+    A cell's int64 copy of its rows (`CellData`) lives only while its actions are
+    built, so the copies of all cells are never held at once (every page first
+    touched costs a fault: they were ~190 MB on a paper-scale set).
+    """
+    def prepare(rows):
+        d = _cell_data(ms, rows)
+        occ = d.point()
+        return totals(d, occ), {s: actions(s, d, occ) for s in strategies}
+
+    return _map(prepare, [rows for _, rows in cell_rows])
+
+
+def _solve_cells(acts: Sequence[dict], strategies: Sequence[str], *,
                  max_total_cost: int) -> tuple[dict, dict]:
     """Point-estimate states of every (strategy, cell), by the NumPy DP (`_host_dp`).
 
-    One state type for the run (`dtype_for` the largest full-thinking total);
-    any type gives the same values, int32 only moves half the bytes. The
-    problems are independent and NumPy's loops release the GIL, so they run
-    on a few threads, largest first (exact integers: the same result in any
-    order and on any number of threads).
+    `acts[i][s]`: the pruned point actions of cell `i` for strategy `s`. One
+    state type for the run (`dtype_for` the largest full-thinking total); any
+    type gives the same values, int32 only moves half the bytes. The problems
+    are independent and NumPy's loops release the GIL, so they run on a few
+    threads, largest first (exact integers: the same result in any order and
+    on any number of threads).
 
     Returns:
       ({(strategy, i): g int64[top + 1]}, {(strategy, i): base reward int}).
@@ -311,20 +342,14 @@ def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
 
     def solve(key):
         s, i = key
-        a = actions(s, data[i], data[i].point())
+        a = acts[i][s]
         return _host_dp.solve(a, dtype=dtype), int(a.base_total()[0])
 
     # DR's units have one action each: its DPs are a small fraction of the work.
-    size = {i: int(d.probes.sum()) for i, d in enumerate(data)}
-    keys = sorted(((s, i) for s in strategies for i in range(len(data))),
+    size = {i: int(sum(int(a.top_total()[0]) for a in ai.values())) for i, ai in enumerate(acts)}
+    keys = sorted(((s, i) for s in strategies for i in range(len(acts))),
                   key=lambda k: (k[0] == "dr", -size[k[1]]))
-    threads = max(1, min(_THREADS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                         else os.cpu_count() or 1, len(keys)))
-    if threads == 1:
-        solved = [solve(k) for k in keys]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            solved = list(pool.map(solve, keys))
+    solved = _map(solve, keys)
     states = {k: g for k, (g, _) in zip(keys, solved)}
     bases = {k: b for k, (_, b) in zip(keys, solved)}
     return states, bases
