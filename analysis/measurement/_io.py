@@ -42,7 +42,7 @@ from otbench.files import (
 from ._bound import PROVENANCE_HASH, check_provenance, provenance_hash
 from ._build import MeasurementSetError
 from ._columns import SIGNAL_PREFIX, set_from_columns
-from ._types import SCHEMA, SPLITS, MeasurementSet, PaddedSignals, unpad
+from ._types import SCHEMA, SPLITS, MeasurementSet, PaddedSignals, hash_measured, unpad
 from otbench.errors import ArgumentError
 
 MANIFEST = "manifest.json"
@@ -83,7 +83,7 @@ def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
         h.update(b"signals-left-out:" + ",".join(sorted(ms.signals)).encode())
     for name, arr in [("L", ms.L), ("C", ms.C)]:
         h.update(name.encode())
-        _hash_measured(h, np.asarray(arr), ms.n, "<i8")
+        hash_measured(h, np.asarray(arr), ms.n, "<i8")
     for name in sorted(ms.signals) if signals else []:
         h.update(name.encode())
         if isinstance(ms.signals, PaddedSignals):      # hashed without padding it
@@ -92,7 +92,7 @@ def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
                 h.update(ms.signals.measured(name, lo, lo + step))
         else:
             arr = np.asarray(ms.signals[name])
-            _hash_measured(h, arr, ms.n, "<f8" if arr.dtype.kind == "f" else "<i8")
+            hash_measured(h, arr, ms.n, "<f8" if arr.dtype.kind == "f" else "<i8")
     tables = {
         "models": ms.models, "groups": ms.groups,
         "cell_model": ms.cell_model.tolist(), "cell_group": ms.cell_group.tolist(),
@@ -101,19 +101,6 @@ def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
     }
     h.update(json.dumps(tables, sort_keys=True, ensure_ascii=False).encode())
     return h.hexdigest()
-
-
-def _hash_measured(h, dense: np.ndarray, n: np.ndarray, dtype: str) -> None:
-    """Feed `h` the measured values `dense[t, :n[t] + 1]` of every row as `dtype`, in row order.
-
-    The bytes of `unpad(dense, n)[0].astype(dtype)`, a block of rows at a time: no
-    copy of the whole set (each first-touched page costs a fault).
-    """
-    rows = dense.shape[0]
-    step = max(1, (1 << 18) // max(dense.shape[1], 1))
-    for r0 in range(0, rows, step):
-        flat, _ = unpad(dense[r0:r0 + step], n[r0:r0 + step])
-        h.update(np.ascontiguousarray(flat, dtype=dtype))
 
 
 def _list_array(dense: np.ndarray, n: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -429,8 +416,7 @@ def _read_files(path: Path, manifest: Mapping[str, Any], verify: bool):
         raise MeasurementSetError(str(path / extra), "file is not listed in the manifest")
     tables, labels = [], []
     signal_names: set[str] | None = None
-    for entry in manifest["files"]:
-        table, names = _read_file(path, entry, verify)
+    for entry, (table, names) in zip(manifest["files"], _each_read(path, manifest["files"], verify)):
         if signal_names is None:
             signal_names = names
         elif names != signal_names:
@@ -442,6 +428,18 @@ def _read_files(path: Path, manifest: Mapping[str, Any], verify: bool):
     if not tables:
         raise MeasurementSetError(str(path / MANIFEST), "the set has no trajectory files")
     return tables, labels, signal_names or set()
+
+
+def _each_read(path: Path, entries, verify: bool):
+    """`_read_file` of each entry, in order, two at a time (hashing and Parquet decoding
+    release the GIL); the first failure in manifest order is the one raised."""
+    import concurrent.futures
+
+    if len(entries) < 2:
+        yield from (_read_file(path, e, verify) for e in entries)
+        return
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        yield from pool.map(lambda e: _read_file(path, e, verify), entries)
 
 
 def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.Table, set[str]]:

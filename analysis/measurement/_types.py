@@ -253,3 +253,16 @@ def unpad(dense: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                     lengths)
     idx += np.arange(int(offsets[-1]), dtype=np.int64)
     return np.ascontiguousarray(dense).reshape(-1)[idx], offsets
+
+
+def hash_measured(h, dense: np.ndarray, n: np.ndarray, dtype: str) -> None:
+    """Feed `h` the measured values `dense[t, :n[t] + 1]` of every row as `dtype`, in row order.
+
+    The bytes of `unpad(dense, n)[0].astype(dtype)`, a block of rows at a time: no
+    copy of the whole set (each first-touched page costs a fault).
+    """
+    rows = dense.shape[0]
+    step = max(1, (1 << 18) // max(dense.shape[1], 1))
+    for r0 in range(0, rows, step):
+        flat, _ = unpad(dense[r0:r0 + step], n[r0:r0 + step])
+        h.update(np.ascontiguousarray(flat, dtype=dtype))
