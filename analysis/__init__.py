@@ -4,12 +4,12 @@ The pipeline's analysis half, one subpackage per stage:
 
 * `measurement`  the contract (types, validation, Parquet/JSONL, simulator, segmentation); no JAX
 * `core`         JAX configuration, shape types, counter-based random streams
-* `overthinking` per-trajectory k*, OR, AD and equal-weight aggregation (SPEC §4)
-* `frontier`     exact oracle frontiers of DR, FB, DEE (SPEC §5)
-* `resampling`   bootstrap, probe and trajectory thinning, sweep (SPEC §7)
-* `methods`      stopping methods, no JAX: the contract, `Method`, the registry, built-ins (SPEC §6)
-* `bench`        OTBench: splits, the walk, the evaluator, the leaderboard (SPEC §6)
-* `horizon`      matched-horizon analysis (SPEC §8)
+* `overthinking` per-trajectory k*, OR, AD and equal-weight aggregation (docs/rules.md)
+* `frontier`     exact oracle frontiers of DR, FB, DEE (docs/rules.md)
+* `resampling`   bootstrap, probe and trajectory thinning, sweep (docs/rules.md)
+* `methods`      stopping methods, no JAX: the contract, `Method`, the registry, built-ins (docs/rules.md)
+* `bench`        OTBench: splits, the walk, the evaluator, the leaderboard (docs/rules.md)
+* `horizon`      matched-horizon analysis (docs/rules.md)
 * `report`       HTML report, figures, tables (a leaf)
 
 Every public name below is loaded on first use (PEP 562), so importing

@@ -1,4 +1,4 @@
-"""Nested item / replicate-slot bootstrap (the eight-replicate designs, SPEC §8) against a NumPy loop.
+"""Nested item / replicate-slot bootstrap (the eight-replicate designs, docs/rules.md) against a NumPy loop.
 
 The shape of the second paper's nine-arm experiment: 500 items x 8 paired
 replicate slots, a 32-column stack (the stratum decomposition of one

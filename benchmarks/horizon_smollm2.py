@@ -1,4 +1,4 @@
-"""Matched-horizon readouts with the embedded SmolLM2-135M on a CPU (issue 9; SPEC §8).
+"""Matched-horizon readouts with the embedded SmolLM2-135M on a CPU (issue 9; docs/rules.md).
 
 Prints absolute times and, per target, a ratio against a baseline measured
 in the same run:

@@ -9,7 +9,9 @@ controller's record pass on the stored thinking (said in the output);
 then each method is certified at one θ (`otbench online certify
 --method M`): Dynasor-CoT with a window of 2, answer consistency with 1,
 DEER at the median of the recorded train confidences, budget forcing at the
-median train thinking length. Per method: stops equal to OTBench's offline
+median train thinking length -- Dynasor-CoT and DEER on their own probes
+where the set records them (``probe.field_probes``), and on otbench's STP
+probe (``dynasor-cot-stp``, ``deer-stp``). Per method: stops equal to OTBench's offline
 walk, accuracy and gross cost gaps, and the net cost (side requests
 included) against OTBench's net point.
 
@@ -18,7 +20,7 @@ Overhead: the controller decodes thinking as one request per step
 test trajectories are decoded as one plain request each, then under the
 controller with budget forcing at an unreachable cap (every step a
 continuation, no side request, one-token answers); the ratio of thinking
-tokens per second is that cost. The last line sums the four certificates.
+tokens per second is that cost. The last line sums the certificates.
 """
 
 import argparse
@@ -76,8 +78,14 @@ def main() -> None:
         ask = (np.arange(ms.L.shape[1])[None, :] >= 1) & (np.arange(ms.L.shape[1])[None, :] < n[:, None])
         conf = np.asarray(ms.signals["answer_conf"])[train][ask[train]]
         cap = float(np.median(ms.L[np.arange(ms.num_trajectories), n][train]))
-        plan = [("dynasor-cot", 2.0), ("answer-consistency", 1.0),
-                ("deer", float(np.median(conf)) if conf.size else 0.5), ("budget-forcing", cap)]
+        plan = [("dynasor-cot-stp", 2.0), ("answer-consistency", 1.0),
+                ("deer-stp", float(np.median(conf)) if conf.size else 0.5), ("budget-forcing", cap)]
+        # Dynasor-CoT and DEER on their own probes, where the probe stage recorded them
+        if "dynasor_window" in ms.signals:
+            plan.insert(0, ("dynasor-cot", 2.0))
+        if "deer_conf" in ms.signals:
+            own = np.asarray(ms.signals["deer_conf"])[train][ask[train]]
+            plan.insert(1, ("deer", float(np.median(own)) if own.size else 0.5))
         for method, theta in plan:
             cert = certify_field(a.set, ms, lambda m, mm=method, th=theta: offline_point(m, mm, th),
                                  method=method, theta=theta, engine=engine, trajectories=a.trajectories,

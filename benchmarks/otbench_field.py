@@ -1,8 +1,10 @@
 """The field's termination methods on the paper-scale SYNTHETIC set, ranked gross and net (issue 27).
 
-Runs every built-in (the three SPEC §6.2 baselines and dynasor-cot, deer,
-budget-forcing, answer-consistency) through `evaluate` at its default
-sweep on ``simulate("paper", seed, field_signals=True)`` with the default
+Runs every built-in (the three baselines of docs/rules.md; dynasor-cot and
+deer on their own probes; dynasor-cot-stp and deer-stp, the same rules on
+otbench's STP probe; budget-forcing, answer-consistency) through `evaluate`
+at its default sweep on ``simulate("paper", seed, field_signals=True,
+peer_signals=True)`` (otbench's and the methods' own probe signals drawn) with the default
 split, prints the leaderboard (gross = thinking tokens only, the papers'
 rule; net = plus each method's signal cost per decision), and times each
 evaluation against the baseline measured in the same run: the exact oracle
@@ -29,14 +31,14 @@ def main():
     a = ap.parse_args()
     t = time.perf_counter()
     scale, grid = ("tiny", 101) if a.smoke else ("paper", 1001)
-    ms = assign_splits(simulate(scale, a.seed, field_signals=True))
+    ms = assign_splits(simulate(scale, a.seed, field_signals=True, peer_signals=True))
     t_sim = time.perf_counter() - t
     test = ms.take(np.flatnonzero(ms.split == 2))
     frontiers(test, grid=grid)                      # compile outside the timing
     t = time.perf_counter()
     frontiers(test, grid=grid)
     t_front = time.perf_counter() - t
-    print(f"SYNTHETIC {scale}-scale set (seed {a.seed}, field signals drawn): "
+    print(f"SYNTHETIC {scale}-scale set (seed {a.seed}, field and own-probe signals drawn): "
           f"{ms.num_trajectories} trajectories, test split {test.num_trajectories}; "
           f"simulate + split {t_sim:.1f} s")
     print(f"baseline: frontiers(test, 3 strategies)  {t_front:8.3f} s")

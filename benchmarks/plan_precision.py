@@ -26,7 +26,7 @@ Goal: each ratio within [0.8, 1.25].
 Grid. On the bootstrap's 101-point grid `β_match` moves in steps of 0.01, and at paper scale DEE's
 95 % interval is one step wide or none (a width of 0 or 1 pp, whatever the design): a width
 cannot be predicted to 20 % there. Both sides therefore use the 1,001-point grid of the point
-frontiers (SPEC §5) by default; `--grid 101` shows the quantized case.
+frontiers (docs/rules.md) by default; `--grid 101` shows the quantized case.
 """
 
 import argparse

@@ -1,4 +1,4 @@
-"""Segmentation throughput in tokens/s (goal >= 20 M tokens/s on CPU; SPEC §3.2).
+"""Segmentation throughput in tokens/s (goal >= 20 M tokens/s on CPU; docs/rules.md).
 
 Workload: synthetic thinking streams shaped like the paper's (2,000-16,000
 tokens per trajectory, a boundary id about every 60 tokens, a 150k-id

@@ -1,4 +1,4 @@
-"""`otbench split` and `otbench bench run|list|compare`: OTBench splits and method evaluation (SPEC §6)."""
+"""`otbench split` and `otbench bench run|list|compare`: OTBench splits and method evaluation (docs/rules.md)."""
 
 from pathlib import Path
 
@@ -52,7 +52,7 @@ def _load(directory: Path):
 @click.option("--overwrite", is_flag=True, help="Replace an existing set at --out.")
 def split_cmd(directory: Path, seed: int | None, ratios: str | None, from_file: Path | None,
               write_file: Path | None, out: Path | None, overwrite: bool) -> None:
-    """Assign the question-level train/validation/test split of the set in DIRECTORY (SPEC §6.1).
+    """Assign the question-level train/validation/test split of the set in DIRECTORY (docs/rules.md).
 
     Stratified by benchmark group and deterministic: a pure function of the
     seed, the ratios and each group's question ids. The split is stored in
@@ -109,7 +109,7 @@ def split_cmd(directory: Path, seed: int | None, ratios: str | None, from_file: 
 
 @click.group("bench")
 def bench_cmd() -> None:
-    """OTBench: evaluate termination methods against the oracle frontiers (SPEC §6)."""
+    """OTBench: evaluate termination methods against the oracle frontiers (docs/rules.md)."""
 
 
 def _sweep(thetas: str | None, theta_grid: int | None) -> dict:
@@ -244,9 +244,15 @@ def _options(name: str, features: str | None) -> dict | None:
 @click.option("--leaderboard", "board_out", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Folder for leaderboard.md, .csv and .json "
                                  "(default DIRECTORY/results).")
+@click.option("--replicates", "replicates", type=click.IntRange(min=0, max=1_000_000), default=2000,
+              show_default=True,
+              help="Bootstrap replicates of the leaderboard's 95% intervals (rank within the "
+                   "strategy, gap area behind the best method; two-stage paired draw at the "
+                   "recorded seed 20260721, docs/rules.md); 0: no intervals.")
 @log_options
 def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | None, split: str,
-                features: str | None, json_out: Path | None, board_out: Path | None) -> None:
+                features: str | None, json_out: Path | None, board_out: Path | None,
+                replicates: int) -> None:
     """Rank built-in and plug-in methods on the set in DIRECTORY, per strategy: a leaderboard.
 
     Writes the leaderboard as Markdown, CSV and JSON, and each method's
@@ -273,7 +279,7 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
             opts = _options(name, features)
             results.append(evaluate(ms, name, split=split, theta_grid=theta_grid,
                                     stored_features=stored, options=opts))
-        board = leaderboard(results)
+        board = leaderboard(results, ms if replicates else None, replicates=max(1, replicates))
     names = [_file_name(r.method) for r in results]
     if len(set(names)) != len(names):
         raise click.UsageError("two methods share a name; give each plug-in its own `name`")

@@ -1,4 +1,4 @@
-"""`otbench bootstrap`: two-stage paired bootstrap intervals, optionally of the frontiers (SPEC §7)."""
+"""`otbench bootstrap`: two-stage paired bootstrap intervals, optionally of the frontiers (docs/rules.md)."""
 
 from pathlib import Path
 

@@ -82,7 +82,7 @@ def export_cmd(directory: str, out: str | None, hub_dir: str | None, license_: s
 @click.command("validate")
 @click.argument("directory", type=click.Path(file_okay=False))
 def validate_cmd(directory: str) -> None:
-    """Check a measurement set (checksums, every SPEC §2 rule) and print a summary."""
+    """Check a measurement set (checksums, every docs/rules.md rule) and print a summary."""
     import numpy as np
 
     from otbench.analysis.measurement import verify_tables

@@ -66,7 +66,7 @@ def rank(ms, out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     names = [m.spec for m in builtin_methods() if m.runnable_on(ms)[0]]
     results = [evaluate(ms, name, split="test") for name in names]
-    board = leaderboard(results)
+    board = leaderboard(results, ms)
     for r in results:
         write_json(r.to_json(), str(out / f"bench-{_file_name(r.method)}.json"), of=ms)
     write_json(board.to_json(), str(out / "leaderboard.json"), of=ms)

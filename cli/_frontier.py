@@ -1,4 +1,4 @@
-"""`otbench frontier`: exact oracle frontiers of DR, FB and DEE (SPEC §5)."""
+"""`otbench frontier`: exact oracle frontiers of DR, FB and DEE (docs/rules.md)."""
 
 from pathlib import Path
 
@@ -60,7 +60,7 @@ def format_frontiers(res) -> str:
                                  "not %; default DIRECTORY/results/frontier.json).")
 def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path | None,
                  json_out: Path | None) -> None:
-    """Exact oracle Pareto frontiers of every cell of the set in DIRECTORY (SPEC §5)."""
+    """Exact oracle Pareto frontiers of every cell of the set in DIRECTORY (docs/rules.md)."""
     # Lazy: JAX loads only when the command runs, not for `otbench --help`.
     from otbench.analysis import load
     from otbench.analysis.frontier import budget_grid, frontiers, strategies_iv

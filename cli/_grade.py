@@ -1,4 +1,4 @@
-"""`otbench grade`: grade a JSONL file of responses with the probe's grader (SPEC §3.4)."""
+"""`otbench grade`: grade a JSONL file of responses with the probe's grader (docs/rules.md)."""
 
 import os
 

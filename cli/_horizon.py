@@ -1,4 +1,4 @@
-"""`otbench horizon ...`: matched-horizon readouts of stopped reasoning (SPEC §8)."""
+"""`otbench horizon ...`: matched-horizon readouts of stopped reasoning (docs/rules.md)."""
 
 import sys
 from pathlib import Path
@@ -10,7 +10,7 @@ from ._common import DataError, data_errors, synthetic_banner, write_json
 
 @click.group("horizon")
 def horizon_group() -> None:
-    """Matched-horizon readouts: fixed-horizon stops, candidate-logit answers, paired contrasts (SPEC §8)."""
+    """Matched-horizon readouts: fixed-horizon stops, candidate-logit answers, paired contrasts (docs/rules.md)."""
 
 
 @horizon_group.command("run")

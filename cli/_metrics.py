@@ -1,4 +1,4 @@
-"""`otbench metrics`: the overthinking metrics of a measurement set (SPEC §4)."""
+"""`otbench metrics`: the overthinking metrics of a measurement set (docs/rules.md)."""
 
 from pathlib import Path
 

@@ -81,8 +81,9 @@ def _common(f):
                                              "stored thinking (checks the signals and decisions alone).")(f)
     f = click.option("--method", default="thinkbrake", show_default=True,
                      help="A method that runs online (`otbench bench list` says how each runs): "
-                          "thinkbrake (logits processor), or dynasor-cot, deer, answer-consistency, "
-                          "budget-forcing and side-request plug-ins (side requests).")(f)
+                          "thinkbrake (logits processor), or dynasor-cot, deer (their own probes), "
+                          "dynasor-cot-stp, deer-stp, answer-consistency, budget-forcing and "
+                          "side-request plug-ins (side requests).")(f)
     return click.argument("set_dir", metavar="SET", type=click.Path(exists=True, file_okay=False,
                                                                     path_type=Path))(f)
 

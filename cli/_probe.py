@@ -1,4 +1,4 @@
-"""`otbench probe ...`: run a probe job, audit a tokenizer's boundaries, re-segment stored trajectories (SPEC §3)."""
+"""`otbench probe ...`: run a probe job, audit a tokenizer's boundaries, re-segment stored trajectories (docs/rules.md)."""
 
 import sys
 from pathlib import Path
@@ -11,7 +11,7 @@ from ._tracking import log_options, probe_record, track
 
 @click.group("probe")
 def probe_group() -> None:
-    """Generate trajectories and answer probes with an inference engine (SPEC §3)."""
+    """Generate trajectories and answer probes with an inference engine (docs/rules.md)."""
 
 
 @probe_group.command("run")
@@ -160,8 +160,8 @@ def _summary_text(summary) -> str:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the audit as JSON.")
 def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
-    """Boundary vocabulary of the Hugging Face tokenizer in PATH: size and forms by kind (SPEC §3.2),
-    and the coverage of the boundary->content mapping (SPEC §3.3)."""
+    """Boundary vocabulary of the Hugging Face tokenizer in PATH: size and forms by kind (docs/rules.md),
+    and the coverage of the boundary->content mapping (docs/rules.md)."""
     import os
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from otbench.probe.tokens import KINDS, audit, build_vocabulary

@@ -24,11 +24,11 @@ SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._sim
                    "answer-consistency); the other arrays do not change.")
 @click.option("--peer-signals", "peer_signals", is_flag=True,
               help="Also draw synthetic signals of Dynasor-CoT's and DEER's own probes "
-                   "(dynasor_answer, dynasor_agree, dynasor_uncertain, dynasor_tokens, deer_conf, "
+                   "(dynasor_answer, dynasor_window, dynasor_uncertain, dynasor_tokens, deer_conf, "
                    "deer_tokens; docs/rules.md); the other arrays do not change.")
 def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool,
                  field_signals: bool, peer_signals: bool) -> None:
-    """Simulate a SYNTHETIC STP measurement set (no model is run; SPEC §9).
+    """Simulate a SYNTHETIC STP measurement set (no model is run; docs/rules.md).
 
     The set has the paper's shapes and aggregates near the paper's, is marked
     synthetic in its manifest, and records the generator, its parameters and

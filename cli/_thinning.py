@@ -1,4 +1,4 @@
-"""`otbench thinning` (exact probe thinning, trajectory thinning) and `otbench sweep` (SPEC §7)."""
+"""`otbench thinning` (exact probe thinning, trajectory thinning) and `otbench sweep` (docs/rules.md)."""
 
 from pathlib import Path
 

@@ -18,10 +18,12 @@
     (`ArgumentError` for arguments), a bare `ValueError` / `TypeError` only a
     bug that says so;
 11. the methods import no JAX and only the measurement contract; the docs
-    generator reads only public names.
+    generator reads only public names;
+12. user-facing text (strings, docstrings, docs) cites docs/rules.md, never the SPEC.
 """
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -436,3 +438,26 @@ def test_modules_stay_at_most_500_lines():
     planted = [("probe/x.py", "x = 1\n" * (MAX_LINES + 1)), ("analysis/frontier/_cpu.py", "x\n" * 900),
                ("probe/y.py", "x = 1\n" * MAX_LINES)]
     assert long_modules(planted) == [f"probe/x.py: {MAX_LINES + 1} lines"]
+
+
+def _spec_strings(tree: ast.AST) -> list[int]:
+    """Lines of string constants (docstrings included: they are the API reference) naming the
+    project's internal specification; comments are not read."""
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                   and re.search(r"\bSPEC\b", node.value)})
+
+
+def test_user_facing_text_cites_the_rules_page_not_the_spec():
+    """12. help, messages, printed output and docstrings (rendered into the API reference) cite
+    docs/rules.md: users do not have the specification. The docs and README likewise."""
+    bad = [_where(p, line) for d in ("analysis", "probe", "cli", "otbench", "benchmarks")
+           for p in sorted((ROOT / d).rglob("*.py")) for line in _spec_strings(ast.parse(p.read_text()))]
+    bad += [str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+            if re.search(r"\bSPEC\b", p.read_text())]
+    assert not bad, f"{len(bad)} places name the SPEC (cite docs/rules.md): {bad[:10]}"
+
+
+def test_the_spec_rule_fails_on_a_planted_string():
+    planted = ast.parse('"""A module (SPEC §4)."""\nx = 1  # SPEC §5 in a comment is fine\ny = "ok"\n')
+    assert _spec_strings(planted) == [1]

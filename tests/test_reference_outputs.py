@@ -27,6 +27,10 @@ are skipped and named), every result carries its `net` points beside the
 gross ones, and Table 19 gained the net gap area and net realized share
 columns. Every other digest is unchanged.
 
+`bootstrap.json` and `frontier.json` were re-pinned for issue 40: their aggregation note cited the
+internal specification ("(SPEC §4, §5)") and now cites docs/rules.md; with
+that one string put back, each new document hashes to its old digest.
+
 What is compared: JSON documents with their `provenance` blocks removed
 (they name library versions) and canonically re-serialized; CSV and LaTeX
 tables as bytes; the set's logical content hash. PNG bytes depend on the

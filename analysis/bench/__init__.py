@@ -1,4 +1,4 @@
-"""OTBench (SPEC §6): question splits, the online walk, the JAX-backed evaluator and the leaderboard.
+"""OTBench (docs/rules.md): question splits, the online walk, the JAX-backed evaluator and the leaderboard.
 
 The methods themselves (their contract, `Method`, the registry and the
 built-ins) live in `otbench.analysis.methods`, which imports no JAX; their
@@ -15,7 +15,9 @@ from otbench.analysis.methods import (
                                       BudgetForcing,
                                       BudgetMethod,
                                       Deer,
+                                      DeerSTP,
                                       DynasorCoT,
+                                      DynasorCoTSTP,
                                       ExitMethod,
                                       HashedText,
                                       ImportedStops,
@@ -70,7 +72,7 @@ from ._splits import (
 __all__ = [
     "BUILTINS", "DEFAULT_RATIOS", "DEFAULT_SEED", "METHODS",
     "MIN_RANK_QUESTIONS", "NO_SIGNAL", "RANKED_BY", "AnswerConsistency", "BenchResult",
-    "BudgetForcing", "BudgetMethod", "Deer", "DynasorCoT", "ExitMethod", "HashedText",
+    "BudgetForcing", "BudgetMethod", "Deer", "DeerSTP", "DynasorCoT", "DynasorCoTSTP", "ExitMethod", "HashedText",
     "ImportedStops", "Leaderboard", "Method", "MethodError", "OnlineView",
     "PredictiveScheduling", "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake",
     "ThinkSwitcher", "UnitTable",

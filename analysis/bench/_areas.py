@@ -1,4 +1,4 @@
-"""Exact area arithmetic of OTBench (SPEC §6): Pareto filter, step integrals, cell areas.
+"""Exact area arithmetic of OTBench (docs/rules.md): Pareto filter, step integrals, cell areas.
 
 A method's curve and its strategy's oracle frontier are right-continuous step
 functions of integer retained tokens with integer rewards, so every area term

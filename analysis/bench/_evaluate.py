@@ -1,4 +1,4 @@
-"""OTBench: evaluate a termination method against its strategy's exact oracle frontier (SPEC §6).
+"""OTBench: evaluate a termination method against its strategy's exact oracle frontier (docs/rules.md).
 
 Protocol (`evaluate`):
 
@@ -12,7 +12,7 @@ Protocol (`evaluate`):
    `B_g` / trajectories (mean retained tokens per trajectory),
    ``rel_cost`` = `B_g / T_g` (`T_g = Σ L(n)`, full thinking; 0 for a cell
    that never thinks), ``acc`` = reward / `Σ P` (pooled at probe level, the
-   frontier's normalization, SPEC §5).
+   frontier's normalization, docs/rules.md).
 3. The oracle frontier of the method's strategy is solved exactly on the
    same test questions (`_frontier.frontiers`) and read, per cell, at the
    method's exact cost `B_g` -- the largest reward whose minimum cost is
@@ -20,7 +20,7 @@ Protocol (`evaluate`):
    feasible action of its strategy, hence ``frontier_acc >= acc`` in every
    cell; ``gap`` = ``frontier_acc - acc`` (a fraction, like every accuracy).
 4. Macro values weight cells equally through the project's chain (mean over
-   a model's cells, then over models; SPEC §4), computed with exact
+   a model's cells, then over models; docs/rules.md), computed with exact
    rationals and rounded once: macro ``acc``, ``frontier_acc`` (the macro
    of the per-cell frontier values at the per-cell costs), ``gap``,
    ``cost`` and ``rel_cost``.
@@ -58,8 +58,8 @@ Protocol (`evaluate`):
 
 Token cost counts retained thinking tokens `L(k)` only: feature extraction,
 signal computation (e.g. the early-exit margin) and answer probes are
-excluded (SPEC §6.1). Beside these gross points every result carries net
-points (``net``, `_net.net_block`, SPEC §10): the same stops with the
+excluded (docs/rules.md). Beside these gross points every result carries net
+points (``net``, `_net.net_block`, docs/rules.md): the same stops with the
 method's declared signal cost per decision added, against the same frontier.
 """
 
@@ -73,10 +73,11 @@ import numpy as np
 from otbench.analysis.frontier import frontiers
 from otbench.analysis.measurement import SPLITS, MeasurementSet, Tidy
 
-from otbench.analysis.methods import METHODS, Method, resolve, units_of
+from otbench.analysis.methods import METHODS, Method, resolve, signal_tokens, units_of
 
 from . import _walk as walk
 from ._areas import cell_areas, cell_summary, frac, nondominated
+from ._intervals import Stops
 from ._macro import area_summary, frontier_at
 from ._macro import chain as macro_chain
 from ._net import net_block
@@ -148,6 +149,9 @@ class BenchResult(Tidy):
     config: dict[str, Any]
     synthetic: bool
     net: dict[str, Any] = dataclasses.field(default_factory=dict)   # `_net.net_block`
+    # The stops and signal tokens on the evaluated split (`_intervals.Stops`), which the
+    # leaderboard's bootstrap intervals read; not part of the document.
+    stops: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def _tidy_columns(self) -> dict[str, Any]:
         rows = [(None, None, p) for p in self.points]
@@ -193,7 +197,7 @@ def _evaluate_iv(ms: Any, split: Any, audit: Any) -> int:
         raise ArgumentError(f"`split` must be 'test' or 'validation', got {split!r}")
     if ms.num_trajectories and np.any(ms.split < 0):
         raise ArgumentError("the set has no split assignment (some questions are unassigned); "
-                            "assign one first (`otbench split DIR` or `assign_splits`, SPEC §6.1)")
+                            "assign one first (`otbench split DIR` or `assign_splits`, docs/rules.md)")
     s = SPLITS.index(split)
     if not np.any(ms.split == s):
         raise ArgumentError(f"the {split} split has no trajectories")
@@ -282,10 +286,12 @@ def evaluate(ms: MeasurementSet, method: Any, *, thetas: Sequence[Any] | None = 
         mod, _, obj = m.target.partition(":")
         config["builtin"] = f"otbench.analysis.bench:{obj}" if mod == "otbench.analysis.methods" \
             else m.target
+    stops = Stops(k=np.stack(ks).astype(np.int64),
+                  signal=np.stack([signal_tokens(test, m.strategy, m.signal_cost, k) for k in ks]))
     return BenchResult(method=m.name, strategy=m.strategy, split=split,
                        points=points, summary=summary, cells=tuple(cell_results),
                        reference=reference, config=config, synthetic=bool(ms.synthetic),
-                       net=net_block(test, m, sweep, cells, ks, cost, reward, w))
+                       net=net_block(test, m, sweep, cells, ks, cost, reward, w), stops=stops)
 
 
 def _sweep_cells(test: MeasurementSet, m: Method, sweep: Sequence[float],
@@ -395,7 +401,7 @@ def format_result(r: BenchResult) -> str:
 
 
 def _net_lines(net: Mapping[str, Any]) -> list[str]:
-    """The net points (SPEC §10) under the gross table; none for a result without them."""
+    """The net points (docs/rules.md) under the gross table; none for a result without them."""
     if not net:
         return []
     out = [f"net (cost = {net['token_cost']}):",

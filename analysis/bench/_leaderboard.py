@@ -1,10 +1,10 @@
 """The OTBench leaderboard: built-ins and plug-ins ranked together within each strategy.
 
-Methods of different strategies act on different action spaces (SPEC §5) and
+Methods of different strategies act on different action spaces (docs/rules.md) and
 are scored against different oracle frontiers, so they are ranked only
 against methods of the same strategy. The order inside a strategy is defined
 in exactly one place, `leaderboard_key`: by the evaluator's area summary
-(SPEC §6, issue 18) -- the gap area between the oracle frontier and the
+(docs/rules.md, issue 18) -- the gap area between the oracle frontier and the
 method's step curve over relative cost [0, 1] (lower first), then the
 realized area share (higher first). Within one strategy every method faces
 the same frontier, so the two orders agree cell by cell; the tie-break only
@@ -13,6 +13,10 @@ matters through the macro chain.
 A ranking on a tiny evaluated split is noise: `small_split_warning` says so
 when some cell of a result has fewer than `MIN_RANK_QUESTIONS` questions in
 the evaluated split (the leaderboard carries the warning in every format).
+Given the set, `leaderboard(results, ms)` adds bootstrap intervals
+(`_intervals`): each method's 95 % rank interval within its strategy and its
+gap area behind the strategy's best method with a paired interval, gross and
+net, from the two-stage paired draw at a recorded seed.
 """
 
 import dataclasses
@@ -25,6 +29,7 @@ from otbench.analysis.measurement import Tidy
 from otbench.files import csv_text
 
 from ._evaluate import BenchResult
+from ._intervals import REPLICATES, SEED, intervals
 from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.leaderboard/1"
@@ -32,7 +37,7 @@ MIN_RANK_QUESTIONS = 10
 RANKED_BY = ("gap area to the oracle frontier over relative cost [0, 1] (lower first), "
              "then realized area share over no thinking (higher first)")
 NET_RANKED_BY = ("net rank: the same rule on the net points (thinking tokens plus the signal's "
-                 "cost per decision, SPEC §10); the oracle frontier is the same for both")
+                 "cost per decision, docs/rules.md); the oracle frontier is the same for both")
 
 # (JSON key, CSV header with its unit, Markdown header)
 COLUMNS = (
@@ -50,6 +55,19 @@ COLUMNS = (
     ("a_full", "a_full (fraction)", "full thinking"),
     ("min_questions", "min_questions (count)", "min questions / cell"),
 )
+INTERVAL_COLUMNS = (
+    ("rank_lo", "rank_lo (95%)", "rank 95%"),
+    ("rank_hi", "rank_hi (95%)", None),
+    ("gap_behind_best", "gap_behind_best (fraction)", "behind best (pp) [95%]"),
+    ("gap_behind_best_lo", "gap_behind_best_lo (fraction)", None),
+    ("gap_behind_best_hi", "gap_behind_best_hi (fraction)", None),
+    ("net_rank_lo", "net_rank_lo (95%)", "net rank 95%"),
+    ("net_rank_hi", "net_rank_hi (95%)", None),
+    ("net_gap_behind_best", "net_gap_behind_best (fraction)", "net behind best (pp) [95%]"),
+    ("net_gap_behind_best_lo", "net_gap_behind_best_lo (fraction)", None),
+    ("net_gap_behind_best_hi", "net_gap_behind_best_hi (fraction)", None),
+)
+"""Columns added when the leaderboard has bootstrap intervals (`Leaderboard.intervals`)."""
 
 
 def leaderboard_key(result: BenchResult) -> tuple:
@@ -108,19 +126,28 @@ class Leaderboard(Tidy):
     split: str
     synthetic: bool
     warnings: tuple[str, ...]
+    intervals: dict[str, Any] | None = None     # {"replicates", "seed", "draw"} when computed
+
+    @property
+    def _columns(self) -> tuple:
+        return COLUMNS + (INTERVAL_COLUMNS if self.intervals else ())
 
     def _tidy_columns(self) -> dict[str, Any]:
-        keys = [k for k, _, _ in COLUMNS] + ["points"]
+        keys = [k for k, _, _ in self._columns] + ["points"]
         return {k: [r[k] for r in self.rows] for k in keys}
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "split": self.split, "synthetic": self.synthetic,
-                "ranked_by": RANKED_BY, "net_ranked_by": NET_RANKED_BY, "warnings": list(self.warnings),
-                "rows": [dict(r) for r in self.rows]}
+        out = {"schema": SCHEMA, "split": self.split, "synthetic": self.synthetic,
+               "ranked_by": RANKED_BY, "net_ranked_by": NET_RANKED_BY, "warnings": list(self.warnings),
+               "rows": [dict(r) for r in self.rows]}
+        if self.intervals:
+            out["intervals"] = dict(self.intervals)
+        return out
 
     def to_csv(self) -> str:
-        return csv_text([h for _, h, _ in COLUMNS] + ["points (count)"],
-                        ([r[k] for k, _, _ in COLUMNS] + [r["points"]] for r in self.rows))
+        cols = self._columns
+        return csv_text([h for _, h, _ in cols] + ["points (count)"],
+                        ([r[k] for k, _, _ in cols] + [r["points"]] for r in self.rows))
 
     def to_markdown(self) -> str:
         lines = ["# OTBench leaderboard", ""]
@@ -130,20 +157,24 @@ class Leaderboard(Tidy):
                   f"{RANKED_BY}; {NET_RANKED_BY}. Gross columns count thinking tokens only (the "
                   f"papers' rule), net columns add the signal's cost. Accuracies in %, gaps in "
                   f"percentage points.", ""]
+        if self.intervals:
+            lines += [_interval_note(self.intervals), ""]
         lines += [f"> Warning: {w}" for w in self.warnings] + ([""] if self.warnings else [])
-        lines.append("| " + " | ".join(m for _, _, m in COLUMNS) + " |")
+        cols = [c for c in self._columns if c[2] is not None]
+        lines.append("| " + " | ".join(m for _, _, m in cols) + " |")
         lines.append("|" + "|".join("---" if k in ("strategy", "method") else "---:"
-                                    for k, _, _ in COLUMNS) + "|")
+                                    for k, _, _ in cols) + "|")
         for r in self.rows:
-            lines.append("| " + " | ".join(_md(k, r) for k, _, _ in COLUMNS) + " |")
+            lines.append("| " + " | ".join(_md(k, r) for k, _, _ in cols) + " |")
         return "\n".join(lines) + "\n"
 
     def format(self) -> str:
         """The console table (percent and pp, like the other commands)."""
         lines = ["SYNTHETIC DATA (simulated, not model outputs)"] if self.synthetic else []
+        iv = bool(self.intervals)
         lines.append(f"{'strategy':8s}  {'rank':>4s}  {'method':24s}  {'realized':>8s}  "
                      f"{'gap area':>9s}  {'net rank':>8s}  {'net real.':>9s}  {'net gap':>9s}  "
-                     f"{'curve':>7s}")
+                     f"{'curve':>7s}" + (f"  {'rank 95%':>8s}  {'behind best pp [95%]':>24s}" if iv else ""))
         for r in self.rows:
             share = "n/a" if r["realized_share"] is None else f"{100 * r['realized_share']:.1f}%"
             gap = "n/a" if r["gap_area_full"] is None else f"{100 * r['gap_area_full']:.2f} pp"
@@ -151,16 +182,36 @@ class Leaderboard(Tidy):
                 f"{100 * r['net_realized_share']:.1f}%"
             ngap = "n/a" if r["net_gap_area_full"] is None else \
                 f"{100 * r['net_gap_area_full']:.2f} pp"
+            extra = f"  {_md('rank_lo', r):>8s}  {_md('gap_behind_best', r):>24s}" if iv else ""
             lines.append(f"{r['strategy']:8s}  {r['rank']:4d}  {r['method']:24s}  {share:>8s}  "
                          f"{gap:>9s}  {r['net_rank']:8d}  {nshare:>9s}  {ngap:>9s}  "
-                         f"{r['curve_points']:>3d}/{r['points']:<3d}")
+                         f"{r['curve_points']:>3d}/{r['points']:<3d}" + extra)
         lines.append(f"ranked within each strategy by {RANKED_BY}; {NET_RANKED_BY}")
+        if iv:
+            lines.append(_interval_note(self.intervals))
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines) + "\n"
 
 
+def _interval_note(iv: dict[str, Any]) -> str:
+    return (f"95% intervals: two-stage paired bootstrap of the evaluated split ({iv['replicates']:,} "
+            f"replicates, seed {iv['seed']}): rank within the strategy, and the gap area over [0, 1] "
+            f"behind the strategy's best method (0 inside: the data do not separate the two)")
+
+
 def _md(key: str, r: dict[str, Any]) -> str:
     v = r[key]
+    if key in ("rank_lo", "net_rank_lo"):
+        pre = key[:-2]
+        lo, hi = r[f"{pre}lo"], r[f"{pre}hi"]
+        return "n/a" if lo is None else (f"{lo}" if lo == hi else f"{lo}–{hi}")
+    if key in ("gap_behind_best", "net_gap_behind_best"):
+        lo, hi = r[f"{key}_lo"], r[f"{key}_hi"]
+        if v is None:
+            return "n/a"
+        if lo is None:
+            return f"{100 * v:.2f}"
+        return f"{100 * v:.2f} [{100 * lo:.2f}, {100 * hi:.2f}]"
     if v is None:
         return "n/a"
     if key in ("realized_share", "net_realized_share", "a_zero", "a_full"):
@@ -174,14 +225,20 @@ def _md(key: str, r: dict[str, Any]) -> str:
     return str(v)
 
 
-def leaderboard(results: Sequence[BenchResult]) -> Leaderboard:
-    """Rank `results` (built-ins and plug-ins alike) within each strategy by `leaderboard_key`."""
+def leaderboard(results: Sequence[BenchResult], ms: Any = None, *, replicates: int = REPLICATES,
+                seed: int = SEED) -> Leaderboard:
+    """Rank `results` (built-ins and plug-ins alike) within each strategy by `leaderboard_key`.
+
+    With `ms`, the set the results were evaluated on, each row also gets bootstrap intervals
+    (`_intervals.intervals`: `replicates` draws at `seed`; module docstring).
+    """
     if not results:
         raise ArgumentError("a leaderboard needs at least one result")
     splits = sorted({r.split for r in results})
     if len(splits) > 1:
         raise ArgumentError(f"results come from different splits ({', '.join(splits)}); "
                             f"rank results of one split")
+    iv = intervals(ms, results, replicates=replicates, seed=seed) if ms is not None else None
     rows, warnings = [], []
     for strategy in ("dr", "fb", "dee"):
         ranked = sorted((r for r in results if r.strategy == strategy), key=leaderboard_key)
@@ -202,9 +259,22 @@ def leaderboard(results: Sequence[BenchResult]) -> Leaderboard:
                 "a_zero": r.reference["a_zero"], "a_full": r.reference["a_full"],
                 "min_questions": min((c.questions for c in r.cells), default=0),
             })
+            if iv is not None:
+                d = iv[r.method]
+                for pre in ("", "net_"):
+                    (lo, hi), (glo, ghi) = d[f"{pre}rank_interval"], d[f"{pre}gap_behind_best_interval"]
+                    rows[-1].update({f"{pre}rank_lo": lo, f"{pre}rank_hi": hi,
+                                     f"{pre}gap_behind_best": d[f"{pre}gap_behind_best"],
+                                     f"{pre}gap_behind_best_lo": glo, f"{pre}gap_behind_best_hi": ghi})
     for r in results:
         w = small_split_warning(r)
         if w is not None and w not in warnings:
             warnings.append(w)
+    meta = None if iv is None else {
+        "replicates": int(replicates), "seed": int(seed),
+        "draw": "two-stage paired bootstrap of the evaluated split (questions per group, then "
+                "trajectories per model and question), shared by every method; NumPy PCG64",
+        "percentiles": [2.5, 97.5]}
     return Leaderboard(rows=tuple(rows), split=splits[0],
-                       synthetic=any(r.synthetic for r in results), warnings=tuple(warnings))
+                       synthetic=any(r.synthetic for r in results), warnings=tuple(warnings),
+                       intervals=meta)

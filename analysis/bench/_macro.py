@@ -1,4 +1,4 @@
-"""The macro chain and the exact frontier read-out, shared by the gross and the net points (SPEC §4, §6).
+"""The macro chain and the exact frontier read-out, shared by the gross and the net points (docs/rules.md).
 
 Both are exact: cells weigh `1 / (models x cells of the model)` as exact
 fractions, and the frontier is read at an integer token cost without

@@ -1,4 +1,4 @@
-"""The net operating points of a method: thinking tokens plus what its signal costs (SPEC §10).
+"""The net operating points of a method: thinking tokens plus what its signal costs (docs/rules.md).
 
 Same exact arithmetic as the gross points (`_evaluate`, `_areas`): per cell
 the net cost is the integer `B_g + S_g` (`S_g` the signal tokens of the

@@ -1,4 +1,4 @@
-"""Per-trajectory stopping positions of one method at one θ, as the evaluator computes them (SPEC §6.1).
+"""Per-trajectory stopping positions of one method at one θ, as the evaluator computes them (docs/rules.md).
 
 The evaluator reports means; a certificate of an online run needs the
 position of every test trajectory. `stop_positions` fits the method on

@@ -1,4 +1,4 @@
-"""Question-level train / validation / test splits, stratified by group and seeded (SPEC §6.1).
+"""Question-level train / validation / test splits, stratified by group and seeded (docs/rules.md).
 
 The split of a measurement set is a pure function of the seed, the ratios
 and, per benchmark group, the group's question ids -- never of the models,
@@ -52,7 +52,7 @@ CONFIG_SCHEMA = "otbench.split-config/1"
 """A seeded split written down (scheme, seed, ratios): `artifacts/otbench/split-default.json`,
 the frozen default, is one; `--from-file` applies it as `assign_splits` would."""
 DEFAULT_SEED = 20260721
-"""The project's recorded seed (SPEC §7 uses the same one for the bootstrap)."""
+"""The project's recorded seed (docs/rules.md uses the same one for the bootstrap)."""
 DEFAULT_RATIOS = (0.6, 0.2, 0.2)
 _DOMAIN = b"otbench/split/v1"
 

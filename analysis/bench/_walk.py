@@ -1,4 +1,4 @@
-"""Map a method's decisions to stopping positions: DR/FB per unit, DEE by an online walk (SPEC §6.1).
+"""Map a method's decisions to stopping positions: DR/FB per unit, DEE by an online walk (docs/rules.md).
 
 Every function returns int64[traj] positions `k` with `0 <= k <= n` of the
 evaluated split's trajectories; the evaluator reads cost `L(k)` and reward
@@ -157,7 +157,7 @@ def check_independent(test: MeasurementSet, unit: np.ndarray, units: UnitTable, 
                       theta: float, batch_pos: np.ndarray, rows: np.ndarray) -> None:
     """Re-walk `rows` without the other trajectories; their stops must not change.
 
-    A DEE decision may use only its own trajectory's past (SPEC §6.1); a
+    A DEE decision may use only its own trajectory's past (docs/rules.md); a
     method that pools across the batch (e.g. normalizing by the batch's
     signals) would use other samples, so it is rejected.
     """

@@ -1,4 +1,4 @@
-"""Exact oracle Pareto frontiers of DR, FB and DEE (SPEC §5).
+"""Exact oracle Pareto frontiers of DR, FB and DEE (docs/rules.md).
 
 Decision units and their pruned actions (`_units`), exact budget arithmetic
 (`_budgets`), per-cell frontiers and macro summaries (`_frontiers`, solved

@@ -1,4 +1,4 @@
-"""Exact budget arithmetic and macro summaries of frontiers (SPEC §4, §5).
+"""Exact budget arithmetic and macro summaries of frontiers (docs/rules.md).
 
 Budgets are compared in integers: with `β = num / den` exactly, a cost `c`
 is allowed iff `c * den <= num * T`, i.e. `c <= floor(num * T / den)`,
@@ -10,7 +10,7 @@ and rounded once (Python's int / int is correctly rounded), so every float
 reported is the correctly rounded exact value and the comparisons behind
 `β_match` and `β_sat` are decided on the exact values.
 
-Aggregation: the equal-weight chain of the project (SPEC §4; the same as
+Aggregation: the equal-weight chain of the project (docs/rules.md; the same as
 `_aggregate.aggregate`): the mean over a model's cells, then the mean over
 models. On the full 6 x 4 grid this is the plain mean over the 24 cells.
 """
@@ -26,7 +26,7 @@ from otbench.resources import check_budget
 from otbench.errors import ArgumentError
 
 MACRO_WEIGHTING = ("equal weights over models of equal-weighted groups: the mean over a model's "
-                   "cells, then the mean over models (SPEC §4, §5); the plain mean over cells only "
+                   "cells, then the mean over models (docs/rules.md); the plain mean over cells only "
                    "on a full model x group grid")
 """The macro rule, written into the frontier documents."""
 

@@ -1,4 +1,4 @@
-"""CPU kernels of the frontier bootstrap: units, pruning, DP and budget queries in one pass (SPEC §5, §7).
+"""CPU kernels of the frontier bootstrap: units, pruning, DP and budget queries in one pass (docs/rules.md).
 
 The JAX pipeline (`_pipeline.Runner`, `_dp`) stays the accelerator path. On
 a CPU the host, not the DP, was most of a replicate's time (rebuilding the

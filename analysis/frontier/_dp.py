@@ -1,4 +1,4 @@
-"""The exact frontier DP: min-plus combination of decision units on a reward-indexed state (SPEC §5).
+"""The exact frontier DP: min-plus combination of decision units on a reward-indexed state (docs/rules.md).
 
 State. `g[r]` = the minimum total cost (retained tokens) with which the units
 combined so far reach a total offset reward of *at least* `r` (unreachable:

@@ -1,4 +1,4 @@
-"""Exact oracle Pareto frontiers of DR, FB and DEE per cell, macro summaries, hierarchy check (SPEC §5).
+"""Exact oracle Pareto frontiers of DR, FB and DEE per cell, macro summaries, hierarchy check (docs/rules.md).
 
 For each cell (model x benchmark group) and strategy, `_units` builds the
 decision units and their pruned integer actions and `_host_dp` combines them
@@ -8,16 +8,16 @@ tokens), divided by the cell's total probes (sum of `P` over trajectories).
 
 Budgets are compared in exact integer arithmetic and macro values are
 correctly rounded exact rationals (`_frontier_budgets`). The macro frontier
-weights cells through the project's chain (SPEC §4, §5): equal weights over
+weights cells through the project's chain (docs/rules.md): equal weights over
 models of equal-weighted groups, i.e. the mean over a model's cells, then the
 mean over models; on the full 6 x 4 grid this is the plain mean over the 24
 cells, on an incomplete grid it is not and the chain is the rule (the JSON
 says so in ``weighting``). `A_full` is the same macro mean of
 each cell's STP endpoint accuracy, pooled at probe level inside the cell
 (`sum C(n) / sum P` over the cell's trajectories), i.e. the accuracy of the
-all-full action, the normalization the frontier itself uses (SPEC §5: "cell
+all-full action, the normalization the frontier itself uses (docs/rules.md: "cell
 STP endpoint accuracy (all probes at k = n)"). With equal `R` and `P` per
-question this equals the SPEC §4 mean over trajectories and questions.
+question this equals the docs/rules.md mean over trajectories and questions.
 """
 
 import concurrent.futures
@@ -74,7 +74,7 @@ def strategies_iv(strategies: Sequence[str]) -> tuple[str, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One cell's identity and totals (SPEC §5 normalizers)."""
+    """One cell's identity and totals (docs/rules.md normalizers)."""
 
     index: int               # index into ms.cell_model / ms.cell_group
     model: str
@@ -240,7 +240,7 @@ def _frontiers_iv(ms: Any, strategies: Any, grid: Any) -> tuple[tuple[str, ...],
 def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIES,
               grid: int | Sequence[Any] = 1001, pareto: bool = False,
               check: bool = True) -> FrontierResult:
-    """Exact oracle frontiers of every cell of `ms` for each strategy (SPEC §5).
+    """Exact oracle frontiers of every cell of `ms` for each strategy (docs/rules.md).
 
     Args:
       ms: the measurement set (all its cells; use `ms.take` for a split).

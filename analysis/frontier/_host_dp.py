@@ -1,4 +1,4 @@
-"""The exact frontier DP in NumPy, for the point estimate on any machine (SPEC §5).
+"""The exact frontier DP in NumPy, for the point estimate on any machine (docs/rules.md).
 
 The same recurrence as `_dp` (the JAX kernel that serves the bootstrap on
 an accelerator) and `_cpu` (numba), on one problem at a time:

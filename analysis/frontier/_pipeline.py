@@ -1,4 +1,4 @@
-"""Frontier bootstrap: the exact DR / FB / DEE frontiers of every cell per replicate (SPEC §5, §7).
+"""Frontier bootstrap: the exact DR / FB / DEE frontiers of every cell per replicate (docs/rules.md).
 
 Each replicate's draws (`_bootstrap_draws`) become, per cell, the
 `_units.Occurrences` of `_frontier_replicates` -- one occurrence per drawn

@@ -1,4 +1,4 @@
-"""Bootstrap entry point: exact frontiers of one cell for a batch of resampled replicates (SPEC §7).
+"""Bootstrap entry point: exact frontiers of one cell for a batch of resampled replicates (docs/rules.md).
 
 A replicate is a multiset of question occurrences, each with the
 trajectories drawn for it (the two-stage paired draw), or multiplicity
@@ -120,7 +120,7 @@ def _occurrences_iv(ms: MeasurementSet, cell: int, strategy: str, draws: Any,
 def frontier_replicates(ms: MeasurementSet, cell: int, strategy: str, *,
                         draws: Any = None, weights: Any = None,
                         grid: int | Sequence[Any] = 101, batch: int | None = None) -> ReplicateFrontiers:
-    """Exact frontiers of one cell for a batch of resampled replicates (SPEC §7).
+    """Exact frontiers of one cell for a batch of resampled replicates (docs/rules.md).
 
     The DP is vmapped over the replicates of each batch (shared schedule,
     one compiled shape per batch size); budgets are normalized by each

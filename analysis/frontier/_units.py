@@ -1,4 +1,4 @@
-"""Decision units and their pruned integer actions for the three oracle strategies (SPEC §5).
+"""Decision units and their pruned integer actions for the three oracle strategies (docs/rules.md).
 
 A *decision unit* picks one *action*; an action has an integer cost (retained
 thinking tokens summed over the unit's trajectories) and an integer reward
@@ -14,16 +14,16 @@ thinking tokens summed over the unit's trajectories) and an integer reward
 
 Reading of "retains no thinking" (DR's zero action): each trajectory stops
 at its *latest* position with `L(k) = 0`, i.e. DR's two actions are exactly
-FB's smallest cap (0) and its largest cap. On data from the SPEC §3.2
-segmentation every step has at least one token, so this is `k = 0` as SPEC §5
-writes. On inputs that start with zero-length steps (valid under SPEC §2),
+FB's smallest cap (0) and its largest cap. On data from the docs/rules.md
+segmentation every step has at least one token, so this is `k = 0` as docs/rules.md
+writes. On inputs that start with zero-length steps (valid under docs/rules.md),
 `k = 0` read literally would not be an FB action -- FB's cap 0 moves such a
 trajectory onto its zero-length step, whose `C` may be lower -- so the
 feasible sets would not be nested and `F_DR <= F_FB` could fail on valid
 input (tests/test_frontier.py shows a case). With this reading
-`DR ⊆ FB ⊆ DEE` and the hierarchy SPEC §5 requires holds on every input.
+`DR ⊆ FB ⊆ DEE` and the hierarchy docs/rules.md requires holds on every input.
 
-Pruning (SPEC §5): per unit keep, for each cost, the best reward, then only
+Pruning (docs/rules.md): per unit keep, for each cost, the best reward, then only
 actions whose reward strictly rises with cost. The result per unit is sorted
 by cost with strictly increasing cost and reward; its first action has cost 0
 (`L(0) = 0`), and its reward is the unit's *base* reward. The DP works with
@@ -31,7 +31,7 @@ rewards offset by the base (`reward - base`, in `0..top`), so its state spans
 only the reward that tokens can buy.
 
 Units are described by *occurrences* so that the point estimate and the
-two-stage bootstrap (SPEC §7) share one code path: an occurrence is a question
+two-stage bootstrap (docs/rules.md) share one code path: an occurrence is a question
 together with a multiplicity for each of that question's trajectories (how
 often it was drawn). The point estimate has one occurrence per question with
 all multiplicities 1. A trajectory drawn `m` times counts `m` times in its
@@ -102,7 +102,7 @@ def isum(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 
 def prune_sorted(unit: np.ndarray, cost: np.ndarray, reward: np.ndarray,
                  num_units: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Remove dominated candidate actions (SPEC §5), without sorting.
+    """Remove dominated candidate actions (docs/rules.md), without sorting.
 
     Args:
       unit: int64[cand] unit of each candidate, non-decreasing; every unit
@@ -175,7 +175,7 @@ class CellData:
       n: int64[traj] number of steps.
       probes: int64[traj] probes per position.
       qoff: int64[question + 1] row range of each local question (rows are
-        sorted by question, SPEC §2).
+        sorted by question, docs/rules.md).
       question: int64[question] global question index of each local question.
     """
 
@@ -224,7 +224,7 @@ def occurrence_rows(cell: CellData, occ: Occurrences) -> tuple[np.ndarray, np.nd
 def totals(cell: CellData, occ: Occurrences) -> dict[str, np.ndarray]:
     """Per problem int64 totals: full-thinking tokens `T`, probes, endpoint reward.
 
-    Every drawn trajectory counts with its multiplicity (SPEC §7: budgets are
+    Every drawn trajectory counts with its multiplicity (docs/rules.md: budgets are
     normalized by the replicate's own full-thinking cost).
     """
     rows, o = occurrence_rows(cell, occ)

@@ -1,4 +1,4 @@
-"""Matched-horizon analysis (SPEC §8): calibration, paired contrasts, strata, scores, controls, tables.
+"""Matched-horizon analysis (docs/rules.md): calibration, paired contrasts, strata, scores, controls, tables.
 
 The run's on-disk form (`HorizonRun`, `load_run`) is part of the measurement
 contract (`otbench.analysis.measurement`), since the probe writes it.

@@ -1,4 +1,4 @@
-"""Matched-horizon analysis of a horizon run: the ``otbench.horizon/1`` document (SPEC §8).
+"""Matched-horizon analysis of a horizon run: the ``otbench.horizon/1`` document (docs/rules.md).
 
 `analyze` runs, per benchmark group, the pieces defined in their modules:
 the outcome definitions and the group's arrays (`_group`), calibration,

@@ -1,4 +1,4 @@
-"""Paired contrasts at fixed horizons, their sensitivities, McNemar and the four termination strata (SPEC §8).
+"""Paired contrasts at fixed horizons, their sensitivities, McNemar and the four termination strata (docs/rules.md).
 
 Paired contrasts `A - B` pair the two arms within item and replicate (a pair
 needs both outcomes). Per readout (Tables A6, A9a, A11): pointwise item-

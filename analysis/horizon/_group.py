@@ -1,4 +1,4 @@
-"""One benchmark group of a horizon run, sliced for the matched-horizon analysis (SPEC §8).
+"""One benchmark group of a horizon run, sliced for the matched-horizon analysis (docs/rules.md).
 
 Definitions, for arm `z`, item `i`, replicate `r`, horizon `B` (token counts
 in the source model's tokenizer):

@@ -1,4 +1,4 @@
-"""Inference for the matched-horizon analysis: item bootstrap, bands, log2-B summary, McNemar, sign-flip (SPEC §8).
+"""Inference for the matched-horizon analysis: item bootstrap, bands, log2-B summary, McNemar, sign-flip (docs/rules.md).
 
 * `bootstrap`: estimate and replicate distribution of stacked means of item
   means (`_horizon_kernels.item_means`), item scheme (primary: replicates
@@ -48,7 +48,7 @@ from . import _kernels as K
 
 REPLICATES = 10_000
 SEED = 0
-"""Default resampling seed of the matched-horizon intervals (the second paper's NumPy seed 0; SPEC §8)."""
+"""Default resampling seed of the matched-horizon intervals (the second paper's NumPy seed 0; docs/rules.md)."""
 BATCH = 1000
 LEVEL = 95.0
 SCHEMES = ("item", "two-way", "nested")

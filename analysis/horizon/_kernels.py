@@ -1,4 +1,4 @@
-"""JAX kernels of the matched-horizon analysis: resampling weights, weighted item means, scores (SPEC §8).
+"""JAX kernels of the matched-horizon analysis: resampling weights, weighted item means, scores (docs/rules.md).
 
 Every interval of the matched-horizon analysis is a percentile of a statistic
 that is a *mean of item means*: outcomes `x[item, rep, k]` (for `k` a stack
@@ -18,7 +18,7 @@ a replicate is NaN there.
 
 Draws. Replicate `b` of seed `s` is a pure function of `(s, b)`: it uses the
 SplitMix64 words `b * W + 1 .. b * W + W` of stream `s` (the counter-based
-generator of `_bootstrap_draws`, shared with the SPEC §7 bootstrap), `W =
+generator of `_bootstrap_draws`, shared with the docs/rules.md bootstrap), `W =
 ceil(I / 2)` (+ `ceil(R / 2)` for the two-way scheme), each 32-bit half
 mapped to an index by `floor(u * n / 2**32)`. Replicates never depend on the
 batch they are computed in.

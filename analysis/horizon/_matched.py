@@ -1,4 +1,4 @@
-"""Matched horizon chosen by one arm: the effort comparison of the second paper (SPEC §8; Tables A14, A15, A20).
+"""Matched horizon chosen by one arm: the effort comparison of the second paper (docs/rules.md; Tables A14, A15, A20).
 
 For each finished run of the lower arm `c`, the upper arm is read at `L^c`
 (its complete block when it finished earlier); pairs whose upper run cannot

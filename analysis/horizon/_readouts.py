@@ -1,4 +1,4 @@
-"""Per-arm readouts of a horizon run: calibration, proper scores, prefix controls, dense curves, agreement (SPEC §8).
+"""Per-arm readouts of a horizon run: calibration, proper scores, prefix controls, dense curves, agreement (docs/rules.md).
 
 Every rate is a mean of item means (replicates averaged within item first),
 with percentile intervals from an item bootstrap (`_inference`; default

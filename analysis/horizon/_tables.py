@@ -1,4 +1,4 @@
-"""Display tables of a matched-horizon analysis document (``otbench.horizon/1``), paper layouts (SPEC §8).
+"""Display tables of a matched-horizon analysis document (``otbench.horizon/1``), paper layouts (docs/rules.md).
 
 Each builder returns `(title, header, rows)` with display strings: rates in
 percent, contrasts in percentage points, intervals as ``[lo, hi]``, "—" for

@@ -1,4 +1,4 @@
-"""The measurement set: the contract between the probe stage and the analysis (SPEC §2). No JAX.
+"""The measurement set: the contract between the probe stage and the analysis (docs/rules.md). No JAX.
 
 Types and validation (`MeasurementSet`, `from_ragged`), Parquet storage with
 checksums (`save`, `load`), JSONL import/export, the Hugging Face dataset
@@ -32,7 +32,8 @@ _LAZY = {
     **dict.fromkeys(("export_hub", "from_table", "hub_path"), "_hub"),
     **dict.fromkeys(("export_jsonl", "import_jsonl"), "_jsonl"),
     **dict.fromkeys(("DEER_SIGNALS", "DYNASOR_SIGNALS", "PEER_SIGNAL_DEFINITIONS",
-                     "PEER_SIGNALS", "add_peer_signals", "agreement_runs"), "_peer_signals"),
+                     "PEER_SIGNALS", "WINDOW_BITS", "add_peer_signals", "window_masks"),
+                    "_peer_signals"),
     **dict.fromkeys(("SPAN_RULES", "boundary_mask", "segment", "segment_flat",
                      "target_steps"), "_segment"),
     "simulate": "_simulate",
@@ -71,8 +72,9 @@ if TYPE_CHECKING:   # static tools see the names the hook provides
         DYNASOR_SIGNALS,
         PEER_SIGNAL_DEFINITIONS,
         PEER_SIGNALS,
+        WINDOW_BITS,
         add_peer_signals,
-        agreement_runs,
+        window_masks,
     )
     from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps  # noqa: F401
     from ._simulate import simulate  # noqa: F401
@@ -92,10 +94,10 @@ def describe_columns() -> dict:
 
 
 __all__ = ["describe_columns", 
-    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
+    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "WINDOW_BITS", "window_masks", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
-    "add_field_signals", "add_peer_signals", "agreement_runs", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
+    "add_field_signals", "add_peer_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
     "deer_asks", "deer_own_stop", "deer_stop", "dynasor_own_stop", "dynasor_stop", "export_hub", "export_jsonl", "from_dense", "from_ragged",
     "from_table", "hub_path",
     "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",

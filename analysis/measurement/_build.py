@@ -1,4 +1,4 @@
-"""Build and validate a `MeasurementSet` from ragged per-trajectory columns (SPEC §2).
+"""Build and validate a `MeasurementSet` from ragged per-trajectory columns (docs/rules.md).
 
 This is the one validation path: the JSONL importer, the Parquet loader, the
 simulator and the probe all end here, so every reader enforces the same rules
@@ -131,7 +131,7 @@ def from_ragged(
 
 
 def _row_rules(checks, trajectory, probes, y, L, C, n) -> None:
-    """Per-row rules of SPEC §2, each as (bad rows, message builder); the first bad row wins."""
+    """Per-row rules of docs/rules.md, each as (bad rows, message builder); the first bad row wins."""
     L_flat, L_off = L
     C_flat, C_off = C
     L_len, C_len = np.diff(L_off), np.diff(C_off)

@@ -16,6 +16,10 @@ integers (a float θ is truncated, as the offline θ grid is integral).
 
 import numpy as np
 
+from otbench.errors import ArgumentError
+
+from ._peer_signals import WINDOW_BITS
+
 
 def window_agrees(answers: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """bool[rows]: the answers at columns `lo..hi` (inclusive) are all extracted (>= 0) and equal."""
@@ -61,8 +65,8 @@ def deer_asks(k: int, max_judge_steps: int) -> bool:
     return 1 <= int(k) <= int(max_judge_steps)
 
 
-def dynasor_own_stop(agree: np.ndarray, uncertain: np.ndarray, k: int, window: float) -> np.ndarray:
-    """Dynasor-CoT at `k` on its own probes (``dynasor_agree``, ``dynasor_uncertain``): stop when the
+def dynasor_own_stop(window: np.ndarray, uncertain: np.ndarray, k: int, threshold: float) -> np.ndarray:
+    """Dynasor-CoT at `k` on its own probes (``dynasor_window``, ``dynasor_uncertain``): stop when the
     probes at `k - w .. k - 1` agree and are all certain.
 
     hao-ai-lab/Dynasor, commit 0d2f1b9, ``dynasor/core/cot.py`` lines 58-135:
@@ -71,18 +75,23 @@ def dynasor_own_stop(agree: np.ndarray, uncertain: np.ndarray, k: int, window: f
     answers are one class of ``eqaul_group`` and all non-empty (lines 132-133,
     ``dynasor/core/evaluator.py`` lines 745-762) and none of their texts holds
     an uncertain word as a substring (lines 121-124, 134). A boundary plays a
-    chunk, so the window at `k` is `k - w .. k - 1`; it is one class of
-    non-empty answers exactly when ``agree[k - w] >= w`` (the signal's
-    definition). `w = int(window)`; no stop while `k < w` (fewer than
-    ``threshold`` probes: ``sum(probe_certain_count)`` < threshold) or `w < 1`.
+    chunk, so the window at `k` is `k - w .. k - 1`: it agrees exactly when
+    bit ``w - 1`` of ``window[k - 1]`` is set (the signal's definition, which
+    reads no position after `k - 1`). `w = int(threshold)`; no stop while
+    `k < w` (fewer than ``threshold`` probes: ``sum(probe_certain_count)`` <
+    threshold) or `w < 1`; a window longer than the recorded masks
+    (`WINDOW_BITS`) is refused.
     """
-    w, k = int(window), int(k)
-    rows = np.asarray(agree).shape[0]
+    w, k = int(threshold), int(k)
+    rows = np.asarray(window).shape[0]
+    if w > WINDOW_BITS:
+        raise ArgumentError(f"a Dynasor window of {w} probes is longer than the recorded masks "
+                            f"answer for ({WINDOW_BITS})")
     if w < 1 or k < w:
         return np.zeros(rows, dtype=bool)
-    runs = np.asarray(agree, dtype=np.float64)[:, k - w]
+    mask = np.rint(np.asarray(window, dtype=np.float64)[:, k - 1]).astype(np.int64)
     certain = np.all(np.asarray(uncertain)[:, k - w:k] == 0, axis=1)
-    return (runs >= w) & certain
+    return ((mask >> (w - 1)) & 1).astype(bool) & certain
 
 
 def deer_own_stop(confidence: np.ndarray, k: int, theta: float, max_judge_steps: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""A matched-horizon run on disk and as dense arrays (SPEC §8): the contract between `otbench horizon run` and `analyze`.
+"""A matched-horizon run on disk and as dense arrays (docs/rules.md): the contract between `otbench horizon run` and `analyze`.
 
 Run directory (written by `otbench.probe.horizon._run`)::
 

@@ -1,4 +1,4 @@
-"""Parquet storage of measurement sets: atomic writer, verifying loader, manifest (SPEC §2).
+"""Parquet storage of measurement sets: atomic writer, verifying loader, manifest (docs/rules.md).
 
 Layout of a measurement-set directory::
 
@@ -366,7 +366,7 @@ def _describe(typ: pa.DataType) -> str:
 def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
     """Load and validate a measurement set directory.
 
-    Every rule of SPEC §2 is checked (monotone `L`, `L[0] = 0`, `0 <= C <=
+    Every rule of docs/rules.md is checked (monotone `L`, `L[0] = 0`, `0 <= C <=
     probes`, consistent `n`, no duplicate (model, question, trajectory), no
     mixed probes within a question); a violation raises `MeasurementSetError`
     naming the file, the row (0-based within that file) and the rule. With

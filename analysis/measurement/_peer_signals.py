@@ -18,8 +18,9 @@ previous position, as the same prefix gives the same probe):
   (class -1); else the graded-correct class 0 with probability `C(k) / P`,
   else a wrong class (the previous wrong one with probability 0.6, a fresh
   one in 1..3 otherwise), then renumbered by first appearance as the probe
-  numbers them; ``dynasor_agree`` is then the run of equal,
-  non-empty classes from each position on (equal classes are equal answers);
+  numbers them; ``dynasor_window`` is then the mask of the windows ending at
+  each position whose classes are equal and non-negative (equal classes are
+  equal answers), `window_masks`;
 * ``dynasor_uncertain``: 1 with probability `0.1 + 0.5 (1 - C/P)`;
 * ``dynasor_tokens``: 20 decoded tokens (the probe has no stop string) plus
   the suffix's prefill, `DYNASOR_SUFFIX_TOKENS`;
@@ -51,10 +52,12 @@ PEER_SIGNAL_DEFINITIONS = {
                       "trajectory by Dynasor's eqaul_group (an answer joins the first earlier class "
                       "whose representative it math_equal's; 0, 1, ... by first appearance), -1 when "
                       "the answer is empty",
-    "dynasor_agree": "0 when this position's Dynasor answer is empty, else how many consecutive "
-                     "positions from this one on have non-empty answers math_equal to it (itself "
-                     "included): Dynasor's window k-w..k-1 agrees (eqaul_group is one class, "
-                     "count_not_empty is w) exactly when dynasor_agree[k-w] >= w",
+    "dynasor_window": "which Dynasor windows ending at this position agree, as a bit mask: bit w-1 "
+                      "(w = 1..16) is set when the w probe answers at positions k-w+1..k are all "
+                      "non-empty and each later one math_equal's the window's first, i.e. "
+                      "eqaul_group gives them one class and count_not_empty is w; a window of w "
+                      "probes before position k agrees exactly when bit w-1 of dynasor_window[k-1] "
+                      "is set (it reads no position after k-1)",
     "dynasor_uncertain": "1 when a word of Dynasor's uncertain_words (wait, hold, but, okay, no, "
                          "hmm) is a substring of the lower-cased text of that probe (all of it: "
                          "'polynomial' and a 'Wait' after the box count), else 0",
@@ -71,25 +74,29 @@ PEER_SIGNAL_DEFINITIONS = {
                    "plus its uncached prefill, the answer prompt's tokens",
 }
 PEER_SIGNALS = tuple(PEER_SIGNAL_DEFINITIONS)
-DYNASOR_SIGNALS = ("dynasor_answer", "dynasor_agree", "dynasor_uncertain", "dynasor_tokens")
+DYNASOR_SIGNALS = ("dynasor_answer", "dynasor_window", "dynasor_uncertain", "dynasor_tokens")
+WINDOW_BITS = 16
+"""The longest window a ``dynasor_window`` mask answers for (its bits 0..15)."""
 DEER_SIGNALS = ("deer_conf", "deer_tokens")
 
 
-def agreement_runs(classes: np.ndarray) -> np.ndarray:
-    """float[rows, K]: per position, the run of consecutive equal non-negative classes from it on.
+def window_masks(classes: np.ndarray, bits: int = WINDOW_BITS) -> np.ndarray:
+    """float[rows, K]: per position `j`, the mask of windows ending at `j` of equal non-negative classes.
 
-    The run of an equivalence numbering (equal classes, equal answers), the
-    form `dynasor_agree` takes when `math_equal` is transitive on the row.
+    Bit ``w - 1`` is set when columns ``j - w + 1 .. j`` all hold the class of
+    column ``j - w + 1`` and it is >= 0: the form ``dynasor_window`` takes
+    for an equivalence numbering (equal classes, equal answers).
     """
     c = np.asarray(classes, dtype=np.float64)
-    out = np.zeros_like(c)
-    if c.shape[1] == 0:
-        return out
-    out[:, -1] = (c[:, -1] >= 0).astype(np.float64)
-    for k in range(c.shape[1] - 2, -1, -1):
-        same = (c[:, k] >= 0) & (c[:, k + 1] == c[:, k])
-        out[:, k] = np.where(c[:, k] >= 0, np.where(same, out[:, k + 1] + 1.0, 1.0), 0.0)
-    return out
+    rows, K = c.shape
+    out = np.zeros((rows, K), dtype=np.int64)
+    run = np.zeros(rows, dtype=np.int64)      # equal non-negative classes ending at j
+    for j in range(K):
+        ok = c[:, j] >= 0
+        same = ok & (c[:, j] == c[:, j - 1]) if j else np.zeros(rows, dtype=bool)
+        run = np.where(same, run + 1, ok.astype(np.int64))
+        out[:, j] = (np.int64(1) << np.minimum(run, bits)) - 1     # windows of 1..run agree
+    return out.astype(np.float64)
 
 
 def _first_appearance(classes: np.ndarray, n_classes: int) -> np.ndarray:
@@ -139,7 +146,7 @@ def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
         ans[:, k], unc[:, k], conf[:, k], dtok[:, k] = cur, uk, ck, tk
     ans = _first_appearance(ans, 4)
     signals = dict(ms.signals)
-    signals.update(dynasor_answer=ans, dynasor_agree=agreement_runs(ans), dynasor_uncertain=unc,
+    signals.update(dynasor_answer=ans, dynasor_window=window_masks(ans), dynasor_uncertain=unc,
                    dynasor_tokens=np.full((T, K), float(PEER_CAP + DYNASOR_SUFFIX_TOKENS)),
                    deer_conf=conf, deer_tokens=dtok + DEER_PROMPT_TOKENS)
     prov: dict[str, Any] = dict(ms.provenance)

@@ -1,4 +1,4 @@
-"""Token-space step segmentation: boundary blocks merged to a target step count (SPEC §3.2).
+"""Token-space step segmentation: boundary blocks merged to a target step count (docs/rules.md).
 
 A trajectory's thinking token ids are cut into *initial blocks*: a block
 ends right after every token whose id is in the boundary vocabulary `B`
@@ -64,7 +64,7 @@ def initial_blocks(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 SPAN_RULES = ("vocab", "vocab+span")
-"""Boundary rules: "vocab" is SPEC §3.2 (a block ends after every id in B);
+"""Boundary rules: "vocab" is docs/rules.md (a block ends after every id in B);
 "vocab+span" also ends a block after a token that starts with a line feed
 when the token before it (in the same trajectory) ends with one: a double
 LF spanning two tokens. Tokenizers whose pre-tokenizer splits "\n\n" before
@@ -307,7 +307,7 @@ def segment_flat(ids: np.ndarray, offsets: np.ndarray, mask: np.ndarray, b: int,
       mask: bool[vocab] boundary lookup table.
       b: target average step length in tokens.
       span: (ends_newline, starts_newline) tables for the "vocab+span" rule
-        (`SPAN_RULES`); None for SPEC §3.2's vocabulary rule.
+        (`SPAN_RULES`); None for docs/rules.md's vocabulary rule.
       backend: "auto" (numba when installed and the batch has at least
         `NUMBA_MIN_TOKENS` tokens), "numba" or "python"; all give identical results.
 

@@ -1,8 +1,8 @@
-"""A calibrated simulator of STP measurement sets, clearly marked synthetic (SPEC §9).
+"""A calibrated simulator of STP measurement sets, clearly marked synthetic (docs/rules.md).
 
 Without the original model outputs the paper's numbers cannot be recomputed,
-so `simulate` draws measurement sets with the paper's shapes (SPEC §1) and
-aggregates near the paper's (SPEC §4), for scale, performance and end-to-end
+so `simulate` draws measurement sets with the paper's shapes (docs/rules.md) and
+aggregates near the paper's (docs/rules.md), for scale, performance and end-to-end
 work. Every set it returns has ``synthetic=True`` and records the generator
 (``otbench.simulate/1``), every parameter, the scale and the seed in
 ``provenance``. Model names are invented look-alikes under ``sim/`` and stand
@@ -28,7 +28,7 @@ parameters (`_Group`) carry a ``_g`` suffix, model parameters (`_Model`) ``_m``.
    think longer). With probability 0.001 thinking closes at once (``L = 0``,
    ``n = 0``). ``L(n) = min(round(L_raw), 32768)``; reaching the limit gives
    ``finished = False``.
-5. Steps (SPEC §3.2, ``b = 256``). ``n = max(1, floor(L(n)/256 + 1/2))``;
+5. Steps (docs/rules.md, ``b = 256``). ``n = max(1, floor(L(n)/256 + 1/2))``;
    with probability ``few_blocks_g`` the text has fewer boundaries than that
    and ``n`` shrinks to ``max(1, floor(n U(0.3, 1)))``. Step ``i`` gets
    ``L(n) w_i / sum(w)`` tokens, ``w_i ~ Gamma(4, 1)`` (spread 1/2 around the
@@ -59,7 +59,7 @@ parameters (`_Group`) carry a ``_g`` suffix, model parameters (`_Model`) ``_m``.
 8. Original answer. ``y ~ Bernoulli(p(n))`` when thinking finished and
    ``Bernoulli(0.5 p(n))`` when it was cut at the limit (such generations
    often end without a final answer).
-9. Signal ``margin`` (SPEC §6.3): at every boundary, log-probability of the
+9. Signal ``margin`` (docs/rules.md): at every boundary, log-probability of the
    most likely non-ending token minus that of the thinking-end token, in
    nats. The model's confidence ``conf`` is an exponential moving average of
    "holding" over ``u`` (rate 8 per unit); ``margin_k = b + 6 (1 - conf_k) +
@@ -77,7 +77,7 @@ largest AD at 17.3-17.5 pp (16.98), per-model OR 48-76 % and AD 6.8-12.2 pp
 71-72.5 % (72.33), macro mean thinking tokens 8,330-8,470 (8,281; pooled
 about 6,100-6,260 per trajectory, 565-579 M in all against 577 M). Thinning
 to 4 / 8 / 12 probes gives expected OR about 74 / 70 / 68 % and earliest-
-maximizer retention about 54 / 70 / 83 %, close to SPEC §7 without being
+maximizer retention about 54 / 70 / 83 %, close to docs/rules.md without being
 tuned for it.
 
 Scales: ``paper`` -- 6 models x 963 questions (AIME 3 x 30, MATH500 500,
@@ -104,9 +104,9 @@ from otbench.errors import ArgumentError
 GENERATOR = "otbench.simulate/1"
 SCALES = ("tiny", "small", "paper")
 THINKING_LIMIT = 32_768
-"""Thinking-token limit (SPEC §3.1); longer trajectories are cut here, finished=False."""
+"""Thinking-token limit (docs/rules.md); longer trajectories are cut here, finished=False."""
 STEP_TOKENS = 256
-"""Target average step length `b` (SPEC §3.2)."""
+"""Target average step length `b` (docs/rules.md)."""
 
 
 # Global constants of the generative model (module docstring).
@@ -370,7 +370,7 @@ def _latents(rows: _Rows, rng) -> _Latents:
 
 
 def _steps(sc, rng, rows: _Rows, lat: _Latents) -> _Steps:
-    """Thinking lengths, the thinking limit, step counts and step lengths (SPEC §3.2)."""
+    """Thinking lengths, the thinking limit, step counts and step lengths (docs/rules.md)."""
     G, Mp, d = rows.G, rows.Mp, rows.d
     T = d.size
     log_len = (np.log(G["tokens"]) + Mp["length"] + G["len_diff"] * d + 0.2 * lat.len_mq
@@ -430,7 +430,7 @@ def _answers(sc, rng, rows: _Rows, lat: _Latents, st: _Steps):
 
 
 def _margin(rng, lat: _Latents, st: _Steps, conf: np.ndarray) -> np.ndarray:
-    """The ThinkBrake-style margin signal at every position (SPEC §6.3)."""
+    """The ThinkBrake-style margin signal at every position (docs/rules.md)."""
     row, src, last = st.row, st.src, st.last
     V, T = row.size, st.n.size
     noise = _MARGIN["noise"] * rng.standard_normal(V)[src]

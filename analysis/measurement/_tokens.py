@@ -1,7 +1,7 @@
 """The raw-token tables of a probe set: stored thinking ids and the boundary masks recorded with them.
 
 One reader shared by `otbench probe resegment` and the report's step-length
-figure, so both segment exactly as the probe did (SPEC §3.2).
+figure, so both segment exactly as the probe did (docs/rules.md).
 """
 
 from collections.abc import Mapping

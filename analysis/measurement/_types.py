@@ -1,4 +1,4 @@
-"""The in-memory measurement set: dense padded arrays plus name tables (SPEC §2)."""
+"""The in-memory measurement set: dense padded arrays plus name tables (docs/rules.md)."""
 
 import dataclasses
 import threading
@@ -24,7 +24,7 @@ class MeasurementSet(Tidy):
     (group, question id) pairs -- a question is shared by every model, which
     the paired bootstrap relies on.
 
-    Padding rule (SPEC §2): `L`, `C` and every signal are padded to the right
+    Padding rule (docs/rules.md): `L`, `C` and every signal are padded to the right
     by repeating the trajectory's last valid value, so `L[t, k] == L[t, n[t]]`
     for `k > n[t]`. With this padding "the latest position whose `L` is under
     a cap" and per-row maxima are correct without masks: a padded position
@@ -175,7 +175,7 @@ def pad_ragged(values: np.ndarray, offsets: np.ndarray, width: int,
     rows = lengths.shape[0]
     if rows == 0:
         return np.zeros((0, width), dtype=dtype)
-    # Each cell reads value `min(k, length - 1)` of its row (SPEC §2 padding repeats
+    # Each cell reads value `min(k, length - 1)` of its row (docs/rules.md: padding repeats
     # the last), gathered a block of rows at a time: the index is a block's size, never
     # the set's. Every page a command touches first costs a fault, and faults were
     # most of this function's time with whole-set index arrays and masks.

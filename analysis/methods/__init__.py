@@ -1,4 +1,4 @@
-"""Stopping methods (SPEC §6.1-§6.2, §10): the contract, `Method`, the registry and the built-ins.
+"""Stopping methods (docs/rules.md-§6.2, §10): the contract, `Method`, the registry and the built-ins.
 
 No JAX here: the probe stage and the online controller import these names
 (as they import the measurement contract), and OTBench's JAX scorer
@@ -26,12 +26,14 @@ from ._contract import (
 )
 from ._cost import NO_SIGNAL, SignalCost, signal_tokens
 from ._features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
-from ._field import AnswerConsistency, BudgetForcing, Deer, DynasorCoT
+from ._field import AnswerConsistency, BudgetForcing, Deer, DeerSTP, DynasorCoT, DynasorCoTSTP
 from ._method import (
                       METHODS,
                       ONLINE_MODES,
                       PROCESSOR_SIGNALS,
+                      OWN_SIDE_SIGNALS,
                       SIDE_SIGNALS,
+                      STP_SIDE_SIGNALS,
                       Method,
                       builtin_methods,
                       check_sweep_budget,
@@ -45,8 +47,8 @@ BUILTINS = METHODS
 
 __all__ = [
     "BUILTINS", "DECISION", "METHODS", "NO_SIGNAL", "ONLINE_MODES", "PROCESSOR_SIGNALS",
-    "SIDE_SIGNALS", "STRATEGIES",
-    "AnswerConsistency", "BudgetForcing", "BudgetMethod", "Deer", "DynasorCoT", "ExitMethod",
+    "OWN_SIDE_SIGNALS", "SIDE_SIGNALS", "STP_SIDE_SIGNALS", "STRATEGIES",
+    "AnswerConsistency", "BudgetForcing", "BudgetMethod", "Deer", "DeerSTP", "DynasorCoT", "DynasorCoTSTP", "ExitMethod",
     "HashedText", "ImportedStops", "Method", "MethodError", "OnlineView", "PredictiveScheduling",
     "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable",
     "builtin_methods", "check_sweep_budget", "load_method", "read_question_features", "read_stops",

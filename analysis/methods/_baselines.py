@@ -1,4 +1,4 @@
-"""The three OTBench baselines, one per strategy (SPEC §6.2).
+"""The three OTBench baselines, one per strategy (docs/rules.md).
 
 * `ThinkSwitcher` (DR, ``thinkswitcher``): per model, a ridge regression
   from question features to the question's mean probe accuracy with no
@@ -7,12 +7,12 @@
   clipped to [0, 1]; think when the predicted gain exceeds `θ`.
 * `PredictiveScheduling` (FB, ``predictive-scheduling``): per model, a
   ridge regression from question features to `log1p` of the question's mean
-  `L(k*)` (`k*` the earliest maximizer of the probe curve, SPEC §4; the log
+  `L(k*)` (`k*` the earliest maximizer of the probe curve, docs/rules.md; the log
   because token counts span three orders of magnitude); the cap is `θ` times
   the prediction `expm1(·)` (floored at 0).
 * `ThinkBrake` (DEE, ``thinkbrake``): stop at the first boundary where the
   recorded ``margin`` signal (log-probability of the most likely non-ending
-  token minus that of the thinking-end token, SPEC §6.3) is `<= θ`. Nothing
+  token minus that of the thinking-end token, docs/rules.md) is `<= θ`. Nothing
   is learned; the train split only places the default `θ` sweep.
 
 Learned parts are trained on the train split only; the ridge penalty is
@@ -57,7 +57,7 @@ def endpoint_accuracies(ms: MeasurementSet) -> tuple[np.ndarray, np.ndarray]:
 
 
 def earliest_max_tokens(ms: MeasurementSet) -> np.ndarray:
-    """float64[traj] `L(k*)`, `k*` the earliest maximizer of `C` over `0..n` (SPEC §4).
+    """float64[traj] `L(k*)`, `k*` the earliest maximizer of `C` over `0..n` (docs/rules.md).
 
     Padding repeats `C(n)`, so the earliest maximizer of the padded row is
     the earliest valid one.
@@ -195,7 +195,7 @@ class ThinkBrake:
     def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
         if self.signal not in train.signals:
             raise ArgumentError(f"thinkbrake needs the per-position signal {self.signal!r} "
-                                f"(SPEC §6.3); the set records: "
+                                f"(docs/rules.md); the set records: "
                                 f"{', '.join(sorted(train.signals)) or 'none'}")
         # The boundaries where a stop is asked: k < n.
         can_stop = np.arange(train.num_positions)[None, :] < train.n[:, None]

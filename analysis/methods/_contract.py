@@ -1,8 +1,8 @@
-"""The OTBench method interface, its online view, and plug-in loading (SPEC §6.1).
+"""The OTBench method interface, its online view, and plug-in loading (docs/rules.md).
 
 A *method* is any object with
 
-* ``strategy``: ``"dr"``, ``"fb"`` or ``"dee"`` (SPEC §5's action spaces);
+* ``strategy``: ``"dr"``, ``"fb"`` or ``"dee"`` (docs/rules.md's action spaces);
 * one decision function for its strategy, taking the control parameter `θ`:
 
   - DR  ``route(units: UnitTable, theta) -> bool[unit]``: think (True) or

@@ -1,6 +1,6 @@
-"""Decision units, offline question features, and closed-form ridge regression (SPEC §6.2).
+"""Decision units, offline question features, and closed-form ridge regression (docs/rules.md).
 
-Features are computed from what is known before a model thinks (SPEC §6.1):
+Features are computed from what is known before a model thinks (docs/rules.md):
 the question text, its benchmark group and dataset, and stored question-
 level features. A *featurizer* is any object with ``transform(units) ->
 float64[unit, dim]`` (and optionally ``fit(units)``, called on the training

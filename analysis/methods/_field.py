@@ -8,32 +8,45 @@ costs per decision (`_cost.SignalCost`) so OTBench can score it net of that
 cost. Sources are restated from their code, never copied:
 
 * `DynasorCoT` (DEE, ``dynasor-cot``): hao-ai-lab/Dynasor, commit 0d2f1b9,
-  ``dynasor/core/cot.py``. Every `chunk_size` tokens (lines 58-67) a side
-  probe is decoded on the prompt *before* that chunk (lines 69-76: the
-  suffix "... Oh, I suddenly got the answer to the whole problem, **Final
-  Answer** \\[ \\boxed{" of line 43, at most 20 tokens); after the chunk,
-  thinking ends when the last `threshold` probe answers are all non-empty,
-  all equivalent, and none of their texts contains a word of
-  ``uncertain_words`` (line 5; the test at lines 121-134, with
-  ``eqaul_group`` / ``count_not_empty`` of ``dynasor/core/evaluator.py``
-  lines 745-762). Restated: a boundary plays a chunk; at boundary `k` stop
-  when the answers at `k - θ .. k - 1` are all extracted (``answer >= 0``)
-  and equal and their ``hesitation`` is 0 (`θ` = ``threshold``, the window;
-  the effort levels of lines 8-19 use 2, 3, 5 and 8). Cost: one probe per
-  boundary before the stop (``paid = "before_stop"``): the suffix prefill
-  plus the recorded decoded answer tokens.
-* `Deer` (DEE, ``deer``): iie-ycx/DEER, commit c9dd19f, ``vllm-deer.py``.
-  At each reasoning transition ("Wait", line 248) a trial answer is decoded
-  after "\\n**Final Answer**\\n\\boxed" (line 252; at most
-  ``prob_check_max_tokens`` = 20 tokens, line 179) and its confidence is the
-  arithmetic mean (``policy`` avg1, the default of line 167), geometric mean
-  or minimum of its token probabilities (lines 100-147); thinking ends when
-  the confidence is strictly above ``threshold`` (line 636, default 0.95,
-  line 169); only the first ``max_judge_steps`` = 10 transitions are
-  checked (lines 166, 396); with ``no_thinking`` = 0 (line 162) nothing is
-  checked before thinking starts. Restated: a boundary plays a transition;
-  at `1 <= k <= max_judge` stop when ``answer_conf > θ``. Cost per check:
-  the answer-prompt prefill plus the recorded decoded answer tokens.
+  ``dynasor/core/cot.py``, on *its own* probe as the probe stage records it
+  (``probe.field_probes = ["dynasor"]``; `otbench.probe.grading._peers`
+  restates the probe). Every `chunk_size` tokens (lines 58-67) a side probe
+  is decoded on the prompt *before* that chunk (lines 69-76: the suffix
+  "... Oh, I suddenly got the answer to the whole problem, **Final Answer**
+  \\[ \\boxed{" of line 43, 20 tokens at temperature 0.6, top-p 0.95);
+  after the chunk, thinking ends when the last `threshold` probe answers are
+  all non-empty, one class of ``eqaul_group`` under ``math_equal`` and none
+  of their texts holds a word of ``uncertain_words`` as a substring (line 5;
+  lines 121-135, ``dynasor/core/evaluator.py`` lines 745-762). Restated: a
+  boundary plays a chunk; at boundary `k` stop when bit `θ - 1` of
+  ``dynasor_window[k - 1]`` is set and ``dynasor_uncertain`` is 0 at
+  `k - θ .. k - 1` (`measurement.dynasor_own_stop`; `θ` = ``threshold``
+  <= 16; the effort levels of lines 8-19 use 2, 3, 5 and 8). Cost: the
+  recorded ``dynasor_tokens`` of every probe before the stop (``paid =
+  "before_stop"``): the suffix's prefill plus the tokens the probe decoded.
+* `Deer` (DEE, ``deer``): iie-ycx/DEER, commit c9dd19f, ``vllm-deer.py``,
+  on its own trial answer (``probe.field_probes = ["deer"]``). At each
+  reasoning transition ("Wait", line 248) a trial answer is decoded after
+  "\\n**Final Answer**\\n\\boxed" (line 252; at most
+  ``prob_check_max_tokens`` = 20 tokens, line 179, stopped at the stop
+  strings of line 269) and its confidence is the arithmetic mean of the
+  probabilities of its tokens 1..N-1 (``policy`` avg1, the default of line
+  167; lines 100-149); thinking ends when the confidence is strictly above
+  ``threshold`` (line 636, default 0.95, line 169); only the first
+  ``max_judge_steps`` = 10 transitions are checked (lines 166, 396); with
+  ``no_thinking`` = 0 (line 162) nothing is checked before thinking starts.
+  Restated: a boundary plays a transition; at `1 <= k <= max_judge` stop
+  when ``deer_conf > θ`` (`measurement.deer_own_stop`). Cost per check: the
+  recorded ``deer_tokens`` (the prompt's prefill plus the N tokens DEER's
+  request decodes).
+* `DynasorCoTSTP` (``dynasor-cot-stp``) and `DeerSTP` (``deer-stp``): the
+  same rules read on otbench's own STP answer probe instead (``answer``,
+  ``hesitation``, ``answer_conf``: thinking closed, up to ``answer_limit``
+  tokens, whole hesitation words up to the answer's close, answers compared
+  by key, confidence over the tokens inside the braces) and charged that
+  probe's recorded ``answer_tokens``. They are *not* the sources' methods --
+  the suffix says so -- and are kept because every probe set records their
+  signals, while the sources' own probes are recorded only when a job asks.
 * `BudgetForcing` (FB, ``budget-forcing``): simplescaling/s1, commit
   77272c6, ``README.md`` "vLLM with budget forcing": one thinking-token cap
   ``MAX_TOKENS_THINKING`` for every prompt (line 87), thinking decoded with
@@ -58,9 +71,12 @@ from typing import Any
 
 import numpy as np
 from otbench.analysis.measurement import (
+    WINDOW_BITS,
     MeasurementSet,
     consistency_stop,
+    deer_own_stop,
     deer_stop,
+    dynasor_own_stop,
     dynasor_stop,
 )
 
@@ -75,11 +91,13 @@ DEER_PROMPT_TOKENS = 8
 PROBE_CAP = 20
 
 
-def _need(ms: MeasurementSet, names: tuple[str, ...], who: str) -> None:
+def _need(ms: MeasurementSet, names: tuple[str, ...], who: str, own: str | None = None) -> None:
     missing = [s for s in names if s not in ms.signals]
     if missing:
-        raise ArgumentError(f"{who} needs the per-position signals {', '.join(missing)} (issue 27 "
-                            f"field signals); the set records: {', '.join(sorted(ms.signals)) or 'none'}")
+        how = (f"its own probe, recorded when the probe job lists \"{own}\" in probe.field_probes"
+               if own else "otbench's field signals")
+        raise ArgumentError(f"{who} needs the per-position signals {', '.join(missing)} ({how}); the "
+                            f"set records: {', '.join(sorted(ms.signals)) or 'none'}")
 
 
 def _window_grid(lo: int, n: int, top: int = 16) -> list[float]:
@@ -88,55 +106,112 @@ def _window_grid(lo: int, n: int, top: int = 16) -> list[float]:
 
 
 class DynasorCoT:
-    """Dynasor-CoT: stop when the last `θ` probe answers agree and none hesitates (module docstring)."""
+    """Dynasor-CoT on its own probe: the last `θ` probe answers agree and none is uncertain (module docstring)."""
 
     name = "dynasor-cot"
     strategy = "dee"
-    summary = "Dynasor-CoT: the last theta probe answers agree, none hesitates (signals answer, hesitation)"
+    summary = ("Dynasor-CoT on its own probe: the last theta probe answers agree, none uncertain "
+               "(signals dynasor_window, dynasor_uncertain)")
     online = "side"
-    signals = ("answer", "hesitation")
+    signals = ("dynasor_window", "dynasor_uncertain")
     thetas = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0)
 
     def theta_grid(self, n: int) -> list[float]:
-        return _window_grid(2, n)
+        return _window_grid(2, n, WINDOW_BITS)
 
-    signal_cost = SignalCost(prefill=DYNASOR_SUFFIX_TOKENS, decoded=PROBE_CAP,
-                             recorded="answer_tokens", paid="before_stop", first=0,
-                             note="a side probe (suffix prefill + <= 20 decoded tokens) on the "
-                                  "prefix before each chunk")
+    signal_cost = SignalCost(decoded=PROBE_CAP + DYNASOR_SUFFIX_TOKENS, recorded="dynasor_tokens",
+                             paid="before_stop", first=0,
+                             note="Dynasor's own probe (its suffix's prefill + the tokens it decoded, "
+                                  "recorded in dynasor_tokens) on the prefix before each chunk")
 
     def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
-        _need(train, self.signals, self.name)
+        _need(train, self.signals, self.name, own="dynasor")
 
     def stop(self, view, theta: float) -> np.ndarray:
         # The decision is stated once (measurement._field_rules) for OTBench and the online controller.
         if int(theta) < 1 or view.k < int(theta):
             return np.zeros(len(view), dtype=bool)
+        return dynasor_own_stop(view.history("dynasor_window"), view.history("dynasor_uncertain"),
+                                view.k, theta)
+
+    def config(self) -> dict[str, Any]:
+        return {"source": "hao-ai-lab/Dynasor dynasor/core/cot.py", "theta": "probe window",
+                "probe": "its own (signal.dynasor_window, signal.dynasor_uncertain)"}
+
+
+class DynasorCoTSTP(DynasorCoT):
+    """Dynasor-CoT's rule on otbench's STP answer probe, not Dynasor's own (module docstring)."""
+
+    name = "dynasor-cot-stp"
+    summary = ("Dynasor-CoT's rule on otbench's STP answer probe, not Dynasor's own: the last theta "
+               "answers agree, none hesitates (signals answer, hesitation)")
+    signals = ("answer", "hesitation")
+    signal_cost = SignalCost(prefill=DYNASOR_SUFFIX_TOKENS, decoded=PROBE_CAP,
+                             recorded="answer_tokens", paid="before_stop", first=0,
+                             note="otbench's STP answer probe (declared suffix prefill + its recorded "
+                                  "answer_tokens) on the prefix before each chunk")
+
+    def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
+        _need(train, self.signals, self.name)
+
+    def stop(self, view, theta: float) -> np.ndarray:
+        if int(theta) < 1 or view.k < int(theta):
+            return np.zeros(len(view), dtype=bool)
         return dynasor_stop(view.history("answer"), view.history("hesitation"), view.k, theta)
 
     def config(self) -> dict[str, Any]:
-        return {"source": "hao-ai-lab/Dynasor dynasor/core/cot.py", "theta": "probe window"}
+        return {"source": "hao-ai-lab/Dynasor dynasor/core/cot.py", "theta": "probe window",
+                "probe": "otbench's STP answer probe (signal.answer, signal.hesitation), not Dynasor's"}
 
 
 class Deer:
-    """DEER: stop at a transition whose trial-answer confidence exceeds `θ` (module docstring)."""
+    """DEER on its own trial answer: stop at a transition whose confidence exceeds `θ` (module docstring)."""
 
     name = "deer"
     strategy = "dee"
-    summary = ("DEER: trial-answer confidence > theta at one of the first 10 boundaries "
-               "(signal answer_conf)")
+    summary = ("DEER on its own trial answer: confidence > theta at one of the first 10 boundaries "
+               "(signal deer_conf)")
     online = "side"
-    signals = ("answer_conf",)
+    signals = ("deer_conf",)
     thetas = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99, 1.0)
     theta_range = (0.5, 1.0)
 
     def __init__(self, max_judge_steps: int = 10):
         self.max_judge_steps = int(max_judge_steps)
-        self.signal_cost = SignalCost(prefill=DEER_PROMPT_TOKENS, decoded=PROBE_CAP,
-                                      recorded="answer_tokens", paid="asked", first=1,
-                                      max_decisions=self.max_judge_steps,
-                                      note="a trial answer (prompt prefill + <= 20 decoded "
-                                           "tokens) per checked transition")
+        self.signal_cost = self._cost()
+
+    def _cost(self) -> SignalCost:
+        return SignalCost(decoded=PROBE_CAP + DEER_PROMPT_TOKENS, recorded="deer_tokens", paid="asked",
+                          first=1, max_decisions=self.max_judge_steps,
+                          note="DEER's own trial answer (its prompt's prefill + the tokens its request "
+                               "decodes, recorded in deer_tokens) per checked transition")
+
+    def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
+        _need(train, self.signals, self.name, own="deer")
+
+    def stop(self, view, theta: float) -> np.ndarray:
+        if not 1 <= view.k <= self.max_judge_steps:
+            return np.zeros(len(view), dtype=bool)
+        return deer_own_stop(view.signal("deer_conf"), view.k, theta, self.max_judge_steps)
+
+    def config(self) -> dict[str, Any]:
+        return {"source": "iie-ycx/DEER vllm-deer.py", "max_judge_steps": self.max_judge_steps,
+                "policy": "avg1 of its own trial answer (signal.deer_conf)"}
+
+
+class DeerSTP(Deer):
+    """DEER's rule on otbench's STP answer probe's confidence, not DEER's trial answer (module docstring)."""
+
+    name = "deer-stp"
+    summary = ("DEER's rule on otbench's STP answer probe, not DEER's own trial answer: confidence "
+               "> theta at one of the first 10 boundaries (signal answer_conf)")
+    signals = ("answer_conf",)
+
+    def _cost(self) -> SignalCost:
+        return SignalCost(prefill=DEER_PROMPT_TOKENS, decoded=PROBE_CAP, recorded="answer_tokens",
+                          paid="asked", first=1, max_decisions=self.max_judge_steps,
+                          note="otbench's STP answer probe (declared prompt prefill + its recorded "
+                               "answer_tokens) per checked transition")
 
     def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
         _need(train, self.signals, self.name)
@@ -148,7 +223,7 @@ class Deer:
 
     def config(self) -> dict[str, Any]:
         return {"source": "iie-ycx/DEER vllm-deer.py", "max_judge_steps": self.max_judge_steps,
-                "policy": "avg1 (as recorded in signal.answer_conf)"}
+                "policy": "avg1 over otbench's STP answer probe (signal.answer_conf), not DEER's"}
 
 
 class BudgetForcing:

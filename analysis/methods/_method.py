@@ -1,4 +1,4 @@
-"""`Method`: a stopping method resolved and checked once, then used everywhere (SPEC §6.1).
+"""`Method`: a stopping method resolved and checked once, then used everywhere (docs/rules.md).
 
 A method object (`_contract`) is resolved from a registered name, a
 ``"module:object"`` / ``"file.py:object"`` plug-in or an object into one
@@ -43,9 +43,14 @@ from ._cost import SignalCost
 from otbench.errors import ArgumentError
 
 ONLINE_MODES = ("processor", "side")
-SIDE_SIGNALS = ("answer", "answer_conf", "hesitation", "answer_tokens")
-"""Signals the side-request controller computes per probed position (the probe stage's field
-signals, `otbench.probe.grading.probe_signals`): a ``"side"`` method reads only these."""
+STP_SIDE_SIGNALS = ("answer", "answer_conf", "hesitation", "answer_tokens")
+"""Signals of otbench's own STP answer probe (`otbench.probe.grading.probe_signals`)."""
+OWN_SIDE_SIGNALS = {"dynasor": ("dynasor_window", "dynasor_uncertain", "dynasor_tokens"),
+                    "deer": ("deer_conf", "deer_tokens")}
+"""Signals of the field methods' own probes, per probe (the probe stage's ``probe.field_probes``)."""
+SIDE_SIGNALS = STP_SIDE_SIGNALS + tuple(s for v in OWN_SIDE_SIGNALS.values() for s in v)
+"""Signals the side-request controller computes per probed position, each from the probe the
+probe stage records it with: a ``"side"`` method reads only these."""
 PROCESSOR_SIGNALS = ("margin", "margin_own", "logp_end", "logp_other")
 """Signals the logits processor reads per step (a ``"processor"`` method reads only these)."""
 
@@ -69,6 +74,8 @@ METHODS = Registry("method", {
     "thinkbrake": "otbench.analysis.methods:ThinkBrake",
     "dynasor-cot": "otbench.analysis.methods:DynasorCoT",
     "deer": "otbench.analysis.methods:Deer",
+    "dynasor-cot-stp": "otbench.analysis.methods:DynasorCoTSTP",
+    "deer-stp": "otbench.analysis.methods:DeerSTP",
     "budget-forcing": "otbench.analysis.methods:BudgetForcing",
     "answer-consistency": "otbench.analysis.methods:AnswerConsistency",
 }, error=MethodError, unknown=_unknown)
@@ -157,7 +164,7 @@ class Method:
     def prepare(self, ms: Any, thetas: Sequence[Any] | None, theta_grid: int | None,
                 stored_features: Any, default_points: int) -> tuple[float, ...]:
         """Check the sweep's budget and the declared signals, fit on `ms`'s train / validation
-        splits, and fix the `θ` sweep (SPEC §6.1: the evaluated split is not touched here)."""
+        splits, and fix the `θ` sweep (docs/rules.md: the evaluated split is not touched here)."""
         check_sweep_budget(ms, theta_grid)
         self.check_signals(ms)
         if self.fit is not None:

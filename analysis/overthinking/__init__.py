@@ -1,4 +1,4 @@
-"""Overthinking metrics (SPEC §4): per-trajectory k*, OR, AD and their equal-weight aggregation.
+"""Overthinking metrics (docs/rules.md): per-trajectory k*, OR, AD and their equal-weight aggregation.
 
 (Named `overthinking`, not `metrics`, so the subpackage never shadows the
 `otbench.analysis.metrics` function.)

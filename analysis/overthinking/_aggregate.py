@@ -1,4 +1,4 @@
-"""Equal-weight aggregation: trajectory -> (model, question) -> cell -> model / group / macro (SPEC §4).
+"""Equal-weight aggregation: trajectory -> (model, question) -> cell -> model / group / macro (docs/rules.md).
 
 Every summary of the analysis is averaged the same way: mean over the
 trajectories of a question, mean over the questions of a benchmark group,
@@ -6,7 +6,7 @@ then equal weights over groups (a model's "Avg." column), over models (a
 group's "Avg." row) and over models for the macro value. The kernels here
 express that chain with segment ids and *weights*, so that one compiled
 function serves both the point estimate (all weights 1) and the two-stage
-bootstrap (SPEC §7), which vmaps it over replicates whose weights are draw
+bootstrap (docs/rules.md), which vmaps it over replicates whose weights are draw
 multiplicities:
 
 * `weight: float64[traj]` -- how many times each trajectory row was drawn
@@ -165,7 +165,7 @@ def segment_pair_mad(values: jax.Array, weight: jax.Array, seg: jax.Array,
     """Mean absolute difference over all unordered pairs of draws, per segment.
 
     With unit weights this is the mean of `|v_a - v_b|` over the
-    `R(R-1)/2` trajectory pairs of the segment (SPEC §4, within-question
+    `R(R-1)/2` trajectory pairs of the segment (docs/rules.md, within-question
     variation). A row of weight `w` counts as `w` identical draws: pairs of
     draws of the same row differ by 0, so the value equals that of the
     explicitly repeated rows. With `N = sum(w)` draws the result is
@@ -201,7 +201,7 @@ def segment_pair_mad(values: jax.Array, weight: jax.Array, seg: jax.Array,
 
 
 class Aggregate(NamedTuple):
-    """One metric aggregated at every level (equal weights, SPEC §4)."""
+    """One metric aggregated at every level (equal weights, docs/rules.md)."""
 
     cell: jax.Array    # float64[cell] q_weight-weighted mean of segment values
     model: jax.Array   # float64[model] mean over the model's cells

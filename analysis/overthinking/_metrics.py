@@ -1,4 +1,4 @@
-"""Overthinking metrics: earliest maximizer, OR, AD and their summaries (SPEC §4).
+"""Overthinking metrics: earliest maximizer, OR, AD and their summaries (docs/rules.md).
 
 Per trajectory (`trajectory_metrics`): the earliest maximizer `k*` of the
 probe accuracy, the Overthinking Ratio `OR = (L(n) - L(k*)) / L(n)` (0 when
@@ -40,7 +40,7 @@ DEFAULT_BIN_EDGES = tuple(range(0, 32768 + 1, 2048))
 
 
 class TrajectoryMetrics(NamedTuple):
-    """Per-trajectory quantities (SPEC §4)."""
+    """Per-trajectory quantities (docs/rules.md)."""
 
     k_star: jax.Array        # int32[traj] earliest maximizer of C(k) over k = 0..n
     tokens: jax.Array        # int32[traj] L(n), full thinking length
@@ -77,7 +77,7 @@ def trajectory_metrics(L: jax.Array, C: jax.Array, n: jax.Array,
     """Per-trajectory k*, OR, AD, P(n), P(0) (vmapped over rows).
 
     Args:
-      L: int32[traj, pos] retained tokens, padded by repeating L(n) (SPEC §2).
+      L: int32[traj, pos] retained tokens, padded by repeating L(n) (docs/rules.md).
       C: int32[traj, pos] correct probes, same padding.
       n: int32[traj] steps; positions 0..n are valid.
       probes: int32[traj] probes per position P.
@@ -104,7 +104,7 @@ class Summary(NamedTuple):
 @jax.jit
 def summarize(tm: TrajectoryMetrics, y: jax.Array, weight: jax.Array,
               q_weight: jax.Array, layout: Layout) -> Summary:
-    """Aggregate trajectory metrics with multiplicity weights (SPEC §4, §7).
+    """Aggregate trajectory metrics with multiplicity weights (docs/rules.md).
 
     The point estimate uses unit weights; the bootstrap vmaps this function
     over `(weight, q_weight)` replicates (probe curves, hence `tm`, stay
@@ -163,7 +163,7 @@ def local_change_counts(L: jax.Array, C: jax.Array, n: jax.Array,
     within a trajectory, so the test is on integers.
 
     Args:
-      L, C: int32[traj, pos] padded rows (SPEC §2); n: int32[traj].
+      L, C: int32[traj, pos] padded rows (docs/rules.md); n: int32[traj].
       edges: int64[bin] strictly increasing, `edges[0] == 0`.
     """
     C = C.astype(jnp.int32)
@@ -244,7 +244,7 @@ class MetricsResult(dict, Tidy):
 
 
 def metrics(ms: MeasurementSet, *, bin_edges: Sequence[int] | None = None) -> "MetricsResult":
-    """All overthinking metrics of a measurement set, as a JSON-able dict (SPEC §4).
+    """All overthinking metrics of a measurement set, as a JSON-able dict (docs/rules.md).
 
     Values are fractions (OR, AD, accuracies, local-change fractions) or
     tokens; `null` (None) marks a value without data:

@@ -1,4 +1,4 @@
-"""The report's OTBench section: methods against their strategies' oracle frontiers (SPEC §6).
+"""The report's OTBench section: methods against their strategies' oracle frontiers (docs/rules.md).
 
 The figure is `_bench_figure.otbench_figure`; the table ranks the methods
 within each strategy by the leaderboard's one key
@@ -87,7 +87,7 @@ def otbench_section(ctx) -> Section:
     bench = ctx.inputs.bench
     sec = Section("otbench", "OTBench: practical termination methods",
                   "Each method's operating points over its θ sweep against its strategy's exact "
-                  "oracle frontier on the same evaluated questions (SPEC §6); token cost counts "
+                  "oracle frontier on the same evaluated questions (docs/rules.md); token cost counts "
                   "retained thinking tokens only.")
     if not bench:
         ctx.missing(sec, f"No OTBench results ({num.figure_label('otbench')}): run `otbench bench "

@@ -11,11 +11,11 @@ a report never depends on a random draw or on someone's choice:
   (cell, question, trajectory). A typical curve, not an extreme one.
 * `example_question` (paper Fig. 8): among (model, question) pairs with at
   least two trajectories, the one whose within-question variation -- the
-  mean absolute OR difference over its trajectory pairs, SPEC §4 -- equals
+  mean absolute OR difference over its trajectory pairs, docs/rules.md -- equals
   the lower median over all such pairs; ties go to the first pair in the
   set's order. A representative level of variation, not the largest.
 * `step_lengths` (paper Fig. 9): every trajectory of the probe's ``tokens``
-  table re-segmented (SPEC §3.2, the set's recorded boundary rule) at
+  table re-segmented (docs/rules.md, the set's recorded boundary rule) at
   ``b in {b0 // 2, b0, 2 b0}``, ``b0`` the set's recorded target step length
   (256 when none is recorded); the realized step lengths pooled per model,
   every step weighted equally.
@@ -36,7 +36,7 @@ MAX_SMALL_MULTIPLES = 16
 
 @dataclasses.dataclass(frozen=True)
 class PerTrajectory:
-    """Host copies of the per-trajectory metrics (SPEC §4)."""
+    """Host copies of the per-trajectory metrics (docs/rules.md)."""
 
     k_star: np.ndarray    # int32[traj]
     ratio: np.ndarray     # float64[traj] OR (fraction)

@@ -1,4 +1,4 @@
-"""The report's matched-horizon section (SPEC §8, issue 9): figures and tables of an ``otbench.horizon/1`` document.
+"""The report's matched-horizon section (docs/rules.md, issue 9): figures and tables of an ``otbench.horizon/1`` document.
 
 Input: ``DIR/results/horizon.json`` beside the measurement set, written by
 ``otbench horizon analyze RUN --arms A,B --json DIR/results/horizon.json``.
@@ -215,7 +215,7 @@ def horizon_sections(ctx, set_dir: Path | None) -> list[Section]:
     if doc is None and note is None:
         return []
     sec = Section("horizon", "Matched-horizon readouts",
-                  "Stopped reasoning read at imposed token horizons B (SPEC §8): survival, "
+                  "Stopped reasoning read at imposed token horizons B (docs/rules.md): survival, "
                   "terminal-aware and survivor-only accuracy, paired contrasts between arms with "
                   "item-bootstrap intervals and simultaneous bands, and the termination-stratum "
                   "decomposition. From a separate horizon run (its own trajectories).")

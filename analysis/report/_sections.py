@@ -143,7 +143,7 @@ def matrices_section(ctx) -> Section:
     m, b = ctx.inputs.metrics, ctx.inputs.bootstrap
     T = ctx.ms.num_trajectories
     sec = Section("matrices", "Overthinking matrices",
-                  f"Per model × benchmark group; {_WEIGHTS} (SPEC §4).")
+                  f"Per model × benchmark group; {_WEIGHTS} (docs/rules.md).")
     ci = (f"; {figs.coverage(b)} percentile intervals from {_replicates(b)}paired bootstrap "
           f"replicates" if b else "")
     scale = "; colour scales run from 0 (shares of a whole: 0–100%)"
@@ -179,7 +179,7 @@ def local_section(ctx) -> Section:
     T = ms.num_trajectories
     sec = Section("local", "Local accuracy changes",
                   "ΔP(k) = P(k) − P(k−1) at every measured step k = 1..n, pooled over all "
-                  "trajectories, binned by the retained tokens L(k) after the step (SPEC §4).")
+                  "trajectories, binned by the retained tokens L(k) after the step (docs/rules.md).")
     edges = figs.local_change_edges(int(ms.L[:, -1].max()))
     lc = local_change_counts(jnp.asarray(ms.L), jnp.asarray(ms.C), jnp.asarray(ms.n),
                              jnp.asarray(np.asarray(edges, dtype=np.int64)))
@@ -236,7 +236,7 @@ def frontier_section(ctx) -> Section:
     sec = Section("frontiers", "Oracle frontiers",
                   "Exact Pareto frontiers of dynamic routing (DR), fixed budgets (FB) and dynamic "
                   "early exit (DEE), macro-averaged over cells, against the relative token budget "
-                  "β (SPEC §5).")
+                  "β (docs/rules.md).")
     sec.figure(ctx.fig(
         "frontiers", lambda: figs.frontier_figure(f),
         title="Oracle frontiers of the three termination strategies",
@@ -297,7 +297,7 @@ def sensitivity_section(ctx) -> Section:
     th = ctx.inputs.thinning
     T = ctx.ms.num_trajectories
     sec = Section("sensitivity", "Probe-count and trajectory-count sensitivity",
-                  "Exact hypergeometric probe thinning and trajectory subsampling (SPEC §7).")
+                  "Exact hypergeometric probe thinning and trajectory subsampling (docs/rules.md).")
     if th is None:
         ctx.missing(sec, f"No thinning results ({num.figure_label('sensitivity')}): run `otbench "
                          "thinning DIR` (its levels follow the set; it writes "
@@ -385,7 +385,7 @@ def trajectories_section(ctx) -> Section:
 def steps_section(ctx, set_dir: Path | None) -> Section:
     sec = Section("steps", "Step-length distributions",
                   "Realized step lengths when the stored thinking token ids are re-segmented at "
-                  "other target step lengths b (SPEC §7, §3.2); no new probing.")
+                  "other target step lengths b (docs/rules.md); no new probing.")
     if set_dir is None:
         ctx.missing(sec, f"No step-length distributions ({num.figure_label('step_lengths')}): the "
                          "report was given an in-memory set; pass the set's directory so its "

@@ -153,7 +153,7 @@ def write_report(ms_or_dir: MeasurementSet | str | os.PathLike, out_dir: str | o
       otbench: paths or documents (``otbench.bench/1``,
         ``otbench.bench-compare/1``, or lists of bench documents); empty to look
         in the results folder.
-      grid: the frontier budget grid (points, default 1,001 as SPEC §5).
+      grid: the frontier budget grid (points, default 1,001 as docs/rules.md).
       results_dir: folder of cached results; True (default) means
         ``DIR/results`` for a directory input and none for an in-memory set;
         None or False disables the cache.

@@ -1,4 +1,4 @@
-"""Uncertainty and sensitivity (SPEC §7): two-stage bootstrap, exact probe thinning, trajectory thinning, sweep."""
+"""Uncertainty and sensitivity (docs/rules.md): two-stage bootstrap, exact probe thinning, trajectory thinning, sweep."""
 
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 

@@ -1,16 +1,16 @@
-"""Two-stage paired bootstrap of the overthinking metrics and the exact frontiers (SPEC §7).
+"""Two-stage paired bootstrap of the overthinking metrics and the exact frontiers (docs/rules.md).
 
-Design (SPEC §7): within each benchmark group resample as many questions as
+Design (docs/rules.md): within each benchmark group resample as many questions as
 the group has, with replacement, one draw shared by every model (AIME is one
 pool: it is one group); then, within every selected (model, question)
 occurrence, draw that pair's `R` trajectories with replacement. Probe curves
 stay fixed, so per-trajectory OR, AD, `y`, `L(n)` and `P(n)` are computed
 once and only the draws change. Each replicate recomputes every cell summary
-of SPEC §4 -- OR, AD, full-thinking accuracy, tokens, the STP endpoint
+of docs/rules.md -- OR, AD, full-thinking accuracy, tokens, the STP endpoint
 `P(n)`, the zero-step accuracy `P(0)` and the within-question pairwise
 spreads of OR and AD (`_summaries`; pairs within each occurrence's `R`
 draws) -- as the mean over its occurrences of the occurrence values, the
-equal-weight model and group averages, the macro average (SPEC §4 chain)
+equal-weight model and group averages, the macro average (docs/rules.md chain)
 and Spearman's OR-AD correlation across the replicate's cells; percentiles of the
 replicates (default 2.5 / 97.5, linear interpolation as `numpy.percentile`)
 are the intervals. With `frontiers=True` the exact DR, FB and DEE frontiers
@@ -97,7 +97,7 @@ replicate, and small batches keep memory and checkpoint intervals small."""
 
 def chain(cell: np.ndarray, cell_model: np.ndarray, cell_group: np.ndarray, num_models: int,
           num_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Equal-weight averages (SPEC §4) of cell values `[..., cell]`: model, group, macro.
+    """Equal-weight averages (docs/rules.md) of cell values `[..., cell]`: model, group, macro.
 
     Sums run over cells in a fixed order (elementwise over the leading
     axes), so a replicate's averages do not depend on how many replicates
@@ -199,7 +199,7 @@ def bootstrap(ms: MeasurementSet, *, replicates: int = REPLICATES, seed: int = S
               percentiles: Sequence[float] = PERCENTILES,
               progress: Callable[[int], None] | None = None,
               devices: Sequence[Any] | None = None) -> BootstrapResult:
-    """Two-stage paired bootstrap of every cell summary (SPEC §4), optionally the frontiers (SPEC §7).
+    """Two-stage paired bootstrap of every cell summary, optionally the frontiers (docs/rules.md).
 
     Args:
       ms: the measurement set.
@@ -448,7 +448,7 @@ def _summary_replicates(ms, tm, layout, res, cfg, rep_sharding, replicated, seed
 
 
 def _point_estimate(per_row: np.ndarray, seg: np.ndarray, res) -> np.ndarray:
-    """float64[metric, cell] the SPEC §4 means with every row once (NumPy; no compile)."""
+    """float64[metric, cell] the docs/rules.md means with every row once (NumPy; no compile)."""
     nseg = res.seg_size.shape[0]
     q = np.stack([np.bincount(seg, weights=v, minlength=nseg) for v in per_row]) / res.seg_size
     n_q = np.bincount(res.seg_cell, minlength=res.num_cells)

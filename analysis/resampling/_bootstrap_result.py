@@ -1,4 +1,4 @@
-"""The bootstrap's result types, their JSON and text forms (SPEC §7).
+"""The bootstrap's result types, their JSON and text forms (docs/rules.md).
 
 `BootstrapResult` holds every replicate value of every summary (and, with
 frontiers, `FrontierBootstrap`); `to_json()` is the `otbench.bootstrap/1`

@@ -1,4 +1,4 @@
-"""Bootstrap checkpoints (orbax-checkpoint): save every N batches, resume a killed run exactly (SPEC §7).
+"""Bootstrap checkpoints (orbax-checkpoint): save every N batches, resume a killed run exactly (docs/rules.md).
 
 A checkpoint holds the replicate arrays computed so far (full size, filled
 up to `done`) and a JSON fingerprint of everything the numbers depend on

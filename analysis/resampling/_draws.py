@@ -1,4 +1,4 @@
-"""The two-stage paired bootstrap draw: counter-based generator, resampling layout, kernel (SPEC §7).
+"""The two-stage paired bootstrap draw: counter-based generator, resampling layout, kernel (docs/rules.md).
 
 Generator. Draws come from SplitMix64 (Steele, Lea & Flood 2014; the
 generator of Java's `SplittableRandom`), used counter-based: the `p`-th
@@ -82,7 +82,7 @@ class Tables(NamedTuple):
     slot_n: UInt64[Array, " slot"]       # pool size Q_g of the slot's group
     seg_of: Int32[Array, "model question"]  # segment of (model, question), -1 if absent
     size: Int32[Array, " seg"]           # R: trajectories of each segment
-    probes: Int32[Array, " seg"]         # P of each segment (constant within one, SPEC §2)
+    probes: Int32[Array, " seg"]         # P of each segment (constant within one, docs/rules.md)
     rows: Int32[Array, " item"]          # global row of item seg * Rmax + r, -1 for padding
 
 

@@ -1,7 +1,7 @@
 """Precision planning: the bootstrap interval widths a planned design will give, from a pilot set
-(issue 26, SPEC §10).
+(issue 26, docs/rules.md).
 
-Target. The width `hi - lo` of the project's two-stage bootstrap interval (`bootstrap`, SPEC §7:
+Target. The width `hi - lo` of the project's two-stage bootstrap interval (`bootstrap`, docs/rules.md:
 questions with replacement within each group, then `R` trajectories with replacement within each
 (model, question) occurrence; default 2.5 / 97.5 percentiles) of a macro summary, on a full set
 with `Q'_g` questions per group, `R'` trajectories and `P'` probes, as a function of the design.
@@ -162,7 +162,7 @@ def fit_levels(P_p: int) -> tuple[int, ...]:
 
 def thin_probes(ms: MeasurementSet, m: int, rng: np.random.Generator) -> MeasurementSet:
     """`ms` with every cut's count thinned to `m` of its `P` probes without replacement
-    (hypergeometric, independent across cuts; padding re-applied, SPEC §2)."""
+    (hypergeometric, independent across cuts; padding re-applied, docs/rules.md)."""
     P = int(ms.probes[0])
     if m == P:
         return ms
@@ -302,7 +302,7 @@ def _exact_linear(su: _Setup, values: np.ndarray, R: int) -> tuple[np.ndarray, n
     """float64[stat] `v1`, `v2` of the linear statistics, the resampling's variances computed exactly.
 
     For a group `g` the `Q'_g` slots are i.i.d. uniform over its pool, and stage-2 draws are
-    independent across occurrences, so with `w_c` the cell's macro weight (SPEC §4 chain), `π_c`
+    independent across occurrences, so with `w_c` the cell's macro weight (docs/rules.md chain), `π_c`
     the share of the pool the cell's model has, `ȳ_{c,q}` and `s²_{c,q}` the mean and plug-in
     variance of the occurrence's pilot values and `μ_c` the cell mean:
     `v1 = Σ_g mean_q (Σ_c w_c (ȳ_{c,q} - μ_c) / π_c)² / Q'_g` and

@@ -1,11 +1,11 @@
-"""Exact probe thinning: expected OR, AD and earliest-maximizer retention, hypergeometric (SPEC §7).
+"""Exact probe thinning: expected OR, AD and earliest-maximizer retention, hypergeometric (docs/rules.md).
 
 Thinning a trajectory's `P` probes to `m` keeps, at every position `k`
 independently, a uniformly random `m`-subset of the `P` recorded answers, so
 the thinned correct count `X_k` is hypergeometric (population `P`, `C(k)`
 successes, `m` draws). The thinned curve's earliest maximizer `k~` is
 `j` with `X_j = x` exactly when every earlier position has `X_i < x` and
-every later one `X_i <= x` (the earliest-maximum tie rule, SPEC §4), so
+every later one `X_i <= x` (the earliest-maximum tie rule, docs/rules.md), so
 
     Pr(k~ = j, X_j = x) = f_j(x) * prod_{i<j} F_i(x - 1) * prod_{i>j} F_i(x)
 
@@ -180,7 +180,7 @@ def expected(L: np.ndarray, C: np.ndarray, n: np.ndarray, probes: np.ndarray, m:
     """Exact thinning expectations of every row (host arrays in, float64[traj] out).
 
     Args:
-      L, C: int[traj, pos] padded rows (SPEC §2); n, probes: int[traj].
+      L, C: int[traj, pos] padded rows (docs/rules.md); n, probes: int[traj].
       m: probes kept, `1 <= m <= min(probes)`.
     """
     T = int(n.shape[0])

@@ -1,6 +1,6 @@
-"""Bootstrap replicates of the remaining cell summaries: `P(0)` and the within-question spreads (SPEC §4, §7).
+"""Bootstrap replicates of the remaining cell summaries: `P(0)` and the within-question spreads (docs/rules.md).
 
-SPEC §7 asks for an interval on *every* cell summary. The main kernel
+docs/rules.md asks for an interval on *every* cell summary. The main kernel
 (`_draws.replicate_kernel`) sums values that are linear in the draws (OR, AD,
 `y`, `L(n)`, `P(n)`); this module adds, on exactly the same draws (the same
 `occurrence_items`, so the summaries stay paired with the others):

@@ -1,4 +1,4 @@
-"""Sensitivity sweep: bootstrap and both thinning analyses as one job, flat tables for CSV (SPEC §7)."""
+"""Sensitivity sweep: bootstrap and both thinning analyses as one job, flat tables for CSV (docs/rules.md)."""
 
 from collections.abc import Callable, Sequence
 from typing import Any

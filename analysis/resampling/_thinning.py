@@ -1,9 +1,9 @@
-"""Sensitivity to probe and trajectory counts: exact probe thinning and trajectory thinning (SPEC §7).
+"""Sensitivity to probe and trajectory counts: exact probe thinning and trajectory thinning (docs/rules.md).
 
 * `probe_thinning`: for each `m`, the exact expected OR, AD and earliest-
   maximizer retention when every position keeps `m` of its `P` probes
   (hypergeometric, independent across positions; `_thinning_exact`), per
-  trajectory, then averaged with the usual equal weights (SPEC §4: mean over
+  trajectory, then averaged with the usual equal weights (docs/rules.md: mean over
   a question's trajectories, over a group's questions, over groups and
   models). Means of expectations are expectations of the means, so these
   are the expected reported metrics. No Monte Carlo.
@@ -148,7 +148,7 @@ def _set_iv(ms: Any) -> MeasurementSet:
 
 
 def probe_thinning(ms: MeasurementSet, probes: Sequence[int] | None = None) -> ProbeThinning:
-    """Exact expected OR, AD and retention when thinning to `m` probes (SPEC §7).
+    """Exact expected OR, AD and retention when thinning to `m` probes (docs/rules.md).
 
     Args:
       ms: the measurement set.
@@ -193,7 +193,7 @@ def _aggregate_rows(values, layout):
 
 def trajectory_thinning(ms: MeasurementSet, trajectories: Sequence[int] | None = None, *,
                         draws: int = DRAWS, seed: int = SEED) -> TrajectoryThinning:
-    """Macro OR / AD from `r` trajectories per (model, question), `draws` times (SPEC §7).
+    """Macro OR / AD from `r` trajectories per (model, question), `draws` times (docs/rules.md).
 
     Args:
       ms: the measurement set.

@@ -1,9 +1,9 @@
-"""Trajectory thinning: macro OR / AD from `r` trajectories per (model, question) (SPEC §7).
+"""Trajectory thinning: macro OR / AD from `r` trajectories per (model, question) (docs/rules.md).
 
 Draw `d` keeps, in every (model, question) segment with `R` trajectories,
 `min(r, R)` of them uniformly at random without replacement (a segment with
 `R <= r` keeps all), recomputes the segment means of OR and AD from the kept
-rows, and aggregates them with the usual equal weights (SPEC §4) to cell,
+rows, and aggregates them with the usual equal weights (docs/rules.md) to cell,
 model, group and macro values. Probe curves stay fixed.
 
 Selection is Knuth's selection sampling (Algorithm S): slot `i` of a segment

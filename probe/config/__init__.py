@@ -1,4 +1,4 @@
-"""Frozen configuration artifacts: model families, model entries, instructions, per-sample seeds (SPEC §3.1)."""
+"""Frozen configuration artifacts: model families, model entries, instructions, per-sample seeds (docs/rules.md)."""
 
 from ._embedded import DEFAULT_MODEL, EmbeddedModelError, cache_dir, embedded_model_dir
 from ._family import (

@@ -1,4 +1,4 @@
-"""Model families and model entries: frozen, versioned TOML files under `artifacts/` (SPEC §3.1).
+"""Model families and model entries: frozen, versioned TOML files under `artifacts/` (docs/rules.md).
 
 A *family* fixes the chat format, where the instruction goes, the
 thinking-end marker, the answer-channel prefix, the sampling defaults and
@@ -28,7 +28,7 @@ class ArtifactError(OtbenchError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Sampling:
-    """Sampling parameters (SPEC §3.1). `top_k = 0` and `presence_penalty = 0` mean off."""
+    """Sampling parameters (docs/rules.md). `top_k = 0` and `presence_penalty = 0` mean off."""
 
     temperature: float = 1.0
     top_p: float = 1.0
@@ -62,7 +62,7 @@ class Family:
         generic chat family, whose whole reply is the trajectory.
       thinking_end: marker appended by the probe ("" for none).
       signal_token: the token whose next-token log-probability is the
-        ThinkBrake signal (SPEC §6.3).
+        ThinkBrake signal (docs/rules.md).
       separator: inserted before the marker unless the retained text already
         ends with a line feed.
       answer_prefix: answer-channel opening after the marker (for the generic
@@ -112,7 +112,7 @@ class ModelEntry:
     """A frozen model entry (one `artifacts/models/*.toml`).
 
     `boundary` is the tokenizer's segmentation rule (`_segment.SPAN_RULES`):
-    "vocab" (SPEC §3.2) unless its paragraph breaks span tokens.
+    "vocab" (docs/rules.md) unless its paragraph breaks span tokens.
     `tensor_parallel_size` is the GPUs per engine the entry needs on 80 GB
     GPUs at its family's context, and `memory_gib` the per-GPU estimate
     behind it (weights/TP + one full-context sequence's KV cache/TP + a

@@ -1,4 +1,4 @@
-"""Per-sample seeds derived from what a sample is, never from run order (SPEC §3.1).
+"""Per-sample seeds derived from what a sample is, never from run order (docs/rules.md).
 
     seed = int(sha256("otbench.seed/1" US model US benchmark US question US
                       trajectory US phase [US position])[:8], big-endian) >> 2

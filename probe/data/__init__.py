@@ -1,4 +1,4 @@
-"""Questions of a probe job: benchmark files and datasets, embedded offline data (SPEC §3)."""
+"""Questions of a probe job: benchmark files and datasets, embedded offline data (docs/rules.md)."""
 
 from ._benchmarks import (
                           BENCHMARKS,

@@ -1,6 +1,6 @@
 """Benchmark loaders: local JSONL/Parquet/CSV files, optional Hugging Face `datasets`, embedded offline data.
 
-Every loader returns `Question`s in one of the four reporting groups (SPEC §1):
+Every loader returns `Question`s in one of the four reporting groups (docs/rules.md):
 
 | benchmark | group | task | local file fields (accepted names) |
 |---|---|---|---|

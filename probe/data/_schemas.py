@@ -17,7 +17,7 @@ is `text_id` of its problem text):
 | task | columns |
 |---|---|
 | math | `problem`, `answer` (string or integer) |
-| choice | `problem`, `correct` (the right option), `incorrect` (a list of column names, or one column holding a list of strings); options are shuffled per question with the job's recorded `data.seed` (SPEC §3.4) |
+| choice | `problem`, `correct` (the right option), `incorrect` (a list of column names, or one column holding a list of strings); options are shuffled per question with the job's recorded `data.seed` (docs/rules.md) |
 | code | `problem`, `tests` (a list of {input, output[, testtype]}, or JSON text, or LiveCodeBench's packed text), `fn_name` and `starter_code` (optional) |
 
 Every error names the file, the row and the user's column.

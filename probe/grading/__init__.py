@@ -1,4 +1,4 @@
-"""Grading (SPEC §3.4): math, multiple-choice and sandboxed code; worker pools; the probe loop's grading seam."""
+"""Grading (docs/rules.md): math, multiple-choice and sandboxed code; worker pools; the probe loop's grading seam."""
 
 from ._batch import (
     GRADERS,
@@ -32,6 +32,7 @@ from ._peers import (
     DYNASOR_SAMPLING,
     DYNASOR_SUFFIX,
     DYNASOR_UNCERTAIN_WORDS,
+    DYNASOR_WINDOW_BITS,
     DeerTrial,
     DynasorProbe,
     deer_confidence,
@@ -42,6 +43,7 @@ from ._peers import (
     dynasor_obtain_answer,
     dynasor_probe,
     dynasor_uncertain,
+    dynasor_windows,
 )
 from ._pool import Grader, grade_many
 from ._sandbox import SandboxLimits, sandbox_status
@@ -59,5 +61,5 @@ __all__ = [
     "DEER_MAX_TOKENS", "DEER_PROMPT", "DEER_SAMPLING", "DEER_STOPS", "DYNASOR_MAX_TOKENS",
     "DYNASOR_SAMPLING", "DYNASOR_SUFFIX", "DYNASOR_UNCERTAIN_WORDS", "DeerTrial", "DynasorProbe",
     "deer_confidence", "deer_cut", "deer_trial", "dynasor_agreement", "dynasor_math_equal",
-    "dynasor_obtain_answer", "dynasor_probe", "dynasor_uncertain",
+    "dynasor_obtain_answer", "dynasor_probe", "dynasor_uncertain", "dynasor_windows", "DYNASOR_WINDOW_BITS",
 ]

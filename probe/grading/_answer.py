@@ -1,4 +1,4 @@
-"""The answer part of a response: the text after the thinking ends (SPEC §3.3-§3.4)."""
+"""The answer part of a response: the text after the thinking ends (docs/rules.md-§3.4)."""
 
 # Qwen3 / DeepSeek-R1 close thinking with `</think>`; GPT-OSS (harmony format)
 # switches from the analysis channel to the final channel.

@@ -1,4 +1,4 @@
-"""The grading seam of the probe loop: one batch call, `(correct, status)` per response (SPEC §3.4).
+"""The grading seam of the probe loop: one batch call, `(correct, status)` per response (docs/rules.md).
 
 A grader is any callable ``grade_batch(items) -> [(correct, status), ...]``
 over `GradeItem(task, reference, response, question)`; the probe never looks

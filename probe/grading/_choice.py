@@ -1,4 +1,4 @@
-"""Multiple-choice grading (GPQA-style): seeded option shuffling and letter extraction (SPEC §3.4)."""
+"""Multiple-choice grading (GPQA-style): seeded option shuffling and letter extraction (docs/rules.md)."""
 
 import hashlib
 import re

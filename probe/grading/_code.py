@@ -1,4 +1,4 @@
-"""Code grading (LiveCodeBench-style): the final fenced Python block run on tests in the sandbox (SPEC §3.4)."""
+"""Code grading (LiveCodeBench-style): the final fenced Python block run on tests in the sandbox (docs/rules.md)."""
 
 import json
 import re

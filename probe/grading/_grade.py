@@ -1,4 +1,4 @@
-"""One grading entry point for math, multiple-choice and code responses (SPEC §3.4)."""
+"""One grading entry point for math, multiple-choice and code responses (docs/rules.md)."""
 
 import dataclasses
 from typing import Any, Mapping, NamedTuple, Sequence

@@ -1,4 +1,4 @@
-"""Math grading: the final balanced \\boxed{...} checked against the reference by math-verify (SPEC §3.4)."""
+"""Math grading: the final balanced \\boxed{...} checked against the reference by math-verify (docs/rules.md)."""
 
 import re
 import threading

@@ -67,7 +67,8 @@ dynasor_math_equal = math_equal
 
 __all__ = ["DEER_MAX_TOKENS", "DEER_PROMPT", "DEER_SAMPLING", "DEER_STOPS", "DYNASOR_MAX_TOKENS",
            "DYNASOR_SAMPLING", "DYNASOR_SUFFIX", "DYNASOR_UNCERTAIN_WORDS", "DeerTrial", "DynasorProbe",
-           "deer_confidence", "deer_cut", "deer_trial", "dynasor_agreement", "dynasor_math_equal",
+           "DYNASOR_WINDOW_BITS", "deer_confidence", "deer_cut", "deer_trial", "dynasor_agreement",
+           "dynasor_math_equal", "dynasor_windows",
            "dynasor_obtain_answer", "dynasor_probe", "dynasor_uncertain"]
 
 DYNASOR_SUFFIX = "... Oh, I suddenly got the answer to the whole problem, **Final Answer**\n\n\\[ \\boxed{"
@@ -118,25 +119,33 @@ def dynasor_uncertain(text: str, words: Sequence[str] = DYNASOR_UNCERTAIN_WORDS)
     return any(w in low for w in words)
 
 
-def dynasor_agreement(answers: Sequence[str],
-                      equal: Callable[[str, str], bool] = math_equal) -> tuple[list[int], list[int]]:
-    """Per position: (class id, agreement run) of a trajectory's Dynasor answers, in order.
+DYNASOR_WINDOW_BITS = 16
+"""The longest Dynasor window (``threshold``) a recorded ``dynasor_window`` mask answers for."""
+
+
+def dynasor_agreement(answers: Sequence[str], equal: Callable[[str, str], bool] = math_equal,
+                      bits: int = DYNASOR_WINDOW_BITS) -> tuple[list[int], list[int]]:
+    """Per position: (class id, window mask) of a trajectory's Dynasor answers, in order.
 
     * class id: `eqaul_group`'s classes (evaluator.py lines 749-762) built
-      over the whole trajectory: an answer joins the first earlier class
+      over the trajectory so far: an answer joins the first earlier class
       whose representative it `equal`s (``equal(answer, rep)``, the source's
       argument order), else opens the next class (0, 1, ...); -1 for an
-      empty answer (never counted, `count_not_empty`).
-    * agreement run ``a[s]``: 0 when answer `s` is empty, else the number of
-      consecutive answers from `s` on that are non-empty and math-equal to
-      answer `s` (itself included). `eqaul_group` over a window `s .. s+w-1`
-      is one class exactly when every later answer equals the first
-      (a second class, once opened, never closes), so the window passes
-      Dynasor's agreement and non-empty checks iff ``a[s] >= w`` -- exact
-      even where `math_equal` is not transitive, which class ids are not.
+      empty answer (never counted, `count_not_empty`). A position's id
+      depends only on the answers up to it.
+    * window mask ``m[j]``: bit ``w - 1`` (``1 <= w <= bits``) is set when
+      the `w` answers ending at `j` (positions ``j - w + 1 .. j``) are all
+      non-empty and each later one `equal`s the window's first. That is
+      `eqaul_group` over the window giving one class (a second class, once
+      opened, never closes, so one class means every later answer equals
+      the first) with `count_not_empty` = `w` (cot.py lines 130-135): the
+      window passes Dynasor's agreement and non-empty checks exactly when
+      the bit is set -- exact even where `math_equal` is not transitive,
+      which class ids are not. A mask reads only positions up to `j`, so a
+      decision at `k` that reads ``m[k - 1]`` sees nothing after `k - 1`.
 
     >>> dynasor_agreement(["1/2", "0.5", "", "7", "7"])
-    ([0, 0, -1, 1, 1], [2, 1, 0, 2, 1])
+    ([0, 0, -1, 1, 1], [1, 3, 0, 1, 3])
     """
     reps: list[str] = []
     ids = []
@@ -151,16 +160,28 @@ def dynasor_agreement(answers: Sequence[str],
         else:
             reps.append(a)
             ids.append(len(reps) - 1)
-    n = len(answers)
-    run = [0] * n
-    for s in range(n):
-        if answers[s] == "":
-            continue
-        j = s + 1
-        while j < n and answers[j] != "" and (answers[j] == answers[s] or equal(answers[j], answers[s])):
-            j += 1
-        run[s] = j - s
-    return ids, run
+    return ids, dynasor_windows(answers, equal, bits)
+
+
+def dynasor_windows(answers: Sequence[str], equal: Callable[[str, str], bool] = math_equal,
+                    bits: int = DYNASOR_WINDOW_BITS) -> list[int]:
+    """The window masks of `dynasor_agreement` alone (``m[j]`` for every position `j`).
+
+    >>> dynasor_windows(["7", "7", "7", "8"], equal=lambda a, b: a == b)
+    [1, 3, 7, 1]
+    """
+    out = []
+    for j in range(len(answers)):
+        mask = 0
+        for w in range(1, min(int(bits), j + 1) + 1):
+            first = answers[j - w + 1]
+            if first == "":
+                break       # every longer window holds this empty answer too
+            if all(answers[i] != "" and (answers[i] == first or equal(answers[i], first))
+                   for i in range(j - w + 2, j + 1)):
+                mask |= 1 << (w - 1)
+        out.append(mask)
+    return out
 
 
 class DynasorProbe(NamedTuple):

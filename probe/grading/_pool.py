@@ -1,4 +1,4 @@
-"""Batch grading in a pool of worker processes, results in input order (SPEC §3.4).
+"""Batch grading in a pool of worker processes, results in input order (docs/rules.md).
 
 Processes, never threads: math-verify's timeouts use SIGALRM, which only a
 process's main thread receives. Each worker grades one request at a time; the

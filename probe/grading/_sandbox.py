@@ -1,4 +1,4 @@
-"""Run untrusted Python against tests inside a bubblewrap sandbox (SPEC §3.4, code grading).
+"""Run untrusted Python against tests inside a bubblewrap sandbox (docs/rules.md, code grading).
 
 Isolation, strongest first, and why each piece is there:
 

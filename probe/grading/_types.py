@@ -1,4 +1,4 @@
-"""Grade records: correctness plus the status that says why (SPEC §3.4, STYLE "status, not silent zeros")."""
+"""Grade records: correctness plus the status that says why (docs/rules.md, STYLE "status, not silent zeros")."""
 
 import enum
 from typing import NamedTuple

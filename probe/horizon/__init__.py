@@ -1,4 +1,4 @@
-"""Matched-horizon runs (SPEC §8): arms, fixed-horizon stops, candidate-logit readouts, controls."""
+"""Matched-horizon runs (docs/rules.md): arms, fixed-horizon stops, candidate-logit readouts, controls."""
 
 from ._job import HorizonJob, horizon_job_from_dict, load_horizon_job
 from ._run import HorizonSummary, run_horizon

@@ -1,4 +1,4 @@
-"""A matched-horizon job: one frozen configuration, read from TOML (SPEC §8).
+"""A matched-horizon job: one frozen configuration, read from TOML (docs/rules.md).
 
 Example (`otbench horizon run --config job.toml --out DIR`; the [model],
 [engine] and [sampling] tables are those of a probe job, `_job`)::

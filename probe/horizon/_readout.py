@@ -1,4 +1,4 @@
-"""Candidate-logit readout of multiple-choice answers (SPEC §8): option spellings, per-option log-probabilities.
+"""Candidate-logit readout of multiple-choice answers (docs/rules.md): option spellings, per-option log-probabilities.
 
 One deterministic forward pass on prompt + stopped reasoning + closure gives
 the full-vocabulary next-token log-probabilities at the first answer

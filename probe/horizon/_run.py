@@ -1,4 +1,4 @@
-"""Run a horizon job: arms' trajectories, fixed-horizon stops, candidate-logit readouts, checks (SPEC §8).
+"""Run a horizon job: arms' trajectories, fixed-horizon stops, candidate-logit readouts, checks (docs/rules.md).
 
 Steps (everything from token ids; only answers are ever decoded, to grade them):
 

@@ -1,4 +1,4 @@
-"""Multiple-choice items and scripted reasoning policies of horizon jobs (SPEC §8).
+"""Multiple-choice items and scripted reasoning policies of horizon jobs (docs/rules.md).
 
 Sources (`[data] source`):
 

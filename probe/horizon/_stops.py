@@ -1,4 +1,4 @@
-"""Fixed-horizon stops by token-id copy, and length-matched prefix controls (SPEC §8).
+"""Fixed-horizon stops by token-id copy, and length-matched prefix controls (docs/rules.md).
 
 A stop at horizon `B` of a stored trajectory (prompt ids `p`, reasoning ids
 `t`, `L = len(t)`) is built by copying ids, never by decoding and

@@ -1,4 +1,4 @@
-"""Candidate-logit STP: the deterministic readout at every STP position of a stored set (SPEC §8, §3.3).
+"""Candidate-logit STP: the deterministic readout at every STP position of a stored set (docs/rules.md).
 
 For multiple-choice benchmarks the candidate-logit readout can stand in for
 the `P` sampled answers of Step-wise Truncation Probing: at position `k` the

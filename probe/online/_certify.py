@@ -13,7 +13,7 @@ assumed away):
 
 * the signal's context: offline it is read after the retained prefix with
   its last boundary token replaced by its content (and the separator), the
-  context the probe's answer prompt uses (SPEC §3.3); online the
+  context the probe's answer prompt uses (docs/rules.md); online the
   processor sees the logits after what the model wrote, the boundary token
   itself. `boundary_signals` reads both with the engine's signal request:
   the certificate reports their difference at every boundary and, as the

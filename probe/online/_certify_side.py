@@ -41,6 +41,8 @@ from ._sidereq import FIELD_NAMES, RECORD, FieldRule, SideJob, SideResult, run_s
 from ._spec import OnlineControlError
 
 RECORDER = "otbench.online-record/1"
+OWN_COMPARED = ("dynasor_window", "dynasor_uncertain", "dynasor_tokens", "deer_conf", "deer_tokens")
+"""The field methods' own-probe signals an online run is compared on with the recorded ones."""
 
 
 def replay_context(directory, ms: Any) -> dict[str, Any]:
@@ -84,11 +86,12 @@ def side_jobs(directory, ms: Any, rows: Sequence[int], questions: Mapping, *, st
         q = questions.get((g, t.question))
         if q is None:
             raise OnlineControlError(f"{directory}: question {g}/{t.question} is not in the set's data sources")
-        seeds = tuple(derive_seed(tab["model"][i], tab["dataset"][i], t.question, t.trajectory, "probe", k)
-                      for k in range(len(t.L)))
+        seeds = {p: tuple(derive_seed(tab["model"][i], tab["dataset"][i], t.question, t.trajectory, p, k)
+                          for k in range(len(t.L))) for p in ("probe", "dynasor", "deer")}
         jobs.append(SideJob(prompt=t.prompt, seed_think=t.seed_think, seed_answer=t.seed_answer,
-                            probe_seeds=seeds, lengths=t.L, thinking=t.thinking if stored else None,
-                            finished=bool(tab["finished"][i]), task=q.task, n_options=n_options_of(q)))
+                            probe_seeds=seeds.pop("probe"), lengths=t.L,
+                            thinking=t.thinking if stored else None, finished=bool(tab["finished"][i]),
+                            task=q.task, n_options=n_options_of(q), field_seeds=seeds))
         qs.append(q)
     return trajs, jobs, qs
 
@@ -161,9 +164,19 @@ def signals_vs_recorded(ms: Any, rows: Sequence[int], trajs: Sequence[Trajectory
     """
     pos = same_answer = partition = hes = tokens = compared = 0
     conf_diff = 0.0
+    own = {nm: [0, 0.0] for nm in OWN_COMPARED if nm in ms.signals}   # name -> [equal, max |diff|]
+    own_pos = 0
     for row, t, r in zip(rows, trajs, res):
-        ks = [k for k in sorted(r.keys) if k < len(t.L) and k < len(r.points) and r.points[k] == t.L[k]
-              and tuple(r.thinking[:t.L[k]]) == tuple(t.thinking[:t.L[k]])]
+        same = [k for k in range(min(len(t.L), len(r.points))) if r.points[k] == t.L[k]
+                and tuple(r.thinking[:t.L[k]]) == tuple(t.thinking[:t.L[k]])]
+        for k in same:                          # the field methods' own probes, where read
+            read = [nm for nm in own if k < len(r.signals[nm]) and r.signals[nm][k] is not None]
+            own_pos += bool(read)
+            for nm in read:
+                a, b = float(r.signals[nm][k]), float(ms.signals[nm][row, k])
+                own[nm][0] += a == b
+                own[nm][1] = max(own[nm][1], abs(a - b))
+        ks = [k for k in sorted(r.keys) if k in set(same)]
         if not ks:
             continue
         on = [r.signals["answer"][k] for k in ks]
@@ -180,9 +193,14 @@ def signals_vs_recorded(ms: Any, rows: Sequence[int], trajs: Sequence[Trajectory
             c_on, c_off = r.signals["answer_conf"][k], float(ms.signals["answer_conf"][row, k])
             if c_on == c_on:                    # read only where the method asked for it
                 conf_diff = max(conf_diff, abs(c_on - c_off))
-    return {"positions": pos, "answer_classes_equal": same_answer, "hesitation_equal": hes,
-            "answer_tokens_equal": tokens, "answer_conf_max_abs_diff": conf_diff,
-            "trajectories": compared, "trajectories_same_answer_partition": partition}
+    out = {"positions": pos, "answer_classes_equal": same_answer, "hesitation_equal": hes,
+           "answer_tokens_equal": tokens, "answer_conf_max_abs_diff": conf_diff,
+           "trajectories": compared, "trajectories_same_answer_partition": partition}
+    read = {nm: v for nm, v in own.items() if any(x is not None for r in res for x in r.signals[nm])}
+    if read:
+        out["own_probes"] = {"positions": own_pos,
+                             **{nm: {"equal": v[0], "max_abs_diff": v[1]} for nm, v in read.items()}}
+    return out
 
 
 def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method: Any, theta: float,
@@ -198,6 +216,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     `server`: a served engine's address from the user, `engine_config_of`).
     """
     from otbench.analysis.measurement import FIELD_SIGNALS
+    from otbench.analysis.methods import OWN_SIDE_SIGNALS
     from otbench.probe.engines import open_engine
     from otbench.probe.tokens import build_vocabulary, compile_format
 
@@ -206,11 +225,22 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     rule = FieldRule(method, float(theta))
     own = engine is None
     config = engine_config_of(ms.provenance, [], server=server) if own else None  # refuse first
+    own_signals = [s for p in rule.probe_kinds if p != "stp" for s in OWN_SIDE_SIGNALS[p]]
+    if any(s not in ms.signals for s in own_signals):
+        # The record pass decodes otbench's STP probe only; a field method's own probe is the
+        # probe stage's to record, with the seeds a certificate replays.
+        probes = [p for p in rule.probe_kinds if p != "stp"]
+        twin = (f", or certify {rule.name}-stp (its rule on otbench's STP answer probe)"
+                if rule.name in ("dynasor-cot", "deer") else "")
+        raise OnlineControlError(
+            f"{directory}: {rule.name} reads its own probe, which this set does not record "
+            f"(signals {', '.join(s for s in own_signals if s not in ms.signals)}); probe with "
+            f"probe.field_probes = {probes!r} in the job{twin}")
     ctx = replay_context(directory, ms)
     if own:
         engine = open_engine(config)
     try:
-        need = FIELD_SIGNALS if rule.probes else ()
+        need = FIELD_SIGNALS if "stp" in rule.probe_kinds else ()
         source = "recorded by the controller's record pass" if ms.provenance.get("field_signals", {}).get(
             "generator") == RECORDER else "set"
         if any(nm not in ms.signals for nm in need):
@@ -284,6 +314,13 @@ def signals_line(cert: Mapping[str, Any]) -> str:
     d = cert.get("signals_vs_recorded")
     if not d:
         return "signals: none read (no side requests)"
+    own = d.get("own_probes")
+    if own and not d["positions"]:
+        parts = [f"{nm} {v['equal']}/{own['positions']}" + (f" (max |diff| {v['max_abs_diff']:.2g})"
+                                                           if nm == "deer_conf" else "")
+                 for nm, v in own.items() if nm != "positions"]
+        return (f"signals vs recorded at {own['positions']} positions on the stored prefix (the "
+                f"method's own probe): equal {', '.join(parts)}")
     n = d["positions"]
     return (f"signals vs recorded at {n} positions on the stored prefix: answer classes equal "
             f"{d['answer_classes_equal']}/{n}, hesitation {d['hesitation_equal']}/{n}, answer_tokens "

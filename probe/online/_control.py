@@ -7,7 +7,7 @@ token the model wrote, and answers what this step needs: nothing, a
 decision (the processor then reads the signals from this row's logits and
 calls `decide`), or a forced token.
 
-Decision points are the token-exact boundaries of the probe (SPEC §3.2):
+Decision points are the token-exact boundaries of the probe (docs/rules.md):
 length 0 (before any thinking) and every length right after a block end
 (`boundary_flags`: a boundary-vocabulary id, or under "vocab+span" a token
 starting with a line feed after one ending with a line feed) -- or, when

@@ -24,7 +24,10 @@ state machine per trajectory, all multiplexed on one stream:
    prefills only the suffix. DEER's confidence (and the record pass's)
    comes with that same completion: the side request asks for its sampled
    tokens' raw log-probabilities (`GenRequest.logprobs`), as the probe's
-   own probe request does, so one side request per decision is all;
+   own probe request does, so one side request per decision is all. A
+   method that reads Dynasor-CoT's or DEER's *own* probe gets that probe
+   instead (or as well), issued and read as the probe stage records it
+   (`_sideprobes`);
 3. the signals are computed by the probe stage's own helper
    (`otbench.probe.grading.probe_signals`, called as the probe's grading
    lane calls it: the family's answer prefix, the tokenizer's decode with
@@ -61,7 +64,6 @@ thinking as given (no thinking is decoded): that checks the side requests,
 the signals and the decisions exactly, whatever the sampling.
 """
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,97 +71,11 @@ from otbench.probe.engines import Completion, GenRequest
 from otbench.probe.grading import HESITATION_WORDS, hesitation_pattern, number_answers, probe_signals
 
 from ._control import Tables
+from ._sidejob import SideJob, SideResult, chunk_seed, field_seed  # noqa: F401  (re-exported)
+from ._sideprobes import ARRIVED, KINDS, TAGS, PeerProbes
 from ._siderule import FIELD_NAMES, RECORD, FieldRule, side_methods  # noqa: F401  (re-exported)
 from ._spec import OnlineControlError
 from otbench.errors import ArgumentError
-
-@dataclasses.dataclass(frozen=True)
-class SideJob:
-    """One trajectory to run under the controller.
-
-    Attributes:
-      prompt: the question's prompt ids.
-      seed_think: the thinking's seed (chunk `c` uses `chunk_seed(seed_think, c)`).
-      seed_answer: the forced answer's seed.
-      probe_seeds: per position `k`, the seed of its probe (sample 0 of the
-        probe stage's request there); None: `chunk_seed(seed_answer, k + 1)`.
-      lengths: a stored trajectory's `L(0..n)`: decide at `L(0..n-1)`
-        (None: live decision points, module docstring).
-      thinking: the stored thinking, fed as given instead of decoded (None: decode).
-      finished: with `thinking`: the stored trajectory ended by itself.
-      task, n_options: how answers are extracted (`otbench.probe.grading.answer_key`).
-      cap: an FB method's thinking-token cap for this trajectory (None: `FieldRule.cap`).
-    """
-
-    prompt: tuple[int, ...]
-    seed_think: int
-    seed_answer: int
-    probe_seeds: tuple[int, ...] | None = None
-    lengths: tuple[int, ...] | None = None
-    thinking: tuple[int, ...] | None = None
-    finished: bool = True
-    task: str = "math"
-    n_options: int = 4
-    cap: float | None = None
-
-
-def chunk_seed(seed: int, c: int) -> int:
-    """The seed of continuation `c` of a request seeded `seed` (`c = 0`: `seed` itself)."""
-    if c == 0:
-        return int(seed)
-    return (int(seed) * 6364136223846793005 + 1442695040888963407 * int(c)) % (1 << 62)
-
-
-@dataclasses.dataclass
-class SideResult:
-    """What happened online for one trajectory (token counts are of the reasoning model).
-
-    Attributes:
-      stop_length: thinking tokens where the method stopped (None: it did not).
-      position: the decision index `k` of the stop (else the number of decision points: `n`).
-      thinking: the retained thinking; answer_ids: the answer (answer prefix included).
-      natural_end: the model ended its thinking itself.
-      points: the decision lengths reached; signals: per position probed, the field
-        signals (``answer`` numbered per trajectory by `number_answers` with nothing graded),
-        None where not probed; keys: per position probed, its answer key (None: none extracted).
-      think_decoded: thinking tokens decoded (discarded ones included); discarded: decoded
-        past a live decision point and dropped.
-      probes: side requests; probe_prefill: their prompt ids not shared with the prefix
-        (the suffix a prefix cache cannot serve); probe_decoded: their decoded ids.
-      paid: the positions whose probes the rule paid for (OTBench's net rule).
-      paid_prefill / paid_decoded: the part of those the method's decisions needed (decoded as
-        the ``answer_tokens`` signal counts it, which OTBench's net rule reads).
-      answer_decoded: the answer's ids.
-      texts: per position probed, the probe's decoded text (answer prefix included).
-      side_cached: prompt ids of the side requests the engine's prefix cache served (when its
-        stream reports it: `pop_cached_tokens`).
-    """
-
-    stop_length: int | None = None
-    position: int = 0
-    thinking: tuple[int, ...] = ()
-    answer_ids: tuple[int, ...] = ()
-    natural_end: bool = False
-    points: list[int] = dataclasses.field(default_factory=list)
-    signals: dict[str, list] = dataclasses.field(default_factory=dict)
-    think_decoded: int = 0
-    discarded: int = 0
-    probes: int = 0
-    probe_prefill: int = 0
-    probe_decoded: int = 0
-    paid_prefill: int = 0
-    paid_decoded: int = 0
-    answer_decoded: int = 0
-    side_cached: int = 0
-    texts: dict[int, str] = dataclasses.field(default_factory=dict)
-    keys: dict[int, str | None] = dataclasses.field(default_factory=dict)
-    paid: list[int] = dataclasses.field(default_factory=list)
-
-    @property
-    def net_tokens(self) -> int:
-        """Retained thinking plus the signal's paid tokens (OTBench's net cost rule, measured)."""
-        return len(self.thinking) + self.paid_prefill + self.paid_decoded
-
 
 class _Traj:
     """The state machine of one trajectory (see `SideController`)."""
@@ -176,8 +92,9 @@ class _Traj:
         self.done = False
         self.ended = False               # the model's own end came exactly at a decision point
         self.probe_sent: set[int] = set()
-        self.probe_cost: dict[int, tuple[int, int]] = {}
-        self.pending_probe: dict[int, tuple] = {}
+        self.probe_cost: dict[tuple[str, int], tuple[int, int]] = {}
+        self.pending_probe: dict[tuple[str, int], int] = {}   # (probe, k) in flight -> its prefill
+        self.scratch: dict = {}          # what a field probe's reading keeps between positions
         self.row = 0                     # its row id in the method's OnlineView
 
     def sig(self, name: str, k: int):
@@ -186,13 +103,18 @@ class _Traj:
 
     def put(self, k: int, vals: dict[str, float]) -> None:
         for name, v in vals.items():
+            name, _, at = name.partition("@")           # "signal@j": a value for position j
+            if at:
+                self.put(int(at), {name: v})
+                continue
             s = self.res.signals[name]
             while len(s) <= k:
                 s.append(None)
             s[k] = v
 
-    def have(self, k: int) -> bool:
-        return self.sig("answer", k) is not None and self.sig("answer_tokens", k) is not None
+    def have(self, k: int, probes: Sequence[str]) -> bool:
+        """Every probe in `probes` has been read at `k`."""
+        return all(self.sig(name, k) is not None for p in probes for name in ARRIVED[p])
 
 
 class SideController:
@@ -212,6 +134,8 @@ class SideController:
         self.thinking_limit, self.answer_limit = int(thinking_limit), int(answer_limit)
         self.words = hesitation_pattern(words)
         self.native = bool(fmt.family.native_thinking)
+        self.probes = rule.probe_kinds
+        self.peers = PeerProbes(tokenizer, fmt, self.probes) if set(self.probes) - {"stp"} else None
         self._t: dict[Any, _Traj] = {}
         self._rows = 0                   # the next trajectory's row id in its OnlineView
         # prompt ids of a finished request served by the prefix cache (a stream may say)
@@ -234,20 +158,25 @@ class SideController:
         t.probe_sent.add(k)
         job = t.job
         L = t.res.points[k]
-        ids = self.fmt.probe_prompt(job.prompt, t.thinking, L)
-        base = list(job.prompt) + t.thinking[:L]
-        shared = 0
-        for a, c in zip(ids, base):
-            if a != c:
-                break
-            shared += 1
-        seed = job.probe_seeds[k] if job.probe_seeds is not None and k < len(job.probe_seeds) \
-            else chunk_seed(job.seed_answer, k + 1)
-        t.pending_probe[k] = (tuple(ids), len(ids) - shared)
-        t.res.probes += 1
-        t.res.probe_prefill += len(ids) - shared
-        self._submit((key, "p", k), GenRequest(ids, 1, int(seed), self.answer_limit, self.fmt.answer_stop_ids,
-                                               logprobs=self.rule.needs_conf))
+        for probe in self.probes:
+            if probe == "stp":
+                ids = self.fmt.probe_prompt(job.prompt, t.thinking, L)
+                base = list(job.prompt) + t.thinking[:L]
+                shared = 0
+                for a, c in zip(ids, base):
+                    if a != c:
+                        break
+                    shared += 1
+                seed = job.probe_seeds[k] if job.probe_seeds is not None and k < len(job.probe_seeds) \
+                    else chunk_seed(job.seed_answer, k + 1)
+                req, pre = GenRequest(ids, 1, int(seed), self.answer_limit, self.fmt.answer_stop_ids,
+                                      logprobs=self.rule.needs_conf), len(ids) - shared
+            else:
+                req, pre = self.peers.request(probe, list(job.prompt) + t.thinking[:L], field_seed(job, probe, k))
+            t.pending_probe[(probe, k)] = pre
+            t.res.probes += 1
+            t.res.probe_prefill += pre
+            self._submit((key, TAGS[probe], k), req)
 
     def _think(self, key, t: _Traj) -> None:
         job, n = t.job, len(t.thinking)
@@ -310,13 +239,16 @@ class SideController:
         # The rule's paid probes: DEER / consistency every probe decided on; Dynasor-CoT the
         # probes before the stop (OTBench's "before_stop"), all of them when it did not stop.
         last = self.rule.paid_through(t.res.position)
-        for k, (pre, dec) in sorted(t.probe_cost.items()):
+        for (probe, k), (pre, dec) in sorted(t.probe_cost.items(), key=lambda x: (x[0][1], x[0][0])):
             if k <= last or self.rule.record:
-                t.res.paid.append(k)
+                if k not in t.res.paid:
+                    t.res.paid.append(k)
                 t.res.paid_prefill += pre
-                # OTBench's net rule reads the recorded answer_tokens signal: the same here
-                tokens = t.sig("answer_tokens", k)
-                t.res.paid_decoded += int(dec if tokens is None else tokens)
+                if probe == "stp":
+                    # OTBench's net rule reads the recorded answer_tokens signal: the same here
+                    tokens = t.sig("answer_tokens", k)
+                    dec = dec if tokens is None else tokens
+                t.res.paid_decoded += int(dec)
         return t.res
 
     def _grow(self, key, t: _Traj, ids: Sequence[int], stop_id: int | None) -> None:
@@ -379,7 +311,7 @@ class SideController:
             t.res.points.append(n)
         if self.rule.probe_before(k):
             self._probe(key, t, k)
-        if any(not t.have(j) for j in self.rule.waits_for(k)):
+        if any(not t.have(j, self.probes) for j in self.rule.waits_for(k)):
             return                              # a probe is still in flight
         nxt = None
         if t.job.lengths is not None and k + 1 < len(t.job.lengths):
@@ -395,11 +327,19 @@ class SideController:
             self._probe(key, t, k)
         self._think(key, t)
 
+    def _peer_done(self, t: _Traj, probe: str, k: int, c: Completion) -> None:
+        """A field method's own probe arrived: read it as the probe stage does (`_sideprobes`)."""
+        t.pending_probe.pop((probe, k))
+        t.res.probe_decoded += len(c.token_ids) + (c.stop_id is not None)
+        vals, paid = self.peers.read(probe, t.scratch, k, c, self.rule.name)
+        t.probe_cost[(probe, k)] = (0, paid)    # the recorded *_tokens: prefill included
+        t.put(k, vals)
+
     def _probe_done(self, key, t: _Traj, k: int, c: Completion) -> None:
-        _, pre = t.pending_probe.pop(k)
+        pre = t.pending_probe.pop(("stp", k))
         dec = len(c.token_ids) + (c.stop_id is not None)
         t.res.probe_decoded += dec
-        t.probe_cost[k] = (pre, dec)
+        t.probe_cost[("stp", k)] = (pre, dec)
         answer = [int(x) for x in c.token_ids]
         logprobs = None
         if self.rule.needs_conf:
@@ -457,8 +397,11 @@ class SideController:
             t.res.answer_ids = tuple(self.fmt.answer_prefix_ids) + tuple(int(x) for x in res[0].token_ids)
             t.res.answer_decoded = len(res[0].token_ids) + (res[0].stop_id is not None)
             self._finish(t)
-        else:
+        elif kind == "p":
             self._probe_done(key, t, i, res[0])
+            self._advance(key, t)
+        else:
+            self._peer_done(t, KINDS[kind], i, res[0])
             self._advance(key, t)
 
     def step(self) -> list[tuple[Any, SideResult]]:
@@ -466,7 +409,7 @@ class SideController:
         out = []
         for tag, res in self.stream.poll():
             self._deliver(tag, res)
-            if tag[1] == "p" and tag[0] in self._t:
+            if tag[1] in KINDS and tag[0] in self._t:
                 self._t[tag[0]].res.side_cached += int(self._cached(tag) or 0)
         # A trajectory leaves once nothing of it is in flight (a Dynasor-CoT probe sent after
         # the last decision still arrives after the model's own end: OTBench pays it too).

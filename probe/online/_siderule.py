@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from otbench.analysis.methods import METHODS, SIDE_SIGNALS, MethodError, OnlineView, UnitTable, resolve
 
+from ._sideprobes import probes_of
 from ._spec import OnlineControlError
 
 if TYPE_CHECKING:
@@ -91,6 +92,12 @@ class FieldRule:
     @property
     def needs_conf(self) -> bool:
         return self.record or "answer_conf" in self.m.signals
+
+    @property
+    def probe_kinds(self) -> tuple[str, ...]:
+        """The probes issued at a probed position (`_sideprobes.probes_of`): otbench's STP probe,
+        Dynasor-CoT's own, DEER's own."""
+        return probes_of((), True) if self.record else probes_of(self.m.signals)
 
     @property
     def probes(self) -> bool:

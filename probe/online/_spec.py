@@ -6,7 +6,7 @@ OpenAI-compatible server, the request body's `vllm_xargs`), flat keys so
 they travel through either path unchanged:
 
 * ``otbench_method``: ``"thinkbrake"`` (DEE: stop at the first boundary
-  whose recorded-style signal is ``<= θ``, SPEC §6.2), ``"cap"`` (an FB
+  whose recorded-style signal is ``<= θ``, docs/rules.md), ``"cap"`` (an FB
   method's per-request cap: θ is the cap in thinking tokens; a DR route is
   a cap of 0 or no control at all), or ``"module:object"`` naming a
   plug-in rule the server operator allowed (`PLUGINS_ENV`);
@@ -14,7 +14,7 @@ they travel through either path unchanged:
 * ``otbench_family``: the model family (``artifacts/families``), which
   fixes the signal token and the thinking end the controller forces;
 * ``otbench_signal``: for thinkbrake, the signal (``margin`` by default,
-  ``logp_end``, ``logp_other``; SPEC §6.3 and the probe's `SIGNALS`);
+  ``logp_end``, ``logp_other``; docs/rules.md and the probe's `SIGNALS`);
 * ``otbench_boundary``: ``"vocab"`` or ``"vocab+span"`` (the model entry's
   boundary rule, `SPAN_RULES`);
 * ``otbench_lengths``: optional; decide only at these thinking lengths
@@ -38,9 +38,9 @@ PREFIX = "otbench_"
 KEYS = ("method", "theta", "family", "signal", "boundary", "lengths")
 SIGNAL_NAMES = ("logp_end", "logp_other", "margin")
 """Signals the processor computes from the logits it sees, as the probe records them:
-`margin = logp_other - logp_end` (SPEC §6.3). The processor sees the model's own context
+`margin = logp_other - logp_end` (docs/rules.md). The processor sees the model's own context
 (the boundary token as written), so its ``margin`` is the probe's recorded ``margin_own``;
-the probe's ``margin`` is read after the boundary token is replaced (SPEC §3.3), a context
+the probe's ``margin`` is read after the boundary token is replaced (docs/rules.md), a context
 the processor never sees. Certify an offline walk on ``margin_own`` against it."""
 PLUGINS_ENV = "OTBENCH_ONLINE_PLUGINS"
 """Comma-separated ``module:object`` rules a server may load when a request names them
@@ -141,7 +141,7 @@ def parse_args(args: Mapping[str, Any] | None) -> ControlSpec | None:
 # -- decision rules ------------------------------------------------------------------
 
 class ThinkBrakeRule:
-    """ThinkBrake (SPEC §6.2): stop at the first decided boundary whose signal is `<= θ`.
+    """ThinkBrake (docs/rules.md): stop at the first decided boundary whose signal is `<= θ`.
 
     The same comparison as `otbench.analysis.bench.ThinkBrake.stop`, on the
     signal the processor reads at this boundary.

@@ -15,7 +15,7 @@ import numpy as np
 
 PRIORS = {
     "thinking_tokens": (6238.0, "mean thinking tokens per trajectory, pooled over the paper's 92,448 "
-                                "trajectories (576,688,123 tokens; SPEC §1, paper App. D.1)"),
+                                "trajectories (576,688,123 tokens; docs/rules.md, paper App. D.1)"),
     "thinking_tokens_high": (8281.0, "the paper's equal-weight (question -> group -> model) mean of "
                                      "thinking tokens (paper §3.2, Table 3): the high end"),
     "thinking_tokens_low": (0.75, "low end: 0.75 x the pooled mean (an assumption: the paper's per-model "

@@ -1,6 +1,7 @@
-"""Step-wise truncation probing (SPEC §3): the job, the probe loop, the runner, its journal, Ray, output."""
+"""Step-wise truncation probing (docs/rules.md): the job, the probe loop, the runner, its journal, Ray, output."""
 
 from ._cost import COST_FIELDS, cost_record, cost_rows, cost_text
+from ._field_probes import CONTEXT_IDS, FIELD_PROBES, peer_request, suffix_ids
 from ._job import (
            DATA_SOURCES,
            JobError,
@@ -20,7 +21,7 @@ from ._job_keys import HORIZON_KEYS, HORIZON_RULES, STP_KEYS, STP_RULES, Key
 from ._job_keys import describe as describe_job_keys
 from ._toml_rules import check_tables
 
-__all__ = ["COST_FIELDS", "DATA_SOURCES", "HORIZON_KEYS", "HORIZON_RULES", "MODEL_ARGS", "SIGNALS",
+__all__ = ["CONTEXT_IDS", "COST_FIELDS", "DATA_SOURCES", "FIELD_PROBES", "peer_request", "suffix_ids", "HORIZON_KEYS", "HORIZON_RULES", "MODEL_ARGS", "SIGNALS",
            "STP_KEYS", "STP_RULES", "Key", "describe_job_keys",
            "Journal", "JournalError", "JobError", "ProbeJob", "RayMissingError", "RunSummary",
            "UnitResult", "check_tables", "cost_record", "cost_rows", "cost_text", "job_from_dict",

@@ -1,4 +1,4 @@
-"""How much of a job is in flight in one engine, and the host memory that costs (SPEC §3).
+"""How much of a job is in flight in one engine, and the host memory that costs (docs/rules.md).
 
 Three bounds, each sized to the engine's scheduler (`max_num_seqs`, the
 engine's `capacity()`, or fewer: what its KV cache holds, below) unless the

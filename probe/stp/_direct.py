@@ -1,5 +1,5 @@
 """Prompts and the direct answers of a probe job: the question's chat prompt as ids, and the
-optional direct-answer accuracy to the no-thinking prompt (SPEC §4)."""
+optional direct-answer accuracy to the no-thinking prompt (docs/rules.md)."""
 
 from collections.abc import Sequence
 from typing import Any
@@ -15,7 +15,7 @@ from ._lane import batch_decoder
 def direct_answers(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequence,
                    prompts: Sequence[Sequence[int]], answer_limit: int, sampling, grade_batch: GradeBatch,
                    tokenizer) -> list[dict[str, Any]]:
-    """The direct-answer accuracy (SPEC §4, optional): one answer per question to the no-thinking prompt.
+    """The direct-answer accuracy (docs/rules.md, optional): one answer per question to the no-thinking prompt.
 
     The no-thinking prompt is the question's prompt with the thinking closed
     at once (`fmt.probe_prompt` with nothing retained: the family's marker

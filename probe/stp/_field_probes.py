@@ -61,6 +61,23 @@ def suffix_ids(tokenizer, field_probes: Sequence[str]) -> dict[str, list[int]]:
             "deer_ids": list(tokenizer.encode(DEER_PROMPT, add_special_tokens=False))}
 
 
+def peer_request(probe: str, head: Sequence[int], suffix: Sequence[int], seed: int,
+                 answer_stop_ids: Sequence[int]) -> GenRequest:
+    """The request of field probe `probe` ("dynasor" | "deer") on the retained prefix `head` (prompt +
+    thinking[:L(k)]), its suffix's ids appended: the probe stage's and the online controller's one
+    statement of it (module docstring)."""
+    ids = list(head) + list(suffix)
+    if probe == "dynasor":
+        return GenRequest(ids, 1, int(seed), DYNASOR_MAX_TOKENS, tuple(answer_stop_ids),
+                          sampling=DYNASOR_SAMPLING_PARAMS)
+    if probe == "deer":
+        # No stops: the engine stops on ids, DEER on strings; its cut is found after (`deer_cut`),
+        # and so the end-of-sequence token's probability is known where it ends the answer.
+        return GenRequest(ids, 1, int(seed), DEER_MAX_TOKENS, (), ignore_eos=True, logprobs=True,
+                          sampling=DEER_SAMPLING_PARAMS)
+    raise ArgumentError(f"no field probe {probe!r} (known: {', '.join(FIELD_PROBES)})")
+
+
 def _seed(job, u, phase: str, k: int) -> int:
     qs = job["questions"][u.q]
     return derive_seed(job["model"], qs.dataset, qs.id, u.r, phase, k)
@@ -70,16 +87,10 @@ def submit(driver, key, u, k: int) -> None:
     """Submit the job's field probes of unit `u` at position `k` (tags ``(key, "d" | "e", k)``)."""
     j, fmt = driver.job, driver.fmt
     head = list(j["prompts"][u.q]) + list(u.think.thinking[:u.L[k]])
-    if "dynasor" in j["field_probes"]:
-        driver._submit((key, "d", k), GenRequest(head + j["dynasor_ids"], 1, _seed(j, u, "dynasor", k),
-                                                 DYNASOR_MAX_TOKENS, fmt.answer_stop_ids,
-                                                 sampling=DYNASOR_SAMPLING_PARAMS), "probe")
-    if "deer" in j["field_probes"]:
-        # No stops: the engine stops on ids, DEER on strings; its cut is found after (`deer_cut`),
-        # and so the end-of-sequence token's probability is known where it ends the answer.
-        driver._submit((key, "e", k), GenRequest(head + j["deer_ids"], 1, _seed(j, u, "deer", k),
-                                                 DEER_MAX_TOKENS, (), ignore_eos=True, logprobs=True,
-                                                 sampling=DEER_SAMPLING_PARAMS), "probe")
+    for probe, tag in (("dynasor", "d"), ("deer", "e")):
+        if probe in j["field_probes"]:
+            driver._submit((key, tag, k), peer_request(probe, head, j[f"{probe}_ids"], _seed(j, u, probe, k),
+                                                       fmt.answer_stop_ids), "probe")
 
 
 def deliver(driver, u, kind: str, k: int, res) -> None:
@@ -103,9 +114,9 @@ def unit_fields(job, u, seeds: dict) -> dict:
     m = len(u.L)
     if "dynasor" in job["field_probes"]:
         probes = [f.result() for f in u.dyn]
-        classes, runs = u.dyn_unit.result()
+        classes, windows = u.dyn_unit.result()
         prefill = len(job["dynasor_ids"])
-        out.update(dynasor_answer=tuple(classes), dynasor_agree=tuple(runs),
+        out.update(dynasor_answer=tuple(classes), dynasor_window=tuple(windows),
                    dynasor_uncertain=tuple(int(p.uncertain) for p in probes),
                    dynasor_tokens=tuple(p.decoded + prefill for p in probes))
         seeds["dynasor"] = [_seed(job, u, "dynasor", k) for k in range(m)]

@@ -297,7 +297,7 @@ def think_results(job, questions: Sequence, fmt) -> dict[tuple[int, int], Any]:
     the own answer at `answer_limit`. A finished trace's own answer (possibly
     empty) is graded for `y`, for native-thinking and generic families alike;
     a finished native-thinking trace without one gets the forced answer of
-    position n (SPEC §3.3), like a cut one; a finished generic-family trace
+    position n (docs/rules.md), like a cut one; a finished generic-family trace
     without one is graded as its reply, as a sampled one is. The seed is the
     one the unit would have been sampled with, so journal keys and
     provenance read the same as for a sampled run.

@@ -1,4 +1,4 @@
-"""A probe job: one frozen configuration, read from TOML or built in code (SPEC §3).
+"""A probe job: one frozen configuration, read from TOML or built in code (docs/rules.md).
 
 Example (`otbench probe run --config job.toml --out DIR`)::
 
@@ -41,7 +41,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     # units_in_flight = 256          # units in flight at once (default: sized to the engine)
     # requests_in_flight = 2048      # engine sequences of probe-phase requests (default: sized to the engine)
     # direct_answer = true           # also one answer per question to the no-thinking prompt
-    # boundary = "vocab"             # segmentation rule (default: the model entry's; SPEC §3.2)
+    # boundary = "vocab"             # segmentation rule (default: the model entry's; docs/rules.md)
     # hesitation_words = ["wait", "hold", "but", "okay", "no", "hmm"]   # the hesitation signal's words
     # field_probes = ["dynasor", "deer"]   # also each field method's own probe per position (docs/rules.md)
 
@@ -96,7 +96,7 @@ class ProbeJob:
       data: the question source table (see the module docstring).
       R, P, b: trajectories per question, probes per position, target step length.
       thinking_limit, answer_limit: token limits (trajectory, each answer).
-      sampling: sampling parameters for trajectories and probes (SPEC §3.3:
+      sampling: sampling parameters for trajectories and probes (docs/rules.md:
         probes use the model's own parameters).
       grader: "auto" | "otbench" | "minimal".
       units_per_batch: work units (question x trajectory) a Ray worker holds
@@ -110,8 +110,8 @@ class ProbeJob:
         (None: sized to the engine, `_setup.requests_in_flight`); with the
         units' think requests this bounds the engine's queue and host memory.
       direct_answer: also sample one answer per question to the no-thinking
-        prompt (the set's `direct` table; SPEC §4, beside `P(0)`).
-      boundary: segmentation rule, "vocab" (SPEC §3.2) or "vocab+span".
+        prompt (the set's `direct` table; docs/rules.md, beside `P(0)`).
+      boundary: segmentation rule, "vocab" (docs/rules.md) or "vocab+span".
       hesitation_words: the words of the `hesitation` field signal (whole
         words, case-insensitive; default Dynasor-CoT's list).
       field_probes: field methods whose own probes are also decoded at every

@@ -66,7 +66,7 @@ class GradeLane:
             list(ids), stopped, decode=lambda seq: self._decode([seq])[0], context=context))
 
     def dynasor_unit(self, probes: Sequence):
-        """Future of (class ids, agreement runs) of a trajectory's Dynasor probes (`dynasor_agreement`),
+        """Future of (class ids, window masks) of a trajectory's Dynasor probes (`dynasor_agreement`),
         the futures `probes` in position order (submitted before this, so done before it runs)."""
         return self._pool.submit(self._timed, lambda: dynasor_agreement([f.result().answer for f in probes]))
 

@@ -1,4 +1,4 @@
-"""The probe loop: trajectories, segmentation, answer probes and signals for work units (SPEC §3, §6.3).
+"""The probe loop: trajectories, segmentation, answer probes and signals for work units (docs/rules.md).
 
 A *work unit* is one (question, trajectory) pair. Its result (`UnitResult`)
 depends only on the job, the question and the engine's outputs for the

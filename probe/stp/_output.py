@@ -1,4 +1,4 @@
-"""Unit results -> the measurement set and its raw-token tables (SPEC §2).
+"""Unit results -> the measurement set and its raw-token tables (docs/rules.md).
 
 The set goes through `otbench.analysis.measurement._build.from_ragged` (the one
 validation path every reader uses) and `otbench.analysis.measurement._io.save`, with two
@@ -43,7 +43,7 @@ def measurement_set(results: Sequence[UnitResult], *, model: str, P: int,
     """A validated `MeasurementSet` from unit results (any order).
 
     Signals: `logp_end`, `logp_other` and `margin = logp_other - logp_end`
-    per position (SPEC §6.3).
+    per position (docs/rules.md).
     """
     from otbench.analysis.measurement import from_ragged, ragged
 

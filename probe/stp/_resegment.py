@@ -1,4 +1,4 @@
-"""Re-segment stored thinking ids at other target step lengths (SPEC §3.2, paper App. D.1).
+"""Re-segment stored thinking ids at other target step lengths (docs/rules.md, paper App. D.1).
 
 Reads a probe measurement set's `tokens` table and the boundary ids its
 manifest recorded, so no tokenizer, model or regeneration is needed. With

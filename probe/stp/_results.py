@@ -1,5 +1,5 @@
 """What the probe loop measures per work unit: `UnitResult`, the think phase's `ThinkResult`
-and its cut (`split_trajectory`), and the run's counters (`RunStats`) (SPEC §3, §6.3).
+and its cut (`split_trajectory`), and the run's counters (`RunStats`) (docs/rules.md).
 
 Plain data and pure functions: the loop that produces them is `_loop`.
 """
@@ -17,7 +17,7 @@ from ._ids import compact
 SIGNALS = ("logp_end", "logp_other", "margin", "margin_own", "answer", "answer_conf", "hesitation",
            "answer_tokens")
 """Signal columns written by the probe: `margin = logp_other - logp_end` is the
-ThinkBrake quantity (stop at the first boundary where it is <= θ; SPEC §6.2);
+ThinkBrake quantity (stop at the first boundary where it is <= θ; docs/rules.md);
 `margin_own` the same read in the model's own context (`SIGNAL_DEFINITIONS`);
 the field signals `answer`, `answer_conf`, `hesitation`, `answer_tokens`
 (`otbench.analysis.measurement.SIGNAL_DEFINITIONS`, `otbench.probe.grading.probe_signals`)."""
@@ -29,7 +29,7 @@ OWN_CONTEXT = {
 }
 
 
-PEER_FIELDS = ("dynasor_answer", "dynasor_agree", "dynasor_uncertain", "dynasor_tokens",
+PEER_FIELDS = ("dynasor_answer", "dynasor_window", "dynasor_uncertain", "dynasor_tokens",
                "deer_conf", "deer_tokens")
 """`UnitResult` fields of the field methods' own probes (`probe.field_probes`), one per signal
 column of the same name (`otbench.analysis.measurement.PEER_SIGNAL_DEFINITIONS`)."""
@@ -82,7 +82,7 @@ class UnitResult:
       answer_id, answer_conf, hesitation, answer_tokens: [n+1] field signals
         of each position's first probe (`SIGNAL_DEFINITIONS`); empty in a
         record written before.
-      dynasor_answer, dynasor_agree, dynasor_uncertain, dynasor_tokens,
+      dynasor_answer, dynasor_window, dynasor_uncertain, dynasor_tokens,
       deer_conf, deer_tokens: [n+1] signals of the field methods' own probes
         (`PEER_FIELDS`, `PEER_SIGNAL_DEFINITIONS`), when the job asked for them
         (`probe.field_probes`); empty otherwise, and then left out of the record.
@@ -117,7 +117,7 @@ class UnitResult:
     hesitation: tuple[int, ...] = ()
     answer_tokens: tuple[int, ...] = ()
     dynasor_answer: tuple[int, ...] = ()
-    dynasor_agree: tuple[int, ...] = ()
+    dynasor_window: tuple[int, ...] = ()
     dynasor_uncertain: tuple[int, ...] = ()
     dynasor_tokens: tuple[int, ...] = ()
     deer_conf: tuple[float, ...] = ()

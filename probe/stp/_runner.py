@@ -1,4 +1,4 @@
-"""Run a probe job end to end: engine(s), prompts, work units, measurement set on disk (SPEC §2-§3).
+"""Run a probe job end to end: engine(s), prompts, work units, measurement set on disk (docs/rules.md-§3).
 
 Writes `OUT/` (the measurement set with its `tokens` and `probes` tables,
 through `otbench.analysis.measurement._io.save`) and `OUT/run.json` (throughput, cache

@@ -1,4 +1,4 @@
-"""An engine made ready for a job: its model located, prompts encoded, vocabulary facts read (SPEC §3).
+"""An engine made ready for a job: its model located, prompts encoded, vocabulary facts read (docs/rules.md).
 
 Shared by the runner's local executor and the Ray workers (`_ray`), which
 is why it is its own module: both build exactly the same `EngineSetup`, and

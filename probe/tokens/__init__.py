@@ -1,4 +1,4 @@
-"""Token space: the boundary vocabulary of a tokenizer and probe prompts built by copying ids (SPEC §3.2-§3.3)."""
+"""Token space: the boundary vocabulary of a tokenizer and probe prompts built by copying ids (docs/rules.md-§3.3)."""
 
 from ._probe_prompts import FormatError, ProbeFormat, compile_format
 from ._vocab import (

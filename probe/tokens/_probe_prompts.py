@@ -1,4 +1,4 @@
-"""Probe prompts built by copying token ids (SPEC §3.3): a family compiled for one tokenizer.
+"""Probe prompts built by copying token ids (docs/rules.md): a family compiled for one tokenizer.
 
 At position `k` the probe prompt is::
 
@@ -48,7 +48,7 @@ class ProbeFormat:
       end_ids: the thinking-end marker (empty for the generic family).
       separator_ids: ids inserted before the marker when needed.
       answer_prefix_ids: answer-channel opening / answer-forcing suffix.
-      signal_id: the ThinkBrake token (SPEC §6.3).
+      signal_id: the ThinkBrake token (docs/rules.md).
       think_stop_ids: ids that end a trajectory naturally (the marker's first
         token for native thinking families, the end-of-turn ids otherwise).
       answer_stop_ids: ids that end an answer.
@@ -160,7 +160,7 @@ def compile_format(family: Family, tokenizer, vocab: Vocabulary, *,
                    boundary_rule: str = "vocab") -> ProbeFormat:
     """Encode the family's fixed strings once with `tokenizer` and check they fit.
 
-    `boundary_rule` is "vocab" (SPEC §3.2) or "vocab+span" (`_segment.SPAN_RULES`).
+    `boundary_rule` is "vocab" (docs/rules.md) or "vocab+span" (`_segment.SPAN_RULES`).
     """
     if boundary_rule not in ("vocab", "vocab+span"):
         raise ArgumentError(f"`boundary_rule` must be 'vocab' or 'vocab+span', got {boundary_rule!r}.")

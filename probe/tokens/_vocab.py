@@ -1,4 +1,4 @@
-"""Boundary vocabulary, its audit, and the boundary→content mappings of a tokenizer (SPEC §3.2-§3.3).
+"""Boundary vocabulary, its audit, and the boundary→content mappings of a tokenizer (docs/rules.md-§3.3).
 
 Every rule here looks at one token id at a time ("its own decoded form");
 nothing decodes a trajectory. The tokenizer is any object with
@@ -43,7 +43,7 @@ def content_form(form: str) -> str:
     The part before the first double LF: the paragraph break (and any text
     that would open the next paragraph) is dropped so the retained text ends
     where the step's own text ends; the family's separator and thinking-end
-    marker then follow (SPEC §3.3).
+    marker then follow (docs/rules.md).
 
     >>> [content_form(s) for s in ["\\n\\n", ".\\n\\n", ".\\n\\nThe", ")\\n\\n\\n"]]
     ['', '.', '.', ')']

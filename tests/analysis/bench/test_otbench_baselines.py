@@ -270,7 +270,7 @@ def test_thinkbrake_grid_and_message():
     import dataclasses
 
     with pytest.raises(ValueError, match=r"thinkbrake needs the per-position signal 'margin' "
-                                         r"\(SPEC §6.3\); the set records: none"):
+                                         r"\(docs/rules.md\); the set records: none"):
         m.fit(dataclasses.replace(tr, signals={}), va)
 
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def set_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("otb") / "small"
-    save(assign_splits(simulate("small", 0, field_signals=True)), d)
+    save(assign_splits(simulate("small", 0, field_signals=True, peer_signals=True)), d)
     return d
 
 

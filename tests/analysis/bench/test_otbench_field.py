@@ -1,4 +1,7 @@
-"""The field's methods (issue 27): each stop restated case by case, and net = gross + signal cost exactly."""
+"""The field's methods (issue 27): each stop restated case by case, and net = gross + signal cost exactly.
+
+Dynasor-CoT's and DEER's rules on otbench's STP answer probe are ``dynasor-cot-stp`` / ``deer-stp``;
+the methods on their own probes (``dynasor-cot``, ``deer``) are in test_otbench_own_probes.py."""
 
 from fractions import Fraction
 
@@ -85,10 +88,10 @@ def test_dynasor_cases():
         (L6, C6, [0, 1, 0, 1, 0, 1, 0], Z6, Z6, T6),          # never agree -> end
     ]
     ms = field_set(rows)
-    assert stops(ms, "dynasor-cot", 2.0) == [3, 4, 4, 6]
-    assert stops(ms, "dynasor-cot", 3.0) == [4, 5, 5, 6]
+    assert stops(ms, "dynasor-cot-stp", 2.0) == [3, 4, 4, 6]
+    assert stops(ms, "dynasor-cot-stp", 3.0) == [4, 5, 5, 6]
     for w in (1, 2, 3, 5):
-        assert stops(ms, "dynasor-cot", float(w)) == [dynasor_twin(r[2], r[3], 6, w) for r in rows]
+        assert stops(ms, "dynasor-cot-stp", float(w)) == [dynasor_twin(r[2], r[3], 6, w) for r in rows]
 
 
 def test_deer_cases():
@@ -98,10 +101,10 @@ def test_deer_cases():
         (L6, C6, Z6, Z6, [0.1, 0.1, 0.1, 0.97, 0.1, 0.1, 0.1], T6),       # 3 (beyond 2 checks)
     ]
     ms = field_set(rows)
-    assert stops(ms, "deer", 0.95) == [2, 6, 3]
-    assert stops(ms, "deer", 0.95, max_judge_steps=2) == [2, 6, 6]
+    assert stops(ms, "deer-stp", 0.95) == [2, 6, 3]
+    assert stops(ms, "deer-stp", 0.95, max_judge_steps=2) == [2, 6, 6]
     for th in (0.05, 0.5, 0.95, 0.96, 1.0):
-        assert stops(ms, "deer", th) == [deer_twin(r[4], 6, th) for r in rows]
+        assert stops(ms, "deer-stp", th) == [deer_twin(r[4], 6, th) for r in rows]
 
 
 def test_answer_consistency_cases():
@@ -135,9 +138,9 @@ def test_random_sets_follow_the_twins():
     for w in (2, 3):
         want = [dynasor_twin(s["answer"][t].tolist(), s["hesitation"][t].tolist(), n[t], w)
                 for t in range(len(n))]
-        assert stops(ms, "dynasor-cot", float(w)) == want
+        assert stops(ms, "dynasor-cot-stp", float(w)) == want
     for th in (0.6, 0.9):
-        assert stops(ms, "deer", th) == [deer_twin(s["answer_conf"][t].tolist(), n[t], th)
+        assert stops(ms, "deer-stp", th) == [deer_twin(s["answer_conf"][t].tolist(), n[t], th)
                                          for t in range(len(n))]
     for th in (1, 3):
         assert stops(ms, "answer-consistency", float(th)) == [
@@ -146,9 +149,9 @@ def test_random_sets_follow_the_twins():
 
 def signal_twin(name, k, n, tok):
     """Tokens the source's signal decodes / prefills for a stop at k (declared + recorded)."""
-    if name == "dynasor-cot":
+    if name == "dynasor-cot-stp":
         return sum(24 + tok[j] for j in range(k))
-    if name == "deer":
+    if name == "deer-stp":
         return sum(8 + tok[j] for j in range(1, min(k, n - 1) + 1) if j <= 10)
     if name == "answer-consistency":
         return sum(24 + tok[j] for j in range(1, min(k, n - 1) + 1))
@@ -157,7 +160,7 @@ def signal_twin(name, k, n, tok):
     return 0
 
 
-@pytest.mark.parametrize("name,theta", [("dynasor-cot", 2.0), ("deer", 0.9),
+@pytest.mark.parametrize("name,theta", [("dynasor-cot-stp", 2.0), ("deer-stp", 0.9),
                                         ("answer-consistency", 2.0), ("budget-forcing", 25.0),
                                         ("thinkbrake", 0.0)])
 def test_net_is_gross_plus_declared_signal_cost(name, theta):
@@ -224,7 +227,8 @@ def test_field_signals_only_for_synthetic_sets_and_methods_name_what_is_missing(
     with pytest.raises(ValueError, match="only for synthetic sets"):
         add_field_signals(real, 0)
     plain = assign_splits(simulate("tiny", 0))
-    for name, sig in (("dynasor-cot", "answer"), ("deer", "answer_conf"),
+    for name, sig in (("dynasor-cot-stp", "answer"), ("deer-stp", "answer_conf"),
+                      ("dynasor-cot", "dynasor_window"), ("deer", "deer_conf"),
                       ("answer-consistency", "answer")):
         with pytest.raises(MethodError, match=f"needs the per-position signal '{sig}'"):
             evaluate(plain, name)
@@ -288,5 +292,8 @@ def test_compare_defaults_to_the_builtins_a_set_can_run():
     plain = assign_splits(simulate("tiny", 0))
     assert [r.method for r in compare(plain, theta_grid=3)] == [
         "thinkswitcher", "predictive-scheduling", "thinkbrake", "budget-forcing"]
-    full = assign_splits(simulate("tiny", 0, field_signals=True))
+    stp = assign_splits(simulate("tiny", 0, field_signals=True))
+    assert [r.method for r in compare(stp, theta_grid=3)] == [
+        m for m in BUILTINS if m not in ("dynasor-cot", "deer")]      # their own probes are not recorded
+    full = assign_splits(simulate("tiny", 0, field_signals=True, peer_signals=True))
     assert [r.method for r in compare(full, theta_grid=3)] == list(BUILTINS)

@@ -1,4 +1,4 @@
-"""The field methods' own-probe signals in the measurement contract (issue 37): synthetic draw, runs, rules."""
+"""The field methods' own-probe signals in the measurement contract (issue 37): synthetic draw, windows, rules."""
 
 import dataclasses
 
@@ -11,11 +11,12 @@ from otbench.analysis.measurement import (
     DYNASOR_SIGNALS,
     PEER_SIGNAL_DEFINITIONS,
     PEER_SIGNALS,
+    WINDOW_BITS,
     add_peer_signals,
-    agreement_runs,
     deer_own_stop,
     dynasor_own_stop,
     simulate,
+    window_masks,
 )
 
 
@@ -54,50 +55,69 @@ def test_the_synthetic_draw_keeps_its_own_definitions():
         seen = [a for a in ans if a >= 0]
         firsts = list(dict.fromkeys(seen))
         assert firsts == list(range(len(firsts)))            # numbered by first appearance
-        run = ms.signals["dynasor_agree"][t, :n + 1]
-        for s in range(n + 1):                               # the run, within the trajectory
-            want = 0
-            if ans[s] >= 0:
-                want = 1
-                while s + want <= n and ans[s + want] == ans[s]:
-                    want += 1
-            assert run[s] >= want and (run[s] == want or s + want == n + 1)
+        win = ms.signals["dynasor_window"][t, :n + 1]
+        for j in range(n + 1):                               # each window ending at j
+            for w in range(1, min(j + 1, WINDOW_BITS) + 1):
+                seg = ans[j - w + 1:j + 1]
+                agree = bool((seg >= 0).all() and (seg == seg[0]).all())
+                assert bool((int(win[j]) >> (w - 1)) & 1) == agree, (t, j, w)
     conf = ms.signals["deer_conf"][rows, ms.n]
     assert ((conf > 0) & (conf < 1)).all()
     assert set(np.unique(ms.signals["dynasor_uncertain"])) <= {0.0, 1.0}
 
 
-def _runs_twin(row):
+def _masks_twin(row, bits=WINDOW_BITS):
+    """Per position j: Dynasor's check of every window ending there, as its source runs it
+    (eqaul_group classes over the window, count_not_empty), on class ids."""
     out = []
-    for s in range(len(row)):
-        if row[s] < 0:
-            out.append(0)
-            continue
-        j = s
-        while j < len(row) and row[j] == row[s]:
-            j += 1
-        out.append(j - s)
+    for j in range(len(row)):
+        m = 0
+        for w in range(1, min(j + 1, bits) + 1):
+            win = row[j - w + 1:j + 1]
+            classes = []                                   # eqaul_group: first matching class
+            for a in win:
+                if a >= 0 and a not in classes:
+                    classes.append(a)
+            not_empty = sum(a >= 0 for a in win)
+            if len(classes) == 1 and not_empty == w:
+                m |= 1 << (w - 1)
+        out.append(m)
     return out
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.integers(-1, 2), min_size=5, max_size=5), min_size=1, max_size=6))
-def test_agreement_runs_match_a_loop(rows):
-    got = agreement_runs(np.array(rows, float))
-    assert got.tolist() == [[float(x) for x in _runs_twin(r)] for r in rows]
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.integers(-1, 2), min_size=0, max_size=20), min_size=1, max_size=6)
+       .flatmap(lambda rows: st.just([r + [-1] * (20 - len(r)) for r in rows])))
+def test_window_masks_match_dynasors_check(rows):
+    got = window_masks(np.array(rows, float).reshape(len(rows), -1))
+    assert got.tolist() == [[float(x) for x in _masks_twin(r)] for r in rows]
 
 
-def test_dynasor_own_stop_reads_the_run_before_the_chunk():
-    agree = np.array([[3, 2, 1, 0], [2, 1, 1, 1], [3, 2, 1, 0]], float)
+def test_window_masks_of_no_positions():
+    assert window_masks(np.zeros((3, 0))).shape == (3, 0)
+
+
+def _bits(*ws):
+    return float(sum(1 << (w - 1) for w in ws))
+
+
+def test_dynasor_own_stop_reads_the_window_before_the_chunk():
+    # column k-1 holds the windows ending there: row 0 agrees over 3, row 1 over 1, row 2 over 3
+    win = np.array([[1, _bits(1, 2), _bits(1, 2, 3), 1],
+                    [1, 1, _bits(1, 2), _bits(1)],
+                    [1, _bits(1, 2), _bits(1, 2, 3), 1]], float)
     unc = np.array([[0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0]], float)
-    assert dynasor_own_stop(agree, unc, 3, 3).tolist() == [True, False, False]
-    assert dynasor_own_stop(agree, unc, 2, 2).tolist() == [True, True, False]
-    assert not dynasor_own_stop(agree, unc, 1, 2).any()          # fewer than w probes
-    assert not dynasor_own_stop(agree, unc, 3, 0).any()
+    assert dynasor_own_stop(win, unc, 3, 3).tolist() == [True, False, False]
+    assert dynasor_own_stop(win, unc, 3, 2).tolist() == [True, True, False]   # row 2: uncertain at 1
+    assert dynasor_own_stop(win, unc, 2, 2).tolist() == [True, False, False]
+    assert not dynasor_own_stop(win, unc, 1, 2).any()          # fewer than w probes
+    assert not dynasor_own_stop(win, unc, 3, 0).any()
     # the probe at k itself is not read (online it may still be in flight)
-    unc2 = unc.copy()
-    unc2[:, 3] = 1
-    assert dynasor_own_stop(agree, unc2, 3, 3).tolist() == [True, False, False]
+    win2, unc2 = win.copy(), unc.copy()
+    win2[:, 3], unc2[:, 3] = 0, 1
+    assert dynasor_own_stop(win2, unc2, 3, 3).tolist() == [True, False, False]
+    with pytest.raises(ValueError, match="longer than the recorded masks"):
+        dynasor_own_stop(win, unc, 3, WINDOW_BITS + 1)
 
 
 def test_deer_own_stop_is_strict_and_checks_the_first_steps_only():

@@ -104,9 +104,9 @@ def replay_deer(trials, threshold, max_judge_steps):
 # -- otbench's reading, walked as OTBench walks a trajectory's boundaries ----------------------
 
 def otbench_dynasor(probe_texts, window):
-    ids, runs = dynasor_agreement([dynasor_obtain_answer(t) for t in probe_texts])
+    ids, windows = dynasor_agreement([dynasor_obtain_answer(t) for t in probe_texts])
     unc = [int(dynasor_uncertain(t)) for t in probe_texts]
-    agree, hes = np.array([runs], float), np.array([unc], float)
+    agree, hes = np.array([windows], float), np.array([unc], float)
     for k in range(len(probe_texts) + 1):
         if dynasor_own_stop(agree, hes, k, window)[0]:
             return k - 1                      # boundary k decides after the chunk of probe k - 1
@@ -157,8 +157,8 @@ def test_a_wait_after_the_box_stops_nothing_there():
 def test_answers_agree_by_math_equivalence():
     texts = ["\\frac{1}{2}} \\]", "0.5} \\]", "1/2} \\]"]
     assert replay_dynasor(texts, 3) == otbench_dynasor(texts, 3) == 2
-    ids, runs = dynasor_agreement([dynasor_obtain_answer(t) for t in texts])
-    assert ids == [0, 0, 0] and runs == [3, 2, 1]
+    ids, windows = dynasor_agreement([dynasor_obtain_answer(t) for t in texts])
+    assert ids == [0, 0, 0] and windows == [0b1, 0b11, 0b111]
 
 
 def test_an_empty_answer_breaks_the_window():
@@ -171,10 +171,12 @@ def test_agreement_is_exact_where_math_equal_is_not_transitive():
     assert dynasor_math_equal("5000", "50") and dynasor_math_equal("0.5", "50")
     assert not dynasor_math_equal("5000", "0.5")
     texts = ["0.5} \\]", "50} \\]", "5000} \\]"]
-    ids, runs = dynasor_agreement([dynasor_obtain_answer(t) for t in texts])
-    assert runs == [2, 2, 1]
+    ids, windows = dynasor_agreement([dynasor_obtain_answer(t) for t in texts])
+    # the windows ending at 2: {5000} and {50, 5000} agree (50 is the window's first), but
+    # {0.5, 50, 5000} does not (5000 !~ 0.5, the first)
+    assert windows == [0b1, 0b11, 0b11]
     # class ids over the trajectory put 5000 apart from 50 (its representative is 0.5), though
-    # Dynasor's window 1..2 is one class (its first answer is 50): the run, not the id, is exact
+    # Dynasor's window 1..2 is one class (its first answer is 50): the mask, not the id, is exact
     assert ids == [0, 0, 1]
     assert replay_dynasor(texts, 3) is None and otbench_dynasor(texts, 3) is None
     assert replay_dynasor(texts[1:], 2) == otbench_dynasor(texts[1:], 2) == 1

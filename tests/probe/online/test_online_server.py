@@ -134,7 +134,7 @@ def test_side_request_controller_over_the_openai_engine(server):
         rises = [j for j in range(1, min(len(pts), 11)) if j == 1 or conf[j] > max(conf[1:j]) + 1e-3]
         j = rises[-1]
         lower = max(conf[1:j]) if j > 1 else conf[j] - 0.2
-        r = go(FieldRule("deer", float((conf[j] + lower) / 2)))
+        r = go(FieldRule("deer-stp", float((conf[j] + lower) / 2)))
         assert (r.position, r.stop_length) == (j, pts[j]) and r.thinking == rec.thinking[:pts[j]]
     finally:
         engine.close()

@@ -179,7 +179,7 @@ def _one(n, answers, hes=None, conf=None):
 
 def test_dynasor_stops_once_the_last_w_probes_agree():
     s = _one(8, [None, 3, 5, 5, 5, 5, 5, 5, 5])
-    (r,), stream = run([s], FieldRule("dynasor-cot", 2))
+    (r,), stream = run([s], FieldRule("dynasor-cot-stp", 2))
     # probes at 2 and 3 agree: decided at k = 4, before the chunk after L(4)
     assert (r.position, r.stop_length) == (4, 40)
     assert r.thinking == tuple(s.thinking[:40]) and r.answer_ids == (PREFIX,) + FINAL
@@ -193,10 +193,10 @@ def test_dynasor_stops_once_the_last_w_probes_agree():
 def test_dynasor_hesitation_and_missing_answers_delay_the_stop():
     hes = [False, False, True, False, False, False, False, False, False]
     s = _one(8, [7, 7, 7, 7, None, 7, 7, 7, 7], hes)
-    (r,), _ = run([s], FieldRule("dynasor-cot", 2))
+    (r,), _ = run([s], FieldRule("dynasor-cot-stp", 2))
     # 0,1 agree -> stop at 2 would need no hesitation at 0,1: yes -> k = 2
     assert r.position == 2
-    (r,), _ = run([s], FieldRule("dynasor-cot", 3))
+    (r,), _ = run([s], FieldRule("dynasor-cot-stp", 3))
     # windows of 3 ending before k: {0,1,2} hesitates at 2, {1,2,3} too, {2,3,4} too, {3,4,5} misses 4, ... {5,6,7}
     assert r.position == 8 == dynasor_twin(s_answers(s), hes, 8, 3)
 
@@ -212,16 +212,16 @@ def s_answers(s):
 def test_deer_checks_only_transitions_1_to_10():
     conf = [0.99] + [0.4] * 10 + [0.99, 0.99]          # above θ at k = 0 and at the 11th transition
     s = _one(12, [1] * 13, conf=conf)
-    (r,), stream = run([s], FieldRule("deer", 0.9))
+    (r,), stream = run([s], FieldRule("deer-stp", 0.9))
     assert r.stop_length is None and r.position == 12 and r.natural_end
     side = [q for q in stream.log if q.seed in range(1000, 1100)]
     assert {len(q.prompt) - 4 for q in side} == {10 * k for k in range(1, 11)}   # k = 0 and k > 10 never decoded
     # the confidence comes with each side request's own completion: one request per checked transition
     assert len(side) == r.probes == 10 and all(q.logprobs for q in side)
     conf[6] = 0.95
-    (r,), _ = run([_one(12, [1] * 13, conf=conf)], FieldRule("deer", 0.9))
+    (r,), _ = run([_one(12, [1] * 13, conf=conf)], FieldRule("deer-stp", 0.9))
     assert (r.position, r.stop_length) == (6, 60)
-    (r,), _ = run([_one(12, [1] * 13, conf=conf)], FieldRule("deer", 0.95))   # strictly above θ
+    (r,), _ = run([_one(12, [1] * 13, conf=conf)], FieldRule("deer-stp", 0.95))   # strictly above θ
     assert r.stop_length is None
 
 
@@ -275,7 +275,7 @@ def test_stored_and_generated_thinking_agree_and_record_probes_every_position():
 @given(st.integers(0, 9), st.data())
 def test_random_scripts_follow_the_twins_interleaved(n, data):
     k_ans = st.one_of(st.none(), st.integers(0, 2))
-    scripts, refs = [], {"dynasor-cot": [], "answer-consistency": [], "deer": []}
+    scripts, refs = [], {"dynasor-cot-stp": [], "answer-consistency": [], "deer-stp": []}
     w = data.draw(st.integers(1, 3))
     theta = data.draw(st.sampled_from([0.3, 0.5, 0.7]))
     for _ in range(data.draw(st.integers(1, 4))):
@@ -284,11 +284,11 @@ def test_random_scripts_follow_the_twins_interleaved(n, data):
         hes = data.draw(st.lists(st.booleans(), min_size=m + 1, max_size=m + 1))
         conf = data.draw(st.lists(st.sampled_from([0.2, 0.5, 0.7, 0.9]), min_size=m + 1, max_size=m + 1))
         scripts.append(Script(m, ans, hes, conf))
-        refs["dynasor-cot"].append(dynasor_twin(ans, hes, m, w))
+        refs["dynasor-cot-stp"].append(dynasor_twin(ans, hes, m, w))
         refs["answer-consistency"].append(consistency_twin(ans, m, w))
-        refs["deer"].append(deer_twin(conf, m, theta))
+        refs["deer-stp"].append(deer_twin(conf, m, theta))
     seed = data.draw(st.integers(0, 3))
-    for method, th in (("dynasor-cot", w), ("answer-consistency", w), ("deer", theta)):
+    for method, th in (("dynasor-cot-stp", w), ("answer-consistency", w), ("deer-stp", theta)):
         res, _ = run(scripts, FieldRule(method, th), seed=seed, in_flight=data.draw(st.integers(1, 4)))
         assert [r.position for r in res] == refs[method], method
         for r, s, k in zip(res, scripts, refs[method]):
@@ -319,7 +319,7 @@ def test_recorded_signals_give_otbenchs_offline_stops():
                               for nm in ("answer", "answer_conf", "hesitation", "answer_tokens")},
                      synthetic=True)
     unit, units = units_of(ms, None)
-    for method, theta in (("dynasor-cot", 2), ("dynasor-cot", 3), ("deer", 0.7), ("answer-consistency", 1),
+    for method, theta in (("dynasor-cot-stp", 2), ("dynasor-cot-stp", 3), ("deer-stp", 0.7), ("answer-consistency", 1),
                           ("answer-consistency", 2)):
         m = load_method(method)
         m.fit(ms, ms)
@@ -384,18 +384,18 @@ def test_signals_are_the_probe_stages_helper():
 
 
 def test_refusals_are_one_line():
-    for bad in (("thinkbrake", 1.0), ("deer", float("nan")), ("budget-forcing", -1.0)):
+    for bad in (("thinkbrake", 1.0), ("deer-stp", float("nan")), ("budget-forcing", -1.0)):
         with pytest.raises(OnlineControlError) as e:
             FieldRule(*bad)
         assert "\n" not in str(e.value)
     s = _one(3, [1] * 4)
     jobs = [SideJob(prompt=(100,), seed_think=1, seed_answer=7, lengths=tuple(s.L))]
     with pytest.raises(OnlineControlError, match="log-probabilities") as e:
-        run_side(FakeStream([s], no_logprobs=True), fake_fmt(), FakeTok(), FieldRule("deer", 0.5), jobs,
+        run_side(FakeStream([s], no_logprobs=True), fake_fmt(), FakeTok(), FieldRule("deer-stp", 0.5), jobs,
                  b=10, thinking_limit=100, answer_limit=8)
     assert "\n" not in str(e.value)
     with pytest.raises(OnlineControlError, match="answered") as e:
-        run_side(FakeStream([s], bad=True), fake_fmt(), FakeTok(), FieldRule("dynasor-cot", 2), jobs,
+        run_side(FakeStream([s], bad=True), fake_fmt(), FakeTok(), FieldRule("dynasor-cot-stp", 2), jobs,
                  b=10, thinking_limit=100, answer_limit=8)
     assert "\n" not in str(e.value)
 
@@ -413,7 +413,7 @@ class LateProbes(FakeStream):
 def test_a_probe_arriving_after_the_models_own_end_is_still_paid():
     s = _one(5, [1, 2, 1, 2, 1, 2])          # never two equal in a row: Dynasor never stops
     jobs = [SideJob(prompt=(100,), seed_think=1, seed_answer=7, lengths=tuple(s.L))]
-    (r,) = run_side(LateProbes([s]), fake_fmt(), FakeTok(), FieldRule("dynasor-cot", 2), jobs, b=10,
+    (r,) = run_side(LateProbes([s]), fake_fmt(), FakeTok(), FieldRule("dynasor-cot-stp", 2), jobs, b=10,
                     thinking_limit=1000, answer_limit=8)
     assert r.stop_length is None and r.natural_end and r.position == 5
     assert r.paid == [0, 1, 2, 3, 4] and r.paid_decoded == 5 * 2 and r.probes == 5

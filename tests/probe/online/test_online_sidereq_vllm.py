@@ -53,7 +53,7 @@ def test_deer_and_consistency_stop_where_the_recorded_signals_say(otbench_cache)
         j = rises[-1]
         lower = max(conf[1:j]) if j > 1 else conf[j] - 0.2
         theta = float((conf[j] + lower) / 2)
-        r = go(FieldRule("deer", theta))
+        r = go(FieldRule("deer-stp", theta))
         assert (r.position, r.stop_length) == (j, pts[j])
         assert r.thinking == rec.thinking[:pts[j]], "the controlled run diverged before its stop"
         assert r.answer_ids[:len(fmt.answer_prefix_ids)] == tuple(fmt.answer_prefix_ids)

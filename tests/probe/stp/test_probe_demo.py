@@ -58,7 +58,7 @@ def test_rank_call_site(tmp_path: Path):
     from otbench.analysis.methods import METHODS as BUILTIN_HELP
     from otbench.cli._demo import rank
 
-    ms = assign_splits(simulate("tiny", 1, field_signals=True))
+    ms = assign_splits(simulate("tiny", 1, field_signals=True, peer_signals=True))
     text = rank(ms, tmp_path / "analysis")
     assert all(name in text for name in BUILTIN_HELP) and "net rank" in text
     files = sorted(p.name for p in (tmp_path / "analysis").glob("bench-*.json"))

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-PEERS = ("dynasor_answer", "dynasor_agree", "dynasor_uncertain", "dynasor_tokens", "deer_conf",
+PEERS = ("dynasor_answer", "dynasor_window", "dynasor_uncertain", "dynasor_tokens", "deer_conf",
          "deer_tokens")
 
 
@@ -120,7 +120,7 @@ def test_the_signals_match_a_recomputation(runs, hf_engine):
             assert math.isclose(ms.signals["deer_conf"][t, k], tr.conf, abs_tol=1e-5)
             assert 0.0 <= tr.conf <= 1.0
             checked += 1
-        ids, run = dynasor_agreement(answers)
+        ids, windows = dynasor_agreement(answers)
         assert ms.signals["dynasor_answer"][t, :n + 1].tolist() == [float(x) for x in ids]
-        assert ms.signals["dynasor_agree"][t, :n + 1].tolist() == [float(x) for x in run]
+        assert ms.signals["dynasor_window"][t, :n + 1].tolist() == [float(x) for x in windows]
     assert checked >= 4

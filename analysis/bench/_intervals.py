@@ -1,0 +1,223 @@
+"""Bootstrap intervals of the leaderboard: rank intervals and each method's gap behind the best.
+
+Ranking inside a strategy (`_leaderboard.leaderboard_key`) is by the macro
+gap area over `[0, 1]`, ``gap_full = ∫ (F - M) dx``, chained over cells.
+Every method of a strategy faces the same frontier `F` in a replicate, so
+``gap_full(i) - gap_full(j) = ∫ M_j - ∫ M_i``: ranks and the gap behind the
+best method are functions of the methods' own step curves alone, and no
+frontier is solved per replicate. (The realized-share tie-break is monotone
+in the same ``∫ M`` within a replicate, so it never reorders what the gap
+does not.) What this gives, per method, over `replicates` draws:
+
+* ``rank_interval``: the 2.5 and 97.5 percentiles of its rank within its
+  strategy (lower / higher integer ranks: never narrower than the draws);
+* ``gap_behind_best`` and its interval: the macro ``gap_full`` minus that of
+  the strategy's best method on the point estimate, per replicate -- paired,
+  since all methods are scored on the same drawn trajectories; 0 inside the
+  interval says the data do not separate the two;
+* the same for the net points (``net_rank_interval``,
+  ``net_gap_behind_best``): costs plus the signal tokens of each stop.
+
+The draw is OTBench's two-stage paired bootstrap of the evaluated split
+(docs/rules.md "The bootstrap"): stage 1 draws, per group, as many questions
+as the group has, with replacement, one draw shared by every model and every
+method; stage 2 draws, for each drawn (model, question), as many of its
+trajectories as it has, with replacement. A replicate is a multiplicity per
+trajectory, and every sum of the point estimate (retained tokens `L(k)`,
+correct probes `C(k)`, probes `P`, full thinking `L(n)`, the zero-thinking
+reward) is taken with those multiplicities. Draws come from NumPy's PCG64
+seeded with the recorded `seed`; a cell none of whose trajectories was drawn
+(possible only for a cell of one model where other models have more
+questions) is left out of that replicate's chain.
+
+Areas per replicate are float64 sums of integer step widths (exact to
+~1e-15); the point estimates on the leaderboard stay the exact ones.
+"""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from otbench.analysis.measurement import SPLITS, MeasurementSet
+
+from otbench.errors import ArgumentError
+
+SEED = 20260721
+"""The project's recorded bootstrap seed (docs/rules.md)."""
+REPLICATES = 2000
+PERCENTILES = (2.5, 97.5)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stops:
+    """What the intervals read of one evaluation: its stops and signal tokens on the split.
+
+    Attributes:
+      k: int64[θ, traj] stop position of each trajectory of the evaluated split per θ.
+      signal: int64[θ, traj] the signal tokens each stop paid (the net rule).
+    """
+
+    k: np.ndarray
+    signal: np.ndarray
+
+
+def weights(ms: MeasurementSet, replicates: int, seed: int) -> np.ndarray:
+    """int32[replicates, traj] multiplicities of the two-stage paired draw (module docstring)."""
+    T = ms.num_trajectories
+    out = np.zeros((replicates, T), dtype=np.int32)
+    if not T:
+        return out
+    rng = np.random.default_rng(seed)
+    group = ms.cell_group[ms.cell]
+    model = ms.cell_model[ms.cell]
+    seg_key = np.stack([model, ms.question], axis=1)
+    order = np.lexsort((np.arange(T), ms.question, model))          # segments: (model, question)
+    _, first, size = np.unique(seg_key[order], axis=0, return_index=True, return_counts=True)
+    seg_of_q: dict[tuple[int, int], tuple[int, int]] = {}
+    for f, n in zip(first, size):
+        t = order[f]
+        seg_of_q[(int(model[t]), int(ms.question[t]))] = (int(f), int(n))
+    models = np.unique(model)
+    for g in np.unique(group):
+        pool = np.unique(ms.question[group == g])
+        Q = pool.size
+        drawn = rng.integers(0, Q, size=(replicates, Q))                            # stage 1
+        counts = np.bincount((drawn + Q * np.arange(replicates)[:, None]).ravel(),
+                             minlength=replicates * Q).reshape(replicates, Q)
+        for m in models:
+            for qi, q in enumerate(pool):
+                seg = seg_of_q.get((int(m), int(q)))
+                if seg is None:
+                    continue
+                f, n = seg
+                hits = counts[:, qi]                                              # times q was drawn
+                if not hits.any():
+                    continue
+                top = int(hits.max())
+                # stage 2: per occurrence, n trajectories of the segment with replacement
+                picks = rng.integers(0, n, size=(replicates, top, n))
+                live = np.arange(top)[None, :, None] < hits[:, None, None]
+                flat = (picks + n * np.arange(replicates)[:, None, None])[np.broadcast_to(live, picks.shape)]
+                out[:, order[f:f + n]] += np.bincount(flat, minlength=replicates * n).reshape(
+                    replicates, n).astype(np.int32)
+    return out
+
+
+def curve_area(cost: np.ndarray, reward: np.ndarray, zero: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """float64[rep] `∫_0^T M(b) db` of the step curve `M = max(zero, best reward with cost <= b)`.
+
+    cost, reward: [rep, θ] per replicate the cell's retained (or net) tokens and reward per θ;
+    zero, total: [rep]. In reward x token units (divide by `T * probes` for the area over [0, 1]).
+    """
+    order = np.argsort(cost, axis=1, kind="stable")
+    c = np.take_along_axis(cost, order, axis=1).astype(np.float64)
+    r = np.take_along_axis(reward, order, axis=1).astype(np.float64)
+    xs = np.concatenate([np.zeros((c.shape[0], 1)), c], axis=1)
+    ys = np.maximum.accumulate(np.concatenate([zero[:, None].astype(np.float64), r], axis=1), axis=1)
+    hi = total.astype(np.float64)[:, None]
+    left = np.clip(xs, 0.0, hi)
+    right = np.clip(np.concatenate([xs[:, 1:], hi], axis=1), 0.0, hi)
+    return np.sum(ys * (right - left), axis=1)
+
+
+def _chain_weights(ms: MeasurementSet) -> np.ndarray:
+    """float64[cell] the equal-weight chain: 1 / (models x cells of the model)."""
+    cm = np.asarray(ms.cell_model)
+    present = np.unique(ms.cell)
+    w = np.zeros(ms.num_cells)
+    models = np.unique(cm[present])
+    for m in models:
+        cells = present[cm[present] == m]
+        w[cells] = 1.0 / (models.size * cells.size)
+    return w
+
+
+def macro_areas(test: MeasurementSet, W: np.ndarray, stops: Stops, zero_k: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """float64[rep] the macro `∫ M dx` over [0, 1] of one method on every replicate `W`: (gross, net)."""
+    t = np.arange(test.num_trajectories)
+    Lk = test.L[t[None, :], stops.k].astype(np.float64)               # [θ, traj]
+    Sk = stops.signal.astype(np.float64)
+    Ck = test.C[t[None, :], stops.k].astype(np.float64)
+    Wf = W.astype(np.float64)
+    w = _chain_weights(test)
+    total = np.zeros((2, W.shape[0]))
+    norm = np.zeros(W.shape[0])
+    for c in np.unique(test.cell):
+        rows = np.flatnonzero(test.cell == c)
+        Wc = Wf[:, rows]
+        T = Wc @ test.L[rows, -1].astype(np.float64)
+        P = Wc @ test.probes[rows].astype(np.float64)
+        zero = Wc @ test.C[rows, zero_k[rows]].astype(np.float64)
+        cost, reward = Wc @ Lk[:, rows].T, Wc @ Ck[:, rows].T
+        ok = P > 0
+        for i, cc in enumerate((cost, cost + Wc @ Sk[:, rows].T)):
+            area = curve_area(cc, reward, zero, T)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                # no thinking in the cell (T = 0): the curve is its zero-thinking accuracy
+                val = np.where(T > 0, area / np.where(T > 0, T * P, 1.0), zero / np.where(ok, P, 1.0))
+            total[i] += np.where(ok, w[c] * val, 0.0)
+        norm += np.where(ok, w[c], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total[0] / norm, total[1] / norm
+
+
+def _ranks(areas: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """int64[rep, method] rank within the strategy per replicate: the larger macro `∫ M` first
+    (the smaller gap area), ties by method name, as `leaderboard_key` orders them."""
+    key = np.where(np.isnan(areas), -np.inf, areas)
+    rank_name = np.argsort(np.argsort(np.array(names, dtype=object), kind="stable"), kind="stable")
+    ahead = (key[:, None, :] > key[:, :, None]) | (
+        (key[:, None, :] == key[:, :, None]) & (rank_name[None, None, :] < rank_name[None, :, None]))
+    return 1 + ahead.sum(axis=2)
+
+
+def intervals(ms: MeasurementSet, results: Sequence[Any], *, replicates: int = REPLICATES,
+              seed: int = SEED) -> dict[str, dict[str, Any]]:
+    """Per method name: rank intervals and the gap behind the best, gross and net (module docstring).
+
+    `results` are `BenchResult`s of one split of `ms`, each carrying its `stops`.
+    """
+    if isinstance(replicates, bool) or not isinstance(replicates, (int, np.integer)) or replicates < 1:
+        raise ArgumentError(f"`replicates` must be a positive integer, got {replicates!r}")
+    if any(getattr(r, "stops", None) is None for r in results):
+        raise ArgumentError("leaderboard intervals need results of `evaluate` (they carry the stops)")
+    split = {r.split for r in results}
+    if len(split) != 1:
+        raise ArgumentError(f"results come from different splits ({', '.join(sorted(split))})")
+    test = ms.take(np.flatnonzero(ms.split == SPLITS.index(split.pop())))
+    for r in results:
+        if r.stops.k.shape[1] != test.num_trajectories:
+            raise ArgumentError(f"result {r.method!r} was not evaluated on this set's split "
+                                f"({r.stops.k.shape[1]} trajectories, the split has {test.num_trajectories})")
+    from ._walk import zero_positions
+
+    W = weights(test, int(replicates), int(seed))
+    zero_k = zero_positions(test.L)
+    out: dict[str, dict[str, Any]] = {}
+    for strategy in ("dr", "fb", "dee"):
+        group = [r for r in results if r.strategy == strategy]
+        if not group:
+            continue
+        names = [r.method for r in group]
+        both = [macro_areas(test, W, r.stops, zero_k) for r in group]
+        ones = np.ones((1, test.num_trajectories), np.int32)
+        point_both = [macro_areas(test, ones, r.stops, zero_k) for r in group]
+        for net in (False, True):
+            areas = np.stack([x[int(net)] for x in both], axis=1)
+            point = np.array([x[int(net)][0] for x in point_both])
+            best = int(sorted(range(len(group)), key=lambda i: (-point[i], names[i]))[0])
+            ranks = _ranks(areas, names)
+            behind = areas[:, [best]] - areas                      # gap_full(i) - gap_full(best)
+            pre = "net_" if net else ""
+            for i, r in enumerate(group):
+                d = out.setdefault(r.method, {})
+                d[f"{pre}rank_interval"] = [int(np.percentile(ranks[:, i], PERCENTILES[0], method="lower")),
+                                            int(np.percentile(ranks[:, i], PERCENTILES[1], method="higher"))]
+                b = behind[:, i][~np.isnan(behind[:, i])]
+                d[f"{pre}gap_behind_best"] = float(point[best] - point[i])
+                d[f"{pre}gap_behind_best_interval"] = [float(x) for x in np.percentile(b, PERCENTILES)] \
+                    if b.size else [None, None]
+                d[f"{pre}best"] = names[best]
+    return out
