@@ -1,7 +1,6 @@
 """Shared CLI plumbing: turn data errors into one-line messages with exit status 2."""
 
 import contextlib
-import json
 import os
 import re
 import sys
@@ -241,11 +240,11 @@ def write_json(obj, path, *, of=None) -> None:
     """
     from otbench.analysis.measurement import content_hash
 
-    from otbench.files import write_text_atomic
+    from otbench.files import dumps_indented, write_text_atomic
 
     if of is not None and isinstance(obj, dict):
         obj = {**obj, "content_hash": content_hash(of)}
-    text = json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
+    text = dumps_indented(obj)      # json.dumps(indent=2, sort_keys=True, allow_nan=False) text
     write_text_atomic(path, text + "\n")
 
 

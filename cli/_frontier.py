@@ -66,6 +66,7 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
     from otbench.analysis.frontier import budget_grid, frontiers, strategies_iv
 
     from otbench.errors import ResourceLimitError
+    from otbench.resources import reuse_freed_memory
 
     grid_value = _parse_grid(grid)
     for check, value, hint in ((budget_grid, grid_value, "'--grid'"),
@@ -77,7 +78,8 @@ def frontier_cmd(directory: Path, strategies: str, grid: str, pareto_out: Path |
                 raise
             except ValueError as e:
                 raise click.BadParameter(str(e), param_hint=hint) from None
-    with data_errors(ValueError):
+    # Loading a set and its frontiers build and drop arrays of tens of MB: reuse their pages.
+    with data_errors(ValueError), reuse_freed_memory():
         ms = load(directory)
         memory_guard(ms, "frontier")
         res = frontiers(ms, strategies=strategies, grid=grid_value, pareto=pareto_out is not None)

@@ -21,8 +21,10 @@ question this equals the docs/rules.md mean over trajectories and questions.
 """
 
 import concurrent.futures
+import concurrent.futures.process
 import dataclasses
 import os
+import threading
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -43,7 +45,7 @@ from ._budgets import (
     query,
     summarize,
 )
-from ._units import STRATEGIES, CellData, actions, cell_data, totals
+from ._units import STRATEGIES, CellData, actions, cell_data, isum, totals
 from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.frontier/1"
@@ -217,6 +219,10 @@ def _cells_of(ms: MeasurementSet) -> list[tuple[int, np.ndarray]]:
 
 
 def _cell_data(ms: MeasurementSet, rows: np.ndarray) -> CellData:
+    if rows.size and bool(np.all(np.diff(rows) == 1)):
+        # A cell's rows are contiguous (sets are sorted by cell): a slice is a view, so
+        # `cell_data`'s widening to int64 is the only copy of L and C.
+        rows = slice(int(rows[0]), int(rows[-1]) + 1)
     return cell_data(ms.L[rows], ms.C[rows], ms.n[rows], ms.probes[rows], ms.question[rows])
 
 
@@ -250,16 +256,16 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
     """
     strategies, grid = _frontiers_iv(ms, strategies, grid)
     cell_rows = _cells_of(ms)
-    data = [_cell_data(ms, rows) for _, rows in cell_rows]
+    solved = _solve_cells(ms, cell_rows, strategies)
+    states = {(s, i): g for i, (_, gs, _) in enumerate(solved) for s, g in gs.items()}
+    bases = {(s, i): b for i, (_, _, bs) in enumerate(solved) for s, b in bs.items()}
     cells = []
-    for (c, _), d in zip(cell_rows, data):
-        t = totals(d, d.point())
+    for (c, _), (t, _, _) in zip(cell_rows, solved):
         model, group = ms.cell_name(c)
         cells.append(Cell(index=c, model=model, group=group, total_tokens=int(t["tokens"][0]),
                           total_probes=int(t["probes"][0]), endpoint=int(t["endpoint"][0])))
     tokens = np.asarray([c.total_tokens for c in cells], dtype=np.int64)
     B = budgets(grid, tokens)                                      # [cell, grid]
-    states, bases = _solve_cells(data, strategies, max_total_cost=int(tokens.max()))
     cell_model = ms.cell_model[[c.index for c in cells]]
     probes = np.asarray([c.total_probes for c in cells], dtype=np.int64)
     endpoint = np.asarray([c.endpoint for c in cells], dtype=np.int64)
@@ -290,41 +296,84 @@ def frontiers(ms: MeasurementSet, *, strategies: Sequence[str] | str = STRATEGIE
                           strategies=out, synthetic=bool(ms.synthetic))
 
 
-def _solve_cells(data: Sequence[CellData], strategies: Sequence[str], *,
-                 max_total_cost: int) -> tuple[dict, dict]:
-    """Point-estimate states of every (strategy, cell), by the NumPy DP (`_host_dp`).
+def _solve_cells(ms: MeasurementSet, cell_rows: Sequence[tuple[int, np.ndarray]],
+                 strategies: Sequence[str]) -> list[tuple[dict, dict, dict]]:
+    """Per cell: its totals (`_units.totals`), and per strategy the point-estimate state
+    (`_host_dp.solve` of its pruned actions) and base reward.
 
     One state type for the run (`dtype_for` the largest full-thinking total);
-    any type gives the same values, int32 only moves half the bytes. The
-    problems are independent and NumPy's loops release the GIL, so they run
-    on a few threads, largest first (exact integers: the same result in any
-    order and on any number of threads).
-
-    Returns:
-      ({(strategy, i): g int64[top + 1]}, {(strategy, i): base reward int}).
+    any type gives the same values, int32 only moves half the bytes. The cells
+    are independent: they run on a few workers, largest first, in any order
+    with the same exact integers. A cell's int64 copy of its rows (`CellData`)
+    lives only while its cell is solved (every page first touched costs a
+    fault: all cells' copies were ~190 MB on a paper-scale set).
     """
-    dtype = _host_dp.dtype_for(max_total_cost)
+    tokens = isum(ms.cell.astype(np.int64), ms.L[:, -1], ms.num_cells)
+    dtype = _host_dp.dtype_for(int(tokens.max(initial=0)))
 
-    def solve(key):
-        s, i = key
-        a = actions(s, data[i], data[i].point())
-        return _host_dp.solve(a, dtype=dtype), int(a.base_total()[0])
+    def solve(rows):
+        d = _cell_data(ms, rows)
+        occ = d.point()
+        states, bases = {}, {}
+        for s in strategies:
+            a = actions(s, d, occ)
+            states[s], bases[s] = _host_dp.solve(a, dtype=dtype), int(a.base_total()[0])
+        return totals(d, occ), states, bases
 
-    # DR's units have one action each: its DPs are a small fraction of the work.
-    size = {i: int(d.probes.sum()) for i, d in enumerate(data)}
-    keys = sorted(((s, i) for s in strategies for i in range(len(data))),
-                  key=lambda k: (k[0] == "dr", -size[k[1]]))
-    threads = max(1, min(_THREADS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                         else os.cpu_count() or 1, len(keys)))
-    if threads == 1:
-        solved = [solve(k) for k in keys]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            solved = list(pool.map(solve, keys))
-    states = {k: g for k, (g, _) in zip(keys, solved)}
-    bases = {k: b for k, (_, b) in zip(keys, solved)}
-    return states, bases
+    order = sorted(range(len(cell_rows)), key=lambda i: -cell_rows[i][1].size)
+    done = _map(solve, [cell_rows[i][1] for i in order])
+    out: list = [None] * len(cell_rows)
+    for i, r in zip(order, done):
+        out[i] = r
+    return out
 
 
+def _workers(tasks: int) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(_THREADS, cores, tasks))
+
+
+_TASK = None          # the function forked workers run (they inherit it; closures do not pickle)
+
+
+def _run_task(item):
+    return _TASK(item)
+
+
+def _map(fn, items: Sequence) -> list:
+    """`[fn(x) for x in items]` on `_workers` workers: forked processes where that is safe, else threads.
+
+    The per-pass Python work of the NumPy DP holds the GIL, so threads ran the
+    cells of a paper-scale set barely faster than one (2.0 s vs 1.2 s forked,
+    two cores). Forking is used on Linux only, never in a daemonic process (it
+    may not have children) and never once JAX is imported (JAX runs threads
+    that a fork would leave in an undefined state); only items and results
+    cross (pickled), the set itself is inherited.
+    """
+    global _TASK
+    workers = _workers(len(items))
+    if workers == 1:
+        return [fn(x) for x in items]
+    import multiprocessing
+    import sys
+
+    if (sys.platform.startswith("linux") and "jax" not in sys.modules
+            and not multiprocessing.current_process().daemon):
+        with _FORK:
+            _TASK = fn
+            try:
+                with concurrent.futures.ProcessPoolExecutor(
+                        workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                    return list(pool.map(_run_task, items))
+            except concurrent.futures.process.BrokenProcessPool:
+                pass         # a worker was killed (memory?): run here, as without workers
+            finally:
+                _TASK = None
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(fn, items))
+
+
+_FORK = threading.Lock()
+"""One forked map at a time: the workers read `_TASK` as it was when they forked."""
 _THREADS = 8
-"""At most this many threads solve a run's problems (the per-pass Python work holds the GIL)."""
+"""At most this many workers solve a run's cells."""

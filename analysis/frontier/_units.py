@@ -300,24 +300,33 @@ class _FBEvents:
 def fb_events(cell: CellData) -> _FBEvents:
     """Sort each question's step events by L once; every occurrence reuses the order."""
     Q = cell.num_questions
-    dL = np.diff(cell.L, axis=1)
-    dC = np.diff(cell.C, axis=1)
-    # An event with dL = dC = 0 (every padded position, and zero-length steps
-    # whose C does not change) changes no sum: the caps it would add have the
-    # state of an earlier cap, which stays a candidate. Zero-length steps that
-    # change C are kept: the latest position under the cap moves onto them.
-    row, k = np.nonzero((dL != 0) | (dC != 0))
-    value = cell.L[row, k + 1]
+    T, K = cell.L.shape
+    # Only measured steps (k < n) can change a sum: past `n` the padding repeats the
+    # endpoint. One flat index per measured step, in (row, k) order, not the whole
+    # padded width (~5x the steps on a paper-scale set).
+    steps = np.maximum(cell.n, 0) if K > 1 else np.zeros(T, dtype=np.int64)
+    first = np.arange(T, dtype=np.int64) * K - (np.cumsum(steps) - steps)
+    at = np.repeat(first, steps) + np.arange(int(steps.sum()), dtype=np.int64)
+    Lf, Cf = cell.L.reshape(-1), cell.C.reshape(-1)
+    dL_all = Lf[at + 1] - Lf[at]
+    dC_all = Cf[at + 1] - Cf[at]
+    # An event with dL = dC = 0 (zero-length steps whose C does not change) changes
+    # no sum: the caps it would add have the state of an earlier cap, which stays a
+    # candidate. Zero-length steps that change C are kept: the latest position under
+    # the cap moves onto them.
+    keep = (dL_all != 0) | (dC_all != 0)
+    at, dL_ev, dC_ev = at[keep], dL_all[keep], dC_all[keep]
+    row = at // K
+    value = Lf[at + 1]
     q = np.repeat(np.arange(Q, dtype=np.int64), np.diff(cell.qoff))[row]
     # Rows are sorted by question and each row's L is non-decreasing, so the
     # keys arrive as sorted runs, which a stable (merge) sort exploits; ties
     # keep (row, k) order, so the result is deterministic.
     order = np.argsort(q * (int(cell.L[:, -1].max(initial=0)) + 1) + value, kind="stable")
-    row, k = row[order], k[order]
     eoff = np.zeros(Q + 1, dtype=np.int64)
     np.cumsum(np.bincount(q, minlength=Q), out=eoff[1:])
-    return _FBEvents(eoff=eoff, row=row.astype(np.int64), value=value[order],
-                     dL=dL[row, k], dC=dC[row, k])
+    return _FBEvents(eoff=eoff, row=row[order], value=value[order],
+                     dL=dL_ev[order], dC=dC_ev[order])
 
 
 def fb_actions(cell: CellData, occ: Occurrences, events: _FBEvents | None = None) -> Actions:

@@ -10,44 +10,75 @@ stage shares (atomic writers, the JSON reader, provenance) live in
 and pyarrow only, so the probe can write sets without loading JAX.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._bound import verify_tables
 from ._build import INT32_MAX, MeasurementSetError, from_dense, from_ragged, ragged
-from ._field import FIELD_SIGNALS, HESITATION_WORDS, SIGNAL_DEFINITIONS, add_field_signals
-from ._field_rules import (
-    consistency_stop,
-    deer_asks,
-    deer_own_stop,
-    deer_stop,
-    dynasor_own_stop,
-    dynasor_stop,
-    window_agrees,
-)
-from ._horizon_run import (
-                           LETTERS,
-                           HorizonDataError,
-                           HorizonRun,
-                           Readouts,
-                           load_run,
-                           write_run,
-)
-from ._hub import export_hub, from_table, hub_path
 from ._io import content_hash, load, load_table, read_manifest, save
-from ._jsonl import export_jsonl, import_jsonl
-from ._peer_signals import (
-    DEER_SIGNALS,
-    DYNASOR_SIGNALS,
-    PEER_SIGNAL_DEFINITIONS,
-    PEER_SIGNALS,
-    WINDOW_BITS,
-    add_peer_signals,
-    window_masks,
-)
-from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps
-from ._simulate import simulate
 from ._tidy import Tidy, concat_columns, melt_columns
-from ._tokens import StoredThinking, stored_thinking
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
+# Loaded on first use (PEP 562): a command that only loads a set (`otbench frontier`)
+# skips the simulator, the signal and horizon-run modules, JSONL and the Hub reader
+# (~0.1 s of imports, NumPy's random module among them). name -> private module
+_LAZY = {
+    **dict.fromkeys(("FIELD_SIGNALS", "HESITATION_WORDS", "SIGNAL_DEFINITIONS",
+                     "add_field_signals"), "_field"),
+    **dict.fromkeys(("consistency_stop", "deer_asks", "deer_own_stop", "deer_stop",
+                     "dynasor_own_stop", "dynasor_stop", "window_agrees"), "_field_rules"),
+    **dict.fromkeys(("LETTERS", "HorizonDataError", "HorizonRun", "Readouts", "load_run",
+                     "write_run"), "_horizon_run"),
+    **dict.fromkeys(("export_hub", "from_table", "hub_path"), "_hub"),
+    **dict.fromkeys(("export_jsonl", "import_jsonl"), "_jsonl"),
+    **dict.fromkeys(("DEER_SIGNALS", "DYNASOR_SIGNALS", "PEER_SIGNAL_DEFINITIONS",
+                     "PEER_SIGNALS", "WINDOW_BITS", "add_peer_signals", "window_masks"),
+                    "_peer_signals"),
+    **dict.fromkeys(("SPAN_RULES", "boundary_mask", "segment", "segment_flat",
+                     "target_steps"), "_segment"),
+    "simulate": "_simulate",
+    **dict.fromkeys(("StoredThinking", "stored_thinking"), "_tokens"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value     # later lookups skip this hook
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if TYPE_CHECKING:   # static tools see the names the hook provides
+    from ._field import FIELD_SIGNALS, HESITATION_WORDS, SIGNAL_DEFINITIONS, add_field_signals  # noqa: F401
+    from ._field_rules import (  # noqa: F401
+        consistency_stop,
+        deer_asks,
+        deer_own_stop,
+        deer_stop,
+        dynasor_own_stop,
+        dynasor_stop,
+        window_agrees,
+    )
+    from ._horizon_run import LETTERS, HorizonDataError, HorizonRun, Readouts, load_run, write_run  # noqa: F401
+    from ._hub import export_hub, from_table, hub_path  # noqa: F401
+    from ._jsonl import export_jsonl, import_jsonl  # noqa: F401
+    from ._peer_signals import (  # noqa: F401
+        DEER_SIGNALS,
+        DYNASOR_SIGNALS,
+        PEER_SIGNAL_DEFINITIONS,
+        PEER_SIGNALS,
+        WINDOW_BITS,
+        add_peer_signals,
+        window_masks,
+    )
+    from ._segment import SPAN_RULES, boundary_mask, segment, segment_flat, target_steps  # noqa: F401
+    from ._simulate import simulate  # noqa: F401
+    from ._tokens import StoredThinking, stored_thinking  # noqa: F401
 
 
 def describe_columns() -> dict:

@@ -14,7 +14,7 @@ import numpy as np
 from otbench.errors import MeasurementSetError
 
 from ._ranges import out_of_range, signal_range
-from ._types import SPLITS, MeasurementSet, pad_ragged
+from ._types import SPLITS, MeasurementSet, PaddedSignals, pad_ragged
 from otbench.errors import ArgumentError
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -387,7 +387,7 @@ def _assemble(ix: _Index, trajectory, probes, y, L, C, sig_dense, split_idx, fin
     K = int(L_len.max()) if T else 1
     L_dense = pad_ragged(L[0], L[1], K, np.int32, order=order)
     C_dense = pad_ragged(C[0], C[1], K, np.int32, order=order)
-    sig = {name: pad_ragged(f, o, K, np.float64, order=order) for name, (f, o) in sig_dense.items()}
+    sig = PaddedSignals(sig_dense, K, order)     # padded when first read
     q_dataset, q_text = _question_tables(ix, dataset, question_text)
     fin = (np.ones(T, dtype=bool) if finished is None
            else np.asarray(finished, dtype=bool))

@@ -48,13 +48,20 @@ class Columns:
         return self.table.column(name).to_pylist()
 
     def ragged(self, name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
-        arr = self.table.column(name).combine_chunks()
-        if arr.null_count:
-            r = arr.is_valid().to_pylist().index(False)
-            raise MeasurementSetError(self.where(r), f"{name} is null")
-        flat = to_numpy(arr.flatten())
-        off = to_numpy(arr.offsets).astype(np.int64)
-        return np.asarray(flat, dtype=dtype), off - off[0]
+        # Chunk by chunk from the offsets and the child values: `combine_chunks` and
+        # `flatten` import pyarrow.compute (~0.05-0.1 s, a tenth of a frontier run).
+        flats, offs, rows, total = [], [np.zeros(1, dtype=np.int64)], 0, 0
+        for chunk in self.table.column(name).chunks:
+            if chunk.null_count:
+                r = chunk.is_valid().to_pylist().index(False)
+                raise MeasurementSetError(self.where(rows + r), f"{name} is null")
+            off = to_numpy(chunk.offsets).astype(np.int64)
+            lo, hi = int(off[0]), int(off[-1])
+            flats.append(np.asarray(to_numpy(chunk.values.slice(lo, hi - lo)), dtype=dtype))
+            offs.append(off[1:] - lo + total)
+            rows, total = rows + len(chunk), total + hi - lo
+        flat = np.concatenate(flats) if flats else np.zeros(0, dtype=dtype)
+        return flat, np.concatenate(offs)
 
     def ints(self, name: str) -> np.ndarray:
         arr = self.table.column(name).combine_chunks()

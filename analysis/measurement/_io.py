@@ -42,7 +42,7 @@ from otbench.files import (
 from ._bound import PROVENANCE_HASH, check_provenance, provenance_hash
 from ._build import MeasurementSetError
 from ._columns import SIGNAL_PREFIX, set_from_columns
-from ._types import SCHEMA, SPLITS, MeasurementSet, unpad
+from ._types import SCHEMA, SPLITS, MeasurementSet, PaddedSignals, hash_measured, unpad
 from otbench.errors import ArgumentError
 
 MANIFEST = "manifest.json"
@@ -81,10 +81,18 @@ def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
         h.update(np.ascontiguousarray(getattr(ms, name)).astype("<i8").tobytes())
     if not signals:
         h.update(b"signals-left-out:" + ",".join(sorted(ms.signals)).encode())
-    for name, arr in [("L", ms.L), ("C", ms.C)] + (sorted(ms.signals.items()) if signals else []):
-        flat, _ = unpad(np.asarray(arr), ms.n)
+    for name, arr in [("L", ms.L), ("C", ms.C)]:
         h.update(name.encode())
-        h.update(flat.astype("<f8" if arr.dtype.kind == "f" else "<i8").tobytes())
+        hash_measured(h, np.asarray(arr), ms.n, "<i8")
+    for name in sorted(ms.signals) if signals else []:
+        h.update(name.encode())
+        if isinstance(ms.signals, PaddedSignals):      # hashed without padding it
+            step = 1 << 13
+            for lo in range(0, ms.num_trajectories, step):
+                h.update(ms.signals.measured(name, lo, lo + step))
+        else:
+            arr = np.asarray(ms.signals[name])
+            hash_measured(h, arr, ms.n, "<f8" if arr.dtype.kind == "f" else "<i8")
     tables = {
         "models": ms.models, "groups": ms.groups,
         "cell_model": ms.cell_model.tolist(), "cell_group": ms.cell_group.tolist(),
@@ -326,12 +334,12 @@ def _within_int64(file: str, table: pa.Table, name: str) -> pa.Table:
     """`table` with its unsigned 64-bit integer column `name` (or list of them) as int64;
     a value of 2**63 or more is refused with its row (it would wrap, or break the
     concatenation of files)."""
-    import pyarrow.compute as pc
-
     typ = table.schema.field(name).type
     scalar = typ if not (pa.types.is_list(typ) or pa.types.is_large_list(typ)) else typ.value_type
     if scalar != pa.uint64():
         return table
+    import pyarrow.compute as pc     # only for uint64 columns: its import outweighs a read
+
     col = table.column(name)
     top = pc.max(col if scalar is typ else pc.list_flatten(col)).as_py()
     if top is not None and top >= 2 ** 63:
@@ -408,8 +416,7 @@ def _read_files(path: Path, manifest: Mapping[str, Any], verify: bool):
         raise MeasurementSetError(str(path / extra), "file is not listed in the manifest")
     tables, labels = [], []
     signal_names: set[str] | None = None
-    for entry in manifest["files"]:
-        table, names = _read_file(path, entry, verify)
+    for entry, (table, names) in zip(manifest["files"], _each_read(path, manifest["files"], verify)):
         if signal_names is None:
             signal_names = names
         elif names != signal_names:
@@ -421,6 +428,18 @@ def _read_files(path: Path, manifest: Mapping[str, Any], verify: bool):
     if not tables:
         raise MeasurementSetError(str(path / MANIFEST), "the set has no trajectory files")
     return tables, labels, signal_names or set()
+
+
+def _each_read(path: Path, entries, verify: bool):
+    """`_read_file` of each entry, in order, two at a time (hashing and Parquet decoding
+    release the GIL); the first failure in manifest order is the one raised."""
+    import concurrent.futures
+
+    if len(entries) < 2:
+        yield from (_read_file(path, e, verify) for e in entries)
+        return
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        yield from pool.map(lambda e: _read_file(path, e, verify), entries)
 
 
 def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.Table, set[str]]:

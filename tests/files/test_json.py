@@ -58,3 +58,43 @@ def test_any_text_is_a_value_or_one_line(text):
         loads_json(text, "f")
     except MeasurementSetError as e:
         assert str(e).startswith("f: ") and "\n" not in str(e)
+
+
+# -- the writer: `dumps_indented` is `json.dumps(indent=2, sort_keys=True, ...)` byte for byte --
+
+_leaf = (st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70)
+         | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=6))
+_docs = st.recursive(
+    _leaf | st.lists(st.floats(allow_nan=False), max_size=5) | st.lists(st.integers(), max_size=5),
+    lambda inner: (st.lists(inner, max_size=4) | st.tuples(inner, inner)
+                   | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+                   | st.dictionaries(st.integers(0, 3), inner, max_size=2)),
+    max_leaves=25)
+
+
+def _standard(obj):
+    try:
+        return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
+    except ValueError as e:
+        return ("ValueError", str(e))
+
+
+@given(_docs)
+def test_dumps_indented_is_the_standard_text(obj):
+    from otbench.files import dumps_indented
+
+    try:
+        ours = dumps_indented(obj)
+    except ValueError as e:
+        ours = ("ValueError", str(e))
+    assert ours == _standard(obj)
+
+
+def test_dumps_indented_cases():
+    from otbench.files import dumps_indented
+
+    doc = {"b": [0.1, 1e-300, 2.0], "a": {"x": [], "y": {}, "z": [1, 2]}, "é": "ü\n", "n": None,
+           "t": (True, False), "mix": [1, 2.5, "s"]}
+    assert dumps_indented(doc) == json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+    with pytest.raises(ValueError, match="Out of range float"):
+        dumps_indented({"a": [1.0, float("nan")]})
