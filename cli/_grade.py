@@ -14,14 +14,11 @@ def read_requests(path: str) -> list[tuple[int, object]]:
     from otbench.analysis.measurement import MeasurementSetError
     from otbench.probe.grading import make_request
 
-    from otbench.files import loads_json
+    from otbench.files import loads_json, open_regular
 
     out = []
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror})") from None
-    with f:
+    # `open_regular`: a FIFO or device named as FILE is one line, not a hang or endless read.
+    with open_regular(path, what="a JSONL file", fail=lambda why: DataError(f"{path}: {why}")) as f:
         for no, raw in enumerate(f, 1):
             where = f"{path}:{no}"
             try:
