@@ -167,8 +167,9 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
     path = Path(path)
     name = str(path)
     recs, lines = [], []
-    # Opened through `open_regular`: a FIFO or device named as the file is refused, not read.
-    f = io.TextIOWrapper(open_regular(path, what="a JSONL file",
+    # `open_regular`: a device (an endless `/dev/zero`) or folder is refused; a FIFO is read as
+    # a stream (`<(zcat ...)`), its lines bounded by `_lines` like a file's.
+    f = io.TextIOWrapper(open_regular(path, what="a JSONL file", pipes=True,
                                       fail=lambda why: MeasurementSetError(name, why)),
                          encoding="utf-8")
     with f:
