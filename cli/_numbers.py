@@ -109,8 +109,8 @@ def counts(text: str, hint: str, *, digits: int = DIGITS) -> list[int]:
             continue
         why = count_error(item, digits)
         if why is not None:
-            raise click.BadParameter(f"expected comma-separated integers: {why}",
-                                     param_hint=hint)
+            raise click.BadParameter(
+                f"expected comma-separated integers, got {_shown(text)} ({why})", param_hint=hint)
         out.append(int(item))
     return out
 
@@ -124,7 +124,7 @@ def reals(text: str, hint: str, *, spelled: bool = False) -> list[float]:
             continue
         why = real_error(item, spelled=spelled)
         if why is not None:
-            raise click.BadParameter(f"expected comma-separated numbers: {why}",
-                                     param_hint=hint)
+            raise click.BadParameter(
+                f"expected comma-separated numbers, got {_shown(text)} ({why})", param_hint=hint)
         out.append(float(item))
     return out

@@ -5,8 +5,9 @@ encoded here, and every CSV it reads (a `--stops` file, a GPQA-style
 benchmark file, a report's own tables) is parsed by `csv_records`. A text
 cell that a spreadsheet would run as a formula (a model id such as
 ``=HYPERLINK(...)``, or one starting with ``+``, ``-``, ``@``, a tab or a
-carriage return) is written with a leading ``'`` so it shows as text; cells that are numbers (``-1.5``) stay numbers. Fields holding a comma,
-a quote or a line break are quoted, quotes doubled.
+carriage return) is written with a leading ``'`` so it shows as text;
+cells that are numbers (``-1.5``) stay numbers. Fields holding a comma, a
+quote or a line break are quoted, quotes doubled.
 """
 
 import csv
