@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from ._common import data_errors
+from ._numbers import Count, Seed
 
 FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat")
 
@@ -19,9 +20,9 @@ FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat")
                    "inspect-ai's scorer (default: the first the log names).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for audit.json, censoring.csv, bounds.csv and figures/audit_censoring.png.")
-@click.option("--replicates", type=click.IntRange(min=0), default=10_000, show_default=True,
+@click.option("--replicates", type=Count(min=0), default=10_000, show_default=True,
               help="Item-bootstrap draws of every interval.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=Seed(), default=0, show_default=True,
               help="Seed of the bootstrap draws (recorded).")
 def audit_cmd(file: Path, fmt: str | None, metric: str | None, out: Path | None, replicates: int,
               seed: int) -> None:

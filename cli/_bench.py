@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from ._common import argument_errors, result_path, write_result
+from ._numbers import Count, Seed, reals
 from ._tracking import add_leaderboard, log_options, track
 
 def _errors():
@@ -12,12 +13,8 @@ def _errors():
     return argument_errors()
 
 
-def _numbers(value: str, what: str) -> list[float]:
-    try:
-        out = [float(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}",
-                                 param_hint=what) from None
+def _numbers(value: str, what: str, *, spelled: bool = False) -> list[float]:
+    out = reals(value, what, spelled=spelled)
     if not out:
         raise click.BadParameter("expected at least one number", param_hint=what)
     return out
@@ -39,7 +36,7 @@ def _load(directory: Path):
 
 @click.command("split")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--seed", type=click.IntRange(min=0), default=None,
+@click.option("--seed", type=Seed(), default=None,
               help="Split seed (default 20260721, recorded in the set).")
 @click.option("--ratios", default=None,
               help="train,validation,test ratios, normalized to sum 1 (default 0.6,0.2,0.2).")
@@ -115,7 +112,7 @@ def bench_cmd() -> None:
 def _sweep(thetas: str | None, theta_grid: int | None) -> dict:
     if thetas is not None and theta_grid is not None:
         raise click.UsageError("pass at most one of --thetas and --theta-grid")
-    return {"thetas": None if thetas is None else _numbers(thetas, "'--thetas'"),
+    return {"thetas": None if thetas is None else _numbers(thetas, "'--thetas'", spelled=True),
             "theta_grid": theta_grid}
 
 
@@ -145,7 +142,7 @@ def _file_name(method: str) -> str:
               help="Instead of --method: a CSV of another tool's stops "
                    "(question,trajectory,stop_token; optional model, group) scored like a method.")
 @click.option("--thetas", default=None, help="Comma-separated theta values.")
-@click.option("--theta-grid", "theta_grid", type=click.IntRange(min=1), default=None,
+@click.option("--theta-grid", "theta_grid", type=Count(min=1), default=None,
               help="Number of points of the method's own theta sweep (default 21).")
 @click.option("--split", "split", type=click.Choice(["test", "validation"]), default="test",
               show_default=True, help="Split to report on (the method is fit on train).")
@@ -232,7 +229,7 @@ def _options(name: str, features: str | None) -> dict | None:
 @click.option("--method", "methods", multiple=True,
               help="A method to rank (repeatable): a built-in name, module:object, or "
                    "path/to/file.py:object. Default: every built-in.")
-@click.option("--theta-grid", "theta_grid", type=click.IntRange(min=1), default=None,
+@click.option("--theta-grid", "theta_grid", type=Count(min=1), default=None,
               help="Number of points of each method's theta sweep (default 21).")
 @click.option("--split", "split", type=click.Choice(["test", "validation"]), default="test",
               show_default=True)

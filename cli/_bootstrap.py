@@ -4,28 +4,29 @@ from pathlib import Path
 
 import click
 
+from ._numbers import SEED_DIGITS, Count
 from ._tracking import add_bootstrap, log_options, track
 
 
 @click.command("bootstrap")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--replicates", type=int, default=10_000, show_default=True,
+@click.option("--replicates", type=Count(), default=10_000, show_default=True,
               help="Bootstrap replicates.")
-@click.option("--seed", type=int, default=20260721, show_default=True,
+@click.option("--seed", type=Count(digits=SEED_DIGITS), default=20260721, show_default=True,
               help="Seed of the replicate streams (recorded in the output).")
 @click.option("--frontiers", is_flag=True,
               help="Also re-solve the exact DR / FB / DEE frontiers of every cell per replicate.")
-@click.option("--grid", default=101, show_default=True, type=int,
+@click.option("--grid", default=101, show_default=True, type=Count(),
               help="Frontier budget points i/(N-1) (with --frontiers).")
-@click.option("--batch", type=int, default=None,
+@click.option("--batch", type=Count(), default=None,
               help="Replicates per vectorized call (bounds memory; never changes a result). "
                    "Default: otbench.analysis.resampling.default_batch (1000; with --frontiers 16 on "
                    "CPU, 1024 on an accelerator).")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=Count(), default=None,
               help="Worker processes building frontier units (default: 0 on CPU, cores - 1 otherwise).")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write orbax checkpoints here.")
-@click.option("--checkpoint-every", type=int, default=10, show_default=True,
+@click.option("--checkpoint-every", type=Count(), default=10, show_default=True,
               help="Batches between checkpoints.")
 @click.option("--resume", is_flag=True,
               help="Continue the checkpoint in --checkpoint-dir (same data and settings).")

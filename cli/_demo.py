@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from ._common import DataError, library_progress
+from ._numbers import Count
 
 DEMO_JOB_FILE = "demo.toml"
 """The embedded default job: `artifacts/jobs/demo.toml` (frozen with the other artifacts)."""
@@ -94,7 +95,7 @@ def _store_split(ms_dir: Path):
               type=click.Path(file_okay=False, path_type=Path), help="Output folder.")
 @click.option("--engine", "engine", type=click.Choice(["vllm", "transformers"]), default="vllm",
               show_default=True, help="Inference engine.")
-@click.option("--questions", "n", default=None, type=click.IntRange(min=1),
+@click.option("--questions", "n", default=None, type=Count(min=1),
               help="Number of seeded sums (default: the job's, 12; the 3 CHAMP problems stay).")
 def demo_cmd(out: Path, engine: str, n: int) -> None:
     """Probe a real small model on embedded questions, then analyze it (CPU, no download)."""

@@ -5,19 +5,24 @@ from pathlib import Path
 import click
 
 from ._common import data_errors, memory_guard, write_result
+from ._numbers import count_error, real_error
 
 
 def _parse_grid(value: str):
     """`N` (points i / (N-1)) or comma-separated budgets in [0, 1]."""
     text = value.strip()
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected a number of points or comma-separated budgets, got {value!r}")
+    if "," not in text and text.lstrip("+-").isdigit():     # N points (or digits refused)
+        why = count_error(text)
+        if why is None:
+            return int(text)
+        items = []
+    else:
+        items = [x for x in text.split(",") if x.strip()]
+        why = next((w for w in map(real_error, items) if w is not None), None)
+    if why is not None:
+        raise click.BadParameter(f"expected a number of points or comma-separated budgets: {why}",
+                                 param_hint="'--grid'")
+    return [float(x) for x in items]
 
 
 def _pct(x) -> str:

@@ -5,6 +5,7 @@ import os
 import click
 
 from ._common import DataError, write_json
+from ._numbers import Count
 
 _KEYS = {"task", "reference", "response", "tests", "fn_name", "n_options"}
 
@@ -14,14 +15,11 @@ def read_requests(path: str) -> list[tuple[int, object]]:
     from otbench.analysis.measurement import MeasurementSetError
     from otbench.probe.grading import make_request
 
-    from otbench.files import loads_json
+    from otbench.files import loads_json, open_regular
 
     out = []
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror})") from None
-    with f:
+    # `open_regular`: a FIFO or device named as FILE is one line, not a hang or endless read.
+    with open_regular(path, what="a JSONL file", fail=lambda why: DataError(f"{path}: {why}")) as f:
         for no, raw in enumerate(f, 1):
             where = f"{path}:{no}"
             try:
@@ -63,7 +61,7 @@ def read_requests(path: str) -> list[tuple[int, object]]:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="Also write the results as JSON (schema otbench.grade/1) to this file.")
-@click.option("--workers", type=click.IntRange(min=0), default=None,
+@click.option("--workers", type=Count(min=0), default=None,
               help="Grading worker processes (default: CPU count, at most 8; 0 = in-process).")
 def grade_cmd(file: str, json_out: str | None, workers: int | None) -> None:
     """Grade responses in FILE (JSONL) and print correctness and status per line.

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from ._common import DataError, data_errors, synthetic_banner, write_json
+from ._numbers import Count, Seed, counts
 
 
 @click.group("horizon")
@@ -46,12 +47,10 @@ def run_cmd(config: Path, out: Path, overwrite: bool, progress: bool) -> None:
 def _ints(value: str | None) -> list[int] | None:
     if value is None:
         return None
-    try:
-        out = [int(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    out = counts(value, "'--horizons'")
     if not out or any(b < 0 for b in out):
-        raise click.BadParameter(f"expected comma-separated integers >= 0, got {value!r}")
+        raise click.BadParameter(f"expected comma-separated integers >= 0, got {value!r}",
+                                 param_hint="'--horizons'")
     return out
 
 
@@ -62,9 +61,9 @@ def _ints(value: str | None) -> list[int] | None:
                    "(the simultaneous family band covers all of them).")
 @click.option("--horizons", "horizons", default=None,
               help="Comma-separated horizons B (default: every horizon read out in the run).")
-@click.option("--replicates", default=10_000, show_default=True, type=click.IntRange(min=1),
+@click.option("--replicates", default=10_000, show_default=True, type=Count(min=1),
               help="Bootstrap draws (every scheme).")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0, max=2**64 - 1),
+@click.option("--seed", default=0, show_default=True, type=Seed(),
               help="Bootstrap / sign-flip seed (recorded).")
 @click.option("--two-way/--no-two-way", default=True, show_default=True,
               help="Also the two-way item x replicate bootstrap of the contrasts (sensitivity).")

@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from ._common import argument_errors, data_errors, load_set, result_path, write_result
+from ._numbers import Count, Real
 
 
 @click.group("online")
@@ -72,10 +73,11 @@ def _common(f):
                      "credentials.")(f)
     f = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
                      help="Write the result here (default: SET/results/<command>.json).")(f)
-    f = click.option("--trajectories", type=click.IntRange(min=1), default=None,
+    f = click.option("--trajectories", type=Count(min=1), default=None,
                      help="Replay only the first N trajectories of the split (small runs).")(f)
     f = click.option("--grader", default="auto", show_default=True, help="Grader of the online answers.")(f)
-    f = click.option("--theta", type=float, required=True, help="The method's control parameter.")(f)
+    # `inf` written out stays the method's to judge (an FB method's "no cap"), as in --thetas
+    f = click.option("--theta", type=Real(spelled=True), required=True, help="The method's control parameter.")(f)
     f = click.option("--thinking", type=click.Choice(["generate", "stored"]), default="generate",
                      show_default=True, help="Side-request methods: decode the thinking, or feed the "
                                              "stored thinking (checks the signals and decisions alone).")(f)

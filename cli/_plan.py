@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from ._common import DataError, data_errors, write_json
+from ._numbers import Count
 
 
 def _questions(text: str | None) -> dict[str, int] | None:
@@ -39,7 +40,7 @@ def _questions(text: str | None) -> dict[str, int] | None:
                    "plans JOB_FILE (when given) with them; only for the device and model they were measured on.")
 @click.option("--questions", "questions", default=None,
               help="GROUP=N,... questions per group instead of loading the job's [data].")
-@click.option("--max-num-seqs", "max_num_seqs", default=None, type=click.IntRange(min=1),
+@click.option("--max-num-seqs", "max_num_seqs", default=None, type=Count(min=1),
               help="Sequences decoded at once [default: the job's engine.max_num_seqs, else 256].")
 @click.option("--target", "target", default=None,
               help="Precision targets, e.g. 'OR:1pp,AD:0.5pp': the most each macro statistic's 95 % interval "

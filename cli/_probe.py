@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from ._common import DataError, data_errors, library_progress, write_json
+from ._numbers import Count, Real, counts
 from ._tracking import log_options, probe_record, track
 
 
@@ -24,9 +25,9 @@ def probe_group() -> None:
                    "tensor_parallel_size=, base_url=, model= (served name), api_key_env=, num_concurrent=, ...")
 @click.option("--tasks", "tasks", default=None,
               help="Comma-separated task names (`otbench probe tasks`), each NAME or NAME=PATH.")
-@click.option("--R", "R", default=None, type=click.IntRange(min=1), help="One-line start: trajectories per question.")
-@click.option("--P", "P", default=None, type=click.IntRange(min=1), help="One-line start: answer probes per position.")
-@click.option("--b", "b", default=None, type=click.IntRange(min=1), help="One-line start: target tokens per step.")
+@click.option("--R", "R", default=None, type=Count(min=1), help="One-line start: trajectories per question.")
+@click.option("--P", "P", default=None, type=Count(min=1), help="One-line start: answer probes per position.")
+@click.option("--b", "b", default=None, type=Count(min=1), help="One-line start: target tokens per step.")
 @click.option("--gen-kwargs", "gen_kwargs", default="",
               help="One-line start: sampling overrides, e.g. temperature=0.6,top_p=0.95.")
 @click.option("--write-job", "write_job", default=None, type=click.Path(dir_okay=False, path_type=Path),
@@ -38,16 +39,16 @@ def probe_group() -> None:
               help="Continue an interrupted run: reuse the units committed in the journal.")
 @click.option("--journal", "journal", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder where each finished unit is committed (default: OUT.journal beside OUT).")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+@click.option("--workers", default=1, show_default=True, type=Count(min=1),
               help="Engine workers; more than one runs them as Ray actors.")
 @click.option("--ray-address", "ray_address", default=None,
               help="Join this Ray cluster ('auto', HOST:PORT, ray://...); default: local.")
-@click.option("--worker-cpus", default=1.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+@click.option("--worker-cpus", default=1.0, show_default=True, type=Real(min=0, min_open=True),
               help="Ray CPUs per worker.")
-@click.option("--worker-gpus", default=None, type=click.FloatRange(min=0),
+@click.option("--worker-gpus", default=None, type=Real(min=0),
               help="Ray GPUs per worker [default on a GPU cluster: vLLM's tensor-parallel size, "
                    "transformers 1; else 0].")
-@click.option("--limit", "limit", default=None, type=click.IntRange(min=1),
+@click.option("--limit", "limit", default=None, type=Count(min=1),
               help="Probe only the first N questions of each group (smoke runs; recorded as data.limit).")
 @click.option("--progress/--no-progress", default=True,
               help="Progress on stderr: a bar with tokens/s on a terminal, else a line every 30 s.")
@@ -155,7 +156,7 @@ def _summary_text(summary) -> str:
 
 @probe_group.command("audit-tokenizer")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--top", default=5, show_default=True, type=click.IntRange(min=0),
+@click.option("--top", default=5, show_default=True, type=Count(min=0),
               help="Forms listed per kind.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the audit as JSON.")
@@ -194,12 +195,10 @@ def audit_cmd(path: Path, top: int, json_out: Path | None) -> None:
 
 
 def _parse_bs(value: str) -> list[int]:
-    try:
-        bs = [int(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated positive integers, got {value!r}") from None
+    bs = counts(value, "'--b'")
     if not bs or any(b < 1 for b in bs):
-        raise click.BadParameter(f"expected comma-separated positive integers, got {value!r}")
+        raise click.BadParameter(f"expected comma-separated positive integers, got {value!r}",
+                                 param_hint="'--b'")
     return bs
 
 

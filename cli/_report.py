@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from ._common import data_errors, synthetic_banner
+from ._numbers import Count
 from ._tracking import log_options, report_record, track
 
 
@@ -24,7 +25,7 @@ from ._tracking import log_options, report_record, track
 @click.option("--otbench", "otbench", type=click.Path(dir_okay=False, path_type=Path),
               multiple=True, help="OTBench JSON (otbench.bench/1 or bench-compare/1); repeatable "
                                   "(default: DIR/results/otbench.json and bench-*.json).")
-@click.option("--grid", "grid", type=click.IntRange(min=2), default=1001, show_default=True,
+@click.option("--grid", "grid", type=Count(min=2), default=1001, show_default=True,
               help="Number of frontier budget points i/(N-1).")
 @click.option("--results", "results", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Folder of cached results to read (default: DIR/results).")

@@ -3,6 +3,7 @@
 import click
 
 from ._common import data_errors
+from ._numbers import Seed
 
 SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._simulate.SCALES (kept import-free)
 
@@ -12,7 +13,7 @@ SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._sim
               help="Directory to write the measurement set to.")
 @click.option("--scale", type=click.Choice(SCALES), default="small", show_default=True,
               help="tiny (tests), small, or paper (6 models x 963 questions x 16 trajectories).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=Seed(), default=0, show_default=True,
               help="Seed of every draw; the same seed writes the same set.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing set at --out.")
 @click.option("--unsplit", is_flag=True,

@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from ._common import DataError, argument_errors, progress_bar, progress_callback, result_path, write_result
+from ._numbers import SEED_DIGITS, Count, counts
 
 
 def _counts(value: str | None, name: str, ms=None) -> tuple[int, ...]:
@@ -22,11 +23,7 @@ def _counts(value: str | None, name: str, ms=None) -> tuple[int, ...]:
     text = value.strip()
     if not text:
         return ()
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}",
-                                 param_hint=name) from None
+    return tuple(counts(text, name))
 
 
 _PROBES = click.option("--probes", default=None,
@@ -35,9 +32,9 @@ _PROBES = click.option("--probes", default=None,
 _TRAJ = click.option("--trajectories", default=None,
                      help="Trajectory counts r per (model, question) ('' to skip; default: those "
                           "of 2,4,8,16 below the set's largest R, and R).")
-_DRAWS = click.option("--draws", type=int, default=2000, show_default=True,
+_DRAWS = click.option("--draws", type=Count(), default=2000, show_default=True,
                       help="Subsamples per trajectory count.")
-_SEED = click.option("--seed", type=int, default=20260721, show_default=True,
+_SEED = click.option("--seed", type=Count(digits=SEED_DIGITS), default=20260721, show_default=True,
                      help="Seed of the random streams (recorded in the output).")
 
 
@@ -113,16 +110,16 @@ def _refuse_foreign_folder(folder: Path) -> None:
 @_TRAJ
 @_DRAWS
 @_SEED
-@click.option("--replicates", type=int, default=10_000, show_default=True,
+@click.option("--replicates", type=Count(), default=10_000, show_default=True,
               help="Bootstrap replicates.")
 @click.option("--frontiers", is_flag=True, help="Re-solve the frontiers in every replicate.")
-@click.option("--grid", type=int, default=None,
+@click.option("--grid", type=Count(), default=None,
               help="Frontier budget points i/(N-1); implies --frontiers (default 101).")
-@click.option("--batch", type=int, default=None, help="Bootstrap replicates per vectorized call.")
-@click.option("--workers", type=int, default=None, help="Worker processes for frontier units.")
+@click.option("--batch", type=Count(), default=None, help="Bootstrap replicates per vectorized call.")
+@click.option("--workers", type=Count(), default=None, help="Worker processes for frontier units.")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Bootstrap checkpoints (orbax).")
-@click.option("--checkpoint-every", type=int, default=10, show_default=True,
+@click.option("--checkpoint-every", type=Count(), default=10, show_default=True,
               help="Batches between checkpoints.")
 @click.option("--resume", is_flag=True, help="Continue the bootstrap checkpoint.")
 def sweep_cmd(directory: Path, out_dir: Path, probes: str, trajectories: str, draws: int, seed: int,

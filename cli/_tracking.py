@@ -98,14 +98,20 @@ def track(build: Callable[[Any], None], ms=None) -> None:
 def _csv_rows(path: Path) -> list[dict[str, Any]]:
     """A report table's rows (its `#` lines are notes, such as the synthetic banner); numbers
     become floats, empty cells None."""
-    import csv
     import math
 
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if not ln.startswith("#")]
+    from otbench.files import csv_records
+
+    # note lines blanked, not dropped: a refusal's line number is the file's
+    lines = ["" if ln.startswith("#") else ln for ln in path.read_text(encoding="utf-8").splitlines()]
+    records = (r for r in csv_records("\n".join(lines) + "\n",
+                                      lambda line, why: DataError(f"{path}, line {line}: {why}"))
+               if r)
+    header = next(records, [])
     out = []
-    for row in csv.DictReader(lines):
+    for cells in records:
         rec: dict[str, Any] = {}
-        for k, v in row.items():
+        for k, v in zip(header, cells):
             try:
                 x = float(v)
                 rec[k] = x if math.isfinite(x) else None

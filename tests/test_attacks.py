@@ -901,6 +901,93 @@ CASES += [
 ]
 
 
+# -- issue 39: numbers of every numeric option, and special files as inputs ---------------------
+# click's `int` / `float` read "１２" (full-width) as 12, a 400-digit integer whole (a float
+# overflow deep inside the command: a traceback) and "9" * 400 as inf; "²" is refused, but the
+# lists parsed by hand took full-width digits too. Each option is given all three.
+_BIG, _SUP, _WIDE = "9" * 400, "\u00b2", "\uff11\uff12"
+_INT_RULES = {_BIG: "has 400 digits; at most 18 are accepted", _SUP: "is not an integer (ASCII",
+              _WIDE: "is not an integer (ASCII"}
+_SEED_RULES = {**_INT_RULES, _BIG: "has 400 digits; at most 20 are accepted"}
+_REAL_RULES = {_BIG: "is not a finite number (beyond float64", _SUP: "is not a number (ASCII",
+               _WIDE: "is not a number (ASCII"}
+_NUMERIC = [       # (command line before the option, option, rules)
+    (("audit-log", "g.jsonl"), "--replicates", _INT_RULES),
+    (("audit-log", "g.jsonl"), "--seed", _SEED_RULES),
+    (("split", "s", "--out", "sp"), "--seed", _SEED_RULES),
+    (("split", "s", "--out", "sp"), "--ratios", _REAL_RULES),
+    (("bench", "run", "s"), "--theta-grid", _INT_RULES),
+    (("bench", "run", "s", "--method", "deer"), "--thetas", _REAL_RULES),
+    (("bench", "compare", "s"), "--theta-grid", _INT_RULES),
+    *[(("bootstrap", "s"), o, _INT_RULES)
+      for o in ("--replicates", "--grid", "--batch", "--workers", "--checkpoint-every")],
+    (("bootstrap", "s"), "--seed", _SEED_RULES),
+    (("demo", "--out", "dm"), "--questions", _INT_RULES),
+    (("grade", "g.jsonl"), "--workers", _INT_RULES),
+    (("horizon", "analyze", "run"), "--replicates", _INT_RULES),
+    (("horizon", "analyze", "run"), "--seed", _SEED_RULES),
+    (("horizon", "analyze", "run"), "--horizons", _INT_RULES),
+    (("plan", "job.toml"), "--max-num-seqs", _INT_RULES),
+    *[(("probe", "run", "--out", "pr"), o, _INT_RULES)
+      for o in ("--R", "--P", "--b", "--workers", "--limit")],
+    *[(("probe", "run", "--out", "pr"), o, _REAL_RULES) for o in ("--worker-cpus", "--worker-gpus")],
+    (("probe", "audit-tokenizer", "tok"), "--top", _INT_RULES),
+    (("probe", "resegment", "s"), "--b", _INT_RULES),
+    (("report", "s", "--out", "rep"), "--grid", _INT_RULES),
+    (("simulate", "--out", "sim"), "--seed", _SEED_RULES),
+    *[((cmd, "s", *out), o, _INT_RULES) for cmd, out in (("thinning", ()), ("sweep", ("--out", "sw")))
+      for o in ("--draws", "--probes", "--trajectories")],
+    *[((cmd, "s", *out), "--seed", _SEED_RULES)
+      for cmd, out in (("thinning", ()), ("sweep", ("--out", "sw")))],
+    *[(("sweep", "s", "--out", "sw"), o, _INT_RULES)
+      for o in ("--replicates", "--grid", "--batch", "--workers", "--checkpoint-every")],
+    (("frontier", "s"), "--grid", _INT_RULES),
+    *[(("online", cmd, "s", *theta), o, rules) for cmd in ("run", "certify")
+      for theta, o, rules in (((), "--theta", _REAL_RULES), (("--theta", "1"), "--trajectories", _INT_RULES))],
+]
+
+
+def _names_rule(rule: str):
+    return lambda w, out: rule in out
+
+
+def _command(argv: tuple[str, ...]) -> str:
+    """`bench-compare` of ("bench", "compare", "s"): the command's words, without its arguments."""
+    subs = {"run", "compare", "analyze", "audit-tokenizer", "resegment", "certify"}
+    return "-".join(argv[:1] + tuple(a for a in argv[1:2] if a in subs))
+
+
+CASES += [
+    Case(f"number-{_command(argv)}{opt}-{'400-digits' if v == _BIG else 'superscript' if v == _SUP else 'full-width'}",
+         39, (*argv, opt, v), needle=f"'{opt}'", check=_names_rule(rule))
+    for argv, opt, rules in _NUMERIC for v, rule in rules.items()
+] + [
+    # (`--thetas 1,inf` stays an FB method's "no cap": tests/cli/test_new_user.py)
+    Case("number-frontier-grid-budgets-still-read", 39,
+         ("frontier", "s", "--grid", "0,0.5,1", "--json", "fr.json"), expect="ok"),
+]
+
+# A FIFO (no writer: a plain `open` waits forever) or `/dev/zero` (endless) named as an input
+# file is one line naming it. Run as the console script: on a branch that hangs, the case
+# ends at the subprocess's timeout instead of stopping the corpus.
+_SPECIAL_INPUTS = [
+    ("split-from-file", ("split", "s", "--from-file", "{}", "--out", "sp"), "a JSON document"),
+    ("report-thinning", ("report", "s", "--out", "rep", "--thinning", "{}"), "a JSON document"),
+    ("grade", ("grade", "{}"), "a JSONL file"),
+    ("plan", ("plan", "{}"), "a job file"),
+    ("probe-run-config", ("probe", "run", "--config", "{}", "--out", "pr"), "a job file"),
+    ("horizon-run-config", ("horizon", "run", "--config", "{}", "--out", "hr"), "a job file"),
+    ("audit-log", ("audit-log", "{}"), "an evaluation log"),
+    ("bench-run-stops", ("bench", "run", "s", "--stops", "{}"), "a stops file"),
+]
+CASES += [
+    Case(f"input-{name}-{'a-fifo' if path == 'fifo' else 'dev-zero'}", 39,
+         tuple(a.replace("{}", path) for a in argv), sub=True,
+         needle=f"not a regular file (a FIFO, device or folder is not {what}")
+    for name, argv, what in _SPECIAL_INPUTS for path in ("fifo", "/dev/zero")
+] + [Case("input-import-dev-zero", 39, ("import", "/dev/zero", "--out", "o"), sub=True,
+          needle="not a regular file (a FIFO, device or folder is not a JSONL file")]
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(

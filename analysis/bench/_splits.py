@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from otbench.analysis.measurement import SPLITS, MeasurementSet, MeasurementSetError
 
-from otbench.files import read_json, write_text_atomic
+from otbench.files import loads_json, read_json, read_json_bytes, write_text_atomic
 from otbench.errors import ArgumentError
 
 SCHEME = "otbench.split/1"
@@ -236,7 +236,7 @@ def read_split_file(path: str | os.PathLike) -> dict[tuple[str, str], int]:
     """(group, question id) -> split index from a split file; `MeasurementSetError` on bad input."""
     p = Path(path)
     where = str(p)
-    if not p.is_file():
+    if not p.exists():          # anything else (a FIFO, a device) is read_json's to refuse
         raise MeasurementSetError(where, "split file not found")
     doc = read_json(p)
     if not isinstance(doc, dict) or doc.get("schema") != FILE_SCHEMA:
@@ -262,7 +262,8 @@ def read_split_file(path: str | os.PathLike) -> dict[tuple[str, str], int]:
     return out
 
 
-def _apply_split_config(ms: MeasurementSet, p: Path, doc: Mapping[str, Any]) -> MeasurementSet:
+def _apply_split_config(ms: MeasurementSet, p: Path, doc: Mapping[str, Any],
+                        raw: bytes) -> MeasurementSet:
     """The seeded split a `CONFIG_SCHEMA` document names, with the file in the provenance."""
     where = str(p)
     if doc.get("scheme") != SCHEME:
@@ -273,7 +274,7 @@ def _apply_split_config(ms: MeasurementSet, p: Path, doc: Mapping[str, Any]) -> 
         raise MeasurementSetError(where, str(e).replace("`", "'")) from None
     out = assign_splits(ms, seed=seed, ratios=ratios)
     info = dict(out.provenance["split"])
-    info.update(file=p.name, sha256=hashlib.sha256(p.read_bytes()).hexdigest())
+    info.update(file=p.name, sha256=hashlib.sha256(raw).hexdigest())     # the bytes applied
     return _with_split(out, question_splits(out), info)
 
 
@@ -288,9 +289,10 @@ def apply_split_file(ms: MeasurementSet, path: str | os.PathLike) -> Measurement
     so one file can freeze a whole benchmark and serve its subsets.
     """
     p = Path(path)
-    doc = read_json(p) if p.is_file() else None
+    raw = read_json_bytes(p) if p.exists() else None
+    doc = loads_json(raw, str(p)) if raw is not None else None
     if isinstance(doc, dict) and doc.get("schema") == CONFIG_SCHEMA:
-        return _apply_split_config(ms, p, doc)
+        return _apply_split_config(ms, p, doc, raw)
     if doc is not None and (not isinstance(doc, dict) or doc.get("schema") != FILE_SCHEMA):
         got = doc.get("schema") if isinstance(doc, dict) else None
         raise MeasurementSetError(str(p), f"schema must be {FILE_SCHEMA!r} (an assignment) or "

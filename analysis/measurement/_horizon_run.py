@@ -202,7 +202,7 @@ def _run_foreign(path: Path) -> list[str]:
 def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     """The manifest of the run in `path` (schema checked)."""
     p = Path(path) / MANIFEST
-    if not p.is_file():
+    if not p.exists():          # a FIFO or device there is read_json's to refuse by name
         raise HorizonDataError(f"{p}: no such file (not a horizon run directory)")
     try:
         doc = read_json(p)

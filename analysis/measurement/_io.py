@@ -261,7 +261,7 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
     mpath = path / MANIFEST
     if not path.is_dir():
         raise MeasurementSetError(str(path), "not a directory (expected a measurement set)")
-    if not mpath.is_file():
+    if not mpath.exists():      # a FIFO or device there is read_json's to refuse by name
         raise MeasurementSetError(str(mpath), "missing manifest (not a measurement set?)")
     manifest = read_json(mpath)
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:

@@ -18,6 +18,7 @@ written then. `export_jsonl` writes the canonical form, so
 export -> import -> export is byte-identical.
 """
 
+import io
 import json
 import math
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from otbench.files import loads_json, write_text_atomic
+from otbench.files import loads_json, open_regular, write_text_atomic
 
 from ._build import INT32_MAX, MeasurementSetError, from_ragged, ragged
 from ._types import SPLITS, MeasurementSet
@@ -166,10 +167,11 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
     path = Path(path)
     name = str(path)
     recs, lines = [], []
-    try:
-        f = open(path, encoding="utf-8")
-    except OSError as e:
-        raise MeasurementSetError(name, f"cannot open ({e.strerror})") from None
+    # `open_regular`: a device (an endless `/dev/zero`) or folder is refused; a FIFO is read as
+    # a stream (`<(zcat ...)`), its lines bounded by `_lines` like a file's.
+    f = io.TextIOWrapper(open_regular(path, what="a JSONL file", pipes=True,
+                                      fail=lambda why: MeasurementSetError(name, why)),
+                         encoding="utf-8")
     with f:
         try:
             for lineno, line in _lines(f, name):

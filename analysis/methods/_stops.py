@@ -15,9 +15,6 @@ action) with one operating point; it declares no signal cost (the tool's
 own is unknown; its net point equals its gross one and says so).
 """
 
-import csv
-import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +48,6 @@ def _int(text: str, where: str, col: str) -> int:
     return int(t)
 
 
-def _records(reader: Any, path: Path) -> Iterator[list[str]]:
-    """The reader's rows; a malformed record (a field over csv's limit, a stray quote) is one line."""
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            raise MeasurementSetError(f"{path}, line {reader.line_num}", f"not valid CSV ({e})") from None
-        yield row
-
-
 def read_stops(path: str | Path, ms: MeasurementSet, split: str = "test") -> "ImportedStops":
     """The stops of `path` as a DEE method over the `split` of `ms` (module docstring).
 
@@ -70,12 +55,11 @@ def read_stops(path: str | Path, ms: MeasurementSet, split: str = "test") -> "Im
       MeasurementSetError: one line naming the file, row and rule.
     """
     path = Path(path)
-    from otbench.files import read_regular_text
+    from otbench.files import csv_records, read_regular_text
 
-    reader = csv.reader(io.StringIO(read_regular_text(
-        path, STOPS_LIMIT, what="a stops file (one short row per trajectory)",
-        fail=lambda why: MeasurementSetError(str(path), why))))
-    records = _records(reader, path)
+    text = read_regular_text(path, STOPS_LIMIT, what="a stops file (one short row per trajectory)",
+                             fail=lambda why: MeasurementSetError(str(path), why))
+    records = csv_records(text, lambda line, why: MeasurementSetError(f"{path}, line {line}", why))
     header = next(records, None)
     if header is None:
         raise MeasurementSetError(str(path), "empty file; expected a header "

@@ -42,7 +42,7 @@ import numpy as np
 from otbench.analysis.measurement import MeasurementSet, MeasurementSetError
 
 from otbench.errors import OtbenchError
-from otbench.files import loads_json
+from otbench.files import loads_json, read_json_bytes
 
 from ._shapes import shape_misfit
 
@@ -86,10 +86,8 @@ class Inputs:
 
 def _read(path: Path) -> tuple[Any, str]:
     try:
-        data = path.read_bytes()
+        data = read_json_bytes(path)
         return loads_json(data, str(path)), hashlib.sha256(data).hexdigest()
-    except OSError as e:
-        raise ReportInputError(f"{path}: cannot read ({e.strerror or e})") from None
     except MeasurementSetError as e:
         raise ReportInputError(str(e)) from None
 
@@ -291,7 +289,7 @@ Doc = str | os.PathLike | Mapping[str, Any] | Sequence[Any]
 def _given(kind: str, value: Doc) -> tuple[Any, Source]:
     if isinstance(value, (str, os.PathLike)):
         p = Path(value)
-        if not p.is_file():
+        if not p.exists():      # anything else (a FIFO, a device) is `_read`'s to refuse by name
             raise ReportInputError(f"{p}: no such {kind} result file")
         doc, sha = _read(p)
         return doc, Source(kind, "given", p.name, sha)

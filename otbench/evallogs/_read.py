@@ -372,18 +372,27 @@ def inspect_replies(path: str | Path, *, scorer: str | None = None) -> list[Repl
 
 # -- files ------------------------------------------------------------------------------------
 
+def _open(p: Path):
+    """The log at `p` for reading; a FIFO or device is one line, never a hang or endless read."""
+    from otbench.files import open_regular
+
+    return open_regular(p, what="an evaluation log", fail=lambda why: EvalLogError(f"{p}: {why}"))
+
+
 def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
     """(location, row) of a JSONL or Parquet file."""
     p = Path(path)
     if p.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        for i, r in enumerate(pq.read_table(p).to_pylist(), 1):
+        with _open(p) as f:                 # pyarrow reads the descriptor that was checked
+            table = pq.read_table(f)
+        for i, r in enumerate(table.to_pylist(), 1):
             yield f"{p}:row {i}", r
         return
     from otbench.files import loads_json  # the one guarded JSON reader (depth, sizes, keys)
 
-    with open(p, "rb") as f:
+    with _open(p) as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -416,8 +425,7 @@ def read_log(path: str | Path, fmt: str | None = None, *, metric: str | None = N
     inspect-ai's scorer); `task` / `model` override the names read from the file.
     """
     p = Path(path)
-    if not p.is_file():
-        raise EvalLogError(f"{p}: no such file")
+    _open(p).close()        # missing, a FIFO or a device: one line before any library reads it
     fmt = fmt or detect_format(p)
     if fmt not in LOG_FORMATS:
         raise EvalLogError(f"{p}: format {fmt!r} is not one of {', '.join(LOG_FORMATS)}")

@@ -15,21 +15,21 @@ from ._atomic import (
     write_bytes_atomic,
     write_text_atomic,
 )
-from ._csv import csv_field, csv_text
+from ._csv import csv_field, csv_records, csv_text
 from ._hash import sha256_file
-from ._json import loads_json, read_json
+from ._json import loads_json, read_json, read_json_bytes
 from ._json_text import dumps_indented
 from ._ledger import LEDGER, written_by_otbench
 from ._provenance import git_commit, provenance
-from ._read import read_regular, read_regular_text
+from ._read import open_regular, read_regular, read_regular_text
 from ._rules import check_output, foreign_entries, is_measurement_set, output_rules, refuse_input
 from ._temporaries import clean_stale, pid_alive
 
 __all__ = [
     "LEDGER", "RECORDED", "atomic_dir", "atomic_path", "check_output", "check_output_dir",
-    "clean_stale", "csv_field", "csv_text", "dumps_indented", "foreign_entries", "git_commit",
-    "is_measurement_set", "loads_json", "output_rules", "pid_alive", "provenance", "read_json", "read_regular",
-    "read_regular_text",
+    "clean_stale", "csv_field", "csv_records", "csv_text", "dumps_indented", "foreign_entries",
+    "git_commit", "is_measurement_set", "loads_json", "open_regular", "output_rules", "pid_alive",
+    "provenance", "read_json", "read_json_bytes", "read_regular", "read_regular_text",
     "refuse_input", "sha256_file", "write_bytes_atomic", "write_text_atomic",
     "written_by_otbench",
 ]

@@ -17,6 +17,8 @@ from typing import Any
 
 from otbench.errors import MeasurementSetError, OtbenchError
 
+from ._read import read_regular
+
 MAX_DEPTH = 64
 # Integers past int64 have no meaning in any otbench document.
 MAX_INT_DIGITS = 19
@@ -108,15 +110,20 @@ def loads_json(text: str | bytes, where: str, *, bad: str = "not valid JSON") ->
     return obj
 
 
+def read_json_bytes(path: str | os.PathLike, limit: int = 1 << 30) -> bytes:
+    """The bytes of the JSON document at `path`, unparsed, for a caller that also hashes them.
+
+    Through `read_regular`: a FIFO or device named as a document is refused, not waited on;
+    every refusal is one `MeasurementSetError` naming the file.
+    """
+    where = str(Path(path))
+
+    def fail(reason: str) -> MeasurementSetError:
+        return MeasurementSetError(where, reason)
+
+    return read_regular(path, limit, what="a JSON document", fail=fail)
+
+
 def read_json(path: str | os.PathLike, limit: int = 1 << 30) -> Any:
     """Read and parse the JSON file at `path` (one-line `MeasurementSetError` on any problem)."""
-    p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError as e:
-        raise MeasurementSetError(str(p), f"cannot read ({e.strerror or e})") from None
-    if len(data) > limit:
-        raise MeasurementSetError(str(p), f"larger than {limit} bytes; not a document otbench "
-                                          f"writes")
-    return loads_json(data, str(p))
+    return loads_json(read_json_bytes(path, limit), str(Path(path)))

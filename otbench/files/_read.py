@@ -1,19 +1,26 @@
 """Reading an input file that a user names: a regular file, bounded, never a hang."""
 
+import fcntl
 import os
 import stat
 from collections.abc import Callable
+from typing import BinaryIO
 
 
-def read_regular(path: str | os.PathLike, limit: int, *, what: str,
-                 fail: Callable[[str], Exception]) -> bytes:
-    """The bytes of the regular file at `path`, at most `limit` of them.
+def open_regular(path: str | os.PathLike, *, what: str, fail: Callable[[str], Exception],
+                 pipes: bool = False) -> BinaryIO:
+    """The regular file at `path`, open for binary reading (a stream the caller closes).
 
-    A FIFO would block the read forever and a device (``/dev/zero``) fill memory, so the file is
-    opened without blocking and checked with ``fstat`` on that same descriptor (no swap between
-    the check and the read) before a byte is read. `what` names the kind of file in the messages
-    ("a config file"); `fail(reason)` builds the caller's one-line error, raised for a missing or
-    unreadable path, a file that is not regular, or one over `limit` bytes.
+    A FIFO would block the open (and then every read) forever and a device (``/dev/zero``) never
+    ends, so the file is opened without blocking and checked with ``fstat`` on that same
+    descriptor (no swap between the check and the read); only then does it read as usual.
+    `what` names the kind of file in the messages ("a config file"); `fail(reason)` builds the
+    caller's one-line error, raised for a missing or unreadable path or a file that is not
+    regular. For readers that stream a file of any size line by line; `read_regular` bounds it.
+
+    With `pipes`, a FIFO is read too, as a stream from the process writing it (`otbench import
+    <(zcat runs.jsonl.gz)`): reopened blocking, so the open waits for its writer as any reader of
+    a pipe does; the caller bounds what it reads (a line limit). Devices and folders stay refused.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -22,17 +29,50 @@ def read_regular(path: str | os.PathLike, limit: int, *, what: str,
     except OSError as e:
         raise fail(f"cannot be read ({e.strerror or e})") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if pipes and stat.S_ISFIFO(mode):
+            os.close(fd)
+            fd = -1
+            fd = _open_pipe(path, fail)
+        elif not stat.S_ISREG(mode):
             raise fail(f"not a regular file (a FIFO, device or folder is not {what})")
-        chunks, size = [], 0
+        # Blocking again: a regular file never blocks, and a stream over a non-blocking
+        # descriptor may return short reads as None, which `io` reports as an error.
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+
+
+def _open_pipe(path: str | os.PathLike, fail: Callable[[str], Exception]) -> int:
+    """A blocking descriptor of the FIFO at `path` (checked again: it is still one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise fail(f"cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):     # swapped since the first open
+        os.close(fd)
+        raise fail("changed while being opened (a FIFO became something else)")
+    return fd
+
+
+def read_regular(path: str | os.PathLike, limit: int, *, what: str,
+                 fail: Callable[[str], Exception]) -> bytes:
+    """The bytes of the regular file at `path` (`open_regular`), at most `limit` of them.
+
+    Read in chunks of at most 1 MiB, so a file over `limit` is refused after `limit + 1` bytes
+    (`fail`: "larger than LIMIT bytes; WHAT is smaller"), not after reading all of it.
+    """
+    chunks, size = [], 0
+    with open_regular(path, what=what, fail=fail) as f:
         while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            chunk = f.read(min(1 << 20, limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
-    finally:
-        os.close(fd)
     if size > limit:
         raise fail(f"larger than {limit} bytes; {what} is smaller")
     return b"".join(chunks)

@@ -5,12 +5,13 @@ is refused in one line naming it; text fields are checked for what later
 becomes a silent error (NUL, a byte-order mark inside the data).
 """
 
+import io
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from otbench.errors import OtbenchError
-from otbench.files import loads_json
+from otbench.files import csv_records, loads_json, open_regular
 
 
 class DatasetError(OtbenchError, ValueError):
@@ -51,17 +52,22 @@ def _clean_text(row: Any, loc: str) -> None:
             stack.extend(v)
 
 
+def _open(path: str):
+    """The benchmark file at `path` for reading; a FIFO or device is one line, not a hang."""
+    return open_regular(path, what="a benchmark file",
+                        fail=lambda why: DatasetError(f"{path}: {why}"))
+
+
 def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise DatasetError(f"{path}: no such file")
     if path.endswith(".parquet"):
         import pyarrow.parquet as pq
 
-        try:
-            rows = pq.read_table(path).to_pylist()
-        except Exception as e:  # pyarrow raises several types for a corrupt file
-            raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
+        with _open(path) as f:      # pyarrow reads the descriptor that was checked
+            try:
+                rows = pq.read_table(f).to_pylist()
+            except Exception as e:  # pyarrow raises several types for a corrupt file
+                raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
         for i, row in enumerate(rows, 1):
             yield f"{path}:row {i}", row
         return
@@ -69,8 +75,10 @@ def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
         yield from _csv_rows(path)
         return
     if not path.endswith(".jsonl"):
+        if not os.path.lexists(path):
+            raise DatasetError(f"{path}: no such file")
         raise DatasetError(f"{path}: expected a .jsonl, .parquet or .csv file")
-    with open(path, "rb") as f:
+    with _open(path) as f:
         for i, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
@@ -93,11 +101,12 @@ def _csv_rows(path: str) -> Iterator[tuple[str, Any]]:
     Cells are strings; quoted cells may span lines, so locations count data
     rows from 1 (`FILE:row N`), not lines. An empty cell reads as missing.
     """
-    import csv
+    def bad(line: int, why: str) -> DatasetError:
+        return DatasetError(f"{path}, line {line}: {why}")
 
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
+        with io.TextIOWrapper(_open(path), encoding="utf-8-sig", newline="") as f:
+            reader = csv_records(f, bad)
             header = next(reader, None)
             if header is None:
                 raise DatasetError(f"{path}: empty CSV file (no header row)")
@@ -109,8 +118,6 @@ def _csv_rows(path: str) -> Iterator[tuple[str, Any]]:
                 yield f"{path}:row {i}", {h: (c if c != "" else None) for h, c in zip(header, cells)}
     except UnicodeDecodeError:
         raise DatasetError(f"{path}: not UTF-8 text") from None
-    except csv.Error as e:
-        raise DatasetError(f"{path}: not a readable CSV file ({e})") from None
 
 
 def _field(row: Mapping, loc: str, names: Sequence[str], *, types=(str,), required: bool = True):

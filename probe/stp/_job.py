@@ -69,6 +69,7 @@ from otbench.probe.engines import ENGINES, EngineConfig
 from otbench.probe.grading import GRADERS, hesitation_pattern
 
 from otbench.errors import OtbenchError
+from otbench.files import read_regular
 
 from ._field_probes import FIELD_PROBES, check_field_probes
 from ._job_keys import STP_RULES, default
@@ -437,22 +438,24 @@ def _sampling_iv(s: Mapping[str, Any]) -> Sampling:
     return Sampling(float(t), float(tp), int(tk), float(pp))
 
 
+JOB_LIMIT = 1 << 24
+"""Bytes a job file may hold (they are a few kilobytes; the questions live in data files)."""
+
+
 def load_toml_job(path: str | Path, build):
     """Read a job TOML and validate it with `build(cfg, base=folder)`; errors name the file."""
     path = Path(path)
+    # `read_regular`: a FIFO or device named as the job is one line, not a hang.
+    raw = read_regular(path, JOB_LIMIT, what="a job file (a TOML table)",
+                       fail=lambda why: JobError(f"{path}: {why}"))
     try:
-        with open(path, "rb") as f:
-            cfg = tomllib.load(f)
-    except FileNotFoundError:
-        raise JobError(f"{path}: no such file") from None
+        cfg = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise JobError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise JobError(f"{path}: not valid TOML ({' '.join(str(e).split())})") from None
     except RecursionError:      # the parser recurses per inline table / array level
         raise JobError(f"{path}: not accepted TOML (nested too deep to parse)") from None
-    except OSError as e:
-        raise JobError(f"{path}: cannot read ({e.strerror or e})") from None
     try:
         return build(cfg, base=path.parent)
     except JobError as e:

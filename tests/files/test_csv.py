@@ -4,6 +4,7 @@ the formula guard, used by the report tables, the sweep tables and the leaderboa
 import csv
 import io
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from otbench.files import csv_field, csv_text
@@ -44,3 +45,16 @@ def test_same_bytes_as_the_csv_module_where_no_guard_applies(rows):
     assert csv_text(["h1", "h2"], rows) == buf.getvalue()
     back = list(csv.reader(io.StringIO(csv_text(["h1", "h2"], rows), newline="")))
     assert back[1:] == [[str(v) for v in r] for r in rows]
+
+
+def test_csv_records_reads_what_csv_text_writes_and_refuses_in_one_line():
+    from otbench.files import csv_records
+
+    rows = [["a,b", 'say "x"', "two\nlines"], ["", "1", "=1+1"]]
+    text = csv_text(["h1", "h2", "h3"], rows)
+    fail = lambda line, why: ValueError(f"f.csv, line {line}: {why}")   # noqa: E731
+    got = list(csv_records(text, fail))
+    assert got[0] == ["h1", "h2", "h3"] and got[1] == rows[0] and got[2] == ["", "1", "'=1+1"]
+    assert list(csv_records(io.StringIO(text, newline=""), fail)) == got      # a stream too
+    with pytest.raises(ValueError, match=r"^f\.csv, line 2: not valid CSV \(field larger than "):
+        list(csv_records("h\n" + "x" * 200_000 + "\n", fail))

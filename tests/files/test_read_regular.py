@@ -42,3 +42,26 @@ def test_special_files_and_missing_paths_are_refused_without_blocking(tmp_path):
     if os.geteuid() != 0:                           # root reads a mode-0 file
         with pytest.raises(Refused, match=r"^cannot be read \(Permission denied\)$"):
             _read(locked)
+
+
+def test_pipes_reads_a_fifo_as_a_stream_and_still_refuses_devices(tmp_path):
+    import threading
+
+    from otbench.files import open_regular
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+
+    def writer():
+        with open(fifo, "wb") as w:              # blocks until the reader opens
+            w.write(b"a\nb\n")
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    with open_regular(fifo, what="a test file", fail=Refused, pipes=True) as f:
+        assert f.read() == b"a\nb\n"
+    t.join(5)
+    assert not t.is_alive()
+    for path in ("/dev/zero", tmp_path):
+        with pytest.raises(Refused, match=r"^not a regular file "):
+            open_regular(path, what="a test file", fail=Refused, pipes=True)

@@ -40,6 +40,9 @@ CASES = {
     "header.csv": (GPQA_HEAD.encode(), "header.csv: no records (an empty benchmark file)"),
     "nul.csv": ((GPQA_HEAD + "q\x00x,a,b,c,d,r1\n").encode(),
                 "nul.csv:row 1: text holds NUL (U+0000); not a clean text file"),
+    # the one CSV reader (otbench.files.csv_records): the record's line, the parser's rule
+    "wide.csv": ((GPQA_HEAD + "q,a,b,c,d,r1\n" + "x" * 200_000 + ",a,b,c,d,r2\n").encode(),
+                 "wide.csv, line 3: not valid CSV (field larger than field limit"),
     "bom.csv": ((GPQA_HEAD + "\ufeffq,a,b,c,d,r1\n").encode(),
                 "bom.csv:row 1: text holds a byte-order mark (U+FEFF); not a clean text file"),
 }

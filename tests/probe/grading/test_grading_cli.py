@@ -96,4 +96,4 @@ def test_empty_and_missing_files(tmp_path):
     r = CliRunner().invoke(grade_cmd, [path])
     assert r.exit_code == 2 and r.output.strip() == f"{path}: no responses to grade"
     r = CliRunner().invoke(grade_cmd, [str(tmp_path / "none.jsonl")])
-    assert r.exit_code == 2 and r.output.strip().startswith(f"{tmp_path / 'none.jsonl'}: cannot read")
+    assert r.exit_code == 2 and r.output.strip() == f"{tmp_path / 'none.jsonl'}: no such file"

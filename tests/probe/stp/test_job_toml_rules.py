@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,12 @@ def test_non_utf8_and_unreadable_job_files(tmp_path: Path):
     p.write_bytes(b'[model]\npath = "m\xff"\n')
     with pytest.raises(JobError, match=r"job\.toml: not UTF-8 text \(invalid start byte at byte 17\)"):
         load_job(p)
-    with pytest.raises(JobError, match=r": cannot read \(Is a directory\)"):
-        load_job(tmp_path)
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)                     # no writer: a blocking open would wait forever
+    for special in (tmp_path, fifo, "/dev/zero"):
+        with pytest.raises(JobError, match=r": not a regular file \(a FIFO, device or folder is "
+                                           r"not a job file \(a TOML table\)\)$"):
+            load_job(special)
 
 
 _toml_values = st.recursive(
