@@ -241,7 +241,7 @@ def _options(name: str, features: str | None) -> dict | None:
 @click.option("--leaderboard", "board_out", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Folder for leaderboard.md, .csv and .json "
                                  "(default DIRECTORY/results).")
-@click.option("--replicates", "replicates", type=click.IntRange(min=0, max=1_000_000), default=2000,
+@click.option("--replicates", "replicates", type=Count(min=0, max=1_000_000), default=2000,
               show_default=True,
               help="Bootstrap replicates of the leaderboard's 95% intervals (rank within the "
                    "strategy, gap area behind the best method; two-stage paired draw at the "
