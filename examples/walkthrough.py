@@ -56,7 +56,7 @@ if args.set is not None:
     ms = oa.load(args.set)
     set_dir = args.set
 else:
-    ms = oa.assign_splits(oa.simulate(args.scale, seed=0, field_signals=True))
+    ms = oa.assign_splits(oa.simulate(args.scale, seed=0, field_signals=True, peer_signals=True))
     set_dir = args.out / "set"
     if not set_dir.exists():
         oa.save(ms, set_dir)
@@ -108,10 +108,11 @@ write_csv(boot.to_arrow(), "bootstrap.csv",
 # %% OTBench: the built-ins and a plug-in from a file, ranked per strategy
 plugin = str(Path(__file__).resolve().parents[1] / "artifacts" / "otbench" / "patient_brake.py")
 # bench_compare runs every built-in whose signals the set records (the field methods need
-# answer signals: `simulate(..., field_signals=True)` or a probe run that records them).
+# answer signals: `simulate(..., field_signals=True)` or a probe run that records them;
+# dynasor-cot and deer their own probes: `peer_signals=True` or `probe.field_probes`).
 results = [*oa.bench_compare(ms, theta_grid=args.theta_grid),
            oa.bench_evaluate(ms, f"{plugin}:PatientBrake", theta_grid=args.theta_grid)]
-board = oa.leaderboard(results)
+board = oa.leaderboard(results, ms)          # with 95% rank and gap-behind-best intervals
 print(board.format(), end="")
 (args.out / "leaderboard.md").write_text(board.to_markdown(), encoding="utf-8")
 (args.out / "leaderboard.csv").write_text(board.to_csv(), encoding="utf-8")
