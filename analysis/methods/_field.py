@@ -124,15 +124,18 @@ class DynasorCoT:
                              note="Dynasor's own probe (its suffix's prefill + the tokens it decoded, "
                                   "recorded in dynasor_tokens) on the prefix before each chunk")
 
+    _own = "dynasor"                        # the probe.field_probes entry that records its signals
+    _rule = staticmethod(dynasor_own_stop)
+
     def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
-        _need(train, self.signals, self.name, own="dynasor")
+        _need(train, self.signals, self.name, own=self._own)
 
     def stop(self, view, theta: float) -> np.ndarray:
-        # The decision is stated once (measurement._field_rules) for OTBench and the online controller.
+        # The decision is stated once (measurement._field_rules) for OTBench and the online
+        # controller; `signals` are (agreement, certainty) in the rule's argument order.
         if int(theta) < 1 or view.k < int(theta):
             return np.zeros(len(view), dtype=bool)
-        return dynasor_own_stop(view.history("dynasor_window"), view.history("dynasor_uncertain"),
-                                view.k, theta)
+        return self._rule(view.history(self.signals[0]), view.history(self.signals[1]), view.k, theta)
 
     def config(self) -> dict[str, Any]:
         return {"source": "hao-ai-lab/Dynasor dynasor/core/cot.py", "theta": "probe window",
@@ -150,14 +153,8 @@ class DynasorCoTSTP(DynasorCoT):
                              recorded="answer_tokens", paid="before_stop", first=0,
                              note="otbench's STP answer probe (declared suffix prefill + its recorded "
                                   "answer_tokens) on the prefix before each chunk")
-
-    def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
-        _need(train, self.signals, self.name)
-
-    def stop(self, view, theta: float) -> np.ndarray:
-        if int(theta) < 1 or view.k < int(theta):
-            return np.zeros(len(view), dtype=bool)
-        return dynasor_stop(view.history("answer"), view.history("hesitation"), view.k, theta)
+    _own = None
+    _rule = staticmethod(dynasor_stop)
 
     def config(self) -> dict[str, Any]:
         return {"source": "hao-ai-lab/Dynasor dynasor/core/cot.py", "theta": "probe window",
@@ -186,13 +183,16 @@ class Deer:
                           note="DEER's own trial answer (its prompt's prefill + the tokens its request "
                                "decodes, recorded in deer_tokens) per checked transition")
 
+    _own = "deer"
+    _rule = staticmethod(deer_own_stop)
+
     def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
-        _need(train, self.signals, self.name, own="deer")
+        _need(train, self.signals, self.name, own=self._own)
 
     def stop(self, view, theta: float) -> np.ndarray:
         if not 1 <= view.k <= self.max_judge_steps:
             return np.zeros(len(view), dtype=bool)
-        return deer_own_stop(view.signal("deer_conf"), view.k, theta, self.max_judge_steps)
+        return self._rule(view.signal(self.signals[0]), view.k, theta, self.max_judge_steps)
 
     def config(self) -> dict[str, Any]:
         return {"source": "iie-ycx/DEER vllm-deer.py", "max_judge_steps": self.max_judge_steps,
@@ -213,13 +213,8 @@ class DeerSTP(Deer):
                           note="otbench's STP answer probe (declared prompt prefill + its recorded "
                                "answer_tokens) per checked transition")
 
-    def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
-        _need(train, self.signals, self.name)
-
-    def stop(self, view, theta: float) -> np.ndarray:
-        if not 1 <= view.k <= self.max_judge_steps:
-            return np.zeros(len(view), dtype=bool)
-        return deer_stop(view.signal("answer_conf"), view.k, theta, self.max_judge_steps)
+    _own = None
+    _rule = staticmethod(deer_stop)
 
     def config(self) -> dict[str, Any]:
         return {"source": "iie-ycx/DEER vllm-deer.py", "max_judge_steps": self.max_judge_steps,
