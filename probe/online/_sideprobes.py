@@ -71,29 +71,31 @@ class PeerProbes:
         return self._request(probe, head, self.suffix[probe], seed, self._fmt.answer_stop_ids), \
             len(self.suffix[probe])
 
-    def read(self, probe: str, scratch: dict, k: int, c: Any, name: str) -> tuple[dict[str, float], int]:
-        """(signals at `k` -- a Dynasor probe may also complete window masks at later positions, given
-        as ``{"dynasor_window@j": mask}`` -- and the tokens a decision paid for it)."""
+    def read(self, probe: str, scratch: dict, k: int, c: Any, name: str
+             ) -> tuple[dict[int, dict[str, float]], int]:
+        """(signals by position -- `k`'s own, and for a Dynasor probe the window masks it
+        completes, at `k` or at later positions already read -- and the tokens a decision paid)."""
         suffix = self.suffix[probe]
         if probe == "dynasor":
             p = dynasor_probe([int(x) for x in c.token_ids], c.stop_id is not None, decode=self._decode,
                               context=self._context[probe])
             answers = scratch.setdefault("dynasor_answers", {})
             answers[k] = p.answer
-            out: dict[str, float] = {"dynasor_uncertain": float(p.uncertain),
-                                     "dynasor_tokens": float(p.decoded + len(suffix))}
+            out: dict[int, dict[str, float]] = {k: {"dynasor_uncertain": float(p.uncertain),
+                                                    "dynasor_tokens": float(p.decoded + len(suffix))}}
             done = scratch.setdefault("dynasor_masked", set())
             for j in sorted(answers):
                 lo = max(0, j - DYNASOR_WINDOW_BITS + 1)
                 if j in done or any(i not in answers for i in range(lo, j + 1)):
                     continue
                 done.add(j)
-                out[f"dynasor_window@{j}"] = float(dynasor_windows([answers[i] for i in range(lo, j + 1)])[-1])
+                mask = dynasor_windows([answers[i] for i in range(lo, j + 1)])[-1]
+                out.setdefault(j, {})["dynasor_window"] = float(mask)
             return out, p.decoded + len(suffix)
         if c.logprobs is None:
             raise OnlineControlError(f"{name} needs the side request's token log-probabilities "
                                      "(GenRequest.logprobs), which the engine's stream did not return")
         t = deer_trial([int(x) for x in c.token_ids], [float(x) for x in c.logprobs], decode=self._decode,
                        eos=self._fmt.answer_stop_ids, context=self._context[probe])
-        return {"deer_conf": float(t.conf), "deer_tokens": float(t.decoded + len(suffix))}, \
+        return {k: {"deer_conf": float(t.conf), "deer_tokens": float(t.decoded + len(suffix))}}, \
             t.decoded + len(suffix)

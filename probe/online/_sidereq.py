@@ -103,10 +103,6 @@ class _Traj:
 
     def put(self, k: int, vals: dict[str, float]) -> None:
         for name, v in vals.items():
-            name, _, at = name.partition("@")           # "signal@j": a value for position j
-            if at:
-                self.put(int(at), {name: v})
-                continue
             s = self.res.signals[name]
             while len(s) <= k:
                 s.append(None)
@@ -331,9 +327,10 @@ class SideController:
         """A field method's own probe arrived: read it as the probe stage does (`_sideprobes`)."""
         t.pending_probe.pop((probe, k))
         t.res.probe_decoded += len(c.token_ids) + (c.stop_id is not None)
-        vals, paid = self.peers.read(probe, t.scratch, k, c, self.rule.name)
+        by_position, paid = self.peers.read(probe, t.scratch, k, c, self.rule.name)
         t.probe_cost[(probe, k)] = (0, paid)    # the recorded *_tokens: prefill included
-        t.put(k, vals)
+        for j, vals in by_position.items():
+            t.put(j, vals)
 
     def _probe_done(self, key, t: _Traj, k: int, c: Completion) -> None:
         pre = t.pending_probe.pop(("stp", k))
