@@ -25,13 +25,13 @@ from ._types import SCHEMA, SPLITS, MeasurementSet
 _LAZY = {
     **dict.fromkeys(("FIELD_SIGNALS", "HESITATION_WORDS", "SIGNAL_DEFINITIONS",
                      "add_field_signals"), "_field"),
-    **dict.fromkeys(("consistency_stop", "deer_asks", "deer_own_stop", "deer_stop",
+    **dict.fromkeys(("consistency_stop", "deepconf_stop", "deer_asks", "deer_own_stop", "deer_stop",
                      "dynasor_own_stop", "dynasor_stop", "window_agrees"), "_field_rules"),
     **dict.fromkeys(("LETTERS", "HorizonDataError", "HorizonRun", "Readouts", "load_run",
                      "write_run"), "_horizon_run"),
     **dict.fromkeys(("export_hub", "from_table", "hub_path"), "_hub"),
     **dict.fromkeys(("export_jsonl", "import_jsonl"), "_jsonl"),
-    **dict.fromkeys(("DEER_SIGNALS", "DYNASOR_SIGNALS", "PEER_SIGNAL_DEFINITIONS",
+    **dict.fromkeys(("DEEPCONF_SIGNALS", "DEER_SIGNALS", "DYNASOR_SIGNALS", "PEER_SIGNAL_DEFINITIONS",
                      "PEER_SIGNALS", "WINDOW_BITS", "add_peer_signals", "window_masks"),
                     "_peer_signals"),
     **dict.fromkeys(("SPAN_RULES", "boundary_mask", "segment", "segment_flat",
@@ -57,6 +57,7 @@ if TYPE_CHECKING:   # static tools see the names the hook provides
     from ._field import FIELD_SIGNALS, HESITATION_WORDS, SIGNAL_DEFINITIONS, add_field_signals  # noqa: F401
     from ._field_rules import (  # noqa: F401
         consistency_stop,
+        deepconf_stop,
         deer_asks,
         deer_own_stop,
         deer_stop,
@@ -68,6 +69,7 @@ if TYPE_CHECKING:   # static tools see the names the hook provides
     from ._hub import export_hub, from_table, hub_path  # noqa: F401
     from ._jsonl import export_jsonl, import_jsonl  # noqa: F401
     from ._peer_signals import (  # noqa: F401
+        DEEPCONF_SIGNALS,
         DEER_SIGNALS,
         DYNASOR_SIGNALS,
         PEER_SIGNAL_DEFINITIONS,
@@ -93,7 +95,7 @@ def describe_columns() -> dict:
                         "readouts.parquet": dict(hr.READ_COLUMNS)}}
 
 
-__all__ = ["describe_columns", 
+__all__ = ["describe_columns", "DEEPCONF_SIGNALS", "deepconf_stop",
     "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "WINDOW_BITS", "window_masks", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",

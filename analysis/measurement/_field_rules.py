@@ -108,3 +108,22 @@ def deer_own_stop(confidence: np.ndarray, k: int, theta: float, max_judge_steps:
     if not deer_asks(k, max_judge_steps):
         return np.zeros(conf.shape[0], dtype=bool)
     return conf > theta
+
+
+def deepconf_stop(min_conf: np.ndarray, tokens: np.ndarray, threshold: np.ndarray | float,
+                  window: int) -> np.ndarray:
+    """DeepConf at `k` (``deepconf_min_conf``): the processor would have ended the trace in the step just played.
+
+    facebookresearch/deepconf, commit 675529d, ``deepconf/processors.py``
+    lines 43-55: after each decoded token the group mean of the last
+    ``conf_group_size`` token confidences is compared with the threshold, and
+    only once that many tokens exist; below it, the end of the sequence is
+    forced. Restated at boundaries: the lowest full-window mean of the first
+    `L(k)` tokens, ``min_conf[k]``, is below `threshold` and `L(k) >= window`
+    (so some window ending inside the steps so far -- at the first such `k`,
+    inside step `k` -- was below it). `min_conf`, `tokens`: float[rows] at
+    `k`; `threshold`: per row or one value (strict ``<``, as line 51).
+    """
+    low = np.asarray(min_conf, dtype=np.float64)
+    full = np.asarray(tokens) >= int(window)
+    return full & (low < np.asarray(threshold, dtype=np.float64))

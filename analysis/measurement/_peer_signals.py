@@ -26,7 +26,12 @@ previous position, as the same prefix gives the same probe):
   the suffix's prefill, `DYNASOR_SUFFIX_TOKENS`;
 * ``deer_conf``: `sigmoid(1.5 + 3 (C/P - 1/2) + ε)`, `ε ~ N(0, 1)`;
 * ``deer_tokens``: `min(20, 3 + Poisson(4))` decoded tokens plus the prompt's
-  prefill, `DEER_PROMPT_TOKENS`.
+  prefill, `DEER_PROMPT_TOKENS`;
+* ``deepconf_min_conf`` (its own stream, `DEEPCONF_STREAM`): per trajectory a
+  level `12 + N(0, 1)`; a step's group confidence `level + 3 (C/P - 1/2) +
+  N(0, 0.7²)`; while `L(k) < 2048` (DeepConf's window) the token-weighted mean
+  of the steps so far, after that the lowest step value since the window
+  filled (floored at 0, as a confidence is).
 """
 
 import dataclasses
@@ -72,12 +77,24 @@ PEER_SIGNAL_DEFINITIONS = {
                  "token completing the stop string included); 0 when fewer than two were decoded",
     "deer_tokens": "the cost of that trial answer: its N decoded tokens (as DEER's request stops) "
                    "plus its uncached prefill, the answer prompt's tokens",
+    "deepconf_min_conf": "DeepConf's lowest group confidence of the first L(k) thinking tokens "
+                         "(facebookresearch/deepconf: a token's confidence is minus the mean of the "
+                         "20 largest raw log-probabilities of the distribution it was sampled from, "
+                         "processors.py compute_conf; a group confidence is the processor's running "
+                         "mean over the last `window` of them, processors.py lines 43-51; this is the "
+                         "lowest over full windows, or the mean of all of them while fewer than "
+                         "`window` tokens exist, utils.py compute_least_grouped and min_conf), read "
+                         "from the trajectory's own sampled tokens (no extra decode); the window is "
+                         "the provenance's deepconf.window",
 }
 PEER_SIGNALS = tuple(PEER_SIGNAL_DEFINITIONS)
 DYNASOR_SIGNALS = ("dynasor_answer", "dynasor_window", "dynasor_uncertain", "dynasor_tokens")
 WINDOW_BITS = 16
 """The longest window a ``dynasor_window`` mask answers for (its bits 0..15)."""
 DEER_SIGNALS = ("deer_conf", "deer_tokens")
+DEEPCONF_SIGNALS = ("deepconf_min_conf",)
+DEEPCONF_STREAM = 42     # its own stream: adding it leaves the other peer signals bit-identical
+DEEPCONF_WINDOW = 2048   # DeepConf's window_size (wrapper.py line 80)
 
 
 def window_masks(classes: np.ndarray, bits: int = WINDOW_BITS) -> np.ndarray:
@@ -116,6 +133,30 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def _synthetic_min_conf(ms: MeasurementSet, seed: int) -> np.ndarray:
+    """float[T, K] a synthetic ``deepconf_min_conf`` (module docstring), from its own stream."""
+    rng = synthetic_stream(ms, seed, DEEPCONF_STREAM, "DeepConf confidence")
+    T, K = ms.L.shape
+    acc = ms.C / np.maximum(ms.probes, 1)[:, None].astype(np.float64)
+    level = 12.0 + rng.normal(0.0, 1.0, size=T)            # a trajectory's own scale
+    total = np.zeros(T)                                      # sum of the step means over tokens
+    low = np.full(T, np.inf)
+    out = np.zeros((T, K))
+    prev_L = np.zeros(T)
+    for k in range(K):
+        step = level + 3.0 * (acc[:, k] - 0.5) + rng.normal(0.0, 0.7, size=T)
+        Lk = ms.L[:, k].astype(np.float64)
+        grown = Lk > prev_L
+        total = total + np.where(grown, step * (Lk - prev_L), 0.0)
+        full = Lk >= DEEPCONF_WINDOW
+        low = np.where(grown & full, np.minimum(low, np.maximum(step, 0.0)), low)
+        mean = np.divide(total, Lk, out=np.zeros(T), where=Lk > 0)
+        cur = np.where(full & np.isfinite(low), low, np.maximum(mean, 0.0))
+        out[:, k] = cur if not k else np.where(grown, cur, out[:, k - 1])
+        prev_L = np.maximum(prev_L, Lk)
+    return out
+
+
 def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
     """`ms` with the synthetic peer-probe signals added (module docstring); refuses a non-synthetic set.
 
@@ -149,8 +190,10 @@ def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
     signals.update(dynasor_answer=ans, dynasor_window=window_masks(ans), dynasor_uncertain=unc,
                    dynasor_tokens=np.full((T, K), float(PEER_CAP + DYNASOR_SUFFIX_TOKENS)),
                    deer_conf=conf, deer_tokens=dtok + DEER_PROMPT_TOKENS)
+    signals.update(deepconf_min_conf=_synthetic_min_conf(ms, seed))
     prov: dict[str, Any] = dict(ms.provenance)
     prov["signals"] = {**dict(prov.get("signals", {})), **PEER_SIGNAL_DEFINITIONS}
+    prov["deepconf"] = {"window": DEEPCONF_WINDOW, "top_k": 20}
     prov["peer_signals"] = {"generator": GENERATOR, "seed": int(seed), "stream": STREAM,
                             "synthetic": "SYNTHETIC peer-probe signals drawn from the recorded grades; "
                                          "no probe was decoded"}

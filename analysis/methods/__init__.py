@@ -26,7 +26,7 @@ from ._contract import (
 )
 from ._cost import NO_SIGNAL, SignalCost, signal_tokens
 from ._features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
-from ._field import AnswerConsistency, BudgetForcing, Deer, DeerSTP, DynasorCoT, DynasorCoTSTP
+from ._field import AnswerConsistency, BudgetForcing, DeepConfExit, Deer, DeerSTP, DynasorCoT, DynasorCoTSTP
 from ._method import (
                       METHODS,
                       ONLINE_MODES,
@@ -48,7 +48,7 @@ BUILTINS = METHODS
 __all__ = [
     "BUILTINS", "DECISION", "METHODS", "NO_SIGNAL", "ONLINE_MODES", "PROCESSOR_SIGNALS",
     "OWN_SIDE_SIGNALS", "SIDE_SIGNALS", "STP_SIDE_SIGNALS", "STRATEGIES",
-    "AnswerConsistency", "BudgetForcing", "BudgetMethod", "Deer", "DeerSTP", "DynasorCoT", "DynasorCoTSTP", "ExitMethod",
+    "AnswerConsistency", "BudgetForcing", "BudgetMethod", "DeepConfExit", "Deer", "DeerSTP", "DynasorCoT", "DynasorCoTSTP", "ExitMethod",
     "HashedText", "ImportedStops", "Method", "MethodError", "OnlineView", "PredictiveScheduling",
     "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable",
     "builtin_methods", "check_sweep_budget", "load_method", "read_question_features", "read_stops",

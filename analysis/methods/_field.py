@@ -58,6 +58,31 @@ cost. Sources are restated from their code, never copied:
   (s1's other direction, suppressing the end of thinking with "Wait",
   lines 89 and 127-141, would need tokens that were never generated, so
   it cannot be replayed on recorded trajectories.)
+* `DeepConfExit` (DEE, ``deepconf-exit``): facebookresearch/deepconf,
+  commit 675529d, on its own signal (``probe.field_probes = ["deepconf"]``:
+  ``deepconf_min_conf``, read from the think request's top-20
+  log-probabilities; `otbench.probe.grading._deepconf` restates it). Online
+  (``deepconf/wrapper.py`` lines 172-253), `warmup_traces` = 16 traces of the
+  question are sampled in full, the threshold is the ``100 -
+  confidence_percentile`` percentile of their lowest group confidences
+  (line 208, NumPy's linear percentile; ``confidence_percentile`` = 90 by
+  default, line 76), and every further trace is ended by the logits
+  processor at the first token whose full-window group mean falls below it
+  (``processors.py`` lines 43-55). Restated: `θ` = ``confidence_percentile``;
+  `fit` takes each model's train-split trajectories as its warm-up traces
+  (their ``deepconf_min_conf`` at the last position) and the threshold is
+  ``np.percentile(those, 100 - θ)``; at boundary `k` stop when
+  `measurement.deepconf_stop` holds (the window full and the lowest group
+  confidence of the first `L(k)` tokens below the threshold: the step in
+  which the processor would have ended the trace). Cost: none beyond the
+  trajectory (its own tokens' log-probabilities). Where it departs, the
+  name says so: DeepConf *discards* a trace it ends (it is dropped from the
+  confidence-weighted vote, ``wrapper.py`` lines 318-321) and answers from
+  the traces that survive; OTBench scores one trajectory at a time, so
+  here the trace is answered at the stop (an early exit, hence ``-exit``);
+  the threshold comes from the model's train split, not from 16 warm-up
+  traces of the same question; the stop lands on the boundary that ends
+  the step, up to one step after the processor's token.
 * `AnswerConsistency` (DEE, ``answer-consistency``):
   launchnlp/reasoning_earlystop (answer convergence: stop once the answer
   has not changed for `θ` boundaries; restated from the rule as the issue
@@ -74,6 +99,7 @@ from otbench.analysis.measurement import (
     WINDOW_BITS,
     MeasurementSet,
     consistency_stop,
+    deepconf_stop,
     deer_own_stop,
     deer_stop,
     dynasor_own_stop,
@@ -278,3 +304,61 @@ class AnswerConsistency:
 
     def config(self) -> dict[str, Any]:
         return {"source": "launchnlp/reasoning_earlystop", "theta": "unchanged boundaries"}
+
+
+class DeepConfExit:
+    """DeepConf's online stop as an early exit: answered where it stops, not discarded (module docstring)."""
+
+    name = "deepconf-exit"
+    strategy = "dee"
+    summary = ("DeepConf's online stop as an early exit, answered where it stops (DeepConf discards the "
+               "trace): group confidence below the theta-percentile threshold of the train split "
+               "(signal deepconf_min_conf)")
+    online = None
+    signals = ("deepconf_min_conf",)
+    thetas = (10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0)
+    theta_range = (1.0, 99.0)
+    signal_cost = SignalCost(note="DeepConf's confidence: the top-20 log-probabilities of the "
+                                  "trajectory's own sampled tokens, no extra decode")
+
+    def __init__(self) -> None:
+        self.window: int | None = None
+        self._warmup: dict[str, np.ndarray] = {}       # model -> sorted train min_confs
+
+    def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
+        _need(train, self.signals, self.name, own="deepconf")
+        rec = train.provenance.get("deepconf") if isinstance(train.provenance, dict) else None
+        window = rec.get("window") if isinstance(rec, dict) else None
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            raise ArgumentError(f"{self.name} needs the window its signal was read with (the set's "
+                                f"provenance deepconf.window), got {window!r}")
+        self.window = int(window)
+        last = train.signals["deepconf_min_conf"][np.arange(train.num_trajectories), train.n]
+        model = np.asarray(train.cell_model)[train.cell]
+        self._warmup = {m: np.sort(last[model == i]) for i, m in enumerate(train.models)
+                        if np.any(model == i)}
+
+    def threshold(self, model: str, theta: float) -> float:
+        """The threshold of `model` at `θ` = confidence_percentile: ``np.percentile(warm-up min_confs, 100 - θ)``."""
+        warm = self._warmup.get(model)
+        if warm is None or not warm.size:
+            raise ArgumentError(f"{self.name}: model {model!r} has no train-split trajectory to set its "
+                                "threshold from (its warm-up traces)")
+        return float(np.percentile(warm, 100.0 - float(theta)))
+
+    def stop(self, view, theta: float) -> np.ndarray:
+        if self.window is None:
+            raise ArgumentError(f"{self.name} decides only after fit (its threshold comes from the "
+                                "train split)")
+        models = view.units.models
+        per_model = {i: self.threshold(models[i], theta) for i in np.unique(view.units.model_index[view.unit])}
+        thr = np.array([per_model[i] for i in view.units.model_index[view.unit]], dtype=np.float64)
+        return deepconf_stop(view.signal(self.signals[0]), view.tokens, thr, self.window)
+
+    def config(self) -> dict[str, Any]:
+        return {"source": "facebookresearch/deepconf deepconf/processors.py, wrapper.py",
+                "theta": "confidence_percentile (threshold = percentile 100 - theta of the train "
+                         "split's lowest group confidences, per model)",
+                "window": self.window, "top_k": 20,
+                "departs": "answered at the stop (DeepConf discards the trace); threshold from the "
+                           "train split, not 16 warm-up traces per question"}

@@ -78,6 +78,7 @@ METHODS = Registry("method", {
     "deer-stp": "otbench.analysis.methods:DeerSTP",
     "budget-forcing": "otbench.analysis.methods:BudgetForcing",
     "answer-consistency": "otbench.analysis.methods:AnswerConsistency",
+    "deepconf-exit": "otbench.analysis.methods:DeepConfExit",
 }, error=MethodError, unknown=_unknown)
 """The method registry: built-in names -> ``module:object``, imported only when chosen.
 One line adds a method: ``METHODS.register("my-method", "my_pkg.mod:MyMethod")``."""

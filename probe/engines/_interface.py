@@ -64,6 +64,10 @@ class GenRequest(NamedTuple):
       sampling: this request's own sampling parameters (`Sampling`), in place
         of the stream's or the call's; None: those. A field method's own probe
         samples as its source does (`otbench.probe.grading._peers`).
+      top_logprobs: also return, per decoded token, the mean of the
+        `top_logprobs` largest raw log-probabilities of the distribution it
+        was sampled from (`Completion.top_mean`; DeepConf's token confidence
+        is its negation, `otbench.probe.grading._deepconf`); 0: not asked.
     """
 
     prompt: Sequence[int]
@@ -76,6 +80,7 @@ class GenRequest(NamedTuple):
     cut: tuple[int, tuple[int, ...]] | None = None
     logprobs: bool = False
     sampling: Sampling | None = None
+    top_logprobs: int = 0
 
 
 class SignalRequest(NamedTuple):
@@ -92,12 +97,15 @@ class Completion(NamedTuple):
     end-of-sequence), None when it hit `max_tokens`, and -1 when the engine
     reports a stop it does not attribute to an id. `logprobs`: the raw
     log-probability of each of `token_ids` when the request asked for them
-    (`GenRequest.logprobs`), else None.
+    (`GenRequest.logprobs`), else None. `top_mean`: per token of `token_ids`,
+    the mean of the `GenRequest.top_logprobs` largest raw log-probabilities at
+    its position, when the request asked for them, else None.
     """
 
     token_ids: tuple[int, ...]
     stop_id: int | None
     logprobs: tuple[float, ...] | None = None
+    top_mean: tuple[float, ...] | None = None
 
 
 class Signal(NamedTuple):

@@ -188,7 +188,7 @@ class OpenAIEngine(EngineBase):
         if len(ch) != r.n:
             raise ServerError(f"{where}: asked for n = {r.n} samples, got {len(ch)}")
         return completions(ch, {int(s) for s in r.stop_ids}, self._eos, where, logprobs=r.logprobs,
-                           vocab=self._vocab, max_tokens=int(r.max_tokens))
+                           vocab=self._vocab, max_tokens=int(r.max_tokens), top_logprobs=int(r.top_logprobs))
 
     def _signal_one(self, r: SignalRequest) -> Signal:
         where = f"{self._client.base_url}/v1/completions"

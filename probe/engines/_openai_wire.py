@@ -63,6 +63,11 @@ def generation_body(model: str, r: GenRequest, sampling: Sampling) -> dict[str, 
         # The sampled token's raw log-probability per position (`token_logprobs`); raw as the
         # server's --logprobs-mode raw_logprobs gives it (`check_server` insists on that mode).
         body["logprobs"] = 0
+    if r.top_logprobs > 0:
+        # `top_logprobs` per position too: the N most probable ids (and the sampled one, merged into
+        # the same object when it is among them), keyed token_id:N.
+        body["logprobs"] = int(r.top_logprobs)
+        body["return_tokens_as_token_ids"] = True
     return body
 
 
@@ -150,9 +155,27 @@ def _token_logprobs(choice: dict, n: int, where: str) -> tuple[float, ...]:
     return tuple(float(v) for v in vals[:n])
 
 
+def _top_means(choice: dict, n: int, k: int, where: str) -> tuple[float, ...]:
+    """Per decoded position, the mean of the `k` largest of its `top_logprobs` values."""
+    lp = choice.get("logprobs")
+    tops = lp.get("top_logprobs") if isinstance(lp, dict) else None
+    if not isinstance(tops, list) or len(tops) < n:
+        raise ServerError(f"{where}: the answer lacks the top log-probabilities of each decoded token "
+                          f"(asked with logprobs = {k})")
+    out = []
+    for pos in tops[:n]:
+        vals = list(pos.values()) if isinstance(pos, dict) else None
+        if vals is None or len(vals) < k or not all(_logprob(v) for v in vals):
+            raise ServerError(f"{where}: a position's top log-probabilities are not {k} or more finite "
+                              "numbers <= 0")
+        top = sorted((float(v) for v in vals), reverse=True)[:k]
+        out.append(sum(top) / k)
+    return tuple(out)
+
+
 def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: str, *,
                 logprobs: bool = False, vocab: int | None = None,
-                max_tokens: int | None = None) -> list[Completion]:
+                max_tokens: int | None = None, top_logprobs: int = 0) -> list[Completion]:
     """`Completion`s of a generation answer, with the in-process engine's stop rule (`VLLMEngine._completions`);
     `logprobs`: each decoded token's log-probability too (`GenRequest.logprobs`). Every id is
     an integer in `[0, vocab)`, and no choice holds more than `max_tokens` tokens."""
@@ -169,7 +192,8 @@ def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: 
             else:
                 sr = c.get("stop_reason")
                 stop = int(sr) if _int(sr) else -1
-        out.append(Completion(ids, stop, _token_logprobs(c, len(ids), where) if logprobs else None))
+        out.append(Completion(ids, stop, _token_logprobs(c, len(ids), where) if logprobs else None,
+                              _top_means(c, len(ids), top_logprobs, where) if top_logprobs > 0 else None))
     return out
 
 

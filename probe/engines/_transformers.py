@@ -82,6 +82,7 @@ class HFEngine(EngineBase):
         ids = torch.tensor([list(prompt)] * n, dtype=torch.long, device=self._device)
         out: list[list[int]] = [[] for _ in range(n)]
         lps: list[list[float]] = [[] for _ in range(n)]
+        tops: list[list[float]] = [[] for _ in range(n)]
         stop_id: list[int | None] = [None] * n
         done = [False] * n
         V = self.vocab_size()
@@ -105,6 +106,12 @@ class HFEngine(EngineBase):
                     # filters), as vLLM's "raw_logprobs" mode returns it with the sample.
                     chosen = torch.tensor([int(t) for t in nxt], dtype=torch.long, device=logits.device)
                     row = torch.log_softmax(logits, dim=-1).gather(-1, chosen[:, None])[:, 0].tolist()
+                if r.top_logprobs > 0:
+                    # The mean of the raw log-softmax's `top_logprobs` largest values (DeepConf's
+                    # token confidence, negated: `otbench.probe.grading._deepconf`).
+                    k = min(int(r.top_logprobs), logits.shape[-1])
+                    top = torch.topk(torch.log_softmax(logits, dim=-1), k, dim=-1).values
+                    top_row = (top.sum(dim=-1) / k).tolist()
                 for j in range(n):
                     if done[j]:
                         continue
@@ -117,11 +124,14 @@ class HFEngine(EngineBase):
                         seen[j, t] = 1.0
                         if r.logprobs:
                             lps[j].append(float(row[j]))
+                        if r.top_logprobs > 0:
+                            tops[j].append(float(top_row[j]))
                 if all(done):
                     break
                 step_input = torch.tensor([[int(t)] for t in nxt], dtype=torch.long, device=self._device)
-        return [Completion(tuple(o), s, tuple(lp) if r.logprobs else None)
-                for o, s, lp in zip(out, stop_id, lps)]
+        return [Completion(tuple(o), s, tuple(lp) if r.logprobs else None,
+                           tuple(tp) if r.top_logprobs > 0 else None)
+                for o, s, lp, tp in zip(out, stop_id, lps, tops)]
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
         if any(r.extra_args is not None for r in requests):

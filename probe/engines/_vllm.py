@@ -258,7 +258,8 @@ class VLLMEngine(EngineBase):
         # four lists per request instead of a dict and a `Logprob` object per token, ~191 B per
         # token instead of ~414 B (measured, `_bounds.LOGPROB_BYTES_PER_ID`) and no objects for
         # the garbage collector to walk; read by `_completions` in either form.
-        flat = {"flat_logprobs": True} if r.logprobs and getattr(self, "_flat", False) else {}
+        asked = r.logprobs or r.top_logprobs > 0
+        flat = {"flat_logprobs": True} if asked and getattr(self, "_flat", False) else {}
         sampling = r.sampling or sampling
         return self._SamplingParams(**flat,
             n=r.n, seed=int(r.seed), max_tokens=int(r.max_tokens),
@@ -267,7 +268,10 @@ class VLLMEngine(EngineBase):
             presence_penalty=sampling.presence_penalty,
             stop_token_ids=[] if r.ignore_eos else list(r.stop_ids), ignore_eos=r.ignore_eos,
             detokenize=False, extra_args=None if r.extra_args is None else dict(r.extra_args),
-            logprobs=0 if r.logprobs else None,
+            # `logprobs=N` returns, per position, the sampled token then the N most probable
+            # (`v1/sample/sampler.py` `gather_logprobs`: the sampled column first, then
+            # `torch.topk`; `logprobs.py` `append_logprobs_for_next_position`).
+            logprobs=int(r.top_logprobs) if r.top_logprobs > 0 else (0 if r.logprobs else None),
         )
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
@@ -310,21 +314,24 @@ class VLLMEngine(EngineBase):
                     ids = ids[:-1]
                 else:
                     stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
-            lps = None
-            if r.logprobs:
-                got = o.logprobs
-                if got is None or len(got) < len(ids):
-                    raise RuntimeError(f"vLLM returned {0 if got is None else len(got)} log-probabilities "
-                                       f"for {len(ids)} decoded tokens (asked with logprobs=0)")
-                starts = getattr(got, "start_indices", None)
-                if starts is None:
-                    lps = tuple(float(pos[t].logprob) for pos, t in zip(got, ids))
-                else:    # `FlatLogprobs`: with logprobs=0 a position's first entry is its sampled token
-                    vals, tids = got.logprobs, got.token_ids
-                    lps = tuple(float(vals[k]) if tids[k] == t else float(got[i][t].logprob)
-                                for i, (k, t) in enumerate(zip(starts, ids)))
-            comps.append(Completion(ids, stop, lps))
+            lps = self._sampled(o.logprobs, ids) if r.logprobs else None
+            comps.append(Completion(ids, stop, lps, _top_means(o.logprobs, len(ids), r.top_logprobs)
+                                    if r.top_logprobs > 0 else None))
         return comps
+
+    @staticmethod
+    def _sampled(got, ids: Sequence[int]) -> tuple[float, ...]:
+        """The sampled tokens' log-probabilities of a request's `logprobs` (either form)."""
+        if got is None or len(got) < len(ids):
+            raise RuntimeError(f"vLLM returned {0 if got is None else len(got)} log-probabilities "
+                               f"for {len(ids)} decoded tokens (asked with logprobs)")
+        starts = getattr(got, "start_indices", None)
+        if starts is None:
+            return tuple(float(pos[t].logprob) for pos, t in zip(got, ids))
+        # `FlatLogprobs`: a position's first entry is its sampled token (`gather_logprobs`)
+        vals, tids = got.logprobs, got.token_ids
+        return tuple(float(vals[k]) if tids[k] == t else float(got[i][t].logprob)
+                     for i, (k, t) in enumerate(zip(starts, ids)))
 
     def _signal_params(self, token_id: int):
         return self._SamplingParams(
@@ -414,3 +421,32 @@ class VLLMEngine(EngineBase):
 
 
 from ._vllm_stream import VLLMStream, _starts_within  # noqa: E402,F401  (the stream needs the engine above)
+
+
+def _top_means(got, n: int, k: int) -> tuple[float, ...]:
+    """Per decoded position, the mean of its `k` most probable tokens' log-probabilities.
+
+    With ``logprobs = k`` vLLM 0.32 stores per position the sampled token first, then the top
+    `k` in rank order (`gather_logprobs`), so in the flat form (`FlatLogprobs`) they are entries
+    ``start + 1 .. end - 1``; in the dict form a sampled token inside the top `k` is one key (the
+    dict merges the two), so the mean is of the `k` largest values either way.
+    """
+    if got is None or len(got) < n:
+        raise RuntimeError(f"vLLM returned {0 if got is None else len(got)} positions of log-probabilities "
+                           f"for {n} decoded tokens (asked with logprobs={k})")
+    starts = getattr(got, "start_indices", None)
+    out = []
+    if starts is not None:
+        vals, ends = got.logprobs, got.end_indices
+        for i in range(n):
+            top = vals[starts[i] + 1:ends[i]]
+            if len(top) != k:
+                raise RuntimeError(f"vLLM returned {len(top)} top log-probabilities at a position, not {k}")
+            out.append(sum(top) / k)
+    else:
+        for i in range(n):
+            top = sorted((float(v.logprob) for v in got[i].values()), reverse=True)[:k]
+            if len(top) != k:
+                raise RuntimeError(f"vLLM returned {len(top)} top log-probabilities at a position, not {k}")
+            out.append(sum(top) / k)
+    return tuple(out)

@@ -132,7 +132,16 @@ class VLLMStream(StreamBase):
             self._core.abort_request([rid])
             tag, request, part = self._live.pop(rid)
             del self._parts[tag]
-            done.append((tag, [Completion(ids, None)]))
+            # A request that asked for log-probabilities has them in the same state
+            # (`RequestState.logprobs_processor.logprobs`, one position per output token).
+            from ._vllm import _top_means     # the engine module imports this one at its end
+
+            lp = getattr(getattr(state, "logprobs_processor", None), "logprobs", None)
+            lps = (tuple(float(x) for x in self._e._sampled(lp, ids))
+                   if getattr(request, "logprobs", False) else None)
+            top = (_top_means(lp, len(ids), request.top_logprobs)
+                   if getattr(request, "top_logprobs", 0) > 0 else None)
+            done.append((tag, [Completion(ids, None, lps, top)]))
 
     def poll(self) -> list[tuple[Any, Any]]:
         if not self._parts:

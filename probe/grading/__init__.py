@@ -12,6 +12,14 @@ from ._batch import (
 )
 from ._choice import ANSWER_FORMS, LETTERS, extract_choice, shuffle_options
 from ._code import extract_code
+from ._deepconf import (
+    DEEPCONF_TOPK,
+    DEEPCONF_WINDOW,
+    GroupConfidence,
+    deepconf_min_confs,
+    deepconf_stop_token,
+    token_confidence,
+)
 from ._field import (
     HESITATION_WORDS,
     ProbeSignals,
@@ -62,4 +70,7 @@ __all__ = [
     "DYNASOR_SAMPLING", "DYNASOR_SUFFIX", "DYNASOR_UNCERTAIN_WORDS", "DeerTrial", "DynasorProbe",
     "deer_confidence", "deer_cut", "deer_trial", "dynasor_agreement", "dynasor_math_equal",
     "dynasor_obtain_answer", "dynasor_probe", "dynasor_uncertain", "dynasor_windows", "DYNASOR_WINDOW_BITS",
+    # DeepConf's confidence, read from the sampled tokens' log-probabilities (`_deepconf`)
+    "DEEPCONF_TOPK", "DEEPCONF_WINDOW", "GroupConfidence", "deepconf_min_confs", "deepconf_stop_token",
+    "token_confidence",
 ]

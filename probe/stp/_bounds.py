@@ -76,6 +76,10 @@ probes): vLLM keeps them until the request ends. In the flat form the engine ask
 (`SamplingParams.flat_logprobs`, vLLM 0.32 `vllm/logprobs.py` `FlatLogprobs`) a position is an id,
 a float, a rank, a text slot and two indices: 191 B measured with tracemalloc on 200,000 positions
 (the form of one dict and one `Logprob` object per token measured 414 B)."""
+TOP_LOGPROB_BYTES_PER_ID = 1904
+"""Front-end bytes per generated id of a think request that asks for the top-20 log-probabilities
+(``probe.field_probes = ["deepconf"]``): 21 entries per position in the flat form (the sampled token
+and the top 20), 1,903 B measured with tracemalloc on 20,000 positions."""
 PINNED_BYTES = 256 << 20
 """Page-locked host memory of one engine outside the model above: the 256 MiB pinned buffer counted
 in the reading of vLLM 0.32 on GPU (the slot size of its shared-memory tensor arena,
@@ -161,10 +165,11 @@ class HostMemory:
 
 
 def host_memory(*, units: int, requests: int, prompt_tokens: int, thinking_limit: int, answer_limit: int,
-                P: int, b: int) -> HostMemory:
+                P: int, b: int, top_logprobs: bool = False) -> HostMemory:
     """The host memory the bounds allow at most (`units`, `requests` as above; `prompt_tokens`: the longest
     question prompt). Positions per unit are at most `thinking_limit // b + 2` (segments are >= b tokens
-    apart, and position 0); a probe prompt is at most prompt + thinking + a few marker ids."""
+    apart, and position 0); a probe prompt is at most prompt + thinking + a few marker ids.
+    `top_logprobs`: the think requests ask for their top-20 log-probabilities (DeepConf's signal)."""
     longest = prompt_tokens + thinking_limit + 16
     positions = thinking_limit // max(1, b) + 2
     think_len = thinking_limit + answer_limit + 16
@@ -178,7 +183,8 @@ def host_memory(*, units: int, requests: int, prompt_tokens: int, thinking_limit
         probe_logprobs=2 * requests * answer_limit * LOGPROB_BYTES_PER_ID,
         pinned=PINNED_BYTES,
         think_requests=thinking * (prompt_tokens * (CORE_BYTES_PER_ID + FRONT_BYTES_PER_ID)
-                                   + think_len * GENERATED_BYTES_PER_ID),
+                                   + think_len * (GENERATED_BYTES_PER_ID
+                                                  + (TOP_LOGPROB_BYTES_PER_ID if top_logprobs else 0))),
         units=units * think_len * HELD_BYTES_PER_ID
         + holding_bound(units) * positions * P * answer_limit * ANSWER_BYTES_PER_ID,
     )

@@ -13,7 +13,7 @@ import numpy as np
 from otbench.analysis.measurement import segment_flat
 from otbench.probe.config import derive_seed
 from otbench.probe.engines import GenRequest, SignalRequest
-from otbench.probe.grading import number_answers
+from otbench.probe.grading import DEEPCONF_TOPK, number_answers
 
 from . import _field_probes
 from ._ids import compact
@@ -31,7 +31,7 @@ class _Unit:
     """A unit in flight: its think result, outputs as they arrive, then its grades."""
 
     __slots__ = ("q", "r", "think", "L", "outs", "sigs", "own", "field", "answer_out", "missing",
-                 "probe_seed", "answer_seed", "first", "texts", "dyn", "deer", "dyn_unit")
+                 "probe_seed", "answer_seed", "first", "texts", "dyn", "deer", "dyn_unit", "conf")
 
     def __init__(self, q: int, r: int):
         self.q, self.r = q, r
@@ -50,6 +50,7 @@ class _Unit:
         self.dyn: list = []                 # per position: future of its Dynasor probe (field_probes)
         self.deer: list = []                # per position: future of its DEER trial answer
         self.dyn_unit = None                # future of the Dynasor classes and agreement runs
+        self.conf = None                    # the think request's top-20 means (field probe deepconf)
 
 
 def _gen_tokens(comps) -> int:
@@ -160,7 +161,9 @@ class _Driver:
         # thinking_limit; else what follows the limit is cut off (`split_trajectory`), so the
         # engine may stop it right there (`GenRequest.cut`) instead of decoding the answer budget.
         cut = (j["thinking_limit"], tuple(int(t) for t in fmt.end_ids)) if native and fmt.end_ids else None
-        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops, cut=cut), "think")
+        top = DEEPCONF_TOPK if "deepconf" in j["field_probes"] else 0     # DeepConf's own signal
+        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops, cut=cut,
+                                                  top_logprobs=top), "think")
 
     def _probe(self, u: _Unit, th: ThinkResult) -> None:
         """Segment the trajectory and queue its positions (probes + signal) and any forced answer."""
@@ -188,7 +191,7 @@ class _Driver:
             self.pending.append((key, -1))
             u.missing += 1
         self.pending.extend((key, k) for k in range(m))
-        u.missing += (3 + len(j["field_probes"])) * m
+        u.missing += (3 + len(_field_probes.position_probes(j["field_probes"]))) * m
 
     def _submit_position(self, key, k: int) -> None:
         u, j, fmt = self.active[key], self.job, self.fmt
@@ -240,6 +243,7 @@ class _Driver:
             self.phase_in_flight["think"] -= 1
             self._count(tag, "think", _gen_tokens(res), len(res))
             c = res[0]
+            u.conf = c.top_mean
             self._probe(u, split_trajectory(c.token_ids, c.stop_id, self.fmt,
                                             seed=derive_seed(j["model"], j["questions"][u.q].dataset,
                                                              j["questions"][u.q].id, u.r, "think"),

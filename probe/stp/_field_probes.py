@@ -1,5 +1,9 @@
 """The field methods' own probes in the probe loop (``probe.field_probes``): requests and results.
 
+``deepconf`` sends no probe: its signal is read from the think request's own
+top-20 log-probabilities (`otbench.probe.grading._deepconf`); only a
+sampled trajectory has them, so a job importing trajectories refuses it.
+
 Only when a job lists them: at every position `k`, beside otbench's answer
 probes and on the same retained prefix (prompt + thinking[:L(k)], so the
 prefix cache serves it), each listed method's own probe, inside the thinking,
@@ -33,11 +37,16 @@ from otbench.probe.grading import (
     DYNASOR_MAX_TOKENS,
     DYNASOR_SAMPLING,
     DYNASOR_SUFFIX,
+    deepconf_min_confs,
+    token_confidence,
 )
 from otbench.errors import ArgumentError
 
-FIELD_PROBES = ("dynasor", "deer")
-"""The field methods whose own probes the probe stage can record per position (``probe.field_probes``)."""
+FIELD_PROBES = ("dynasor", "deer", "deepconf")
+"""The field methods whose own signals the probe stage can record per position (``probe.field_probes``)."""
+POSITION_PROBES = ("dynasor", "deer")
+"""Those decoded as a request of their own at every position; ``deepconf`` is read from the think
+request's own log-probabilities (`GenRequest.top_logprobs`), with no request of its own."""
 DYNASOR_SAMPLING_PARAMS = Sampling(**DYNASOR_SAMPLING)
 DEER_SAMPLING_PARAMS = Sampling(**DEER_SAMPLING)
 CONTEXT_IDS = 4
@@ -53,9 +62,14 @@ def check_field_probes(field_probes: Sequence[str]) -> tuple[str, ...]:
     return fp
 
 
+def position_probes(field_probes: Sequence[str]) -> tuple[str, ...]:
+    """The job's field probes that send a request at every position (`POSITION_PROBES`)."""
+    return tuple(p for p in field_probes if p in POSITION_PROBES)
+
+
 def suffix_ids(tokenizer, field_probes: Sequence[str]) -> dict[str, list[int]]:
     """The job entries of the sources' suffixes, each tokenized on its own ({} without field probes)."""
-    if not field_probes:
+    if not position_probes(field_probes):
         return {}
     return {"dynasor_ids": list(tokenizer.encode(DYNASOR_SUFFIX, add_special_tokens=False)),
             "deer_ids": list(tokenizer.encode(DEER_PROMPT, add_special_tokens=False))}
@@ -126,4 +140,10 @@ def unit_fields(job, u, seeds: dict) -> dict:
         out.update(deer_conf=tuple(t.conf for t in trials),
                    deer_tokens=tuple(t.decoded + prefill for t in trials))
         seeds["deer"] = [_seed(job, u, "deer", k) for k in range(m)]
+    if "deepconf" in job["field_probes"]:
+        if u.conf is None:
+            raise RuntimeError("the think request of a job with field probe \"deepconf\" returned no "
+                               "top log-probabilities (GenRequest.top_logprobs)")
+        conf = token_confidence(u.conf[:len(u.think.thinking)])
+        out["deepconf_min_conf"] = deepconf_min_confs(conf, u.L, job["deepconf_window"])
     return out

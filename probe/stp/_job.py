@@ -43,7 +43,8 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     # direct_answer = true           # also one answer per question to the no-thinking prompt
     # boundary = "vocab"             # segmentation rule (default: the model entry's; docs/rules.md)
     # hesitation_words = ["wait", "hold", "but", "okay", "no", "hmm"]   # the hesitation signal's words
-    # field_probes = ["dynasor", "deer"]   # also each field method's own probe per position (docs/rules.md)
+    # field_probes = ["dynasor", "deer", "deepconf"]   # each field method's own signal per position (docs/rules.md)
+    # deepconf_window = 2048         # DeepConf's group-confidence window (with "deepconf" above)
 
     [sampling]                       # optional overrides of the family's defaults
     temperature = 0.6
@@ -66,7 +67,7 @@ from typing import Any
 from otbench.analysis.measurement import SPAN_RULES
 from otbench.probe.config import Family, Sampling, find_model, list_entries, load_family
 from otbench.probe.engines import ENGINES, EngineConfig
-from otbench.probe.grading import GRADERS, hesitation_pattern
+from otbench.probe.grading import DEEPCONF_WINDOW, GRADERS, hesitation_pattern
 
 from otbench.errors import OtbenchError
 from otbench.files import read_regular
@@ -147,12 +148,15 @@ class ProbeJob:
     direct_answer: bool = default("probe", "direct_answer")
     hesitation_words: tuple[str, ...] = default("probe", "hesitation_words")
     field_probes: tuple[str, ...] = ()
+    deepconf_window: int = DEEPCONF_WINDOW
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(dataclasses.replace(self, replay=()))
         d.pop("replay")
         if not d["field_probes"]:       # a job without them reads as it always did
             d.pop("field_probes")
+        if "deepconf" not in self.field_probes:
+            d.pop("deepconf_window")
         d["data"] = dict(self.data)
         return d
 
@@ -205,6 +209,9 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     except ValueError:
         raise JobError(f"probe.field_probes must list distinct names of {', '.join(FIELD_PROBES)}, "
                        f"got {p.get('field_probes')!r}") from None
+    dwin = _pos_int(p, "deepconf_window", "probe", default=DEEPCONF_WINDOW)
+    if "deepconf_window" in p and "deepconf" not in fp:
+        raise JobError("probe.deepconf_window applies only when probe.field_probes lists \"deepconf\"")
     boundary = p.get("boundary", entry.boundary if entry else "vocab")
     if boundary not in SPAN_RULES:
         raise JobError(f"probe.boundary must be one of {', '.join(SPAN_RULES)}, got {boundary!r}")
@@ -223,6 +230,10 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                        f"probe.thinking_limit + probe.answer_limit ({think} + {answer}) plus the prompt")
     traj = None
     if "trajectories" in cfg:
+        if "deepconf" in fp:
+            raise JobError("probe.field_probes \"deepconf\" reads the log-probabilities of the "
+                           "trajectory's own sampled tokens, which imported [trajectories] do not have "
+                           "(docs/rules.md, DeepConf); drop it, or sample the trajectories here")
         if "R" in p:
             raise JobError("probe.R does not apply with [trajectories] (the records are the "
                            "trajectories; trajectories.per_question keeps the first N of each question)")
@@ -231,7 +242,7 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                     R=R, P=P, b=b, thinking_limit=think, answer_limit=answer, sampling=sampling,
                     grader=grader, units_per_batch=upb, units_in_flight=uif, requests_in_flight=rif,
                     boundary=boundary,
-                    direct_answer=direct, hesitation_words=tuple(str(w) for w in words), field_probes=fp,
+                    direct_answer=direct, hesitation_words=tuple(str(w) for w in words), field_probes=fp, deepconf_window=dwin,
                     model_entry=entry.as_dict() if entry else None,
                     trajectories=traj)
 

@@ -166,7 +166,12 @@ STP_KEYS: dict[str, dict[str, Key]] = {
                                    "`direct` table)", bool, default=False),
         "field_probes": Key(field_probes, "also decode each listed field method's own probe at every "
                                           "position (`dynasor`, `deer`), as its source does: the "
-                                          "`dynasor_*` / `deer_*` signals", list, default=()),
+                                          "`dynasor_*` / `deer_*` signals; `deepconf` reads its "
+                                          "`deepconf_min_conf` from the sampled tokens' top-20 "
+                                          "log-probabilities (no extra decode)", list, default=()),
+        "deepconf_window": Key(integer(1, 1 << 24), "tokens of DeepConf's group confidence (its "
+                                                    "`window_size`); only with `deepconf` in "
+                                                    "`field_probes`", int, default=2048),
         "hesitation_words": Key(words, "words whose presence in a probe's decoded text, before its "
                                        "answer closes, sets the `hesitation` field signal (whole word, "
                                        "any case; default Dynasor's list)", list,

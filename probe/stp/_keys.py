@@ -134,6 +134,8 @@ def run_key_material(job, *, fingerprint: str, tokenizer_hash: str, engine_info:
         "seeds": "otbench.seed/1",
         # only when asked: every other job's run digest (and so its units' keys) stays as it was
         **({"field_probes": list(job.field_probes)} if getattr(job, "field_probes", ()) else {}),
+        **({"deepconf_window": int(job.deepconf_window)} if "deepconf" in getattr(job, "field_probes", ())
+           else {}),
     }
 
 

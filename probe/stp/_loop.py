@@ -49,6 +49,7 @@ from otbench.probe.tokens import ProbeFormat
 from . import _field_probes
 from ._bounds import FALLBACK_CAPACITY, default_requests, holding_bound, thinking_bound
 from ._field_probes import FIELD_PROBES
+from otbench.probe.grading import DEEPCONF_WINDOW
 from ._lane import GradeLane
 from ._results import (
     PHASES,
@@ -83,14 +84,16 @@ class UnitStream:
                  sampling, grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
                  max_units: int = 64, max_requests: int | None = None, max_live: int | None = None,
-                 hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = ()):
+                 hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = (),
+                 deepconf_window: int = DEEPCONF_WINDOW):
         fp = _field_probes.check_field_probes(field_probes)
         for name, v in (("max_units", max_units), ("max_requests", max_requests), ("max_live", max_live)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ArgumentError(f"`{name}` must be a positive integer, got {v!r}.")
         job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
                    thinking_limit=thinking_limit, answer_limit=answer_limit,
-                   hesitation=hesitation_pattern(hesitation_words), field_probes=fp)
+                   hesitation=hesitation_pattern(hesitation_words), field_probes=fp,
+                   deepconf_window=int(deepconf_window))
         job.update(_field_probes.suffix_ids(tokenizer, fp))
         self.stats = stats if stats is not None else RunStats()
         self._engine, self._given = engine, given or {}
@@ -192,7 +195,7 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
                  max_requests: int | None = None, max_live: int | None = None,
                  hesitation_words: Sequence[str] = HESITATION_WORDS,
-                 field_probes: Sequence[str] = ()) -> Iterator[UnitResult]:
+                 field_probes: Sequence[str] = (), deepconf_window: int = DEEPCONF_WINDOW) -> Iterator[UnitResult]:
     """Measure work units `(question index, trajectory)`, yielding each `UnitResult` as it completes.
 
     At most `max_in_flight` units are between admission and their result
@@ -212,7 +215,8 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
                     thinking_limit=thinking_limit, answer_limit=answer_limit, sampling=sampling,
                     grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given,
                     max_units=max_in_flight, max_requests=max_requests, max_live=max_live,
-                    hesitation_words=hesitation_words, field_probes=field_probes)
+                    hesitation_words=hesitation_words, field_probes=field_probes,
+                    deepconf_window=deepconf_window)
     todo = iter(units)
     more = True
     try:
@@ -237,14 +241,15 @@ def probe_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequ
                 max_in_flight: int | None = None,
                 given: Mapping[tuple[int, int], ThinkResult] | None = None,
                 hesitation_words: Sequence[str] = HESITATION_WORDS,
-                field_probes: Sequence[str] = ()) -> list[UnitResult]:
+                field_probes: Sequence[str] = (), deepconf_window: int = DEEPCONF_WINDOW) -> list[UnitResult]:
     """`stream_units` over `units`, results in the order of `units` (for tests and scripts)."""
     out = {}
     for u in stream_units(engine, fmt, model=model, questions=questions, prompts=prompts, units=units,
                           P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
                           sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
                           max_in_flight=max_in_flight or max(1, len(units)), stats=stats,
-                          given=given, hesitation_words=hesitation_words, field_probes=field_probes):
+                          given=given, hesitation_words=hesitation_words, field_probes=field_probes,
+                          deepconf_window=deepconf_window):
         out[u.group, u.question, u.trajectory] = u
     return [out[questions[q].group, questions[q].id, r] for q, r in units]
 
@@ -257,7 +262,8 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
               skip: Callable[[tuple[int, int]], bool] | None = None,
               given: Mapping[tuple[int, int], ThinkResult] | None = None,
               max_requests: int | None = None, max_live: int | None = None,
-              hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = ()) -> int:
+              hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = (),
+              deepconf_window: int = DEEPCONF_WINDOW) -> int:
     """Stream all `len(questions) * R` work units; returns how many were probed.
 
     `skip(unit)` leaves out units already done (the resume seam), and
@@ -273,7 +279,7 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
                             sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
                             max_in_flight=max_in_flight, stats=stats, given=given,
                             max_requests=max_requests, max_live=max_live, hesitation_words=hesitation_words,
-                            field_probes=field_probes):
+                            field_probes=field_probes, deepconf_window=deepconf_window):
         count += 1
         if on_batch is not None:
             on_batch([res], stats)

@@ -184,7 +184,8 @@ class ProbeWorker:
                 answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
                 tokenizer=self.tok, given=think_results(job, self.questions, self.fmt),
                 max_units=self.bound, max_requests=self.requests, max_live=self.live,
-                hesitation_words=job.hesitation_words, field_probes=job.field_probes)
+                hesitation_words=job.hesitation_words, field_probes=job.field_probes,
+                  deepconf_window=job.deepconf_window)
         us = self._stream
         self._backlog.extend(tuple(u) for u in units)
         out = []

@@ -30,7 +30,7 @@ OWN_CONTEXT = {
 
 
 PEER_FIELDS = ("dynasor_answer", "dynasor_window", "dynasor_uncertain", "dynasor_tokens",
-               "deer_conf", "deer_tokens")
+               "deer_conf", "deer_tokens", "deepconf_min_conf")
 """`UnitResult` fields of the field methods' own probes (`probe.field_probes`), one per signal
 column of the same name (`otbench.analysis.measurement.PEER_SIGNAL_DEFINITIONS`)."""
 
@@ -39,13 +39,14 @@ def signal_definitions(field_probes: Sequence[str] = ()) -> dict[str, str]:
     """Every probe signal column -> its definition (the manifest's provenance "signals"); with the
     signals of the field methods' own probes a job asks for (`probe.field_probes`)."""
     from otbench.analysis.measurement import (
+        DEEPCONF_SIGNALS,
         DEER_SIGNALS,
         DYNASOR_SIGNALS,
         PEER_SIGNAL_DEFINITIONS,
         SIGNAL_DEFINITIONS,
     )
 
-    own = {"dynasor": DYNASOR_SIGNALS, "deer": DEER_SIGNALS}
+    own = {"dynasor": DYNASOR_SIGNALS, "deer": DEER_SIGNALS, "deepconf": DEEPCONF_SIGNALS}
     peers = {k: PEER_SIGNAL_DEFINITIONS[k] for p in field_probes for k in own[p]}
     return {"logp_end": "log p(thinking-end token | retained prefix)",
             "logp_other": "log p(most likely other token | retained prefix)",
@@ -83,7 +84,7 @@ class UnitResult:
         of each position's first probe (`SIGNAL_DEFINITIONS`); empty in a
         record written before.
       dynasor_answer, dynasor_window, dynasor_uncertain, dynasor_tokens,
-      deer_conf, deer_tokens: [n+1] signals of the field methods' own probes
+      deer_conf, deer_tokens, deepconf_min_conf: [n+1] signals of the field methods' own probes
         (`PEER_FIELDS`, `PEER_SIGNAL_DEFINITIONS`), when the job asked for them
         (`probe.field_probes`); empty otherwise, and then left out of the record.
       seeds: {"think": int, "answer": int | None, "probe": [n+1 ints]};
@@ -122,6 +123,7 @@ class UnitResult:
     dynasor_tokens: tuple[int, ...] = ()
     deer_conf: tuple[float, ...] = ()
     deer_tokens: tuple[int, ...] = ()
+    deepconf_min_conf: tuple[float, ...] = ()
 
     def __post_init__(self):
         # Probe answers are held as int32 arrays (`_ids`) whatever the caller passed,

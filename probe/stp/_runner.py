@@ -30,7 +30,7 @@ from typing import Any
 from otbench.probe.config import derive_seed, load_instructions
 from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
-from otbench.probe.grading import check_gradable, open_grader, resolve_grader
+from otbench.probe.grading import DEEPCONF_TOPK, check_gradable, open_grader, resolve_grader
 
 from otbench.files import provenance, refuse_input, write_text_atomic
 
@@ -113,7 +113,8 @@ class _LocalExecutor:
                   given=think_results(job, self.questions, self.fmt),
                   max_requests=requests_in_flight(job, self.engine, self.setup.prompts),
                   max_live=live_bound(job, self.engine, self.setup.prompts),
-                  hesitation_words=job.hesitation_words, field_probes=job.field_probes)
+                  hesitation_words=job.hesitation_words, field_probes=job.field_probes,
+                  deepconf_window=job.deepconf_window)
 
     def direct(self) -> list[dict[str, Any]]:
         """The job's direct answers (`_loop.direct_answers`), on this engine."""
@@ -437,6 +438,9 @@ def _write_set(job: ProbeJob, out: Path, questions, units, keys, summaries, jr, 
         newline_end_ids=list(setup.newline_end_ids),
         newline_start_ids=list(setup.newline_start_ids),
         signals=signal_definitions(job.field_probes),
+        # what DeepConf's signal was read with (the method reads the window from here)
+        **({"deepconf": {"window": job.deepconf_window, "top_k": DEEPCONF_TOPK}}
+           if "deepconf" in job.field_probes else {}),
     )
     if imported is not None:
         prov["trajectories"] = imported.record

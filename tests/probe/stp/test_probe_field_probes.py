@@ -124,3 +124,69 @@ def test_the_signals_match_a_recomputation(runs, hf_engine):
         assert ms.signals["dynasor_answer"][t, :n + 1].tolist() == [float(x) for x in ids]
         assert ms.signals["dynasor_window"][t, :n + 1].tolist() == [float(x) for x in windows]
     assert checked >= 4
+
+
+@pytest.fixture(scope="module")
+def deepconf_run(runs, tmp_path_factory, tiny_model, otbench_cache):
+    from test_probe_resume import _run
+
+    d = tmp_path_factory.mktemp("deepconf")
+    _run(_job(d / "dc.toml", tiny_model, 'field_probes = ["deepconf"]\n'), d / "dc")
+    return runs[0], d / "dc"
+
+
+def test_deepconf_reads_the_think_requests_own_logprobs(deepconf_run, hf_engine):
+    """``field_probes = ["deepconf"]`` sends no request of its own: every other column and table is
+    the plain run's (asking for the top-20 log-probabilities changes no sampled token), and
+    ``deepconf_min_conf`` equals DeepConf's min_conf recomputed from the think request sent again
+    (same prompt ids and seed) with its top-20 means."""
+    from otbench.analysis.measurement import load, load_table
+    from otbench.probe.config import derive_seed
+    from otbench.probe.engines import GenRequest
+    from otbench.probe.grading import DEEPCONF_WINDOW, deepconf_min_confs, token_confidence
+    from otbench.probe.stp._results import signal_definitions
+
+    plain, dc = (load(p) for p in deepconf_run)
+    assert set(dc.signals) == set(plain.signals) | {"deepconf_min_conf"}
+    for k, v in plain.signals.items():
+        assert np.array_equal(v, dc.signals[k], equal_nan=True), k
+    for name in ("L", "C", "y", "n"):
+        assert np.array_equal(getattr(plain, name), getattr(dc, name))
+    for table in ("tokens", "probes"):
+        assert load_table(deepconf_run[0], table).equals(load_table(deepconf_run[1], table))
+    assert dc.provenance["deepconf"] == {"window": DEEPCONF_WINDOW, "top_k": 20}
+    assert dc.provenance["signals"] == signal_definitions(["deepconf"])
+    from otbench.probe.stp._job import load_job
+
+    sampling = load_job(deepconf_run[1].parent / "dc.toml").sampling      # the family's, temperature 0.6
+    rows = load_table(deepconf_run[1], "tokens").to_pylist()
+    for t, row in enumerate(rows):
+        seed = derive_seed("tiny", row["dataset"], row["question"], row["trajectory"], "think")
+        c = hf_engine.generate([GenRequest(list(row["prompt"]), 1, seed, 400, (), top_logprobs=20)],
+                               sampling)[0][0]
+        th = list(row["thinking"])
+        assert list(c.token_ids[:len(th)]) == th
+        n = int(dc.n[t])
+        want = deepconf_min_confs(token_confidence(c.top_mean[:len(th)]), row["L"][:n + 1], DEEPCONF_WINDOW)
+        got = dc.signals["deepconf_min_conf"][t, :n + 1]
+        assert np.allclose(got, want, rtol=1e-6, atol=1e-6)
+        assert got[0] == 0.0 and np.all(got[np.asarray(row["L"][:n + 1]) > 0] > 0)   # no token yet: 0
+    assert len(rows) >= 2
+
+
+def test_the_deepconf_window_key(tmp_path, tiny_model):
+    from otbench.probe.stp._job import JobError, load_job
+    from otbench.probe.stp._keys import run_key_material
+
+    key = dict(fingerprint="f", tokenizer_hash="t", engine_info={}, grader="minimal", otbench_version="v")
+    plain = load_job(_job(tmp_path / "p.toml", tiny_model))
+    assert "deepconf_window" not in plain.as_dict() and "deepconf_window" not in run_key_material(plain, **key)
+    dc = load_job(_job(tmp_path / "d.toml", tiny_model, 'field_probes = ["deepconf"]\ndeepconf_window = 16\n'))
+    assert dc.deepconf_window == 16 and run_key_material(dc, **key)["deepconf_window"] == 16
+    default = load_job(_job(tmp_path / "e.toml", tiny_model, 'field_probes = ["deepconf"]\n'))
+    assert default.deepconf_window == 2048 and default.as_dict()["deepconf_window"] == 2048
+    with pytest.raises(JobError, match=r'probe\.deepconf_window applies only when probe\.field_probes lists '
+                                       r'"deepconf"$'):
+        load_job(_job(tmp_path / "f.toml", tiny_model, 'deepconf_window = 16\n'))
+    with pytest.raises(JobError, match=r"probe\.deepconf_window must be"):
+        load_job(_job(tmp_path / "g.toml", tiny_model, 'field_probes = ["deepconf"]\ndeepconf_window = 0\n'))
