@@ -413,3 +413,30 @@ def test_a_think_request_that_never_closes_its_thinking_stops_at_the_limit(vllm_
     assert len(think) == 1 and think[0].cut == (40, tuple(fmt.end_ids)) and think[0].max_tokens == 40 + \
         len(fmt.end_ids) + 6
     assert all(r.cut is None for r in seen if isinstance(r, GenRequest) and r is not think[0])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_top_logprob_means_agree_across_engines(stream, vllm_engine, hf_engine, setup):
+    """`GenRequest.top_logprobs` (DeepConf's signal, issue 42): vLLM's per-token mean of its top 20
+    raw log-probabilities (`logprobs=20`, flat form) is the transformers engine's, token for token;
+    asking for it changes no sampled token; a `cut` request ended by the stream keeps them too."""
+    _, fmt, _, prompts = setup
+    prompt = list(prompts[0])
+    req = GenRequest(prompt, 1, 5, 30, (), ignore_eos=True, top_logprobs=20)
+    hf = hf_engine.generate([req], GREEDY)[0][0]
+    if stream:
+        absent = next(t for t in range(100, vllm_engine.vocab_size()) if t not in hf.token_ids)
+        s = vllm_engine.stream(GREEDY)
+        s.submit("t", req._replace(max_tokens=60, cut=(20, (absent, absent))))
+        done = []
+        while s.in_flight():
+            done += s.poll()
+        vl = done[0][1][0]
+        assert 21 <= len(vl.token_ids) <= 24 and vl.stop_id is None     # ended by the stream
+    else:
+        vl = vllm_engine.generate([req], GREEDY)[0][0]
+        plain = vllm_engine.generate([req._replace(top_logprobs=0)], GREEDY)[0][0]
+        assert plain.token_ids == vl.token_ids and plain.top_mean is None
+    n = len(vl.token_ids)
+    assert vl.token_ids == hf.token_ids[:n] and len(vl.top_mean) == n
+    np.testing.assert_allclose(vl.top_mean, hf.top_mean[:n], atol=1e-3)
