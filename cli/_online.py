@@ -46,9 +46,21 @@ def _rule(method: str):
     except MethodError as e:
         raise OnlineControlError(f"--method {method}: {e}") from None
     if m.online is None:
-        raise OnlineControlError(f"--method {method}: online runs 'thinkbrake' (inside the logits "
-                                 f"processor) and {', '.join(side_methods())} (side requests)")
+        raise OnlineControlError(f"--method {method}: online runs 'thinkbrake' and 'deepconf-exit' "
+                                 f"(inside the logits processor) and {', '.join(side_methods())} (side "
+                                 "requests)")
     return m
+
+
+def _deepconf_threshold(ms, m, theta: float) -> tuple[float, int]:
+    """(threshold, window) of `deepconf-exit` at `theta`: fit on the set's train split, for its one model."""
+    from otbench.probe.online import OnlineControlError
+
+    if len(ms.models) != 1:
+        raise OnlineControlError(f"--method {m.name}: the set holds {len(ms.models)} models; online "
+                                 "certify replays one model's set")
+    m.prepare(ms, [theta], None, None, 1)
+    return m.impl.threshold(ms.models[0], theta), int(m.impl.window)
 
 
 def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str, trajectories,
@@ -83,7 +95,8 @@ def _common(f):
                                              "stored thinking (checks the signals and decisions alone).")(f)
     f = click.option("--method", default="thinkbrake", show_default=True,
                      help="A method that runs online (`otbench bench list` says how each runs): "
-                          "thinkbrake (logits processor), or dynasor-cot, deer (their own probes), "
+                          "thinkbrake, deepconf-exit (logits processor), or dynasor-cot, deer (their "
+                          "own probes), "
                           "dynasor-cot-stp, deer-stp, answer-consistency, budget-forcing and "
                           "side-request plug-ins (side requests).")(f)
     return click.argument("set_dir", metavar="SET", type=click.Path(exists=True, file_okay=False,
@@ -135,12 +148,25 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
             click.echo(net_line(cert))
             click.echo(signals_line(cert))
             return
-        sig = _offline_signal(ms, offline_signal)
-        ms, rows, k = _offline(ms, method, theta, "test", sig)
-        if trajectories is not None:
-            rows, k = rows[:trajectories], k[:trajectories]
-        cert = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader,
-                           offline_signal=sig, server={"base_url": base_url, "api_key_env": api_key_env})
+        if m.name == "deepconf-exit":
+            # its θ is a percentile of the train split; the controller runs the fitted threshold
+            ms, rows, k = _offline(ms, method, theta, "test")
+            if trajectories is not None:
+                rows, k = rows[:trajectories], k[:trajectories]
+            threshold, window = _deepconf_threshold(ms, m, theta)
+            cert = certify_set(set_dir, ms, rows, k, method="deepconf", theta=threshold, grader=grader,
+                               offline_signal="deepconf_min_conf", signal="deepconf_min_conf",
+                               shift=False, window=window,
+                               server={"base_url": base_url, "api_key_env": api_key_env})
+            cert.update(method=m.name, theta=float(theta),
+                        controller={"rule": "deepconf", "threshold": threshold, "window": window})
+        else:
+            sig = _offline_signal(ms, offline_signal)
+            ms, rows, k = _offline(ms, method, theta, "test", sig)
+            if trajectories is not None:
+                rows, k = rows[:trajectories], k[:trajectories]
+            cert = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader,
+                               offline_signal=sig, server={"base_url": base_url, "api_key_env": api_key_env})
     path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
                         json_path)
     click.echo(f"wrote {path}")
@@ -172,8 +198,14 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
             ms, rows, k = _offline(ms, method, theta, split)
             if trajectories is not None:
                 rows, k = rows[:trajectories], k[:trajectories]
-            rec = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader, shift=False,
+            rule, ctl_theta, window = method, theta, None
+            if m.name == "deepconf-exit":
+                rule, (ctl_theta, window) = "deepconf", _deepconf_threshold(ms, m, theta)
+            rec = certify_set(set_dir, ms, rows, k, method=rule, theta=ctl_theta, grader=grader, shift=False,
+                              window=window, signal="deepconf_min_conf" if window else "margin",
                               server={"base_url": base_url, "api_key_env": api_key_env})
+            if window is not None:
+                rec.update(method=m.name, theta=float(theta))
     keep = ("method", "theta", "grader", "online", "sampling", "trajectories", "online_acc",
             "online_rel_cost", "per_trajectory") + (("online_net_rel_cost", "side", "thinking", "controller")
                                                     if m.online == "side" else ())

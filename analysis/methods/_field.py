@@ -314,7 +314,7 @@ class DeepConfExit:
     summary = ("DeepConf's online stop as an early exit, answered where it stops (DeepConf discards the "
                "trace): group confidence below the theta-percentile threshold of the train split "
                "(signal deepconf_min_conf)")
-    online = None
+    online = "processor"
     signals = ("deepconf_min_conf",)
     thetas = (10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0)
     theta_range = (1.0, 99.0)

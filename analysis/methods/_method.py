@@ -51,7 +51,7 @@ OWN_SIDE_SIGNALS = {"dynasor": ("dynasor_window", "dynasor_uncertain", "dynasor_
 SIDE_SIGNALS = STP_SIDE_SIGNALS + tuple(s for v in OWN_SIDE_SIGNALS.values() for s in v)
 """Signals the side-request controller computes per probed position, each from the probe the
 probe stage records it with: a ``"side"`` method reads only these."""
-PROCESSOR_SIGNALS = ("margin", "margin_own", "logp_end", "logp_other")
+PROCESSOR_SIGNALS = ("margin", "margin_own", "logp_end", "logp_other", "deepconf_min_conf")
 """Signals the logits processor reads per step (a ``"processor"`` method reads only these)."""
 
 THETA_CELL_BYTES = 1000

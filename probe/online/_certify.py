@@ -94,7 +94,7 @@ def _stop_in(out: Sequence[int], lengths: Sequence[int], tables: Tables, prompt_
 
 def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Trajectory], *, method: str,
            theta: float, family: str, boundary: str, thinking_limit: int, answer_limit: int,
-           signal: str = "margin", in_flight: int = 64) -> list[OnlineResult]:
+           signal: str = "margin", in_flight: int = 64, window: int | None = None) -> list[OnlineResult]:
     """Replay `trajectories` online (see module docstring); results in input order."""
     tables = Tables.from_format(fmt)
     native = fmt.family.native_thinking
@@ -113,7 +113,7 @@ def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Traje
         lengths = list(t.L[:n])
         force_max = len(tables.forced(None))
         args = request_args(method, theta, family, signal=signal, boundary=boundary,
-                            lengths=lengths if method != "cap" else None)
+                            lengths=lengths if method != "cap" else None, window=window)
         stops = fmt.answer_stop_ids if native else fmt.think_stop_ids
         reqs.append(GenRequest(t.prompt, 1, int(t.seed_think), thinking_limit + force_max + answer_limit,
                                stops, extra_args=args, cut=cut))
@@ -385,11 +385,12 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
                 theta: float, engine: Engine | None = None, grader: str = "auto",
                 shift: bool = True, seed: int = SEED, signal: str = "margin",
                 offline_signal: str | None = None, replicates: int = REPLICATES,
-                server: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                server: Mapping[str, Any] | None = None, window: int | None = None) -> dict[str, Any]:
     """Replay `rows` of the stored set in `directory` online and certify them against `offline_k`.
 
     `method`: the controller's rule (``thinkbrake``; ``cap`` with `theta` a
-    token cap). `engine`: an open engine with the controller loaded
+    token cap; ``deepconf`` with `theta` the absolute threshold and `window`
+    its group confidence's window). `engine`: an open engine with the controller loaded
     (default: the set's recorded engine, started here and closed after).
     `signal`: what the processor computes online (in the model's own
     context); `offline_signal`: the recorded column `offline_k` was walked
@@ -430,7 +431,7 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
         fmt = compile_format(fam, tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=rule)
         online = replay(engine, sampling, fmt, trajs, method=method, theta=theta, family=fam.name,
                         boundary=rule, signal=signal, thinking_limit=int(probe.get("thinking_limit", fam.limits.thinking)),
-                        answer_limit=int(probe.get("answer_limit", fam.limits.answer)))
+                        answer_limit=int(probe.get("answer_limit", fam.limits.answer)), window=window)
         shifts = ko = reread = None
         if shift and method == "thinkbrake" and signal == "margin":
             m_on, m_off = boundary_signals(engine, fmt, trajs)
@@ -462,6 +463,8 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     acc_off = np.asarray(ms.C, dtype=np.float64)[np.asarray(rows), k_off] / P
     cert = compare(trajs, online, k_off, acc_off, correct, probes=P, design=design_of(ms, rows),
                    shift=shifts, online_signal_k=ko, seed=seed, replicates=replicates)
+    if window is not None:
+        cert["window"] = int(window)
     cert.update(method=method, theta=float(theta), grader=name, online=True, online_signal=signal,
                 offline_signal=offline_signal or signal,
                 sampling=sampling.as_dict(), engine=engine.info() if not own else {"kind": "recorded"})

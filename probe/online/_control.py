@@ -116,6 +116,16 @@ class RequestControl:
         self.natural_end: int | None = None
         self.broken: str | None = None
         self.done = False
+        # DeepConf (`spec.reads_confidence`): each step's token confidence, by the output index of
+        # the token that step samples (a dropped sample's value is overwritten by the step that
+        # samples the same index again), folded into the running group confidence as the output
+        # grows -- the processor's deque and running sum (`otbench.probe.grading.GroupConfidence`)
+        self._group = None
+        self._conf: dict[int, float] = {}
+        if getattr(spec, "reads_confidence", False):
+            from otbench.probe.grading import GroupConfidence
+
+            self._group = GroupConfidence(spec.window)
 
     # -- reading the output -----------------------------------------------------------
     def _length(self) -> int:
@@ -157,8 +167,34 @@ class RequestControl:
                 self.natural_end = i
                 self.done = True
                 continue
+            if self._group is not None:
+                conf = self._conf.pop(i, None)
+                if conf is None:
+                    # written without a step of ours (a resumed request's prefill): the group
+                    # confidence of what follows would be wrong, so the control gives up
+                    self.broken = f"no token confidence was read for output token {i}"
+                    self.done = True
+                    continue
+                self._group.push(conf)
             self._block_end = t.ends_block(out, i)
         self._seen = n
+
+    def wants_confidence(self) -> int | None:
+        """The output index whose token this step samples, when the processor must read its
+        confidence (a DeepConf control still thinking), else None."""
+        if self._group is None or self.done or self._forcing:
+            return None
+        # the whole list: under asynchronous scheduling a placeholder (-1) holds the index of the
+        # token still being sampled, so this step samples the one after it
+        return len(self.output)
+
+    def observe(self, index: int, confidence: float) -> None:
+        """This step's token confidence (`wants_confidence`), for the token at output `index`."""
+        self._conf[int(index)] = float(confidence)
+
+    def confidence_signals(self) -> dict[str, float]:
+        """The DeepConf signal at the current length: `min_conf` of the tokens consumed so far."""
+        return {"deepconf_min_conf": self._group.min_conf()}
 
     # -- one sampling step ------------------------------------------------------------
     def step(self) -> tuple[str, int]:

@@ -120,6 +120,8 @@ class _ExitCore:
         """One sampling step of `ctl`: the id to force on its row, or None; `signals()` reads the row."""
         kind, value = ctl.step()
         if kind == "decide":
+            if getattr(ctl, "_group", None) is not None:       # DeepConf: the control's own window
+                return ctl.decide(value, ctl.confidence_signals())
             return ctl.decide(value, signals())
         if kind == "force":
             return value
@@ -138,6 +140,14 @@ class _ExitCore:
     def _signals(row: torch.Tensor, signal_id: int) -> dict[str, float]:
         end, other = signal_values(row[None], torch.tensor([signal_id], device=row.device))[0].tolist()
         return {"logp_end": end, "logp_other": other, "margin": other - end}
+
+
+def confidence_values(rows: torch.Tensor, k: int = 20) -> torch.Tensor:
+    """float32[R] DeepConf's token confidence of logits rows [R, V]: minus the mean of the `k`
+    largest log-probabilities (facebookresearch/deepconf ``processors.py`` lines 29-34, whose
+    softmax-then-log equals the log-softmax here), read from the raw row as `signal_values`."""
+    lp = rows.log_softmax(dim=-1, dtype=torch.float32)
+    return -(lp.topk(min(k, lp.shape[-1]), dim=-1).values.sum(dim=-1) / k)
 
 
 def signal_values(rows: torch.Tensor, signal_ids: torch.Tensor) -> torch.Tensor:
@@ -206,6 +216,7 @@ class ExitProcessorV1(_ExitCore, LogitsProcessor):
             return logits
         rows: list[int] = []
         ids: list[int] = []
+        self._observe(logits)
         for index, ctl in self._req.items():
             if index >= logits.shape[0]:
                 continue
@@ -215,6 +226,17 @@ class ExitProcessorV1(_ExitCore, LogitsProcessor):
                 ids.append(tok)
         self._force(logits, rows, ids)
         return logits
+
+
+    def _observe(self, logits: torch.Tensor) -> None:
+        """Each DeepConf control still thinking gets its row's token confidence (one batched read)."""
+        want = [(index, ctl, at) for index, ctl in self._req.items() if index < logits.shape[0]
+                for at in [getattr(ctl, "wants_confidence", lambda: None)()] if at is not None]
+        if not want:
+            return
+        rows = torch.tensor([w[0] for w in want], dtype=torch.long).to(logits.device)
+        for (_, ctl, at), conf in zip(want, confidence_values(logits[rows]).tolist()):
+            ctl.observe(at, conf)
 
 
 class _Refused:

@@ -190,6 +190,12 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
             req = self._request(sampling_params)
             if req is None:
                 return False
+            if req[0].reads_confidence:
+                # DeepConf reads every step's logits on the host (its running window); this runner
+                # decides on the device from rows it copies back at decision points only. Refused
+                # here (the request ends at once), as the frontend cannot know the runner.
+                raise OnlineControlError("otbench_method 'deepconf' runs under vLLM's V1 model runner "
+                                         "only (start the engine with VLLM_USE_V2_MODEL_RUNNER=0)")
             st = _Slot(req, pen=_penalties(sampling_params))
         except Exception as e:  # noqa: BLE001 -- never take the engine down for one request
             log.error("otbench online: request refused: %s", e)

@@ -19,7 +19,10 @@ they travel through either path unchanged:
   boundary rule, `SPAN_RULES`);
 * ``otbench_lengths``: optional; decide only at these thinking lengths
   (certification replays a stored trajectory's step ends `L(0..n-1)`),
-  instead of at every block end as it is written.
+  instead of at every block end as it is written;
+* ``otbench_window``: for ``"deepconf"`` (DEE: DeepConf's group confidence,
+  `otbench.probe.grading._deepconf`; θ is the absolute threshold), the
+  window of its group confidence in tokens.
 
 Everything here is plain Python so a client, the tests and the processor
 share one parser.
@@ -35,7 +38,7 @@ from otbench.errors import OtbenchError
 from otbench.registry import Registry, RegistryError
 
 PREFIX = "otbench_"
-KEYS = ("method", "theta", "family", "signal", "boundary", "lengths")
+KEYS = ("method", "theta", "family", "signal", "boundary", "lengths", "window")
 SIGNAL_NAMES = ("logp_end", "logp_other", "margin")
 """Signals the processor computes from the logits it sees, as the probe records them:
 `margin = logp_other - logp_end` (docs/rules.md). The processor sees the model's own context
@@ -66,10 +69,16 @@ class ControlSpec:
     signal: str = "margin"
     boundary: str = "vocab"
     lengths: tuple[int, ...] | None = None
+    window: int | None = None
 
     @property
     def is_cap(self) -> bool:
         return self.method == "cap"
+
+    @property
+    def reads_confidence(self) -> bool:
+        """Whether the processor feeds this request's control each step's token confidence."""
+        return self.method == "deepconf"
 
     def as_args(self) -> dict[str, Any]:
         """The flat extension arguments that parse back to this spec."""
@@ -78,15 +87,18 @@ class ControlSpec:
                                PREFIX + "boundary": self.boundary}
         if self.lengths is not None:
             out[PREFIX + "lengths"] = [int(x) for x in self.lengths]
+        if self.window is not None:
+            out[PREFIX + "window"] = int(self.window)
         return out
 
 
 def request_args(method: str, theta: float, family: str, *, signal: str = "margin",
                  boundary: str = "vocab", lengths: Sequence[int] | None = None,
-                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 window: int | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Extension arguments asking for online control (checked here, as the server will)."""
     spec = ControlSpec(method, float(theta), family, signal, boundary,
-                       None if lengths is None else tuple(int(x) for x in lengths))
+                       None if lengths is None else tuple(int(x) for x in lengths),
+                       None if window is None else int(window))
     args = dict(extra or {})
     args.update(spec.as_args())
     parse_args(args)
@@ -111,9 +123,9 @@ def parse_args(args: Mapping[str, Any] | None) -> ControlSpec | None:
     method = args[PREFIX + "method"]
     if not isinstance(method, str) or not method:
         raise OnlineControlError(f"{PREFIX}method must be a non-empty string, got {method!r}")
-    if method not in ("thinkbrake", "cap") and ":" not in method:
-        raise OnlineControlError(f"{PREFIX}method must be 'thinkbrake', 'cap' or 'module:object', "
-                                 f"got {method!r}")
+    if method not in BUILT_IN_RULES and ":" not in method:
+        raise OnlineControlError(f"{PREFIX}method must be 'thinkbrake', 'cap', 'deepconf' or "
+                                 f"'module:object', got {method!r}")
     theta = args.get(PREFIX + "theta")
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or math.isnan(float(theta)):
         raise OnlineControlError(f"{PREFIX}theta must be a number, got {theta!r}")
@@ -135,7 +147,14 @@ def parse_args(args: Mapping[str, Any] | None) -> ControlSpec | None:
                 isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in lengths):
             raise OnlineControlError(f"{PREFIX}lengths must be a list of thinking lengths >= 0")
         lengths = tuple(sorted(set(int(x) for x in lengths)))
-    return ControlSpec(method, theta, family, signal, boundary, lengths)
+    window = args.get(PREFIX + "window")
+    if method == "deepconf":
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise OnlineControlError(f"{PREFIX}window of method 'deepconf' is its group confidence's "
+                                     f"window in tokens, an integer >= 1, got {window!r}")
+    elif window is not None:
+        raise OnlineControlError(f"{PREFIX}window applies only to method 'deepconf'")
+    return ControlSpec(method, theta, family, signal, boundary, lengths, window)
 
 
 # -- decision rules ------------------------------------------------------------------
@@ -156,6 +175,27 @@ class ThinkBrakeRule:
         return bool(history[self._signal][-1] <= theta)
 
 
+class DeepConfRule:
+    """DeepConf at a decided boundary (`otbench.analysis.measurement.deepconf_stop`, the rule
+    `deepconf-exit` walks offline): the window is full and the lowest group confidence of the
+    thinking so far (``deepconf_min_conf``, the control's own running window) is below `θ`."""
+
+    signals = ("deepconf_min_conf",)
+
+    def __init__(self, window: int):
+        self.window = int(window)
+
+    def online_stop(self, history: Mapping[str, Sequence[float]], lengths: Sequence[int],
+                    theta: float) -> bool:
+        from otbench.analysis.measurement import deepconf_stop
+
+        low = history["deepconf_min_conf"][-1]
+        return bool(deepconf_stop([low], [lengths[-1]], theta, self.window)[0])
+
+
+BUILT_IN_RULES = ("thinkbrake", "cap", "deepconf")
+
+
 def load_rule(spec: ControlSpec, allowed: str | None = None) -> Any:
     """The decision rule a DEE request names (a plug-in only when the operator listed it).
 
@@ -167,6 +207,8 @@ def load_rule(spec: ControlSpec, allowed: str | None = None) -> Any:
     """
     if spec.method == "thinkbrake":
         return ThinkBrakeRule(spec.signal)
+    if spec.method == "deepconf":
+        return DeepConfRule(spec.window)
     listed = tuple(s.strip() for s in (os.environ.get(PLUGINS_ENV, "") if allowed is None else allowed)
                    .split(",") if s.strip())
     if spec.method not in listed:

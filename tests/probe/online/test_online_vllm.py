@@ -117,3 +117,57 @@ def test_uncontrolled_neighbours_are_untouched(setup):
     a, b, c = (r[0].token_ids for r in engine.generate(reqs, GREEDY))
     assert a == c == tuple(plain)
     assert b != tuple(plain)
+
+
+def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup):
+    """``otbench_method = "deepconf"`` (issue 42): the processor reads each step's token confidence from
+    its row (minus the mean of the 20 largest log-probabilities) and keeps DeepConf's running window;
+    it stops at the first decision length `L >= window` whose lowest group confidence is below θ. The
+    reference: the plain greedy generation's own top-20 means (`GenRequest.top_logprobs`) folded by
+    `deepconf_min_confs`, compared with θ as `deepconf-exit` compares it."""
+    from otbench.analysis.measurement import deepconf_stop
+    from otbench.probe.grading import deepconf_min_confs, token_confidence
+
+    engine, fmt, entry, prompt, plain = setup
+    tables = Tables.from_format(fmt)
+    window = 4
+    ref = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, top_logprobs=20)],
+                          GREEDY)[0][0]
+    assert ref.token_ids == tuple(plain)
+    # decided at explicit lengths (as certification replays step ends): more points than the reply's
+    # few block ends
+    points = list(range(0, len(plain), 3))
+    low = np.array(deepconf_min_confs(token_confidence(ref.top_mean), points, window))
+    full = np.array(points) >= window
+    # a boundary j whose value is a new lowest among the full-window ones, so that a θ between them
+    # stops there and nowhere before (midpoint: robust to float32 rounding of the two reads)
+    cand = [j for j in range(len(points)) if full[j] and all(low[j] < low[i] - 1e-3 for i in range(j)
+                                                             if full[i])]
+    assert len(cand) >= 2, f"too few new lows: {points} {low.round(3).tolist()}"
+    j = cand[1]
+    prev = min(low[i] for i in range(j) if full[i])
+    theta = float((low[j] + prev) / 2)
+    # θ above everything: the first decided length whose window is full (none before it)
+    args = request_args("deepconf", 1e9, entry.family, boundary=entry.boundary, window=window,
+                        lengths=points)
+    out = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
+                          GREEDY)[0][0].token_ids
+    L0 = next(L for L in points if L >= window)
+    force = tables.forced(int(plain[L0 - 1]))
+    assert out[:L0] == tuple(plain[:L0]) and out[L0:L0 + len(force)] == force
+    want = [k for k in range(len(points)) if deepconf_stop(low[k:k + 1], np.array(points[k:k + 1]),
+                                                          theta, window)[0]]
+    assert want and want[0] == j
+    args = request_args("deepconf", theta, entry.family, boundary=entry.boundary, window=window,
+                        lengths=points)
+    out = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
+                          GREEDY)[0][0].token_ids
+    L = points[j]
+    force = tables.forced(int(plain[L - 1]))
+    assert out[:L] == tuple(plain[:L]), "the controlled request diverged before its stop"
+    assert out[L:L + len(force)] == force
+    # θ below every value: never stops
+    args = request_args("deepconf", float(low.min()) - 5.0, entry.family, boundary=entry.boundary,
+                        window=window, lengths=points)
+    assert engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
+                           GREEDY)[0][0].token_ids == tuple(plain)
