@@ -56,11 +56,14 @@ def _deepconf_threshold(ms, m, theta: float) -> tuple[float, int]:
     """(threshold, window) of `deepconf-exit` at `theta`: fit on the set's train split, for its one model."""
     from otbench.probe.online import OnlineControlError
 
-    if len(ms.models) != 1:
-        raise OnlineControlError(f"--method {m.name}: the set holds {len(ms.models)} models; online "
+    import numpy as np
+
+    present = np.unique(np.asarray(ms.cell_model)[ms.cell])
+    if present.size != 1:
+        raise OnlineControlError(f"--method {m.name}: the set holds {present.size} models; online "
                                  "certify replays one model's set")
     m.prepare(ms, [theta], None, None, 1)
-    return m.impl.threshold(ms.models[0], theta), int(m.impl.window)
+    return m.impl.threshold(ms.models[int(present[0])], theta), int(m.impl.window)
 
 
 def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str, trajectories,

@@ -46,3 +46,35 @@ def test_certify_offline_signal_must_be_recorded(tmp_path):
     save(dataclasses.replace(ms, provenance=prov), tmp_path / "s")
     refused(cli("online", "certify", tmp_path / "s", "--theta", "1", "--offline-signal", "margin_own"),
             "--offline-signal margin_own: the set records no such signal")
+
+
+def test_deepconf_exit_runs_in_the_processor_and_needs_a_probe_run(tmp_path):
+    from otbench.analysis import save
+    from otbench.analysis.bench import assign_splits, resolve
+
+    assert resolve("deepconf-exit").online == "processor"
+    save(assign_splits(small_set()), tmp_path / "s")
+    refused(cli("online", "certify", tmp_path / "s", "--theta", "90", "--method", "deepconf-exit"),
+            "online replay needs a probe run")
+
+
+def test_deepconf_threshold_is_fit_on_train_for_one_model():
+    import numpy as np
+
+    from otbench.analysis.bench import assign_splits, resolve
+    from otbench.analysis.measurement import simulate
+    from otbench.cli._online import _deepconf_threshold
+    from otbench.probe.online import OnlineControlError
+
+    ms = assign_splits(simulate("tiny", 0, peer_signals=True))
+    one = ms.take(np.flatnonzero(np.asarray(ms.cell_model)[ms.cell] == 0))
+    m = resolve("deepconf-exit")
+    thr, window = _deepconf_threshold(one, m, 90.0)
+    train = one.take(np.flatnonzero(one.split == 0))
+    last = train.signals["deepconf_min_conf"][np.arange(train.num_trajectories), train.n]
+    assert window == 2048 and thr == float(np.percentile(last, 10.0))
+    if len(ms.models) > 1:
+        import pytest
+
+        with pytest.raises(OnlineControlError, match="online certify replays one model's set"):
+            _deepconf_threshold(ms, resolve("deepconf-exit"), 90.0)
