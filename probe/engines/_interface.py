@@ -68,6 +68,16 @@ class GenRequest(NamedTuple):
         `top_logprobs` largest raw log-probabilities of the distribution it
         was sampled from (`Completion.top_mean`; DeepConf's token confidence
         is its negation, `otbench.probe.grading._deepconf`); 0: not asked.
+        vLLM 0.32 returns them only in a step without a `logprob_token_ids`
+        request (the probe's signal reads): otherwise the sampler gives every
+        request of the step those specific ids instead (`v1/sample/sampler.py`
+        `Sampler.forward`, "prefer logprob_token_ids"), and the engine
+        refuses the result; the probe stage uses `prompt_top_logprobs`.
+      prompt_top_logprobs: also return, per prompt token after the first, the
+        same mean for the distribution that predicts it
+        (`Completion.prompt_top_mean`): a prefill of the whole prompt, which
+        vLLM serves without its prefix cache (`SamplingParams` sets
+        `skip_reading_prefix_cache` for prompt log-probabilities); 0: not asked.
     """
 
     prompt: Sequence[int]
@@ -81,6 +91,7 @@ class GenRequest(NamedTuple):
     logprobs: bool = False
     sampling: Sampling | None = None
     top_logprobs: int = 0
+    prompt_top_logprobs: int = 0
 
 
 class SignalRequest(NamedTuple):
@@ -99,13 +110,15 @@ class Completion(NamedTuple):
     log-probability of each of `token_ids` when the request asked for them
     (`GenRequest.logprobs`), else None. `top_mean`: per token of `token_ids`,
     the mean of the `GenRequest.top_logprobs` largest raw log-probabilities at
-    its position, when the request asked for them, else None.
+    its position, when the request asked for them, else None. `prompt_top_mean`:
+    the same per prompt token after the first (`GenRequest.prompt_top_logprobs`).
     """
 
     token_ids: tuple[int, ...]
     stop_id: int | None
     logprobs: tuple[float, ...] | None = None
     top_mean: tuple[float, ...] | None = None
+    prompt_top_mean: tuple[float, ...] | None = None
 
 
 class Signal(NamedTuple):

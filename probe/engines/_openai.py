@@ -63,6 +63,7 @@ from ._openai_wire import (
     first_logprobs,
     generation_body,
     logprob_body,
+    prompt_top_means,
     signal_of,
 )
 from otbench.errors import ArgumentError
@@ -187,8 +188,12 @@ class OpenAIEngine(EngineBase):
         ch = _choices(self._post(generation_body(self.model, r, sampling)), where)
         if len(ch) != r.n:
             raise ServerError(f"{where}: asked for n = {r.n} samples, got {len(ch)}")
-        return completions(ch, {int(s) for s in r.stop_ids}, self._eos, where, logprobs=r.logprobs,
-                           vocab=self._vocab, max_tokens=int(r.max_tokens), top_logprobs=int(r.top_logprobs))
+        comps = completions(ch, {int(s) for s in r.stop_ids}, self._eos, where, logprobs=r.logprobs,
+                            vocab=self._vocab, max_tokens=int(r.max_tokens), top_logprobs=int(r.top_logprobs))
+        if r.prompt_top_logprobs > 0:
+            top = prompt_top_means(ch[0], len(r.prompt), int(r.prompt_top_logprobs), where)
+            comps = [c._replace(prompt_top_mean=top) for c in comps]
+        return comps
 
     def _signal_one(self, r: SignalRequest) -> Signal:
         where = f"{self._client.base_url}/v1/completions"

@@ -63,6 +63,8 @@ def generation_body(model: str, r: GenRequest, sampling: Sampling) -> dict[str, 
         # The sampled token's raw log-probability per position (`token_logprobs`); raw as the
         # server's --logprobs-mode raw_logprobs gives it (`check_server` insists on that mode).
         body["logprobs"] = 0
+    if r.prompt_top_logprobs > 0:
+        body["prompt_logprobs"] = int(r.prompt_top_logprobs)
     if r.top_logprobs > 0:
         # `top_logprobs` per position too: the N most probable ids (and the sampled one, merged into
         # the same object when it is among them), keyed token_id:N.
@@ -170,6 +172,24 @@ def _top_means(choice: dict, n: int, k: int, where: str) -> tuple[float, ...]:
                               "numbers <= 0")
         top = sorted((float(v) for v in vals), reverse=True)[:k]
         out.append(sum(top) / k)
+    return tuple(out)
+
+
+def prompt_top_means(choice: dict, n_prompt: int, k: int, where: str) -> tuple[float, ...]:
+    """Per prompt token after the first, the mean of the `k` largest of its ``prompt_logprobs``
+    (vLLM's server: a list, None first, then {token id: {"logprob": ...}} per prompt token)."""
+    pl = choice.get("prompt_logprobs")
+    if not isinstance(pl, list) or len(pl) < n_prompt:
+        raise ServerError(f"{where}: the answer lacks the prompt log-probabilities asked for "
+                          f"(prompt_logprobs = {k})")
+    out = []
+    for pos in pl[1:n_prompt]:
+        vals = [v.get("logprob") if isinstance(v, dict) else v for v in pos.values()] \
+            if isinstance(pos, dict) else None
+        if vals is None or len(vals) < k or not all(_logprob(v) for v in vals):
+            raise ServerError(f"{where}: a prompt position's log-probabilities are not {k} or more "
+                              "finite numbers <= 0")
+        out.append(sum(sorted((float(v) for v in vals), reverse=True)[:k]) / k)
     return tuple(out)
 
 

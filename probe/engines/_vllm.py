@@ -272,6 +272,7 @@ class VLLMEngine(EngineBase):
             # (`v1/sample/sampler.py` `gather_logprobs`: the sampled column first, then
             # `torch.topk`; `logprobs.py` `append_logprobs_for_next_position`).
             logprobs=int(r.top_logprobs) if r.top_logprobs > 0 else (0 if r.logprobs else None),
+            **({"prompt_logprobs": int(r.prompt_top_logprobs)} if r.prompt_top_logprobs > 0 else {}),
         )
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
@@ -295,11 +296,20 @@ class VLLMEngine(EngineBase):
         for r in requests:
             group = [next(outs) for _ in range(r.n)] if split(r) else [next(outs)]
             result.append(self._completions(r, [o for out in group for o in
-                                                sorted(out.outputs, key=lambda o: o.index)]))
+                                                sorted(out.outputs, key=lambda o: o.index)],
+                                            prompt_logprobs=group[0].prompt_logprobs))
         return result
 
-    def _completions(self, r: GenRequest, samples) -> list[Completion]:
+    def _completions(self, r: GenRequest, samples, prompt_logprobs=None) -> list[Completion]:
         stops = set(int(s) for s in r.stop_ids)
+        prompt_top = None
+        if r.prompt_top_logprobs > 0:
+            # position 0 has none (nothing predicts the first prompt token)
+            n = len(r.prompt) - 1
+            if prompt_logprobs is None or len(prompt_logprobs) < len(r.prompt):
+                raise RuntimeError(f"vLLM returned {0 if prompt_logprobs is None else len(prompt_logprobs)} "
+                                   f"positions of prompt log-probabilities for a prompt of {len(r.prompt)}")
+            prompt_top = _top_means(prompt_logprobs[1:], n, r.prompt_top_logprobs) if n > 0 else ()
         comps = []
         for o in samples:
             # vLLM's ids are Python ints already: no per-id int() (~60 ns each, the largest
@@ -316,7 +326,7 @@ class VLLMEngine(EngineBase):
                     stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
             lps = self._sampled(o.logprobs, ids) if r.logprobs else None
             comps.append(Completion(ids, stop, lps, _top_means(o.logprobs, len(ids), r.top_logprobs)
-                                    if r.top_logprobs > 0 else None))
+                                    if r.top_logprobs > 0 else None, prompt_top))
         return comps
 
     @staticmethod
@@ -441,7 +451,9 @@ def _top_means(got, n: int, k: int) -> tuple[float, ...]:
         for i in range(n):
             top = vals[starts[i] + 1:ends[i]]
             if len(top) != k:
-                raise RuntimeError(f"vLLM returned {len(top)} top log-probabilities at a position, not {k}")
+                raise RuntimeError(f"vLLM returned {len(top)} top log-probabilities at a position, not {k} "
+                                   "(in a step that also read specific ids, logprob_token_ids, vLLM 0.32 "
+                                   "returns those for every request of the step)")
             out.append(sum(top) / k)
     else:
         for i in range(n):

@@ -157,7 +157,8 @@ class VLLMStream(StreamBase):
             self._cached[tag] = self._cached.get(tag, 0) + int(getattr(out, "num_cached_tokens", 0) or 0)
             parts = self._parts[tag]
             if isinstance(request, GenRequest):
-                parts[part] = self._e._completions(request, sorted(out.outputs, key=lambda o: o.index))
+                parts[part] = self._e._completions(request, sorted(out.outputs, key=lambda o: o.index),
+                                                   prompt_logprobs=getattr(out, "prompt_logprobs", None))
             else:
                 parts[part] = self._e._signal(out.outputs[0], int(request.token_id))
             if all(p is not None for p in parts):

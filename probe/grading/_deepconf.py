@@ -36,6 +36,8 @@ difference of at most 5e-4 that otbench does not reproduce.
 from collections import deque
 from collections.abc import Sequence
 
+from otbench.errors import ArgumentError
+
 DEEPCONF_TOPK = 20
 """`conf_topk`: the most probable tokens a token confidence averages over (wrapper.py line 232)."""
 DEEPCONF_WINDOW = 2048
@@ -60,7 +62,7 @@ class GroupConfidence:
 
     def __init__(self, window: int = DEEPCONF_WINDOW):
         if int(window) < 1:
-            raise ValueError(f"a DeepConf window holds at least one token, got {window}")
+            raise ArgumentError(f"a DeepConf window holds at least one token, got {window}")
         self.window = int(window)
         self._q: deque = deque()
         self._sum = 0.0          # the processor's `conf_grouped`
@@ -107,7 +109,7 @@ def deepconf_min_confs(confidence: Sequence[float], L: Sequence[int],
     for Lk in L:
         Lk = int(Lk)
         if Lk < t or Lk > len(confidence):
-            raise ValueError(f"positions must retain 0..{len(confidence)} tokens in order, got {Lk} "
+            raise ArgumentError(f"positions must retain 0..{len(confidence)} tokens in order, got {Lk} "
                              f"after {t}")
         while t < Lk:
             g.push(confidence[t])

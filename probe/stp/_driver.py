@@ -13,7 +13,7 @@ import numpy as np
 from otbench.analysis.measurement import segment_flat
 from otbench.probe.config import derive_seed
 from otbench.probe.engines import GenRequest, SignalRequest
-from otbench.probe.grading import DEEPCONF_TOPK, number_answers
+from otbench.probe.grading import number_answers
 
 from . import _field_probes
 from ._ids import compact
@@ -50,7 +50,11 @@ class _Unit:
         self.dyn: list = []                 # per position: future of its Dynasor probe (field_probes)
         self.deer: list = []                # per position: future of its DEER trial answer
         self.dyn_unit = None                # future of the Dynasor classes and agreement runs
-        self.conf = None                    # the think request's top-20 means (field probe deepconf)
+        self.conf = None                    # the thinking tokens' top-20 means (field probe deepconf)
+
+
+CONFIDENCE = -2
+"""The pending entry of a unit's confidence request (DeepConf, `_field_probes.confidence_request`)."""
 
 
 def _gen_tokens(comps) -> int:
@@ -161,9 +165,7 @@ class _Driver:
         # thinking_limit; else what follows the limit is cut off (`split_trajectory`), so the
         # engine may stop it right there (`GenRequest.cut`) instead of decoding the answer budget.
         cut = (j["thinking_limit"], tuple(int(t) for t in fmt.end_ids)) if native and fmt.end_ids else None
-        top = DEEPCONF_TOPK if "deepconf" in j["field_probes"] else 0     # DeepConf's own signal
-        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops, cut=cut,
-                                                  top_logprobs=top), "think")
+        self._submit(((q, r), "t", 0), GenRequest(j["prompts"][q], 1, seed, limit, stops, cut=cut), "think")
 
     def _probe(self, u: _Unit, th: ThinkResult) -> None:
         """Segment the trajectory and queue its positions (probes + signal) and any forced answer."""
@@ -190,12 +192,18 @@ class _Driver:
             u.answer_seed = derive_seed(j["model"], qs.dataset, qs.id, u.r, "answer")
             self.pending.append((key, -1))
             u.missing += 1
+        if "deepconf" in j["field_probes"]:     # DeepConf's confidences: one prefill of the trajectory
+            self.pending.append((key, CONFIDENCE))
+            u.missing += 1
         self.pending.extend((key, k) for k in range(m))
         u.missing += (3 + len(_field_probes.position_probes(j["field_probes"]))) * m
 
     def _submit_position(self, key, k: int) -> None:
         u, j, fmt = self.active[key], self.job, self.fmt
         prompt, th = j["prompts"][u.q], u.think
+        if k == CONFIDENCE:
+            self._submit((key, "c", 0), _field_probes.confidence_request(prompt, th.thinking), "probe")
+            return
         if k < 0:
             self._submit((key, "a", 0), GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
                                                    u.answer_seed, j["answer_limit"], fmt.answer_stop_ids),
@@ -243,7 +251,6 @@ class _Driver:
             self.phase_in_flight["think"] -= 1
             self._count(tag, "think", _gen_tokens(res), len(res))
             c = res[0]
-            u.conf = c.top_mean
             self._probe(u, split_trajectory(c.token_ids, c.stop_id, self.fmt,
                                             seed=derive_seed(j["model"], j["questions"][u.q].dataset,
                                                              j["questions"][u.q].id, u.r, "think"),
@@ -254,6 +261,10 @@ class _Driver:
             self.phase_in_flight["signal"] -= 1
             self._count(tag, "signal", 1, 1)
             (u.sigs if kind == "s" else u.own)[k] = res
+        elif kind == "c":
+            self.phase_in_flight["probe"] -= 1
+            self._count(tag, "probe", _gen_tokens(res), len(res))
+            u.conf = _field_probes.thinking_confidence(res[0], j["prompts"][u.q], u.think.thinking)
         elif kind in ("d", "e"):
             self.phase_in_flight["probe"] -= 1
             self._count(tag, "probe", _gen_tokens(res), len(res))

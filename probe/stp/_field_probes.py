@@ -1,8 +1,13 @@
 """The field methods' own probes in the probe loop (``probe.field_probes``): requests and results.
 
-``deepconf`` sends no probe: its signal is read from the think request's own
-top-20 log-probabilities (`otbench.probe.grading._deepconf`); only a
-sampled trajectory has them, so a job importing trajectories refuses it.
+``deepconf`` decodes nothing: its signal is read from the log-probabilities of
+the trajectory's own tokens (`otbench.probe.grading._deepconf`), the top 20
+of each, by one prefill of prompt + thinking with prompt log-probabilities
+(`confidence_request`), so imported trajectories have it too. (Asking the
+think request itself for them would be cheaper, but vLLM 0.32 replaces every
+request's top log-probabilities in a step that also holds a signal read,
+`GenRequest.top_logprobs`.) Its cost: a prefill of the trajectory that vLLM
+does not serve from its prefix cache, counted in the "probe" phase.
 
 Only when a job lists them: at every position `k`, beside otbench's answer
 probes and on the same retained prefix (prompt + thinking[:L(k)], so the
@@ -31,6 +36,7 @@ from collections.abc import Sequence
 from otbench.probe.config import Sampling, derive_seed
 from otbench.probe.engines import GenRequest
 from otbench.probe.grading import (
+    DEEPCONF_TOPK,
     DEER_MAX_TOKENS,
     DEER_PROMPT,
     DEER_SAMPLING,
@@ -49,6 +55,7 @@ POSITION_PROBES = ("dynasor", "deer")
 request's own log-probabilities (`GenRequest.top_logprobs`), with no request of its own."""
 DYNASOR_SAMPLING_PARAMS = Sampling(**DYNASOR_SAMPLING)
 DEER_SAMPLING_PARAMS = Sampling(**DEER_SAMPLING)
+GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
 CONTEXT_IDS = 4
 """Suffix ids a probe's text is decoded after (so a leading space decodes as a server streams it)."""
 
@@ -90,6 +97,23 @@ def peer_request(probe: str, head: Sequence[int], suffix: Sequence[int], seed: i
         return GenRequest(ids, 1, int(seed), DEER_MAX_TOKENS, (), ignore_eos=True, logprobs=True,
                           sampling=DEER_SAMPLING_PARAMS)
     raise ArgumentError(f"no field probe {probe!r} (known: {', '.join(FIELD_PROBES)})")
+
+
+def confidence_request(prompt: Sequence[int], thinking: Sequence[int]) -> GenRequest:
+    """One prefill of prompt + thinking returning each token's top-20 mean (`GenRequest.prompt_top_logprobs`);
+    it decodes one token, greedily (seed unused), which nothing reads."""
+    return GenRequest(list(prompt) + list(thinking), 1, 0, 1, (), ignore_eos=True,
+                      prompt_top_logprobs=DEEPCONF_TOPK, sampling=GREEDY)
+
+
+def thinking_confidence(c, prompt: Sequence[int], thinking: Sequence[int]) -> tuple[float, ...]:
+    """The thinking tokens' top-20 means, from the confidence request's completion `c`."""
+    top = c.prompt_top_mean
+    if top is None or len(top) < len(prompt) + len(thinking) - 1:
+        raise RuntimeError("the engine returned no prompt log-probabilities for a DeepConf confidence "
+                           "request (GenRequest.prompt_top_logprobs)")
+    start = len(prompt) - 1           # prompt_top_mean[j] predicts prompt token j + 1
+    return tuple(top[start:start + len(thinking)])
 
 
 def _seed(job, u, phase: str, k: int) -> int:
@@ -142,8 +166,8 @@ def unit_fields(job, u, seeds: dict) -> dict:
         seeds["deer"] = [_seed(job, u, "deer", k) for k in range(m)]
     if "deepconf" in job["field_probes"]:
         if u.conf is None:
-            raise RuntimeError("the think request of a job with field probe \"deepconf\" returned no "
-                               "top log-probabilities (GenRequest.top_logprobs)")
-        conf = token_confidence(u.conf[:len(u.think.thinking)])
+            raise RuntimeError("a unit of a job with field probe \"deepconf\" finished without its "
+                               "confidence request")
+        conf = token_confidence(u.conf)
         out["deepconf_min_conf"] = deepconf_min_confs(conf, u.L, job["deepconf_window"])
     return out

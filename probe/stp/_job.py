@@ -230,10 +230,6 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                        f"probe.thinking_limit + probe.answer_limit ({think} + {answer}) plus the prompt")
     traj = None
     if "trajectories" in cfg:
-        if "deepconf" in fp:
-            raise JobError("probe.field_probes \"deepconf\" reads the log-probabilities of the "
-                           "trajectory's own sampled tokens, which imported [trajectories] do not have "
-                           "(docs/rules.md, DeepConf); drop it, or sample the trajectories here")
         if "R" in p:
             raise JobError("probe.R does not apply with [trajectories] (the records are the "
                            "trajectories; trajectories.per_question keeps the first N of each question)")

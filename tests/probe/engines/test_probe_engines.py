@@ -440,3 +440,31 @@ def test_top_logprob_means_agree_across_engines(stream, vllm_engine, hf_engine, 
     n = len(vl.token_ids)
     assert vl.token_ids == hf.token_ids[:n] and len(vl.top_mean) == n
     np.testing.assert_allclose(vl.top_mean, hf.top_mean[:n], atol=1e-3)
+
+
+def test_prompt_top_means_agree_and_survive_a_signal_read_in_the_same_step(vllm_engine, hf_engine, setup):
+    """`GenRequest.prompt_top_logprobs` (the probe's DeepConf confidence request): vLLM's prompt
+    top-20 means equal the transformers engine's, also when a signal read (`logprob_token_ids`) runs
+    in the same steps -- which makes vLLM 0.32 drop a decode request's top-k (`top_logprobs`), and
+    the engine then says so instead of returning wrong means."""
+    from otbench.probe.engines import SignalRequest
+    from otbench.probe.stp._field_probes import confidence_request
+
+    _, fmt, _, prompts = setup
+    ids = list(prompts[0]) + list(range(200, 240))
+    req = confidence_request(prompts[0], range(200, 240))
+    hf = hf_engine.generate([req], GREEDY)[0][0].prompt_top_mean
+    assert len(hf) == len(ids) - 1
+    s = vllm_engine.stream(GREEDY)
+    s.submit("c", req)
+    s.submit("s", SignalRequest(ids, fmt.signal_id))
+    s.submit("t", GenRequest(ids, 1, 0, 8, (), ignore_eos=True, top_logprobs=20))
+    done, errors = {}, []
+    while s.in_flight():
+        try:
+            done.update(dict(s.poll()))
+        except RuntimeError as e:            # the decode request's top-k, replaced by vLLM
+            errors.append(str(e))
+            break
+    np.testing.assert_allclose(done["c"][0].prompt_top_mean, hf, atol=1e-3)
+    assert not errors or "logprob_token_ids" in errors[0]

@@ -136,14 +136,16 @@ def deepconf_run(runs, tmp_path_factory, tiny_model, otbench_cache):
 
 
 def test_deepconf_reads_the_think_requests_own_logprobs(deepconf_run, hf_engine):
-    """``field_probes = ["deepconf"]`` sends no request of its own: every other column and table is
-    the plain run's (asking for the top-20 log-probabilities changes no sampled token), and
-    ``deepconf_min_conf`` equals DeepConf's min_conf recomputed from the think request sent again
-    (same prompt ids and seed) with its top-20 means."""
+    """``field_probes = ["deepconf"]`` decodes nothing of its own: every other column and table is
+    the plain run's, and ``deepconf_min_conf`` equals DeepConf's min_conf recomputed from one prefill
+    of prompt + thinking with its top-20 prompt log-probabilities (the probe's confidence request),
+    which equal the top-20 means of the think request sent again (same prompt ids and seed) while it
+    samples: the tokens' own distributions."""
     from otbench.analysis.measurement import load, load_table
     from otbench.probe.config import derive_seed
     from otbench.probe.engines import GenRequest
     from otbench.probe.grading import DEEPCONF_WINDOW, deepconf_min_confs, token_confidence
+    from otbench.probe.stp._field_probes import confidence_request, thinking_confidence
     from otbench.probe.stp._results import signal_definitions
 
     plain, dc = (load(p) for p in deepconf_run)
@@ -167,7 +169,10 @@ def test_deepconf_reads_the_think_requests_own_logprobs(deepconf_run, hf_engine)
         th = list(row["thinking"])
         assert list(c.token_ids[:len(th)]) == th
         n = int(dc.n[t])
-        want = deepconf_min_confs(token_confidence(c.top_mean[:len(th)]), row["L"][:n + 1], DEEPCONF_WINDOW)
+        pre = hf_engine.generate([confidence_request(row["prompt"], th)], sampling)[0][0]
+        conf = thinking_confidence(pre, row["prompt"], th)
+        assert np.allclose(conf, c.top_mean[:len(th)], rtol=0, atol=1e-4)     # prefill = decode-time read
+        want = deepconf_min_confs(token_confidence(conf), row["L"][:n + 1], DEEPCONF_WINDOW)
         got = dc.signals["deepconf_min_conf"][t, :n + 1]
         assert np.allclose(got, want, rtol=1e-6, atol=1e-6)
         assert got[0] == 0.0 and np.all(got[np.asarray(row["L"][:n + 1]) > 0] > 0)   # no token yet: 0

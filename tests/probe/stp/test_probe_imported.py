@@ -95,10 +95,9 @@ def test_trajectories_table_errors():
             job_from_dict({**base, "trajectories": table})
     with pytest.raises(JobError, match=r"probe\.R does not apply with \[trajectories\]"):
         job_from_dict({**base, "probe": {"R": 2}, "trajectories": {"path": "t.jsonl"}})
-    # DeepConf's signal is the sampled tokens' own log-probabilities: an import has none
-    with pytest.raises(JobError, match=r"^probe\.field_probes \"deepconf\" reads the log-probabilities of "
-                                       r"the trajectory's own sampled tokens, which imported"):
-        job_from_dict({**base, "probe": {"field_probes": ["deepconf"]}, "trajectories": {"path": "t.jsonl"}})
+    # DeepConf's signal is read by a prefill of the trajectory: imported ones have it too
+    job = job_from_dict({**base, "probe": {"field_probes": ["deepconf"]}, "trajectories": {"path": "t.jsonl"}})
+    assert job.field_probes == ("deepconf",)
     job = job_from_dict({**base, "trajectories": {"path": "t.jsonl"}}, base=Path("/x"))
     assert job.trajectories == {"path": "/x/t.jsonl", "format": "otbench"} and job.replay == ()
 
