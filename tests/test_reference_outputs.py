@@ -31,6 +31,12 @@ columns. Every other digest is unchanged.
 internal specification ("(SPEC §4, §5)") and now cites docs/rules.md; with
 that one string put back, each new document hashes to its old digest.
 
+Tables 18 and 19 (LaTeX only) were re-pinned for issue 40: Table 18 typesets its symbols as
+math (`$\\beta_{\\text{match}}$`, `$F_C(\\beta)$`, `$A_{\\text{full}}$` instead of
+`$\\beta$\\_match`, `F\\_C($\\beta$)`, `A\\_full`) and its first line names amsmath; Table 19's
+twelve columns are printed as two table environments of seven, each keeping rank and
+method, captioned "(part i of 2)". Their CSV files and every other digest are unchanged.
+
 What is compared: JSON documents with their `provenance` blocks removed
 (they name library versions) and canonically re-serialized; CSV and LaTeX
 tables as bytes; the set's logical content hash. PNG bytes depend on the

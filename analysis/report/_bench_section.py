@@ -101,18 +101,20 @@ def otbench_section(ctx) -> Section:
     T = max([sum(int(c.get("trajectories", 0)) for c in d.get("cells", [])) for d in bench] + [0])
     splits = sorted({d.get("split", "test") for d in bench})
     sec.figure(ctx.fig(
-        "otbench", lambda: figs.otbench_figure(bench, fronts),
+        "otbench", lambda: figs.otbench_figure([d for _, d in _ranked(bench)], fronts),
         title="OTBench methods against their strategies' oracle frontiers",
-        caption=f"{len(bench)} method(s) on the {'/'.join(splits)} split. Solid steps: each "
-                f"method's curve as the summary scores it (per cell, the best accuracy of its "
-                f"curve points at or below each relative cost, no thinking below the cheapest; "
-                f"cells chained with equal weights), so the shaded band to the frontier is the "
-                f"gap area over [0, 1] and the realized share is the curve's area over no "
-                f"thinking relative to the frontier's; a method whose cells each switch only near "
-                f"full cost realizes little even when its macro points (markers, averages of "
-                f"cells switching at different costs; hollow: dominated) lie on the frontier. "
-                f"Crosses: the oracle at each point's own per-cell costs, against which its gap "
-                f"is measured; from {_n(T)} trajectories.",
+        caption=f"{len(bench)} method(s) on the {'/'.join(splits)} split, one panel each in the "
+                f"leaderboard's order (Table {num.table_number('otbench')}), titled with its gap "
+                f"area over [0, 1] and realized share; relative cost in % of full thinking's "
+                f"tokens. Black steps: the method's curve as the summary scores it (per cell, the "
+                f"best accuracy of its curve points at or below each relative cost, no thinking "
+                f"below the cheapest; cells chained with equal weights), so the grey band up to "
+                f"the frontier (in its strategy's colour) is the gap area over [0, 1] and the "
+                f"realized share is the curve's area over no thinking relative to the frontier's; "
+                f"a method whose cells each switch only near full cost realizes little even when "
+                f"its macro points (markers, averages of cells switching at different costs; "
+                f"hollow: dominated) lie on the frontier. Crosses: the oracle at each point's own "
+                f"per-cell costs, against which its gap is measured; from {_n(T)} trajectories.",
         trajectories=T))
     rows = [_bench_row(rank, d) for rank, d in _ranked(bench)]
     sec.table(ctx.table(tabs.simple_table(
@@ -129,7 +131,7 @@ def otbench_section(ctx) -> Section:
         header=["rank", "method", "strategy", "split", "curve/points (count)", "gap area (pp)",
                 "gap area [0,1] (pp)", "realized (%)", "net gap area [0,1] (pp)",
                 "net realized (%)", "no thinking (%)", "full thinking (%)"],
-        rows=rows)))
+        rows=rows, key_columns=2)))
     return sec
 
 

@@ -189,8 +189,11 @@ def _table(name: str, t: htabs.Table, caption: str) -> tabs.Table:
                 est, (lo, _, hi) = "", c.strip("[]").partition(", ")
             out += ["" if v in ("", htabs.DASH) else v.lstrip("+") for v in (est, lo, hi)]
         csv_rows.append(tuple(out))
+    # The leading label columns (and the horizon B) identify a row: every printed part keeps them.
+    keys = next((j for j, h in enumerate(header) if h not in _LABELS and h != "B"), len(header))
     return tabs.Table(name=name, title=title, caption=caption, header=header, rows=cells,
-                      csv_header=tuple(csv_header), csv_rows=tuple(csv_rows))
+                      csv_header=tuple(csv_header), csv_rows=tuple(csv_rows),
+                      key_columns=max(1, keys))
 
 
 def read_document(set_dir: Path | None) -> tuple[dict | None, str | None]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ._figures import FigureInfo
 from ._numbering import number_of
-from ._tables import SYNTHETIC_NOTE, Table, to_html
+from ._tables import SYNTHETIC_NOTE, Table, continued_note, parts, to_html
 
 CSS = """
 body{font-family:"DejaVu Sans",Verdana,sans-serif;margin:0;color:#1b1b1b;background:#fafafa;
@@ -94,9 +94,13 @@ def render(*, title: str, synthetic: bool, meta: Sequence[tuple[str, str]],
                                for f in item.files) + "</div></figure>")
             elif kind == "table":
                 ntab = number_of(item.name)[1]
-                out.append(f'<p class="tcap"><b>Table {ntab}. {e(item.title)}.</b> '
-                           f"{e(item.caption)}</p>")
-                out.append(f'<div class="scroll">{to_html(item)}</div>')
+                for part in parts(item):    # a table over MAX_COLUMNS wide: its parts
+                    n = "" if part.part is None else f" (part {part.part[0]} of {part.part[1]})"
+                    cap = item.caption if part.part is None or part.part[0] == 1 else \
+                        continued_note(f"Table {ntab}, part 1")
+                    out.append(f'<p class="tcap"><b>Table {ntab}{n}. {e(item.title)}.</b> '
+                               f"{e(cap)}</p>")
+                    out.append(f'<div class="scroll">{to_html(part)}</div>')
                 out.append(f'<div class="files">files: <a href="tables/{e(item.name)}.csv">'
                            f'{e(item.name)}.csv</a> · <a href="tables/{e(item.name)}.tex">'
                            f"{e(item.name)}.tex</a></div>")

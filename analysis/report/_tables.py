@@ -19,6 +19,7 @@ Builders turn the analysis documents into tables:
 
 import dataclasses
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +55,10 @@ class Table:
       rule_before_last: a rule above the last row (the "Avg." row).
       heat_range: fixed ends of the HTML shading (display units; None: the body's own
         end), so a small spread is not shaded as a large one.
+      key_columns: how many leading columns identify a row (the row label, or e.g. rank,
+        method and strategy); every part of a split table repeats them (`parts`).
+      avg_column: the last column is the "Avg." column (None: when `heat`).
+      part: (i, n) for part i of the n parts of a split table; None for a whole one.
     """
 
     name: str
@@ -66,6 +71,13 @@ class Table:
     heat: bool = False
     rule_before_last: bool = False
     heat_range: tuple[float | None, float | None] = (None, None)
+    key_columns: int = 1
+    avg_column: bool | None = None
+    part: tuple[int, int] | None = None
+
+    @property
+    def has_avg_column(self) -> bool:
+        return self.heat if self.avg_column is None else self.avg_column
 
 
 # -- number formatting --------------------------------------------------------------
@@ -256,11 +268,12 @@ def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str,
 
 def simple_table(name: str, *, title: str, caption: str, header: Sequence[str],
                  rows: Sequence[Sequence[tuple[str, str | tuple[str, ...]]]],
-                 csv_header: Sequence[str] | None = None) -> Table:
+                 csv_header: Sequence[str] | None = None, key_columns: int = 1) -> Table:
     """A plain table from rows of (display text, CSV text) pairs.
 
     A CSV text may be a tuple of strings: it fills several CSV columns (e.g.
-    an interval's lo and hi), named by `csv_header`.
+    an interval's lo and hi), named by `csv_header`. The first `key_columns`
+    columns identify a row (repeated in every part of a split table).
     """
     def flat(r):
         return tuple(x for _, c in r for x in (c if isinstance(c, tuple) else (c,)))
@@ -271,7 +284,55 @@ def simple_table(name: str, *, title: str, caption: str, header: Sequence[str],
         raise ArgumentError(f"table {name}: CSV rows do not match the {len(ch)} CSV columns")
     return Table(name=name, title=title, caption=caption, header=tuple(header),
                  rows=tuple(tuple(Cell(d) for d, _ in r) for r in rows),
-                 csv_header=ch, csv_rows=csv_rows)
+                 csv_header=ch, csv_rows=csv_rows, key_columns=key_columns)
+
+
+# -- splitting a wide table ---------------------------------------------------------------
+
+MAX_COLUMNS = 7
+"""The most columns one printed part of a table holds: a wider table is split (`parts`)."""
+
+
+def parts(t: Table, max_columns: int = MAX_COLUMNS) -> tuple[Table, ...]:
+    """`t` as printed: itself when it has at most `max_columns` columns, else its parts.
+
+    Each part repeats the `key_columns` identifying columns and takes an
+    even share of the others, in order, so that no part is over
+    `max_columns` wide and there are as few parts as that allows; every part
+    holds every row. The parts' HTML shading keeps the whole table's scale.
+    The CSV is never split (it is the machine form).
+    """
+    n, k = len(t.header), t.key_columns
+    if n <= max_columns:
+        return (t,)
+    if not 1 <= k < max_columns:     # a table that cannot be split is a bug in its builder
+        raise AssertionError(f"table {t.name}: {k} identifying columns leave no room in "
+                             f"{max_columns}")
+    rest = list(range(k, n))
+    m = -(-len(rest) // (max_columns - k))
+    sizes = [len(rest) // m + (i < len(rest) % m) for i in range(m)]
+    lo, hi = _heat_span(t)
+    out, at = [], 0
+    for i, size in enumerate(sizes):
+        cols = list(range(k)) + rest[at:at + size]
+        at += size
+        out.append(dataclasses.replace(
+            t, header=tuple(t.header[j] for j in cols),
+            rows=tuple(tuple(r[j] for j in cols) for r in t.rows),
+            heat_range=(lo, hi), avg_column=t.has_avg_column and cols[-1] == n - 1,
+            part=(i + 1, m)))
+    return tuple(out)
+
+
+def part_title(t: Table) -> str:
+    """The title with "(part i of n)" for a part of a split table."""
+    return t.title if t.part is None else f"{t.title} (part {t.part[0]} of {t.part[1]})"
+
+
+def continued_note(first_ref: str) -> str:
+    """The caption of a later part: where the columns are explained."""
+    return (f"The rows of part 1 ({first_ref}) with further columns; its caption "
+            f"explains them.")
 
 
 # -- renderers --------------------------------------------------------------------------
@@ -287,31 +348,79 @@ def to_csv(t: Table, *, synthetic: bool) -> str:
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "Δ": r"$\Delta$", "β": r"$\beta$",
-                  "≥": r"$\geq$", "†": r"\textdagger{}", "≤": r"$\leq$", "–": "--", "·": r"$\cdot$", "|": r"$|$"}
+                  "θ": r"$\theta$", "≥": r"$\geq$", "†": r"\textdagger{}", "≤": r"$\leq$",
+                  "–": "--", "·": r"$\cdot$", "|": r"$|$", "−": "$-$", "×": r"$\times$",
+                  "±": r"$\pm$"}
+LATEX_SYMBOLS = {
+    "β_match": r"\beta_{\text{match}}", "β_sat": r"\beta_{\text{sat}}",
+    "F_C(β)": r"F_C(\beta)", "F_C(1)": "F_C(1)", "F_C": "F_C", "A_full": r"A_{\text{full}}",
+    "A0": "A_0", "A_0": "A_0", "A0_g": "A_{0,g}", "H_X": "H_X", "H_Y": "H_Y",
+    "q_true": r"q_{\text{true}}", "ΔP(k)": r"\Delta P(k)", "|ΔOR|": r"|\Delta\mathrm{OR}|",
+    "|ΔAD|": r"|\Delta\mathrm{AD}|",
+}
+r"""The report's symbols as LaTeX math (``$...$``; ``\text`` needs amsmath): a name with a
+subscript is one symbol (`$\beta_{\text{match}}$`), never an escaped underscore after a
+Greek letter (`$\beta$\_match`). Any other underscore is text (a method's name)."""
+_SYMBOL_RE = re.compile(r"(?<!\w)(" + "|".join(
+    re.escape(k) for k in sorted(LATEX_SYMBOLS, key=len, reverse=True)) + r")(?!\w)")
+_ADJACENT_MATH = re.compile(r"(?<!\\)\$\$")
 
 
-def latex_escape(s: str) -> str:
+def _escape_chars(s: str) -> str:
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
 
 
+def latex_escape(s: str) -> str:
+    """Text for LaTeX: known symbols (`LATEX_SYMBOLS`) as math, special characters escaped."""
+    out, at = [], 0
+    for m in _SYMBOL_RE.finditer(s):
+        out += [_escape_chars(s[at:m.start()]), f"${LATEX_SYMBOLS[m.group(1)]}$"]
+        at = m.end()
+    out.append(_escape_chars(s[at:]))
+    # Adjacent math joins into one formula ("$|$$\Delta$" would read as display math); the
+    # space keeps a control word apart from what follows ("\geq A", not "\geqA").
+    return _ADJACENT_MATH.sub(" ", "".join(out))
+
+
 def to_latex(t: Table, *, synthetic: bool) -> str:
-    """A ``table`` environment with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}``)."""
-    caption = t.caption + (" Synthetic data (simulated, not model outputs)." if synthetic else "")
-    align = "l" + "r" * (len(t.header) - 1)
-    out = [f"% otbench report table {t.name}; needs \\usepackage{{booktabs}}"]
+    """``table`` environments with booktabs ``tabular`` s (needs ``\\usepackage{booktabs}``).
+
+    One environment per part (`parts`): a table over `MAX_COLUMNS` wide
+    becomes several, captioned "(part i of n)"; part 1 keeps the table's
+    label and caption, later parts point to it. Symbols are typeset as math
+    (`latex_escape`); a table that uses ``\\text`` says it needs amsmath.
+    """
+    label = f"tab:otbench-{t.name.replace('_', '-')}"
+    tail = " Synthetic data (simulated, not model outputs)." if synthetic else ""
+    body = []
+    for p in parts(t):
+        if p.part is None:
+            body.append(_latex_env(p, latex_escape(t.caption + tail), label))
+        elif p.part[0] == 1:
+            body.append(_latex_env(p, latex_escape(f"{part_title(p)}. {t.caption}{tail}"), label))
+        else:
+            cap = (latex_escape(f"{part_title(p)}. ") + continued_note(f"Table~\\ref{{{label}}}")
+                   + latex_escape(tail))
+            body.append(_latex_env(p, cap, f"{label}-part{p.part[0]}"))
+    text = "\n\n".join(body)
+    needs = r"\usepackage{booktabs}" + (r" and \usepackage{amsmath}" if r"\text{" in text else "")
+    head = [f"% otbench report table {t.name}; needs {needs}"]
     if synthetic:
-        out.append(f"% {SYNTHETIC_NOTE}")
-    out += [r"\begin{table}[t]", r"\centering",
-            f"\\caption{{{latex_escape(caption)}}}",
-            f"\\label{{tab:otbench-{t.name.replace('_', '-')}}}",
-            f"\\begin{{tabular}}{{{align}}}", r"\toprule",
-            " & ".join(latex_escape(h) for h in t.header) + r" \\", r"\midrule"]
+        head.append(f"% {SYNTHETIC_NOTE}")
+    return "\n".join(head + [text]) + "\n"
+
+
+def _latex_env(t: Table, caption: str, label: str) -> str:
+    align = "l" * t.key_columns + "r" * (len(t.header) - t.key_columns)
+    out = [r"\begin{table}[t]", r"\centering", f"\\caption{{{caption}}}", f"\\label{{{label}}}",
+           f"\\begin{{tabular}}{{{align}}}", r"\toprule",
+           " & ".join(latex_escape(h) for h in t.header) + r" \\", r"\midrule"]
     for i, r in enumerate(t.rows):
         if t.rule_before_last and i == len(t.rows) - 1 and len(t.rows) > 1:
             out.append(r"\midrule")
         out.append(" & ".join(latex_escape(c.text) for c in r) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(out) + "\n"
+    return "\n".join(out)
 
 
 def _heat_color(x: float) -> str:
@@ -321,6 +430,17 @@ def _heat_color(x: float) -> str:
     return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
+def _heat_span(t: Table) -> tuple[float, float]:
+    """The ends of the HTML shading: the body cells' range (not the Avg. row or column),
+    widened to `heat_range`."""
+    body = [c.value for r in t.rows[:-1 if t.rule_before_last else None]
+            for c in r[t.key_columns:-1 if t.has_avg_column else None] if c.value is not None]
+    lo, hi = (min(body), max(body)) if body else (0.0, 0.0)
+    lo = lo if t.heat_range[0] is None else min(lo, t.heat_range[0])
+    hi = hi if t.heat_range[1] is None else max(hi, t.heat_range[1])
+    return lo, hi
+
+
 def to_html(t: Table) -> str:
     """The table as an HTML ``<table>`` (heat shading from the model x group body cells).
 
@@ -328,12 +448,9 @@ def to_html(t: Table) -> str:
     so the averages are shaded on the same scale and never stretch it.
     """
     e = html.escape
-    body = [c.value for r in t.rows[:-1 if t.rule_before_last else None]
-            for c in r[1:-1 if t.heat else None] if c.value is not None]
-    lo, hi = (min(body), max(body)) if body else (0.0, 0.0)
-    lo = lo if t.heat_range[0] is None else min(lo, t.heat_range[0])
-    hi = hi if t.heat_range[1] is None else max(hi, t.heat_range[1])
-    out = [f'<table class="tbl{" heat" if t.heat else ""}" id="{e(t.name)}">',
+    lo, hi = _heat_span(t)
+    ident = t.name if t.part is None or t.part[0] == 1 else f"{t.name}-part{t.part[0]}"
+    out = [f'<table class="tbl{" heat" if t.heat else ""}" id="{e(ident)}">',
            "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in t.header) + "</tr></thead>",
            "<tbody>"]
     for i, r in enumerate(t.rows):
@@ -344,7 +461,7 @@ def to_html(t: Table) -> str:
             if t.heat and c.value is not None:
                 x = 0.5 if hi <= lo else min(1.0, max(0.0, (c.value - lo) / (hi - lo)))
                 style = f' style="background:{_heat_color(x)}"'
-            avg = ' class="avg"' if t.heat and j == len(r) - 1 else ""
+            avg = ' class="avg"' if t.has_avg_column and j == len(r) - 1 else ""
             sub = f'<br><span class="ci">{e(c.sub)}</span>' if c.sub else ""
             tds.append(f"<td{avg}{style}>{e(c.text)}{sub}</td>")
         out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")

@@ -5,7 +5,9 @@ Output folder::
     index.html                 the report (inline CSS; figures beside it; no network)
     figures/<name>.png         every figure, fixed size, deterministic bytes (the page shows it)
     figures/<name>.pdf, .svg   the same figure as vector files (``formats``; PDF by default)
-    tables/<name>.csv, .tex    every table (CSV: display units; LaTeX: booktabs)
+    tables/<name>.csv, .tex    every table (CSV: display units; LaTeX: booktabs; a table over
+                               seven columns is printed in parts, each with its identifying
+                               columns: `_tables.parts`)
     data/<kind>.json           every analysis document the report used
     report.json                manifest: figures (title, caption, pixel size,
                                trajectories), tables, inputs, notes
@@ -333,7 +335,8 @@ def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
         "figures": [dict(dataclasses.asdict(f), file=f.file, files=list(f.files))
                     for f in ctx.figures],
         "tables": [{"name": t.name, "title": t.title, "csv": f"tables/{t.name}.csv",
-                    "latex": f"tables/{t.name}.tex"} for t in ctx.tables],
+                    "latex": f"tables/{t.name}.tex", "parts": len(tabs.parts(t))}
+                   for t in ctx.tables],
         "inputs": [dataclasses.asdict(s) for s in inputs.sources],
         "notes": list(inputs.notes) + ctx.notes,
     }

@@ -264,8 +264,9 @@ def test_fig6_draws_step_curves_with_the_scored_numbers(run):
     bench = _data(run, "otbench")["results"]
     test = run.ms.take(np.flatnonzero(run.ms.split == 2))
     fronts = {s: frontiers(test, strategies=[s], grid=1001).to_json() for s in ("dr", "fb", "dee")}
-    for d in bench:
-        ax = next(a for a in fig.axes if a.get_title().startswith(d["strategy"].upper()))
+    for d in bench:         # one panel per method, titled with its name and strategy
+        ax, = [a for a in fig.axes
+               if a.get_title().split("\n")[0] == f"{d['method']} ({d['strategy'].upper()})"]
         line = next(ln for ln in ax.lines if ln.get_label() == f"{d['method']} step curve")
         assert line.get_drawstyle() == "steps-post"
         x, y = bfig.macro_step_curve(d, fronts[d["strategy"]])
@@ -273,12 +274,64 @@ def test_fig6_draws_step_curves_with_the_scored_numbers(run):
         np.testing.assert_allclose(line.get_ydata(), 100.0 * y)
         # It starts at the zero-thinking accuracy (every cell's A0, chained).
         assert abs(y[0] - d["reference"]["a_zero"]) < 1e-9
-        labels = [t.get_text() for t in ax.get_legend().get_texts()]
         s = d["summary"]
         share = "n/a" if s["realized_share"] is None else f"{100 * s['realized_share']:.1f}%"
-        assert f"gap area {100 * s['gap_area_full']:.2f} pp on [0, 1], realized {share}" in labels
+        assert ax.get_title().split("\n")[1] == \
+            f"gap {100 * s['gap_area_full']:.2f} pp, realized {share}"
     cap = next(f["caption"] for f in run.man["figures"] if f["name"] == "fig6_otbench")
     assert "realizes little even when its macro points" in cap and "gap area" in cap
+
+
+def _crowded(bench, strategy="dee", copies=7):
+    """`bench` with `copies` more methods of one strategy (the field's DEE methods, renamed)."""
+    base = next(d for d in bench if d["strategy"] == strategy)
+    names = ("dynasor-cot", "dynasor-cot-stp", "deer", "deer-stp", "answer-consistency",
+             "deepconf-exit", "patient-brake", "x-8", "x-9")[:copies]
+    return list(bench) + [dict(json.loads(json.dumps(base)), method=n) for n in names]
+
+
+def test_fig6_is_one_readable_column_however_many_methods(run):
+    """Fig. 6 with 11 methods (8 DEE) fits one column: a panel per method with its own single
+    gap band, one legend below the panels that does not grow with the methods, nothing over
+    any data area, no title over another panel."""
+    from matplotlib.collections import PolyCollection
+
+    bench = _data(run, "otbench")["results"]
+    test = run.ms.take(np.flatnonzero(run.ms.split == 2))
+    fronts = {s: frontiers(test, strategies=[s], grid=1001).to_json() for s in ("dr", "fb", "dee")}
+    entries = []
+    for docs in (bench, _crowded(bench)):
+        with figs.figure_style():
+            fig = figs.otbench_figure(docs, fronts)
+            fig.draw_without_rendering()
+            r = fig.canvas.get_renderer()
+        w, _ = fig.get_size_inches()
+        assert w <= style.COLUMN_IN, w                 # one column of a two-column paper
+        assert len(fig.axes) == len(docs)              # a panel per method, every method shown
+        titles = sorted(a.get_title().split("\n")[0] for a in fig.axes)
+        assert titles == sorted(f"{d['method']} ({d['strategy'].upper()})" for d in docs)
+        assert not any(a.get_legend() for a in fig.axes) and len(fig.legends) == 1
+        legend = fig.legends[0]
+        entries.append([t.get_text() for t in legend.get_texts()])
+        box, page = legend.get_window_extent(r), fig.bbox
+        assert page.x0 - 1 <= box.x0 and box.x1 <= page.x1 + 1 and page.y0 - 1 <= box.y0, box
+        for ax in fig.axes:
+            # The legend lies over no data area (no curve, no point).
+            assert _overlap(box, ax.get_window_extent(r)) < 1.0, ax.get_title()
+            # One translucent band per panel: the method's own gap, never stacked on another.
+            bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+            assert len(bands) == 1 and 0 < bands[0].get_alpha() < 1
+            t = ax.title.get_window_extent(r)
+            for other in fig.axes:
+                if other is not ax:
+                    assert _overlap(t, other.get_window_extent(r)) < 1.0
+                    assert _overlap(t, other.title.get_window_extent(r)) < 1.0
+            for lab in ax.get_xticklabels() + [ax.xaxis.label]:
+                if lab.get_visible() and lab.get_text():
+                    assert _overlap(lab.get_window_extent(r), box) < 1.0
+    # The legend explains the marks, not the methods: 4 or 11 methods, the same entries.
+    assert entries[0] == entries[1] and len(entries[1]) <= 10
+    assert "DEE oracle frontier" in entries[1] and "gap area (shaded)" in entries[1]
 
 
 # -- numbers that agree ------------------------------------------------------------------------------
@@ -342,6 +395,31 @@ def test_otbench_table_is_ranked_by_the_leaderboard_key(run):
     head = [ln for ln in csv if not ln.startswith("#")]
     assert head[0].startswith("rank,method,strategy")
     assert "Ranked within each strategy by gap area" in run.page
+
+
+def test_report_tables_fit_a_page_and_typeset_their_symbols(run):
+    """Every printed table is at most seven columns (Table 19's twelve are two parts that each
+    keep rank and method); symbols are LaTeX math, never "$\\beta$\\_match"."""
+    parts = {t["name"]: t["parts"] for t in run.man["tables"]}
+    assert parts["table19_otbench"] == 2 and set(parts.values()) <= {1, 2}
+    for tex in sorted((run.out / "tables").glob("*.tex")):
+        text = tex.read_text()
+        aligns = re.findall(r"\\begin\{tabular\}\{([lr]+)\}", text)
+        assert aligns and all(len(a) <= tabs.MAX_COLUMNS for a in aligns), tex.name
+        assert len(aligns) == parts[tex.stem], tex.name
+        assert r"$\_" not in text and "$$" not in text, tex.name
+        for line in text.splitlines():     # math opens and closes on every line
+            assert len(re.findall(r"(?<!\\)\$", line)) % 2 == 0, (tex.name, line)
+    t19 = (run.out / "tables" / "table19_otbench.tex").read_text()
+    heads = re.findall(r"^(rank & method & .*) \\\\$", t19, flags=re.M)
+    assert len(heads) == 2 and "gap area [0,1] (pp)" in heads[0] and "net realized" in heads[1]
+    assert r"\caption{OTBench summary (part 2 of 2)." in t19
+    for i in (1, 2):
+        assert f"<b>Table 19 (part {i} of 2). OTBench summary.</b>" in run.page
+    t18 = (run.out / "tables" / "table18_frontiers.tex").read_text()
+    assert r"$\beta_{\text{match}}$ (\%)" in t18 and r"$\beta_{\text{sat}}$" in t18
+    assert r"$F_C(\beta)$ $\geq$ $A_{\text{full}}$" in t18 and r"\usepackage{amsmath}" in t18
+    assert r"$\beta$\_" not in t18 and r"F\_C" not in t18
 
 
 # -- the footer ---------------------------------------------------------------------------------------
