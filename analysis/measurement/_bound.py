@@ -54,7 +54,8 @@ def verify_tables(path: str | Path) -> None:
 
     from otbench.files import sha256_stream
 
-    from ._io import open_listed, read_manifest
+    from ._io import read_manifest
+    from ._listed import open_listed
 
     path = Path(path)
     for name, entry in sorted(read_manifest(path).get("tables", {}).items()):

@@ -34,16 +34,15 @@ from otbench.files import (
     atomic_dir,
     foreign_entries,
     is_measurement_set,
-    open_regular,
     provenance,
     read_json,
     sha256_file,
-    sha256_stream,
 )
 
 from ._bound import PROVENANCE_HASH, check_provenance, provenance_hash
 from ._build import MeasurementSetError
 from ._columns import SIGNAL_PREFIX, set_from_columns
+from ._listed import read_listed
 from ._types import SCHEMA, SPLITS, MeasurementSet, PaddedSignals, hash_measured, unpad
 from otbench.errors import ArgumentError
 
@@ -449,18 +448,7 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
     rel = entry["path"]
     fpath = path / rel
     file = str(fpath)
-    with open_listed(fpath) as f:
-        if verify and sha256_stream(f) != entry.get("sha256"):
-            raise MeasurementSetError(file, "sha256 does not match the manifest (file changed "
-                                            "after writing)")
-        f.seek(0)
-        try:
-            # One file, read as one file: `pq.read_table` goes through pyarrow.dataset, whose
-            # import (pandas too, where installed) cost more than reading a large set.
-            with pq.ParquetFile(f) as pf:
-                table = pf.read()
-        except (pa.ArrowInvalid, OSError) as e:
-            raise MeasurementSetError(file, f"not a readable Parquet file ({e})") from None
+    table = read_listed(fpath, entry.get("sha256") if verify else None)
     for name, typ in REQUIRED.items():
         _check_column(file, table, name, typ)
         table = _within_int64(file, table, name)
@@ -493,29 +481,4 @@ def load_table(path: str | os.PathLike, name: str) -> pa.Table:
     entry = manifest["tables"].get(name) if "tables" in manifest else None
     if entry is None:
         raise MeasurementSetError(str(path / MANIFEST), f"no table {name!r} in this set")
-    fpath = path / entry["path"]
-    with open_listed(fpath) as f:
-        if sha256_stream(f) != entry["sha256"]:
-            raise MeasurementSetError(str(fpath), "sha256 does not match the manifest (file "
-                                                  "changed after writing)")
-        f.seek(0)
-        try:
-            with pq.ParquetFile(f) as pf:
-                return pf.read()
-        except (pa.ArrowInvalid, OSError) as e:
-            raise MeasurementSetError(str(fpath), f"not a readable Parquet file ({e})") from None
-
-
-def open_listed(fpath: Path, label: str = ""):
-    """The file a set's manifest lists at `fpath`, open for binary reading: a regular file.
-
-    Opened once (`open_regular`), so its checksum and its rows are read from the same file: a
-    FIFO there (whose plain open waits forever) or a device or folder is named for what it
-    is, a missing file is "listed in the manifest but missing"; `label` prefixes the reason
-    (e.g. "table 'tokens': ").
-    """
-    def fail(reason: str) -> MeasurementSetError:
-        if reason == "no such file":
-            reason = "listed in the manifest but missing"
-        return MeasurementSetError(str(fpath), label + reason)
-    return open_regular(fpath, what="a Parquet table", fail=fail)
+    return read_listed(path / entry["path"], entry["sha256"])
