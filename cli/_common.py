@@ -103,6 +103,10 @@ class GuardedGroup(click.Group):
         except click.UsageError as e:
             raise _one_line_usage(e) from None
 
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        _name_usage_errors(cmd)
+        super().add_command(cmd, name)
+
     def invoke(self, ctx):
         from otbench.errors import OtbenchError
 
@@ -114,12 +118,40 @@ class GuardedGroup(click.Group):
             raise DataError(one_line(e)) from None
 
 
+def _name_usage_errors(cmd: click.Command) -> None:
+    """`cmd` (and a group's commands, recursively) attaches its context to a usage error of its
+    arguments that click's parser raises without one ("Option '--json' requires an argument."),
+    so the one line names the command's --help like every other usage error."""
+    if getattr(cmd, "_otbench_usage", False):
+        return
+    parse = cmd.parse_args
+
+    def parse_args(ctx, args):
+        try:
+            return parse(ctx, args)
+        except click.UsageError as e:
+            if e.ctx is None:
+                e.ctx = ctx
+            raise
+    cmd.parse_args = parse_args
+    cmd._otbench_usage = True
+    for sub in getattr(cmd, "commands", {}).values():
+        _name_usage_errors(sub)
+
+
 def _one_line_usage(e: click.UsageError) -> click.UsageError:
     """`e` shown as the one line the CLI promises (`Error: ...`, the command's --help named),
-    exit 2, instead of click's usage, hint and error lines."""
+    exit 2, instead of click's usage, hint and error lines. A group given no command (click
+    shows its whole help as the error) says so, with the commands it has."""
     def show(file=None) -> None:
         where = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
-        click.echo(f"Error: {' '.join(e.format_message().split())}{where}", file=file or sys.stderr)
+        message = e.format_message()
+        if e.ctx is not None and isinstance(e.ctx.command, click.Group) and (
+                isinstance(e, click.exceptions.NoArgsIsHelpError)
+                or message.strip() == "Missing command."):
+            names = e.ctx.command.list_commands(e.ctx)
+            message = f"Missing command: give one of {', '.join(names)}"
+        click.echo(f"Error: {' '.join(message.split())}{where}", file=file or sys.stderr)
     e.show = show
     return e
 

@@ -105,6 +105,9 @@ def demo_cmd(out: Path, engine: str, n: int) -> None:
     cfg["engine"]["kind"] = engine
     sums = next(s for s in cfg["data"]["sources"] if s.get("embedded") == "sums")
     if n is not None:
+        from otbench.probe.data import check_question_budget
+
+        check_question_budget(n)         # before the banner: a refusal is the one line
         sums["n"] = n
     n = sum(s["n"] for s in cfg["data"]["sources"])
     if engine == "transformers":

@@ -154,8 +154,34 @@ def check_budget(what: str, name: str, value: int, *, per_unit: float, fixed: fl
                              f"{fit}" + (f"; {advice}" if advice else ""))
 
 
-__all__ = ["GIB", "HEADROOM", "MAX_OPS", "OPS_PER_SECOND", "ResourceLimitError",
-           "available_memory", "check_budget"]
+MAX_WORKERS = 4096
+"""The most worker processes a call may ask for: more than the cores of any one machine or the
+engines of a cluster a run would use; a larger count is a typo, refused whether or not the
+call would start that many."""
+
+
+def check_workers(what: str, name: str, value: int, *, per_worker: float = 0,
+                  started: int | None = None, advice: str = "") -> None:
+    """Refuse `value` worker processes of argument `name`: over `MAX_WORKERS`, or (`per_worker`
+    bytes each) the `started` of them (default all) that this call starts over the memory budget.
+
+    `advice` is appended to a refusal of the memory budget (e.g. "or name a Ray cluster").
+
+    Raises:
+      ResourceLimitError: one line naming `name`, its value and the bound.
+    """
+    value = int(value)
+    if value > MAX_WORKERS:
+        raise ResourceLimitError(f"{what}: {name} = {_num(value)} worker processes; at most "
+                                 f"{_num(MAX_WORKERS)} are accepted (more than any machine's "
+                                 f"cores)")
+    started = value if started is None else int(started)
+    if per_worker > 0 and started > 1:
+        check_budget(what, name, started, per_unit=per_worker, unit="worker", advice=advice)
+
+
+__all__ = ["GIB", "HEADROOM", "MAX_OPS", "MAX_WORKERS", "OPS_PER_SECOND", "ResourceLimitError",
+           "available_memory", "check_budget", "check_workers"]
 
 
 @contextlib.contextmanager

@@ -988,6 +988,97 @@ CASES += [
 ] + [Case("input-import-dev-zero", 39, ("import", "/dev/zero", "--out", "o"), sub=True,
           needle="not a regular file (a FIFO, device or folder is not a JSONL file")]
 
+# -- issue 39: the remaining cases: worker and checkpoint counts, question counts, a set's table
+# that is a FIFO, output paths too long to write, usage errors of groups and option values ------
+_HUGE = "999999999999999999"          # 18 digits: every `Count` takes it; the rules must not
+
+
+def _special_table(rel: str, setup=None, device: bool = False):
+    """The workspace with the table at `rel` replaced by a FIFO (no writer: a plain open waits
+    forever), or with `device`, by a link to /dev/zero (endless); `setup` writes it first."""
+    def edit(w: Path) -> None:
+        if setup is not None:
+            setup(w)
+        (w / rel).unlink()
+        if device:
+            (w / rel).symlink_to("/dev/zero")
+        else:
+            os.mkfifo(w / rel)
+    return edit
+
+
+_SET_TABLE = "s/trajectories/m/g/part-0.parquet"
+_NOT_A_TABLE = "not a regular file (a FIFO, device or folder is not a Parquet table)"
+_LONG = "/".join(["abcdefghijklmn"] * 300)          # 4,499 bytes: over PATH_MAX (4,096)
+_NAME = "n" * 250                                    # a name NAME_MAX (255) takes, its temporary not
+_DEEP = "/".join(["a"] * 300)                        # 300 names, 599 bytes: a path the system writes
+
+CASES += [
+    *[Case(f"budget-{cmd}-{opt[2:]}-18-digits", 39, (cmd, "s", *extra, "--replicates", "10", opt,
+                                                     _HUGE), needle=needle)
+      for cmd, extra in (("bootstrap", ()), ("sweep", ("--out", "sw")))
+      for opt, needle in (("--workers", "`--workers` = 999,999,999,999,999,999 worker processes; "
+                                        "at most 4,096"),
+                          ("--checkpoint-every", "`--checkpoint-every` must be at most 1,000,000"))],
+    Case("budget-bootstrap-frontiers-workers-18-digits", 39,
+         ("bootstrap", "s", "--replicates", "10", "--frontiers", "--grid", "11", "--workers", _HUGE),
+         needle="at most 4,096"),
+    Case("budget-bootstrap-workers-and-checkpoint-every-at-their-bounds-still-run", 39,
+         ("bootstrap", "s", "--replicates", "10", "--workers", "4096", "--checkpoint-every",
+          "1000000", "--checkpoint-dir", "ck", "--json", "b.json"), expect="ok"),
+    Case("budget-grade-workers-18-digits", 39, ("grade", "g.jsonl", "--workers", _HUGE),
+         needle="`--workers` = 999,999,999,999,999,999 worker processes"),
+    Case("budget-probe-run-ray-workers-18-digits", 39,
+         ("probe", "run", "--model", "transformers", "--model-args",
+          "pretrained=smollm2-135m-instruct", "--tasks", "math500", "--limit", "1", "--R", "1",
+          "--P", "1", "--out", "o", "--workers", _HUGE, "--ray-address", "auto"),
+         needle="at most 4,096"),
+    # 10**18 seeded questions were drawn one by one until the memory was gone (a hang first)
+    Case("budget-demo-questions-18-digits", 39, ("demo", "--out", "dm", "--questions", _HUGE),
+         sub=True, needle="`--questions` = 999,999,999,999,999,999 needs"),
+    Case("budget-plan-embedded-n-18-digits", 39, ("plan", "big.toml"), sub=True,
+         setup=_write("big.toml", '[model]\nname = "smollm2-135m-instruct"\n[engine]\n'
+                                  'kind = "transformers"\n[data]\nsources = [{ embedded = '
+                                  f'"arithmetic", n = {_HUGE} }}]\n[probe]\nR = 1\nP = 1\n'),
+         needle="`n` = 999,999,999,999,999,999 needs"),
+    # a set's table that is a FIFO or a device was "listed in the manifest but missing"
+    *[Case(f"input-set-table-{cmd}-{'dev-zero' if dev else 'a-fifo'}", 39, (cmd, "s"), sub=True,
+           setup=_special_table(_SET_TABLE, device=dev), needle=f"part-0.parquet: {_NOT_A_TABLE}")
+      for cmd in ("validate", "metrics") for dev in (False, True)],
+    Case("input-set-tokens-table-a-fifo", 39, ("validate", "ss"), sub=True,
+         setup=_special_table("ss/tokens/part-0.parquet", _served_set()),
+         needle=f"part-0.parquet: table 'tokens': {_NOT_A_TABLE}"),
+    Case("input-horizon-readouts-a-fifo", 39, ("horizon", "analyze", "hr"), sub=True,
+         setup=_special_table("hr/readouts.parquet", _horizon_run),
+         needle=f"readouts.parquet: {_NOT_A_TABLE}"),
+    # output paths the system cannot write: refused before the work, not "file name too long"
+    # from the middle of it (a checkpoint folder's was a tensorstore traceback)
+    *[Case(f"output-path-too-long-{name}", 39, argv, needle="too long an output path (")
+      for name, argv in (("metrics-json", ("metrics", "s", "--json", _LONG + "/m.json")),
+                         ("export-out", ("export", "s", "--out", _LONG + "/e.jsonl")),
+                         ("report-out", ("report", "s", "--out", _LONG, "--grid", "11")),
+                         ("import-out", ("import", "x.jsonl", "--out", _LONG)),
+                         ("bootstrap-checkpoint-dir", ("bootstrap", "s", "--replicates", "10",
+                                                       "--checkpoint-dir", _LONG)))],
+    Case("output-name-too-long-for-its-temporary", 39, ("import", "x.jsonl", "--out", _NAME),
+         needle="too long a name in the output path"),
+    Case("output-deep-path-the-system-writes-still-writes", 39,
+         ("metrics", "s", "--json", _DEEP + "/m.json"), expect="ok",
+         check=lambda w, out: (w / _DEEP / "m.json").is_file()),
+] + [
+    # a group given no command: click's whole help was folded into the one line
+    Case(f"usage-{name}-is-one-line", 39, argv, check=lambda w, out, c=commands: _one_usage_line(
+        w, out) and f"Missing command: give one of {c}" in out and "Options:" not in out)
+    for name, argv, commands in [("no-command", (), "audit-log, bench, bootstrap"),
+                                 ("group-no-command", ("probe",), "audit-tokenizer, resegment"),
+                                 ("nested-group-no-command", ("bench",), "compare, list, run")]
+] + [
+    Case(f"usage-{name}-is-one-line", 39, argv, check=_one_usage_line)
+    for name, argv in [("option-missing-its-value", ("metrics", "s", "--json")),
+                       ("nested-option-missing-its-value", ("probe", "run", "--workers"))]
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(

@@ -236,6 +236,11 @@ def _engine(engine: str, devices) -> str:
     return engine
 
 
+WORKER_BYTES = 512 << 20
+"""The memory floor assumed per worker process (an interpreter with JAX imported, and the cells'
+data); a budget refusal, not a measurement."""
+
+
 class Pipeline:
     """Frontier replicates of every (strategy, cell), batch after batch.
 
@@ -264,6 +269,10 @@ class Pipeline:
             self.cpu_cells = [_cpu.cpu_cell(info.data, info.events) for info in infos]
             self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         elif workers > 0:
+            from otbench.resources import check_workers
+
+            check_workers(f"frontier units of {len(infos)} cells", "`workers`", workers,
+                          per_worker=WORKER_BYTES)
             # spawn, not fork: the parent runs JAX threads, which fork would copy mid-state.
             self.pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("spawn"),

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from otbench.errors import OtbenchError
-from otbench.files import atomic_dir, read_json, sha256_file
+from otbench.files import atomic_dir, open_regular, read_json, sha256_file, sha256_stream
 
 from ._build import MeasurementSetError
 
@@ -168,13 +168,21 @@ class HorizonRun:
         return self.arms.index(name)
 
 
-def _read_table(path: Path, columns: Mapping[str, pa.DataType]) -> pa.Table:
-    if not path.is_file():
-        raise HorizonDataError(f"{path}: no such file")
-    try:
-        t = pq.read_table(path)
-    except Exception as e:   # pyarrow raises several types for a bad file
-        raise HorizonDataError(f"{path}: not a readable Parquet file ({e})") from None
+def _read_table(path: Path, columns: Mapping[str, pa.DataType],
+                sha256: tuple[str, str] | None = None) -> pa.Table:
+    """The table at `path`, opened once (`open_regular`: a FIFO, device or folder is named for
+    what it is), its columns checked; `sha256`: (manifest key, digest) its bytes must match."""
+    with open_regular(path, what="a Parquet table",
+                      fail=lambda why: HorizonDataError(f"{path}: {why}")) as f:
+        if sha256 is not None and sha256_stream(f) != sha256[1]:
+            raise HorizonDataError(f"{path}: sha256 differs from the manifest's {sha256[0]} "
+                                   f"(the file changed after the run)")
+        f.seek(0)
+        try:
+            with pq.ParquetFile(f) as pf:
+                t = pf.read()
+        except Exception as e:   # pyarrow raises several types for a bad file
+            raise HorizonDataError(f"{path}: not a readable Parquet file ({e})") from None
     for name, typ in columns.items():
         if name not in t.column_names:
             raise HorizonDataError(f"{path}: missing column {name!r}")
@@ -278,14 +286,10 @@ def load_run(path: str | os.PathLike, *, verify: bool = True) -> HorizonRun:
     """
     root = Path(path)
     man = read_manifest(root)
-    if verify:
-        for key, name in (("trajectories_sha256", TRAJ_FILE), ("readouts_sha256", READ_FILE)):
-            want = man.get(key)
-            if want and (root / name).is_file() and sha256_file(root / name) != want:
-                raise HorizonDataError(f"{root / name}: sha256 differs from the manifest's "
-                                       f"{key} (the file changed after the run)")
-    tt = _read_table(root / TRAJ_FILE, TRAJ_COLUMNS).to_pydict()
-    rt = _read_table(root / READ_FILE, READ_COLUMNS).to_pydict()
+    def want(key: str) -> tuple[str, str] | None:
+        return (key, man[key]) if verify and man.get(key) else None
+    tt = _read_table(root / TRAJ_FILE, TRAJ_COLUMNS, want("trajectories_sha256")).to_pydict()
+    rt = _read_table(root / READ_FILE, READ_COLUMNS, want("readouts_sha256")).to_pydict()
     arms = tuple(a["name"] for a in man.get("arms", []))
     if not arms:
         raise HorizonDataError(f"{root / MANIFEST}: no arms")

@@ -42,6 +42,7 @@ from otbench.files import (
 from ._bound import PROVENANCE_HASH, check_provenance, provenance_hash
 from ._build import MeasurementSetError
 from ._columns import SIGNAL_PREFIX, set_from_columns
+from ._listed import read_listed
 from ._types import SCHEMA, SPLITS, MeasurementSet, PaddedSignals, hash_measured, unpad
 from otbench.errors import ArgumentError
 
@@ -447,17 +448,7 @@ def _read_file(path: Path, entry: Mapping[str, Any], verify: bool) -> tuple[pa.T
     rel = entry["path"]
     fpath = path / rel
     file = str(fpath)
-    if not fpath.is_file():
-        raise MeasurementSetError(file, "listed in the manifest but missing")
-    if verify and sha256_file(fpath) != entry.get("sha256"):
-        raise MeasurementSetError(file, "sha256 does not match the manifest (file changed after writing)")
-    try:
-        # One file, read as one file: `pq.read_table` goes through pyarrow.dataset, whose
-        # import (pandas too, where installed) cost more than reading a large set.
-        with pq.ParquetFile(fpath) as pf:
-            table = pf.read()
-    except (pa.ArrowInvalid, OSError) as e:
-        raise MeasurementSetError(file, f"not a readable Parquet file ({e})") from None
+    table = read_listed(fpath, entry.get("sha256") if verify else None)
     for name, typ in REQUIRED.items():
         _check_column(file, table, name, typ)
         table = _within_int64(file, table, name)
@@ -490,9 +481,4 @@ def load_table(path: str | os.PathLike, name: str) -> pa.Table:
     entry = manifest["tables"].get(name) if "tables" in manifest else None
     if entry is None:
         raise MeasurementSetError(str(path / MANIFEST), f"no table {name!r} in this set")
-    fpath = path / entry["path"]
-    if not fpath.is_file():
-        raise MeasurementSetError(str(fpath), "listed in the manifest but missing")
-    if sha256_file(fpath) != entry["sha256"]:
-        raise MeasurementSetError(str(fpath), "sha256 does not match the manifest (file changed after writing)")
-    return pq.read_table(fpath)
+    return read_listed(path / entry["path"], entry["sha256"])

@@ -78,8 +78,12 @@ from ._summaries import (
     summary_values,
 )
 from otbench.errors import ArgumentError
+from otbench.resources import check_workers
 
 REPLICATES = 10_000
+MAX_CHECKPOINT_EVERY = 1_000_000
+"""The most batches between two checkpoints (`checkpoint_every`): beyond it only the final
+checkpoint of any run the resource budget admits is written; a larger count is a typo."""
 SEED = 20260721
 PERCENTILES = (2.5, 97.5)
 SUMMARY_BATCH = 128
@@ -154,7 +158,12 @@ def _bootstrap_iv(ms, replicates, seed, frontiers, grid, batch, checkpoint_dir,
     seed = _int_iv("seed", seed, 0, 2 ** 64)
     batch = None if batch is None else _int_iv("batch", batch, 1)
     checkpoint_every = _int_iv("checkpoint_every", checkpoint_every, 1)
+    if checkpoint_every > MAX_CHECKPOINT_EVERY:
+        raise ArgumentError(f"`checkpoint_every` must be at most {MAX_CHECKPOINT_EVERY:,} batches "
+                            f"(the final checkpoint is always written), got {checkpoint_every:,}")
     workers = None if workers is None else _int_iv("workers", workers, 0)
+    if workers is not None:
+        check_workers("bootstrap", "`workers`", workers)   # the count; its memory: `Pipeline`
     if resume and checkpoint_dir is None:
         raise ArgumentError("`resume` needs a `checkpoint_dir`")
     try:

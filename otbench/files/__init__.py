@@ -16,7 +16,7 @@ from ._atomic import (
     write_text_atomic,
 )
 from ._csv import csv_field, csv_records, csv_text
-from ._hash import sha256_file
+from ._hash import sha256_file, sha256_stream
 from ._json import loads_json, read_json, read_json_bytes
 from ._json_text import dumps_indented
 from ._ledger import LEDGER, written_by_otbench
@@ -30,6 +30,6 @@ __all__ = [
     "clean_stale", "csv_field", "csv_records", "csv_text", "dumps_indented", "foreign_entries",
     "git_commit", "is_measurement_set", "loads_json", "open_regular", "output_rules", "pid_alive",
     "provenance", "read_json", "read_json_bytes", "read_regular", "read_regular_text",
-    "refuse_input", "sha256_file", "write_bytes_atomic", "write_text_atomic",
+    "refuse_input", "sha256_file", "sha256_stream", "write_bytes_atomic", "write_text_atomic",
     "written_by_otbench",
 ]

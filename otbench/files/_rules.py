@@ -144,6 +144,56 @@ def _real(p: Path) -> Path:
         return p
 
 
+PATH_RESERVE = 256
+"""Bytes an output path leaves free under the system's PATH_MAX: the names otbench writes under
+and beside an output (a temporary sibling, a report's figures, a checkpoint's steps)."""
+NAME_RESERVE = 64
+"""Bytes an output's own name leaves free under NAME_MAX: its temporary sibling's name
+(`.NAME.tmp-<pid>-<32 hex>.otbench`) is that much longer."""
+
+
+def _limits(path: Path) -> tuple[int, int]:
+    """(PATH_MAX, NAME_MAX) of the file system holding `path` (its nearest existing folder)."""
+    probe = path.parent
+    while True:
+        try:     # -1: no limit of its own (the kernel's limits still hold)
+            path_max, name_max = os.pathconf(probe, "PC_PATH_MAX"), os.pathconf(probe, "PC_NAME_MAX")
+            return (path_max if path_max > 0 else 4096), (name_max if name_max > 0 else 255)
+        except (OSError, ValueError):
+            if probe.parent == probe:
+                return 4096, 255
+            probe = probe.parent
+
+
+def _shown_path(path: str | os.PathLike) -> str:
+    text = os.fspath(path) if not isinstance(path, bytes) else os.fsdecode(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]}"
+
+
+def check_path_length(out: str | os.PathLike, target: Path | None = None) -> None:
+    """Raise `UnsafeOutputError` (one line naming `out` and the rule) when the output path
+    `out` is too long to write: its absolute path over PATH_MAX less `PATH_RESERVE`, a name
+    in it over NAME_MAX, or its own name over NAME_MAX less `NAME_RESERVE`. Checked before
+    any work, so the operating system's "file name too long" never ends a finished run."""
+    target = _target(out) if target is None else target
+    path_max, name_max = _limits(target)
+    size = len(os.fsencode(target))
+    if size > path_max - 1 - PATH_RESERVE:
+        raise UnsafeOutputError(
+            f"{_shown_path(out)}: too long an output path ({size} bytes, {len(target.parts) - 1} "
+            f"names); at most {path_max - 1 - PATH_RESERVE} bytes (the system's PATH_MAX "
+            f"{path_max} less {PATH_RESERVE} for what otbench writes under and beside it)")
+    for k, name in enumerate(target.parts[1:], 1):
+        room = name_max - (NAME_RESERVE if k == len(target.parts) - 1 else 0)
+        size = len(os.fsencode(name))
+        if size > room:
+            why = (f"the system's NAME_MAX {name_max} less {NAME_RESERVE} for the temporary "
+                   f"beside it" if room < name_max else "the system's NAME_MAX")
+            raise UnsafeOutputError(
+                f"{_shown_path(out)}: too long a name in the output path ({_shown_path(name)!r}: "
+                f"{size} bytes); at most {room} bytes ({why})")
+
+
 def refuse_input(out: str | os.PathLike, *inputs: str | os.PathLike) -> None:
     """Raise `UnsafeOutputError` when writing `out` would land on or inside one of `inputs`.
 
@@ -156,6 +206,7 @@ def refuse_input(out: str | os.PathLike, *inputs: str | os.PathLike) -> None:
     `in_place`.
     """
     target = _target(out)
+    check_path_length(out, target)
     ctx_inputs, _, in_place = _RULES.get()
     real_t = _real(target)
     rewritten = {_real(p) for p in in_place}

@@ -15,7 +15,7 @@ from ._questions import load_data, load_questions
 from ._schemas import BUILTIN as BUILTIN_SCHEMAS
 from ._schemas import TASK_COLUMNS, UserSchema
 from ._sources import EMBEDDED_SOURCES, DataRecord, load_source, load_sources, release_files
-from ._sums import seeded_operands, sum_questions
+from ._sums import check_question_budget, seeded_operands, sum_questions
 from ._tasks import TASKS, Task, source_task, task_source
 from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 
@@ -57,6 +57,6 @@ __all__ = ["describe_trace_fields",
                           "read_traces",
                           "release_files",
                           "split_reasoning",
-                          "seeded_operands", "sum_questions",
+                          "check_question_budget", "seeded_operands", "sum_questions",
                           "TASKS", "Task", "source_task", "task_source",
 ]

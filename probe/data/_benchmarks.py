@@ -400,6 +400,9 @@ def arithmetic_questions(n: int, *, seed: int = 0, group: str = "ARITH") -> list
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ArgumentError(f"`n` must be a non-negative integer, got {n!r}.")
+    from ._sums import check_question_budget    # (_sums imports this module's Question)
+
+    check_question_budget(n)
     ops = [("+", "+"), ("−", "-"), ("×", "*")]
     out = []
     for i in range(n):

@@ -18,6 +18,22 @@ def _draw(namespace: str, seed: int, *key) -> int:
     return int.from_bytes(h[:8], "big")
 
 
+QUESTION_BYTES = 1024
+"""Memory per generated question (its `Question`, texts and id; about 500 bytes measured, and
+the prompt built from it)."""
+QUESTION_OPS = 1e5
+"""Element operations per generated question (its SHA-256 draws: about 90 us measured)."""
+
+
+def check_question_budget(n: int) -> None:
+    """Refuse `n` seeded questions that do not fit the resource budget (memory, an hour's work),
+    before any is drawn: a count of 10**18 ran until the machine's memory was gone."""
+    from otbench.resources import check_budget
+
+    check_budget(f"{n:,} seeded questions", "`n`", n, per_unit=QUESTION_BYTES,
+                 per_unit_ops=QUESTION_OPS, unit="question")
+
+
 def seeded_operands(n: int, *, seed: int, namespace: str) -> list[tuple[int, int, int, int]]:
     """`(i, a, b, c)` for questions `i = 0 .. n-1`: operands `a, b` in 1..9 and a free draw `c`.
 
@@ -28,6 +44,7 @@ def seeded_operands(n: int, *, seed: int, namespace: str) -> list[tuple[int, int
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ArgumentError(f"`n` must be a non-negative integer, got {n!r}.")
+    check_question_budget(n)
     return [(i, 1 + _draw(namespace, seed, i, 0) % 9, 1 + _draw(namespace, seed, i, 1) % 9,
              _draw(namespace, seed, i, 2)) for i in range(n)]
 

@@ -92,6 +92,11 @@ class _Slot:
         self.conn.close()
 
 
+WORKER_BYTES = 256 << 20
+"""The memory floor assumed per grading worker (an interpreter with math-verify imported: about
+125 MiB measured, and a code response's sandbox); a budget refusal, not a measurement."""
+
+
 class Grader:
     """A reusable pool of grading worker processes.
 
@@ -117,6 +122,9 @@ class Grader:
             workers = min(os.cpu_count() or 1, 8)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ArgumentError(f"`workers` must be a non-negative integer, got {workers!r}.")
+        from otbench.resources import check_workers
+
+        check_workers("grading", "`workers`", workers)
         if request_timeout_s is not None and not request_timeout_s > 0:
             raise ArgumentError(f"`request_timeout_s` must be positive, got {request_timeout_s!r}.")
         self.workers = workers
@@ -184,6 +192,10 @@ class Grader:
             return [grade_request(r, self.config) for r in reqs]
         results: list[Grade | None] = [None] * len(reqs)
         pending = list(range(len(reqs)))[::-1]  # pop() from the end = input order
+        from otbench.resources import check_workers
+
+        check_workers(f"grading {len(reqs):,} responses", "`workers`", self.workers,
+                      per_worker=WORKER_BYTES, started=min(self.workers, len(reqs)))
         while len(self._slots) < min(self.workers, len(reqs)):
             self._slots.append(_Slot(self._ctx, self.config))
         busy = 0

@@ -143,14 +143,15 @@ def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address,
         raise ArgumentError("`resume` needs a `journal` folder to resume from.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ArgumentError(f"`workers` must be a positive integer, got {workers!r}.")
-    if ray_address is None and workers > 1:
-        # Local workers are engine processes: each holds at least an interpreter with the
-        # engine's libraries and the model's tokenizer, WORKER_BYTES, before any weights.
-        from otbench.resources import check_budget
+    # Local workers are engine processes: each holds at least an interpreter with the engine's
+    # libraries and the model's tokenizer, WORKER_BYTES, before any weights (a cluster's are
+    # the cluster's: only the count is bounded).
+    from otbench.resources import check_workers
 
-        check_budget(f"{workers:,} local engine workers", "`workers`", workers,
-                     per_unit=WORKER_BYTES, unit="worker",
-                     advice="or name a Ray cluster with --ray-address")
+    local = ray_address is None
+    check_workers(f"{workers:,} {'local ' if local else ''}engine workers", "`workers`", workers,
+                  per_worker=WORKER_BYTES if local else 0,
+                  advice="or name a Ray cluster with --ray-address" if local else "")
     if ray_address is not None and (not isinstance(ray_address, str) or not ray_address):
         raise ArgumentError(f"`ray_address` must be a non-empty string or None, got {ray_address!r}.")
     if isinstance(worker_cpus, bool) or not isinstance(worker_cpus, (int, float)) or worker_cpus <= 0:
