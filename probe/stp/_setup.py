@@ -151,7 +151,7 @@ def memory_line(job: ProbeJob, engine, prompts: Sequence[Sequence[int]]) -> str:
     longest = max(map(len, prompts), default=0)
     mem = host_memory(units=u, requests=r, prompt_tokens=longest,
                       thinking_limit=job.thinking_limit, answer_limit=job.answer_limit, P=job.P, b=job.b,
-                      top_logprobs="deepconf" in job.field_probes)
+                      top_logprobs="deepconf" in getattr(job, "field_probes", ()))
     kv = "" if live is None else (
         f"; at most {live} engine sequences in all (its KV cache of {engine.kv_cache_tokens():,} tokens holds "
         f"that many of {sequence_tokens(longest, job.thinking_limit, job.answer_limit):,}: no preemption)")

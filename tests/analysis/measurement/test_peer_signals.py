@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from otbench.analysis.measurement import (
     DEER_SIGNALS,
     DYNASOR_SIGNALS,
+    DEEPCONF_SIGNALS,
     PEER_SIGNAL_DEFINITIONS,
     PEER_SIGNALS,
     WINDOW_BITS,
@@ -37,7 +38,7 @@ def test_synthetic_and_labelled_so():
     assert ms.synthetic and "SYNTHETIC" in ms.provenance["peer_signals"]["synthetic"]
     for name in PEER_SIGNALS:
         assert ms.provenance["signals"][name] == PEER_SIGNAL_DEFINITIONS[name]
-    assert set(PEER_SIGNALS) == set(DYNASOR_SIGNALS) | set(DEER_SIGNALS)
+    assert set(PEER_SIGNALS) == set(DYNASOR_SIGNALS) | set(DEER_SIGNALS) | set(DEEPCONF_SIGNALS)
     again = simulate("tiny", 0, peer_signals=True)
     for name in PEER_SIGNALS:
         assert np.array_equal(ms.signals[name], again.signals[name])
