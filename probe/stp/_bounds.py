@@ -169,7 +169,9 @@ def host_memory(*, units: int, requests: int, prompt_tokens: int, thinking_limit
     """The host memory the bounds allow at most (`units`, `requests` as above; `prompt_tokens`: the longest
     question prompt). Positions per unit are at most `thinking_limit // b + 2` (segments are >= b tokens
     apart, and position 0); a probe prompt is at most prompt + thinking + a few marker ids.
-    `top_logprobs`: the think requests ask for their top-20 log-probabilities (DeepConf's signal)."""
+    `top_logprobs`: the job records DeepConf's signal; its top-20 prompt log-probabilities are held
+    per confidence request, counted here at the think requests' size and count (an upper bound:
+    a unit has one confidence request, sent after its trajectory)."""
     longest = prompt_tokens + thinking_limit + 16
     positions = thinking_limit // max(1, b) + 2
     think_len = thinking_limit + answer_limit + 16

@@ -51,8 +51,8 @@ from otbench.errors import ArgumentError
 FIELD_PROBES = ("dynasor", "deer", "deepconf")
 """The field methods whose own signals the probe stage can record per position (``probe.field_probes``)."""
 POSITION_PROBES = ("dynasor", "deer")
-"""Those decoded as a request of their own at every position; ``deepconf`` is read from the think
-request's own log-probabilities (`GenRequest.top_logprobs`), with no request of its own."""
+"""Those decoded as a request of their own at every position; ``deepconf`` sends one confidence
+request per trajectory instead (`confidence_request`)."""
 DYNASOR_SAMPLING_PARAMS = Sampling(**DYNASOR_SAMPLING)
 DEER_SAMPLING_PARAMS = Sampling(**DEER_SAMPLING)
 GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
