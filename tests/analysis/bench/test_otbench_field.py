@@ -294,6 +294,6 @@ def test_compare_defaults_to_the_builtins_a_set_can_run():
         "thinkswitcher", "predictive-scheduling", "thinkbrake", "budget-forcing"]
     stp = assign_splits(simulate("tiny", 0, field_signals=True))
     assert [r.method for r in compare(stp, theta_grid=3)] == [
-        m for m in BUILTINS if m not in ("dynasor-cot", "deer")]      # their own probes are not recorded
+        m for m in BUILTINS if m not in ("dynasor-cot", "deer", "deepconf-exit")]   # their own probes are not recorded
     full = assign_splits(simulate("tiny", 0, field_signals=True, peer_signals=True))
     assert [r.method for r in compare(full, theta_grid=3)] == list(BUILTINS)

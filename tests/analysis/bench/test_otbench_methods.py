@@ -270,7 +270,7 @@ def test_plugin_forms_load(plugin):
 
 @pytest.mark.parametrize("spec, msg", [
     ("nope", r"method must be a built-in name \(thinkswitcher, predictive-scheduling, "
-             r"thinkbrake, dynasor-cot, deer, dynasor-cot-stp, deer-stp, budget-forcing, answer-consistency\) or "
+             r"thinkbrake, dynasor-cot, deer, dynasor-cot-stp, deer-stp, budget-forcing, answer-consistency, deepconf-exit\) or "
              r"'module:object', got 'nope'"),
     (":Router", r"method must be 'module:object' with both parts, got ':Router'"),
     ("otb_plugin_mod:", r"method must be 'module:object' with both parts"),
