@@ -19,9 +19,22 @@ def open_regular(path: str | os.PathLike, *, what: str, fail: Callable[[str], Ex
     regular. For readers that stream a file of any size line by line; `read_regular` bounds it.
 
     With `pipes`, a FIFO is read too, as a stream from the process writing it (`otbench import
-    <(zcat runs.jsonl.gz)`): reopened blocking, so the open waits for its writer as any reader of
-    a pipe does; the caller bounds what it reads (a line limit). Devices and folders stay refused.
+    <(zcat runs.jsonl.gz)`): a path that is a FIFO is opened blocking at once, so the open waits
+    for its writer as any reader of a pipe does; the caller bounds what it reads (a line limit).
+    It is never opened twice: a first, non-blocking reader closed before a blocking reopen lets a
+    quick writer connect to the first, write and leave, and the pipe drops what it wrote when the
+    first reader closes -- the reopen then waits for a writer that already left, forever.
+    Devices and folders stay refused.
     """
+    if pipes:
+        try:
+            is_fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+        except FileNotFoundError:
+            raise fail("no such file") from None
+        except OSError as e:
+            raise fail(f"cannot be read ({e.strerror or e})") from None
+        if is_fifo:
+            return os.fdopen(_open_pipe(path, fail), "rb")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -30,29 +43,26 @@ def open_regular(path: str | os.PathLike, *, what: str, fail: Callable[[str], Ex
         raise fail(f"cannot be read ({e.strerror or e})") from None
     try:
         mode = os.fstat(fd).st_mode
-        if pipes and stat.S_ISFIFO(mode):
-            os.close(fd)
-            fd = -1
-            fd = _open_pipe(path, fail)
-        elif not stat.S_ISREG(mode):
+        if pipes and stat.S_ISFIFO(mode):       # a FIFO swapped in after the check above
+            raise fail("changed while being opened (it became a FIFO)")
+        if not stat.S_ISREG(mode):
             raise fail(f"not a regular file (a FIFO, device or folder is not {what})")
         # Blocking again: a regular file never blocks, and a stream over a non-blocking
         # descriptor may return short reads as None, which `io` reports as an error.
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         return os.fdopen(fd, "rb")
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
         raise
 
 
 def _open_pipe(path: str | os.PathLike, fail: Callable[[str], Exception]) -> int:
-    """A blocking descriptor of the FIFO at `path` (checked again: it is still one)."""
+    """A blocking descriptor of the FIFO at `path` (checked again on the descriptor: it is still one)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as e:
         raise fail(f"cannot be read ({e.strerror or e})") from None
-    if not stat.S_ISFIFO(os.fstat(fd).st_mode):     # swapped since the first open
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):     # swapped since the check
         os.close(fd)
         raise fail("changed while being opened (a FIFO became something else)")
     return fd

@@ -44,24 +44,72 @@ def test_special_files_and_missing_paths_are_refused_without_blocking(tmp_path):
             _read(locked)
 
 
-def test_pipes_reads_a_fifo_as_a_stream_and_still_refuses_devices(tmp_path):
+def _read_fifo_in_a_thread(fifo, timeout=20.0):
+    """What `open_regular(..., pipes=True)` reads from `fifo`, or None when it is still blocked
+    after `timeout` seconds (it is then released by a writer that opens and leaves, so a hang
+    fails the test instead of stopping the suite)."""
     import threading
 
     from otbench.files import open_regular
 
+    got = {}
+
+    def reader():
+        with open_regular(fifo, what="a test file", fail=Refused, pipes=True) as f:
+            got["data"] = f.read()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(5)
+        return None
+    return got["data"]
+
+
+def _writer(fifo, data=b"a\nb\n"):
+    import threading
+
+    def write():
+        with open(fifo, "wb") as w:              # blocks until a reader opens
+            w.write(data)
+
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    return t
+
+
+def test_pipes_reads_a_fifo_as_a_stream_and_still_refuses_devices(tmp_path):
+    from otbench.files import open_regular
+
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-
-    def writer():
-        with open(fifo, "wb") as w:              # blocks until the reader opens
-            w.write(b"a\nb\n")
-
-    t = threading.Thread(target=writer, daemon=True)
-    t.start()
-    with open_regular(fifo, what="a test file", fail=Refused, pipes=True) as f:
-        assert f.read() == b"a\nb\n"
+    t = _writer(fifo)
+    assert _read_fifo_in_a_thread(fifo) == b"a\nb\n"
     t.join(5)
     assert not t.is_alive()
     for path in ("/dev/zero", tmp_path):
         with pytest.raises(Refused, match=r"^not a regular file "):
             open_regular(path, what="a test file", fail=Refused, pipes=True)
+
+
+def test_a_writer_that_writes_and_leaves_at_once_is_read_in_full(tmp_path, monkeypatch):
+    # A reader slow between its open and its check (a loaded machine): a writer has connected,
+    # written and left by then. Opening the FIFO twice (a non-blocking look, then a blocking
+    # reopen) lost the data with the first descriptor and then waited forever for a writer.
+    import time
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    real_fstat = os.fstat
+
+    def slow_fstat(fd):
+        time.sleep(0.3)
+        return real_fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", slow_fstat)
+    t = _writer(fifo, b"all of it\n")
+    assert _read_fifo_in_a_thread(fifo) == b"all of it\n"
+    t.join(5)
+    assert not t.is_alive()
