@@ -179,7 +179,18 @@ def test_batch_size_never_changes_a_result():
 
 
 def test_kernel_compiles_once_per_layout(caplog):
-    ms = simulate("tiny", seed=0).take(np.arange(23))       # a layout no other test uses
+    import logging
+
+    ms = simulate("tiny", seed=0).take(np.arange(23))
+    # Compiled here whatever ran before in this process (the suite runs files in any order on
+    # its workers): the kernel's cache and JAX's are emptied, the compile log is captured.
+    bd._replicate_kernel.cache_clear()
+    jax.clear_caches()
+    caplog.set_level(logging.WARNING)
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith("jax")]:
+        lg = logging.getLogger(name)
+        lg.setLevel(logging.NOTSET)
+        lg.disabled, lg.propagate = False, True
     with jax.log_compiles():
         bootstrap(ms, replicates=4, batch=4)
     assert [r for r in caplog.records if "_replicate" in r.getMessage()]     # compiled once here
