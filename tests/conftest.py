@@ -25,6 +25,38 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("OTBENCH_HYPOTHESIS_PROFILE", "otbench"))
 
+# The suite runs on parallel workers that take one file at a time (`make test`: pytest-xdist,
+# --dist loadfile, in collection order). The files that start real engines or servers take
+# minutes each; handed out first, they run beside the many short files instead of leaving one
+# worker alone at the end. Measured with --durations on two cores; any order is correct.
+HEAVY_FIRST = (
+    "tests/test_benchmarks_probe.py",
+    "tests/test_benchmarks_horizon.py",
+    "tests/test_benchmarks_online.py",
+    "tests/probe/stp/test_probe_imported.py",
+    "tests/probe/engines/test_openai_server.py",
+    "tests/probe/online/test_online_vllm.py",
+    "tests/probe/engines/test_probe_engines.py",
+    "tests/probe/stp/test_probe_ray.py",
+    "tests/probe/plan/test_plan_calibration_bench.py",
+    "tests/probe/stp/test_oneline.py",
+    "tests/probe/online/test_online_server.py",
+    "tests/probe/online/test_online_sidereq_vllm.py",
+    "tests/probe/online/test_own_context_margin.py",
+    "tests/test_benchmarks.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
+    root = config.rootpath
+
+    def key(item):
+        rel = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        return rank.get(rel, len(rank))
+
+    items.sort(key=key)       # stable: within a file, and among the other files, the order stays
+
 
 @pytest.fixture
 def cli():

@@ -1,0 +1,60 @@
+"""The online-certification benchmarks (online_certify.py, online_side_certify.py) at their smoke size.
+
+Both replay one small probe run of the embedded model (token tables included), made once here.
+In a file of their own so the suite's workers run them beside the rest (tests/test_benchmarks.py).
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _bench_smoke import ROOT
+from _bench_smoke import run_smoke as _run
+
+SMALL_JOB = """
+[model]
+name = "smollm2-135m-instruct"
+[engine]
+kind = "vllm"
+dtype = "float32"
+max_model_len = 1024
+block_size = 32
+kv_cache_gib = 1
+[data]
+seed = 0
+[[data.sources]]
+embedded = "sums"
+n = 8
+[probe]
+R = 1
+P = 2
+b = 32
+thinking_limit = 96
+answer_limit = 8
+[grader]
+kind = "minimal"
+"""
+
+
+@pytest.fixture(scope="module")
+def embedded_set(tmp_path_factory):
+    """A small probe run of the embedded model (token tables included), for the online scripts."""
+    pytest.importorskip("vllm")
+    from _models import embedded_smollm2
+    embedded_smollm2()
+    work = tmp_path_factory.mktemp("online-bench")
+    (work / "job.toml").write_text(SMALL_JOB)
+    otbench = Path(sys.executable).parent / "otbench"
+    r = subprocess.run([str(otbench), "probe", "run", "--config", str(work / "job.toml"),
+                        "--out", str(work / "set"), "--no-progress"], capture_output=True, text=True,
+                       timeout=900, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return work / "set"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["online_certify.py", "online_side_certify.py"])
+def test_online_benchmark_runs_at_its_smoke_size(script, embedded_set):
+    out = _run(script, "--set", str(embedded_set))
+    assert "certif" in out.lower()
