@@ -52,7 +52,7 @@ def verify_tables(path: str | Path) -> None:
     """Every extra table of the set at `path`: present, its sha256 and row count as listed."""
     import pyarrow.parquet as pq
 
-    from otbench.files import sha256_stream
+    from otbench.files import arrow_file, sha256_stream
 
     from ._io import read_manifest
     from ._listed import open_listed
@@ -69,7 +69,7 @@ def verify_tables(path: str | Path) -> None:
                                                       "the manifest (file changed after writing)")
             f.seek(0)
             try:
-                rows = pq.ParquetFile(f).metadata.num_rows
+                rows = pq.ParquetFile(arrow_file(f)).metadata.num_rows
             except Exception as e:  # noqa: BLE001 -- any unreadable file is one line
                 raise MeasurementSetError(str(fpath), f"table {name!r}: not a readable Parquet "
                                                       f"file ({type(e).__name__})") from None

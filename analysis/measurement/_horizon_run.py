@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from otbench.errors import OtbenchError
-from otbench.files import atomic_dir, open_regular, read_json, sha256_file, sha256_stream
+from otbench.files import arrow_file, atomic_dir, open_regular, read_json, sha256_file, sha256_stream
 
 from ._build import MeasurementSetError
 
@@ -179,7 +179,7 @@ def _read_table(path: Path, columns: Mapping[str, pa.DataType],
                                    f"(the file changed after the run)")
         f.seek(0)
         try:
-            with pq.ParquetFile(f) as pf:
+            with pq.ParquetFile(arrow_file(f)) as pf:
                 t = pf.read()
         except Exception as e:   # pyarrow raises several types for a bad file
             raise HorizonDataError(f"{path}: not a readable Parquet file ({e})") from None

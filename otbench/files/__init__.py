@@ -21,12 +21,12 @@ from ._json import loads_json, read_json, read_json_bytes
 from ._json_text import dumps_indented
 from ._ledger import LEDGER, written_by_otbench
 from ._provenance import git_commit, provenance
-from ._read import open_regular, read_regular, read_regular_text
+from ._read import arrow_file, open_regular, read_regular, read_regular_text
 from ._rules import check_output, foreign_entries, is_measurement_set, output_rules, refuse_input
 from ._temporaries import clean_stale, pid_alive
 
 __all__ = [
-    "LEDGER", "RECORDED", "atomic_dir", "atomic_path", "check_output", "check_output_dir",
+    "LEDGER", "RECORDED", "arrow_file", "atomic_dir", "atomic_path", "check_output", "check_output_dir",
     "clean_stale", "csv_field", "csv_records", "csv_text", "dumps_indented", "foreign_entries",
     "git_commit", "is_measurement_set", "loads_json", "open_regular", "output_rules", "pid_alive",
     "provenance", "read_json", "read_json_bytes", "read_regular", "read_regular_text",

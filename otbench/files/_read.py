@@ -96,3 +96,23 @@ def read_regular_text(path: str | os.PathLike, limit: int, *, what: str,
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise fail(f"not UTF-8 text (byte {e.start})") from None
+
+
+def arrow_file(f: BinaryIO):
+    """A pyarrow file reading the same file as `f` (an `open_regular` stream), for Parquet readers.
+
+    pyarrow reading a Python file object calls back into Python from its own I/O threads and
+    keeps the object alive in them; when the interpreter exits right after a refused input (one
+    table read, the next one refused), such a thread that still holds the object takes the GIL
+    during finalization and the process aborts ("terminate called without an active exception",
+    exit -6 after the right message; seen on a loaded machine). A native file keeps Python out
+    of those threads: the descriptor is reopened through /dev/fd, which names the very file
+    already opened and checked, not whatever the path holds now. Where that reopen is refused
+    (the file's permissions changed since), `f` itself is returned.
+    """
+    import pyarrow as pa
+
+    try:
+        return pa.OSFile(f"/dev/fd/{f.fileno()}")
+    except (OSError, ValueError):
+        return f

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from otbench.errors import OtbenchError
-from otbench.files import csv_records, loads_json, open_regular
+from otbench.files import arrow_file, csv_records, loads_json, open_regular
 
 
 class DatasetError(OtbenchError, ValueError):
@@ -65,7 +65,7 @@ def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
 
         with _open(path) as f:      # pyarrow reads the descriptor that was checked
             try:
-                rows = pq.read_table(f).to_pylist()
+                rows = pq.read_table(arrow_file(f)).to_pylist()
             except Exception as e:  # pyarrow raises several types for a corrupt file
                 raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
         for i, row in enumerate(rows, 1):
