@@ -29,10 +29,11 @@ demo: $(VENV)/.installed
 
 # pytest exits 5 when it collects no test; that is not a failure of the suite.
 # The suite runs on TEST_WORKERS processes (pytest-xdist), each taking a whole file at a time so
-# a file's engine or server fixture starts once; TEST_WORKERS=0 runs it in this process.
+# a file's engine or server fixture starts once, in collection order (tests/conftest.py hands
+# out the engine-heavy files first); TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed sandbox
-	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile); rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder); rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 # Code grading runs untrusted programs only inside bubblewrap (probe/_sandbox.py).
 sandbox:
