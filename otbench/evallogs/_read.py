@@ -374,7 +374,7 @@ def inspect_replies(path: str | Path, *, scorer: str | None = None) -> list[Repl
 
 def _open(p: Path):
     """The log at `p` for reading; a FIFO or device is one line, never a hang or endless read."""
-    from otbench.files import arrow_file, open_regular
+    from otbench.files import open_regular
 
     return open_regular(p, what="an evaluation log", fail=lambda why: EvalLogError(f"{p}: {why}"))
 
@@ -384,6 +384,8 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
     p = Path(path)
     if p.suffix == ".parquet":
         import pyarrow.parquet as pq
+
+        from otbench.files import arrow_file
 
         with _open(p) as f:                 # pyarrow reads the descriptor that was checked
             table = pq.read_table(arrow_file(f))
