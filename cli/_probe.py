@@ -65,7 +65,7 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
     Every finished work unit is committed to the journal as it completes, so
     a crashed or killed run continues with `--resume` and gives the same set.
     """
-    from otbench.probe.stp import load_job, oneline_job, run_job, write_job_file
+    from otbench.probe.stp import check_job_path, load_job, oneline_job, run_job, write_job_file
 
     from otbench.errors import OtbenchError
 
@@ -83,12 +83,14 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
     if out is None and write_job is None:
         raise DataError("--out DIR is required (or --write-job FILE alone, to only write the job)")
     try:
+        if write_job is not None:       # before the model is resolved (and perhaps converted)
+            check_job_path(write_job, overwrite=overwrite)
         if oneline:
             table, job = oneline_job(model, model_args, tasks, limit=limit, R=R, P=P, b=b,
                                      gen_kwargs=gen_kwargs)
         else:
             job = load_job(config, limit=limit)
-    except OtbenchError as e:
+    except (OtbenchError, FileExistsError) as e:
         raise DataError(str(e)) from None
     if write_job is not None:
         try:

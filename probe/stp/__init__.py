@@ -12,7 +12,7 @@ from ._job import (
 )
 from ._journal import Journal, JournalError
 from ._loop import SIGNALS, UnitResult, probe_units, run_units
-from ._oneline import MODEL_ARGS, job_toml, oneline_job, oneline_table, write_job_file
+from ._oneline import MODEL_ARGS, check_job_path, job_toml, oneline_job, oneline_table, write_job_file
 from ._ray import RayMissingError
 from ._resegment import resegment
 from ._runner import RunSummary, run_job
@@ -24,7 +24,7 @@ from ._toml_rules import check_tables
 __all__ = ["CONTEXT_IDS", "COST_FIELDS", "DATA_SOURCES", "FIELD_PROBES", "peer_request", "suffix_ids", "HORIZON_KEYS", "HORIZON_RULES", "MODEL_ARGS", "SIGNALS",
            "STP_KEYS", "STP_RULES", "Key", "describe_job_keys",
            "Journal", "JournalError", "JobError", "ProbeJob", "RayMissingError", "RunSummary",
-           "UnitResult", "check_tables", "cost_record", "cost_rows", "cost_text", "job_from_dict",
+           "UnitResult", "check_job_path", "check_tables", "cost_record", "cost_rows", "cost_text", "job_from_dict",
            "job_toml", "load_job", "load_toml_job", "oneline_job", "oneline_table", "probe_units",
            "resegment", "resolve_engine_config", "run_job", "write_job_file",
            "run_units"]

@@ -269,10 +269,10 @@ def oneline_job(model: str, model_args: str, tasks: str, **kw):
     return table, job_from_dict(table)
 
 
-def write_job_file(table: Mapping[str, Any], path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write a one-line start's job table to `path` as TOML (`--write-job`), atomically, never onto an input."""
-    from otbench.files import refuse_input, write_text_atomic
-
+def check_job_path(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """The `--write-job` path's own rules, checked before any work (resolving the model of a
+    one-line start may convert its weights first): a UTF-8 path, not an existing file unless
+    `overwrite`."""
     path = Path(path)
     try:    # the file names itself in its header, which is UTF-8 text
         str(path).encode("utf-8")
@@ -281,6 +281,14 @@ def write_job_file(table: Mapping[str, Any], path: str | os.PathLike, *, overwri
                             "names itself in its header); give a UTF-8 path") from None
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path}: already exists (pass --overwrite)")
+    return path
+
+
+def write_job_file(table: Mapping[str, Any], path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Write a one-line start's job table to `path` as TOML (`--write-job`), atomically, never onto an input."""
+    from otbench.files import refuse_input, write_text_atomic
+
+    path = check_job_path(path, overwrite=overwrite)
     refuse_input(path, *(s["path"] for s in table.get("data", {}).get("sources", ()) if "path" in s),
                  *([table["model"]["path"]] if "path" in table.get("model", {}) else []))
     write_text_atomic(path, job_toml(table, header=(
