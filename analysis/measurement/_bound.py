@@ -69,7 +69,8 @@ def verify_tables(path: str | Path) -> None:
                                                       "the manifest (file changed after writing)")
             f.seek(0)
             try:
-                rows = pq.ParquetFile(arrow_file(f)).metadata.num_rows
+                with arrow_file(f) as src:
+                    rows = pq.ParquetFile(src).metadata.num_rows
             except Exception as e:  # noqa: BLE001 -- any unreadable file is one line
                 raise MeasurementSetError(str(fpath), f"table {name!r}: not a readable Parquet "
                                                       f"file ({type(e).__name__})") from None

@@ -179,7 +179,7 @@ def _read_table(path: Path, columns: Mapping[str, pa.DataType],
                                    f"(the file changed after the run)")
         f.seek(0)
         try:
-            with pq.ParquetFile(arrow_file(f)) as pf:
+            with arrow_file(f) as src, pq.ParquetFile(src) as pf:
                 t = pf.read()
         except Exception as e:   # pyarrow raises several types for a bad file
             raise HorizonDataError(f"{path}: not a readable Parquet file ({e})") from None

@@ -38,7 +38,7 @@ def read_listed(fpath: Path, sha256: str | None, label: str = "") -> pa.Table:
         try:
             # One file, read as one file: `pq.read_table` goes through pyarrow.dataset, whose
             # import (pandas too, where installed) cost more than reading a large set.
-            with pq.ParquetFile(arrow_file(f)) as pf:
+            with arrow_file(f) as src, pq.ParquetFile(src) as pf:
                 return pf.read()
         except (pa.ArrowInvalid, OSError) as e:
             raise MeasurementSetError(str(fpath), f"{label}not a readable Parquet file ({e})") \

@@ -388,7 +388,8 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
         from otbench.files import arrow_file
 
         with _open(p) as f:                 # pyarrow reads the descriptor that was checked
-            table = pq.read_table(arrow_file(f))
+            with arrow_file(f) as src:
+                table = pq.read_table(src)
         for i, r in enumerate(table.to_pylist(), 1):
             yield f"{p}:row {i}", r
         return

@@ -108,7 +108,8 @@ def arrow_file(f: BinaryIO):
     exit -6 after the right message; seen on a loaded machine). A native file keeps Python out
     of those threads: the descriptor is reopened through /dev/fd, which names the very file
     already opened and checked, not whatever the path holds now. Where that reopen is refused
-    (the file's permissions changed since), `f` itself is returned.
+    (the file's permissions changed since), `f` itself is returned. Use it in a `with` block:
+    the native file is a second descriptor, closed there (closing `f` twice is harmless).
     """
     import pyarrow as pa
 

@@ -65,7 +65,8 @@ def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
 
         with _open(path) as f:      # pyarrow reads the descriptor that was checked
             try:
-                rows = pq.read_table(arrow_file(f)).to_pylist()
+                with arrow_file(f) as src:
+                    rows = pq.read_table(src).to_pylist()
             except Exception as e:  # pyarrow raises several types for a corrupt file
                 raise DatasetError(f"{path}: not a readable Parquet file ({e})") from None
         for i, row in enumerate(rows, 1):
