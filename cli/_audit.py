@@ -24,8 +24,12 @@ FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat")
               help="Item-bootstrap draws of every interval.")
 @click.option("--seed", type=Seed(), default=0, show_default=True,
               help="Seed of the bootstrap draws (recorded).")
+@click.option("--tokenizer", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="lm-eval: a local tokenizer folder; a reply of at least its record's max_gen_toks "
+                   "tokens hit the length limit (lm-eval records no finish reason; default: the "
+                   "results file's pretrained= folder where it exists here).")
 def audit_cmd(file: Path, fmt: str | None, metric: str | None, out: Path | None, replicates: int,
-              seed: int) -> None:
+              seed: int, tokenizer: Path | None) -> None:
     """Audit FILE (an lm-eval, lighteval, inspect-ai or chat log) for censored replies.
 
     Per task and model: the share of replies that never closed their thinking
@@ -42,11 +46,28 @@ def audit_cmd(file: Path, fmt: str | None, metric: str | None, out: Path | None,
         format_text,
     )
 
-    from otbench.evallogs import read_log
+    from otbench.evallogs import detect_format, lm_eval_results_model, read_log, token_counter
 
     with data_errors():
-        doc = audit_replies(read_log(file, fmt, metric=metric), source=str(file), replicates=replicates,
-                            seed=seed)
+        count, counted_by = None, None
+        if (fmt or detect_format(file)) == "lm-eval":
+            counted_by = str(tokenizer) if tokenizer is not None else lm_eval_results_model(file)
+            count = token_counter(counted_by) if counted_by else None
+        elif tokenizer is not None:
+            from otbench.evallogs import EvalLogError
+
+            raise EvalLogError(f"{file}: --tokenizer applies to lm-eval logs (the other formats record "
+                               "their stop reason)")
+        doc = audit_replies(read_log(file, fmt, metric=metric, count_tokens=count), source=str(file),
+                            replicates=replicates, seed=seed)
+        doc["length_limit"] = ({"read": "re-encoded reply tokens >= the record's max_gen_toks",
+                                "tokenizer": counted_by} if count is not None else None)
+    if count is None and (fmt or detect_format(file)) == "lm-eval":
+        click.echo("length limit: not recorded (lm-eval writes no finish reason; --tokenizer DIR counts "
+                   "each reply's tokens against its max_gen_toks)")
+    elif count is not None:
+        click.echo(f"length limit: each reply's tokens counted with the tokenizer in {counted_by} against "
+                   "its record's max_gen_toks")
     click.echo(format_text(censoring_table(doc)))
     click.echo(format_text(bounds_table(doc)))
     for row in doc["groups"]:

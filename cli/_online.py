@@ -79,6 +79,27 @@ def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str
                          trajectories=trajectories, thinking=thinking, server=server)
 
 
+ENGINE_BUDGET = "engine-budget"
+"""`online certify --method engine-budget`: the engine's own thinking cap (not a `Method`: it is
+the engine's rule, scored against the fixed-budget point of `budget-forcing` at the same θ)."""
+
+
+def _engine_cap(set_dir: Path, ms, theta: float, grader: str, trajectories, json_path, start, end,
+                server: dict) -> None:
+    from otbench.probe.online import cap_line, certify_engine_cap, check_replayable
+
+    check_replayable(set_dir, ms)
+    ms, rows, k = _offline(ms, "budget-forcing", theta, "test")
+    if trajectories is not None:
+        rows, k = rows[:trajectories], k[:trajectories]
+    cert = certify_engine_cap(set_dir, ms, rows, k, theta=theta, grader=grader, start=start, end=end,
+                              server=server)
+    path = write_result({"schema": "otbench.online-certify-cap/1", **cert}, set_dir, "online_certify.json",
+                        json_path)
+    click.echo(f"wrote {path}")
+    click.echo(cap_line(cert))
+
+
 def _common(f):
     # A served engine's address and key variable come from the command, never from the set.
     f = click.option("--api-key-env", default=None, help="A served set: the environment variable "
@@ -98,7 +119,8 @@ def _common(f):
                                              "stored thinking (checks the signals and decisions alone).")(f)
     f = click.option("--method", default="thinkbrake", show_default=True,
                      help="A method that runs online (`otbench bench list` says how each runs): "
-                          "thinkbrake, deepconf-exit (logits processor), or dynasor-cot, deer (their "
+                          "thinkbrake, deepconf-exit (logits processor), engine-budget (certify only: "
+                          "the engine's own thinking cap), or dynasor-cot, deer (their "
                           "own probes), "
                           "dynasor-cot-stp, deer-stp, answer-consistency, budget-forcing and "
                           "side-request plug-ins (side requests).")(f)
@@ -121,8 +143,14 @@ def _check_result(set_dir: Path, name: str, json_path: Path | None) -> None:
               help="The recorded signal of the offline walk (default: margin_own, the margin in the "
                    "model's own context that the processor reads, when the set records it; margin: "
                    "the probe's, after the boundary token is replaced).")
+@click.option("--reasoning-start", default=None,
+              help="engine-budget: the cap's start string (default: the prompts' last token, which "
+                   "makes vLLM count the generated thinking exactly; docs/guides/online.md).")
+@click.option("--reasoning-end", default=None,
+              help="engine-budget: the cap's end string (default: the text of otbench's own close: "
+                   "separator, thinking end, answer prefix).")
 def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path,
-                thinking: str, offline_signal, base_url, api_key_env) -> None:
+                thinking: str, offline_signal, base_url, api_key_env, reasoning_start, reasoning_end) -> None:
     """Replay SET's test questions online with their stored seeds and compare with OTBench's point.
 
     Per test trajectory: the online stop position against the one OTBench's
@@ -131,6 +159,12 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
     with OTBench's two-stage paired bootstrap intervals; the verdict
     (certified, rejected, or not certified on too little evidence, with its
     reasons) and every source of disagreement.
+
+    `--method engine-budget`: the engine's own thinking cap (vLLM's
+    thinking_token_budget) at THETA tokens, checked per trajectory against
+    the stored trajectory's cut at THETA, token for token with its close,
+    every disagreement by kind, and its point against the fixed-budget
+    point and the FB frontier.
     """
     from otbench.probe.online import (certificate_line, certify_set, check_replayable, disagreement_line,
                                       net_line, signals_line)
@@ -138,6 +172,14 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
     ms = load_set(str(set_dir))
     _check_result(set_dir, "online_certify.json", json_path)
     with argument_errors():
+        if method == ENGINE_BUDGET:
+            _engine_cap(set_dir, ms, theta, grader, trajectories, json_path, reasoning_start, reasoning_end,
+                        {"base_url": base_url, "api_key_env": api_key_env})
+            return
+        if reasoning_start is not None or reasoning_end is not None:
+            from otbench.probe.online import OnlineControlError
+
+            raise OnlineControlError(f"--reasoning-start/--reasoning-end apply to --method {ENGINE_BUDGET} only")
         m = _rule(method)
         check_replayable(set_dir, ms)
         if m.online == "side":

@@ -58,3 +58,30 @@ def embedded_set(tmp_path_factory):
 def test_online_benchmark_runs_at_its_smoke_size(script, embedded_set):
     out = _run(script, "--set", str(embedded_set))
     assert "certif" in out.lower()
+
+
+@pytest.mark.slow
+def test_engine_budget_is_certified_token_for_token_on_vllm_cpu(embedded_set, tmp_path):
+    """vLLM's own thinking cap on the embedded model, against the stored trajectories' cut at θ."""
+    import json
+
+    otbench = Path(sys.executable).parent / "otbench"
+    out = tmp_path / "cap.json"
+    r = subprocess.run([str(otbench), "online", "certify", str(embedded_set), "--method", "engine-budget",
+                        "--theta", "40", "--json", str(out)], capture_output=True, text=True, timeout=900,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    cert = json.loads(out.read_text())
+    assert cert["schema"] == "otbench.online-certify-cap/1" and cert["trajectories"] >= 1
+    assert len(cert["strings"]["start_ids"]) == 1 and cert["strings"]["reasoning_parser"] == ""
+    # the default one-token start: vLLM's count is exact, every close at θ and id for id its end string
+    assert cert["closed"] >= 1 and cert["cut_at_theta"] == cert["closed"]
+    for p in cert["per_trajectory"]:
+        assert p["engine_cut"] in (None, 40) and p["offline_cut"] in (None, 40)
+        if p["engine_cut"] is not None:
+            assert p["engine_close"] == cert["strings"]["end_ids"]
+            # otbench's close is another tokenization (and drops the separator after a line end)
+            assert ("close_ids" in p["kinds"]) == (p["engine_close"] != p["otbench_close"])
+    assert cert["equal"] == sum(not p["kinds"] for p in cert["per_trajectory"])
+    assert 0.0 <= cert["fb_frontier"]["accuracy"] <= 1.0 and "online_acc" in cert
+    assert "engine_cap: θ = 40 tokens: equal to the offline cut in" in r.stdout

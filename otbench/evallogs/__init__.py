@@ -32,10 +32,12 @@ from ._read import (
     lighteval_replies,
     lm_eval_names,
     lm_eval_replies,
+    lm_eval_results_model,
     read_log,
     rows,
     split_reasoning,
     split_reply,
+    token_counter,
 )
 
 __all__ = [
@@ -43,6 +45,6 @@ __all__ = [
     "REASONING_FIELDS",
     "EvalLogError", "Extraction", "ExtractionError", "Reply",
     "chat_replies", "detect_format", "exact_match", "extraction", "groups", "inspect_replies",
-    "lighteval_names", "lighteval_replies", "lighteval_task", "lm_eval_names", "lm_eval_replies", "read_log", "rows",
-    "split_reasoning", "split_reply",
+    "lighteval_names", "lighteval_replies", "lighteval_task", "lm_eval_names", "lm_eval_replies", "lm_eval_results_model",
+    "read_log", "rows", "split_reasoning", "split_reply", "token_counter",
 ]

@@ -162,9 +162,64 @@ def lm_eval_names(path: str | Path) -> tuple[str, str]:
     return task, p.parent.name or "model"
 
 
+def lm_eval_results_model(path: str | Path) -> str | None:
+    """The local model folder an lm-eval samples file was written for, or None.
+
+    lm-eval writes `results_<date>.json` beside the samples with the run's `config.model_args`
+    (`pretrained=...`, as a string or a mapping); the folder counts only where it exists here.
+    """
+    import json
+
+    p = Path(path)
+    stamp = _DATE.search(p.stem)
+    names = sorted(p.parent.glob("results_*.json"))
+    if stamp:
+        names = [n for n in names if stamp.group(0).lstrip("_") in n.name] or names
+    for name in names:
+        try:
+            cfg = json.loads(name.read_text(encoding="utf-8")).get("config", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        args = cfg.get("model_args") if isinstance(cfg, Mapping) else None
+        if isinstance(args, str):
+            args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
+        folder = args.get("pretrained") if isinstance(args, Mapping) else None
+        if isinstance(folder, str) and Path(folder).is_dir():
+            return folder
+    return None
+
+
+def token_counter(folder: str | Path):
+    """`text -> tokens` by the tokenizer in `folder` (local files only), without special tokens."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        raise EvalLogError(f"{folder}: counting reply tokens needs the transformers library "
+                           "(pip install transformers)") from None
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise EvalLogError(f"{folder}: no tokenizer could be read there ({str(e).splitlines()[0][:160]})") from None
+    return lambda text: len(tok.encode(text, add_special_tokens=False))
+
+
+def _max_gen_toks(args: Any) -> int | None:
+    g = args.get("gen_args_0") if isinstance(args, Mapping) else None
+    kw = g.get("arg_1") if isinstance(g, Mapping) else None
+    v = kw.get("max_gen_toks") if isinstance(kw, Mapping) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
 def lm_eval_replies(row: Mapping, loc: str, *, task: str = "task", model: str = "model",
-                    metric: str | None = None) -> list[Reply]:
-    """The replies of one `--log_samples` record (see the module docstring)."""
+                    metric: str | None = None, count_tokens=None) -> list[Reply]:
+    """The replies of one `--log_samples` record (see the module docstring).
+
+    lm-eval records no finish reason. With `count_tokens` (`token_counter`), a reply whose
+    re-encoded text holds at least the record's `max_gen_toks` tokens hit the length limit;
+    re-encoding a decoded reply can differ from the generated ids by a token (measured on the
+    embedded SmolLM2: 24 or 25 tokens for 24 generated), so a reply that stopped on its own one
+    token short of the limit can be read as cut. Without it, the limit is not recorded (None).
+    """
     doc = row.get("doc")
     if not isinstance(doc, Mapping):
         raise EvalLogError(f"{loc}: missing field 'doc' (the benchmark row)")
@@ -205,11 +260,13 @@ def lm_eval_replies(row: Mapping, loc: str, *, task: str = "task", model: str = 
     elif isinstance(args, list) and args and isinstance(args[0], list) and args[0]:
         prompt = args[0][0] if isinstance(args[0][0], str) else None
     ref = row.get("target")
+    limit = _max_gen_toks(args) if count_tokens is not None else None
     out = []
     for k, t in enumerate(texts):
         thinking, finished, answer = split_reply(t, prompt)
+        length = None if limit is None else count_tokens(t) >= limit
         out.append(Reply(f"{loc}" + (f" (completion {k + 1})" if len(texts) > 1 else ""), "lm-eval",
-                         task, model, qid, text, k, t, thinking, finished, answer, None, verdict,
+                         task, model, qid, text, k, t, thinking, finished, answer, length, verdict,
                          None if name is None else (f"{name} ({filt})" if filt else name),
                          extracted[k], None if ref is None else str(ref), prompt, filt))
     return out
@@ -421,11 +478,12 @@ def detect_format(path: str | Path) -> str:
 
 
 def read_log(path: str | Path, fmt: str | None = None, *, metric: str | None = None,
-             task: str | None = None, model: str | None = None) -> list[Reply]:
+             task: str | None = None, model: str | None = None, count_tokens=None) -> list[Reply]:
     """Every reply of an evaluation log (format detected when `fmt` is None; see the module docstring).
 
     `metric` names the source verdict to read (lm-eval's metric, lighteval's metric key,
-    inspect-ai's scorer); `task` / `model` override the names read from the file.
+    inspect-ai's scorer); `task` / `model` override the names read from the file;
+    `count_tokens` (lm-eval): reads each reply's length limit (`lm_eval_replies`).
     """
     p = Path(path)
     _open(p).close()        # missing, a FIFO or a device: one line before any library reads it
@@ -441,7 +499,8 @@ def read_log(path: str | Path, fmt: str | None = None, *, metric: str | None = N
             if not isinstance(row, Mapping):
                 raise EvalLogError(f"{loc}: expected a JSON object, got {type(row).__name__}")
             if fmt == "lm-eval":
-                out.extend(lm_eval_replies(row, loc, task=lm_task, model=lm_model, metric=metric))
+                out.extend(lm_eval_replies(row, loc, task=lm_task, model=lm_model, metric=metric,
+                                           count_tokens=count_tokens))
             elif fmt == "lighteval":
                 out.extend(lighteval_replies(row, loc, model=lighteval_names(p), metric=metric,
                                              task=lighteval_task(p)))

@@ -78,6 +78,11 @@ class GenRequest(NamedTuple):
         (`Completion.prompt_top_mean`): a prefill of the whole prompt, which
         vLLM serves without its prefix cache (`SamplingParams` sets
         `skip_reading_prefix_cache` for prompt log-probabilities); 0: not asked.
+      thinking_token_budget: the engine's own thinking cap (vLLM's
+        `SamplingParams.thinking_token_budget`; over a served vLLM, the body
+        field of the same name): after this many thinking tokens the engine
+        forces its configured end string (`EngineConfig.reasoning`). None:
+        no cap. An engine without one refuses the request.
     """
 
     prompt: Sequence[int]
@@ -92,6 +97,7 @@ class GenRequest(NamedTuple):
     sampling: Sampling | None = None
     top_logprobs: int = 0
     prompt_top_logprobs: int = 0
+    thinking_token_budget: int | None = None
 
 
 class SignalRequest(NamedTuple):
@@ -179,6 +185,12 @@ class EngineConfig:
         names, loaded into the engine (e.g. the online controller,
         ``otbench.probe.online:ExitProcessor``); requests reach them through
         `GenRequest.extra_args`.
+      reasoning: vLLM: (start string, end string, reasoning parser) of its
+        `ReasoningConfig`, which `GenRequest.thinking_token_budget` needs:
+        the budget counts tokens after the last start string and forces the
+        end string's tokens (``""`` parser: none). None: not configured, and
+        not recorded (`as_dict` leaves it out, so the unit keys of every job
+        without it stay as they were).
     """
 
     kind: str = "vllm"
@@ -202,9 +214,13 @@ class EngineConfig:
     request_timeout_s: float = 600.0
     retry_s: float = 300.0
     logits_processors: tuple[str, ...] = ()
+    reasoning: tuple[str, str, str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["reasoning"] is None:
+            del d["reasoning"]
+        return d
 
 
 class EngineStartError(OtbenchError, RuntimeError):

@@ -59,6 +59,10 @@ def generation_body(model: str, r: GenRequest, sampling: Sampling) -> dict[str, 
             "ignore_eos": bool(r.ignore_eos), "return_token_ids": True, "stream": False}
     if r.extra_args is not None:
         body["vllm_xargs"] = check_xargs(r.extra_args)
+    if r.thinking_token_budget is not None:
+        # vLLM's completion request field (`entrypoints/openai/completion/protocol.py`); the server
+        # needs its own --reasoning-config, which the client cannot see.
+        body["thinking_token_budget"] = int(r.thinking_token_budget)
     if r.logprobs:
         # The sampled token's raw log-probability per position (`token_logprobs`); raw as the
         # server's --logprobs-mode raw_logprobs gives it (`check_server` insists on that mode).

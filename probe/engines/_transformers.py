@@ -153,6 +153,9 @@ class HFEngine(EngineBase):
             # Engine-side extensions (vLLM logits processors) have no transformers counterpart.
             raise ArgumentError("the transformers engine cannot honour a request's `extra_args` "
                                 "(engine-side extensions need engine = \"vllm\")")
+        if any(r.thinking_token_budget is not None for r in requests):
+            raise ArgumentError("the transformers engine has no thinking-token budget "
+                                "(the engine's own cap needs engine = \"vllm\")")
         return [self._run(r.prompt, r, r.sampling or sampling) for r in requests]
 
     def signals(self, contexts: Sequence[Sequence[int]], token_id: int) -> list[Signal]:

@@ -174,6 +174,13 @@ def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
         kw["max_num_seqs"] = config.max_num_seqs
     if config.logits_processors:
         kw["logits_processors"] = list(config.logits_processors)
+    if config.reasoning is not None:
+        # `vllm.config.ReasoningConfig`'s fields (0.32, `config/reasoning.py`); the engine builds
+        # the object (`LLM` converts no dict for it). Its token ids are the tokenizer's encoding of
+        # each string without special tokens (`initialize_token_ids`).
+        start, end, parser = config.reasoning
+        kw["reasoning_config"] = {"reasoning_start_str": start, "reasoning_end_str": end,
+                                  "reasoning_parser": parser}
     if not cpu:
         kw["gpu_memory_utilization"] = config.gpu_memory_utilization
     chunked = config.chunked_prefill if config.chunked_prefill is not None else not cpu
@@ -218,7 +225,12 @@ class VLLMEngine(EngineBase):
         # vLLM's engine core runs in child processes: a watchdog ends them should this process be
         # killed before it can close the engine (SIGKILL, the OOM killer; `_reaper`).
         watch_descendants()
-        self._llm = LLM(**engine_kwargs(config, self._device))
+        kw = engine_kwargs(config, self._device)
+        if "reasoning_config" in kw:
+            from vllm.config import ReasoningConfig
+
+            kw["reasoning_config"] = ReasoningConfig(**kw["reasoning_config"])
+        self._llm = LLM(**kw)
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()
         self._vocab = int(self._llm.llm_engine.model_config.get_vocab_size())
@@ -273,6 +285,10 @@ class VLLMEngine(EngineBase):
             # `torch.topk`; `logprobs.py` `append_logprobs_for_next_position`).
             logprobs=int(r.top_logprobs) if r.top_logprobs > 0 else (0 if r.logprobs else None),
             **({"prompt_logprobs": int(r.prompt_top_logprobs)} if r.prompt_top_logprobs > 0 else {}),
+            # vLLM refuses a budget without the engine's `reasoning_config` (`v1/engine/
+            # input_processor.py`); sent only when asked, so every other request is as it was.
+            **({"thinking_token_budget": int(r.thinking_token_budget)}
+               if r.thinking_token_budget is not None else {}),
         )
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:

@@ -41,6 +41,8 @@ from ._certify import (
                        first_at_or_below,
                        replay,
 )
+from ._certify_cap import KINDS as CAP_KINDS
+from ._certify_cap import CapOutcome, CapStrings, cap_line, cap_strings, certify_engine_cap, classify, read_capped
 from ._certify_interval import Design, design_of, paired_point
 from ._certify_verdict import MIN_FAITHFUL_SHARE, MIN_QUESTIONS, disagreement_line
 from ._certify_side import (
@@ -69,7 +71,9 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
 
-__all__ = ["MIN_FAITHFUL_SHARE", "MIN_QUESTIONS", "PLUGINS_ENV", "PROCESSOR",
+__all__ = ["CAP_KINDS", "CapOutcome", "CapStrings", "cap_line", "cap_strings", "certify_engine_cap",
+           "classify", "read_capped",
+           "MIN_FAITHFUL_SHARE", "MIN_QUESTIONS", "PLUGINS_ENV", "PROCESSOR",
            "SIGNAL_NAMES", "ControlSpec", "Design", "ExitProcessor", "ExitProcessorV1", "ExitProcessorV2", "FieldRule",
            "OnlineControlError", "OnlineResult", "RequestControl", "SideController", "SideJob",
            "SideResult", "Tables", "ThinkBrakeRule", "Trajectory",

@@ -318,6 +318,24 @@ def set_trajectories(directory, ms: Any, rows: Sequence[int]) -> list[Trajectory
     return out
 
 
+def grade_rows(ms: Any, rows: Sequence[int], texts: Sequence[str], grader: str) -> tuple[str, np.ndarray]:
+    """(grader name, bool[len(rows)]): each online answer text graded against its row's question."""
+    from otbench.probe.data import load_questions
+    from otbench.probe.grading import GradeItem, open_grader
+
+    questions = {(q.group, q.id): q for q in load_questions(ms.provenance["data"])}
+    name, grade, close = open_grader(grader)
+    try:
+        items = []
+        for row, text in zip(rows, texts):
+            g = ms.groups[int(ms.cell_group[int(ms.cell[row])])]
+            q = questions[(g, ms.question_id[int(ms.question[row])])]
+            items.append(GradeItem(q.task, q.reference, text, q))
+        return name, np.array([bool(c) for c, _ in grade(items)], dtype=bool)
+    finally:
+        close()
+
+
 RECORDED = "recorded"
 """`--base-url recorded`: the set's recorded server address, used without credentials."""
 
@@ -402,9 +420,7 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     (`engine_config_of`; never the set's).
     """
     from otbench.probe.config import Sampling, load_family
-    from otbench.probe.data import load_questions
     from otbench.probe.engines import open_engine
-    from otbench.probe.grading import GradeItem, open_grader
     from otbench.probe.tokens import build_vocabulary, compile_format
 
     from . import PROCESSOR
@@ -447,17 +463,7 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     finally:
         if own:
             engine.close()
-    questions = {(q.group, q.id): q for q in load_questions(prov["data"])}
-    name, grade, close = open_grader(grader)
-    try:
-        items = []
-        for row, text in zip(rows, texts):
-            g = ms.groups[int(ms.cell_group[int(ms.cell[row])])]
-            q = questions[(g, ms.question_id[int(ms.question[row])])]
-            items.append(GradeItem(q.task, q.reference, text, q))
-        correct = np.array([bool(c) for c, _ in grade(items)], dtype=bool)
-    finally:
-        close()
+    name, correct = grade_rows(ms, rows, texts, grader)
     k_off = np.asarray(offline_k, dtype=np.int64)
     P = np.asarray(ms.probes, dtype=np.float64)[np.asarray(rows)]
     acc_off = np.asarray(ms.C, dtype=np.float64)[np.asarray(rows), k_off] / P
