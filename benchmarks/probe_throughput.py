@@ -92,7 +92,7 @@ def _job(args):
 
     cfg = demo_job()
     cfg["data"] = {"seed": 0, "sources": [{"embedded": "sums", "n": args.questions}]}
-    cfg["probe"] |= {"R": args.R, "P": 16, "b": 32, "thinking_limit": args.think, "answer_limit": 256}
+    cfg["probe"] |= {"R": args.R, "P": 16, "b": 32, "thinking_limit": args.think, "answer_limit": args.answer}
     cfg["engine"] |= {"max_model_len": 1024}
     if args.max_num_seqs is not None:
         cfg["engine"]["max_num_seqs"] = args.max_num_seqs
@@ -108,11 +108,13 @@ def main(argv=None) -> int:
     ap.add_argument("--max-num-seqs", type=int, default=None,
                     help="the engine's scheduler batch (its capacity; the loop's bounds follow it); "
                          "default: vLLM's")
+    ap.add_argument("--answer", type=int, default=256, help="answer_limit: tokens per forced answer")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: 2 questions, thinking <= 32, one repeat")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smoke size the test suite runs: 2 questions, thinking <= 32, answers <= 32, one repeat")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.questions, args.think, args.repeats = 2, 32, 1
+        args.questions, args.think, args.answer, args.repeats = 2, 32, 32, 1
 
     from otbench.probe.config import load_instructions
     from otbench.probe.data import load_data

@@ -216,6 +216,23 @@ def fb_frontier_at(ms: Any, rows: Sequence[int], beta: float) -> dict[str, Any]:
     return {"beta": i / 1000, "accuracy": float(macro[i]), "grid": 1001}
 
 
+def _paired(ms: Any, rows: Sequence[int], trajs: Sequence[Any], got: Sequence[CapOutcome], correct: np.ndarray,
+            k_off: np.ndarray, seed: int, replicates: int) -> dict[str, Any]:
+    """The cap's accuracy and relative cost against the fixed-budget point, paired (`paired_point`;
+    the online answer weighs the row's `P`, as `compare` weighs it); {} without trajectories."""
+    r = np.asarray(rows, dtype=np.int64)
+    if not r.size:
+        return {}
+    P = np.asarray(ms.probes, dtype=np.float64)[r]
+    acc_off = np.asarray(ms.C, dtype=np.float64)[r, k_off] / P
+    L_off = np.array([t.L[k] for t, k in zip(trajs, k_off)], dtype=np.float64)
+    L_on = np.array([len(g.thinking) for g in got], dtype=np.float64)
+    L_full = np.array([t.L[-1] for t in trajs], dtype=np.float64)
+    return paired_point(design_of(ms, rows), {"accuracy": (P * acc_off, P * correct.astype(np.float64), P),
+                                              "relative_cost": (L_off, L_on, L_full)},
+                        seed=seed, replicates=replicates)
+
+
 def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, theta: float,
                        engine: Any = None, grader: str = "auto", start: str | None = None,
                        end: str | None = None, seed: int = SEED, replicates: int = REPLICATES,
@@ -278,18 +295,7 @@ def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Seque
     per = [classify(t.thinking, int(t.prompt[-1]) if t.prompt else None, g, theta, tables, strings.end_ids,
                     thinking_limit) for t, g in zip(trajs, got)]
     k_off = np.asarray(offline_k, dtype=np.int64)
-    r = np.asarray(rows, dtype=np.int64)
-    P = np.asarray(ms.probes, dtype=np.float64)[r]
-    acc_off = np.asarray(ms.C, dtype=np.float64)[r, k_off] / P if r.size else np.zeros(0)
-    L_off = np.array([t.L[k] for t, k in zip(trajs, k_off)], dtype=np.float64)
-    L_on = np.array([len(g.thinking) for g in got], dtype=np.float64)
-    L_full = np.array([t.L[-1] for t in trajs], dtype=np.float64)
-    y = correct.astype(np.float64)
-    point: dict[str, Any] = {}
-    if r.size:
-        point = paired_point(design_of(ms, rows), {"accuracy": (P * acc_off, P * y, P),
-                                                   "relative_cost": (L_off, L_on, L_full)},
-                             seed=seed, replicates=replicates)
+    point = _paired(ms, rows, trajs, got, correct, k_off, seed, replicates)
     counts = {k: sum(k in p["kinds"] for p in per) for k in KINDS}
     cut = [p for p in per if p["engine_cut"] is not None]
     cert: dict[str, Any] = {
