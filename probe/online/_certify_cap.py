@@ -321,7 +321,12 @@ def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Seque
                     online_rel_cost=cost["online"], offline_rel_cost=cost["offline"],
                     cost_gap_pp=100 * cost["difference"])
         fb = fb_frontier_at(ms, rows, cost["online"])
+        lo, hi = acc["online_interval"]
+        # The frontier's actions are the measured step ends, scored by probe accuracy C(k)/P; the cap
+        # cuts mid-step and answers once, so it can land above the frontier: by chance (then the
+        # frontier lies inside its interval) or by a mid-step cut the frontier never measured.
         cert["fb_frontier"] = {**fb, "gap_pp": 100 * (fb["accuracy"] - acc["online"]),
+                               "inside_cap_interval": lo is not None and lo <= fb["accuracy"] <= hi,
                                "reading": "the oracle FB frontier of these trajectories at the cap's "
                                           "macro relative cost (largest grid budget at or below it): "
                                           "what the best fixed budget per question reaches there"}
@@ -348,5 +353,6 @@ def cap_line(cert: Mapping[str, Any]) -> str:
         line += (f"; cap accuracy {100 * cert['online_acc']:.1f}%{span('accuracy', 'online')} at relative "
                  f"cost {100 * cert['online_rel_cost']:.1f}%{span('relative_cost', 'online')}, offline FB "
                  f"point {100 * cert['offline_acc']:.1f}% at {100 * cert['offline_rel_cost']:.1f}%, FB frontier "
-                 f"{100 * fb['accuracy']:.1f}% at β = {fb['beta']:.3f} (gap {fb['gap_pp']:.1f} pp)")
+                 f"{100 * fb['accuracy']:.1f}% at β = {fb['beta']:.3f} (gap {fb['gap_pp']:.1f} pp, "
+                 f"{'inside' if fb['inside_cap_interval'] else 'outside'} the cap's interval)")
     return line
