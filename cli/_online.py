@@ -234,6 +234,11 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
     ms = load_set(str(set_dir))
     _check_result(set_dir, "online_run.json", json_path)
     with argument_errors():
+        if method == ENGINE_BUDGET:
+            from otbench.probe.online import OnlineControlError
+
+            raise OnlineControlError(f"--method {ENGINE_BUDGET}: the engine's own cap is certified, not "
+                                     f"run (otbench online certify SET --method {ENGINE_BUDGET} --theta T)")
         m = _rule(method)
         check_replayable(set_dir, ms)
         if m.online == "side":

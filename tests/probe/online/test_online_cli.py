@@ -78,3 +78,18 @@ def test_deepconf_threshold_is_fit_on_train_for_one_model():
 
         with pytest.raises(OnlineControlError, match="online certify replays one model's set"):
             _deepconf_threshold(ms, resolve("deepconf-exit"), 90.0)
+
+
+def test_engine_budget_is_certified_not_run_and_its_strings_are_its_own(tmp_path):
+    from otbench.analysis import save
+    from otbench.analysis.bench import assign_splits
+
+    d = tmp_path / "s"
+    save(assign_splits(small_set(synthetic=True)), d)
+    refused(cli("online", "run", d, "--method", "engine-budget", "--theta", "8"),
+            "the engine's own cap is certified, not run")
+    refused(cli("online", "certify", d, "--method", "thinkbrake", "--theta", "0.5", "--reasoning-end", "x"),
+            "apply to --method engine-budget only")
+    # a synthetic set was never probed: nothing to regenerate
+    refused(cli("online", "certify", d, "--method", "engine-budget", "--theta", "8"),
+            "online replay needs a probe run", "synthetic")
