@@ -43,7 +43,7 @@ HEAVY_FIRST = (
     "tests/probe/online/test_online_server.py",
     "tests/probe/online/test_online_sidereq_vllm.py",
     "tests/probe/online/test_own_context_margin.py",
-    "tests/analysis/horizon/test_audit_lm_eval.py",
+    "tests/test_lm_eval_logs.py",
     "tests/test_tracking.py",
     "tests/test_benchmarks.py",
 )

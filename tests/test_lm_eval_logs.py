@@ -1,11 +1,15 @@
-"""`otbench audit-log` on a log the real lm-eval wrote (issue 42): a local task on the embedded
-SmolLM2 with a small length limit, so the step-by-step replies are cut and the one-number
-replies finish.
+"""Logs the real lm-eval writes (issues 40 and 42): a local task over the embedded SUMS
+questions, run on the embedded SmolLM2 with a small length limit, so the step-by-step replies
+are cut and the one-number replies finish. One lm-eval run serves both readers:
 
-lm-eval records no finish reason; the audit reads the limit from the run's own `results_*.json`
-(`pretrained=` the local folder) by re-encoding each reply against its record's `max_gen_toks`.
-The censored share and the bounds are checked against a twin computed here from the samples file
-with the same tokenizer, and the source's verdicts are used as they are.
+* `otbench audit-log`: lm-eval records no finish reason; the audit reads the limit from the
+  run's own `results_*.json` (`pretrained=` the local folder) by re-encoding each reply against
+  its record's `max_gen_toks`. The censored share and the bounds are checked against a twin
+  computed here from the samples file with the same tokenizer.
+* the probe's trace import (`[trajectories] format = "lm-eval"`): each document's reply becomes
+  a trajectory and lm-eval's own verdict its `y`.
+
+The source's verdicts are used as they are in both.
 """
 
 import json
@@ -22,15 +26,16 @@ from otbench.cli import main
 pytest.importorskip("lm_eval")
 transformers = pytest.importorskip("transformers")
 
-QUESTIONS = [
-    ("Reply with only the number, nothing else. What is 3 + 4?", "7"),
-    ("Reply with only the number, nothing else. What is 2 + 2?", "4"),
-    ("Reply with only the number, nothing else. What is 5 + 1?", "6"),
-    ("Explain in detail, step by step, how to add 17 and 25.", "42"),
-    ("Explain in detail, step by step, how to add 38 and 44.", "82"),
-    ("Explain in detail, step by step, how to add 19 and 23.", "42"),
-]
+N = 6
+SHORT = "Reply with only the number, nothing else. "
+LONG = "Explain in detail, step by step, how you find the answer. "
 LIMIT = 32
+
+
+def _questions():
+    from otbench.probe.data import load_questions
+
+    return load_questions({"source": "sums", "n": N})
 
 TASK = """task: otbench_sums
 dataset_path: json
@@ -39,7 +44,7 @@ dataset_kwargs:
     test: {data}
 test_split: test
 output_type: generate_until
-doc_to_text: "{{{{question}}}}"
+doc_to_text: "{{{{prompt}}}}"
 doc_to_target: "{{{{answer}}}}"
 generation_kwargs:
   until: ["<|im_end|>"]
@@ -64,8 +69,10 @@ def lm_eval_samples(tmp_path_factory):
     work = tmp_path_factory.mktemp("lm-eval")
     data = work / "tasks" / "sums.jsonl"
     data.parent.mkdir()
-    data.write_text("".join(json.dumps({"question_id": f"s{i}", "question": q, "answer": a}) + "\n"
-                            for i, (q, a) in enumerate(QUESTIONS)))
+    # the first half asked for the number alone (finished), the rest for an explanation (cut)
+    data.write_text("".join(json.dumps({"question_id": q.id, "question": q.text, "answer": q.reference,
+                                        "prompt": (SHORT if i < N // 2 else LONG) + q.text}) + "\n"
+                            for i, q in enumerate(_questions())))
     (work / "tasks" / "sums.yaml").write_text(TASK.format(data=data, limit=LIMIT))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     r = subprocess.run([str(Path(sys.executable).parent / "lm_eval"), "--model", "hf", "--model_args",
@@ -82,7 +89,7 @@ def test_audit_reads_the_length_limit_of_a_real_lm_eval_log(lm_eval_samples, tmp
     samples, folder = lm_eval_samples
     tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     recs = [json.loads(line) for line in samples.read_text().splitlines()]
-    assert len(recs) == len(QUESTIONS)
+    assert len(recs) == N
     cut = np.array([len(tok.encode(r["resps"][0][0], add_special_tokens=False)) >= LIMIT for r in recs])
     verdict = np.array([r["exact_match"] for r in recs], dtype=float)
     assert 0 < cut.sum() < len(recs)                   # the small limit cuts some replies, not all
@@ -107,3 +114,24 @@ def test_audit_reads_the_length_limit_of_a_real_lm_eval_log(lm_eval_samples, tmp
     res = CliRunner().invoke(main, ["audit-log", str(bare), "--replicates", "50"])
     assert res.exit_code == 0 and "length limit: not recorded" in res.output
     assert "0 hit the length limit" in res.output
+
+
+def test_a_real_lm_eval_log_imports_with_its_own_verdicts(lm_eval_samples):
+    from otbench.probe.stp import job_from_dict
+    from otbench.probe.stp._imported import import_trajectories
+
+    samples, folder = lm_eval_samples
+    recs = {json.loads(line)["doc"]["question_id"]: json.loads(line) for line in samples.read_text().splitlines()}
+    cfg = {"model": {"family": "generic-chat", "id": "smollm2", "path": str(folder)},
+           "engine": {"kind": "transformers", "dtype": "float32", "max_model_len": 512},
+           "data": {"source": "sums", "n": N}, "probe": {"P": 1, "b": 16, "thinking_limit": 64, "answer_limit": 8},
+           "grader": {"kind": "minimal"}, "trajectories": {"path": str(samples), "format": "lm-eval"}}
+    lines: list[str] = []
+    imp = import_trajectories(job_from_dict(cfg), _questions(), lines.append)
+    assert len(imp.job.replay) == N
+    # y is lm-eval's verdict of each document, as lm-eval scored it
+    want = [int(recs[q.id]["exact_match"]) for q in _questions()]
+    assert [t.verdict[0] for t in imp.job.replay] == want
+    v = imp.record["verdicts"]
+    assert v["source"] == "exact_match (number)" and v["kept"] == N and v["source_correct"] == sum(want)
+    assert any(ln.startswith("verdicts: exact_match (number) kept as y for 6 of 6") for ln in lines), lines
