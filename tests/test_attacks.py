@@ -1082,6 +1082,36 @@ CASES += [
 ]
 
 
+# -- the engine's own cap and the lm-eval length reading (issue 42): refused before any engine or
+# tokenizer work ------------------------------------------------------------------------------
+
+def _lm_eval_log(w: Path) -> None:
+    (w / "lm").mkdir()
+    (w / "lm" / "samples_t_2026-01-01T00-00-00.000000.jsonl").write_text(json.dumps({
+        "doc_id": 0, "doc": {"question_id": "q0"}, "target": "2", "resps": [["2"]], "filtered_resps": ["2"],
+        "filter": "none", "metrics": ["exact_match"], "exact_match": 1.0,
+        "arguments": {"gen_args_0": {"arg_0": "Q", "arg_1": {"max_gen_toks": 4}}}}) + "\n")
+    (w / "no-tokenizer").mkdir()
+
+
+CASES += [
+    Case("engine-budget-on-a-set-without-a-probe-run", 39,
+         ("online", "certify", "s", "--method", "engine-budget", "--theta", "8"),
+         needle="online replay needs a probe run"),
+    Case("engine-budget-is-not-run", 39, ("online", "run", "s", "--method", "engine-budget", "--theta", "8"),
+         needle="the engine's own cap is certified, not run"),
+    Case("reasoning-strings-of-another-method", 39,
+         ("online", "certify", "s", "--method", "thinkbrake", "--theta", "0.5", "--reasoning-start", "x"),
+         needle="apply to --method engine-budget only"),
+    Case("audit-log-tokenizer-folder-without-one", 39,
+         ("audit-log", "lm/samples_t_2026-01-01T00-00-00.000000.jsonl", "--tokenizer", "no-tokenizer"),
+         setup=_lm_eval_log, needle="no tokenizer could be read there"),
+    Case("audit-log-tokenizer-for-a-format-that-records-its-stops", 39,
+         ("audit-log", "lm/samples_t_2026-01-01T00-00-00.000000.jsonl", "--format", "chat", "--tokenizer",
+          "no-tokenizer"), setup=_lm_eval_log, needle="--tokenizer applies to lm-eval logs"),
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
