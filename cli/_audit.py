@@ -49,8 +49,9 @@ def audit_cmd(file: Path, fmt: str | None, metric: str | None, out: Path | None,
     from otbench.evallogs import detect_format, lm_eval_results_model, read_log, token_counter
 
     with data_errors():
+        kind = fmt or detect_format(file)
         count, counted_by = None, None
-        if (fmt or detect_format(file)) == "lm-eval":
+        if kind == "lm-eval":
             counted_by = str(tokenizer) if tokenizer is not None else lm_eval_results_model(file)
             count = token_counter(counted_by) if counted_by else None
         elif tokenizer is not None:
@@ -58,11 +59,11 @@ def audit_cmd(file: Path, fmt: str | None, metric: str | None, out: Path | None,
 
             raise EvalLogError(f"{file}: --tokenizer applies to lm-eval logs (the other formats record "
                                "their stop reason)")
-        doc = audit_replies(read_log(file, fmt, metric=metric, count_tokens=count), source=str(file),
+        doc = audit_replies(read_log(file, kind, metric=metric, count_tokens=count), source=str(file),
                             replicates=replicates, seed=seed)
         doc["length_limit"] = ({"read": "re-encoded reply tokens >= the record's max_gen_toks",
                                 "tokenizer": counted_by} if count is not None else None)
-    if count is None and (fmt or detect_format(file)) == "lm-eval":
+    if count is None and kind == "lm-eval":
         click.echo("length limit: not recorded (lm-eval writes no finish reason; --tokenizer DIR counts "
                    "each reply's tokens against its max_gen_toks)")
     elif count is not None:
