@@ -239,8 +239,9 @@ def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Seque
                        in_flight: int = 64, server: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Regenerate `rows` of the stored set under the engine's cap of `theta` thinking tokens and
     certify it (module docstring). `offline_k`: the fixed-budget stops at θ (`budget-forcing`).
-    `engine`: an open engine started with `strings` (default: the set's recorded one with the
-    cap's strings, started here and closed after)."""
+    `engine`: an open engine already configured with the cap's strings (`EngineConfig.reasoning`;
+    `start` / `end` name them here); default: the set's recorded one, started here with the cap's
+    strings and closed after."""
     from otbench.probe.config import Sampling, load_family
     from otbench.probe.engines import open_engine
     from otbench.probe.tokens import build_vocabulary, compile_format
@@ -248,6 +249,10 @@ def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Seque
     check_replayable(directory, ms)
     prov = ms.provenance
     fam = load_family(prov["family"]["name"])
+    if fam.version != prov["family"].get("version"):
+        # otbench's close at a cut is the family's: it must be the one the set was probed with
+        raise OnlineControlError(f"the set was probed with family {fam.name} version "
+                                 f"{prov['family'].get('version')}; this otbench has version {fam.version}")
     probe = prov.get("probe", {})
     thinking_limit = int(probe.get("thinking_limit", fam.limits.thinking))
     answer_limit = int(probe.get("answer_limit", fam.limits.answer))
