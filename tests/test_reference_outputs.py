@@ -37,6 +37,13 @@ math (`$\\beta_{\\text{match}}$`, `$F_C(\\beta)$`, `$A_{\\text{full}}$` instead 
 twelve columns are printed as two table environments of seven, each keeping rank and
 method, captioned "(part i of 2)". Their CSV files and every other digest are unchanged.
 
+The set and every digest downstream of it were re-pinned for the engine-cap session: on an AVX2
+machine (no AVX-512) NumPy's float64 `tanh`, `exp`, `log`, `expm1`, `log1p` and `power` ran other
+SIMD kernels than on the AVX-512 machines the digests were recorded on, and the simulated set's
+content hash differed. The simulator now computes those functions by the C library's scalar
+functions (`analysis/measurement/_libm.py`), which do not depend on the vector width; the
+digests were recorded with it (on the AVX2 machine).
+
 What is compared: JSON documents with their `provenance` blocks removed
 (they name library versions) and canonically re-serialized; CSV and LaTeX
 tables as bytes; the set's logical content hash. PNG bytes depend on the

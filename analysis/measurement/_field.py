@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _libm
 from ._types import MeasurementSet
 from otbench.errors import ArgumentError
 
@@ -64,7 +65,7 @@ FIELD_SIGNALS = tuple(SIGNAL_DEFINITIONS)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    return 1.0 / (1.0 + _libm.exp(-x))
 
 
 def synthetic_stream(ms: MeasurementSet, seed: int, stream: int, what: str) -> np.random.Generator:

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _libm
 from ._field import synthetic_stream
 from ._types import MeasurementSet
 
@@ -130,7 +131,7 @@ def _first_appearance(classes: np.ndarray, n_classes: int) -> np.ndarray:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    return 1.0 / (1.0 + _libm.exp(-x))
 
 
 def _synthetic_min_conf(ms: MeasurementSet, seed: int) -> np.ndarray:

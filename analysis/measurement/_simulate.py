@@ -94,6 +94,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import _libm
 from ._build import from_ragged
 from ._calibration import GROUPS, MODELS, SCALE_SIZES, Group, Model
 from ._field import add_field_signals
@@ -134,7 +135,7 @@ def _simulate_iv(scale: Any, seed: Any) -> tuple[str, int]:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    return 0.5 * (1.0 + _libm.tanh(0.5 * x))
 
 
 def _parameters(scale: str) -> dict[str, Any]:
@@ -207,27 +208,27 @@ def _chain(n: np.ndarray, off: np.ndarray, u: np.ndarray, start: np.ndarray, lam
     neg_n = -n[order]
     base = off[:-1][order]
     lam, mu = lam[order], mu[order]
-    u_late = u ** np.repeat(late, n + 1)
+    u_late = _libm.power(u, np.repeat(late, n + 1))
     st = start[order].copy()
     conf = np.zeros(n.size)
     state = np.zeros(u.size, dtype=np.int8)
     confs = np.zeros(u.size)
     state[off[:-1]] = start
-    u_pow = u ** _CORRUPT_POWER
+    u_pow = _libm.power(u, _CORRUPT_POWER)
     for k in range(1, int(n.max(initial=0)) + 1):
         m = int(np.searchsorted(neg_n, -k, side="right"))  # rows with n >= k
         idx = base[:m] + k
         du = u[idx] - u[idx - 1]
         s = st[:m]
-        p_corrupt = -np.expm1(-mu[:m] * (u_pow[idx] - u_pow[idx - 1]))
-        p_find = -np.expm1(-lam[:m] * (u_late[idx] - u_late[idx - 1])
+        p_corrupt = -_libm.expm1(-mu[:m] * (u_pow[idx] - u_pow[idx - 1]))
+        p_find = -_libm.expm1(-lam[:m] * (u_late[idx] - u_late[idx - 1])
                            * np.where(s == _LOST, _RECOVER, 1.0))
         Uk = U[idx]
         new = np.where(s == _HELD, np.where(Uk < p_corrupt, _LOST, _HELD),
                        np.where(Uk < p_find, _HELD, s)).astype(np.int8)
         st[:m] = new
         c = conf[:m]
-        conf[:m] = c + ((new == _HELD) - c) * -np.expm1(-_CONF_RATE * du)
+        conf[:m] = c + ((new == _HELD) - c) * -_libm.expm1(-_CONF_RATE * du)
         state[idx] = new
         confs[idx] = conf[:m]
     return state, confs
@@ -360,8 +361,8 @@ def _latents(rows: _Rows, rng) -> _Latents:
     len_mq = rng.standard_normal(rows.n_mq)[mq]
     e = 0.8 * rng.standard_normal(T)
     pi = _sigmoid(Mp["skill"] + G["solve"] - d + e)
-    lam = -np.log1p(-np.minimum(pi, 1.0 - 1e-12))
-    mu = G["corrupt"] * Mp["overthink"] * np.exp(0.7 * rng.standard_normal(T))
+    lam = -_libm.log1p(-np.minimum(pi, 1.0 - 1e-12))
+    mu = G["corrupt"] * Mp["overthink"] * _libm.exp(0.7 * rng.standard_normal(T))
     h = G["hi"] + 0.5 * Mp["skill"] - 0.3 * d + 0.5 * rng.standard_normal(T)
     lo = G["lo"] + 0.3 * Mp["skill"] + 0.5 * rng.standard_normal(T)
     base = _MARGIN["base"] + _MARGIN["base_sd"] * rng.standard_normal(T)
@@ -373,9 +374,9 @@ def _steps(sc, rng, rows: _Rows, lat: _Latents) -> _Steps:
     """Thinking lengths, the thinking limit, step counts and step lengths (docs/rules.md)."""
     G, Mp, d = rows.G, rows.Mp, rows.d
     T = d.size
-    log_len = (np.log(G["tokens"]) + Mp["length"] + G["len_diff"] * d + 0.2 * lat.len_mq
+    log_len = (_libm.log(G["tokens"]) + Mp["length"] + G["len_diff"] * d + 0.2 * lat.len_mq
                + G["len_sd"] * rng.standard_normal(T) - 0.3 * lat.e)
-    L_raw = np.rint(np.exp(log_len))
+    L_raw = np.rint(_libm.exp(log_len))
     empty = rng.random(T) < _EMPTY_RATE
     if sc.force_edges:
         pick = rng.choice(T, size=2, replace=False)
