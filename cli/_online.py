@@ -93,11 +93,25 @@ def _engine_cap(set_dir: Path, ms, theta: float, grader: str, trajectories, json
     if trajectories is not None:
         rows, k = rows[:trajectories], k[:trajectories]
     cert = certify_engine_cap(set_dir, ms, rows, k, theta=theta, grader=grader, start=start, end=end,
-                              server=server)
+                              server=server, frontier=_fb_frontier(ms, rows))
     path = write_result({"schema": "otbench.online-certify-cap/1", **cert}, set_dir, "online_certify.json",
                         json_path)
     click.echo(f"wrote {path}")
     click.echo(cap_line(cert))
+
+
+def _fb_frontier(ms, rows):
+    """`beta -> {"beta", "accuracy", "grid"}`: the exact oracle FB frontier of `rows` (NumPy, no JAX;
+    docs/rules.md), its macro accuracy at the largest point of the 1,001-point grid `<= beta`."""
+    import numpy as np
+
+    from otbench.analysis.frontier import frontiers
+
+    def at(beta: float) -> dict:
+        fr = frontiers(ms.take(np.asarray(rows)), strategies="fb", grid=1001)
+        i = int(np.clip(np.floor(beta * 1000 + 1e-9), 0, 1000)) if np.isfinite(beta) else 0
+        return {"beta": i / 1000, "accuracy": float(fr.strategies["fb"].macro[i]), "grid": 1001}
+    return at
 
 
 def _common(f):

@@ -32,13 +32,12 @@ from ._read import (
     lighteval_replies,
     lm_eval_names,
     lm_eval_replies,
-    lm_eval_results_model,
     read_log,
     rows,
     split_reasoning,
     split_reply,
-    token_counter,
 )
+from ._lengths import lm_eval_results_model, token_counter
 
 __all__ = [
     "FALLBACK", "GSM8K_IGNORE", "LABEL_FIELDS", "LOG_FORMATS", "MARKERS", "PRESETS", "QUESTION_ID", "QUESTION_TEXT",

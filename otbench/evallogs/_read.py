@@ -162,47 +162,6 @@ def lm_eval_names(path: str | Path) -> tuple[str, str]:
     return task, p.parent.name or "model"
 
 
-def lm_eval_results_model(path: str | Path) -> str | None:
-    """The local model folder an lm-eval samples file was written for, or None.
-
-    lm-eval writes `results_<date>.json` beside the samples with the run's `config.model_args`
-    (`pretrained=...`, as a string or a mapping); the folder counts only where it exists here.
-    """
-    import json
-
-    p = Path(path)
-    stamp = _DATE.search(p.stem)
-    names = sorted(p.parent.glob("results_*.json"))
-    if stamp:
-        names = [n for n in names if stamp.group(0).lstrip("_") in n.name] or names
-    for name in names:
-        try:
-            cfg = json.loads(name.read_text(encoding="utf-8")).get("config", {})
-        except (OSError, ValueError, AttributeError):
-            continue
-        args = cfg.get("model_args") if isinstance(cfg, Mapping) else None
-        if isinstance(args, str):
-            args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
-        folder = args.get("pretrained") if isinstance(args, Mapping) else None
-        if isinstance(folder, str) and Path(folder).is_dir():
-            return folder
-    return None
-
-
-def token_counter(folder: str | Path):
-    """`text -> tokens` by the tokenizer in `folder` (local files only), without special tokens."""
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise EvalLogError(f"{folder}: counting reply tokens needs the transformers library "
-                           "(pip install transformers)") from None
-    try:
-        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise EvalLogError(f"{folder}: no tokenizer could be read there ({str(e).splitlines()[0][:160]})") from None
-    return lambda text: len(tok.encode(text, add_special_tokens=False))
-
-
 def _max_gen_toks(args: Any) -> int | None:
     g = args.get("gen_args_0") if isinstance(args, Mapping) else None
     kw = g.get("arg_1") if isinstance(g, Mapping) else None

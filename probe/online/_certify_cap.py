@@ -42,7 +42,7 @@ frontier of the same trajectories at the cap's cost.
 """
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -205,17 +205,6 @@ def classify(stored: Sequence[int], prompt_last: int | None, outcome: CapOutcome
     return rec
 
 
-def fb_frontier_at(ms: Any, rows: Sequence[int], beta: float) -> dict[str, Any]:
-    """The oracle FB frontier of `rows` (exact, NumPy; docs/rules.md) at relative budget `beta`:
-    its macro accuracy on the 1,001-point grid at the largest grid budget `<= beta`."""
-    from otbench.analysis.frontier import frontiers
-
-    fr = frontiers(ms.take(np.asarray(rows)), strategies="fb", grid=1001)
-    macro = np.asarray(fr.strategies["fb"].macro, dtype=np.float64)
-    i = int(np.clip(np.floor(beta * 1000 + 1e-9), 0, 1000)) if np.isfinite(beta) else 0
-    return {"beta": i / 1000, "accuracy": float(macro[i]), "grid": 1001}
-
-
 def _paired(ms: Any, rows: Sequence[int], trajs: Sequence[Any], got: Sequence[CapOutcome], correct: np.ndarray,
             k_off: np.ndarray, seed: int, replicates: int) -> dict[str, Any]:
     """The cap's accuracy and relative cost against the fixed-budget point, paired (`paired_point`;
@@ -236,9 +225,13 @@ def _paired(ms: Any, rows: Sequence[int], trajs: Sequence[Any], got: Sequence[Ca
 def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, theta: float,
                        engine: Any = None, grader: str = "auto", start: str | None = None,
                        end: str | None = None, seed: int = SEED, replicates: int = REPLICATES,
-                       in_flight: int = 64, server: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                       in_flight: int = 64, server: Mapping[str, Any] | None = None,
+                       frontier: Callable[[float], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Regenerate `rows` of the stored set under the engine's cap of `theta` thinking tokens and
     certify it (module docstring). `offline_k`: the fixed-budget stops at θ (`budget-forcing`).
+    `frontier(beta)`: the oracle FB frontier of `rows` at relative budget `beta` (``{"beta",
+    "accuracy", ...}``; the analysis computes it, the probe stage imports no frontier code);
+    None: not placed.
     `engine`: an open engine already configured with the cap's strings (`EngineConfig.reasoning`;
     `start` / `end` name them here); default: the set's recorded one, started here with the cap's
     strings and closed after."""
@@ -325,7 +318,9 @@ def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Seque
         cert.update(online_acc=acc["online"], offline_acc=acc["offline"], acc_gap_pp=100 * acc["difference"],
                     online_rel_cost=cost["online"], offline_rel_cost=cost["offline"],
                     cost_gap_pp=100 * cost["difference"])
-        fb = fb_frontier_at(ms, rows, cost["online"])
+    if point and frontier is not None:
+        acc, cost = point["accuracy"], point["relative_cost"]
+        fb = frontier(cost["online"])
         lo, hi = acc["online_interval"]
         # The frontier's actions are the measured step ends, scored by probe accuracy C(k)/P; the cap
         # cuts mid-step and answers once, so it can land above the frontier: by chance (then the
@@ -354,10 +349,12 @@ def cap_line(cert: Mapping[str, Any]) -> str:
             lo, hi = iv[key].get(f"{side}_interval", [None, None])
             return f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None else ""
 
-        fb = cert["fb_frontier"]
         line += (f"; cap accuracy {100 * cert['online_acc']:.1f}%{span('accuracy', 'online')} at relative "
                  f"cost {100 * cert['online_rel_cost']:.1f}%{span('relative_cost', 'online')}, offline FB "
-                 f"point {100 * cert['offline_acc']:.1f}% at {100 * cert['offline_rel_cost']:.1f}%, FB frontier "
-                 f"{100 * fb['accuracy']:.1f}% at β = {fb['beta']:.3f} (gap {fb['gap_pp']:.1f} pp, "
-                 f"{'inside' if fb['inside_cap_interval'] else 'outside'} the cap's interval)")
+                 f"point {100 * cert['offline_acc']:.1f}% at {100 * cert['offline_rel_cost']:.1f}%")
+        fb = cert.get("fb_frontier")
+        if fb:
+            line += (f", FB frontier {100 * fb['accuracy']:.1f}% at β = {fb['beta']:.3f} (gap "
+                     f"{fb['gap_pp']:.1f} pp, {'inside' if fb['inside_cap_interval'] else 'outside'} the "
+                     "cap's interval)")
     return line
