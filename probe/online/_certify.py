@@ -388,6 +388,21 @@ def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str], 
     return EngineConfig(**cfg)
 
 
+def set_family(prov: Mapping[str, Any]) -> Any:
+    """The chat family the set was probed with, refused in one line when this otbench has another
+    version of it: the server's processor loads the family by name, and otbench's close at a cut
+    is the family's."""
+    from otbench.probe.config import load_family
+
+    from ._spec import OnlineControlError
+
+    fam = load_family(prov["family"]["name"])
+    if fam.version != prov["family"].get("version"):
+        raise OnlineControlError(f"the set was probed with family {fam.name} version "
+                                 f"{prov['family'].get('version')}; this otbench has version {fam.version}")
+    return fam
+
+
 def check_replayable(directory, ms: Any) -> None:
     """Refuse, in one line, a set that cannot be replayed online (no probe provenance, synthetic)."""
     from ._spec import OnlineControlError
@@ -419,21 +434,15 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     `server`: a served engine's address and key variable, from the user
     (`engine_config_of`; never the set's).
     """
-    from otbench.probe.config import Sampling, load_family
+    from otbench.probe.config import Sampling
     from otbench.probe.engines import open_engine
     from otbench.probe.tokens import build_vocabulary, compile_format
 
     from . import PROCESSOR
 
-    from ._spec import OnlineControlError
-
     check_replayable(directory, ms)
     prov = ms.provenance
-    fam = load_family(prov["family"]["name"])
-    if fam.version != prov["family"].get("version"):
-        # The server's processor loads the family by name: it must be the one the set was probed with.
-        raise OnlineControlError(f"the set was probed with family {fam.name} version "
-                                 f"{prov['family'].get('version')}; this otbench has version {fam.version}")
+    fam = set_family(prov)
     probe = prov.get("probe", {})
     rule = prov.get("boundary_rule", "vocab")
     sampling = Sampling(**prov["sampling"])

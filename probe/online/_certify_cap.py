@@ -49,7 +49,7 @@ import numpy as np
 
 from otbench.probe.engines import GenRequest
 
-from ._certify import _run, check_replayable, engine_config_of, grade_rows, set_trajectories
+from ._certify import _run, check_replayable, engine_config_of, grade_rows, set_family, set_trajectories
 from ._certify_interval import REPLICATES, SEED, design_of, paired_point
 from ._certify_verdict import first_divergence
 from ._control import Tables
@@ -235,17 +235,13 @@ def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Seque
     `engine`: an open engine already configured with the cap's strings (`EngineConfig.reasoning`;
     `start` / `end` name them here); default: the set's recorded one, started here with the cap's
     strings and closed after."""
-    from otbench.probe.config import Sampling, load_family
+    from otbench.probe.config import Sampling
     from otbench.probe.engines import open_engine
     from otbench.probe.tokens import build_vocabulary, compile_format
 
     check_replayable(directory, ms)
     prov = ms.provenance
-    fam = load_family(prov["family"]["name"])
-    if fam.version != prov["family"].get("version"):
-        # otbench's close at a cut is the family's: it must be the one the set was probed with
-        raise OnlineControlError(f"the set was probed with family {fam.name} version "
-                                 f"{prov['family'].get('version')}; this otbench has version {fam.version}")
+    fam = set_family(prov)
     probe = prov.get("probe", {})
     thinking_limit = int(probe.get("thinking_limit", fam.limits.thinking))
     answer_limit = int(probe.get("answer_limit", fam.limits.answer))
