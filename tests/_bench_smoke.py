@@ -13,9 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
 
-def run_smoke(script: str, *args: str, timeout: float = 900) -> str:
-    """The stdout of `benchmarks/SCRIPT --smoke ARGS` (the test fails on a non-zero exit or no output)."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+def run_smoke(script: str, *args: str, timeout: float = 900, env: dict[str, str] | None = None) -> str:
+    """The stdout of `benchmarks/SCRIPT --smoke ARGS` (the test fails on a non-zero exit or no output);
+    `env` adds to (or overrides) the suite's environment."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})}
     r = subprocess.run([sys.executable, str(BENCH / script), "--smoke", *args], capture_output=True, text=True,
                        env=env, timeout=timeout, cwd=ROOT)
     assert r.returncode == 0, f"{script} --smoke exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"

@@ -3,6 +3,18 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# vLLM on the CPU starts an engine in three processes: this one, a spawned engine core and,
+# from there, a spawned worker; each spawn re-imports torch and vLLM (about 30 s of a 50 s
+# start on two cores, and the close waits 5 s more), and every such worker pins its one
+# OpenMP thread to core 0, so two test workers' engines share one core. The suite runs vLLM's
+# single-process mode instead (vLLM's own switch; the same `LLM` API, the same tokens: the
+# served and in-process sets still compare equal) and one thread per test worker, read by
+# torch and the BLAS at import. A later engine start in a test worker then takes about 3 s.
+# Served engines (`vllm serve`) keep their engine-core process. The spawned path stays run:
+# tests/test_benchmarks_online.py runs the online benchmark, whose engine loads a logits
+# processor across the spawn, with vLLM's multiprocessing on.
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -30,22 +42,23 @@ settings.load_profile(os.environ.get("OTBENCH_HYPOTHESIS_PROFILE", "otbench"))
 # minutes each; handed out first, they run beside the many short files instead of leaving one
 # worker alone at the end. Measured with --durations on two cores; any order is correct.
 HEAVY_FIRST = (
-    "tests/test_benchmarks_probe.py",
-    "tests/test_benchmarks_horizon.py",
     "tests/test_benchmarks_online.py",
-    "tests/probe/stp/test_probe_imported.py",
+    "tests/test_benchmarks_horizon.py",
+    "tests/probe/plan/test_plan_calibration_bench.py",
+    "tests/test_benchmarks_probe.py",
+    "tests/test_attacks.py",
+    "tests/test_benchmarks.py",
     "tests/probe/engines/test_openai_server.py",
+    "tests/probe/stp/test_probe_imported.py",
+    "tests/probe/online/test_online_sidereq_vllm.py",
     "tests/probe/online/test_online_vllm.py",
     "tests/probe/engines/test_probe_engines.py",
-    "tests/probe/stp/test_probe_ray.py",
-    "tests/probe/plan/test_plan_calibration_bench.py",
     "tests/probe/stp/test_oneline.py",
-    "tests/probe/online/test_online_server.py",
-    "tests/probe/online/test_online_sidereq_vllm.py",
-    "tests/probe/online/test_own_context_margin.py",
-    "tests/test_lm_eval_logs.py",
     "tests/test_tracking.py",
-    "tests/test_benchmarks.py",
+    "tests/probe/online/test_online_server.py",
+    "tests/probe/online/test_own_context_margin.py",
+    "tests/probe/stp/test_probe_ray.py",
+    "tests/test_lm_eval_logs.py",
 )
 
 

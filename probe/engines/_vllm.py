@@ -9,6 +9,7 @@ need an `if __name__ == "__main__":` guard (the `otbench` entry point has one).
 
 import os
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +81,24 @@ LOGPROBS_MODE = "raw_logprobs"
 bias, penalties, temperature and top-k/top-p (the signal's definition,
 docs/rules.md). Passed explicitly: a changed vLLM default must not change the
 signal silently."""
+
+
+def _answer_kernel_scan() -> None:
+    """Let vLLM's kernel-override scan pass over llvmlite's library wrapper in this process.
+
+    vLLM 0.32 rebinds its kernels by reading `vars(value)` of every module attribute that has a
+    `__dict__` (`triton_utils/dispatcher.py`, `_rebind_kernels`). llvmlite's `ffi.lib`, loaded
+    with numba (the segmenter's and the frontier's CPU kernels), answers any attribute name with
+    a wrapped C function, `__dict__` included, so the scan fails ("'_lib_fn_wrapper' object has
+    no attribute 'get'") in a process that imported numba. vLLM's spawned engine processes never
+    do; its single-process mode (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the test suite's) scans this
+    one. The wrapper's table of wrapped names gets an empty dict for `__dict__`: none of its
+    names is a kernel. Nothing is imported here: without llvmlite loaded there is nothing to do.
+    """
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    table = getattr(getattr(ffi, "lib", None), "_fntab", None)
+    if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
+        table["__dict__"] = {}
 
 
 def _prepare_environment(config: EngineConfig) -> None:
@@ -230,6 +249,7 @@ class VLLMEngine(EngineBase):
             from vllm.config import ReasoningConfig
 
             kw["reasoning_config"] = ReasoningConfig(**kw["reasoning_config"])
+        _answer_kernel_scan()
         self._llm = LLM(**kw)
         self._version = vllm.__version__
         self._tok = self._llm.get_tokenizer()

@@ -351,3 +351,30 @@ def test_the_forward_compatibility_package_skips_the_driver_check(monkeypatch):
         check_cuda_driver("13.0", ("535.183.01", 12020))
     monkeypatch.setenv("OTBENCH_CUDA_FORWARD_COMPAT", "1")    # NVML reports the kernel driver only there
     check_cuda_driver("13.0", ("535.183.01", 12020))
+
+
+def test_vllm_s_kernel_scan_passes_over_llvmlite_in_the_engine_s_process():
+    """vLLM 0.32's kernel-override scan (`triton_utils/dispatcher._rebind_kernels`) reads `vars()` of
+    every module attribute with a `__dict__`; llvmlite's library wrapper (numba's) answers `__dict__`
+    with a wrapped C function, so the scan fails in a process that imported numba, as vLLM's
+    single-process mode does. Run in a fresh process: vLLM's own scan, before and after the guard."""
+    pytest.importorskip("vllm")
+    pytest.importorskip("llvmlite")
+    script = (
+        "from llvmlite.binding import ffi\n"
+        "from vllm.triton_utils import dispatcher\n"
+        "from otbench.probe.engines._vllm import _answer_kernel_scan\n"
+        "try:\n"
+        "    dispatcher._rebind_kernels([])\n"
+        "    print('unguarded: passed')\n"
+        "except AttributeError as e:\n"
+        "    print('unguarded:', e)\n"
+        "_answer_kernel_scan()\n"
+        "dispatcher._rebind_kernels([])\n"
+        "assert vars(ffi.lib) == {}\n"
+        "print('guarded: passed')\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # the pinned vLLM fails without the guard; a vLLM that passes unguarded needs it no more
+    assert "unguarded: '_lib_fn_wrapper' object has no attribute 'get'" in r.stdout, r.stdout
+    assert r.stdout.rstrip().endswith("guarded: passed")
