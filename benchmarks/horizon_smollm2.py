@@ -71,7 +71,7 @@ def prompt_job(work: Path, quick: bool) -> tuple[dict, dict, dict]:
 
     job = load_horizon_job(Path(__file__).parent.parent / "artifacts" / "jobs" / "horizon-smollm2.toml")
     import dataclasses
-    job = dataclasses.replace(job, data={**job.data, "n": 6 if quick else 16}, replicates=1,
+    job = dataclasses.replace(job, data={**job.data, "n": 3 if quick else 16}, replicates=1,
                               thinking_limit=128, horizons=(0, 32, 64, 128),
                               checkpoints=(0, 32, 64, 96, 128), control_horizons=(32, 64))
     s = run_horizon(job, work / "arms", overwrite=True, progress=False, log=lambda s: None)
