@@ -29,7 +29,7 @@ calibration's per-token decode cost is the cost at that batch).
 
 Usage: ``python benchmarks/plan_calibration.py [--smoke]`` (or
 ``PLAN_CALIBRATION_SMOKE=1``): ``--smoke`` runs 2 and 3 units (one
-trajectory per question, SUMS only) for the test suite. Last line:
+trajectory per question, SUMS only, float32) for the test suite. Last line:
 
     plan_calibration: predicted/measured engine seconds R (calibrated on a run of N units, checked on M)
 
@@ -43,20 +43,22 @@ import tempfile
 import time
 from pathlib import Path
 
-SIZES = {"full": ({"SUMS": 3, "CHAMP": 1}, {"SUMS": 9, "CHAMP": 3}, 3),
-         "smoke": ({"SUMS": 2}, {"SUMS": 3}, 1)}
-"""(calibration questions per group, checked questions per group, R) per size."""
+SIZES = {"full": ({"SUMS": 3, "CHAMP": 1}, {"SUMS": 9, "CHAMP": 3}, 3, None),
+         "smoke": ({"SUMS": 2}, {"SUMS": 3}, 1, "float32")}
+"""(calibration questions per group, checked questions per group, R, dtype) per size. The smoke runs
+float32: a CPU without native bfloat16 (no AVX512-BF16/AMX) decodes the demo's bfloat16 about 4x
+slower (14 against 54 tokens/s at a batch of 16 on two Zen 1 cores); the full size keeps the demo's."""
 MAX_NUM_SEQS = 16
 
 
-def _job(questions: dict[str, int], R: int):
+def _job(questions: dict[str, int], R: int, dtype: str | None = None):
     from otbench.cli._demo import demo_job
     from otbench.probe.stp import job_from_dict
 
     cfg = demo_job()
     kinds = {"SUMS": "sums", "CHAMP": "champ"}
     cfg["data"] = {"seed": 0, "sources": [{"embedded": kinds[g], "n": n} for g, n in questions.items()]}
-    cfg["engine"] |= {"max_num_seqs": MAX_NUM_SEQS}
+    cfg["engine"] |= {"max_num_seqs": MAX_NUM_SEQS, **({"dtype": dtype} if dtype else {})}
     cfg["probe"] |= {"R": R}
     return job_from_dict(cfg)
 
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
     from otbench.probe.plan import calibrate, calibration_text, plan_job
     from otbench.probe.stp import _runner, run_job
 
-    calib_q, check_q, R = SIZES["smoke" if args.smoke else "full"]
+    calib_q, check_q, R, dtype = SIZES["smoke" if args.smoke else "full"]
     shared = _SharedEngine()
     _runner.open_engine = shared.open
     with tempfile.TemporaryDirectory() as tmp:
@@ -130,10 +132,10 @@ def main(argv=None) -> int:
         try:
             # started before the first run, so its start is in neither run's CPU-seconds
             from otbench.probe.stp._setup import resolve_engine_config
-            shared.open(resolve_engine_config(_job(calib_q, R), lambda m: None))
+            shared.open(resolve_engine_config(_job(calib_q, R, dtype), lambda m: None))
             for name, qs in (("calibration", calib_q), ("checked", check_q)):
                 t, cpu0, load0 = time.perf_counter(), _cpu_seconds(), os.getloadavg()[0]
-                job = _job(qs, R)
+                job = _job(qs, R, dtype)
                 out = root / name
                 runs[name] = (job, out, run_job(job, out, progress=False, log=lambda m: None, overwrite=True).run)
                 cost = runs[name][2]["cost"]["total"]
