@@ -27,6 +27,25 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # count meeting a float64 weight, or uint64 meeting int64, is an error, not a silent cast.
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
+
+
+def pytest_configure(config):
+    """JAX's persistent compilation cache in pytest's own cache folder (`.pytest_cache`, cleared by
+    `pytest --cache-clear`), shared by the test workers and the subprocesses they start (CLIs,
+    benchmarks: the environment carries it). Most of an analysis test's time is XLA compiling its
+    kernels (tests/analysis/overthinking/test_metrics.py: 82 s cold, 26 s warm on two cores); an
+    entry is keyed by the program, the JAX version and the flags, so a hit is the same executable.
+    No size cap: JAX's capped (least-recently-used) mode fails on entries an uncapped run wrote."""
+    cache = getattr(config, "cache", None)            # absent under `-p no:cacheprovider`
+    if cache is None:
+        return
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache.mkdir("jax-compilation-cache")))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                      float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+
+
 settings.register_profile(
     "otbench",
     derandomize=True,
