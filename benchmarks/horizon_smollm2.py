@@ -72,8 +72,7 @@ def prompt_job(work: Path, quick: bool) -> tuple[dict, dict, dict]:
     job = load_horizon_job(Path(__file__).parent.parent / "artifacts" / "jobs" / "horizon-smollm2.toml")
     import dataclasses
     if quick:
-        # float32: a CPU without native bfloat16 (no AVX512-BF16/AMX) decodes the job's bfloat16 about
-        # 4x slower (14 against 54 tokens/s at a batch of 16 on two Zen 1 cores); the full run keeps it
+        # float32 for the reason plan_calibration.py's SIZES gives; the full run keeps the job's bfloat16
         job = dataclasses.replace(job, base=dataclasses.replace(
             job.base, engine=dataclasses.replace(job.base.engine, dtype="float32")))
     job = dataclasses.replace(job, data={**job.data, "n": 3 if quick else 16}, replicates=1,
@@ -82,7 +81,7 @@ def prompt_job(work: Path, quick: bool) -> tuple[dict, dict, dict]:
     s = run_horizon(job, work / "arms", overwrite=True, progress=False, log=lambda s: None)
     t = time.perf_counter()
     doc = analyze(work / "arms", contrasts=["concise,base"])
-    return s.run, doc, {"analyze_s": time.perf_counter() - t}
+    return s.run, doc, {"analyze_s": time.perf_counter() - t, "dtype": job.base.engine.dtype}
 
 
 def engines(work: Path, n: int) -> dict:
@@ -173,7 +172,7 @@ def main(argv=None) -> int:
               f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]  sign-flip p = {p:.4f}")
 
     stats, doc, an = prompt_job(work, args.quick)
-    print(f"\n2. prompt arms on four-choice sums (vLLM, {'float32' if args.quick else 'bfloat16'}): total {stats['total_s']:.1f} s = engine start "
+    print(f"\n2. prompt arms on four-choice sums (vLLM, {an['dtype']}): total {stats['total_s']:.1f} s = engine start "
           f"{stats['engine_start_s']:.1f} + trajectories {stats['trajectories_s']:.1f} "
           f"({stats['reasoning_tokens']} tokens) + natural answers {stats['natural_answers_s']:.1f} + "
           f"readouts {stats['readouts_s']:.1f} ({stats['readout_inputs']} inputs, {stats['readout_tokens']} "

@@ -38,8 +38,9 @@ def main() -> None:
     ap.add_argument("--trajectories", type=int, default=None, help="replay only the first N test trajectories")
     ap.add_argument("--tokens", type=int, default=64, help="tokens per request in the overhead run")
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions of the overhead run")
-    ap.add_argument("--smoke", action="store_true", help="the smoke size the test suite runs: the median θ only, 2 test trajectories, 8-token "
-                         "overhead run, one repeat")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smoke size the test suite runs: the median θ only, 2 test trajectories, "
+                         "8-token overhead run, one repeat")
     ap.add_argument("--offline-signal", choices=("margin_own", "margin"), default=None,
                     help="recorded signal of the offline walk (default: margin_own when recorded)")
     a = ap.parse_args()

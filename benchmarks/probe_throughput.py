@@ -116,9 +116,7 @@ def main(argv=None) -> int:
                          "repeat, float32")
     args = ap.parse_args(argv)
     if args.smoke:
-        # float32: a CPU without native bfloat16 (no AVX512-BF16/AMX) decodes the demo's bfloat16
-        # about 4x slower (14 against 54 tokens/s at a batch of 16 on two Zen 1 cores); the smoke
-        # checks the path, the full size measures at the demo's dtype
+        # float32 for the reason plan_calibration.py's SIZES gives; the full size keeps the demo's
         args.questions, args.think, args.answer, args.repeats = 2, 32, 32, 1
         args.dtype = args.dtype or "float32"
 

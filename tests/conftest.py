@@ -28,12 +28,11 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 
-
 def pytest_configure(config):
     """JAX's persistent compilation cache in pytest's own cache folder (`.pytest_cache`, cleared by
     `pytest --cache-clear`), shared by the test workers and the subprocesses they start (CLIs,
     benchmarks: the environment carries it). Most of an analysis test's time is XLA compiling its
-    kernels (tests/analysis/overthinking/test_metrics.py: 82 s cold, 26 s warm on two cores); an
+    kernels (tests/analysis/overthinking/test_metrics.py: 66 s cold, 24 s warm on two cores); an
     entry is keyed by the program, the JAX version and the flags, so a hit is the same executable.
     No size cap: JAX's capped (least-recently-used) mode fails on entries an uncapped run wrote."""
     cache = getattr(config, "cache", None)            # absent under `-p no:cacheprovider`
