@@ -29,13 +29,24 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 
 def pytest_configure(config):
-    """JAX's persistent compilation cache in pytest's own cache folder (`.pytest_cache`, cleared by
+    """otbench's cache folder for the whole run, and JAX's persistent compilation cache in pytest's own cache folder (`.pytest_cache`, cleared by
     `pytest --cache-clear`), shared by the test workers and the subprocesses they start (CLIs,
     benchmarks: the environment carries it). Most of an analysis test's time is XLA compiling its
     kernels (tests/analysis/overthinking/test_metrics.py: 66 s cold, 24 s warm on two cores); an
     entry is keyed by the program, the JAX version and the flags, so a hit is the same executable.
-    No size cap: JAX's capped (least-recently-used) mode fails on entries an uncapped run wrote."""
+    No size cap: JAX's capped (least-recently-used) mode fails on entries an uncapped run wrote.
+
+    otbench's cache (`$OTBENCH_CACHE`: the converted embedded model, fingerprint memos, the
+    ledger key) is one folder beside it, never the user's: the embedded model is converted once
+    for the run and kept for the next (~30 s a conversion on two cores), not once per worker and
+    again in the user's cache for every CLI a test starts. Workers inherit the folder the
+    controlling process chose. xdist schedules no test before every worker has started, so a
+    worker's `--cache-clear` cannot remove what another worker is writing."""
     cache = getattr(config, "cache", None)            # absent under `-p no:cacheprovider`
+    if not hasattr(config, "workerinput"):
+        import tempfile
+        os.environ["OTBENCH_CACHE"] = str(cache.mkdir("otbench-cache") if cache is not None
+                                          else tempfile.mkdtemp(prefix="otbench-test-cache-"))
     if cache is None:
         return
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache.mkdir("jax-compilation-cache")))

@@ -101,20 +101,54 @@ def embedded_model_dir(name: str = DEFAULT_MODEL, *, cache: Path | None = None,
     """A local Hugging Face directory for the embedded model, converting it on first use.
 
     The conversion writes into a temporary sibling and renames it into place,
-    so an interrupted conversion is redone, never half-read.
+    so an interrupted conversion is redone, never half-read; processes that
+    ask for it at once convert it once (`_conversion_lock`).
     """
     entry = load_model(name)
     if entry.source.get("kind") != "pypi-gguf":
         raise EmbeddedModelError(f"model {name!r} is not an embedded (pypi-gguf) model")
     want = entry.source.get("sha256", "")
     target = (cache or cache_dir()) / "models" / f"{entry.name}-v{entry.version}"
+    if _converted(target, want):
+        return target
+    with _conversion_lock(target, log):
+        if _converted(target, want):           # another process converted it while this one waited
+            return target
+        return _convert(entry, target, want, log)
+
+
+def _converted(target: Path, want: str) -> bool:
     stamp = target / "otbench_source.json"
-    if stamp.is_file():
+    try:
+        return json.loads(stamp.read_text()).get("sha256") == want
+    except (OSError, ValueError):                # absent, unreadable, not JSON: convert again
+        return False
+
+
+@contextlib.contextmanager
+def _conversion_lock(target: Path, log):
+    """One conversion of a cache entry at a time: a process that finds another converting waits
+    for it, then uses its result (two demos started at once, Ray workers sharing a node's cache).
+    An advisory `flock` on a file beside the entry; the system drops it when its holder dies."""
+    try:
+        import fcntl
+    except ImportError:                      # no flock here: concurrent conversions stay safe, only redundant
+        yield
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target.parent / f".{target.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
         try:
-            if json.loads(stamp.read_text()).get("sha256") == want:
-                return target
-        except json.JSONDecodeError:
-            pass
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"embedded model: waiting for another process converting into {target}")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                         # closing the descriptor releases the lock
+
+
+def _convert(entry: ModelEntry, target: Path, want: str, log) -> Path:
     gguf = locate_gguf(entry)
     log(f"embedded model: checking {gguf.name} ({gguf.stat().st_size / 2**20:.0f} MiB)")
     got = sha256_file(gguf)

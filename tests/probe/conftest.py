@@ -1,5 +1,6 @@
 """Session fixtures of the probe tests: the tiny model, an engine on it, a private otbench cache."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,7 @@ def hf_engine(tiny_model):
 
 
 @pytest.fixture(scope="session")
-def otbench_cache(tmp_path_factory):
-    """Fingerprint memos and converted models go to a test folder, not the user's cache."""
-    d = tmp_path_factory.mktemp("otbench-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OTBENCH_CACHE", str(d))
-        yield d
+def otbench_cache() -> Path:
+    """The run's otbench cache (tests/conftest.py, `pytest_configure`): fingerprint memos and the
+    converted model go to a test folder shared by the workers, never the user's cache."""
+    return Path(os.environ["OTBENCH_CACHE"])

@@ -144,3 +144,38 @@ def test_a_gguf_file_is_parsed_once_per_conversion(tmp_path: Path):
     with pytest.raises(ZeroDivisionError), _gguf_parsed_once():       # restored on an error too
         1 / 0
     assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (plain_reader, plain_map)
+
+
+def test_processes_asking_at_once_convert_once(tmp_path: Path, monkeypatch):
+    """The second caller waits on the first's conversion and uses its folder (`_conversion_lock`;
+    flock locks conflict between two descriptors of one process, so threads stand in for processes)."""
+    import threading
+    import time
+
+    from otbench.probe.config import _embedded as emb
+    from otbench.probe.config._family import load_model
+
+    calls, logs = [], []
+
+    def convert(entry, target, want, log):
+        calls.append(target)
+        time.sleep(0.5)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "otbench_source.json").write_text(json.dumps({"sha256": want}))
+        return target
+
+    monkeypatch.setattr(emb, "_convert", convert)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(emb.embedded_model_dir(cache=tmp_path, log=logs.append)))
+               for _ in range(2)]
+    threads[0].start()
+    time.sleep(0.1)
+    threads[1].start()
+    for t in threads:
+        t.join()
+    entry = load_model("smollm2-135m-instruct")
+    assert len(calls) == 1 and got == [calls[0]] * 2 and calls[0].name == f"{entry.name}-v{entry.version}"
+    assert any("waiting for another process" in m for m in logs)
+    # a stamp of other weights is converted again, under the lock
+    (calls[0] / "otbench_source.json").write_text(json.dumps({"sha256": "other"}))
+    assert emb.embedded_model_dir(cache=tmp_path, log=logs.append) == calls[0] and len(calls) == 2
