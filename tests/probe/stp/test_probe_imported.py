@@ -442,7 +442,7 @@ def test_smollm2_imported_traces_equal_sampled(tmp_path: Path):
     from transformers import AutoTokenizer
 
     cfg = {"model": {"name": "smollm2-135m-instruct"},
-           # small on purpose: the transformers engine recomputes the whole context per token
+           # small on purpose: the transformers engine prefills every request alone (no prefix cache)
            "engine": {"kind": "transformers", "dtype": "float32", "max_model_len": 256},
            "data": {"source": "sums", "n": 1},
            "probe": {"P": 1, "b": 8, "thinking_limit": 24, "answer_limit": 4, "units_per_batch": 2,
