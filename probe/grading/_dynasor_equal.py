@@ -15,28 +15,40 @@ Restated step by step in the source's order; where otbench departs, it says so:
   is missing (or another version is installed) it raises, exactly as in the
   source, and the next parser is tried. ``latex2sympy`` is taken from
   ``latex2sympy2_extended`` (math-verify's parser, a fork of the source's
-  ``latex2sympy2``). ``parse_expr`` evaluates Python: it is tried only on
-  strings of names, numbers, spaces and arithmetic signs (a model's text
-  never reaches ``eval`` otherwise); on other strings it fails, as it
-  would in the source on most LaTeX.
-* the source runs sympy without a time limit (``timeout=False``); a tower of
+  ``latex2sympy2``).
+* **Model text never reaches ``eval``.** ``parse_expr`` turns its input into
+  Python and evaluates it; in its place otbench runs `_arith.parse_arith`,
+  which reads the same arithmetic (``^`` as Python's XOR, as ``parse_expr``
+  reads it: ``2^2^2^2`` is 0 and not 65536, as in Dynasor) into a sympy tree
+  by its own grammar, with size, depth and exponent bounds, and refuses the
+  rest (`_arith`'s docstring lists where it departs).
+* A text no parser reads stays a string in the source, and the later steps
+  hand it to sympy's ``sympify`` (``a.equals(b)``, ``N(a)``), which evaluates
+  it -- the source's second route to ``eval``. Here such a text is compared
+  only as a string (``str(a) == str(b)``, the source's first check).
+* The source runs sympy without a time limit (``timeout=False``); a tower of
   powers such as ``2^{2^{2^{9}}}`` would then never finish, stalling the
-  probe. A string with more than two ``^`` or a number of more than 40
-  digits is not parsed (it stays a string, as an unparsable one does).
+  probe. Each parse-and-compare runs in a child process under a hard
+  deadline (`_deadline`, 5 s); an overrun counts as *not equal*, its reason is
+  counted and logged, and a text whose parse overran is compared only as a
+  string from then on. A string with more than two ``^`` or a number of more
+  than 40 digits is not given to the LaTeX parsers (a cheap refusal of the
+  common overrun; `parse_arith` reads it, with ``^`` as XOR), and answers longer than `MAX_ANSWER_CHARS` are compared only as
+  strings.
 """
 
 import math
 import re
-from otbench.errors import ArgumentError
+
+from ._arith import check_tree, parse_arith
+from ._deadline import DEADLINE_S, compare
 
 __all__ = ["math_equal"]
 
 _CHOICES = ("A", "B", "C", "D", "E")
-# What `parse_expr` may see: names, numbers, arithmetic, brackets, commas, =, <, > (no quotes,
-# underscores, dots between names, or backslashes: nothing that reaches Python's attribute or
-# call machinery beyond sympy's own function names).
-_SAFE_EXPR = re.compile(r"[A-Za-z0-9 .+\-*/^()\[\],=<>!]*")
-_DUNDER = re.compile(r"[A-Za-z]\s*\.|\.\s*[A-Za-z]|\b(?:lambda|import|exec|eval|open|compile|globals)\b")
+MAX_ANSWER_CHARS = 4096
+"""Longer answers are compared only as strings: no benchmark answer is this long, and the string
+steps before `symbolic_equal` (pmatrix and bracket splitting) grow with the text."""
 
 
 def choice_answer_clean(pred: str) -> str:
@@ -83,11 +95,7 @@ def numeric_equal(prediction: float, reference: float) -> bool:
 
 
 def _parse_expr(s: str):
-    if not _SAFE_EXPR.fullmatch(s) or _DUNDER.search(s):
-        raise ArgumentError("not an arithmetic expression")
-    from sympy.parsing.sympy_parser import parse_expr
-
-    return parse_expr(s)
+    return parse_arith(s)  # in place of sympy's parse_expr, which runs eval (module docstring)
 
 
 def _parse_latex(s: str):
@@ -110,22 +118,35 @@ def _too_costly(s: str) -> bool:
     return s.count("^") > 2 or _LONG_NUMBER.search(s) is not None
 
 
-def symbolic_equal(a: str, b: str) -> bool:
-    """Lines 779-832: parse both (the first parser that succeeds, else the string), then compare."""
-    def _parse(s):
-        if _too_costly(s):
-            return s
-        for f in (_parse_latex, _parse_expr, _latex2sympy):
+def _parse(s: str):
+    """The first parser's tree (line 781's order), or None: a string is never handed on to sympy."""
+    costly = _too_costly(s)
+    for f in (_parse_latex, _parse_expr, _latex2sympy):
+        if costly and f is not _parse_expr:
+            continue  # the LaTeX parsers read ^ as a power and would build the tower
+        for text in (s.replace("\\\\", "\\"), s):
             try:
-                return f(s.replace("\\\\", "\\"))
+                tree = f(text)
+                check_tree(tree)  # the bounds of parse_arith, on every parser's tree
+                return tree
             except Exception:
-                try:
-                    return f(s)
-                except Exception:
-                    pass
-        return s
+                pass
+    return None
 
-    a, b = _parse(a), _parse(b)
+
+def symbolic_equal_here(a: str, b: str, parsed=lambda side: None) -> bool:
+    """Lines 779-832 in this process, no deadline: parse both, then compare the trees.
+
+    Runs in `_deadline`'s child; `parsed(k)` is called once side `k` is parsed, so an overrun is
+    pinned on the side that caused it. Call `symbolic_equal`, not this, on a model's text.
+    """
+    ta = _parse(a)
+    parsed(1)
+    tb = _parse(b)
+    parsed(2)
+    if ta is None or tb is None:
+        return str(a if ta is None else ta) == str(b if tb is None else tb)
+    a, b = ta, tb
     try:
         if str(a) == str(b) or a == b:
             return True
@@ -157,6 +178,13 @@ def symbolic_equal(a: str, b: str) -> bool:
     except Exception:
         pass
     return False
+
+
+def symbolic_equal(a: str, b: str, deadline_s: float = DEADLINE_S) -> bool:
+    """Lines 779-832 under a hard deadline in the comparison process (module docstring)."""
+    if a == b:
+        return True  # equal texts parse to equal trees: the source's first check, without sympy
+    return compare("dynasor_symbolic", a, b, deadline_s)
 
 
 def _bracketed(s: str) -> bool:
@@ -197,6 +225,8 @@ def math_equal(prediction, reference, include_percentage: bool = True, is_close:
         return False
     if str(prediction.strip().lower()) == str(reference.strip().lower()):
         return True
+    if len(str(prediction)) > MAX_ANSWER_CHARS or len(str(reference)) > MAX_ANSWER_CHARS:
+        return False  # compared only as strings, just above (module docstring)
     if reference in _CHOICES and choice_answer_clean(prediction) == reference:
         return True
     try:  # 1. numerical equal (a float comparison never raises here; the source's try is kept)
