@@ -27,6 +27,7 @@ from otbench.errors import OtbenchError
 from otbench.registry import Registry, RegistryError
 
 from ._math import last_boxed as _math_last_boxed
+from ._sandbox import sandbox_status
 from ._types import TASKS
 from otbench.errors import ArgumentError
 
@@ -165,11 +166,20 @@ def check_gradable(name: str, questions: Sequence) -> None:
     if full and importlib.util.find_spec("math_verify") is None:
         raise GraderError("grader 'otbench' needs math-verify: install the probe extra "
                           "(pip install 'otbench[probe]')")
+    sandbox_checked = False
     for q in questions:
         where = f"{getattr(q, 'dataset', '?')}/{getattr(q, 'id', '?')}"
         task = getattr(q, "task", None)
         if task not in TASKS:
             raise GraderError(f"question {where}: task {task!r} is not one of {', '.join(TASKS)}")
+        if full and task == "code" and not sandbox_checked:
+            # Code is graded only in the sandbox: prove it on one known program before any
+            # engine starts, rather than grade every answer `sandbox_error` after the GPU time.
+            sandbox_checked = True
+            why = sandbox_status()
+            if why:
+                raise GraderError(f"question {where} is graded by running code in the sandbox, "
+                                  f"which does not work here: {why}")
         if full:
             continue
         if task != "math":

@@ -55,6 +55,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -235,9 +236,36 @@ def _bwrap_path(bwrap: str | None) -> str | None:
     return shutil.which("bwrap")
 
 
+BWRAP_MIN_VERSION = (0, 8, 0)
+"""The first bubblewrap with ``--disable-userns`` (its NEWS for 0.8.0), which the sandbox passes;
+Ubuntu 22.04 ships 0.6.1 and RHEL 9 0.6.3, where every sandboxed run would fail."""
+
+
+def bwrap_version(path: str) -> tuple[int, ...] | None:
+    """The version ``bwrap --version`` prints (``bubblewrap 0.8.0``), None when it prints none."""
+    try:
+        r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
+                           env={"PATH": "/usr/bin:/bin"})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", r.stdout or "")
+    return None if m is None else tuple(int(x or 0) for x in m.groups())
+
+
 @functools.lru_cache(maxsize=8)
 def sandbox_status(bwrap: str | None = None, python: str | None = None) -> str:
-    """"" if sandboxed runs work on this machine, else why not (a self-test, cached per process)."""
+    """"" if sandboxed runs work on this machine, else why not, in one line (cached per process).
+
+    An old bubblewrap is named with its version before anything runs; otherwise one known
+    program runs in the sandbox and must print what it was given.
+    """
+    path = _bwrap_path(bwrap)
+    version = None if path is None else bwrap_version(path)
+    if version is not None and version < BWRAP_MIN_VERSION:
+        have, need = ".".join(map(str, version)), ".".join(map(str, BWRAP_MIN_VERSION))
+        return (f"bubblewrap {have} ({path}) is older than {need} and has no --disable-userns, "
+                f"which the code sandbox needs: install bubblewrap {need} or newer (a backport or a "
+                f"build from source) and put it first on PATH")
     run = run_tests("import sys\nprint(sys.stdin.read().strip())\n", ["ok"],
                     mode="stdin", limits=SandboxLimits(wall_s=10, total_wall_s=20), bwrap=bwrap,
                     python=python, _check=False)

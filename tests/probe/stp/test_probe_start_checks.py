@@ -57,6 +57,61 @@ def test_a_job_its_grader_cannot_grade_is_refused_before_the_engine_starts(tmp_p
     assert not (tmp_path / "out").exists()
 
 
+def _old_bwrap(tmp_path: Path) -> Path:
+    """A stand-in for Ubuntu 22.04's bubblewrap: it reports 0.6.1 and knows no --disable-userns."""
+    d = tmp_path / "old-bwrap"
+    d.mkdir()
+    b = d / "bwrap"
+    b.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo "bubblewrap 0.6.1"; exit 0; fi\n'
+                 'echo "bwrap: Unknown option --disable-userns" >&2\nexit 1\n')
+    b.chmod(0o755)
+    return d
+
+
+def test_an_old_bubblewrap_is_refused_naming_its_version(tmp_path: Path, monkeypatch):
+    from otbench.probe.grading._sandbox import sandbox_status
+
+    d = _old_bwrap(tmp_path)
+    why = sandbox_status(str(d / "bwrap"))
+    assert why.startswith("bubblewrap 0.6.1 (") and "older than 0.8.0 and has no --disable-userns" in why
+    assert "\n" not in why
+    monkeypatch.setenv("PATH", f"{d}{os.pathsep}{os.environ['PATH']}")
+    sandbox_status.cache_clear()
+    try:
+        with pytest.raises(GraderError, match=r"question LCB/c1 is graded by running code in the sandbox, "
+                                              r"which does not work here: bubblewrap 0\.6\.1"):
+            check_gradable("otbench", [_Q("math", "1/2"), _Q("code", "", "c1", "LCB")])
+        check_gradable("otbench", [_Q("math", "1/2")])        # no code question: no sandbox needed
+    finally:
+        sandbox_status.cache_clear()
+
+
+def test_a_code_job_with_an_old_bubblewrap_is_refused_before_the_engine_starts(tmp_path: Path, monkeypatch):
+    from otbench.cli import main
+    from otbench.probe.grading._sandbox import sandbox_status
+
+    pytest.importorskip("math_verify")
+    data = tmp_path / "lcb.jsonl"
+    data.write_text(json.dumps({"question_id": "c1", "question_content": "Print 1.", "starter_code": "",
+                                "public_test_cases": json.dumps([{"input": "", "output": "1\n",
+                                                                  "testtype": "stdin"}])}) + "\n")
+    job = tmp_path / "job.toml"
+    job.write_text(f'[model]\npath = "{tmp_path / "no-such-model"}"\nfamily = "qwen3-thinking"\nid = "m"\n'
+                   f'[engine]\nkind = "transformers"\n[data]\nsource = "file"\nbenchmark = "LiveCodeBench"\n'
+                   f'path = "{data}"\n[grader]\nkind = "otbench"\n')
+    monkeypatch.setenv("PATH", f"{_old_bwrap(tmp_path)}{os.pathsep}{os.environ['PATH']}")
+    sandbox_status.cache_clear()
+    try:
+        r = CliRunner().invoke(main, ["probe", "run", "--config", str(job), "--out", str(tmp_path / "out")])
+    finally:
+        sandbox_status.cache_clear()
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    err = r.stderr.strip().splitlines()
+    assert "bubblewrap 0.6.1" in err[-1] and "--disable-userns" in err[-1], err
+    assert not any("starting the" in x or "no-such-model" in x for x in err)
+    assert not (tmp_path / "out").exists()
+
+
 def _no_flock(monkeypatch):
     def refuse(fd, op):
         raise OSError(errno.ENOSYS, "Function not implemented")
