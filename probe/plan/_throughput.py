@@ -144,8 +144,9 @@ class Throughput:
     Attributes:
       device: the accelerator; tp: GPUs per engine (tensor parallel: bandwidth,
         memory and FLOPs add, communication is not modelled).
-      batch: sequences decoded per step (the scheduler's limit, or fewer when the
-        KV cache cannot hold that many; `batch_for`).
+      max_num_seqs: the scheduler's limit on sequences decoded per step; fewer
+        run when the KV cache cannot hold that many (`batch_for`).
+      block_size: tokens per KV block (None: vLLM's default for the device).
       efficiency: fraction of peak bandwidth decode reaches (low, central, high).
       prefill_efficiency: fraction of peak FLOP/s prefill reaches.
       memory_utilization: the engine's share of device memory (vLLM's
@@ -161,6 +162,15 @@ class Throughput:
     memory_utilization: float = 0.9
     reserve: float = 4 * GIB
     kv_cache_bytes: float | None = None
+    block_size: int | None = None
+
+    @property
+    def block(self) -> int:
+        """Tokens per KV-cache block: vLLM's default, 16 on a GPU (`CacheConfig.block_size`) and 128
+        on a CPU (vLLM 0.32 `platforms/cpu.py`, `check_and_update_config`, where the user set none)."""
+        if self.block_size is not None:
+            return int(self.block_size)
+        return 128 if self.device.name.startswith("CPU") else 16
 
     def kv_capacity(self, arch: Architecture) -> float:
         """Tokens of context the KV cache holds (`kv_cache_bytes` when set: vLLM on CPU)."""
@@ -172,10 +182,15 @@ class Throughput:
                             f"{self.tp} x {self.device.name} at {self.memory_utilization:.0%} of memory")
         return free / arch.kv_bytes
 
-    def batch_for(self, arch: Architecture, footprint: float) -> float:
-        """Sequences decoded at once: the scheduler's limit or what the cache holds at `footprint`
-        unshared tokens per sequence, whichever is smaller."""
-        return max(1.0, min(float(self.max_num_seqs), self.kv_capacity(arch) / max(footprint, 1.0)))
+    def batch_for(self, arch: Architecture, shape: tuple[float, float, float, int]) -> float:
+        """Sequences decoded at once: the scheduler's limit or the answers of the probe groups that the
+        driver admits into the KV cache (`probe.stp._kv.steady_batch`, the driver's own count), for
+        groups of `shape` = (prompt, mean retained thinking, mean answer, P) tokens."""
+        from otbench.probe.stp._kv import steady_batch
+
+        prompt, prefix, answer, P = shape
+        return steady_batch(self.kv_capacity(arch), prompt=prompt, prefix=prefix, answer=answer, P=int(P),
+                            block=self.block, max_num_seqs=self.max_num_seqs)
 
     def seconds(self, arch: Architecture, *, decoded: float, context: float, prefill: float,
                 batch: float, efficiency: float) -> float:
@@ -196,15 +211,18 @@ class Throughput:
             f"{arch.active_params / 1e9:.2f} B active parameters, KV {arch.kv_bytes / 1024:.1f} KiB per "
             f"context token ({arch.source})",
             f"decode: memory-bandwidth bound, weights/B + KV x context bytes per token at {mid:.0%} of peak "
-            f"bandwidth (range {lo:.0%}-{hi:.0%}); B = min(max_num_seqs {self.max_num_seqs}, what the KV cache "
-            + (f"of {self.kv_cache_bytes / GIB:g} GiB holds)" if self.kv_cache_bytes is not None else
-               f"holds at {self.memory_utilization:.0%} of memory less {self.reserve / GIB:.0f} GiB)")
-            + "; the P probes of a position share their prefix in memory, not in bandwidth (each reads its own KV)",
+            f"bandwidth (range {lo:.0%}-{hi:.0%}); B = min(max_num_seqs {self.max_num_seqs}, the answers whose probe "
+            f"groups the driver admits into the KV cache "
+            + (f"of {self.kv_cache_bytes / GIB:g} GiB" if self.kv_cache_bytes is not None else
+               f"at {self.memory_utilization:.0%} of memory less {self.reserve / GIB:.0f} GiB")
+            + f", in {self.block}-token blocks)"
+            + "; the P probes of a position share their prefix's whole blocks in memory, not in bandwidth "
+            "(each reads its own KV)",
             f"prefill: 2 x active parameters FLOPs per prompt token the prefix cache misses, at "
             f"{self.prefill_efficiency:.0%} of peak FLOP/s (a trajectory's prefixes are read once, each "
             "position adds its new step and the end marker)",
             "not modelled: grading, engine start, communication between tensor-parallel GPUs, "
-            "preemption when the cache overflows",
+            "preemption (the driver admits so that the cache does not overflow; run.json counts any)",
         ]
 
 
@@ -217,6 +235,7 @@ def device(name: str) -> Device:
 
 def as_dict(t: Throughput) -> dict[str, Any]:
     return {"device": dataclasses.asdict(t.device), "tp": t.tp, "max_num_seqs": t.max_num_seqs,
+            "block_size": t.block,
             "efficiency": list(t.efficiency), "prefill_efficiency": t.prefill_efficiency,
             "memory_utilization": t.memory_utilization, "reserve_bytes": t.reserve,
             **({"kv_cache_bytes": t.kv_cache_bytes} if t.kv_cache_bytes is not None else {})}

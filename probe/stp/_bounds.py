@@ -28,10 +28,10 @@ job sets it:
   (a finished sample's answer and its request's prompt stay until the
   request ends).
 
-Over all three, unless the job sets `probe.requests_in_flight`: the engine sequences in flight
-of every phase at most what the engine's KV cache holds at full length (`kv_sequences`; vLLM
-reports its cache in tokens once started, `VLLMEngine.kv_cache_tokens`), so vLLM never preempts
-and recomputes at the defaults; the engine's capacity used above is then the smaller of the two.
+Over all three, unless the job sets `probe.requests_in_flight`: the engine sequences of every phase
+go to the engine only while they fit in its KV cache as vLLM's block manager holds them (`_kv`: a
+position's shared prefix once in whole blocks, each sequence its own rest and what it can have
+decoded; vLLM reports its cache once started, `VLLMEngine.kv_cache_tokens` and `kv_block_size`).
 
 Host memory model (per engine; read in vLLM 0.32's `v1/request.py`,
 `v1/engine/llm_engine.py` and `v1/engine/output_processor.py`): each
@@ -47,12 +47,10 @@ unit ~9 B once packed and decoded (4 B int32 + ~4-5 B of text). A probe's
 answer also carries its tokens' log-probabilities, kept by the front end
 until the request ends (`LOGPROB_BYTES_PER_ID`, the flat form), and each
 engine pins host memory (`PINNED_BYTES`). With the
-defaults on an H200-sized engine (capacity 1,024, no KV bound) and paper-shaped units
+defaults on an H200-sized engine (capacity 1,024) and paper-shaped units
 (6,000-token prompts, thinking_limit 8,192, b = 320: 27 positions at
 most, P = 16, 1,400-token answers) the bound is ~4.3 GiB per engine
-(`host_memory`; 1.0 GiB of it log-probabilities), ~34 GiB for eight; with a
-KV cache that holds 344 such sequences (the KV bound then gives 688
-probe-phase sequences) ~1.6 GiB per engine: a small
+(`host_memory`; 1.0 GiB of it log-probabilities), ~34 GiB for eight: a small
 part of an 8xH200 node's host memory (typically 1-2 TiB). The bound
 counts every unit in its probe phase as holding all its answers and
 every prompt at the longest length, so it overstates.
@@ -87,32 +85,6 @@ in the reading of vLLM 0.32 on GPU (the slot size of its shared-memory tensor ar
 pinned memory cannot be swapped, so it is counted whole."""
 FALLBACK_CAPACITY = 256
 """Capacity assumed for an engine that reports none (vLLM's CPU default of `max_num_seqs`)."""
-
-
-SEQUENCE_MARGIN = 16
-"""Ids a sequence holds beyond prompt + thinking + answer (markers, the answer prefix, one spare)."""
-
-
-def sequence_tokens(prompt_tokens: int, thinking_limit: int, answer_limit: int) -> int:
-    """KV-cache tokens of the longest sequence a job sends: a think request (prompt, thinking, its
-    answer) or a probe (prompt, a thinking prefix, markers, an answer) at its limits."""
-    return int(prompt_tokens) + int(thinking_limit) + int(answer_limit) + SEQUENCE_MARGIN
-
-
-def kv_sequences(kv_tokens: int | None, seq_tokens: int, P: int) -> int | None:
-    """Engine sequences in flight at most so that vLLM never preempts: as many sequences of
-    `seq_tokens` as the KV cache holds (`kv_tokens`, the engine's `kv_cache_tokens()`; None: the
-    engine reports none, no bound), at least one position's worth (P + 2) so a run can move.
-
-    vLLM's scheduler preempts a running request (and recomputes it later) when a decode step finds
-    no free KV block (vLLM 0.32 `v1/core/sched/scheduler.py`, `schedule`: `_preempt_request` when
-    `kv_cache_manager.allocate_slots` fails); its waiting queue takes no blocks. With every
-    sequence in flight at most `seq_tokens` long, this many fit at once whatever vLLM runs, so no
-    allocation fails. Prefix sharing (a probe request's P samples share their prompt) makes the
-    real use smaller, so the bound is safe, not tight."""
-    if not kv_tokens:
-        return None
-    return max(int(P) + 2, int(kv_tokens) // max(1, int(seq_tokens)))
 
 
 def default_units(capacity: int) -> int:

@@ -17,6 +17,7 @@ from otbench.probe.grading import number_answers
 
 from . import _field_probes
 from ._ids import compact
+from ._kv import KVLedger, group_blocks
 from ._lane import GradeLane
 from ._results import (
     RunStats,
@@ -57,6 +58,13 @@ CONFIDENCE = -2
 """The pending entry of a unit's confidence request (DeepConf, `_field_probes.confidence_request`)."""
 
 
+def _context(req) -> tuple[int, int, int]:
+    """(context length, samples, most tokens decoded) of an engine request, as the KV ledger charges it."""
+    if isinstance(req, GenRequest):
+        return len(req.prompt), int(req.n), int(req.max_tokens)
+    return len(req.context), 1, 1
+
+
 def _gen_tokens(comps) -> int:
     return sum(len(c.token_ids) + (c.stop_id is not None) for c in comps)
 
@@ -77,11 +85,15 @@ class _Driver:
     """
 
     def __init__(self, engine, fmt, job: dict, stats: RunStats, lane: GradeLane, *,
-                 max_requests: int, max_thinking: int, max_holding: int, max_live: int | None = None):
+                 max_requests: int, max_thinking: int, max_holding: int,
+                 kv_cache: tuple[int, int] | None = None):
         self.fmt, self.job, self.stats, self.lane = fmt, job, stats, lane
-        # engine sequences in flight at most, think requests included (`_bounds.kv_sequences`: what
-        # the KV cache holds at full length, so vLLM never preempts); None: no such bound
-        self.max_live = max_live
+        # the blocks the sequences in flight hold in the engine's KV cache, all phases (`_kv`):
+        # requests go to the engine while they fit; None: the engine reports no cache
+        self.kv = KVLedger(*kv_cache) if kv_cache is not None else None
+        self.steps = 0                       # engine steps polled (a sequence decodes <= 1 token each)
+        self.ready: dict[Any, tuple[int, list]] = {}   # pending position -> (its blocks, its requests)
+        self.longest = max(map(len, job["prompts"]), default=0)
         self.stream = engine.stream(job["sampling"])
         self.active: dict[tuple[int, int], _Unit] = {}
         self.grading: dict[tuple[int, int], Any] = {}
@@ -119,10 +131,14 @@ class _Driver:
         live = self.live()
         return live if live is not None else self.sequences + self.phase_in_flight["think"]
 
-    def _submit(self, tag, req, phase: str) -> None:
+    def _submit(self, tag, req, phase: str, group=None, shared: int = 0) -> None:
         self.stream.submit(tag, req)
         self.phase_in_flight[phase] += 1
         gen = isinstance(req, GenRequest)
+        if self.kv is not None:
+            length, n, cap = _context(req)
+            self.kv.add(tag, tag if group is None else group, shared if group is not None else length,
+                        length, n, cap, self.steps)
         seqs = req.n if gen else 1
         reads = req.n if gen and self.greedy else 1      # greedy n-sample requests run as n
         prompt = reads * (len(req.prompt) if gen else len(req.context))
@@ -198,55 +214,78 @@ class _Driver:
         self.pending.extend((key, k) for k in range(m))
         u.missing += (3 + len(_field_probes.position_probes(j["field_probes"]))) * m
 
-    def _submit_position(self, key, k: int) -> None:
+    def _position(self, key, k: int) -> tuple[int, list, Any, int]:
+        """A queued position's requests, built once: (the KV blocks they take at submission, their
+        ``(tag, request, phase)``, the group whose prefix they share, that prefix's length)."""
         u, j, fmt = self.active[key], self.job, self.fmt
         prompt, th = j["prompts"][u.q], u.think
         if k == CONFIDENCE:
-            self._submit((key, "c", 0), _field_probes.confidence_request(prompt, th.thinking), "probe")
-            return
-        if k < 0:
-            self._submit((key, "a", 0), GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
-                                                   u.answer_seed, j["answer_limit"], fmt.answer_stop_ids),
-                         "probe")
-            return
-        Lk = u.L[k]
-        self._submit((key, "p", k), GenRequest(fmt.probe_prompt(prompt, th.thinking, Lk), j["P"],
+            reqs = [((key, "c", 0), _field_probes.confidence_request(prompt, th.thinking), "probe")]
+        elif k < 0:
+            reqs = [((key, "a", 0), GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
+                                               u.answer_seed, j["answer_limit"], fmt.answer_stop_ids), "probe")]
+        else:
+            Lk = u.L[k]
+            reqs = [((key, "p", k), GenRequest(fmt.probe_prompt(prompt, th.thinking, Lk), j["P"],
                                                u.probe_seed[k], j["answer_limit"], fmt.answer_stop_ids,
-                                               logprobs=True), "probe")
-        self._submit((key, "s", k), SignalRequest(fmt.signal_context(prompt, th.thinking, Lk), fmt.signal_id),
-                     "signal")
-        # The same signal in the model's own context: after prompt + thinking[:L], the boundary
-        # token as written (what the online logits processor reads when it decides there).
-        self._submit((key, "o", k), SignalRequest(list(prompt) + list(th.thinking[:Lk]), fmt.signal_id),
-                     "signal")
-        if j["field_probes"]:
-            _field_probes.submit(self, key, u, k)
+                                               logprobs=True), "probe"),
+                    ((key, "s", k), SignalRequest(fmt.signal_context(prompt, th.thinking, Lk), fmt.signal_id),
+                     "signal"),
+                    # The same signal in the model's own context: after prompt + thinking[:L], the boundary
+                    # token as written (what the online logits processor reads when it decides there).
+                    ((key, "o", k), SignalRequest(list(prompt) + list(th.thinking[:Lk]), fmt.signal_id),
+                     "signal")]
+            if j["field_probes"]:
+                reqs += _field_probes.requests(self, key, u, k)
+        # Every context starts with the prompt and the retained thinking but for the last boundary
+        # token, which `ProbeFormat.retained` may rewrite: what the group shares for certain.
+        shared = min(_context(r)[0] for _, r, _ in reqs)
+        if k >= 0:
+            shared = min(shared, len(prompt) + max(0, u.L[k] - 1))
+        need = 0 if self.kv is None else group_blocks(shared, [_context(r) for _, r, _ in reqs], self.kv.block)
+        return need, reqs, (key, k), shared
+
+    def _submit_position(self, key, k: int) -> None:
+        need, reqs, group, shared = self.ready.pop((key, k), None) or self._position(key, k)
+        for tag, req, phase in reqs:
+            self._submit(tag, req, phase, group, shared)
+
+    def fits_think(self) -> bool:
+        """Whether a think request of the longest prompt fits in the KV cache beside what is in flight."""
+        if self.kv is None:
+            return True
+        from ._kv import GROWTH_TOKENS, blocks
+        return self.kv.fits(self.steps, blocks(self.longest + GROWTH_TOKENS, self.kv.block))
 
     def pump(self) -> None:
         """Submit queued positions while the probe-phase sequences still decoding are below the bound
         (`probe_live`) and those of the unfinished requests below twice it (what finished samples
-        of unfinished requests hold: their answers and the front end's prompt), and, for a unit's
+        of unfinished requests hold: their answers and the front end's prompt), while the position's
+        sequences fit in the KV cache beside those in flight (`_kv.KVLedger`), and, for a unit's
         first position, fewer than `max_holding` units hold answers (backpressure from a grading
         lane that falls behind: such units hold all their answers until graded)."""
-        # a position is at most P + 2 sequences (probes, signal, own-token signal): submitted only
-        # while they fit under the KV bound, so the sequences in flight never exceed it
-        room = None if self.max_live is None else self.max_live - self.job["P"] - 2
         while self.pending and (not self.sequences or (self.sequences < 2 * self.max_requests
                                                        and self.probe_live() < self.max_requests)):
-            if room is not None and self.total_live() > room:
+            key, k = self.pending[0]
+            if key not in self.holding and len(self.holding) >= self.max_holding:
                 return
-            key = self.pending[0][0]
-            if key not in self.holding:
-                if len(self.holding) >= self.max_holding:
+            if self.kv is not None:
+                ready = self.ready.get((key, k))
+                if ready is None:
+                    ready = self.ready[key, k] = self._position(key, k)
+                if not self.kv.fits(self.steps, ready[0]):
                     return
-                self.holding.add(key)
-            self._submit_position(*self.pending.popleft())
+            self.holding.add(key)
+            self.pending.popleft()
+            self._submit_position(key, k)
 
     def deliver(self, tag, res) -> None:
         key, kind, k = tag
         u = self.active[key]
         j = self.job
         self.sequences -= self._cost.pop(tag, 0)
+        if self.kv is not None:
+            self.kv.remove(tag)
         if kind == "t":
             self.phase_in_flight["think"] -= 1
             self._count(tag, "think", _gen_tokens(res), len(res))
@@ -324,6 +363,7 @@ class _Driver:
         busy = {p for p, v in self.phase_in_flight.items() if v}
         t = time.perf_counter()
         done = self.stream.poll()
+        self.steps += 1
         dt = time.perf_counter() - t
         for p in busy:
             getattr(self.stats, p).seconds += dt

@@ -121,14 +121,14 @@ def _seed(job, u, phase: str, k: int) -> int:
     return derive_seed(job["model"], qs.dataset, qs.id, u.r, phase, k)
 
 
-def submit(driver, key, u, k: int) -> None:
-    """Submit the job's field probes of unit `u` at position `k` (tags ``(key, "d" | "e", k)``)."""
+def requests(driver, key, u, k: int) -> list:
+    """The job's field probes of unit `u` at position `k`: ``(tag, request, "probe")`` with tags
+    ``(key, "d" | "e", k)``, submitted by the driver with the position's other requests."""
     j, fmt = driver.job, driver.fmt
     head = list(j["prompts"][u.q]) + list(u.think.thinking[:u.L[k]])
-    for probe, tag in (("dynasor", "d"), ("deer", "e")):
-        if probe in j["field_probes"]:
-            driver._submit((key, tag, k), peer_request(probe, head, j[f"{probe}_ids"], _seed(j, u, probe, k),
-                                                       fmt.answer_stop_ids), "probe")
+    return [((key, tag, k), peer_request(probe, head, j[f"{probe}_ids"], _seed(j, u, probe, k),
+                                         fmt.answer_stop_ids), "probe")
+            for probe, tag in (("dynasor", "d"), ("deer", "e")) if probe in j["field_probes"]]
 
 
 def deliver(driver, u, kind: str, k: int, res) -> None:

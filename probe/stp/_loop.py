@@ -83,13 +83,17 @@ class UnitStream:
                  prompts: Sequence[Sequence[int]], P: int, b: int, thinking_limit: int, answer_limit: int,
                  sampling, grade_batch: GradeBatch, tokenizer, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
-                 max_units: int = 64, max_requests: int | None = None, max_live: int | None = None,
+                 max_units: int = 64, max_requests: int | None = None,
+                 kv_cache: tuple[int, int] | None = None,
                  hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = (),
                  deepconf_window: int = DEEPCONF_WINDOW):
         fp = _field_probes.check_field_probes(field_probes)
-        for name, v in (("max_units", max_units), ("max_requests", max_requests), ("max_live", max_live)):
+        for name, v in (("max_units", max_units), ("max_requests", max_requests)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ArgumentError(f"`{name}` must be a positive integer, got {v!r}.")
+        if kv_cache is not None and (len(kv_cache) != 2 or any(isinstance(v, bool) or not isinstance(v, int)
+                                                               or v < 1 for v in kv_cache)):
+            raise ArgumentError(f"`kv_cache` must be (tokens, block size), positive integers, got {kv_cache!r}.")
         job = dict(model=model, questions=questions, prompts=prompts, P=P, b=b, sampling=sampling,
                    thinking_limit=thinking_limit, answer_limit=answer_limit,
                    hesitation=hesitation_pattern(hesitation_words), field_probes=fp,
@@ -100,14 +104,12 @@ class UnitStream:
         self.max_units = max_units
         cap = engine.capacity()
         self.capacity = int(cap) if cap is not None else FALLBACK_CAPACITY
-        if max_live is not None:       # the KV cache's bound (`_bounds.kv_sequences`)
-            self.capacity = min(self.capacity, max_live)
         if max_requests is None:
             max_requests = default_requests(self.capacity)
         self._lane = GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
         self._d = _Driver(engine, fmt, job, self.stats, self._lane, max_requests=max_requests,
                           max_thinking=thinking_bound(max_units), max_holding=holding_bound(max_units),
-                          max_live=max_live)
+                          kv_cache=kv_cache)
         self._mark()
 
     def _mark(self) -> None:
@@ -139,7 +141,7 @@ class UnitStream:
         keeps trajectories from running too far ahead of their probes, never the engine idle.
         """
         d = self._d
-        if len(d.active) >= self.max_units or (d.max_live is not None and d.total_live() >= d.max_live):
+        if len(d.active) >= self.max_units or not d.fits_think():
             return False
         return d.phase_in_flight["think"] < d.max_thinking or self.requests_in_flight < self.capacity
 
@@ -173,6 +175,8 @@ class UnitStream:
         if self._cache is not None and cache is not None:
             st.cache_queries += cache["queries"] - self._cache["queries"]
             st.cache_hits += cache["hits"] - self._cache["hits"]
+            # vLLM's own fallback when the KV cache runs out: counted, never silent (`_kv`)
+            st.preemptions += cache.get("preemptions", 0) - self._cache.get("preemptions", 0)
         self._mark()
         return st
 
@@ -193,7 +197,7 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
                  thinking_limit: int, answer_limit: int, sampling, grade_batch: GradeBatch, tokenizer,
                  max_in_flight: int = 64, stats: RunStats | None = None,
                  given: Mapping[tuple[int, int], ThinkResult] | None = None,
-                 max_requests: int | None = None, max_live: int | None = None,
+                 max_requests: int | None = None, kv_cache: tuple[int, int] | None = None,
                  hesitation_words: Sequence[str] = HESITATION_WORDS,
                  field_probes: Sequence[str] = (), deepconf_window: int = DEEPCONF_WINDOW) -> Iterator[UnitResult]:
     """Measure work units `(question index, trajectory)`, yielding each `UnitResult` as it completes.
@@ -201,9 +205,9 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     At most `max_in_flight` units are between admission and their result
     (half of them sampling their trajectory at most while the engine is full), and at most about
     `max_requests` probe-phase engine sequences are in flight (None: twice
-    the engine's capacity; `_bounds`), and at most `max_live` engine sequences of any phase
-    (None: no such bound; the runner passes what the engine's KV cache holds, `_bounds.kv_sequences`,
-    so vLLM never preempts); a new unit is admitted as soon as
+    the engine's capacity; `_bounds`), and the sequences of every phase while they fit in the
+    engine's KV cache as vLLM's block manager holds them (`kv_cache`: its tokens and block size;
+    None: no such bound; `_kv.KVLedger`); a new unit is admitted as soon as
     there is room, so memory is bounded by these numbers, not by the run.
     `given` maps units to an imported
     `ThinkResult` (no think request for those). The order of results is the
@@ -214,7 +218,7 @@ def stream_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Seq
     us = UnitStream(engine, fmt, model=model, questions=questions, prompts=prompts, P=P, b=b,
                     thinking_limit=thinking_limit, answer_limit=answer_limit, sampling=sampling,
                     grade_batch=grade_batch, tokenizer=tokenizer, stats=stats, given=given,
-                    max_units=max_in_flight, max_requests=max_requests, max_live=max_live,
+                    max_units=max_in_flight, max_requests=max_requests, kv_cache=kv_cache,
                     hesitation_words=hesitation_words, field_probes=field_probes,
                     deepconf_window=deepconf_window)
     todo = iter(units)
@@ -261,7 +265,7 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
               on_batch: Callable[[list[UnitResult], RunStats], None] | None = None,
               skip: Callable[[tuple[int, int]], bool] | None = None,
               given: Mapping[tuple[int, int], ThinkResult] | None = None,
-              max_requests: int | None = None, max_live: int | None = None,
+              max_requests: int | None = None, kv_cache: tuple[int, int] | None = None,
               hesitation_words: Sequence[str] = HESITATION_WORDS, field_probes: Sequence[str] = (),
               deepconf_window: int = DEEPCONF_WINDOW) -> int:
     """Stream all `len(questions) * R` work units; returns how many were probed.
@@ -278,7 +282,7 @@ def run_units(engine: Engine, fmt: ProbeFormat, *, model: str, questions: Sequen
                             P=P, b=b, thinking_limit=thinking_limit, answer_limit=answer_limit,
                             sampling=sampling, grade_batch=grade_batch, tokenizer=tokenizer,
                             max_in_flight=max_in_flight, stats=stats, given=given,
-                            max_requests=max_requests, max_live=max_live, hesitation_words=hesitation_words,
+                            max_requests=max_requests, kv_cache=kv_cache, hesitation_words=hesitation_words,
                             field_probes=field_probes, deepconf_window=deepconf_window):
         count += 1
         if on_batch is not None:

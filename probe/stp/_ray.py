@@ -133,7 +133,7 @@ class ProbeWorker:
         from otbench.probe.grading import open_grader
 
         from ._setup import (
-            live_bound,
+            kv_cache,
             memory_line,
             prepare,
             requests_in_flight,
@@ -153,7 +153,7 @@ class ProbeWorker:
         self.where = {"worker": index, "host": socket.gethostname(), "pid": os.getpid()}
         self.bound = units_in_flight(job, self.engine, self.setup.prompts)
         self.requests = requests_in_flight(job, self.engine, self.setup.prompts)
-        self.live = live_bound(job, self.engine, self.setup.prompts)
+        self.kv = kv_cache(job, self.engine)
         log(memory_line(job, self.engine, self.setup.prompts))
         self._stream = None
         self._backlog: collections.deque = collections.deque()
@@ -183,7 +183,7 @@ class ProbeWorker:
                 prompts=self.setup.prompts, P=job.P, b=job.b, thinking_limit=job.thinking_limit,
                 answer_limit=job.answer_limit, sampling=job.sampling, grade_batch=self.grade,
                 tokenizer=self.tok, given=think_results(job, self.questions, self.fmt),
-                max_units=self.bound, max_requests=self.requests, max_live=self.live,
+                max_units=self.bound, max_requests=self.requests, kv_cache=self.kv,
                 hesitation_words=job.hesitation_words, field_probes=job.field_probes,
                   deepconf_window=job.deepconf_window)
         us = self._stream

@@ -227,6 +227,7 @@ class RunStats:
     busy_seconds: float = 0.0
     cache_queries: int = 0
     cache_hits: int = 0
+    preemptions: int = 0
     benchmarks: dict[str, dict[str, PhaseStats]] = dataclasses.field(default_factory=dict)
 
     def cell(self, benchmark: str, phase: str) -> PhaseStats:
@@ -243,7 +244,8 @@ class RunStats:
         for bench, phases in part.benchmarks.items():
             for name, p in phases.items():
                 self.cell(bench, name).merge(p)
-        for name in ("grading_seconds", "wall_seconds", "busy_seconds", "cache_queries", "cache_hits"):
+        for name in ("grading_seconds", "wall_seconds", "busy_seconds", "cache_queries", "cache_hits",
+                     "preemptions"):
             setattr(self, name, getattr(self, name) + getattr(part, name))
 
     def as_dict(self) -> dict[str, Any]:

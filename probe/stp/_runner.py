@@ -42,7 +42,7 @@ from ._loop import RunStats, UnitResult, run_units
 from ._output import direct_table, measurement_set, write_token_tables
 from ._results import signal_definitions
 from ._setup import (
-    live_bound,
+    kv_cache,
     memory_line,
     prepare,
     requests_in_flight,
@@ -112,7 +112,7 @@ class _LocalExecutor:
                   on_batch=on_batch, skip=lambda u: u not in todo,
                   given=think_results(job, self.questions, self.fmt),
                   max_requests=requests_in_flight(job, self.engine, self.setup.prompts),
-                  max_live=live_bound(job, self.engine, self.setup.prompts),
+                  kv_cache=kv_cache(job, self.engine),
                   hesitation_words=job.hesitation_words, field_probes=job.field_probes,
                   deepconf_window=job.deepconf_window)
 

@@ -18,10 +18,9 @@ from ._bounds import (
     default_requests,
     default_units,
     host_memory,
-    kv_sequences,
-    sequence_tokens,
     thinking_bound,
 )
+from ._kv import DEFAULT_BLOCK
 from ._direct import encode_prompts
 from ._job import ProbeJob
 from otbench.errors import ArgumentError
@@ -102,59 +101,59 @@ def prepare(job: ProbeJob, engine_cfg: EngineConfig, engine, questions: Sequence
     return tok, fmt, setup
 
 
-def live_bound(job: ProbeJob, engine, prompts: Sequence[Sequence[int]] | None) -> int | None:
-    """Engine sequences in flight at most, all phases (`_bounds.kv_sequences`): what the engine's KV
-    cache holds at the job's longest sequence; None when the job sets `probe.requests_in_flight`
-    (its number wins), the engine reports no KV cache, or the prompts are not known yet."""
-    if job.requests_in_flight is not None or prompts is None:
+def kv_cache(job: ProbeJob, engine) -> tuple[int, int] | None:
+    """(tokens, block size) of the engine's KV cache, by which the driver admits every phase's sequences
+    (`_kv.KVLedger`); None when the job sets `probe.requests_in_flight` (its number wins) or the
+    engine reports no KV cache."""
+    if job.requests_in_flight is not None:
         return None
-    longest = max(map(len, prompts), default=0)
-    return kv_sequences(engine.kv_cache_tokens(), sequence_tokens(longest, job.thinking_limit,
-                                                                  job.answer_limit), job.P)
+    tokens = engine.kv_cache_tokens()
+    if not tokens:
+        return None
+    block = getattr(engine, "kv_block_size", lambda: None)() or DEFAULT_BLOCK
+    return int(tokens), int(block)
 
 
-def _capacity(engine, live: int | None) -> int | None:
+def _capacity(engine) -> int | None:
     cap = engine.capacity()
-    if cap is None:
-        return None if live is None else live
-    return int(cap) if live is None else min(int(cap), live)
+    return None if cap is None else int(cap)
 
 
 def units_in_flight(job: ProbeJob, engine, prompts: Sequence[Sequence[int]] | None = None) -> int:
     """Units between admission and result at once: the job's `probe.units_in_flight`, else sized to the engine.
 
-    A quarter of the engine's capacity (vLLM: its scheduler's `max_num_seqs`, or what its KV cache
-    holds if fewer, `live_bound`; `_bounds.default_units`), since a unit in its probe phase is
-    (n+1)(P+1) engine sequences and the probe-phase sequences have their own bound
-    (`requests_in_flight`). Memory grows with these numbers, never with the run.
+    A quarter of the engine's capacity (vLLM: its scheduler's `max_num_seqs`; `_bounds.default_units`),
+    since a unit in its probe phase is (n+1)(P+1) engine sequences and the probe-phase sequences
+    have their own bound (`requests_in_flight`), and all of them the KV cache's (`kv_cache`).
+    Memory grows with these numbers, never with the run.
     """
     if job.units_in_flight is not None:
         return job.units_in_flight
-    cap = _capacity(engine, live_bound(job, engine, prompts))
+    cap = _capacity(engine)
     return default_units(cap) if cap is not None else job.units_per_batch
 
 
 def requests_in_flight(job: ProbeJob, engine, prompts: Sequence[Sequence[int]] | None = None) -> int:
     """Probe-phase engine sequences in flight at once: the job's `probe.requests_in_flight`, else twice
     the engine's capacity (`_bounds.default_requests`: the running batch and one waiting; the KV
-    bound, `live_bound`, then holds all phases together)."""
+    cache, `kv_cache`, then bounds all phases together)."""
     if job.requests_in_flight is not None:
         return job.requests_in_flight
-    cap = _capacity(engine, live_bound(job, engine, prompts))
+    cap = _capacity(engine)
     return default_requests(cap if cap is not None else FALLBACK_CAPACITY)
 
 
 def memory_line(job: ProbeJob, engine, prompts: Sequence[Sequence[int]]) -> str:
     """One line for the log: the in-flight bounds of this engine and their host-memory bound."""
     u, r = units_in_flight(job, engine, prompts), requests_in_flight(job, engine, prompts)
-    live = live_bound(job, engine, prompts)
+    kv = kv_cache(job, engine)
     longest = max(map(len, prompts), default=0)
     mem = host_memory(units=u, requests=r, prompt_tokens=longest,
                       thinking_limit=job.thinking_limit, answer_limit=job.answer_limit, P=job.P, b=job.b,
                       top_logprobs="deepconf" in getattr(job, "field_probes", ()))
-    kv = "" if live is None else (
-        f"; at most {live} engine sequences in all (its KV cache of {engine.kv_cache_tokens():,} tokens holds "
-        f"that many of {sequence_tokens(longest, job.thinking_limit, job.answer_limit):,}: no preemption)")
+    kv = "" if kv is None else (
+        f"; every phase while it fits in the KV cache of {kv[0]:,} tokens in {kv[1]}-token blocks, "
+        f"shared prefixes counted once (preemptions are counted in run.json)")
     return (f"in flight per engine: {u} units ({thinking_bound(u)} sampling their trajectory while the "
             f"engine is full), "
             f"{r} probe-phase sequences{kv}; {mem.line()}")

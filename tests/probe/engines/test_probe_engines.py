@@ -255,10 +255,11 @@ def test_sampled_runs_differ_but_are_valid(hf_engine, vllm_engine, setup):
 class _Counting:
     """The engine, with a stream that records the engine sequences in flight at every submit."""
 
-    def __init__(self, engine, capacity: int):
+    def __init__(self, engine, capacity: int, block: int = 0):
         self._e, self.peak_probe, self.peak_think, self.order = engine, 0, 0, []
         self.peak_total = 0
         self._capacity = capacity
+        self.block, self.peak_blocks = block, 0     # block > 0: KV blocks held, as vLLM counts them
 
     def capacity(self) -> int:
         return self._capacity
@@ -274,6 +275,10 @@ class _Counting:
             def submit(self, tag, req):
                 live[tag] = (tag[1] == "t", req.n if isinstance(req, GenRequest) else 1)
                 inner.submit(tag, req)
+                if rec.block:
+                    ctxs[tag] = (req.prompt, req.n, req.max_tokens) if isinstance(req, GenRequest) \
+                        else (req.context, 1, 1)
+                    rec.peak_blocks = max(rec.peak_blocks, _held_blocks(ctxs.values(), rec.block))
                 think = sum(c for t, c in live.values() if t)
                 rec.peak_think = max(rec.peak_think, think)
                 rec.peak_probe = max(rec.peak_probe, sum(c for t, c in live.values() if not t))
@@ -286,8 +291,24 @@ class _Counting:
                 done = inner.poll()
                 for tag, _ in done:
                     live.pop(tag)
+                    ctxs.pop(tag, None)
                 return done
+        ctxs = {}
         return S()
+
+
+def _held_blocks(reqs, block: int) -> int:
+    """KV blocks vLLM's block manager holds for requests just submitted (contexts, samples, max_tokens),
+    each sample charged the probe's growth allowance: every distinct whole block of a context once
+    (prefix caching), each sample's partial block and decoded tokens on their own."""
+    from otbench.probe.stp._kv import GROWTH_TOKENS, blocks
+
+    shared, own = set(), 0
+    for ctx, n, cap in reqs:
+        full = len(ctx) // block
+        shared.update(tuple(ctx[:(i + 1) * block]) for i in range(full))
+        own += n * (blocks(len(ctx) + min(cap, GROWTH_TOKENS), block) - full)
+    return len(shared) + own
 
 
 def test_requests_in_flight_are_bounded_in_engine_sequences_and_results_do_not_change(hf_engine, setup):
@@ -310,23 +331,29 @@ def test_requests_in_flight_are_bounded_in_engine_sequences_and_results_do_not_c
         assert [by[qs[q].id, r] for q, r in units] == free
 
 
-def test_the_kv_bound_holds_all_sequences_in_flight_and_results_do_not_change(hf_engine, setup):
-    """`max_live` (what the KV cache holds, `_bounds.kv_sequences`): think and probe-phase sequences
-    together never exceed it, however large the other bounds, and the units come out the same."""
+def test_kv_admission_keeps_what_vllm_holds_within_the_cache_and_results_do_not_change(hf_engine, setup):
+    """`kv_cache` (the engine's KV tokens and block size, `_kv.KVLedger`): the blocks vLLM's block manager
+    would hold for everything in flight, counted by brute force over the contexts, never exceed the
+    cache once more than one position's group fits, however large the other bounds; the units come
+    out the same."""
     from otbench.probe.stp._loop import stream_units
 
     tok, fmt, qs, prompts = setup
     units = [(0, 0), (0, 1), (1, 0), (1, 1)]
     free, _ = _probe(hf_engine, setup, SAMPLED, units=units)
-    for live in (4, 6):                          # P + 2 = 4: one position at a time
-        eng = _Counting(hf_engine, 64)
+    block, peaks = 8, {}
+    for cache in (None, 40, 60):                 # blocks: a few positions' groups at a time
+        eng = _Counting(hf_engine, 64, block)
         got = list(stream_units(eng, fmt, model="tiny", questions=qs, prompts=prompts, units=units, P=2, b=8,
                                 thinking_limit=40, answer_limit=6, sampling=SAMPLED,
-                                grade_batch=resolve_grader("minimal")[1], tokenizer=tok,
-                                max_in_flight=4, max_requests=64, max_live=live))
-        assert 1 <= eng.peak_total <= live and eng.peak_probe >= 3
+                                grade_batch=resolve_grader("minimal")[1], tokenizer=tok, max_in_flight=4,
+                                max_requests=64, kv_cache=None if cache is None else (cache * block, block)))
+        peaks[cache] = eng.peak_blocks
+        assert eng.peak_probe >= 3
         by = {(u.question, u.trajectory): u for u in got}
         assert [by[qs[q].id, r] for q, r in units] == free
+    # without admission the work in flight needs more than either cache: the bound is what held it
+    assert peaks[None] > 60 and 0 < peaks[40] <= 40 and 0 < peaks[60] <= 60
 
 
 def test_a_lagging_grader_pauses_the_probes_instead_of_piling_up_answers(hf_engine, setup, monkeypatch):

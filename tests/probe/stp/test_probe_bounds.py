@@ -71,27 +71,22 @@ class _KVEngine(_Engine):
         return self.kv_tokens
 
 
-def test_the_defaults_do_not_overcommit_the_kv_cache():
-    from otbench.probe.stp._setup import live_bound
+def test_the_kv_cache_bounds_every_phase_and_the_scheduler_sizes_the_rest():
+    from otbench.probe.stp._setup import kv_cache
 
-    # paper shape: 6,000-token prompts + 8,192 thinking + 1,400 answer + 16 = 15,608 tokens a sequence;
-    # a cache of 5.37 M tokens holds 344 of them (the figure), far fewer than max_num_seqs 1,024
-    seq = _bounds.sequence_tokens(6000, 8192, 1400)
-    assert seq == 15_608
-    h200 = _KVEngine(1024, 344 * seq + seq - 1)
+    # an engine that reports its cache: the driver admits by it (tokens, vLLM's GPU block size when the
+    # engine reports none); the unit and request bounds follow the scheduler's batch alone
+    h200 = _KVEngine(1024, 5_384_759)
     prompts = [[1] * 6000, [1] * 200]
-    assert live_bound(_job(), h200, prompts) == 344
-    assert units_in_flight(_job(), h200, prompts) == 86 and requests_in_flight(_job(), h200, prompts) == 688
+    assert kv_cache(_job(), h200) == (5_384_759, 16)
+    assert units_in_flight(_job(), h200, prompts) == 256 and requests_in_flight(_job(), h200, prompts) == 2048
     line = memory_line(_job(), h200, prompts)
-    assert "at most 344 engine sequences in all (its KV cache of 5,384,759 tokens holds that many of 15,608" in line
-    # a cache larger than the scheduler's batch: the batch bounds, the KV bound stays as a ceiling
-    big = _KVEngine(256, 10 ** 9)
-    assert units_in_flight(_job(), big, prompts) == 64 and requests_in_flight(_job(), big, prompts) == 512
-    # the job's own number wins (it may overcommit knowingly); no report, no prompts: no KV bound
-    assert live_bound(_job(requests_in_flight=2048), h200, prompts) is None
-    assert live_bound(_job(), _Engine(1024), prompts) is None and live_bound(_job(), h200, None) is None
-    # a cache below one position still lets a run move (P + 2 sequences)
-    assert _bounds.kv_sequences(100, seq, 16) == 18 and _bounds.kv_sequences(None, seq, 16) is None
+    assert "every phase while it fits in the KV cache of 5,384,759 tokens in 16-token blocks" in line
+    h200.kv_block_size = lambda: 128
+    assert kv_cache(_job(), h200) == (5_384_759, 128)
+    # the job's own number wins (it may overcommit knowingly); no report: no KV admission
+    assert kv_cache(_job(requests_in_flight=2048), h200) is None
+    assert kv_cache(_job(), _Engine(1024)) is None
 
 
 def test_vllm_engine_reads_the_kv_capacity_its_core_reported():

@@ -1,0 +1,82 @@
+"""The KV ledger (probe/stp/_kv.py) against a brute-force block manager, and the planner's batch against it."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from otbench.probe.stp._kv import GROWTH_TOKENS, KVLedger, blocks, group_blocks, steady_batch
+
+
+def _vllm_blocks(seqs, block: int) -> int:
+    """What vLLM's block manager holds for `seqs` = [(context ids, decoded tokens)]: every whole block of
+    a context once per distinct content (prefix caching hashes a block with everything before it), and
+    each sequence's own blocks past its context's whole blocks (the partial block and what it decoded)."""
+    shared, own = set(), 0
+    for ctx, decoded in seqs:
+        full = len(ctx) // block
+        shared.update(tuple(ctx[:(i + 1) * block]) for i in range(full))
+        own += blocks(len(ctx) + decoded, block) - full
+    return len(shared) + own
+
+
+group = st.tuples(st.integers(0, 90),                                    # shared prefix length
+                  st.lists(st.tuples(st.integers(0, 20), st.integers(1, 4), st.integers(1, 60),
+                                     st.integers(0, 40)),                # extra, n, max_tokens, age
+                           min_size=1, max_size=4))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(group, min_size=1, max_size=5), st.sampled_from([4, 16, 32]))
+def test_the_ledger_counts_what_the_block_manager_holds(groups, block):
+    """Groups with distinct prefixes, requests with distinct tails: the ledger's count at step `now` is the
+    block manager's for sequences decoded `min(max_tokens, age + GROWTH_TOKENS)` tokens, exactly."""
+    now, ledger, seqs = 50, KVLedger(10 ** 9, block), []
+    uid = 0
+    for g, (shared, reqs) in enumerate(groups):
+        prefix = [10_000 + g] + [g] * max(0, shared - 1) if shared else []
+        for extra, n, cap, age in reqs:
+            uid += 1
+            ctx = prefix + [20_000 + uid] * extra       # its own tail: shares nothing past the prefix
+            ledger.add(uid, g, len(prefix), len(ctx), n, cap, now - age)
+            # the n samples of one request share their context's whole blocks, as they do in vLLM
+            seqs += [(ctx, min(cap, age + GROWTH_TOKENS))] * n
+    assert ledger.held(now) == _vllm_blocks(seqs, block)
+
+
+def test_fits_removes_and_lets_a_run_move():
+    led = KVLedger(64 * 16, 16)                           # 64 blocks
+    assert led.fits(0, 10 ** 6)                           # nothing in flight: one group always goes
+    led.add("a", "g", 100, 100, 4, 10, 0)                 # 6 whole blocks + 4 x blocks(4 + 10) = 10
+    assert led.held(0) == 10 and led.fits(0, 54) and not led.fits(0, 55)
+    led.add("b", "g", 100, 101, 1, 1, 0)                  # same group: its prefix is not charged twice
+    assert led.held(0) == 11
+    led.add("c", "g", 100, 130, 2, 1, 0)                  # 2 more whole blocks shared by its 2 samples
+    assert led.held(0) == 11 + 2 + 2 * 1
+    led.remove("c")
+    led.remove("a")
+    assert led.held(0) == 6 + 1 and len(led) == 1
+    led.remove("b")
+    assert led.held(0) == 0 and led.fits(0, 10 ** 6)
+    # a sequence is charged what it can have decoded by now: its context, then one token a step
+    led.add("t", "t", 20, 20, 1, 1000, 0)
+    assert [led.held(s) for s in (0, 12, 13)] == [blocks(20 + GROWTH_TOKENS, 16), 4, 5]
+
+
+@pytest.mark.parametrize("block,prompt,prefix,answer,P", [(16, 300, 2000, 90, 16), (128, 60, 700, 40, 4),
+                                                          (16, 6000, 12000, 1400, 16)])
+def test_the_planners_batch_is_what_the_ledger_admits(block, prompt, prefix, answer, P):
+    """`steady_batch` (the plan's batch) = P x the probe groups of the mean shape that the driver's ledger
+    admits, each answer at half its length (its mean over its life), the signals at their one token."""
+    kv = 2_000_000
+    shared = prompt + prefix
+    led, step, admitted = KVLedger(kv, block), answer // 2, 0
+    ctxs = [(shared, P, 10 ** 6)] + [(shared, 1, 1)] * 2
+    per = group_blocks(shared, ctxs, block, decoded=step + GROWTH_TOKENS)
+    while led.fits(step, per) and admitted < 10 ** 5:
+        for i, (length, n, cap) in enumerate(ctxs):
+            led.add((admitted, i), admitted, shared, length, n, cap, 0)
+        admitted += 1
+    got = steady_batch(kv, prompt=prompt, prefix=prefix, answer=answer, P=P, block=block, max_num_seqs=10 ** 9)
+    assert admitted == math.floor(got / P + 1e-9)
+    assert steady_batch(kv, prompt=prompt, prefix=prefix, answer=answer, P=P, block=block, max_num_seqs=8) == 8
