@@ -31,9 +31,11 @@ Usage: ``python benchmarks/plan_calibration.py [--smoke]`` (or
 ``PLAN_CALIBRATION_SMOKE=1``): ``--smoke`` runs 2 and 3 units (one
 trajectory per question, SUMS only, float32) for the test suite. Last line:
 
-    plan_calibration: predicted/measured engine seconds R (calibrated on a run of N units, checked on M)
+    plan_calibration: predicted/measured engine seconds R (calibrated on a run of N units, checked on M); planned batch B vs the driver's D (B/D)
 
-Goal: R within [0.8, 1.2].
+Goal: R within [0.8, 1.2], B/D within [0.9, 1.1]. D is run.json's `mean_batch` (the engine sequences
+in flight averaged over the time the engine was stepped), B the plan's decode batch weighted by each
+group's answers.
 """
 
 import argparse
@@ -154,18 +156,24 @@ def main(argv=None) -> int:
         job2, out2, run2 = runs["checked"]
         measured = {p: run2["cost"]["phases"][p]["engine_seconds"] for p in ("think", "probe", "signal")}
         m = sum(measured.values())
-        ratio = None
+        ratio, planned = None, None
         for label, pilot in (("pilot = the calibration run", runs["calibration"][1]),
                              ("its own lengths (throughput model alone)", out2)):
             plan = plan_job(job2, pilot=pilot, device_name=cal.device_key, calibration=cal)
             pred = {p: 3600.0 * h / plan.job["tensor_parallel_size"] for p, h in plan.total["hours_by_phase"].items()}
             r = sum(pred.values()) / m
             ratio = r if ratio is None else ratio
+            # the plan's decode batch, weighted by each group's share of the answers (the probes dominate)
+            w = {g: v["answers"] for g, v in plan.groups.items()}
+            b = sum(plan.groups[g]["batch"] * w[g] for g in w) / max(sum(w.values()), 1e-9)
+            planned = b if planned is None else planned
             print(f"plan of the checked run, {label}: {sum(pred.values()):.1f} / {m:.1f} engine-seconds ({r:.3f}); "
                   + ", ".join(f"{p} {pred[p]:.1f}/{measured[p]:.1f}" for p in measured))
         n1, n2 = runs["calibration"][2]["units"]["total"], run2["units"]["total"]
+        ran = run2.get("mean_batch") or 0.0
     print(f"plan_calibration: predicted/measured engine seconds {ratio:.3f} "
-          f"(calibrated on a run of {n1} units, checked on {n2})")
+          f"(calibrated on a run of {n1} units, checked on {n2}); planned batch {planned:.1f} vs the "
+          f"driver's {ran:.1f} ({planned / max(ran, 1e-9):.2f})")
     return 0
 
 

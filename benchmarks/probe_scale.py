@@ -12,9 +12,12 @@ SYNTHETIC seeded random tokens at once. It reports `max_num_seqs = 1024`
 by default (`probe/stp/_bounds.py`: 256 units, 128 of them sampling while
 the engine is full, 2,048 probe-phase sequences; it counts its unfinished
 sequences as vLLM's `get_num_unfinished_requests` does, which the loop's
-bound reads). It reports no KV-cache size, so no KV admission applies
-(`probe/stp/_kv.py`): the scheduler's bounds are the most the defaults
-allow, the worst case for the driver's memory. Probe answers come back with
+bound reads). It reports the KV cache of Qwen3-4B on one H200 (the
+planner's device model: `KV_TOKENS`) in 16-token blocks, so the driver
+admits by its KV ledger (`probe/stp/_kv.py`) as on that GPU; the stand-in
+finishes everything at once, so the ledger's count stays below the cache
+and the scheduler's bounds are what binds: the most the defaults allow,
+the worst case for the driver's memory. Probe answers come back with
 their tokens' log-probabilities (the recorded field signals ask
 `logprobs=0`) in the flat form the adapter asks for (`FlatLogprobs`), as
 fresh lists like those vLLM's front end holds. Per scheduler step it finishes the first 1,024
@@ -64,6 +67,9 @@ MAX_NUM_SEQS = 1024
 """The stand-in's scheduler batch: vLLM's default `max_num_seqs` on an H200-class GPU."""
 THINK_TOKENS, B, ANSWER = 12_000, 480, 1400
 CORE_BYTES_PER_ID = 53
+KV_TOKENS = 777_000
+"""KV-cache tokens of Qwen3-4B on one H200 at vLLM's defaults, as `otbench plan` models it
+(`probe/plan/_throughput.py`: 0.9 x 141 GB less 7.5 GiB of weights and 4 GiB, at 144 KiB a token)."""
 """Engine-core host bytes per prompt id of a sequence (the figure of `otbench.probe.stp._bounds`)."""
 CORE_CPU = [0.0]
 """Thread CPU seconds spent inside the stand-in core (drawing tokens, copying prompts): not driver cost."""
@@ -93,7 +99,8 @@ class StandInCore:
         self._end, self._nl = list(end_ids), nl_id
         self.waiting: collections.deque = collections.deque()
         self.unfinished = 0
-        self.vllm_config = _NS(scheduler_config=_NS(max_num_seqs=MAX_NUM_SEQS))
+        self.vllm_config = _NS(scheduler_config=_NS(max_num_seqs=MAX_NUM_SEQS),
+                               cache_config=_NS(kv_cache_size_tokens=KV_TOKENS, block_size=16))
         self.model_config = _NS(hf_config=_NS(eos_token_id=tok.eos_token_id))
         rng = np.random.default_rng(0)
         pool = rng.integers(20, self._V, size=1 << 20)

@@ -75,6 +75,7 @@ HEAVY_FIRST = (
     "tests/test_benchmarks_horizon.py",
     "tests/probe/plan/test_plan_calibration_bench.py",
     "tests/test_benchmarks_probe.py",
+    "tests/test_benchmarks_probe_batch.py",
     "tests/test_attacks.py",
     "tests/test_benchmarks.py",
     "tests/probe/engines/test_openai_server.py",

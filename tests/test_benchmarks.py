@@ -37,6 +37,7 @@ SLOW = {
 SEPARATE = {
     # script -> the test file that runs it at its smoke size, beside this one
     "probe_throughput.py": "tests/test_benchmarks_probe.py",
+    "probe_batch.py": "tests/test_benchmarks_probe_batch.py",
     "horizon_smollm2.py": "tests/test_benchmarks_horizon.py",
     "online_certify.py": "tests/test_benchmarks_online.py",
     "online_side_certify.py": "tests/test_benchmarks_online.py",

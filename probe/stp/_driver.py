@@ -370,6 +370,7 @@ class _Driver:
         if busy:
             self.stats.busy_seconds += dt
         total = sum(self.seqs.values())
+        self.stats.sequence_seconds += dt * total
         for (bench, p), n in self.seqs.items():
             share = dt * n / total
             getattr(self.stats, p).engine_seconds += share

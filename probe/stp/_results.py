@@ -228,6 +228,7 @@ class RunStats:
     cache_queries: int = 0
     cache_hits: int = 0
     preemptions: int = 0
+    sequence_seconds: float = 0.0
     benchmarks: dict[str, dict[str, PhaseStats]] = dataclasses.field(default_factory=dict)
 
     def cell(self, benchmark: str, phase: str) -> PhaseStats:
@@ -245,7 +246,7 @@ class RunStats:
             for name, p in phases.items():
                 self.cell(bench, name).merge(p)
         for name in ("grading_seconds", "wall_seconds", "busy_seconds", "cache_queries", "cache_hits",
-                     "preemptions"):
+                     "preemptions", "sequence_seconds"):
             setattr(self, name, getattr(self, name) + getattr(part, name))
 
     def as_dict(self) -> dict[str, Any]:
@@ -254,6 +255,9 @@ class RunStats:
             d[k]["tokens_per_s"] = getattr(self, k).tokens_per_s
         d["cache_hit_rate"] = self.cache_hits / self.cache_queries if self.cache_queries else None
         d["busy_fraction"] = self.busy_seconds / self.wall_seconds if self.wall_seconds > 0 else None
+        # engine sequences in flight, averaged over the time the engine was stepped: the batch the
+        # driver ran, which `otbench plan` predicts (`_kv.steady_batch`)
+        d["mean_batch"] = self.sequence_seconds / self.busy_seconds if self.busy_seconds > 0 else None
         del d["benchmarks"]                 # per group: in `run.json`'s cost block (`_cost`)
         return d
 

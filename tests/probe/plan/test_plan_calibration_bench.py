@@ -13,7 +13,8 @@ pytest.importorskip("vllm")
 
 ROOT = Path(__file__).resolve().parents[3]
 LAST = re.compile(r"^plan_calibration: predicted/measured engine seconds (\d+\.\d{3}) "
-                  r"\(calibrated on a run of (\d+) units, checked on (\d+)\)$")
+                  r"\(calibrated on a run of (\d+) units, checked on (\d+)\); planned batch (\d+\.\d) vs the "
+                  r"driver's (\d+\.\d) \((\d+\.\d\d)\)$")
 
 
 def test_the_smoke_size_runs_end_to_end(tmp_path: Path, capsys, monkeypatch):
@@ -30,6 +31,7 @@ def test_the_smoke_size_runs_end_to_end(tmp_path: Path, capsys, monkeypatch):
     assert m, lines[-1]
     ratio, n1, n2 = float(m[1]), int(m[2]), int(m[3])
     assert (n1, n2) == (2, 3) and ratio > 0
+    assert float(m[4]) > 0 and float(m[5]) > 0          # the plan's batch and run.json's `mean_batch`
     assert any(ln.startswith("calibration: calibrated on 1 measured run(s) on cpu (vllm") for ln in lines)
     # both runs are real probe runs: their folders hold a set and run.json
     for name in ("calibration", "checked"):

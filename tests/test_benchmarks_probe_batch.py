@@ -1,0 +1,25 @@
+"""benchmarks/probe_batch.py at its smoke size: the loop's batch under KV admission against plain generate.
+
+In a file of its own so the suite's workers run it beside the rest (tests/test_benchmarks.py).
+"""
+
+import re
+
+import pytest
+from _bench_smoke import run_smoke
+
+LAST = re.compile(r"^probe_batch: sequences per step (\d+\.\d) vs plain generate (\d+\.\d) \(ratio (\d+\.\d\d)\), "
+                  r"preemptions (\d+), old bound (\d+), new bound (\d+)$")
+
+
+@pytest.mark.slow
+def test_probe_batch_runs_at_its_smoke_size():
+    pytest.importorskip("torch")
+    pytest.importorskip("vllm")
+    from _models import embedded_smollm2
+    embedded_smollm2()
+    last = run_smoke("probe_batch.py").strip().splitlines()[-1]
+    m = LAST.match(last)
+    assert m, last
+    # the figures are the benchmark's to judge; here: both batches measured, the old bound as scaled
+    assert float(m[1]) > 0 and float(m[2]) > 0 and int(m[5]) >= 1 and int(m[6]) >= 1
