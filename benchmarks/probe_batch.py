@@ -72,6 +72,29 @@ def _scaled_engine(blocks: int):
     _vllm.engine_kwargs = scaled
 
 
+class _LedgerProbe:
+    """Per driver poll: (blocks the ledger counts, the cache's blocks, positions queued, units active)."""
+
+    def __init__(self):
+        from otbench.probe.stp import _driver
+
+        self.rows: list[tuple[int, int, int, int]] = []
+        poll = _driver._Driver.poll
+
+        def sampled(d):
+            if d.kv is not None:
+                self.rows.append((d.kv.held(d.steps), d.kv.capacity, len(d.pending), len(d.active)))
+            return poll(d)
+        _driver._Driver.poll = sampled
+
+    def line(self) -> str:
+        n = max(len(self.rows), 1)
+        use = sum(h / c for h, c, _, _ in self.rows) / n
+        waiting = sum(1 for _, _, p, _ in self.rows if p) / n
+        return (f"the ledger counted {100 * use:.0f} % of the cache on average over {len(self.rows)} polls; "
+                f"positions were queued at {100 * waiting:.0f} % of them")
+
+
 def _shape(units) -> tuple[float, float, float]:
     """(mean prompt, mean retained thinking per position, mean probe answer) of the measured units."""
     prompts = [len(u.prompt) for u in units]
@@ -89,6 +112,8 @@ def main(argv=None) -> int:
     ap.add_argument("--answer", type=int, default=64, help="answer_limit")
     ap.add_argument("--b", type=int, default=32, help="target step length")
     ap.add_argument("--dtype", default=None, help="the engine's dtype (default: the demo's)")
+    ap.add_argument("--growth", type=int, default=None,
+                    help="tokens of room each sequence is charged (default: the probe's, _kv.GROWTH_TOKENS)")
     ap.add_argument("--smoke", action="store_true", help="the suite's size: 2 questions, R = 1, thinking <= 64, "
                                                          "answers <= 32, float32")
     args = ap.parse_args(argv)
@@ -104,6 +129,9 @@ def main(argv=None) -> int:
     from otbench.probe.stp._runner import _LocalExecutor, _probe, _unit_keys
     from otbench.probe.stp._setup import resolve_engine_config
 
+    if args.growth is not None:
+        from otbench.probe.stp import _kv
+        _kv.GROWTH_TOKENS = args.growth
     job = _job(args)
     questions, _ = load_data(job.data)
     grader = resolve_grader(job.grader)[0]
@@ -126,7 +154,7 @@ def main(argv=None) -> int:
     core = llm.llm_engine
     steps, sent = _StepRecorder(core.engine_core), _RequestRecorder(core)
     units, keys = _unit_keys(job, ex.setup, questions, None, grader)
-    got = []
+    got, probe = [], _LedgerProbe()
     try:
         llm.reset_prefix_cache()
         with tempfile.TemporaryDirectory() as d:
@@ -146,18 +174,20 @@ def main(argv=None) -> int:
                 jr.close()
         busy, _, _, n_steps, D = steps.busy(first)
         print(f"probe loop: {len(units)} units, {len(sent.requests)} engine requests in {wall:.1f} s, "
-              f"{n_steps} steps, {D:.1f} sequences running per busy step, {stats.preemptions} preemptions",
-              flush=True)
+              f"{n_steps} steps, {D:.1f} sequences running per busy step, {stats.preemptions} preemptions; "
+              + probe.line(), flush=True)
         sent.on = False
         from vllm.inputs import TokensPrompt
         llm.reset_prefix_cache()
         first = len(steps.rows)
+        pre0 = ex.engine.cache_stats()["preemptions"]
         t = time.perf_counter()
         llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p, _ in sent.requests],
                      [copy.deepcopy(sp) for _, sp in sent.requests], use_tqdm=False)
         busy, _, _, n_steps, G = steps.busy(first)
         print(f"plain generate of the same requests: {time.perf_counter() - t:.1f} s, {n_steps} steps, "
-              f"{G:.1f} sequences running per busy step", flush=True)
+              f"{G:.1f} sequences running per busy step, "
+              f"{ex.engine.cache_stats()['preemptions'] - pre0} preemptions", flush=True)
     finally:
         ex.close()
     prompt, kept, answer = _shape(got)

@@ -175,7 +175,7 @@ class _Driver:
         seed = derive_seed(j["model"], qs.dataset, qs.id, r, "think")
         fmt = self.fmt
         native = fmt.family.native_thinking
-        limit = j["thinking_limit"] + (len(fmt.end_ids) + j["answer_limit"] if native else 0)
+        limit = self.think_limit()
         stops = fmt.answer_stop_ids if native else fmt.think_stop_ids
         # Native thinking: the request runs on into the answer only when the marker starts within
         # thinking_limit; else what follows the limit is cut off (`split_trajectory`), so the
@@ -251,11 +251,27 @@ class _Driver:
             self._submit(tag, req, phase, group, shared)
 
     def fits_think(self) -> bool:
-        """Whether a think request of the longest prompt fits in the KV cache beside what is in flight."""
+        """Whether a think request of the longest prompt fits in the KV cache beside what is in flight,
+        and the think requests in flight, each at its full length, would still fit in the cache alone.
+
+        A trajectory grows for thousands of steps after it is admitted, far past any room the ledger
+        keeps (`_kv.GROWTH_TOKENS`); the probes around it end within `answer_limit` tokens and then
+        wait for room. So only the trajectories are held to their full length: together they can
+        never outgrow the cache, however long they think (Qwen3-4B on one H200 at the paper's limits:
+        ~21 at once, beside hundreds of probe sequences)."""
         if self.kv is None:
             return True
         from ._kv import GROWTH_TOKENS, blocks
+        full = blocks(self.longest + self.think_limit(), self.kv.block)
+        if self.phase_in_flight["think"] and (self.phase_in_flight["think"] + 1) * full > self.kv.capacity:
+            return False
         return self.kv.fits(self.steps, blocks(self.longest + GROWTH_TOKENS, self.kv.block))
+
+    def think_limit(self) -> int:
+        """Tokens a think request may decode: the thinking limit, and for a native-thinking family the
+        marker and its answer."""
+        j, fmt = self.job, self.fmt
+        return j["thinking_limit"] + (len(fmt.end_ids) + j["answer_limit"] if fmt.family.native_thinking else 0)
 
     def pump(self) -> None:
         """Submit queued positions while the probe-phase sequences still decoding are below the bound

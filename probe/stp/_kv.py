@@ -51,12 +51,14 @@ def blocks(tokens: int, block: int) -> int:
 
 
 def group_blocks(shared: int, contexts: Sequence[tuple[int, int, int]], block: int,
-                 decoded: int = GROWTH_TOKENS) -> int:
+                 decoded: int | None = None) -> int:
     """Blocks a group of sequences with a common prefix holds: the prefix's whole blocks once, and every
     sequence the rest of its context plus `decoded` tokens (at most its `max_tokens`).
 
     `shared`: tokens every context starts with; `contexts`: (context length, samples, max_tokens) per
-    request of the group. A request's n samples share its own context's whole blocks too."""
+    request of the group; `decoded` defaults to `GROWTH_TOKENS`, what a request is charged when sent. A
+    request's n samples share its own context's whole blocks too."""
+    decoded = GROWTH_TOKENS if decoded is None else decoded
     full = int(shared) // block
     return full + sum(_request_blocks(length, n, min(decoded, cap), full, block) for length, n, cap in contexts)
 

@@ -356,6 +356,30 @@ def test_kv_admission_keeps_what_vllm_holds_within_the_cache_and_results_do_not_
     assert peaks[None] > 60 and 0 < peaks[40] <= 40 and 0 < peaks[60] <= 60
 
 
+def test_trajectories_being_sampled_never_outgrow_the_cache_at_full_length(hf_engine, setup):
+    """A think request grows far past the ledger's room; the trajectories in flight, each at prompt +
+    its decode limit, fit in the cache alone (`_Driver.fits_think`), and a run still moves."""
+    from otbench.probe.stp._kv import blocks
+    from otbench.probe.stp._loop import stream_units
+
+    tok, fmt, qs, prompts = setup
+    units = [(q, r) for q in range(len(qs)) for r in range(3)]
+    block = 8
+    limit = 40 + (len(fmt.end_ids) + 6 if fmt.family.native_thinking else 0)    # what a think request decodes
+    full = blocks(max(map(len, prompts)) + limit, block)
+    peak = {}
+    for fit in (None, 1, 3):
+        eng = _Counting(hf_engine, 64)
+        got = list(stream_units(eng, fmt, model="tiny", questions=qs, prompts=prompts, units=units, P=2, b=8,
+                                thinking_limit=40, answer_limit=6, sampling=SAMPLED,
+                                grade_batch=resolve_grader("minimal")[1], tokenizer=tok, max_in_flight=8,
+                                max_requests=64,
+                                kv_cache=None if fit is None else (fit * full * block + block - 1, block)))
+        assert len(got) == len(units)
+        peak[fit] = eng.peak_think
+    assert peak[None] > 3 and peak[1] == 1 and 1 <= peak[3] <= 3
+
+
 def test_a_lagging_grader_pauses_the_probes_instead_of_piling_up_answers(hf_engine, setup, monkeypatch):
     import threading
     import time
