@@ -337,6 +337,11 @@ class StreamBase:
     def sequences_in_flight(self) -> int | None:
         return None
 
+    def live_samples(self, tag: Any) -> int | None:
+        """Samples of the unfinished request `tag` still decoding (vLLM frees a finished one's KV
+        blocks while its siblings decode); None: cannot say (all of them are counted)."""
+        return None
+
 
 class BatchStream(StreamBase):
     """`Stream` over an engine's batch calls: each `poll` runs everything queued, in submission order.

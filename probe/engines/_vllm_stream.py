@@ -48,6 +48,8 @@ class VLLMStream(StreamBase):
         # `GenRequest.cut`: engine request id -> [first step to look, limit, marker]; engine steps
         self._cuts: dict[str, list] = {}
         self._steps = 0
+        # tag -> its engine request ids (`live_samples`)
+        self._rids: dict[Any, list[str]] = {}
 
     def in_flight(self) -> int:
         return len(self._parts)
@@ -57,6 +59,7 @@ class VLLMStream(StreamBase):
         rid = str(self._ids)
         params.output_kind = self._final
         self._live[rid] = (tag, request, part)
+        self._rids.setdefault(tag, []).append(rid)
         # A list goes in as it is: the probe builds each prompt as a fresh list of Python ints
         # (`ProbeFormat`, pinned by its tests), and the engine only reads it. Converting its
         # ~6,000 ids per id cost ~27 us of driver time per probe request at paper shape (one
@@ -96,6 +99,19 @@ class VLLMStream(StreamBase):
         sample ends (`LLMEngine.get_num_unfinished_requests`, O(1))."""
         return int(self._core.get_num_unfinished_requests())
 
+    def live_samples(self, tag: Any) -> int | None:
+        """Samples of the unfinished request `tag` still decoding: vLLM frees a finished sample's KV
+        blocks at once while its siblings decode on. Each sample is a child request with its own state
+        in the front end's output processor until it finishes (`v1/engine/output_processor.py`:
+        `external_req_ids` maps a request id to its children's, `request_states` holds the
+        unfinished ones). None: `tag` is not in flight."""
+        rids = self._rids.get(tag)
+        if rids is None:
+            return None
+        op = self._core.output_processor
+        states, children = op.request_states, op.external_req_ids
+        return sum(1 for rid in rids for child in children.get(rid, ()) if child in states)
+
     def pop_cached_tokens(self, tag: Any) -> int:
         """Prompt ids of the finished request `tag` that the prefix cache served (asked once per tag)."""
         return self._cached.pop(tag, 0)
@@ -132,6 +148,7 @@ class VLLMStream(StreamBase):
             self._core.abort_request([rid])
             tag, request, part = self._live.pop(rid)
             del self._parts[tag]
+            self._rids.pop(tag, None)
             # A request that asked for log-probabilities has them in the same state
             # (`RequestState.logprobs_processor.logprobs`, one position per output token).
             from ._vllm import _top_means     # the engine module imports this one at its end
@@ -163,6 +180,7 @@ class VLLMStream(StreamBase):
                 parts[part] = self._e._signal(out.outputs[0], int(request.token_id))
             if all(p is not None for p in parts):
                 del self._parts[tag]
+                self._rids.pop(tag, None)
                 done.append((tag, [c for p in parts for c in p] if isinstance(request, GenRequest)
                              else parts[0]))
         if self._cuts:

@@ -88,13 +88,14 @@ class _Driver:
                  max_requests: int, max_thinking: int, max_holding: int,
                  kv_cache: tuple[int, int] | None = None):
         self.fmt, self.job, self.stats, self.lane = fmt, job, stats, lane
+        self.steps = 0                       # engine steps polled (a sequence decodes <= 1 token each)
+        self.stream = engine.stream(job["sampling"])
         # the blocks the sequences in flight hold in the engine's KV cache, all phases (`_kv`):
         # requests go to the engine while they fit; None: the engine reports no cache
-        self.kv = KVLedger(*kv_cache) if kv_cache is not None else None
-        self.steps = 0                       # engine steps polled (a sequence decodes <= 1 token each)
+        self.kv = KVLedger(*kv_cache, live=getattr(self.stream, "live_samples", None)) \
+            if kv_cache is not None else None
         self.ready: dict[Any, tuple[int, list]] = {}   # pending position -> (its blocks, its requests)
         self.longest = max(map(len, job["prompts"]), default=0)
-        self.stream = engine.stream(job["sampling"])
         self.active: dict[tuple[int, int], _Unit] = {}
         self.grading: dict[tuple[int, int], Any] = {}
         self.phase_in_flight = {"think": 0, "probe": 0, "signal": 0}

@@ -89,8 +89,10 @@ class KVLedger:
     at most, up to the growth allowance (sharing across groups is not counted).
     """
 
-    def __init__(self, kv_tokens: int, block: int = DEFAULT_BLOCK):
+    def __init__(self, kv_tokens: int, block: int = DEFAULT_BLOCK, live=None):
         self.block = int(block)
+        # tag -> samples still decoding (the engine's stream, where it can say; None: all n)
+        self._live = live
         self.capacity = int(kv_tokens) // self.block
         self._groups: dict[object, list[int]] = {}     # group -> [shared whole blocks, requests]
         self._requests: dict[object, _Request] = {}
@@ -113,6 +115,7 @@ class KVLedger:
         return None
 
     def remove(self, tag) -> None:
+        self._memo = None
         r = self._requests.pop(tag, None)
         if r is None:
             return
@@ -122,8 +125,8 @@ class KVLedger:
             del self._groups[r.group]
         self._memo = None
 
-    def _charge(self, r: _Request, step: int) -> int:
-        return _request_blocks(r.length, r.n, min(r.cap, step - r.step + GROWTH_TOKENS),
+    def _charge(self, r: _Request, step: int, n: int | None = None) -> int:
+        return _request_blocks(r.length, r.n if n is None else n, min(r.cap, step - r.step + GROWTH_TOKENS),
                                self._groups[r.group][0], self.block)
 
     def held(self, step: int) -> int:
@@ -131,7 +134,12 @@ class KVLedger:
         if self._memo is not None and self._memo[0] == step:
             return self._memo[1]
         total = sum(g[0] for g in self._groups.values())
-        total += sum(self._charge(r, step) for r in self._requests.values())
+        if self._live is None:
+            total += sum(self._charge(r, step) for r in self._requests.values())
+        else:
+            for tag, r in self._requests.items():
+                n = self._live(tag) if r.n > 1 else None     # a finished sample's blocks are free
+                total += self._charge(r, step, None if n is None else min(n, r.n))
         self._memo = (step, total)
         return total
 

@@ -80,3 +80,16 @@ def test_the_planners_batch_is_what_the_ledger_admits(block, prompt, prefix, ans
     got = steady_batch(kv, prompt=prompt, prefix=prefix, answer=answer, P=P, block=block, max_num_seqs=10 ** 9)
     assert admitted == math.floor(got / P + 1e-9)
     assert steady_batch(kv, prompt=prompt, prefix=prefix, answer=answer, P=P, block=block, max_num_seqs=8) == 8
+
+
+def test_a_finished_sample_frees_its_blocks_while_its_siblings_decode():
+    """With the stream's count of a request's samples still decoding, the finished ones are not charged
+    (vLLM frees them at once); the request's shared whole blocks stay while any sample runs."""
+    live = {"p": 16}
+    led = KVLedger(10 ** 6, 16, live=live.get)
+    led.add("p", "g", 64, 70, 16, 100, 0)          # 4 shared blocks; each sample blocks(70 + 32) - 4 = 3
+    assert led.held(0) == 4 + 16 * 3
+    live["p"] = 5
+    assert led.held(1) == 4 + 5 * blocks(70 + 33, 16) - 5 * 4
+    live["p"] = None                                # the stream no longer knows it: all counted again
+    assert led.held(2) == 4 + 16 * (blocks(70 + 34, 16) - 4)
