@@ -18,7 +18,8 @@ sequence up by four times a GPU's 16).
    engine (vLLM alone admits from its waiting queue whenever blocks are
    free, and preempts when they run out);
 3. D and G: the mean number of running sequences over the engine's busy
-   steps (`scheduler_stats.num_running_reqs` of every step, as
+   steps (D also from the first probe on: before it only the trajectories
+   exist to run, one sequence each, whatever the admission) (`scheduler_stats.num_running_reqs` of every step, as
    benchmarks/probe_throughput.py reads them; a sample of a request is one
    sequence); preemptions N: the loop's `RunStats.preemptions` (vLLM's
    `vllm:num_preemptions` counter over the loop, written to run.json).
@@ -153,6 +154,13 @@ def main(argv=None) -> int:
     llm = ex.engine._llm
     core = llm.llm_engine
     steps, sent = _StepRecorder(core.engine_core), _RequestRecorder(core)
+    add, first_probe = core.add_request, []
+
+    def mark(request_id, prompt, params, *a, **kw):     # the step at which the first probe went in
+        if not first_probe and params.n == job.P:
+            first_probe.append(len(steps.rows))
+        return add(request_id, prompt, params, *a, **kw)
+    core.add_request = mark
     units, keys = _unit_keys(job, ex.setup, questions, None, grader)
     got, probe = [], _LedgerProbe()
     try:
@@ -173,8 +181,12 @@ def main(argv=None) -> int:
             finally:
                 jr.close()
         busy, _, _, n_steps, D = steps.busy(first)
+        # from the first probe on: what the admission keeps running once there are probes to run (before
+        # it, only the trajectories can run, one sequence each, whatever the admission)
+        _, _, _, probe_steps, D_probe = steps.busy(first_probe[0] if first_probe else first)
         print(f"probe loop: {len(units)} units, {len(sent.requests)} engine requests in {wall:.1f} s, "
-              f"{n_steps} steps, {D:.1f} sequences running per busy step, {stats.preemptions} preemptions; "
+              f"{n_steps} steps, {D:.1f} sequences running per busy step ({D_probe:.1f} over the "
+              f"{probe_steps} steps from the first probe on), {stats.preemptions} preemptions; "
               + probe.line(), flush=True)
         sent.on = False
         from vllm.inputs import TokensPrompt
