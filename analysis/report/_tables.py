@@ -369,9 +369,9 @@ def to_csv(t: Table, *, synthetic: bool) -> str:
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "Δ": r"$\Delta$", "β": r"$\beta$",
-                  "θ": r"$\theta$", "≥": r"$\geq$", "†": r"\textdagger{}", "‡": r"\textdaggerdbl{}", "≤": r"$\leq$",
-                  "–": "--", "·": r"$\cdot$", "|": r"$|$", "−": "$-$", "×": r"$\times$",
-                  "±": r"$\pm$"}
+                  "θ": r"$\theta$", "≥": r"$\geq$", "†": r"\textdagger{}", "≤": r"$\leq$",
+                  "‡": r"\textdaggerdbl{}", "–": "--", "·": r"$\cdot$", "|": r"$|$", "−": "$-$",
+                  "×": r"$\times$", "±": r"$\pm$"}
 LATEX_SYMBOLS = {
     "β_match": r"\beta_{\text{match}}", "β_sat": r"\beta_{\text{sat}}",
     "F_C(β)": r"F_C(\beta)", "F_C(1)": "F_C(1)", "F_C": "F_C", "A_full": r"A_{\text{full}}",
