@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from otbench.analysis.overthinking import spearman_note
+from otbench.analysis.overthinking import ZERO_ACCURACY_NOTE, spearman_note
 
 from . import _curves as curves
 from . import _figures as figs
@@ -98,6 +98,8 @@ def _matrix_figure(ctx, sec: Section, name: str, title: str, caption: str) -> No
     keys, labels, units, scales, digits, cmaps, ranges = _MATRIX_FIGURES[name]
     if _excluded(ctx.inputs.metrics, ctx.inputs.bootstrap, keys):
         caption = caption.rstrip(".") + f"; {tabs.EXCLUDES_NOTE}."
+    if "or" in keys and tabs.zero_or_places(ctx.inputs.metrics, "or"):
+        caption = caption.rstrip(".") + f"; {ZERO_ACCURACY_NOTE}."
     draw = functools.partial(figs.matrix_figure, ctx.inputs.metrics, keys, labels, units, scales,
                              digits, cmaps, boot=ctx.inputs.bootstrap, ranges=ranges)
     sec.figure(ctx.fig(name, draw, title=title, caption=caption,

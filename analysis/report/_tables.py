@@ -23,12 +23,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from otbench.analysis.overthinking import (
-    ZERO_ACCURACY_MARK,
-    ZERO_ACCURACY_NOTE,
-    zero_accuracy_places,
-)
+from otbench.analysis.overthinking import ZERO_ACCURACY_MARK, ZERO_ACCURACY_NOTE
 from otbench.files import csv_text
+
+from ._marks import outside_reasons, zero_or_places
 from otbench.errors import ArgumentError
 
 SYNTHETIC_NOTE = "SYNTHETIC DATA (simulated, not model outputs)"
@@ -125,11 +123,6 @@ def marked(caption: str, texts: Iterable[str], note: str = EXCLUDES_NOTE) -> str
     if not any(EXCLUDES in t for t in texts):
         return caption
     return caption.rstrip(".") + f"; {note}."
-
-
-def zero_or_places(metrics_doc: Mapping[str, Any], key: str) -> set:
-    """(scope, model, group) of the OR entries at 0 % accuracy (none for other metrics)."""
-    return zero_accuracy_places(metrics_doc["cells"]) if key == "or" else set()
 
 
 def _shown(rows: Sequence[Sequence["Cell"]]) -> list[str]:
@@ -238,7 +231,8 @@ def matrix_table(name: str, metrics_doc: Mapping[str, Any], key: str, *, title: 
     csv_header = ("model",) + tuple(f"{g} ({spec.unit})" for g in header[1:])
     if zero:
         caption = caption.rstrip(".") + f"; {ZERO_ACCURACY_NOTE}."
-    return Table(name=name, title=title, caption=marked(caption, _shown(rows)), header=header,
+    caption = marked(caption, _shown(rows), EXCLUDES_NOTE + outside_reasons(boot, key))
+    return Table(name=name, title=title, caption=caption, header=header,
                  rows=tuple(rows), csv_header=csv_header, csv_rows=tuple(csv_rows), heat=True,
                  rule_before_last=True, heat_range=heat_range)
 
@@ -282,7 +276,8 @@ def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str,
         csv_rows.append((label,) + tuple(s for x, _, _ in per_group + [avg] for s in csv_pair(x)))
     if zero:
         caption = caption.rstrip(".") + f"; {ZERO_ACCURACY_NOTE}."
-    return Table(name=name, title=title, caption=marked(caption, _shown(rows)), header=header,
+    caption = marked(caption, _shown(rows), EXCLUDES_NOTE + outside_reasons(boot, key))
+    return Table(name=name, title=title, caption=caption, header=header,
                  rows=tuple(rows), csv_header=csv_header, csv_rows=tuple(csv_rows),
                  rule_before_last=True)
 

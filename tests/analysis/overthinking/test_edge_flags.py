@@ -74,3 +74,16 @@ def test_no_flag_on_an_ordinary_set():
     assert spearman_note(n) == f" ({n} cells)" and n >= 5
     assert all("fewer than" in spearman_note(k) for k in range(5))
     assert np.isfinite(m["spearman_or_ad"])
+
+
+def test_or_at_zero_accuracy_is_marked_in_the_heat_map():
+    from otbench.analysis.report import _figures as figs
+
+    m = metrics(two_cells())
+    fig = figs.matrix_figure(m, ["or", "ad"], ["OR (%)", "AD (pp)"], ["%", "pp"], [100.0, 100.0],
+                             [1, 2], ["viridis", "viridis"])
+    or_ax, ad_ax = (next(a for a in fig.axes if a.get_title().startswith(t)) for t in ("OR", "AD"))
+    assert len(ad_ax.texts) == len(or_ax.texts) == 6          # rows a, b, Avg. x columns g, Avg.
+    marked = sorted(t.get_text() for t in or_ax.texts if t.get_text().endswith(ZERO_ACCURACY_MARK))
+    assert len(marked) == 4 and marked.count(f"100.0{ZERO_ACCURACY_MARK}") == 2
+    assert not any(ZERO_ACCURACY_MARK in t.get_text() for t in ad_ax.texts)

@@ -72,6 +72,17 @@ def test_an_estimate_outside_is_flagged_where_printed():
     assert f"{MARK} point estimate outside its own interval:" in text
     assert "  or, macro: 100.0% of its 50 defined replicates lie above the estimate" in text
     assert shifted.to_json()["outside_intervals"][0]["interval"][0] > flags[("or", "macro", None, None)]["estimate"]
+    # The report's interval and matrix tables give the measured reasons in their captions.
+    from otbench.analysis import metrics
+    from otbench.analysis.report import _tables as tabs
+
+    m = metrics(simulate("tiny", seed=1))
+    for build in (tabs.interval_table, tabs.matrix_table):
+        args = (shifted.to_json(), m) if build is tabs.interval_table else (m,)
+        kw = {} if build is tabs.interval_table else {"boot": shifted.to_json()}
+        t = build("t", *args, "or", title="OR", caption="OR.", **kw)
+        assert tabs.EXCLUDES_NOTE in t.caption
+        assert "(measured: Avg. / Avg.: 100.0% of its 50 defined replicates lie above" in t.caption
     # Undefined replicates are named in the reason.
     part = r.macro.copy()
     part[:10] = np.nan
