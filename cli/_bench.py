@@ -255,7 +255,7 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     Writes the leaderboard as Markdown, CSV and JSON, and each method's
     otbench.bench/1 result where `otbench report DIRECTORY` finds it.
     """
-    from otbench.analysis.bench import compare_json, evaluate, leaderboard
+    from otbench.analysis.bench import compare_json, evaluate, leaderboard, leaderboard_block
 
     from otbench.files import check_output, write_text_atomic
 
@@ -281,14 +281,19 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     if len(set(names)) != len(names):
         raise click.UsageError("two methods share a name; give each plug-in its own `name`")
     click.echo(board.format(), nl=False)         # its warnings included
-    for r, n in zip(results, names):
-        write_result(r.to_json(), directory, f"bench-{n}.json")
+    # Each result carries its leaderboard row (rank, intervals, warnings): the report shows them.
+    blocks = [leaderboard_block(board, r.method) for r in results]
+    for r, n, b in zip(results, names, blocks):
+        write_result({**r.to_json(), "leaderboard": b}, directory, f"bench-{n}.json")
     click.echo(f"wrote {len(results)} results to {result_path(directory, 'bench-*.json')}")
     write_result(board.to_json(), directory, "leaderboard.json", folder / "leaderboard.json")
     write_text_atomic(folder / "leaderboard.csv", board.to_csv())
     write_text_atomic(folder / "leaderboard.md", board.to_markdown())
     click.echo(f"wrote {folder / 'leaderboard'}.md, .csv, .json")
     if json_out is not None:
-        write_result(compare_json(results), directory, "", json_out)
+        doc = compare_json(results)
+        for d, b in zip(doc["results"], blocks):
+            d["leaderboard"] = b
+        write_result(doc, directory, "", json_out)
         click.echo(f"wrote {json_out}")
     track(lambda rec: add_leaderboard(rec, board.to_json()), ms)

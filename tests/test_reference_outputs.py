@@ -44,6 +44,17 @@ content hash differed. The simulator now computes those functions by the C libra
 functions (`analysis/measurement/_libm.py`), which do not depend on the vector width; the
 digests were recorded with it (on the AVX2 machine).
 
+Re-pinned for issue 58. `bootstrap.json`: the within-question pairwise spreads are recomputed
+over pairs of distinct source trajectories (a trajectory drawn twice is no longer a pair with
+itself), so the `pairwise_or` / `pairwise_ad` intervals moved up (macro |ΔOR| [21.7, 25.7] ->
+[24.8, 29.4] pp around its estimate 27.1), and the new `outside_intervals` list is empty (8
+entries with the old spreads); with those keys removed the document equals the one the old code
+gives on the same set. `bench.json`: each result carries its `leaderboard` row; without it, the
+old digest. Tables 15 and 16 (the pairwise intervals), the LaTeX of Tables 7 and 8 (their caption
+no longer says the replicates centre near (R-1)/R of the estimate) and Table 19 (the rank and
+behind-best interval columns, the small-split warning in its caption and CSV). Every other
+digest is unchanged.
+
 What is compared: JSON documents with their `provenance` blocks removed
 (they name library versions) and canonically re-serialized; CSV and LaTeX
 tables as bytes; the set's logical content hash. PNG bytes depend on the

@@ -53,6 +53,7 @@ from ._leaderboard import (
                        RANKED_BY,
                        Leaderboard,
                        leaderboard,
+                       leaderboard_block,
                        leaderboard_key,
                        small_split_warning,
 )
@@ -77,7 +78,7 @@ __all__ = [
     "PredictiveScheduling", "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake",
     "ThinkSwitcher", "UnitTable",
     "apply_split_file", "assign_splits", "compare", "compare_json", "evaluate",
-    "format_compare", "format_result", "leaderboard", "leaderboard_key", "load_method",
+    "format_compare", "format_result", "leaderboard", "leaderboard_block", "leaderboard_key", "load_method",
     "offline_point", "question_splits", "ratios_iv",
     "read_question_features", "read_split_file", "read_stops", "resolve", "ridge_fit",
     "signal_tokens", "small_split_warning", "split_questions", "stop_positions", "units_of",

@@ -11,6 +11,8 @@ does not.) What this gives, per method, over `replicates` draws:
 
 * ``rank_interval``: the 2.5 and 97.5 percentiles of its rank within its
   strategy (lower / higher integer ranks: never narrower than the draws);
+  methods tied in a replicate share their best rank there, so methods tied
+  in every replicate get equal intervals;
 * ``gap_behind_best`` and its interval: the macro ``gap_full`` minus that of
   the strategy's best method on the point estimate, per replicate -- paired,
   since all methods are scored on the same drawn trajectories; 0 inside the
@@ -163,14 +165,17 @@ def macro_areas(test: MeasurementSet, W: np.ndarray, stops: Stops, zero_k: np.nd
         return total[0] / norm, total[1] / norm
 
 
-def _ranks(areas: np.ndarray, names: Sequence[str]) -> np.ndarray:
+def _ranks(areas: np.ndarray) -> np.ndarray:
     """int64[rep, method] rank within the strategy per replicate: the larger macro `∫ M` first
-    (the smaller gap area), ties by method name, as `leaderboard_key` orders them."""
+    (the smaller gap area); tied methods share the best rank of their tie (1, 1, 3).
+
+    A tie is not broken by the method's name here: two methods with the same
+    curve in a replicate are not separated by it, and a name order would give
+    identical methods different rank intervals (issue 58: 1-4 and 3-6 for two
+    methods tied at every draw).
+    """
     key = np.where(np.isnan(areas), -np.inf, areas)
-    rank_name = np.argsort(np.argsort(np.array(names, dtype=object), kind="stable"), kind="stable")
-    ahead = (key[:, None, :] > key[:, :, None]) | (
-        (key[:, None, :] == key[:, :, None]) & (rank_name[None, None, :] < rank_name[None, :, None]))
-    return 1 + ahead.sum(axis=2)
+    return 1 + (key[:, None, :] > key[:, :, None]).sum(axis=2)
 
 
 def intervals(ms: MeasurementSet, results: Sequence[Any], *, replicates: int = REPLICATES,
@@ -208,7 +213,7 @@ def intervals(ms: MeasurementSet, results: Sequence[Any], *, replicates: int = R
             areas = np.stack([x[int(net)] for x in both], axis=1)
             point = np.array([x[int(net)][0] for x in point_both])
             best = int(sorted(range(len(group)), key=lambda i: (-point[i], names[i]))[0])
-            ranks = _ranks(areas, names)
+            ranks = _ranks(areas)
             behind = areas[:, [best]] - areas                      # gap_full(i) - gap_full(best)
             pre = "net_" if net else ""
             for i, r in enumerate(group):

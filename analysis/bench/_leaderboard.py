@@ -91,6 +91,13 @@ def net_leaderboard_key(result: BenchResult) -> tuple:
     return (gap is None, math.inf if gap is None else gap, -(share or 0.0), result.method)
 
 
+def _tied_ranks(results: Sequence[BenchResult], key) -> dict[int, int]:
+    """`id(result)` -> 1 + the results strictly ahead by `key` without its name (1, 1, 3):
+    methods tied on the ranking rule share a rank, as they share rank intervals (`_intervals`)."""
+    keys = {id(r): key(r)[:-1] for r in results}
+    return {i: 1 + sum(other < k for other in keys.values()) for i, k in keys.items()}
+
+
 def small_split_warning(result: BenchResult, minimum: int = MIN_RANK_QUESTIONS) -> str | None:
     """A warning when some cell of `result` has fewer than `minimum` evaluated questions."""
     small = [c for c in result.cells if c.questions < minimum]
@@ -109,7 +116,7 @@ class Leaderboard(Tidy):
 
     Attributes:
       rows: dicts with the `COLUMNS` keys: `strategy`, `rank` (1 = best within
-        the strategy), `method`, `gap_area_full`, `gap_area` and
+        the strategy; tied methods share the best rank of their tie), `method`, `gap_area_full`, `gap_area` and
         `realized_share` (fractions; the Markdown table shows gaps in pp), `curve_points` and `points`
         (non-dominated / all operating points), `a_zero`, `a_full` (macro
         accuracies with no thinking / full thinking, fractions),
@@ -193,6 +200,26 @@ class Leaderboard(Tidy):
         return "\n".join(lines) + "\n"
 
 
+def leaderboard_block(board: Leaderboard, method: str) -> dict[str, Any]:
+    """What `method`'s own result carries of the leaderboard it was ranked on.
+
+    `bench compare` writes it into each ``bench-<method>.json`` as
+    ``leaderboard``, so that the report shows the rank, its interval, the
+    paired gap behind the best and the small-split warning the terminal
+    showed, from the same draws (a report cannot redraw them: the stops are
+    not in the result). Keys: `rank`, `net_rank`, `methods` (ranked in the
+    strategy), `warnings`, `intervals` (the draw, or None) and, with
+    intervals, the `INTERVAL_COLUMNS` keys (fractions and ranks).
+    """
+    row = next(r for r in board.rows if r["method"] == method)
+    out = {"rank": row["rank"], "net_rank": row["net_rank"],
+           "methods": sum(1 for r in board.rows if r["strategy"] == row["strategy"]),
+           "warnings": list(board.warnings),
+           "intervals": dict(board.intervals) if board.intervals else None}
+    out.update({k: row[k] for k, _, _ in INTERVAL_COLUMNS if k in row})
+    return out
+
+
 def _interval_note(iv: dict[str, Any]) -> str:
     return (f"95% intervals: two-stage paired bootstrap of the evaluated split ({iv['replicates']:,} "
             f"replicates, seed {iv['seed']}): rank within the strategy, and the gap area over [0, 1] "
@@ -242,8 +269,10 @@ def leaderboard(results: Sequence[BenchResult], ms: Any = None, *, replicates: i
     rows, warnings = [], []
     for strategy in ("dr", "fb", "dee"):
         ranked = sorted((r for r in results if r.strategy == strategy), key=leaderboard_key)
-        net_rank = {id(r): i for i, r in enumerate(sorted(ranked, key=net_leaderboard_key), 1)}
-        for rank, r in enumerate(ranked, 1):
+        net_rank = _tied_ranks(ranked, net_leaderboard_key)
+        gross_rank = _tied_ranks(ranked, leaderboard_key)
+        for r in ranked:
+            rank = gross_rank[id(r)]
             s = r.summary
             ns = (r.net or {}).get("summary") or s
             rows.append({

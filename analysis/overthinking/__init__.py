@@ -16,6 +16,14 @@ from ._aggregate import (
                          segment_pair_mad,
                          spearman,
 )
+from ._edge import (
+                         MIN_SPEARMAN_CELLS,
+                         ZERO_ACCURACY_MARK,
+                         ZERO_ACCURACY_NOTE,
+                         spearman_note,
+                         zero_accuracy,
+                         zero_accuracy_places,
+)
 from ._metrics import (
                          DEFAULT_BIN_EDGES,
                          METRICS,
@@ -34,9 +42,10 @@ from ._reason import accuracy_reason, set_accuracy_reason
 
 __all__ = [
     "SUMMARY_DISPLAY",
-    "DEFAULT_BIN_EDGES", "METRICS",
+    "DEFAULT_BIN_EDGES", "METRICS", "MIN_SPEARMAN_CELLS", "ZERO_ACCURACY_MARK", "ZERO_ACCURACY_NOTE",
     "Aggregate", "Layout", "LayoutNames", "LocalChangeCounts", "MetricsResult", "Summary",
     "TrajectoryMetrics",
     "accuracy_reason", "aggregate", "build_layout", "format_metrics", "local_change_counts", "metrics",
-    "segment_mean", "segment_pair_mad", "spearman", "set_accuracy_reason", "summarize", "trajectory_metrics",
+    "segment_mean", "segment_pair_mad", "spearman", "spearman_note", "set_accuracy_reason", "summarize", "trajectory_metrics",
+    "zero_accuracy", "zero_accuracy_places",
 ]

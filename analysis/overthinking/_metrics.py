@@ -28,6 +28,7 @@ from ._aggregate import (
     segment_pair_mad,
     spearman,
 )
+from ._edge import ZERO_ACCURACY_MARK, ZERO_ACCURACY_NOTE, spearman_note, zero_accuracy_places
 from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.metrics/1"
@@ -332,17 +333,25 @@ def _fmt(v: float | None, scale: float, digits: int) -> str:
     return "n/a" if v is None else f"{v * scale:.{digits}f}"
 
 
-def _matrix(title: str, result: dict[str, Any], key: str, scale: float, digits: int) -> list[str]:
-    """One Table-1-style matrix: rows models + Avg., columns groups + Avg."""
+def _matrix(title: str, result: dict[str, Any], key: str, scale: float, digits: int,
+            flagged: set = frozenset()) -> list[str]:
+    """One Table-1-style matrix: rows models + Avg., columns groups + Avg.
+
+    An entry whose (scope, model, group) is in `flagged` carries `ZERO_ACCURACY_MARK`.
+    """
     groups = list(result["by_group"])
     models = list(result["by_model"])
     by_cell = {(c["model"], c["group"]): c[key] for c in result["cells"]}
+
+    def show(v, place):
+        return _fmt(v, scale, digits) + (ZERO_ACCURACY_MARK if place in flagged else "")
+
     rows = [["model"] + groups + ["Avg."]]
     for m in models:
-        rows.append([m] + ["-" if (m, g) not in by_cell else _fmt(by_cell[(m, g)], scale, digits)
-                           for g in groups] + [_fmt(result["by_model"][m][key], scale, digits)])
-    rows.append(["Avg."] + [_fmt(result["by_group"][g][key], scale, digits) for g in groups]
-                + [_fmt(result["macro"][key], scale, digits)])
+        rows.append([m] + ["-" if (m, g) not in by_cell else show(by_cell[(m, g)], ("cell", m, g))
+                           for g in groups] + [show(result["by_model"][m][key], ("model", m, None))])
+    rows.append(["Avg."] + [show(result["by_group"][g][key], ("group", None, g)) for g in groups]
+                + [show(result["macro"][key], ("macro", None, None))])
     widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
     out = [title]
     for r in rows:
@@ -376,10 +385,14 @@ def format_metrics(result: dict[str, Any]) -> str:
     if result.get("synthetic"):
         title += "  [SYNTHETIC DATA - not model measurements]"
     lines = [title, ""]
+    zero = zero_accuracy_places(result["cells"])
     for heading, key, scale, digits in SUMMARY_DISPLAY:
-        lines += _matrix(heading, result, key, scale, digits) + [""]
+        lines += _matrix(heading, result, key, scale, digits, zero if key == "or" else set())
+        lines += [ZERO_ACCURACY_NOTE] if key == "or" and zero else []
+        lines.append("")
     rho = result["spearman_or_ad"]
-    lines.append(f"Spearman(OR, AD) across cells: {'n/a' if rho is None else f'{rho:.3f}'}")
+    lines.append(f"Spearman(OR, AD) across cells: {'n/a' if rho is None else f'{rho:.3f}'}"
+                 + spearman_note(len(result["cells"])))
     lc = result["local_changes"]
     lines += ["", "Local changes dP(k) by token progress L(k) (% of changes in the bin)",
               f"{'L(k) bin':>16}  {'pos':>6}  {'neg':>6}  {'flat':>6}  {'neg/pos':>7}"]

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ._style import COLUMN_IN, STRATEGY_COLORS, new_figure
+from ._bench_intervals import panel_line
 
 
 def _cell_zero(frontier: Mapping[str, Any] | None, strategy: str) -> dict[tuple[str, str], float]:
@@ -158,6 +159,9 @@ def _panel(ax, d: Mapping[str, Any], f: Mapping[str, Any] | None) -> bool:
     summ = d.get("summary", {})
     title = f"{d['method']} ({s.upper()})\ngap {_pp(summ.get('gap_area_full'))}, " \
             f"realized {_share(summ)}"
+    line = panel_line(d)           # the leaderboard's intervals, as `bench compare` printed them
+    if line is not None:
+        title += f"\n{line}"
     if drew_net:
         on = sorted((100.0 * q["rel_cost"], 100.0 * q["acc"]) for q in net if q["nondominated"])
         ax.plot([a for a, _ in on], [b for _, b in on], ls="--", marker="o", mfc="none",

@@ -13,6 +13,14 @@ import numpy as np
 from . import _figures as figs
 from . import _numbering as num
 from . import _tables as tabs
+from ._bench_intervals import (
+    CSV_HEADER,
+    IV_HEADER,
+    interval_caption,
+    interval_cells,
+    panel_line,
+    warnings_of,
+)
 from ._html import Section
 
 
@@ -114,12 +122,18 @@ def otbench_section(ctx) -> Section:
                 f"a method whose cells each switch only near full cost realizes little even when "
                 f"its macro points (markers, averages of cells switching at different costs; "
                 f"hollow: dominated) lie on the frontier. Crosses: the oracle at each point's own "
-                f"per-cell costs, against which its gap is measured; from {_n(T)} trajectories.",
+                f"per-cell costs, against which its gap is measured; from {_n(T)} trajectories."
+                + (" A panel's last title line: its 95% rank interval within the strategy and "
+                   "its gap area behind the strategy's best method with the paired 95% interval "
+                   "(pp), as in the table." if any(panel_line(d) for d in bench) else "")
+                + "".join(f" Warning: {w}." for w in warnings_of(bench)),
         trajectories=T))
-    rows = [_bench_row(rank, d) for rank, d in _ranked(bench)]
+    ranked = _ranked(bench)
+    rows = [_bench_row(rank, d) for rank, d in ranked]
     sec.table(ctx.table(tabs.simple_table(
         "otbench", title="OTBench summary",
-        caption=f"Ranked within each strategy by {RANKED_BY}, the leaderboard's one rule. "
+        caption=f"Ranked within each strategy by {RANKED_BY}, the leaderboard's one rule "
+                "(tied methods share a rank). " + interval_caption(bench) + 
                 "Curve points / all points; gap area: the mean gap between the oracle frontier "
                 "and the method's step curve over relative cost (pp), over the method's own cost "
                 "range and over [0, 1] (cells chained with equal weights); realized: the share of "
@@ -130,24 +144,26 @@ def otbench_section(ctx) -> Section:
                 "the evaluated split (%).",
         header=["rank", "method", "strategy", "split", "curve/points (count)", "gap area (pp)",
                 "gap area [0,1] (pp)", "realized (%)", "net gap area [0,1] (pp)",
-                "net realized (%)", "no thinking (%)", "full thinking (%)"],
-        rows=rows, key_columns=2)))
+                "net realized (%)", "no thinking (%)", "full thinking (%)"] + IV_HEADER,
+        csv_header=CSV_HEADER, rows=rows, key_columns=2)))
     return sec
 
 
 def _ranked(bench: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
-    """(rank within its strategy, result) in strategy order, by the leaderboard's one key."""
+    """(rank within its strategy, result) in strategy order, by the leaderboard's one key;
+    tied methods share the best rank of their tie, as on the leaderboard."""
     from types import SimpleNamespace
 
     from otbench.analysis.bench import leaderboard_key
 
+    def key(d):
+        return leaderboard_key(SimpleNamespace(summary=d.get("summary", {}), method=str(d["method"])))
+
     out = []
     for s in sorted({d["strategy"] for d in bench}, key=("dr", "fb", "dee", *sorted(
             {d["strategy"] for d in bench})).index):
-        mine = [d for d in bench if d["strategy"] == s]
-        mine.sort(key=lambda d: leaderboard_key(SimpleNamespace(summary=d.get("summary", {}),
-                                                                method=str(d["method"]))))
-        out += list(enumerate(mine, start=1))
+        mine = sorted((d for d in bench if d["strategy"] == s), key=key)
+        out += [(1 + sum(key(o)[:-1] < key(d)[:-1] for o in mine), d) for d in mine]
     return out
 
 
@@ -164,4 +180,4 @@ def _bench_row(rank: int, d: Mapping[str, Any]) -> list[tuple[str, str]]:
                       (ns.get("realized_share"), 1), (ref.get("a_zero"), 1),
                       (ref.get("a_full"), 1)):
         row.append((tabs.fmt(v, 100.0, digits), tabs.csv_num(v, 100.0)))
-    return row
+    return row + interval_cells(d)

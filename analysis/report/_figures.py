@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from otbench.analysis.overthinking import ZERO_ACCURACY_MARK, zero_accuracy_places
 
 from ._bench_figure import otbench_figure  # noqa: F401  (re-exported)
 from ._style import (  # noqa: F401  (re-exported: the figure modules use one style)
@@ -94,6 +95,7 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
         v = metrics_doc["macro"][key]
         M[-1, -1] = np.nan if v is None else v * scale
         iv = _intervals(boot, key, models, groups) if boot else None
+        zero = zero_accuracy_places(metrics_doc["cells"]) if key == "or" else set()
         finite = M[np.isfinite(M)]
         vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         vmin = vmin if fix_lo is None else min(fix_lo, vmin)
@@ -112,6 +114,7 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
             for j in range(cols):
                 x = M[i, j]
                 text = "n/a" if not np.isfinite(x) else f"{x:.{dg}f}"
+                text += ZERO_ACCURACY_MARK if _place(models, groups, i, j) in zero else ""
                 shade = 0.0 if not np.isfinite(x) else (x - vmin) / (vmax - vmin)
                 color = "white" if _dark(cmap, shade) else "black"
                 ax.text(j, i - (0.12 if iv is not None else 0.0), text, ha="center", va="center",
@@ -128,6 +131,15 @@ def matrix_figure(metrics_doc: Mapping[str, Any], keys: Sequence[str], labels: S
         ax.set_title(label + (f"\nwith {coverage(boot)} bootstrap intervals" if iv is not None
                               else ""))
     return fig
+
+
+def _place(models: Sequence[str], groups: Sequence[str], i: int, j: int) -> tuple:
+    """(scope, model, group) of heat-map entry (i, j), the last row and column being Avg."""
+    m = models[i] if i < len(models) else None
+    g = groups[j] if j < len(groups) else None
+    scope = {(True, True): "cell", (True, False): "model", (False, True): "group",
+             (False, False): "macro"}[(m is not None, g is not None)]
+    return scope, m, g
 
 
 def _dark(cmap: str, x: float) -> bool:

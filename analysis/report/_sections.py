@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from otbench.analysis.overthinking import ZERO_ACCURACY_NOTE, spearman_note
 
 from . import _curves as curves
 from . import _figures as figs
@@ -70,9 +71,9 @@ _INTERVAL_TABLES = (
     ("pairwise_or_ci", "pairwise_or", "the within-question variation of OR (pp)"),
     ("pairwise_ad_ci", "pairwise_ad", "the within-question variation of AD (pp)"),
 )
-_PAIR_NOTE = ("; pairs are formed within each drawn (model, question) occurrence, and a trajectory "
-              "drawn twice forms a pair that differs by 0, so replicate values centre near "
-              "(R-1)/R of the estimate")
+_PAIR_NOTE = ("; pairs are formed within each drawn (model, question) occurrence from draws of "
+              "distinct trajectories (a trajectory drawn twice is not a pair with itself), so "
+              "replicate values centre on the estimate")
 
 
 def _replicates(b: Mapping[str, Any] | None) -> str:
@@ -97,6 +98,8 @@ def _matrix_figure(ctx, sec: Section, name: str, title: str, caption: str) -> No
     keys, labels, units, scales, digits, cmaps, ranges = _MATRIX_FIGURES[name]
     if _excluded(ctx.inputs.metrics, ctx.inputs.bootstrap, keys):
         caption = caption.rstrip(".") + f"; {tabs.EXCLUDES_NOTE}."
+    if "or" in keys and tabs.zero_or_places(ctx.inputs.metrics, "or"):
+        caption = caption.rstrip(".") + f"; {ZERO_ACCURACY_NOTE}."
     draw = functools.partial(figs.matrix_figure, ctx.inputs.metrics, keys, labels, units, scales,
                              digits, cmaps, boot=ctx.inputs.bootstrap, ranges=ranges)
     sec.figure(ctx.fig(name, draw, title=title, caption=caption,
@@ -121,7 +124,7 @@ def _spearman_text(m: Mapping[str, Any], b: Mapping[str, Any] | None) -> str:
                f", {figs.coverage(b)} bootstrap interval {tabs.fmt_interval(rho_iv, 1.0, 3, rho)} "
                f"(recomputed across the cells of every replicate)"
                + ("" if not tabs.excludes(rho_iv, rho) else f"; {tabs.EXCLUDES_NOTE}"))
-            + f" ({len(m['cells'])} cells).")
+            + spearman_note(len(m["cells"])) + ".")
 
 
 def _interval_tables(ctx, sec: Section) -> None:

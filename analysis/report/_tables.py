@@ -23,7 +23,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from otbench.analysis.overthinking import ZERO_ACCURACY_MARK, ZERO_ACCURACY_NOTE
 from otbench.files import csv_text
+
+from ._marks import outside_reasons, zero_or_places
 from otbench.errors import ArgumentError
 
 SYNTHETIC_NOTE = "SYNTHETIC DATA (simulated, not model outputs)"
@@ -190,13 +193,15 @@ def matrix_table(name: str, metrics_doc: Mapping[str, Any], key: str, *, title: 
     models, groups = _axes(metrics_doc)
     by_cell = {(c["model"], c["group"]): c[key] for c in metrics_doc["cells"]}
     iv = _interval_lookup(boot, key)
+    zero = zero_or_places(metrics_doc, key)
 
-    def cell(v, interval=None, present=True) -> Cell:
+    def cell(v, interval=None, present=True, place=None) -> Cell:
         if not present:
             return Cell("-")
         sub = None if iv is None or interval is None else fmt_interval(interval, spec.scale,
                                                                         spec.digits, v)
-        return Cell(fmt(v, spec.scale, spec.digits), None if v is None else v * spec.scale, sub)
+        text = fmt(v, spec.scale, spec.digits) + (ZERO_ACCURACY_MARK if place in zero else "")
+        return Cell(text, None if v is None else v * spec.scale, sub)
 
     header = ("model",) + tuple(groups) + ("Avg.",)
     rows, csv_rows = [], []
@@ -206,25 +211,28 @@ def matrix_table(name: str, metrics_doc: Mapping[str, Any], key: str, *, title: 
         for g in groups:
             present = (m, g) in by_cell
             v = by_cell.get((m, g))
-            r.append(cell(v, None if iv is None else iv[0].get((m, g)), present))
+            r.append(cell(v, None if iv is None else iv[0].get((m, g)), present, ("cell", m, g)))
             c.append(csv_num(v, spec.scale) if present else "")
         v = metrics_doc["by_model"][m][key]
-        r.append(cell(v, None if iv is None else iv[1].get(m)))
+        r.append(cell(v, None if iv is None else iv[1].get(m), place=("model", m, None)))
         c.append(csv_num(v, spec.scale))
         rows.append(tuple(r))
         csv_rows.append(tuple(c))
     r, c = [Cell("Avg.")], ["Avg."]
     for g in groups:
         v = metrics_doc["by_group"][g][key]
-        r.append(cell(v, None if iv is None else iv[2].get(g)))
+        r.append(cell(v, None if iv is None else iv[2].get(g), place=("group", None, g)))
         c.append(csv_num(v, spec.scale))
     v = metrics_doc["macro"][key]
-    r.append(cell(v, None if iv is None else iv[3]))
+    r.append(cell(v, None if iv is None else iv[3], place=("macro", None, None)))
     c.append(csv_num(v, spec.scale))
     rows.append(tuple(r))
     csv_rows.append(tuple(c))
     csv_header = ("model",) + tuple(f"{g} ({spec.unit})" for g in header[1:])
-    return Table(name=name, title=title, caption=marked(caption, _shown(rows)), header=header,
+    if zero:
+        caption = caption.rstrip(".") + f"; {ZERO_ACCURACY_NOTE}."
+    caption = marked(caption, _shown(rows), EXCLUDES_NOTE + outside_reasons(boot, key))
+    return Table(name=name, title=title, caption=caption, header=header,
                  rows=tuple(rows), csv_header=csv_header, csv_rows=tuple(csv_rows), heat=True,
                  rule_before_last=True, heat_range=heat_range)
 
@@ -242,8 +250,11 @@ def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str,
     cells, by_model, by_group, macro = _interval_lookup(boot, key)
     est = {(c["model"], c["group"]): c.get(key) for c in metrics_doc["cells"]}
 
-    def show(interval, estimate) -> Cell:
-        return Cell(fmt_interval(interval, spec.scale, spec.digits, estimate))
+    zero = zero_or_places(metrics_doc, key)
+
+    def show(interval, estimate, place) -> Cell:
+        return Cell(fmt_interval(interval, spec.scale, spec.digits, estimate)
+                    + (ZERO_ACCURACY_MARK if place in zero else ""))
 
     def csv_pair(interval) -> list[str]:
         if interval is None:
@@ -254,14 +265,19 @@ def interval_table(name: str, boot: Mapping[str, Any], metrics_doc: Mapping[str,
     csv_header = ("model",) + tuple(f"{g} {e} ({spec.unit})" for g in groups + ["Avg."]
                                     for e in ("lo", "hi"))
     rows, csv_rows = [], []
-    lines = [(m, [(cells.get((m, g)), est.get((m, g))) for g in groups],
-              (by_model.get(m), metrics_doc["by_model"][m].get(key))) for m in models]
-    lines.append(("Avg.", [(by_group.get(g), metrics_doc["by_group"][g].get(key)) for g in groups],
-                  (macro, metrics_doc["macro"].get(key))))
+    lines = [(m, [(cells.get((m, g)), est.get((m, g)), ("cell", m, g)) for g in groups],
+              (by_model.get(m), metrics_doc["by_model"][m].get(key), ("model", m, None)))
+             for m in models]
+    lines.append(("Avg.", [(by_group.get(g), metrics_doc["by_group"][g].get(key), ("group", None, g))
+                           for g in groups],
+                  (macro, metrics_doc["macro"].get(key), ("macro", None, None))))
     for label, per_group, avg in lines:
         rows.append((Cell(label),) + tuple(show(*x) for x in per_group + [avg]))
-        csv_rows.append((label,) + tuple(s for x, _ in per_group + [avg] for s in csv_pair(x)))
-    return Table(name=name, title=title, caption=marked(caption, _shown(rows)), header=header,
+        csv_rows.append((label,) + tuple(s for x, _, _ in per_group + [avg] for s in csv_pair(x)))
+    if zero:
+        caption = caption.rstrip(".") + f"; {ZERO_ACCURACY_NOTE}."
+    caption = marked(caption, _shown(rows), EXCLUDES_NOTE + outside_reasons(boot, key))
+    return Table(name=name, title=title, caption=caption, header=header,
                  rows=tuple(rows), csv_header=csv_header, csv_rows=tuple(csv_rows),
                  rule_before_last=True)
 
@@ -349,8 +365,8 @@ _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "Δ": r"$\Delta$", "β": r"$\beta$",
                   "θ": r"$\theta$", "≥": r"$\geq$", "†": r"\textdagger{}", "≤": r"$\leq$",
-                  "–": "--", "·": r"$\cdot$", "|": r"$|$", "−": "$-$", "×": r"$\times$",
-                  "±": r"$\pm$"}
+                  "‡": r"\textdaggerdbl{}", "–": "--", "·": r"$\cdot$", "|": r"$|$", "−": "$-$",
+                  "×": r"$\times$", "±": r"$\pm$"}
 LATEX_SYMBOLS = {
     "β_match": r"\beta_{\text{match}}", "β_sat": r"\beta_{\text{sat}}",
     "F_C(β)": r"F_C(\beta)", "F_C(1)": "F_C(1)", "F_C": "F_C", "A_full": r"A_{\text{full}}",

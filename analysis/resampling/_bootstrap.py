@@ -8,8 +8,8 @@ stay fixed, so per-trajectory OR, AD, `y`, `L(n)` and `P(n)` are computed
 once and only the draws change. Each replicate recomputes every cell summary
 of docs/rules.md -- OR, AD, full-thinking accuracy, tokens, the STP endpoint
 `P(n)`, the zero-step accuracy `P(0)` and the within-question pairwise
-spreads of OR and AD (`_summaries`; pairs within each occurrence's `R`
-draws) -- as the mean over its occurrences of the occurrence values, the
+spreads of OR and AD (`_summaries`; pairs of draws of distinct trajectories
+within each occurrence) -- as the mean over its occurrences of the occurrence values, the
 equal-weight model and group averages, the macro average (docs/rules.md chain)
 and Spearman's OR-AD correlation across the replicate's cells; percentiles of the
 replicates (default 2.5 / 97.5, linear interpolation as `numpy.percentile`)

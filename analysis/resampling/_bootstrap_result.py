@@ -154,6 +154,10 @@ class BootstrapResult(Tidy):
                 "defined": int(np.sum(~np.isnan(self.spearman_or_ad)))},
             "provenance": dict(self.provenance),
         }
+        from ._flags import outside_intervals
+
+        # Estimates outside their own interval, each with its measured reason (docs/rules.md).
+        out["outside_intervals"] = outside_intervals(self)
         f = self.frontiers
         if f is not None:
             fr: dict[str, Any] = {"grid": f.beta.tolist(), "a_full": iv(percentile(f.a_full, q)),
@@ -253,24 +257,35 @@ def _fmt_iv(lohi, scale: float, digits: int, estimate: float | None = None) -> s
     return f"{estimate * scale:.{digits}f} {iv}"
 
 
-def _matrix(title: str, r: BootstrapResult, j: int, scale: float, digits: int) -> list[str]:
+def _matrix(title: str, r: BootstrapResult, j: int, scale: float, digits: int,
+            marks: dict) -> list[str]:
+    """One interval matrix; an entry of `marks` ((scope, model, group) -> text) is appended."""
     q = r.percentiles
     groups, models = list(r.names.groups), list(r.names.models)
     by_cell = {cell: (percentile(r.cell[:, j, c], q), r.estimate_cell[j, c])
                for c, cell in enumerate(r.names.cells)}
+
+    def show(lohi, est, place):
+        return _fmt_iv(lohi, scale, digits, est) + marks.get(place, "")
+
     rows = [["model"] + groups + ["Avg."]]
     for i, m in enumerate(models):
-        rows.append([m] + ["-" if (m, g) not in by_cell else _fmt_iv(*by_cell[(m, g)][:1], scale,
-                                                                       digits, by_cell[(m, g)][1])
+        rows.append([m] + ["-" if (m, g) not in by_cell else show(*by_cell[(m, g)], ("cell", m, g))
                            for g in groups]
-                    + [_fmt_iv(percentile(r.model[:, j, i], q), scale, digits,
-                               r.estimate_model[j, i])])
-    rows.append(["Avg."] + [_fmt_iv(percentile(r.group[:, j, i], q), scale, digits,
-                                    r.estimate_group[j, i]) for i in range(len(groups))]
-                + [_fmt_iv(percentile(r.macro[:, j], q), scale, digits, r.estimate_macro[j])])
+                    + [show(percentile(r.model[:, j, i], q), r.estimate_model[j, i],
+                            ("model", m, None))])
+    rows.append(["Avg."] + [show(percentile(r.group[:, j, i], q), r.estimate_group[j, i],
+                                 ("group", None, g)) for i, g in enumerate(groups)]
+                + [show(percentile(r.macro[:, j], q), r.estimate_macro[j], ("macro", None, None))])
     widths = [max(len(x[k]) for x in rows) for k in range(len(rows[0]))]
     return [title] + ["  ".join([x[0].ljust(widths[0])]
                                 + [v.rjust(w) for v, w in zip(x[1:], widths[1:])]) for x in rows]
+
+
+def _place(f: dict[str, Any]) -> str:
+    """`metric, scope[ model / group]` of an `outside_intervals` entry, as the tables name it."""
+    where = " / ".join(x for x in (f["model"], f["group"]) if x is not None)
+    return f"{f['metric']}, {f['scope']}" + (f" {where}" if where else "")
 
 
 def format_bootstrap(r: BootstrapResult) -> str:
@@ -278,13 +293,38 @@ def format_bootstrap(r: BootstrapResult) -> str:
     lo, hi = r.percentiles
     head = (f"Two-stage paired bootstrap: {r.replicates:,} replicates, seed {r.seed}; "
             f"each entry is the point estimate [{lo:g}-{hi:g} percentile interval]")
+    from otbench.analysis.overthinking import (
+        ZERO_ACCURACY_MARK,
+        ZERO_ACCURACY_NOTE,
+        spearman_note,
+        zero_accuracy_places,
+    )
+
+    from ._flags import MARK, outside_intervals
+
     lines = ([("SYNTHETIC DATA (simulated, not model outputs)")] if r.synthetic else []) + [head, ""]
+    flags = outside_intervals(r)
+    flagged = {(f["metric"], f["scope"], f["model"], f["group"]) for f in flags}
+    est = {k: r.estimate_cell[BOOT_METRICS.index(k)] for k in ("endpoint_acc", "ad")}
+    zero = zero_accuracy_places({"model": m, "group": g, "endpoint_acc": est["endpoint_acc"][c],
+                                 "ad": est["ad"][c]} for c, (m, g) in enumerate(r.names.cells))
     for title, key, scale, digits in SUMMARY_DISPLAY:
         digits = 0 if key == "tokens" else digits    # intervals of token means: whole tokens
-        lines += _matrix(title, r, BOOT_METRICS.index(key), scale, digits) + [""]
+        marks = {x[1:]: MARK for x in flagged if x[0] == key}
+        for place in zero if key == "or" else ():
+            marks[place] = marks.get(place, "") + ZERO_ACCURACY_MARK
+        lines += _matrix(title, r, BOOT_METRICS.index(key), scale, digits, marks)
+        lines += [ZERO_ACCURACY_NOTE] if key == "or" and zero else []
+        lines.append("")
     if r.spearman_or_ad.size:
+        mark = MARK if ("spearman_or_ad", "macro", None, None) in flagged else ""
         lines += [f"Spearman OR-AD across cells: {r.estimate_spearman:.3f} "
-                  f"{_fmt_iv(percentile(r.spearman_or_ad, r.percentiles), 1.0, 3)}", ""]
+                  f"{_fmt_iv(percentile(r.spearman_or_ad, r.percentiles), 1.0, 3)}{mark}"
+                  f"{spearman_note(len(r.names.cells))}", ""]
+    if flags:
+        lines.append(f"{MARK} point estimate outside its own interval:")
+        lines += [f"  {_place(f)}: {f['reason']}" for f in flags]
+        lines.append("")
     f = r.frontiers
     if f is not None:
         q = r.percentiles

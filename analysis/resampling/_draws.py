@@ -229,13 +229,16 @@ def packed_table(ratio: np.ndarray, ints: np.ndarray, res: Resampling, seg: np.n
 
 
 def fixed_point(values: np.ndarray, res: Resampling, seg: np.ndarray,
-                divisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                divisor: np.ndarray | None = None,
+                F: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Integer value table `round(v * 2**F / R)` of per-row values, per metric.
 
     Args:
       values: float64[metric, traj] finite per-row values.
       res: the layout; seg: int[traj] segment of each row.
       divisor: int[seg] the draws an occurrence averages over (default `R`).
+      F: int64[metric] exponents to use instead of `exponents`' (a caller
+        whose sums have another bound, e.g. `_summaries.pair_exponents`).
 
     Returns:
       (table int64[seg * Rmax + 1, metric] with a zero last row, F int64[metric]).
@@ -245,7 +248,8 @@ def fixed_point(values: np.ndarray, res: Resampling, seg: np.ndarray,
     values = np.asarray(values, dtype=np.float64)
     seg = np.asarray(seg, dtype=np.int64)
     div = res.seg_size if divisor is None else np.asarray(divisor, dtype=np.int64)
-    F = exponents(np.abs(values).max(axis=1, initial=0.0), res)
+    if F is None:
+        F = exponents(np.abs(values).max(axis=1, initial=0.0), res)
     scaled = np.rint(values * np.exp2(F)[:, None] / div[seg][None, :]).astype(np.int64)
     table = np.zeros((res.zero_item + 1, values.shape[0]), dtype=np.int64)
     order = np.asarray(res.tables.rows, dtype=np.int64)

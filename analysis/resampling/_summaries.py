@@ -8,19 +8,25 @@ docs/rules.md asks for an interval on *every* cell summary. The main kernel
 * ``zero_step_acc``: the occurrence mean of `P(0)`, averaged over the cell's
   occurrences like every other metric;
 * ``pairwise_or`` / ``pairwise_ad``: per occurrence, the mean absolute
-  difference of OR (AD) over the `R(R-1)/2` pairs of its `R` draws -- a
-  trajectory drawn twice forms a pair that differs by 0, as in the point
-  estimate's multiplicity rule (`overthinking.segment_pair_mad`). Pairs are
-  formed within an occurrence only: two occurrences of one question are two
-  separate (model, question) samples. Occurrences with `R < 2` have no pair
-  and are left out of these two (as in `metrics`).
+  difference of OR (AD) over the pairs of its `R` draws that come from
+  *distinct* source trajectories (docs/rules.md). A trajectory drawn twice
+  is not a pair with itself: counted, its zero difference would pull every
+  replicate below the point estimate (by `(R-1)/R` on average), which then
+  sat above its own interval. With `w_j` draws of trajectory `j` the
+  occurrence has `D = (R^2 - Σ w_j^2) / 2` such pairs; an occurrence that
+  drew one trajectory only (`D = 0`) has no spread in that replicate and is
+  left out of its cell's average there, like an occurrence with `R < 2`
+  (as in `metrics`). Pairs are formed within an occurrence only: two
+  occurrences of one question are two separate (model, question) samples.
 
 Exactness. Values enter as the fixed-point integers of `_draws.fixed_point`
-(divisor `R` for `P(0)`, `R(R-1)/2` for the spreads); an occurrence's draws
-are counted per trajectory, and its pair sum is computed from the counts
-over the segment's values sorted once on the host (`pair_sum_sorted`), an
-exact int64 sum; so replicate `i` is a pure function of `(seed, i)` here too, bit-
-identical for any batch size. The Spearman OR-AD correlation of a replicate
+(divisor `R` for `P(0)`; none for the spreads, whose divisor `D` depends on
+the draw); an occurrence's draws are counted per trajectory, and its pair
+sum is computed from the counts over the segment's values sorted once on
+the host (`pair_sum_sorted`), an exact int64 sum, then floor-divided by `D`
+(an integer division: exact and the same on every device; it moves an
+occurrence mean by less than `2**-F`). So replicate `i` is a pure function
+of `(seed, i)` here too, bit-identical for any batch size. The Spearman OR-AD correlation of a replicate
 is computed from its cell OR and AD (the main kernel's values) by
 `overthinking.spearman`.
 """
@@ -35,7 +41,9 @@ import numpy as np
 from otbench.analysis.core import Array, Int32, Int64
 from otbench.analysis.overthinking import spearman
 
-from ._draws import Resampling, Tables, fixed_point, occurrence_items
+from otbench.errors import ArgumentError
+
+from ._draws import SUM_BITS, Resampling, Tables, exponents, fixed_point, occurrence_items
 
 SUMMARY_METRICS = ("zero_step_acc", "pairwise_or", "pairwise_ad")
 """The metrics of this module, in the order of its metric axis."""
@@ -46,7 +54,7 @@ class SummarySums(NamedTuple):
 
     sums: Int64[Array, "cell metric"]   # fixed-point sums of occurrence values
     count: Int32[Array, " cell"]        # occurrences (P(0))
-    paired: Int32[Array, " cell"]       # occurrences with R >= 2 (the spreads)
+    paired: Int32[Array, " cell"]       # occurrences with a distinct-trajectory pair (the spreads)
 
 
 class SegmentValues(NamedTuple):
@@ -63,10 +71,9 @@ def summary_table(zero_step: np.ndarray, ratio: np.ndarray, degradation: np.ndar
     seg = np.asarray(seg, dtype=np.int64)
     R = res.seg_size.astype(np.int64)
     nseg, Rm = R.shape[0], res.rmax
-    pairs = np.maximum(R * (R - 1) // 2, 1)
     t0, f0 = fixed_point(np.asarray(zero_step, dtype=np.float64)[None, :], res, seg)
-    t1, f1 = fixed_point(np.stack([np.asarray(ratio, dtype=np.float64),
-                                   np.asarray(degradation, dtype=np.float64)]), res, seg, pairs)
+    spread = np.stack([np.asarray(ratio, dtype=np.float64), np.asarray(degradation, dtype=np.float64)])
+    t1, f1 = fixed_point(spread, res, seg, np.ones_like(R), pair_exponents(spread, res))
     local = t1[:-1].reshape(nseg, Rm, 2).transpose(0, 2, 1)        # [seg, two, draw]
     pad = np.arange(Rm)[None, :] >= R[:, None]                     # [seg, draw]
     key = np.where(pad[:, None, :], np.iinfo(np.int64).max, local)
@@ -79,6 +86,26 @@ def summary_table(zero_step: np.ndarray, ratio: np.ndarray, degradation: np.ndar
                           ascending=jnp.asarray(np.take_along_axis(local, order, axis=-1)),
                           rank=jnp.asarray(rank_item)),
             np.concatenate([f0, f1]))
+
+
+def pair_exponents(values: np.ndarray, res: Resampling) -> np.ndarray:
+    """int64[metric] F for undivided spread values: a cell sum and an occurrence's pair sum fit.
+
+    Before its division by `D`, every term `w_j x_j (2 W_<j + w_j - N)` of
+    `pair_sum_sorted` is at most `w_j N max|v|` in size, so the terms of an
+    occurrence sum to at most `Rmax^2 max|v|` in absolute value: no partial
+    sum leaves int64. The cell sum bound of `_draws.exponents` holds as well.
+    """
+    top = np.abs(np.asarray(values, dtype=np.float64)).max(axis=1, initial=0.0)
+    F = exponents(top, res)
+    pair_bound = top * float(max(res.rmax, 1)) ** 2
+    with np.errstate(divide="ignore"):
+        cap = np.where(pair_bound > 0, SUM_BITS - 1 - np.ceil(np.log2(np.where(
+            pair_bound > 0, pair_bound, 1.0))), 60).astype(np.int64)
+    F = np.minimum(F, cap)
+    if np.any(F < 0):
+        raise ArgumentError("values too large for exact int64 bootstrap sums")
+    return F
 
 
 def pair_sum_sorted(w: Int32[Array, "... draw"], x: Int64[Array, "... draw"],
@@ -96,7 +123,7 @@ def pair_sum_sorted(w: Int32[Array, "... draw"], x: Int64[Array, "... draw"],
 def summary_sums(items: Int32[Array, "model slot draw"], seg: Int32[Array, "model slot"],
                  sv: SegmentValues, t: Tables, cell_model: Sequence[int],
                  cell_group: Sequence[int], group_slots: Sequence[tuple[int, int]]) -> SummarySums:
-    """One replicate's cell sums of `P(0)` means and OR / AD pair sums.
+    """One replicate's cell sums of `P(0)` means and OR / AD distinct-trajectory pair means.
 
     An occurrence's draws become counts per sorted position (each draw's
     rank compared with every position, `Rmax^2` int32 operations; a
@@ -112,11 +139,15 @@ def summary_sums(items: Int32[Array, "model slot draw"], seg: Int32[Array, "mode
     rank = sv.rank[items]                                                  # [model, slot, draw, 2]
     v = sv.ascending[s0]                                                   # [model, slot, 2, draw]
     occ = [jnp.sum(sv.zero_step[items], axis=-1)]
+    D = None
     for m in (0, 1):
         w = jnp.sum((rank[..., m][..., None] == pos).astype(jnp.int32), axis=-2)
-        occ.append(pair_sum_sorted(w, v[:, :, m], R))
+        if D is None:     # pairs of distinct trajectories: the same counts for OR and AD
+            w64 = w.astype(jnp.int64)
+            D = (R.astype(jnp.int64) ** 2 - jnp.sum(w64 * w64, axis=-1)) // 2
+        occ.append(pair_sum_sorted(w, v[:, :, m], R) // jnp.maximum(D, 1))
     occ = jnp.stack(occ, axis=-1)                                          # [model, slot, 3]
-    paired = has & (R >= 2)
+    paired = has & (D > 0)
     occ = occ * jnp.stack([has, paired, paired], axis=-1).astype(jnp.int64)
     h, p = has.astype(jnp.int32), paired.astype(jnp.int32)
     per = [(jnp.sum(occ[:, f:f + n], axis=1), jnp.sum(h[:, f:f + n], axis=1),

@@ -94,15 +94,15 @@ def test_point_estimates_are_the_exact_gap_differences(small):
             assert 1 <= lo <= hi <= len(group)
 
 
-def test_ranks_follow_the_leaderboard_order():
+def test_ranks_follow_the_leaderboard_order_and_ties_share_a_rank():
     rng = np.random.default_rng(0)
     areas = rng.choice([0.1, 0.2, 0.3, np.nan], size=(200, 4))
-    names = ["b", "a", "d", "c"]
-    got = _ranks(areas, names)
+    got = _ranks(areas)
     for row, ranks in zip(areas, got):
-        key = [(-(-np.inf if np.isnan(a) else a), n) for a, n in zip(row, names)]
-        order = sorted(range(4), key=lambda i: key[i])
-        assert [int(ranks[i]) for i in order] == [1, 2, 3, 4]
+        key = [-np.inf if np.isnan(a) else a for a in row]
+        # competition ranking: 1 + the methods strictly ahead (1, 1, 3, ...)
+        assert [int(x) for x in ranks] == [1 + sum(k > mine for k in key) for mine in key]
+    assert _ranks(np.array([[0.2, 0.2, 0.1, 0.3]])).tolist() == [[2, 2, 4, 1]]
 
 
 def test_an_identical_twin_is_never_separated(small):
@@ -112,7 +112,11 @@ def test_an_identical_twin_is_never_separated(small):
     object.__setattr__(twin, "method", "thinkbrake-twin")
     iv = intervals(ms, [a, twin], replicates=100)
     assert iv["thinkbrake-twin"]["gap_behind_best_interval"] == [0.0, 0.0]
-    assert iv["thinkbrake-twin"]["rank_interval"] == [2, 2]      # ties go by name, every replicate
+    # Tied methods get equal intervals, and the leaderboard gives them one rank.
+    assert iv["thinkbrake-twin"]["rank_interval"] == iv["thinkbrake"]["rank_interval"] == [1, 1]
+    assert iv["thinkbrake-twin"]["net_rank_interval"] == iv["thinkbrake"]["net_rank_interval"]
+    board = leaderboard([a, twin], ms, replicates=100)
+    assert [(r["rank"], r["net_rank"], r["rank_lo"], r["rank_hi"]) for r in board.rows] == [(1, 1, 1, 1)] * 2
 
 
 @settings(max_examples=15, deadline=None)

@@ -228,8 +228,16 @@ def test_compare_ranks_builtins_and_plugins_together(set_dir, monkeypatch, tmp_p
     doc = json.loads((board / "leaderboard.json").read_text())
     assert doc["schema"] == "otbench.leaderboard/1" and doc["content_hash"]
     rows = doc["rows"]
+    # patient-brake and cwd-brake are one rule under two names: tied, they share rank 2.
     assert [(x["strategy"], x["rank"]) for x in rows] == [("DR", 1), ("DEE", 1), ("DEE", 2),
-                                                          ("DEE", 3)]
+                                                          ("DEE", 2)]
+    assert rows[2]["rank_lo"] == rows[3]["rank_lo"] and rows[2]["rank_hi"] == rows[3]["rank_hi"]
+    # Each method's own result carries its leaderboard row, for the report.
+    own = json.loads((set_dir / "results" / "bench-thinkbrake.json").read_text())["leaderboard"]
+    mine = next(x for x in rows if x["method"] == "thinkbrake")
+    assert {k: own[k] for k in ("rank", "rank_lo", "rank_hi", "gap_behind_best_lo")} == \
+        {k: mine[k] for k in ("rank", "rank_lo", "rank_hi", "gap_behind_best_lo")}
+    assert own["warnings"] == doc["warnings"] and own["intervals"]["seed"] == 20260721
     # The order is the one `leaderboard_key` gives to the per-method results.
     from otbench.analysis.bench import evaluate
 
