@@ -108,9 +108,16 @@ class VLLMStream(StreamBase):
         rids = self._rids.get(tag)
         if rids is None:
             return None
-        op = self._core.output_processor
-        states, children = op.request_states, op.external_req_ids
-        return sum(1 for rid in rids for child in children.get(rid, ()) if child in states)
+        op = getattr(self._core, "output_processor", None)
+        if op is None:
+            return None
+        states, children, n = op.request_states, op.external_req_ids, 0
+        for rid in rids:
+            kids = children.get(rid)
+            if kids is None:                # not known to the front end (yet): count every sample
+                return None
+            n += sum(1 for child in kids if child in states)
+        return n
 
     def pop_cached_tokens(self, tag: Any) -> int:
         """Prompt ids of the finished request `tag` that the prefix cache served (asked once per tag)."""
