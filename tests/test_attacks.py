@@ -15,8 +15,8 @@ classified as
   one line naming the rule;
 * **clean**: everything else.
 
-`python tests/test_attacks.py` runs the whole corpus and prints the counts
-per class (the memory cases too, each in a subprocess under a 4 GiB address
+`python tests/test_attacks.py` runs the whole corpus (`--item 55`: one issue's cases) and
+prints the counts per class (the memory cases too, each in a subprocess under a 4 GiB address
 limit and a 120 s timeout); under pytest every case is a test and
 `test_zz_counts` prints the counts of the cases that ran (the memory cases in
 their subprocess too). A case that is known to fail goes in `OPEN` with what
@@ -29,6 +29,9 @@ The cases of issue 39 (`item=39`) add six classes, each in its own section: esca
 (descriptors redirected by a shell, hard links, `/dev/shm`), forged proofs of authorship
 (ledgers, manifests), a hostile server (`tests/_served.py`), signal values out of range and
 edited tables, and the resource budget with one-line usage errors.
+
+The cases of issue 55 (`item=55`) add data loss (temporaries of otbench's own writers and
+their look-alikes, a result the user edited).
 """
 
 import dataclasses
@@ -1112,6 +1115,101 @@ CASES += [
 ]
 
 
+# -- issue 55: data loss (temporaries, edited results) -------------------------------------------
+
+_TINY_JOB = """
+[model]
+path = "{model}"
+family = "qwen3-thinking"
+id = "tiny"
+[engine]
+kind = "transformers"
+dtype = "float32"
+max_model_len = 256
+[data]
+source = "sums"
+n = 1
+[probe]
+R = 1
+P = 1
+b = 8
+thinking_limit = 16
+answer_limit = 4
+[grader]
+kind = "minimal"
+"""
+_LIVE = f".o.tmp-1-{'a' * 32}"                  # pid 1 always runs: a live writer's temporary
+_DEAD = f".o.tmp-4194305-{'b' * 32}"            # above any pid_max: a killed writer's
+_MARK_TEXT = "otbench temporary\n"
+
+
+def _resume_beside_temporaries(w: Path) -> None:
+    """A probe run to resume beside a user's look-alikes of its temporaries (no otbench
+    marker), a live writer's marked temporary and a killed writer's."""
+    from otbench.probe.engines._tiny import build_tiny_model
+
+    model = build_tiny_model(w / "tiny", seed=0)
+    (w / "job55.toml").write_text(_TINY_JOB.format(model=model))
+    (w / ".o.tmp-999999-mythings").write_text("the user's\n")
+    (w / ".o.tmp-1-notes").mkdir()
+    (w / ".o.tmp-1-notes" / "n.txt").write_text("the user's\n")
+    for name in (_LIVE, _DEAD):
+        (w / name).mkdir()
+        (w / name / "part-0.parquet").write_bytes(b"being written\n")
+        (w / (name + ".otbench")).write_text(_MARK_TEXT)
+
+
+def _dead_removed(w: Path, out: str) -> bool:
+    return not os.path.lexists(w / _DEAD) and not os.path.lexists(w / (_DEAD + ".otbench")) \
+        and (w / "o" / "manifest.json").is_file()
+
+
+def _edited_result(argv: tuple[str, ...]):
+    """`argv --json r.json` run once (otbench's, in the ledger), then edited by the user:
+    a key added, the schema untouched."""
+    def setup(w: Path) -> None:
+        r = CliRunner().invoke(main, [*argv, "--json", "r.json"])
+        assert r.exit_code == 0, r.output
+        doc = json.loads((w / "r.json").read_text())
+        doc["my_note"] = "checked by hand"
+        (w / "r.json").write_text(json.dumps(doc, indent=1))
+    return setup
+
+
+def _set_beside_lookalikes(w: Path) -> None:
+    """A set of otbench's (s2) holding a user's look-alike of its manifest's temporary and a
+    live writer's marked one: replacing the set keeps both."""
+    r = CliRunner().invoke(main, ["import", "x.jsonl", "--out", "s2"])
+    assert r.exit_code == 0, r.output
+    (w / "s2" / ".manifest.json.tmp-7-notes").write_text("the user's\n")
+    live = f".manifest.json.tmp-1-{'c' * 32}"
+    (w / "s2" / live).write_text("{}")
+    (w / "s2" / (live + ".otbench")).write_text(_MARK_TEXT)
+
+
+CASES += [
+    # `probe run --resume` removed every `.OUT.tmp-*` beside OUT, marked or not, live or not
+    Case("temporaries-resume-keeps-a-users-and-a-live-writers", 55,
+         ("probe", "run", "--config", "job55.toml", "--out", "o", "--resume", "--no-progress"),
+         expect="ok", setup=_resume_beside_temporaries, changes=(_DEAD, _DEAD + ".otbench"),
+         check=_dead_removed),
+    # replacing a set dropped every `.manifest.json.tmp-*` in it with the old set
+    Case("temporaries-set-replace-keeps-look-alikes", 55,
+         ("import", "x.jsonl", "--out", "s2", "--overwrite"), expect="ok",
+         setup=_set_beside_lookalikes, changes=("s2",),
+         keeps=("s2/.manifest.json.tmp-7-notes", f"s2/.manifest.json.tmp-1-{'c' * 32}",
+                f"s2/.manifest.json.tmp-1-{'c' * 32}.otbench")),
+    # an edited result still named otbench's schema, so the next --json replaced it
+    *[Case(f"ledger-edited-result-{name}-is-the-users", 55, (*argv, "--json", "r.json"),
+           setup=_edited_result(argv), needle="otbench did not write it (or it was changed since)")
+      for name, argv in (("metrics", ("metrics", "s")),
+                         ("frontier", ("frontier", "s", "--grid", "11")))],
+    Case("ledger-edited-result-replaced-with-overwrite", 55,
+         ("metrics", "s", "--json", "r.json", "--overwrite"), expect="ok",
+         setup=_edited_result(("metrics", "s")), changes=("r.json",)),
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
@@ -1202,12 +1300,14 @@ if __name__ == "__main__":
     import tempfile
 
     light = "--light" in sys.argv[1:]        # leave out the memory cases (minutes each if open)
+    # `--item 55`: only that issue's cases (the whole corpus takes long on a small machine)
+    item = int(sys.argv[sys.argv.index("--item") + 1]) if "--item" in sys.argv[1:] else None
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "base").mkdir()
         b = make_base(Path(d) / "base")
         counts, bad = Counter(), []
         for k, c in enumerate(CASES):
-            if light and c.heavy:
+            if (light and c.heavy) or (item is not None and c.item != item):
                 continue
             t = Path(d) / f"case{k}"
             t.mkdir()

@@ -32,7 +32,14 @@ from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
 from otbench.probe.grading import DEEPCONF_TOPK, check_gradable, open_grader, resolve_grader
 
-from otbench.files import provenance, refuse_input, write_text_atomic
+from otbench.files import (
+    clean_stale,
+    drop_temporary,
+    new_temporary,
+    provenance,
+    refuse_input,
+    write_text_atomic,
+)
 
 from ._cost import cost_record
 from ._direct import direct_answers
@@ -227,11 +234,12 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     use_ray = workers > 1 or ray_address is not None
 
     # Without a journal folder, units are spooled to a private one beside the output
-    # (the final set is assembled from it in bounded memory) and it is removed after.
+    # (the final set is assembled from it in bounded memory) and it is removed after. It is
+    # a marked temporary of the output (otbench.files' one rule): removed only by this run,
+    # or, if this run is killed, by a later writer of the output once this pid is gone.
     spool = journal is None
     if spool:
-        journal = out.parent / f".{out.name}.spool-{os.getpid()}"
-        shutil.rmtree(journal, ignore_errors=True)
+        journal = new_temporary(out)
     # The model is located before anything is created: a wrong path or id costs one line.
     engine_cfg = None if use_ray else resolve_engine_config(job, log)
     fresh = not Path(journal).exists()
@@ -240,9 +248,10 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
         if engine_cfg is not None:
             _pin_revision(jr, job, engine_cfg, log)        # before the engine starts
         if resume:
-            # Temp folders of a save() killed mid-write (it renames only when complete).
-            for stale in out.parent.glob(f".{out.name}.tmp-*"):
-                shutil.rmtree(stale, ignore_errors=True)
+            # Temporaries of a save() killed mid-write (it renames only when complete): only
+            # marked ones whose writer no longer runs; a live writer's or a user's look-alike
+            # stays.
+            clean_stale(out)
         t = time.perf_counter()
         if use_ray:
             from ._ray import RayExecutor
@@ -278,13 +287,13 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                               data_record=data_record, imported=imported)
     except BaseException:
         jr.close()
-        if fresh and jr.committed == 0:
+        if fresh and jr.committed == 0 and not spool:    # (a spool: dropped below)
             shutil.rmtree(journal, ignore_errors=True)        # nothing of this run to keep
         raise
     finally:
         jr.close()
         if spool:
-            shutil.rmtree(journal, ignore_errors=True)
+            drop_temporary(journal)
     run = {"engine_start_s": t_engine, "probe_s": t_probe, "total_s": time.perf_counter() - t_start,
            "units": {"total": len(units), "probed": len(pending), "reused": len(units) - len(pending)},
            "workers": worker_report, **stats.as_dict(),
