@@ -31,7 +31,8 @@ The cases of issue 39 (`item=39`) add six classes, each in its own section: esca
 edited tables, and the resource budget with one-line usage errors.
 
 The cases of issue 55 (`item=55`) add data loss (temporaries of otbench's own writers and
-their look-alikes, a result the user edited).
+their look-alikes, a result the user edited) and denial of service (the files read beside an
+input, `audit-log --replicates`).
 """
 
 import dataclasses
@@ -1115,7 +1116,8 @@ CASES += [
 ]
 
 
-# -- issue 55: data loss (temporaries, edited results) -------------------------------------------
+# -- issue 55: data loss (temporaries, edited results) and denial of service (an input's side
+# files, the budget of --replicates) -----------------------------------------------------------
 
 _TINY_JOB = """
 [model]
@@ -1187,6 +1189,62 @@ def _set_beside_lookalikes(w: Path) -> None:
     (w / "s2" / (live + ".otbench")).write_text(_MARK_TEXT)
 
 
+_LM = "lm/samples_t_2026-01-01T00-00-00.000000.jsonl"
+_RES = "lm/results_2026-01-01T00-00-00.000000.json"
+
+
+def _results_beside(kind: str):
+    """The lm-eval log with its `results_*.json` (read for the model folder) made hostile."""
+    def setup(w: Path) -> None:
+        _lm_eval_log(w)
+        p = w / _RES
+        if kind == "fifo":
+            os.mkfifo(p)                          # no writer: a plain open waits forever
+        elif kind == "dev-zero":
+            p.symlink_to("/dev/zero")             # endless
+        elif kind == "deep":
+            p.write_text("[" * 200_000 + "]" * 200_000)
+        else:                                     # 2 GiB of sparse zeros: no disk, all reads
+            with open(p, "wb") as f:
+                f.truncate(1 << 31)
+    return setup
+
+
+def _eval_bomb(w: Path) -> None:
+    """An inspect-ai `.eval` log whose sample member inflates to 3 GB (2.9 MB on disk).
+
+    The deflate stream is one fully flushed block of 16 MiB of spaces repeated (a full flush
+    resets the window, so each block decodes alone): a true bomb, built without deflating
+    3 GB here. Its CRC is not the data's: a reader that gets that far has read 3 GB.
+    """
+    import struct
+    import zlib
+
+    co = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = co.compress(b" " * (1 << 24)) + co.flush(zlib.Z_FULL_FLUSH)
+    n = 179
+    data = block * n + b"\x03\x00"               # then an empty final block
+    members = [(b"header.json", 0, b"{}", 2, zlib.crc32(b"{}")),
+               (b"samples/1_epoch_1.json", 8, data, n << 24, 0)]
+    out, central = bytearray(), bytearray()
+    for name, method, body, size, crc in members:
+        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, method, 0, 0x21, crc,
+                               len(body), size, len(name), 0, 0, 0, 0, 0, len(out)) + name
+        out += struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, method, 0, 0x21, crc, len(body),
+                           size, len(name), 0) + name + body
+    out += central + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members),
+                                 len(central), len(out), 0)
+    (w / "bomb.eval").write_bytes(bytes(out))
+
+
+def _chat_log(w: Path) -> None:
+    rows = [{"id": f"q{i}", "correct": True,
+             "messages": [{"role": "user", "content": f"{i}+1?"},
+                          {"role": "assistant", "content": f"<think>x</think>{i + 1}"}]}
+            for i in range(3)]
+    (w / "chat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 CASES += [
     # `probe run --resume` removed every `.OUT.tmp-*` beside OUT, marked or not, live or not
     Case("temporaries-resume-keeps-a-users-and-a-live-writers", 55,
@@ -1207,6 +1265,22 @@ CASES += [
     Case("ledger-edited-result-replaced-with-overwrite", 55,
          ("metrics", "s", "--json", "r.json", "--overwrite"), expect="ok",
          setup=_edited_result(("metrics", "s")), changes=("r.json",)),
+    # the results file beside an lm-eval log was read with no check at all
+    *[Case(f"audit-log-results-beside-the-log-{kind}", 55, ("audit-log", _LM), sub=True,
+           setup=_results_beside(kind), needle=needle)
+      for kind, needle in (
+          ("fifo", f"{_RES}: not a regular file (a FIFO, device or folder is not an lm-eval"),
+          ("dev-zero", f"{_RES}: not a regular file (a FIFO, device or folder is not an lm-eval"),
+          ("deep", f"{_RES}: not accepted JSON (nested deeper than"),
+          ("2-gib", f"{_RES}: larger than 268435456 bytes"))],
+    Case("audit-log-eval-member-inflating-to-3-gb", 55, ("audit-log", "bomb.eval"), sub=True,
+         setup=_eval_bomb, needle="'samples/1_epoch_1.json' unpacks to 3,003,121,664 bytes"),
+    # --replicates sized the bootstrap with no budget: std::bad_alloc (an abort, exit -6)
+    Case("budget-audit-log-replicates-2e9", 55, ("audit-log", "chat.jsonl", "--replicates",
+                                                 "2000000000"), sub=True, setup=_chat_log,
+         needle="`--replicates` = 2,000,000,000 needs"),
+    Case("budget-audit-log-small-still-runs", 55, ("audit-log", "chat.jsonl", "--replicates", "50"),
+         setup=_chat_log, expect="ok"),
 ]
 
 
