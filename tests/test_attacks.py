@@ -32,7 +32,7 @@ edited tables, and the resource budget with one-line usage errors.
 
 The cases of issue 55 (`item=55`) add data loss (temporaries of otbench's own writers and
 their look-alikes, a result the user edited) and denial of service (the files read beside an
-input, `audit-log --replicates`).
+input, `audit-log --replicates`, a tracker that cannot take the run).
 """
 
 import dataclasses
@@ -498,6 +498,8 @@ def _servers() -> dict:
 
 
 def _placeholders(arg: str) -> str:
+    if "{port}" in arg:                 # the silent server's port (cwd: the case's workspace)
+        return arg.replace("{port}", Path(".port").read_text())
     if "{hostile}" in arg:
         return arg.replace("{hostile}", _servers()["hostile"].url)
     return arg.replace("{user}", _servers()["user"].url) if "{user}" in arg else arg
@@ -1117,7 +1119,7 @@ CASES += [
 
 
 # -- issue 55: data loss (temporaries, edited results) and denial of service (an input's side
-# files, the budget of --replicates) -----------------------------------------------------------
+# files, the budget of --replicates, trackers checked before the work) -------------------------
 
 _TINY_JOB = """
 [model]
@@ -1282,6 +1284,51 @@ CASES += [
     Case("budget-audit-log-small-still-runs", 55, ("audit-log", "chat.jsonl", "--replicates", "50"),
          setup=_chat_log, expect="ok"),
 ]
+
+
+def _silent_server(w: Path) -> None:
+    """A tracking server that accepts connections and never answers (its socket stays open in
+    this process, which the command runs in)."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    _SILENT.append(srv)
+    (w / ".port").write_text(str(srv.getsockname()[1]))
+
+
+_SILENT: list = []
+
+
+# The tracker cases need MLflow itself (`pip install 'otbench[track]'`; not in the test
+# extra, whose pins it conflicts with): where it is missing, `--log mlflow` is refused as not
+# installed before anything else, which other tests check.
+if __import__("importlib").util.find_spec("mlflow") is not None:
+    CASES += [
+        # a server that never answers: the command did all its work, then hung in the log call
+        Case("tracker-mlflow-server-never-answers", 55,
+             ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log", "mlflow",
+              "--log-args", "tracking_uri=http://127.0.0.1:{port}"), setup=_silent_server,
+             needle="no answer within 10 s; nothing was run",
+             check=lambda w, out: not (w / "bc.json").exists()),
+        Case("tracker-mlflow-nothing-listening", 55,
+             ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log", "mlflow",
+              "--log-args", "tracking_uri=http://127.0.0.1:9"),
+             needle="nothing was run", check=lambda w, out: not (w / "bc.json").exists()),
+        # the default store (a SQLite file, whose SQLAlchemy mlflow-skinny leaves out) or a
+        # store path that cannot be written failed only once the work was done
+        Case("tracker-mlflow-store-unusable", 55,
+             ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log", "mlflow",
+              "--log-args", "tracking_uri=file:thesis.tex/mlruns"),
+             needle="cannot be used", check=lambda w, out: not (w / "bc.json").exists()),
+    ]
+    if __import__("importlib").util.find_spec("sqlalchemy") is None:
+        CASES.append(    # MLflow's default store (`sqlite:///mlflow.db`) without SQLAlchemy
+            Case("tracker-mlflow-default-store-without-its-backend", 55,
+                 ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log",
+                  "mlflow"), env=(("MLFLOW_TRACKING_URI", ""),), needle="cannot be used",
+                 check=lambda w, out: not (w / "bc.json").exists()))
 
 
 def _mark(case: Case):
