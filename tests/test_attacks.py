@@ -1163,6 +1163,16 @@ def _resume_beside_temporaries(w: Path) -> None:
         (w / (name + ".otbench")).write_text(_MARK_TEXT)
 
 
+def _tiny_job(R: int, n: int):
+    def setup(w: Path) -> None:
+        from otbench.probe.engines._tiny import build_tiny_model
+
+        model = build_tiny_model(w / "tiny", seed=0)
+        (w / "job55.toml").write_text(_TINY_JOB.format(model=model).replace(
+            "R = 1\n", f"R = {R}\n").replace("n = 1\n", f"n = {n}\n"))
+    return setup
+
+
 def _dead_removed(w: Path, out: str) -> bool:
     return not os.path.lexists(w / _DEAD) and not os.path.lexists(w / (_DEAD + ".otbench")) \
         and (w / "o" / "manifest.json").is_file()
@@ -1281,6 +1291,10 @@ CASES += [
     Case("budget-audit-log-replicates-2e9", 55, ("audit-log", "chat.jsonl", "--replicates",
                                                  "2000000000"), sub=True, setup=_chat_log,
          needle="`--replicates` = 2,000,000,000 needs"),
+    # R x questions units were keyed one by one after the engine was ready (6.5e9 here)
+    Case("budget-probe-run-r-times-questions", 55,
+         ("probe", "run", "--config", "job55.toml", "--out", "o", "--no-progress"), sub=True,
+         setup=_tiny_job(R=65535, n=100_000), needle="`--R` = 65,535 needs about"),
     Case("budget-audit-log-small-still-runs", 55, ("audit-log", "chat.jsonl", "--replicates", "50"),
          setup=_chat_log, expect="ok"),
 ]

@@ -231,6 +231,8 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
     check_gradable(grader_name, questions)          # before any engine starts: one line, exit 2
+    if imported is None:
+        _check_units(job, len(questions))           # R x questions, before any engine starts
     use_ray = workers > 1 or ray_address is not None
 
     # Without a journal folder, units are spooled to a private one beside the output
@@ -326,6 +328,28 @@ def _load_inputs(job: ProbeJob, log):
         imported = import_trajectories(job, questions, log)
         questions, job = imported.questions, imported.job
     return job, questions, data_record, imported
+
+
+UNIT_BYTES = 1024
+"""Host memory the runner keeps per unit besides its positions (its key, its entry in the
+unit list, its summary's object); `POSITION_BYTES` per probed position on top."""
+POSITION_BYTES = 64
+
+
+def _check_units(job: ProbeJob, n_questions: int) -> None:
+    """The resource budget of `R` (per question: the run's units are questions x R, every
+    one keyed and summarised in memory), before the engine starts: R = 65,535 over 100,000
+    questions was 6.5e9 unit keys built one by one after the engine was ready."""
+    from otbench.resources import check_budget
+
+    positions = job.thinking_limit // job.b + 1
+    per_question = n_questions * (UNIT_BYTES + POSITION_BYTES * positions)
+    # every unit decodes its trajectory and P answers per position: at least one element
+    # operation per token, so the time bound only refuses what could never finish
+    per_question_ops = n_questions * (job.thinking_limit + positions * job.P * job.answer_limit)
+    check_budget(f"a probe run of {n_questions:,} questions", "`R`", job.R,
+                 per_unit=per_question, per_unit_ops=per_question_ops, unit="trajectory of every question",
+                 advice="use a smaller R or fewer questions (--limit)")
 
 
 def _unit_keys(job: ProbeJob, setup, questions, imported, grader_name: str):
