@@ -1318,6 +1318,13 @@ _SILENT: list = []
 # The tracker cases need MLflow itself (`pip install 'otbench[track]'`; not in the test
 # extra, whose pins it conflicts with): where it is missing, `--log mlflow` is refused as not
 # installed before anything else, which other tests check.
+if __import__("importlib").util.find_spec("wandb") is not None:
+    CASES.append(    # W&B online with its server down: the run's work was done, then lost
+        Case("tracker-wandb-online-server-down", 55,
+             ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log", "wandb"),
+             env=(("WANDB_MODE", "online"), ("WANDB_BASE_URL", "http://127.0.0.1:9")),
+             needle="wandb server http://127.0.0.1:9: cannot be used",
+             check=lambda w, out: not (w / "bc.json").exists()))
 if __import__("importlib").util.find_spec("mlflow") is not None:
     CASES += [
         # a server that never answers: the command did all its work, then hung in the log call

@@ -42,7 +42,8 @@ REACH_S = 10.0
 def preflight(tracker: str, args: dict[str, Any]) -> None:
     """Refuse, before any work, a tracker run that could not be logged after it.
 
-    The library is imported (not only found: a broken install fails here), and MLflow's store
+    The library is imported (not only found: a broken install fails here); W&B online and a
+    Trackio `server_url` must answer within `REACH_S` seconds; and MLflow's store
     (`tracking_uri`, else `MLFLOW_TRACKING_URI`, else MLflow's default) is opened and asked
     for one experiment within `REACH_S` seconds: a server that does not answer, a store whose
     backend is not installed (MLflow's default SQLite store needs SQLAlchemy, which
@@ -54,9 +55,19 @@ def preflight(tracker: str, args: dict[str, Any]) -> None:
     mod = _import(tracker)
     if tracker == "mlflow":
         _mlflow_preflight(mod, args)
+    elif tracker == "wandb":
+        # online (W&B's default) logs to its server: that server must answer first
+        mode = str(args.get("mode") or os.environ.get("WANDB_MODE") or "online")
+        if mode not in ("offline", "disabled", "dryrun"):
+            base = os.environ.get("WANDB_BASE_URL") or str(mod.Settings().base_url)
+            _deadline(f"wandb server {base}", lambda: _reach(base),
+                      "start it, or log offline: --log-args mode=offline")
+    elif tracker == "trackio" and args.get("server_url"):
+        url = str(args["server_url"])
+        _deadline(f"trackio server {url}", lambda: _reach(url), "name a reachable server_url")
 
 
-def _deadline(what: str, fn) -> None:
+def _deadline(what: str, fn, fix: str = "name a usable tracking_uri in --log-args") -> None:
     """`fn()` in a daemon thread, refused when it fails or has not returned after `REACH_S`."""
     import threading
 
@@ -73,13 +84,12 @@ def _deadline(what: str, fn) -> None:
     t.start()
     t.join(REACH_S)
     if not box:
-        raise TrackingError(f"{what}: no answer within {REACH_S:.0f} s; nothing was run "
-                            "(start the server, or name a reachable tracking_uri in --log-args)")
+        raise TrackingError(f"{what}: no answer within {REACH_S:.0f} s; nothing was run ({fix})")
     e = box[0]
     if e is not None:
         msg = " ".join(str(e).split())[:300]
         raise TrackingError(f"{what}: cannot be used ({type(e).__name__}: {msg}); nothing "
-                            "was run (name a usable tracking_uri in --log-args)")
+                            f"was run ({fix})")
 
 
 def _reach(uri: str) -> None:
