@@ -240,12 +240,17 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     # a marked temporary of the output (otbench.files' one rule): removed only by this run,
     # or, if this run is killed, by a later writer of the output once this pid is gone.
     spool = journal is None
-    if spool:
-        journal = new_temporary(out)
     # The model is located before anything is created: a wrong path or id costs one line.
     engine_cfg = None if use_ray else resolve_engine_config(job, log)
+    if spool:
+        journal = new_temporary(out)
     fresh = not Path(journal).exists()
-    jr = Journal.open(journal, resume=resume, overwrite=overwrite)
+    try:
+        jr = Journal.open(journal, resume=resume, overwrite=overwrite)
+    except BaseException:
+        if spool:
+            drop_temporary(journal)
+        raise
     try:
         if engine_cfg is not None:
             _pin_revision(jr, job, engine_cfg, log)        # before the engine starts
