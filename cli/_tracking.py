@@ -1,7 +1,8 @@
 """`--log wandb|trackio|mlflow` and `--log-args k=v,...` on the commands that log a run.
 
-`log_options` adds both options and refuses a bad value (or a tracker that is
-not installed) before the command's work starts; the command then calls
+`log_options` adds both options and refuses a bad value, a tracker that is
+not installed or a store that does not answer (`otbench.tracking.preflight`)
+before the command's work starts; the command then calls
 `track` with a function building its `otbench.tracking.Record`, which runs
 only when a tracker was asked for.
 """
@@ -32,11 +33,13 @@ def log_options(f: Callable) -> Callable:
         if log is None and log_args is not None:
             raise DataError("--log-args needs --log TRACKER")
         if log is not None:
-            from otbench.tracking import available, parse_log_args
+            from otbench.tracking import available, parse_log_args, preflight
 
             with data_errors(prefix="Error: "):
                 parsed = parse_log_args(log, log_args)
                 available(log)
+            with data_errors():
+                preflight(log, parsed)      # the store answers before the work, not after
             click.get_current_context().meta[_META] = (log, parsed)
         return f(*args, **kwargs)
 

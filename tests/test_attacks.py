@@ -15,8 +15,8 @@ classified as
   one line naming the rule;
 * **clean**: everything else.
 
-`python tests/test_attacks.py` runs the whole corpus and prints the counts
-per class (the memory cases too, each in a subprocess under a 4 GiB address
+`python tests/test_attacks.py` runs the whole corpus (`--item 55`: one issue's cases) and
+prints the counts per class (the memory cases too, each in a subprocess under a 4 GiB address
 limit and a 120 s timeout); under pytest every case is a test and
 `test_zz_counts` prints the counts of the cases that ran (the memory cases in
 their subprocess too). A case that is known to fail goes in `OPEN` with what
@@ -29,6 +29,10 @@ The cases of issue 39 (`item=39`) add six classes, each in its own section: esca
 (descriptors redirected by a shell, hard links, `/dev/shm`), forged proofs of authorship
 (ledgers, manifests), a hostile server (`tests/_served.py`), signal values out of range and
 edited tables, and the resource budget with one-line usage errors.
+
+The cases of issue 55 (`item=55`) add data loss (temporaries of otbench's own writers and
+their look-alikes, a result the user edited) and denial of service (the files read beside an
+input, `audit-log --replicates`, a tracker that cannot take the run).
 """
 
 import dataclasses
@@ -494,6 +498,8 @@ def _servers() -> dict:
 
 
 def _placeholders(arg: str) -> str:
+    if "{port}" in arg:                 # the silent server's port (cwd: the case's workspace)
+        return arg.replace("{port}", Path(".port").read_text())
     if "{hostile}" in arg:
         return arg.replace("{hostile}", _servers()["hostile"].url)
     return arg.replace("{user}", _servers()["user"].url) if "{user}" in arg else arg
@@ -1112,6 +1118,240 @@ CASES += [
 ]
 
 
+# -- issue 55: data loss (temporaries, edited results) and denial of service (an input's side
+# files, the budget of --replicates, trackers checked before the work) -------------------------
+
+_TINY_JOB = """
+[model]
+path = "{model}"
+family = "qwen3-thinking"
+id = "tiny"
+[engine]
+kind = "transformers"
+dtype = "float32"
+max_model_len = 256
+[data]
+source = "sums"
+n = 1
+[probe]
+R = 1
+P = 1
+b = 8
+thinking_limit = 16
+answer_limit = 4
+[grader]
+kind = "minimal"
+"""
+_LIVE = f".o.tmp-1-{'a' * 32}"                  # pid 1 always runs: a live writer's temporary
+_DEAD = f".o.tmp-4194305-{'b' * 32}"            # above any pid_max: a killed writer's
+_MARK_TEXT = "otbench temporary\n"
+
+
+def _resume_beside_temporaries(w: Path) -> None:
+    """A probe run to resume beside a user's look-alikes of its temporaries (no otbench
+    marker), a live writer's marked temporary and a killed writer's."""
+    from otbench.probe.engines._tiny import build_tiny_model
+
+    model = build_tiny_model(w / "tiny", seed=0)
+    (w / "job55.toml").write_text(_TINY_JOB.format(model=model))
+    (w / ".o.tmp-999999-mythings").write_text("the user's\n")
+    (w / ".o.tmp-1-notes").mkdir()
+    (w / ".o.tmp-1-notes" / "n.txt").write_text("the user's\n")
+    for name in (_LIVE, _DEAD):
+        (w / name).mkdir()
+        (w / name / "part-0.parquet").write_bytes(b"being written\n")
+        (w / (name + ".otbench")).write_text(_MARK_TEXT)
+
+
+def _tiny_job(R: int, n: int):
+    def setup(w: Path) -> None:
+        from otbench.probe.engines._tiny import build_tiny_model
+
+        model = build_tiny_model(w / "tiny", seed=0)
+        (w / "job55.toml").write_text(_TINY_JOB.format(model=model).replace(
+            "R = 1\n", f"R = {R}\n").replace("n = 1\n", f"n = {n}\n"))
+    return setup
+
+
+def _dead_removed(w: Path, out: str) -> bool:
+    return not os.path.lexists(w / _DEAD) and not os.path.lexists(w / (_DEAD + ".otbench")) \
+        and (w / "o" / "manifest.json").is_file()
+
+
+def _edited_result(argv: tuple[str, ...]):
+    """`argv --json r.json` run once (otbench's, in the ledger), then edited by the user:
+    a key added, the schema untouched."""
+    def setup(w: Path) -> None:
+        r = CliRunner().invoke(main, [*argv, "--json", "r.json"])
+        assert r.exit_code == 0, r.output
+        doc = json.loads((w / "r.json").read_text())
+        doc["my_note"] = "checked by hand"
+        (w / "r.json").write_text(json.dumps(doc, indent=1))
+    return setup
+
+
+def _set_beside_lookalikes(w: Path) -> None:
+    """A set of otbench's (s2) holding a user's look-alike of its manifest's temporary and a
+    live writer's marked one: replacing the set keeps both."""
+    r = CliRunner().invoke(main, ["import", "x.jsonl", "--out", "s2"])
+    assert r.exit_code == 0, r.output
+    (w / "s2" / ".manifest.json.tmp-7-notes").write_text("the user's\n")
+    live = f".manifest.json.tmp-1-{'c' * 32}"
+    (w / "s2" / live).write_text("{}")
+    (w / "s2" / (live + ".otbench")).write_text(_MARK_TEXT)
+
+
+_LM = "lm/samples_t_2026-01-01T00-00-00.000000.jsonl"
+_RES = "lm/results_2026-01-01T00-00-00.000000.json"
+
+
+def _results_beside(kind: str):
+    """The lm-eval log with its `results_*.json` (read for the model folder) made hostile."""
+    def setup(w: Path) -> None:
+        _lm_eval_log(w)
+        p = w / _RES
+        if kind == "fifo":
+            os.mkfifo(p)                          # no writer: a plain open waits forever
+        elif kind == "dev-zero":
+            p.symlink_to("/dev/zero")             # endless
+        elif kind == "deep":
+            p.write_text("[" * 200_000 + "]" * 200_000)
+        else:                                     # 2 GiB of sparse zeros: no disk, all reads
+            with open(p, "wb") as f:
+                f.truncate(1 << 31)
+    return setup
+
+
+def _eval_bomb(w: Path) -> None:
+    """An inspect-ai `.eval` log whose sample member inflates to 3 GB (2.9 MB on disk).
+
+    The deflate stream is one fully flushed block of 16 MiB of spaces repeated (a full flush
+    resets the window, so each block decodes alone): a true bomb, built without deflating
+    3 GB here. Its CRC is not the data's: a reader that gets that far has read 3 GB.
+    """
+    import struct
+    import zlib
+
+    co = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = co.compress(b" " * (1 << 24)) + co.flush(zlib.Z_FULL_FLUSH)
+    n = 179
+    data = block * n + b"\x03\x00"               # then an empty final block
+    members = [(b"header.json", 0, b"{}", 2, zlib.crc32(b"{}")),
+               (b"samples/1_epoch_1.json", 8, data, n << 24, 0)]
+    out, central = bytearray(), bytearray()
+    for name, method, body, size, crc in members:
+        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, method, 0, 0x21, crc,
+                               len(body), size, len(name), 0, 0, 0, 0, 0, len(out)) + name
+        out += struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, method, 0, 0x21, crc, len(body),
+                           size, len(name), 0) + name + body
+    out += central + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members),
+                                 len(central), len(out), 0)
+    (w / "bomb.eval").write_bytes(bytes(out))
+
+
+def _chat_log(w: Path) -> None:
+    rows = [{"id": f"q{i}", "correct": True,
+             "messages": [{"role": "user", "content": f"{i}+1?"},
+                          {"role": "assistant", "content": f"<think>x</think>{i + 1}"}]}
+            for i in range(3)]
+    (w / "chat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+CASES += [
+    # `probe run --resume` removed every `.OUT.tmp-*` beside OUT, marked or not, live or not
+    Case("temporaries-resume-keeps-a-users-and-a-live-writers", 55,
+         ("probe", "run", "--config", "job55.toml", "--out", "o", "--resume", "--no-progress"),
+         expect="ok", setup=_resume_beside_temporaries, changes=(_DEAD, _DEAD + ".otbench"),
+         check=_dead_removed),
+    # replacing a set dropped every `.manifest.json.tmp-*` in it with the old set
+    Case("temporaries-set-replace-keeps-look-alikes", 55,
+         ("import", "x.jsonl", "--out", "s2", "--overwrite"), expect="ok",
+         setup=_set_beside_lookalikes, changes=("s2",),
+         keeps=("s2/.manifest.json.tmp-7-notes", f"s2/.manifest.json.tmp-1-{'c' * 32}",
+                f"s2/.manifest.json.tmp-1-{'c' * 32}.otbench")),
+    # an edited result still named otbench's schema, so the next --json replaced it
+    *[Case(f"ledger-edited-result-{name}-is-the-users", 55, (*argv, "--json", "r.json"),
+           setup=_edited_result(argv), needle="otbench did not write it (or it was changed since)")
+      for name, argv in (("metrics", ("metrics", "s")),
+                         ("frontier", ("frontier", "s", "--grid", "11")))],
+    Case("ledger-edited-result-replaced-with-overwrite", 55,
+         ("metrics", "s", "--json", "r.json", "--overwrite"), expect="ok",
+         setup=_edited_result(("metrics", "s")), changes=("r.json",)),
+    # the results file beside an lm-eval log was read with no check at all
+    *[Case(f"audit-log-results-beside-the-log-{kind}", 55, ("audit-log", _LM), sub=True,
+           setup=_results_beside(kind), needle=needle)
+      for kind, needle in (
+          ("fifo", f"{_RES}: not a regular file (a FIFO, device or folder is not an lm-eval"),
+          ("dev-zero", f"{_RES}: not a regular file (a FIFO, device or folder is not an lm-eval"),
+          ("deep", f"{_RES}: not accepted JSON (nested deeper than"),
+          ("2-gib", f"{_RES}: larger than 268435456 bytes"))],
+    Case("audit-log-eval-member-inflating-to-3-gb", 55, ("audit-log", "bomb.eval"), sub=True,
+         setup=_eval_bomb, needle="'samples/1_epoch_1.json' unpacks to 3,003,121,664 bytes"),
+    # --replicates sized the bootstrap with no budget: std::bad_alloc (an abort, exit -6)
+    Case("budget-audit-log-replicates-2e9", 55, ("audit-log", "chat.jsonl", "--replicates",
+                                                 "2000000000"), sub=True, setup=_chat_log,
+         needle="`--replicates` = 2,000,000,000 needs"),
+    # R x questions units were keyed one by one after the engine was ready (6.5e9 here)
+    Case("budget-probe-run-r-times-questions", 55,
+         ("probe", "run", "--config", "job55.toml", "--out", "o", "--no-progress"), sub=True,
+         setup=_tiny_job(R=65535, n=100_000), needle="`--R` = 65,535 needs about"),
+    Case("budget-audit-log-small-still-runs", 55, ("audit-log", "chat.jsonl", "--replicates", "50"),
+         setup=_chat_log, expect="ok"),
+]
+
+
+def _silent_server(w: Path) -> None:
+    """A tracking server that accepts connections and never answers (its socket stays open in
+    this process, which the command runs in)."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    _SILENT.append(srv)
+    (w / ".port").write_text(str(srv.getsockname()[1]))
+
+
+_SILENT: list = []
+
+
+# The tracker cases need MLflow itself (`pip install 'otbench[track]'`; not in the test
+# extra, whose pins it conflicts with): where it is missing, `--log mlflow` is refused as not
+# installed before anything else, which other tests check.
+if __import__("importlib").util.find_spec("wandb") is not None:
+    CASES.append(    # W&B online with its server down: the run's work was done, then lost
+        Case("tracker-wandb-online-server-down", 55,
+             ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log", "wandb"),
+             env=(("WANDB_MODE", "online"), ("WANDB_BASE_URL", "http://127.0.0.1:9")),
+             needle="wandb server http://127.0.0.1:9: cannot be used",
+             check=lambda w, out: not (w / "bc.json").exists()))
+if __import__("importlib").util.find_spec("mlflow") is not None:
+    CASES += [
+        # a server that never answers: the command did all its work, then hung in the log call
+        Case("tracker-mlflow-server-never-answers", 55,
+             ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log", "mlflow",
+              "--log-args", "tracking_uri=http://127.0.0.1:{port}"), setup=_silent_server,
+             needle="no answer within 10 s; nothing was run",
+             check=lambda w, out: not (w / "bc.json").exists()),
+        Case("tracker-mlflow-nothing-listening", 55,
+             ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log", "mlflow",
+              "--log-args", "tracking_uri=http://127.0.0.1:9"),
+             needle="nothing was run", check=lambda w, out: not (w / "bc.json").exists()),
+        # the default store (a SQLite file, whose SQLAlchemy mlflow-skinny leaves out) or a
+        # store path that cannot be written failed only once the work was done
+        Case("tracker-mlflow-store-unusable", 55,
+             ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log", "mlflow",
+              "--log-args", "tracking_uri=file:thesis.tex/mlruns"),
+             needle="cannot be used", check=lambda w, out: not (w / "bc.json").exists()),
+    ]
+    if __import__("importlib").util.find_spec("sqlalchemy") is None:
+        CASES.append(    # MLflow's default store (`sqlite:///mlflow.db`) without SQLAlchemy
+            Case("tracker-mlflow-default-store-without-its-backend", 55,
+                 ("bench", "compare", "s", "--theta-grid", "5", "--json", "bc.json", "--log",
+                  "mlflow"), env=(("MLFLOW_TRACKING_URI", ""),), needle="cannot be used",
+                 check=lambda w, out: not (w / "bc.json").exists()))
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
@@ -1202,12 +1442,14 @@ if __name__ == "__main__":
     import tempfile
 
     light = "--light" in sys.argv[1:]        # leave out the memory cases (minutes each if open)
+    # `--item 55`: only that issue's cases (the whole corpus takes long on a small machine)
+    item = int(sys.argv[sys.argv.index("--item") + 1]) if "--item" in sys.argv[1:] else None
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "base").mkdir()
         b = make_base(Path(d) / "base")
         counts, bad = Counter(), []
         for k, c in enumerate(CASES):
-            if light and c.heavy:
+            if (light and c.heavy) or (item is not None and c.item != item):
                 continue
             t = Path(d) / f"case{k}"
             t.mkdir()

@@ -27,6 +27,7 @@ lm-eval document with several replies is scored as a whole) is counted and
 left out of the accuracies.
 """
 
+import collections
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,11 +44,15 @@ SHARES = ("cut", "unclosed", "length_limit")
 SCORES = ("reported", "finished", "censored", "terminal_aware", "worst_case", "best_case")
 
 
+def _item(r: Reply) -> Any:
+    return r.question_id if r.question_id is not None else r.question_text
+
+
 def _grid(reps: Sequence[Reply]) -> dict[str, np.ndarray]:
     """[item, reply] arrays of one task and model (items in order of first appearance)."""
     items: dict[Any, list[Reply]] = {}
     for r in reps:
-        items.setdefault(r.question_id if r.question_id is not None else r.question_text, []).append(r)
+        items.setdefault(_item(r), []).append(r)
     I, R = len(items), max(len(v) for v in items.values())
     g = {k: np.zeros((I, R), dtype=bool) for k in ("obs", "has_v", "unclosed", "length", "length_known")}
     g["y"] = np.zeros((I, R), dtype=np.float64)
@@ -98,8 +103,16 @@ def audit_replies(replies: Sequence[Reply], *, source: str, replicates: int = in
     """The audit document (`otbench.audit-log/1`) of a log's replies, one row per task and model."""
     if not replies:
         raise inf.InferenceError(f"{source}: the log holds no replies")
-    rows = [audit_group(t, m, rs, replicates=replicates, seed=seed)
-            for (t, m), rs in sorted(groups(replies).items())]
+    by = sorted(groups(replies).items())
+    # The budget of the largest group's bootstrap, before any group is drawn: an impossible
+    # --replicates is one line now, not an allocation failure deep inside the first group.
+    counts = [collections.Counter(_item(r) for r in rs) for _, rs in by]
+    items = max(len(c) for c in counts)
+    reps = max(max(c.values()) for c in counts)
+    inf.check_replicates(items, reps, len(SHARES + SCORES), replicates,
+                         what=f"{source}: the audit's bootstrap of {items:,} items x {reps:,} "
+                              "replies")
+    rows = [audit_group(t, m, rs, replicates=replicates, seed=seed) for (t, m), rs in by]
     return {"schema": SCHEMA, "log": source, "format": replies[0].source, "replicates": replicates,
             "seed": seed, "groups": rows}
 

@@ -110,6 +110,27 @@ def _resampler_iv(replicates, batch, seed, scheme) -> None:
         raise InferenceError(f"`scheme` must be one of {', '.join(SCHEMES)}, got {scheme!r}")
 
 
+def check_replicates(n_items: int, n_reps: int, k: int, replicates: int, *, batch: int = BATCH,
+                     scheme: str = "item", what: str = "") -> None:
+    """The resource budget of `bootstrap`, before anything is drawn (`ResourceLimitError`).
+
+    Kept for every replicate: its item and replicate weights (`Resampler`, 8 bytes each) and
+    its `k` statistics (padded, float64); per batch, the kernel's temporaries (~4 copies of a
+    batch's weights and statistics). Time: each replicate reweights every item's `k` means
+    (every item and replicate's in the two-way and nested schemes).
+    """
+    from otbench.resources import check_budget
+
+    kp = _pad_k(k)
+    per_rep = 8.0 * (n_items + n_reps + 2 * kp)
+    per_batch = 4 * per_rep
+    ops = float(max(n_items, 1)) * (1 if scheme == "item" else max(n_reps, 1)) * kp
+    what = what or f"a bootstrap of {n_items:,} items x {n_reps:,} replicates, {k} statistics"
+    check_budget(what, "`replicates`", replicates, per_unit=per_rep, per_unit_ops=ops,
+                 fixed=per_batch * min(batch, max(replicates, 1)), minimum=0, unit="replicate",
+                 advice="use fewer --replicates")
+
+
 def _pad_k(k: int) -> int:
     # Statistic stacks are padded to a power of two (at least 8) so that the
     # jitted kernels compile for a handful of shapes, not one per stack.
@@ -134,6 +155,8 @@ def bootstrap(x: np.ndarray, a: np.ndarray, *, replicates: int = REPLICATES, see
         raise InferenceError("`x` must be finite where `a` is True")
     I, R, k = x.shape
     if resampler is None:
+        _resampler_iv(replicates, batch, seed, scheme)
+        check_replicates(I, R, k, replicates, batch=batch, scheme=scheme)
         resampler = Resampler(I, R, replicates=replicates, seed=seed, scheme=scheme, batch=batch)
     elif resampler.n_items != I or (resampler.scheme != "item" and resampler.n_reps != R):
         # (the item scheme never resamples replicates, so any rep axis fits it)

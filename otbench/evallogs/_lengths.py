@@ -5,11 +5,13 @@ counts a reply's tokens with that folder's tokenizer (`lm_eval_replies` compares
 with the record's `max_gen_toks`).
 """
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
 from ._read import _DATE, EvalLogError
+
+RESULTS_LIMIT = 1 << 28
+"""Bytes of an lm-eval results file read beside its samples (lm-eval writes a few MiB)."""
 
 
 def lm_eval_results_model(path: str | Path) -> str | None:
@@ -24,10 +26,8 @@ def lm_eval_results_model(path: str | Path) -> str | None:
     if stamp:
         names = [n for n in names if stamp.group(0).lstrip("_") in n.name] or names
     for name in names:
-        try:
-            cfg = json.loads(name.read_text(encoding="utf-8")).get("config", {})
-        except (OSError, ValueError, AttributeError):
-            continue
+        doc = _results(name)
+        cfg = doc.get("config", {}) if isinstance(doc, Mapping) else None
         args = cfg.get("model_args") if isinstance(cfg, Mapping) else None
         if isinstance(args, str):
             args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
@@ -35,6 +35,17 @@ def lm_eval_results_model(path: str | Path) -> str | None:
         if isinstance(folder, str) and Path(folder).is_dir():
             return folder
     return None
+
+
+def _results(path: Path):
+    """The results document beside a log, read as the log itself is: a regular file (a FIFO,
+    device or folder is one line, never a hang or an endless read), at most `RESULTS_LIMIT`
+    bytes, through the one guarded JSON reader (depth, numbers, keys)."""
+    from otbench.files import loads_json, read_regular
+
+    raw = read_regular(path, RESULTS_LIMIT, what="an lm-eval results file",
+                       fail=lambda why: EvalLogError(f"{path}: {why}"))
+    return loads_json(raw, str(path))
 
 
 def token_counter(folder: str | Path):

@@ -342,6 +342,10 @@ def chat_replies(row: Mapping, loc: str, *, task: str = "task", model: str = "mo
 
 def inspect_replies(path: str | Path, *, scorer: str | None = None) -> list[Reply]:
     """The replies of an inspect-ai `.eval` log, read with `inspect_ai.log.read_eval_log`."""
+    if Path(path).suffix == ".eval":
+        from ._archive import check_archive
+
+        check_archive(Path(path), _open, EvalLogError)      # before inspect-ai unpacks a member
     try:
         from inspect_ai.log import read_eval_log
         from inspect_ai.model import ContentReasoning, ContentText

@@ -23,13 +23,13 @@ from ._ledger import LEDGER, written_by_otbench
 from ._provenance import git_commit, provenance
 from ._read import arrow_file, open_regular, read_regular, read_regular_text
 from ._rules import check_output, foreign_entries, is_measurement_set, output_rules, refuse_input
-from ._temporaries import clean_stale, pid_alive
+from ._temporaries import clean_stale, drop_temporary, new_temporary, pid_alive
 
 __all__ = [
-    "LEDGER", "RECORDED", "arrow_file", "atomic_dir", "atomic_path", "check_output", "check_output_dir",
-    "clean_stale", "csv_field", "csv_records", "csv_text", "dumps_indented", "foreign_entries",
-    "git_commit", "is_measurement_set", "loads_json", "open_regular", "output_rules", "pid_alive",
-    "provenance", "read_json", "read_json_bytes", "read_regular", "read_regular_text",
-    "refuse_input", "sha256_file", "sha256_stream", "write_bytes_atomic", "write_text_atomic",
-    "written_by_otbench",
+    "LEDGER", "RECORDED", "arrow_file", "atomic_dir", "atomic_path", "check_output",
+    "check_output_dir", "clean_stale", "csv_field", "csv_records", "csv_text", "drop_temporary",
+    "dumps_indented", "foreign_entries", "git_commit", "is_measurement_set", "loads_json",
+    "new_temporary", "open_regular", "output_rules", "pid_alive", "provenance", "read_json",
+    "read_json_bytes", "read_regular", "read_regular_text", "refuse_input", "sha256_file",
+    "sha256_stream", "write_bytes_atomic", "write_text_atomic", "written_by_otbench",
 ]

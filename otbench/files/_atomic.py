@@ -13,10 +13,11 @@ their marker is there: a user's `.set.tmp-999999-mythings` is never touched.
 What "otbench wrote it" means (`written_by_otbench`), one rule for every
 entry point: a regular file is otbench's when the ledger of its folder
 (`.otbench-written.json`, updated by every write here) records it with the
-sha256 it has now, or when it is a JSON document whose `schema` is one of
-the result schemas the commands write (`otbench.metrics/1`, ...; not a
-set's or run's manifest).
-A file the user changed since is no longer otbench's.
+sha256 it has now, or, when the ledger does not record it at all, when it
+is a JSON document whose `schema` is one of the result schemas the commands
+write (`otbench.metrics/1`, ...; not a set's or run's manifest).
+A file the user changed since is no longer otbench's (a recorded file with
+another sha256 is the user's, whatever schema it names).
 
 The output rule (`check_output`, applied by every writer):
 

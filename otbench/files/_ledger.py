@@ -2,9 +2,11 @@
 
 A regular file is otbench's when the ledger of its folder
 (`.otbench-written.json`, updated by every write of `_atomic`) records it
-with the sha256 it has now, or when it is a JSON document whose `schema` is
-one of the result schemas the commands write. A file the user changed since
-is no longer otbench's.
+with the sha256 it has now, or, when the ledger does not record it at all
+(written where no ledger could be kept), when it is a JSON document whose
+`schema` is one of the result schemas the commands write. A file the user
+changed since is no longer otbench's: a recorded file whose sha256 differs
+is the user's even when it still names an otbench schema.
 
 A ledger is evidence only if no other hand can write it in the same place: it
 carries an HMAC-SHA256 (`mac`) over its entries and the real path of the folder
@@ -184,10 +186,14 @@ def written_by_otbench(path: str | os.PathLike) -> bool:
     except OSError:
         return False
     ledger = _read_ledger(p.parent)
-    if ledger is not None and ledger["files"].get(p.name) is not None:
-        with contextlib.suppress(OSError):
-            if ledger["files"][p.name] == sha256_file(p):
-                return True
+    recorded = ledger["files"].get(p.name) if ledger is not None else None
+    if recorded is not None:
+        # The ledger knows this file, so its bytes alone decide: a result the user edited
+        # (a key added) still names otbench's schema, but it is the user's now.
+        try:
+            return recorded == sha256_file(p)
+        except OSError:
+            return False
     return _otbench_document(p)
 
 

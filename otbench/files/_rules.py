@@ -19,7 +19,7 @@ from pathlib import Path
 from otbench.errors import UnsafeOutputError
 
 from ._ledger import written_by_otbench
-from ._temporaries import _target
+from ._temporaries import _target, stale_temporary
 
 _SET_MANIFEST = "manifest.json"
 _SET_SCHEMA = "otbench.measurement_set/1"
@@ -114,7 +114,9 @@ def foreign_entries(directory: Path) -> list[str]:
     def visit(rel_dir: str) -> None:
         for e in sorted((directory / rel_dir).iterdir() if rel_dir else directory.iterdir()):
             rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
-            if rel in owned or (not rel_dir and e.name.startswith(f".{_SET_MANIFEST}.tmp-")):
+            # (a manifest temporary of a killed writer goes with the old set; a look-alike
+            # without otbench's marker, or a live writer's, is kept)
+            if rel in owned or (not rel_dir and stale_temporary(e, directory / _SET_MANIFEST)):
                 continue
             # folders are kept file by file (the new set may write into one of the same name:
             # its trajectories, a table's folder); an empty folder is kept as it is

@@ -2,12 +2,17 @@
 
 A temporary is `.NAME.tmp-<pid>-<hex>` beside its output, with a companion
 marker `.NAME.tmp-<pid>-<hex>.otbench`; only marked temporaries of writers
-that no longer run are ever removed (`clean_stale`).
+that no longer run are ever removed (`clean_stale`), and a writer removes its
+own only through `drop_temporary` (marked, and its pid is this process's).
+This is the one rule for every temporary otbench deletes: a file or folder
+that merely looks like one (a user's `.out.tmp-1-notes`, another live run's)
+is never touched.
 """
 
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import time
@@ -20,6 +25,7 @@ from otbench.errors import UnsafeOutputError
 _UNOWNED_STALE_S = 24 * 3600
 _MARK = ".otbench"                       # suffix of a temporary's companion marker
 _MARK_TEXT = b"otbench temporary\n"
+_OWNER = re.compile(r"\.tmp-([0-9]+)-[0-9a-f]{32}$")   # `_sibling`'s tail: the writer's pid
 
 
 def _sibling(path: Path, tag: str) -> Path:
@@ -60,6 +66,34 @@ def _new_temporary(path: Path) -> Path:
     return tmp
 
 
+def new_temporary(path: str | os.PathLike) -> Path:
+    """A fresh, marked temporary name beside `path` (nothing is created at the name itself):
+    for a writer that fills a private folder there (a spool) and removes it with
+    `drop_temporary`; one killed meanwhile leaves it to the next `clean_stale` of `path`."""
+    where = _target(path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    return _new_temporary(where)
+
+
+def drop_temporary(tmp: str | os.PathLike) -> bool:
+    """Remove this process's marked temporary `tmp` (file or folder) and its marker.
+
+    Anything else at such a name -- no otbench marker beside it, or another process's pid in
+    it -- is left where it is; returns whether `tmp` was removed.
+    """
+    tmp = Path(tmp)
+    m = _OWNER.search(tmp.name)
+    if m is None or int(m.group(1)) != os.getpid() or not _is_marked(tmp):
+        return False
+    if tmp.is_dir() and not tmp.is_symlink():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _drop_mark(tmp)
+    return True
+
+
 def _mark_of(tmp: Path) -> Path:
     return tmp.parent / (tmp.name + _MARK)
 
@@ -95,12 +129,10 @@ def clean_stale(path: str | os.PathLike) -> list[Path]:
     if not path.parent.is_dir():
         return removed
     for tmp in path.parent.glob(f".{glob_escape(path.name)}.tmp-*"):
-        if tmp.name.endswith(_MARK):
-            owner = tmp.parent / tmp.name[:-len(_MARK)]
-            if not os.path.lexists(owner) and _stale(owner, path) and _is_marked(owner):
-                tmp.unlink(missing_ok=True)          # a marker whose temporary is gone
+        if not stale_temporary(tmp, path):
             continue
-        if not _is_marked(tmp) or not _stale(tmp, path):
+        if tmp.name.endswith(_MARK):
+            tmp.unlink(missing_ok=True)          # a marker whose temporary is gone
             continue
         if tmp.is_dir() and not tmp.is_symlink():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -109,6 +141,19 @@ def clean_stale(path: str | os.PathLike) -> list[Path]:
         _drop_mark(tmp)
         removed.append(tmp)
     return removed
+
+
+def stale_temporary(entry: Path, path: Path) -> bool:
+    """Whether `entry` (a `.NAME.tmp-*` beside `path`) is a temporary otbench may remove: one
+    with otbench's marker whose writer no longer runs, or the marker of such a temporary that
+    is already gone. Every deletion of temporaries asks this (module docstring)."""
+    prefix = f".{path.name}.tmp-"
+    if not entry.name.startswith(prefix):
+        return False
+    if entry.name.endswith(_MARK):
+        owner = entry.parent / entry.name[:-len(_MARK)]
+        return not os.path.lexists(owner) and _stale(owner, path) and _is_marked(owner)
+    return _is_marked(entry) and _stale(entry, path)
 
 
 def _stale(tmp: Path, path: Path) -> bool:

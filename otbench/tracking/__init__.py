@@ -9,10 +9,11 @@ the values come from the result documents the command wrote.
 """
 
 from ._args import KEYS, TRACKERS, TrackingError, parse_log_args
-from ._backends import available, log_record
+from ._backends import available, log_record, preflight
 from ._record import Record, add_bootstrap, add_frontier, add_leaderboard, add_metrics, key
 
 __all__ = [
     "KEYS", "TRACKERS", "Record", "TrackingError", "add_bootstrap", "add_frontier",
     "add_leaderboard", "add_metrics", "available", "key", "log_record", "parse_log_args",
+    "preflight",
 ]

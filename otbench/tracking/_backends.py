@@ -35,6 +35,93 @@ def available(tracker: str) -> None:
         _import(tracker)
 
 
+REACH_S = 10.0
+"""Seconds a tracker's store has to answer the check before the work (`preflight`)."""
+
+
+def preflight(tracker: str, args: dict[str, Any]) -> None:
+    """Refuse, before any work, a tracker run that could not be logged after it.
+
+    The library is imported (not only found: a broken install fails here); W&B online and a
+    Trackio `server_url` must answer within `REACH_S` seconds; and MLflow's store
+    (`tracking_uri`, else `MLFLOW_TRACKING_URI`, else MLflow's default) is opened and asked
+    for one experiment within `REACH_S` seconds: a server that does not answer, a store whose
+    backend is not installed (MLflow's default SQLite store needs SQLAlchemy, which
+    mlflow-skinny leaves out) or a path that cannot be written is one line now, not a hang
+    or a failure once the work is done. MLflow's own retries are bounded too (its
+    `MLFLOW_HTTP_REQUEST_*` settings, where the user set none), so a server that goes away
+    during the work costs seconds at the end, not minutes.
+    """
+    mod = _import(tracker)
+    if tracker == "mlflow":
+        _mlflow_preflight(mod, args)
+    elif tracker == "wandb":
+        # online (W&B's default) logs to its server: that server must answer first
+        mode = str(args.get("mode") or os.environ.get("WANDB_MODE") or "online")
+        if mode not in ("offline", "disabled", "dryrun"):
+            base = os.environ.get("WANDB_BASE_URL") or str(mod.Settings().base_url)
+            _deadline(f"wandb server {base}", lambda: _reach(base),
+                      "start it, or log offline: --log-args mode=offline")
+    elif tracker == "trackio" and args.get("server_url"):
+        url = str(args["server_url"])
+        _deadline(f"trackio server {url}", lambda: _reach(url), "name a reachable server_url")
+
+
+def _deadline(what: str, fn, fix: str = "name a usable tracking_uri in --log-args") -> None:
+    """`fn()` in a daemon thread, refused when it fails or has not returned after `REACH_S`."""
+    import threading
+
+    box: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            fn()
+            box.append(None)
+        except BaseException as e:  # noqa: BLE001  (reported below, in one line)
+            box.append(e)
+
+    t = threading.Thread(target=run, name="otbench-tracker-check", daemon=True)
+    t.start()
+    t.join(REACH_S)
+    if not box:
+        raise TrackingError(f"{what}: no answer within {REACH_S:.0f} s; nothing was run ({fix})")
+    e = box[0]
+    if e is not None:
+        msg = " ".join(str(e).split())[:300]
+        raise TrackingError(f"{what}: cannot be used ({type(e).__name__}: {msg}); nothing "
+                            f"was run ({fix})")
+
+
+def _reach(uri: str) -> None:
+    """An HTTP answer (any status) from the server at `uri`."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(uri, method="GET"),  # noqa: S310
+                                    timeout=REACH_S):
+            pass
+    except urllib.error.HTTPError:
+        pass                        # it answered: a server is there (auth is MLflow's to check)
+
+
+def _mlflow_preflight(mlflow, args: dict[str, Any]) -> None:
+    from urllib.parse import urlsplit
+
+    # (seconds of silence per request, not a whole upload's time: a figure still uploads)
+    for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"),
+                        ("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")):
+        os.environ.setdefault(name, value)
+    try:
+        uri = str(args["tracking_uri"]) if "tracking_uri" in args else mlflow.get_tracking_uri()
+    except Exception as e:  # noqa: BLE001  (the library's own error, one line)
+        raise TrackingError(f"mlflow: no tracking store ({type(e).__name__}: {e})") from None
+    what = f"mlflow tracking store {uri}"
+    if urlsplit(uri).scheme in ("http", "https"):
+        _deadline(what, lambda: _reach(uri))
+    _deadline(what, lambda: mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1))
+
+
 def _config(rec: Record) -> dict[str, Any]:
     return {"command": rec.command, "args": rec.config, "provenance": rec.provenance}
 

@@ -32,7 +32,14 @@ from otbench.probe.data import load_data
 from otbench.probe.engines import EngineConfig, open_engine
 from otbench.probe.grading import DEEPCONF_TOPK, check_gradable, open_grader, resolve_grader
 
-from otbench.files import provenance, refuse_input, write_text_atomic
+from otbench.files import (
+    clean_stale,
+    drop_temporary,
+    new_temporary,
+    provenance,
+    refuse_input,
+    write_text_atomic,
+)
 
 from ._cost import cost_record
 from ._direct import direct_answers
@@ -224,25 +231,34 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     instructions = load_instructions()
     grader_name = resolve_grader(job.grader)[0]
     check_gradable(grader_name, questions)          # before any engine starts: one line, exit 2
+    if imported is None:
+        _check_units(job, len(questions))           # R x questions, before any engine starts
     use_ray = workers > 1 or ray_address is not None
 
     # Without a journal folder, units are spooled to a private one beside the output
-    # (the final set is assembled from it in bounded memory) and it is removed after.
+    # (the final set is assembled from it in bounded memory) and it is removed after. It is
+    # a marked temporary of the output (otbench.files' one rule): removed only by this run,
+    # or, if this run is killed, by a later writer of the output once this pid is gone.
     spool = journal is None
-    if spool:
-        journal = out.parent / f".{out.name}.spool-{os.getpid()}"
-        shutil.rmtree(journal, ignore_errors=True)
     # The model is located before anything is created: a wrong path or id costs one line.
     engine_cfg = None if use_ray else resolve_engine_config(job, log)
+    if spool:
+        journal = new_temporary(out)
     fresh = not Path(journal).exists()
-    jr = Journal.open(journal, resume=resume, overwrite=overwrite)
+    try:
+        jr = Journal.open(journal, resume=resume, overwrite=overwrite)
+    except BaseException:
+        if spool:
+            drop_temporary(journal)
+        raise
     try:
         if engine_cfg is not None:
             _pin_revision(jr, job, engine_cfg, log)        # before the engine starts
         if resume:
-            # Temp folders of a save() killed mid-write (it renames only when complete).
-            for stale in out.parent.glob(f".{out.name}.tmp-*"):
-                shutil.rmtree(stale, ignore_errors=True)
+            # Temporaries of a save() killed mid-write (it renames only when complete): only
+            # marked ones whose writer no longer runs; a live writer's or a user's look-alike
+            # stays.
+            clean_stale(out)
         t = time.perf_counter()
         if use_ray:
             from ._ray import RayExecutor
@@ -278,13 +294,13 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
                               data_record=data_record, imported=imported)
     except BaseException:
         jr.close()
-        if fresh and jr.committed == 0:
+        if fresh and jr.committed == 0 and not spool:    # (a spool: dropped below)
             shutil.rmtree(journal, ignore_errors=True)        # nothing of this run to keep
         raise
     finally:
         jr.close()
         if spool:
-            shutil.rmtree(journal, ignore_errors=True)
+            drop_temporary(journal)
     run = {"engine_start_s": t_engine, "probe_s": t_probe, "total_s": time.perf_counter() - t_start,
            "units": {"total": len(units), "probed": len(pending), "reused": len(units) - len(pending)},
            "workers": worker_report, **stats.as_dict(),
@@ -317,6 +333,28 @@ def _load_inputs(job: ProbeJob, log):
         imported = import_trajectories(job, questions, log)
         questions, job = imported.questions, imported.job
     return job, questions, data_record, imported
+
+
+UNIT_BYTES = 1024
+"""Host memory the runner keeps per unit besides its positions (its key, its entry in the
+unit list, its summary's object); `POSITION_BYTES` per probed position on top."""
+POSITION_BYTES = 64
+
+
+def _check_units(job: ProbeJob, n_questions: int) -> None:
+    """The resource budget of `R` (per question: the run's units are questions x R, every
+    one keyed and summarised in memory), before the engine starts: R = 65,535 over 100,000
+    questions was 6.5e9 unit keys built one by one after the engine was ready."""
+    from otbench.resources import check_budget
+
+    positions = job.thinking_limit // job.b + 1
+    per_question = n_questions * (UNIT_BYTES + POSITION_BYTES * positions)
+    # every unit decodes its trajectory and P answers per position: at least one element
+    # operation per token, so the time bound only refuses what could never finish
+    per_question_ops = n_questions * (job.thinking_limit + positions * job.P * job.answer_limit)
+    check_budget(f"a probe run of {n_questions:,} questions", "`R`", job.R,
+                 per_unit=per_question, per_unit_ops=per_question_ops, unit="trajectory of every question",
+                 advice="use a smaller R or fewer questions (--limit)")
 
 
 def _unit_keys(job: ProbeJob, setup, questions, imported, grader_name: str):

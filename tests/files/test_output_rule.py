@@ -53,6 +53,19 @@ def test_a_schemad_document_is_otbenchs_and_a_name_or_foreign_schema_is_not(tmp_
     assert not written_by_otbench(doc)
 
 
+def test_a_recorded_result_the_user_edited_is_the_users_though_it_names_a_schema(tmp_path):
+    doc = tmp_path / "metrics.json"
+    write_text_atomic(doc, json.dumps({"schema": "otbench.metrics/1", "cells": []}))
+    assert written_by_otbench(doc)
+    doc.write_text(json.dumps({"schema": "otbench.metrics/1", "cells": [], "my_note": "x"}))
+    assert not written_by_otbench(doc)                        # the ledger's sha256 decides
+    with pytest.raises(UnsafeOutputError, match="otbench did not write it"):
+        write_text_atomic(doc, "{}")
+    assert "my_note" in doc.read_text()
+    (tmp_path / LEDGER).unlink()                              # no record at all: the schema says
+    assert written_by_otbench(doc)
+
+
 def test_a_fifo_is_written_in_place_and_never_renamed_over(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)

@@ -114,6 +114,27 @@ def test_temporaries_of_killed_writers_are_cleaned(tmp_path):
     assert not stale.exists() and (users / "notes.txt").read_text() == "mine"
 
 
+def test_a_private_temporary_is_marked_and_dropped_only_by_its_writer(tmp_path):
+    from otbench.files import drop_temporary, new_temporary
+
+    spool = new_temporary(tmp_path / "sub" / "S")            # the parent is made; the name is free
+    assert not spool.exists() and spool.name.startswith(f".S.tmp-{os.getpid()}-")
+    spool.mkdir()
+    (spool / "unit").write_text("1")
+    assert clean_stale(tmp_path / "sub" / "S") == []          # its writer (this process) runs
+    assert drop_temporary(spool) and not spool.exists()
+    assert not (spool.parent / (spool.name + ".otbench")).exists()
+    # look-alikes: no marker, or another process's pid in the name -- never removed
+    users = tmp_path / f".S.tmp-{os.getpid()}-{'3' * 32}"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    other = tmp_path / f".S.tmp-{os.getppid()}-{'4' * 32}"
+    other.mkdir()
+    (tmp_path / (other.name + ".otbench")).write_bytes(b"otbench temporary\n")
+    assert not drop_temporary(users) and not drop_temporary(other)
+    assert (users / "notes.txt").read_text() == "mine" and other.is_dir()
+
+
 def test_a_horizon_run_overwrite_replaces_only_a_run(tmp_path):
     from otbench.analysis.measurement import write_run
 

@@ -239,7 +239,15 @@ def _export(out: Path, path: Path, *, text_tok=None, with_answers=True) -> list[
 
 def _run(cfg: dict, out: Path, base: Path | None = None):
     from otbench.probe.stp._runner import run_job
-    return run_job(job_from_dict(cfg, base=base), out, progress=False, log=lambda m: None)
+    try:
+        return run_job(job_from_dict(cfg, base=base), out, progress=False, log=lambda m: None)
+    finally:
+        # no journal folder: the units were spooled to a marked temporary beside `out`,
+        # dropped whether the run succeeded or was refused (its marker too)
+        parent = Path(out).parent
+        left = [p.name for p in (parent.iterdir() if parent.is_dir() else ())
+                if p.name.startswith(f".{Path(out).name}.tmp-")]
+        assert left == [], left
 
 
 TINY = {
