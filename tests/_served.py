@@ -110,11 +110,13 @@ class Hostile:
     answer modes, which serve `/v1/models`, `/tokenize` and `/detokenize` faithfully for
     `tok` and then answer `/v1/completions` with `answers[MODE]` (a choice list, or a function
     of the request body giving one). `models[MODE]`, where given, is MODE's `/v1/models`
-    answer, and `metrics[MODE]` its `/metrics` text (else `/metrics` is 404)."""
+    answer, and `metrics[MODE]` its `/metrics` text (else `/metrics` is 404); `paths[MODE]` maps
+    further paths (`/version`) to their JSON answers."""
 
     def __init__(self, tok=None, answers: dict | None = None, models: dict | None = None,
-                 metrics: dict | None = None):
+                 metrics: dict | None = None, paths: dict | None = None):
         self.answers = answers or {}
+        self.paths = paths or {}
         self.models = models or {}
         self.metrics = metrics or {}
         self.tok = tok
@@ -176,6 +178,8 @@ class Hostile:
             def _answer(self, mode, path, req):
                 if path == "/v1/models":
                     return self._send(200, me.models.get(mode, {"data": [{"id": "m"}]}))
+                if path in me.paths.get(mode, {}):
+                    return self._send(200, me.paths[mode][path])
                 if path == "/metrics" and mode in me.metrics:
                     body = me.metrics[mode].encode()
                     self.send_response(200)

@@ -812,7 +812,7 @@ def _hostile():
 
     folder = tokenizer_folder(Path(tempfile.mkdtemp(prefix="otb-hostile-")) / "tok")
     return Hostile(AutoTokenizer.from_pretrained(str(folder)), {**ANSWERS, **ANSWERS_55},
-                   models=MODELS_55, metrics=METRICS_55)
+                   models=MODELS_55, metrics=METRICS_55, paths=PATHS_55)
 
 
 TRANSPORT = [("huge", "MiB"), ("endless", ""), ("drip", "no complete answer within"),
@@ -1143,7 +1143,17 @@ def _stop_reason_beyond_the_vocabulary(req: dict) -> list:
             for j in range(int(req.get("n", 1)))]
 
 
-ANSWERS_55 = {"stop-reason-2-40": _stop_reason_beyond_the_vocabulary}
+def _consistent(req: dict) -> list:
+    """Answers every start check takes: the asked ids' log-probabilities, and samples of one
+    repeated token that end at max_tokens (the same for every seed)."""
+    if "logprob_token_ids" in req:
+        return _stop_reason_beyond_the_vocabulary(req)
+    return [_choice(index=j, token_ids=[2] * int(req.get("max_tokens", 1)), logprobs=None)
+            for j in range(int(req.get("n", 1)))]
+
+
+ANSWERS_55 = {"stop-reason-2-40": _stop_reason_beyond_the_vocabulary, "version-an-object": _consistent}
+PATHS_55 = {"version-an-object": {"/version": {"version": {"nested": ["not", "a", "version"]}}}}
 MODELS_55 = {"models-non-object": {"data": [7, {"id": "m"}]},
              "models-id-a-list": {"data": [{"id": ["m"]}]}}
 METRICS_55 = {"metrics-5e400": "vllm:prefix_cache_queries_total 5e400\n",
@@ -1185,7 +1195,8 @@ CASES += [
                            ("metrics-5e400", "prefix_cache_queries is '5e400', not a whole number"),
                            ("metrics-nan", "prefix_cache_hits is 'NaN', not a whole number"),
                            ("metrics-negative", "prefix_cache_queries is '-3', not a whole number"),
-                           ("stop-reason-2-40", "stop_reason 1099511627776 is not a token id"))],
+                           ("stop-reason-2-40", "stop_reason 1099511627776 is not a token id"),
+                           ("version-an-object", "/version: the server's version is \"{'nested'"))],
     Case("write-job-model-args-not-utf-8", 55,
          ("probe", "run", "--model", "openai", "--model-args",
           f"pretrained=smollm2-135m-instruct,base_url={_NOT_UTF8}", "--tasks", "math500",

@@ -51,6 +51,11 @@ def check_server(client: Client, config: EngineConfig, tok, *, vocab: int | None
     try:
         v = client.request("GET", "/version", retry=False)
         version = v.get("version") if isinstance(v, dict) else None
+        # recorded in every set's provenance: a short printable string or nothing
+        if version is not None and not (isinstance(version, str) and 0 < len(version) <= 200
+                                        and version.isprintable()):
+            raise EngineStartError(f"{client.base_url}/version: the server's version is "
+                                   f"{str(version)[:40]!r}, not a printable string of at most 200 characters")
     except ServerError:
         pass
     # (Not the server's model path: where the server keeps its files changes no result.)
