@@ -16,7 +16,8 @@ classified as
 * **clean**: everything else.
 
 `python tests/test_attacks.py` runs the whole corpus and prints the counts
-per class (the memory cases too, each in a subprocess under a 4 GiB address
+per class (`--item N`: only the cases of item or issue N; `--light`: without the memory cases;
+the memory cases too otherwise, each in a subprocess under a 4 GiB address
 limit and a 120 s timeout); under pytest every case is a test and
 `test_zz_counts` prints the counts of the cases that ran (the memory cases in
 their subprocess too). A case that is known to fail goes in `OPEN` with what
@@ -29,6 +30,12 @@ The cases of issue 39 (`item=39`) add six classes, each in its own section: esca
 (descriptors redirected by a shell, hard links, `/dev/shm`), forged proofs of authorship
 (ledgers, manifests), a hostile server (`tests/_served.py`), signal values out of range and
 edited tables, and the resource budget with one-line usage errors.
+
+The cases of issue 55 (`item=55`) add its tracebacks (a hostile server's `/v1/models`, `/metrics`,
+`stop_reason` and `/version`; a non-UTF-8 `--write-job` value; an output path 1,100 names deep; a
+tiny plan target; corrupt Parquet logs; plug-ins raising a `BaseException` at import) and its silently
+wrong outcomes (outputs onto outputs, a plug-in ending the process at import, `--json` into stdin's
+pipe, `audit-log --out` into a user's folder, an edited pilot, an empty `--device`).
 """
 
 import dataclasses
