@@ -257,14 +257,17 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     """
     from otbench.analysis.bench import compare_json, evaluate, leaderboard, leaderboard_block
 
-    from otbench.files import check_output, write_text_atomic
+    from otbench.files import check_output, refuse_same_output, write_text_atomic
 
     _plugins_importable()
     specs = list(methods) or _registered()
     folder = board_out if board_out is not None else result_path(directory, "")
+    boards = [folder / name for name in ("leaderboard.json", "leaderboard.csv", "leaderboard.md")]
     with argument_errors():                     # refused before the methods run, not after
-        for name in ("leaderboard.json", "leaderboard.csv", "leaderboard.md"):
-            check_output(folder / name)
+        for path in boards:
+            check_output(path)
+        # --json is one more output of the same command: never onto the leaderboard's files
+        refuse_same_output(*boards, json_out)
     if len(set(specs)) != len(specs):
         raise click.BadParameter("a method is given twice", param_hint="'--method'")
     results = []
@@ -280,6 +283,8 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     names = [_file_name(r.method) for r in results]
     if len(set(names)) != len(names):
         raise click.UsageError("two methods share a name; give each plug-in its own `name`")
+    with argument_errors():      # the methods' result files too, known once they ran; before any write
+        refuse_same_output(*boards, *(result_path(directory, f"bench-{n}.json") for n in names), json_out)
     click.echo(board.format(), nl=False)         # its warnings included
     # Each result carries its leaderboard row (rank, intervals, warnings): the report shows them.
     blocks = [leaderboard_block(board, r.method) for r in results]

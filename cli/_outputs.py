@@ -17,7 +17,8 @@ def guard_outputs(group: click.Group) -> None:
     Each command with an output option gets `--overwrite` (if it has none),
     and runs with its path arguments protected as inputs: no output lands on
     or inside an input, and no existing file otbench did not write is
-    replaced without `--overwrite`. File outputs are checked before the work
+    replaced without `--overwrite`, and no two outputs of one command are the same
+    file. File outputs are checked before the work
     starts, so a refusal costs nothing; the writers check again when they write.
     """
     import functools
@@ -38,7 +39,7 @@ def guard_outputs(group: click.Group) -> None:
 
         @functools.wraps(cmd.callback)
         def run(*args, _cb=cmd.callback, _added=added, **kwargs):
-            from otbench.files import check_output, output_rules, refuse_input
+            from otbench.files import check_output, output_rules, refuse_input, refuse_same_output
 
             ctx = click.get_current_context()
             overwrite = bool(kwargs.pop("overwrite") if _added else kwargs.get("overwrite"))
@@ -52,6 +53,7 @@ def guard_outputs(group: click.Group) -> None:
                     (p, v) for v in values if v is not None)
             inputs = [v for _, v in inputs]
             with data_errors():
+                refuse_same_output(*(v for _, v in outputs))
                 for p, v in outputs:
                     refuse_input(v, *inputs)
                     if p.name not in _STATE_OPTIONS and not p.type.dir_okay:

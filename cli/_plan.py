@@ -68,7 +68,8 @@ def plan_cmd(job_file: Path | None, pilot: Path | None, device: str | None, cali
     with data_errors():
         if calibrate_runs:
             cal = calibrate(calibrate_runs)
-        device = device or (cal.device_key if cal is not None else "h200")
+        if device is None:      # an empty --device is refused by name, not read as the default
+            device = cal.device_key if cal is not None else "h200"
         if job_file is not None:
             job = load_job(job_file)
             if cal is not None:          # refused before anything is printed

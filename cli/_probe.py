@@ -87,7 +87,7 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
             check_job_path(write_job, overwrite=overwrite)
         if oneline:
             table, job = oneline_job(model, model_args, tasks, limit=limit, R=R, P=P, b=b,
-                                     gen_kwargs=gen_kwargs)
+                                     gen_kwargs=gen_kwargs, for_job_file=write_job is not None)
         else:
             job = load_job(config, limit=limit)
     except (OtbenchError, FileExistsError) as e:

@@ -32,6 +32,69 @@ class RegistryError(OtbenchError, ValueError):
     """A name or ``module:object`` target that cannot be resolved (one line saying why)."""
 
 
+# The child of `_import_returns`: imports one module (or file) with the parent's `sys.path` and
+# says on its last stdout line whether the import returned or what it raised. Run with `-I`: the
+# working directory is not on its path while it imports its own few modules.
+_CHILD = """
+import importlib, importlib.util, json, os, sys
+kind, target, nonce = sys.argv[1], sys.argv[2], sys.argv[4]
+sys.path[:] = json.loads(sys.argv[3])
+try:
+    if kind == "file":
+        spec = importlib.util.spec_from_file_location("otbench_plugin_check", target)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    else:
+        importlib.import_module(target)
+    said = {"returned": nonce}
+except BaseException as e:
+    said = {"raised": type(e).__name__, "message": " ".join(str(e).split())[:300], "nonce": nonce}
+sys.stdout.write("\\n" + json.dumps(said) + "\\n")
+sys.stdout.flush()
+os._exit(0)
+"""
+
+_RETURNED: set[tuple[str, str]] = set()    # (kind, target) whose import a child saw return
+
+
+def _import_returns(kind: str, target: str, shown: str, fail: Callable[[str], Exception]) -> None:
+    """Import a plug-in's module first in a child process, and refuse it unless that import
+    returned: a plug-in that ends the process at import (`os._exit(0)`, a signal) would end the
+    command with no output and the exit status it chose, and one raising any `BaseException`
+    subclass would escape as a traceback. Costs one interpreter start per plug-in module; the
+    module's import-time code runs twice (here and in the command)."""
+    import json
+    import os
+    import secrets
+    import subprocess
+
+    if (kind, target) in _RETURNED:
+        return
+    nonce = secrets.token_hex(8)
+    try:
+        p = subprocess.run([sys.executable, "-I", "-c", _CHILD, kind, target, json.dumps(sys.path), nonce],
+                           capture_output=True, cwd=os.getcwd(), stdin=subprocess.DEVNULL)
+    except OSError as e:
+        raise fail(f"cannot start a process to check that importing {shown} returns ({e})") from None
+    lines = p.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        said = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        said = {}
+    said = said if isinstance(said, dict) else {}
+    if p.returncode == 0 and said.get("returned") == nonce:
+        _RETURNED.add((kind, target))
+        return
+    if said.get("nonce") == nonce and said.get("raised") in ("ImportError", "ModuleNotFoundError"):
+        return                    # a missing module: the import in the command names it
+    if said.get("nonce") == nonce and "raised" in said:
+        raise fail(f"importing {shown} failed ({said['raised']}: {said.get('message', '')})")
+    how = (f"killed by signal {-p.returncode}" if p.returncode < 0 else f"exit status {p.returncode}")
+    raise fail(f"importing {shown} did not return: the process ended during the import ({how}); "
+               f"a plug-in must not end the process when it is imported")
+
+
 def _file_module(path: str, fail: Callable[[str], Exception]) -> Any:
     """The module of ``path/to/file.py``, imported once per resolved path (keyed by its hash)."""
     file = Path(path)
@@ -40,13 +103,17 @@ def _file_module(path: str, fail: Callable[[str], Exception]) -> Any:
     name = "otbench_plugin_" + hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:12]
     if name in sys.modules:
         return sys.modules[name]
+    _import_returns("file", str(file.resolve()), repr(path), fail)
     spec = importlib.util.spec_from_file_location(name, file)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
         spec.loader.exec_module(mod)
-    except (Exception, SystemExit) as e:  # noqa: BLE001 -- any failure of the plug-in's import is
-        # reported; a `sys.exit` in it too, which would otherwise end the run with no result
+    except KeyboardInterrupt:     # the user's Ctrl-C (the child saw the import return)
+        del sys.modules[name]
+        raise
+    except BaseException as e:  # noqa: BLE001 -- any failure of the plug-in's import is reported;
+        # a `sys.exit` or another BaseException in it too, which would end the run with no result
         del sys.modules[name]
         raise fail(f"importing {path!r} failed ({type(e).__name__}: {e})") from None
     return mod
@@ -164,11 +231,16 @@ class Registry(Mapping):
         if mod_name.endswith(".py"):
             mod = _file_module(mod_name, fail)
         else:
+            if mod_name not in sys.modules and spec not in self._entries:
+                _import_returns("module", mod_name, f"module {mod_name!r}", fail)
             try:
                 mod = importlib.import_module(mod_name)
             except ImportError as e:
                 raise self.error(f"{w} {spec!r}: cannot import module {mod_name!r} ({e})") from None
-            except (Exception, SystemExit) as e:  # noqa: BLE001 -- the module's own code failed
+            except KeyboardInterrupt:     # the user's Ctrl-C (the child saw the import return)
+                raise
+            except BaseException as e:  # noqa: BLE001 -- the module's own code failed, with any
+                # exception class (a BaseException subclass would otherwise be a traceback)
                 raise self.error(f"{w} {spec!r}: importing module {mod_name!r} failed "
                                  f"({type(e).__name__}: {e})") from None
         obj: Any = mod

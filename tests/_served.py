@@ -108,10 +108,17 @@ class Hostile:
     huge (a 3 GB Content-Length, then silence), endless (an endless chunked body), drip (one
     byte a second), deep (JSON nested 100 000 deep), redirect (302 with a JSON body), and the
     answer modes, which serve `/v1/models`, `/tokenize` and `/detokenize` faithfully for
-    `tok` and then answer `/v1/completions` with `answers[MODE]` (a choice list)."""
+    `tok` and then answer `/v1/completions` with `answers[MODE]` (a choice list, or a function
+    of the request body giving one). `models[MODE]`, where given, is MODE's `/v1/models`
+    answer, and `metrics[MODE]` its `/metrics` text (else `/metrics` is 404); `paths[MODE]` maps
+    further paths (`/version`) to their JSON answers."""
 
-    def __init__(self, tok=None, answers: dict | None = None):
+    def __init__(self, tok=None, answers: dict | None = None, models: dict | None = None,
+                 metrics: dict | None = None, paths: dict | None = None):
         self.answers = answers or {}
+        self.paths = paths or {}
+        self.models = models or {}
+        self.metrics = metrics or {}
         self.tok = tok
         me = self
 
@@ -170,13 +177,23 @@ class Hostile:
 
             def _answer(self, mode, path, req):
                 if path == "/v1/models":
-                    return self._send(200, {"data": [{"id": "m"}]})
+                    return self._send(200, me.models.get(mode, {"data": [{"id": "m"}]}))
+                if path in me.paths.get(mode, {}):
+                    return self._send(200, me.paths[mode][path])
+                if path == "/metrics" and mode in me.metrics:
+                    body = me.metrics[mode].encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    return self.wfile.write(body)
                 if path == "/tokenize":
                     return self._send(200, {"tokens": me.tok.encode(req["prompt"], add_special_tokens=False)})
                 if path == "/detokenize":
                     return self._send(200, {"prompt": me.tok.decode(req["tokens"])})
                 if path == "/v1/completions":
-                    return self._send(200, {"choices": me.answers[mode],
+                    answer = me.answers[mode]
+                    return self._send(200, {"choices": answer(req) if callable(answer) else answer,
                                             "usage": {"prompt_tokens": len(req["prompt"])}})
                 return self._send(404, {"error": "no such path"})
 

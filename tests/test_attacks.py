@@ -15,8 +15,9 @@ classified as
   one line naming the rule;
 * **clean**: everything else.
 
-`python tests/test_attacks.py` runs the whole corpus (`--item 55`: one issue's cases) and
-prints the counts per class (the memory cases too, each in a subprocess under a 4 GiB address
+`python tests/test_attacks.py` runs the whole corpus and prints the counts
+per class (`--item N`: only the cases of item or issue N; `--light`: without the memory cases;
+the memory cases too otherwise, each in a subprocess under a 4 GiB address
 limit and a 120 s timeout); under pytest every case is a test and
 `test_zz_counts` prints the counts of the cases that ran (the memory cases in
 their subprocess too). A case that is known to fail goes in `OPEN` with what
@@ -31,8 +32,13 @@ The cases of issue 39 (`item=39`) add six classes, each in its own section: esca
 edited tables, and the resource budget with one-line usage errors.
 
 The cases of issue 55 (`item=55`) add data loss (temporaries of otbench's own writers and
-their look-alikes, a result the user edited) and denial of service (the files read beside an
-input, `audit-log --replicates`, a tracker that cannot take the run).
+their look-alikes, a result the user edited), denial of service (the files read beside an
+input, `audit-log --replicates`, a tracker that cannot take the run), its tracebacks (a hostile
+server's `/v1/models`, `/metrics`, `stop_reason` and `/version`; a non-UTF-8 `--write-job` value;
+an output path 1,100 names deep; a tiny plan target; corrupt Parquet logs; plug-ins raising a
+`BaseException` at import) and its silently wrong outcomes (outputs onto outputs, a plug-in ending
+the process at import, `--json` into stdin's pipe, `audit-log --out` into a user's folder, an
+edited pilot, an empty `--device`).
 """
 
 import dataclasses
@@ -64,7 +70,7 @@ CLASSES = ("clean", "traceback", "data loss", "silent acceptance", "wrong outcom
 @dataclasses.dataclass(frozen=True)
 class Case:
     id: str
-    item: int                      # the item of issue 24 (1-7), or 39: the classes of issue 39
+    item: int                      # the item of issue 24 (1-7), or 39 / 55: the classes of that issue
     argv: tuple[str, ...]          # relative to the workspace
     expect: str = "refuse"         # "refuse" (exit 2, one line) or "ok" (exit 0)
     needle: str = ""               # in the one-line error of a refusal
@@ -75,7 +81,8 @@ class Case:
     heavy: bool = False            # unbounded memory on an unfixed branch: subprocess only
     env: tuple[tuple[str, str], ...] = ()   # environment of the command (e.g. an API key)
     sub: bool = False              # run as the `otbench` console script (a fresh interpreter)
-    fds: tuple[tuple[int, str, str], ...] = ()  # sub: (descriptor, workspace file, open mode)
+    fds: tuple[tuple[int, str, str], ...] = ()  # sub: (descriptor, workspace file, open mode);
+    #                                            (0, text, "pipe"): a pipe carrying text on stdin
 
 
 # -- the workspace ----------------------------------------------------------------------------
@@ -193,8 +200,15 @@ def run_case(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
             reader = os.open(w / "fifo", os.O_RDONLY | os.O_NONBLOCK)
         before = snapshot(w)
         argv = [_placeholders(a.replace("reader-fifo", "fifo")) for a in case.argv]
-        result = CliRunner().invoke(main, argv, color=True,   # as on a terminal: escapes kept
-                                    env=dict(case.env) or None)
+        try:
+            result = CliRunner().invoke(main, argv, color=True,   # as on a terminal: escapes kept
+                                        env=dict(case.env) or None)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:    # noqa: BLE001 -- CliRunner passes on what is not an
+            # Exception (a plug-in's BaseException subclass): a traceback of this case, not the
+            # end of the corpus
+            result = SimpleNamespace(output="", stderr="", exception=e, exit_code=1)
         if reader is not None:
             try:
                 data = os.read(reader, 1 << 20)
@@ -809,7 +823,8 @@ def _hostile():
     from transformers import AutoTokenizer
 
     folder = tokenizer_folder(Path(tempfile.mkdtemp(prefix="otb-hostile-")) / "tok")
-    return Hostile(AutoTokenizer.from_pretrained(str(folder)), ANSWERS)
+    return Hostile(AutoTokenizer.from_pretrained(str(folder)), {**ANSWERS, **ANSWERS_55},
+                   models=MODELS_55, metrics=METRICS_55, paths=PATHS_55)
 
 
 TRANSPORT = [("huge", "MiB"), ("endless", ""), ("drip", "no complete answer within"),
@@ -1352,6 +1367,165 @@ if __import__("importlib").util.find_spec("mlflow") is not None:
                  check=lambda w, out: not (w / "bc.json").exists()))
 
 
+# -- issue 55: tracebacks and silently wrong outcomes of the fifth attack run --------------------
+#
+# Tracebacks: a served `/v1/models` whose `data` holds a non-object, a `/metrics` counter out of
+# range, a `stop_reason` beyond the vocabulary; a non-UTF-8 `--model-args` value with
+# `--write-job`; an output path 1,100 names deep (refused by its string: nothing is created); a
+# precision target so small its squared ratio overflows; a corrupt Parquet evaluation log; a
+# plug-in raising a `BaseException` subclass at import. Silently wrong: an output onto another
+# output of the same command; a plug-in ending the process at import (exit 0, no output); a
+# `--json` into the command's own stdin pipe; `audit-log --out` into a user's folder; an edited
+# pilot; an empty `--device`.
+
+def _stop_reason_beyond_the_vocabulary(req: dict) -> list:
+    """Answers that pass the start checks' token-id and log-probability reads, and end every
+    sample with a stop_reason of 2**40 (a token id no vocabulary has)."""
+    if "logprob_token_ids" in req:               # a one-token read: the ids it asks, and 2
+        top = {f"token_id:{t}": -1.0 for t in req["logprob_token_ids"]}
+        top["token_id:2"] = -0.5
+        return [_choice(logprobs={"top_logprobs": [top], "token_logprobs": [-0.5]})]
+    return [_choice(index=j, finish_reason="stop", stop_reason=2 ** 40, logprobs=None)
+            for j in range(int(req.get("n", 1)))]
+
+
+def _consistent(req: dict) -> list:
+    """Answers every start check takes: the asked ids' log-probabilities, and samples of one
+    repeated token that end at max_tokens (the same for every seed)."""
+    if "logprob_token_ids" in req:
+        return _stop_reason_beyond_the_vocabulary(req)
+    return [_choice(index=j, token_ids=[2] * int(req.get("max_tokens", 1)), logprobs=None)
+            for j in range(int(req.get("n", 1)))]
+
+
+ANSWERS_55 = {"stop-reason-2-40": _stop_reason_beyond_the_vocabulary, "version-an-object": _consistent}
+PATHS_55 = {"version-an-object": {"/version": {"version": {"nested": ["not", "a", "version"]}}}}
+MODELS_55 = {"models-non-object": {"data": [7, {"id": "m"}]},
+             "models-id-a-list": {"data": [{"id": ["m"]}]}}
+METRICS_55 = {"metrics-5e400": "vllm:prefix_cache_queries_total 5e400\n",
+              "metrics-nan": "vllm:prefix_cache_hits_total NaN\n",
+              "metrics-negative": "vllm:prefix_cache_queries_total{model_name=\"m\"} -3\n"}
+
+PLAN_JOB = ('[model]\nname = "qwen3-4b-thinking-2507"\n[engine]\nkind = "vllm"\nmax_model_len = 65536\n'
+            '[data]\nsource = "sums"\nn = 4\n[probe]\nR = 4\nP = 8\nb = 256\nthinking_limit = 32768\n'
+            'answer_limit = 4096\n')
+_TINY_TARGET = "OR:0." + "0" * 160 + "1pp"             # 1e-161 pp: its ratio squared is beyond a float
+_DEEP_1100 = "/".join(["a"] * 1100) + "/m.json"         # 2,206 bytes: under PATH_MAX, 1,100 names
+
+
+def _corrupt_parquet_log(w: Path) -> None:
+    (w / "det").mkdir()
+    (w / "det" / "details_t_2026-01-01T00-00-00.parquet").write_bytes(b"PAR1" + b"\x00" * 64 + b"PAR1")
+
+
+def _split(w: Path) -> None:
+    CliRunner().invoke(main, ["split", "s", "--ratios", "0.5,0,0.5"])
+
+
+def _lm_eval_log_and(edit):
+    def setup(w: Path) -> None:
+        _lm_eval_log(w)
+        edit(w)
+    return setup
+
+
+_LM_LOG = "lm/samples_t_2026-01-01T00-00-00.000000.jsonl"
+_NOT_UTF8 = "http://127.0.0.1:9/\udcff"                   # the byte 0xff, as Python reads argv
+
+CASES += [
+    # tracebacks: the served engine's answers (`online certify` runs its start checks)
+    *[Case(f"server-{mode}", 55, ("online", "certify", "ss", "--theta", "0", "--base-url",
+                                  "{hostile}/" + mode), setup=_served_set(timeout_s=2.0), needle=needle)
+      for mode, needle in (("models-non-object", "model entry 0 is int '7', not an object"),
+                           ("models-id-a-list", "model entry 0's id is \"['m']\", not a non-empty string"),
+                           ("metrics-5e400", "prefix_cache_queries is '5e400', not a whole number"),
+                           ("metrics-nan", "prefix_cache_hits is 'NaN', not a whole number"),
+                           ("metrics-negative", "prefix_cache_queries is '-3', not a whole number"),
+                           ("stop-reason-2-40", "stop_reason 1099511627776 is not a token id"),
+                           ("version-an-object", "/version: the server's version is \"{'nested'"))],
+    Case("write-job-model-args-not-utf-8", 55,
+         ("probe", "run", "--model", "openai", "--model-args",
+          f"pretrained=smollm2-135m-instruct,base_url={_NOT_UTF8}", "--tasks", "math500",
+          "--write-job", "j.toml"), sub=True, needle="engine.base_url = 'http://127.0.0.1:9/\\udcff' is not valid UTF-8",
+         check=lambda w, out: not (w / "j.toml").exists()),
+    Case("output-path-1100-names-deep", 55, ("metrics", "s", "--json", _DEEP_1100),
+         needle="too deep an output path (", check=lambda w, out: not (w / "a").exists()),
+    Case("plan-target-1e-161pp-is-out-of-reach-not-an-overflow", 55,
+         ("plan", "pj.toml", "--pilot", "s", "--questions", "g=10", "--target", _TINY_TARGET),
+         expect="ok", setup=_write("pj.toml", PLAN_JOB),
+         check=lambda w, out: "no candidate meets it with up to 10,000 times the questions" in out),
+    Case("audit-log-a-corrupt-parquet-log", 55,
+         ("audit-log", "det/details_t_2026-01-01T00-00-00.parquet"), setup=_corrupt_parquet_log,
+         needle="not a readable Parquet table"),
+    Case("audit-log-a-corrupt-parquet-log-named-lighteval", 55,
+         ("audit-log", "det/details_t_2026-01-01T00-00-00.parquet", "--format", "lighteval"),
+         setup=_corrupt_parquet_log, needle="not a readable Parquet table"),
+    Case("plugin-raises-a-baseexception-subclass-at-import", 55,
+         ("bench", "run", "s", "--method", "otb55_bexc:Bad"),
+         setup=_split_and_write("otb55_bexc.py", "class Stop(BaseException):\n    pass\nraise Stop('at import')\n"),
+         needle="importing module 'otb55_bexc' failed (Stop: at import)"),
+    Case("plugin-file-raises-a-baseexception-subclass-at-import", 55,
+         ("bench", "run", "s", "--method", "./otb55_bexc_file.py:Bad"),
+         setup=_split_and_write("otb55_bexc_file.py", "raise GeneratorExit('at import')\n"),
+         needle="failed (GeneratorExit: at import)"),
+    # silently wrong: outputs onto outputs, into the command's own input
+    Case("bench-compare-json-onto-its-own-leaderboard", 55,
+         ("bench", "compare", "s", "--method", "budget-forcing", "--json", "s/results/leaderboard.json"),
+         setup=_split, needle="refusing to write one output over another"),
+    Case("bench-compare-json-onto-its-leaderboard-folders-md", 55,
+         ("bench", "compare", "s", "--method", "budget-forcing", "--leaderboard", "lb", "--json",
+          "lb/leaderboard.md"), setup=_split, needle="refusing to write one output over another"),
+    Case("bench-compare-json-onto-a-methods-own-result", 55,
+         ("bench", "compare", "s", "--method", "budget-forcing", "--json",
+          "s/results/bench-budget-forcing.json"),
+         setup=_split, needle="refusing to write one output over another"),
+    Case("bench-compare-json-beside-its-leaderboard-still-writes", 55,
+         ("bench", "compare", "s", "--method", "budget-forcing", "--json", "c.json"), setup=_split,
+         expect="ok", check=lambda w, out: (w / "c.json").is_file()
+         and (w / "s" / "results" / "leaderboard.json").is_file()),
+    Case("frontier-json-and-pareto-the-same-file", 55,
+         ("frontier", "s", "--grid", "11", "--json", "fp.json", "--pareto", "fp.json"),
+         needle="refusing to write one output over another"),
+    Case("frontier-json-and-pareto-through-a-link", 55,
+         ("frontier", "s", "--grid", "11", "--json", "fp.json", "--pareto", "lfp"),
+         setup=lambda w: (w / "lfp").symlink_to("fp.json"),
+         needle="refusing to write one output over another"),
+    Case("plugin-os-exit-0-at-import", 55, ("bench", "run", "s", "--method", "otb55_exit:Bad"),
+         sub=True, setup=_split_and_write("otb55_exit.py", "import os\nos._exit(0)\n"),
+         needle="did not return: the process ended during the import (exit status 0)"),
+    Case("plugin-file-kills-itself-at-import", 55, ("bench", "run", "s", "--method", "./otb55_kill.py:Bad"),
+         sub=True, setup=_split_and_write("otb55_kill.py",
+                                          "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"),
+         needle="did not return: the process ended during the import (killed by signal 9)"),
+    Case("json-dev-fd-0-a-pipe-on-stdin", 55, ("metrics", "s", "--json", "/dev/fd/0"), sub=True,
+         fds=((0, "what feeds the command\n", "pipe"),), needle="open for reading (the command's input"),
+    Case("json-dev-stdin-a-pipe-on-stdin", 55, ("metrics", "s", "--json", "/dev/stdin"), sub=True,
+         fds=((0, "what feeds the command\n", "pipe"),), needle="open for reading (the command's input"),
+    # audit-log --out: the folder rule of every folder output
+    Case("audit-log-out-into-a-non-empty-user-folder", 55,
+         ("audit-log", _LM_LOG, "--out", "notes", "--replicates", "10"), setup=_lm_eval_log,
+         needle="exists and otbench did not write it (no otbench record in it)",
+         check=lambda w, out: "`--overwrite`" in out and sorted(os.listdir(w / "notes")) == ["todo.txt"]),
+    Case("audit-log-out-overwrite-writes-into-it-keeping-its-files", 55,
+         ("audit-log", _LM_LOG, "--out", "notes", "--replicates", "10", "--overwrite"), expect="ok",
+         setup=_lm_eval_log, changes=("notes",), keeps=("notes/todo.txt",),
+         check=lambda w, out: (w / "notes" / "audit.json").is_file()),
+    Case("audit-log-out-rewrites-its-own-audit-keeping-notes", 55,
+         ("audit-log", _LM_LOG, "--out", "au", "--replicates", "10"), expect="ok",
+         setup=_lm_eval_log_and(lambda w: (CliRunner().invoke(main, ["audit-log", _LM_LOG, "--out", "au",
+                                                                     "--replicates", "10"]),
+                                           (w / "au" / "mine.txt").write_text("mine\n"))),
+         changes=("au",), keeps=("au/mine.txt",)),
+    # plan: an edited pilot, an empty device
+    Case("plan-pilot-with-an-edited-content-hash", 55,
+         ("plan", "pj.toml", "--pilot", "s", "--questions", "g=10"),
+         setup=lambda w: (_write("pj.toml", PLAN_JOB)(w), _manifest_edit("content_hash", "0" * 64)(w)),
+         needle="content hash does not match the trajectories"),
+    Case("plan-device-empty", 55, ("plan", "pj.toml", "--device", "", "--questions", "g=10"),
+         setup=_write("pj.toml", PLAN_JOB), needle="--device '': one of h200"),
+]
+
+
 def _mark(case: Case):
     if case.id in OPEN:
         return pytest.param(case, id=case.id, marks=pytest.mark.xfail(
@@ -1405,11 +1579,16 @@ def _sub(case: Case, base: Path, tmp: Path) -> tuple[str, str]:
     env.pop("PYTHONPATH", None)
     # the redirects as a shell makes them (`0<`, `1>>`, `3<>`, ...), then the console script
     op = {"r": "<", "r+": "<>", "a": ">>", "w": ">"}
-    redirs = " ".join(f"{n}{op[mode]}{shlex.quote(str(w / rel))}" for n, rel, mode in case.fds)
+    redirs = " ".join(f"{n}{op[mode]}{shlex.quote(str(w / rel))}" for n, rel, mode in case.fds
+                      if mode != "pipe")
+    # (0, TEXT, "pipe"): stdin is a pipe that carries TEXT, then its end
+    piped = next((rel for n, rel, mode in case.fds if n == 0 and mode == "pipe"), None)
+    stdin = {} if piped is not None else {
+        "stdin": None if any(n == 0 for n, _, _ in case.fds) else subprocess.DEVNULL}
     try:
         p = subprocess.run(["bash", "-c", f'exec "$0" "$@" {redirs}', str(exe), *case.argv],
                            cwd=w, text=True, timeout=300, env=env, stderr=subprocess.PIPE,
-                           stdin=None if any(n == 0 for n, _, _ in case.fds) else subprocess.DEVNULL,
+                           input=piped, **stdin,
                            stdout=None if any(n == 1 for n, _, _ in case.fds) else subprocess.PIPE)
     except subprocess.TimeoutExpired:
         return "wrong outcome", "ran past 300 s"
@@ -1442,7 +1621,7 @@ if __name__ == "__main__":
     import tempfile
 
     light = "--light" in sys.argv[1:]        # leave out the memory cases (minutes each if open)
-    # `--item 55`: only that issue's cases (the whole corpus takes long on a small machine)
+    # `--item N`: only the cases of item (or issue) N
     item = int(sys.argv[sys.argv.index("--item") + 1]) if "--item" in sys.argv[1:] else None
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "base").mkdir()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from otbench.analysis import horizon as htabs
 
-from otbench.files import csv_text, write_text_atomic
+from otbench.files import atomic_dir, csv_text, write_text_atomic
 
 from . import _style
 
@@ -59,24 +59,23 @@ def audit_figure(doc: dict[str, Any]):
 
 
 def write_audit(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """`audit.json`, `censoring.csv`, `bounds.csv` and the figure under `out_dir`; the paths written."""
+    """`audit.json`, `censoring.csv`, `bounds.csv` and the figure under `out_dir`; the paths written.
+
+    The folder is written as one output under the one folder rule (`otbench.files.atomic_dir`):
+    built in a temporary sibling and moved into place, a non-empty folder otbench did not write
+    refused unless `overwrite` (then written into, its files kept), an earlier audit's files
+    replaced only where otbench's record proves they are its own."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    p = out / "audit.json"
-    write_text_atomic(p, json.dumps(doc, indent=2) + "\n")
-    written.append(p)
-    for name, table in (("censoring", htabs.censoring_table(doc)), ("bounds", htabs.bounds_table(doc))):
-        title, header, rows = table
-        p = out / f"{name}.csv"
-        write_text_atomic(p, csv_text(header, rows, comment=title))
-        written.append(p)
-    with _style.figure_style():
-        fig = audit_figure(doc)
-        info = _style.save(fig, out, FIGURE, title=f"Censoring in {Path(doc['log']).name}",
-                           caption="Per task and model: the share of replies that never closed their "
-                                   "thinking or hit the length limit, and the reported score beside "
-                                   "the worst/best-case range censoring leaves open.",
-                           trajectories=sum(r["replies"] for r in doc["groups"]), synthetic=False)
-    written.append(out / "figures" / f"{info.name}.png")
-    return written
+    with atomic_dir(out) as tmp:
+        write_text_atomic(tmp / "audit.json", json.dumps(doc, indent=2) + "\n")
+        for name, table in (("censoring", htabs.censoring_table(doc)), ("bounds", htabs.bounds_table(doc))):
+            title, header, rows = table
+            write_text_atomic(tmp / f"{name}.csv", csv_text(header, rows, comment=title))
+        with _style.figure_style():
+            fig = audit_figure(doc)
+            info = _style.save(fig, tmp, FIGURE, title=f"Censoring in {Path(doc['log']).name}",
+                               caption="Per task and model: the share of replies that never closed their "
+                                       "thinking or hit the length limit, and the reported score beside "
+                                       "the worst/best-case range censoring leaves open.",
+                               trajectories=sum(r["replies"] for r in doc["groups"]), synthetic=False)
+    return [out / "audit.json", out / "censoring.csv", out / "bounds.csv", out / "figures" / f"{info.name}.png"]

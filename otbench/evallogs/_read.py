@@ -403,14 +403,20 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
     """(location, row) of a JSONL or Parquet file."""
     p = Path(path)
     if p.suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         from otbench.files import arrow_file
 
         with _open(p) as f:                 # pyarrow reads the descriptor that was checked
-            with arrow_file(f) as src:
-                table = pq.read_table(src)
-        for i, r in enumerate(table.to_pylist(), 1):
+            try:
+                with arrow_file(f) as src:
+                    records = pq.read_table(src).to_pylist()
+            except (pa.ArrowException, OSError, ValueError) as e:
+                # a corrupt or truncated file (pyarrow's ArrowInvalid): one line, not a traceback
+                raise EvalLogError(f"{p}: not a readable Parquet table "
+                                   f"({' '.join(str(e).split())[:200]})") from None
+        for i, r in enumerate(records, 1):
             yield f"{p}:row {i}", r
         return
     from otbench.files import loads_json  # the one guarded JSON reader (depth, sizes, keys)

@@ -22,7 +22,14 @@ from ._json_text import dumps_indented
 from ._ledger import LEDGER, written_by_otbench
 from ._provenance import git_commit, provenance
 from ._read import arrow_file, open_regular, read_regular, read_regular_text
-from ._rules import check_output, foreign_entries, is_measurement_set, output_rules, refuse_input
+from ._rules import (
+    check_output,
+    foreign_entries,
+    is_measurement_set,
+    output_rules,
+    refuse_input,
+    refuse_same_output,
+)
 from ._temporaries import clean_stale, drop_temporary, new_temporary, pid_alive
 
 __all__ = [
@@ -30,6 +37,6 @@ __all__ = [
     "check_output_dir", "clean_stale", "csv_field", "csv_records", "csv_text", "drop_temporary",
     "dumps_indented", "foreign_entries", "git_commit", "is_measurement_set", "loads_json",
     "new_temporary", "open_regular", "output_rules", "pid_alive", "provenance", "read_json",
-    "read_json_bytes", "read_regular", "read_regular_text", "refuse_input", "sha256_file",
-    "sha256_stream", "write_bytes_atomic", "write_text_atomic", "written_by_otbench",
+    "read_json_bytes", "read_regular", "read_regular_text", "refuse_input", "refuse_same_output",
+    "sha256_file", "sha256_stream", "write_bytes_atomic", "write_text_atomic", "written_by_otbench",
 ]

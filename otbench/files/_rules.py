@@ -152,6 +152,11 @@ and beside an output (a temporary sibling, a report's figures, a checkpoint's st
 NAME_RESERVE = 64
 """Bytes an output's own name leaves free under NAME_MAX: its temporary sibling's name
 (`.NAME.tmp-<pid>-<32 hex>.otbench`) is that much longer."""
+PATH_DEPTH = 512
+"""Names an output path may hold (its absolute form): the folders a writer creates are made by
+`Path.mkdir(parents=True)` and `os.makedirs`, which recurse once per missing folder, and the
+interpreter's recursion limit (1,000 frames, less the command's own) ends a deeper path with a
+`RecursionError` in the middle of the work. Far beyond any real layout."""
 
 
 def _limits(path: Path) -> tuple[int, int]:
@@ -174,10 +179,16 @@ def _shown_path(path: str | os.PathLike) -> str:
 
 def check_path_length(out: str | os.PathLike, target: Path | None = None) -> None:
     """Raise `UnsafeOutputError` (one line naming `out` and the rule) when the output path
-    `out` is too long to write: its absolute path over PATH_MAX less `PATH_RESERVE`, a name
+    `out` is too long to write: more than `PATH_DEPTH` names deep, its absolute path over
+    PATH_MAX less `PATH_RESERVE`, a name
     in it over NAME_MAX, or its own name over NAME_MAX less `NAME_RESERVE`. Checked before
     any work, so the operating system's "file name too long" never ends a finished run."""
     target = _target(out) if target is None else target
+    if len(target.parts) - 1 > PATH_DEPTH:        # by the path alone: nothing is created
+        raise UnsafeOutputError(
+            f"{_shown_path(out)}: too deep an output path ({len(target.parts) - 1:,} names); at "
+            f"most {PATH_DEPTH} names (creating a deeper path's folders exhausts the interpreter's "
+            f"recursion limit)")
     path_max, name_max = _limits(target)
     size = len(os.fsencode(target))
     if size > path_max - 1 - PATH_RESERVE:
@@ -238,6 +249,34 @@ def refuse_input(out: str | os.PathLike, *inputs: str | os.PathLike) -> None:
                                     f"refusing to write onto an input")
 
 
+def refuse_same_output(*outputs: str | os.PathLike | None) -> None:
+    """Raise `UnsafeOutputError` when two of one command's `outputs` (None: not given) are the
+    same file or folder (links and hard links seen through): the later write would silently
+    replace the earlier one (`bench compare --json` onto its own leaderboard.json). A stream
+    (a FIFO or device, `/dev/stdout` twice) takes both writes one after the other and passes."""
+    seen: list[tuple[str | os.PathLike, Path]] = []
+    for out in outputs:
+        if out is None:
+            continue
+        t = _real(_target(out))
+        try:
+            if not (stat.S_ISREG(os.stat(t).st_mode) or stat.S_ISDIR(os.stat(t).st_mode)):
+                continue
+        except OSError:
+            pass                                  # not there yet: compared by its path
+        for prev, pt in seen:
+            same = t == pt
+            if not same and os.path.exists(t) and os.path.exists(pt):
+                try:
+                    same = os.path.samefile(t, pt)
+                except OSError:
+                    same = False
+            if same:
+                raise UnsafeOutputError(f"{out}: is also the output {prev} of the same command; "
+                                        f"refusing to write one output over another")
+        seen.append((out, t))
+
+
 # -- the output rule for files ----------------------------------------------------------------
 
 def check_output(path: str | os.PathLike, *inputs: str | os.PathLike,
@@ -269,6 +308,8 @@ def check_output(path: str | os.PathLike, *inputs: str | os.PathLike,
         write_descriptor(target, path)            # refuses what is not an output redirect
         _refuse_hard_link(path, st, inputs)
         return target, True
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        _refuse_reading_descriptor(target, path)
     if stat.S_ISCHR(mode):
         return target, True
     if stat.S_ISFIFO(mode):
@@ -339,6 +380,27 @@ def write_descriptor(target: str | os.PathLike, shown: str | os.PathLike | None 
         raise UnsafeOutputError(f"{shown}: is descriptor {n}, open for {what} (a redirect from "
                                 f"a file, not an output redirect); refusing to write onto that file")
     return n
+
+
+def _refuse_reading_descriptor(target: Path, shown) -> None:
+    """A pipe or device named through this process's descriptor that is open for reading only
+    (`--json /dev/fd/0` with a pipe on stdin) is where the command's input comes from: opened
+    again for writing, the output would go into the command's own input (to whatever feeds it
+    next, or back to itself). A terminal's descriptor (open for reading and writing) and an
+    output redirect stay writable."""
+    import fcntl
+
+    got = descriptor_of(target)
+    if got is None or not got[1]:
+        return
+    try:
+        mode = fcntl.fcntl(got[0], fcntl.F_GETFL) & os.O_ACCMODE
+    except OSError:
+        raise UnsafeOutputError(f"{shown}: descriptor {got[0]} is not open") from None
+    if mode == os.O_RDONLY:
+        raise UnsafeOutputError(f"{shown}: is descriptor {got[0]}, open for reading (the "
+                                f"command's input, not an output redirect); refusing to write "
+                                f"into it")
 
 
 def _refuse_hard_link(path, st: os.stat_result, inputs) -> None:

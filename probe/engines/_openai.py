@@ -36,7 +36,6 @@ probe's journal alone, so a retry never duplicates a committed unit.
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -55,7 +54,7 @@ from ._interface import (
     SignalRequest,
     StreamBase,
 )
-from ._openai_checks import check_server
+from ._openai_checks import cache_counters, check_server
 from ._openai_wire import (
     _choices,
     check_xargs,
@@ -202,22 +201,14 @@ class OpenAIEngine(EngineBase):
                          t, where, self._vocab)
 
     def cache_stats(self) -> dict[str, int] | None:
-        """The server's cumulative prefix-cache counters (`/metrics`; shared with its other clients), or None."""
+        """The server's cumulative prefix-cache counters (`/metrics`; shared with its other clients), or None.
+
+        A counter that is not a whole number in [0, 2**63) is a `ServerError` (`cache_counters`)."""
         try:
             text = self._metrics()
         except ServerError:
             return None
-        q = h = 0.0
-        found = False
-        for line in text.splitlines():
-            m = re.match(r"vllm:prefix_cache_(queries|hits)(?:_total)?(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", line)
-            if m:
-                found = True
-                if m.group(1) == "queries":
-                    q += float(m.group(2))
-                else:
-                    h += float(m.group(2))
-        return {"queries": int(q), "hits": int(h)} if found else None
+        return cache_counters(text, f"{self._client.base_url}/metrics")
 
     def _metrics(self) -> str:
         try:

@@ -1,11 +1,12 @@
 """What an OpenAI-compatible server can do, checked before a run (`check_server`), and the
 command line of a vLLM server that serves a job's engine (`vllm_server_command`)."""
 
+import re
 from typing import Any
 
 from otbench.probe.config import Sampling
 
-from ._http import Client, HTTPStatusError, ServerError
+from ._http import Client, HTTPStatusError, ServerError, _Retryable
 from ._interface import (
     EngineConfig,
     EngineStartError,
@@ -32,8 +33,9 @@ PROBE_TEXT = ("Step 1: let x = 3.14159, so 2x \u2260 7 \u2014 done.\n\n  Next:\t
 def check_server(client: Client, config: EngineConfig, tok, *, vocab: int | None = None) -> dict[str, Any]:
     """What the server is, after checking it can serve STP exactly; `EngineStartError` (one line) if not.
 
-    Checks, in order: the served model (`/v1/models`; exactly one when the job
-    names none) and its context limit; the tokenizer's identity (`/tokenize`
+    Checks, in order: the served model (`/v1/models`: a list of objects with string ids;
+    exactly one when the job names none) and its context limit; the prefix-cache counters
+    of `/metrics` where it answers (whole numbers in [0, 2**63)); the tokenizer's identity (`/tokenize`
     and `/detokenize` of `PROBE_TEXT` against the local tokenizer); token-id
     prompts taken as ids, token ids and raw log-probabilities of chosen ids in
     the answer (`/v1/completions`); reproducible seeded samples, and whether
@@ -41,6 +43,7 @@ def check_server(client: Client, config: EngineConfig, tok, *, vocab: int | None
     """
     c = _ServerCheck(client, config, tok, vocab)
     name = c.served_model()
+    c.metrics()
     ids = c.tokenizer(name)[:24]
     c.token_prompts(name, ids)
     seed_plus_j = c.seeded_samples(name, ids)
@@ -48,11 +51,67 @@ def check_server(client: Client, config: EngineConfig, tok, *, vocab: int | None
     try:
         v = client.request("GET", "/version", retry=False)
         version = v.get("version") if isinstance(v, dict) else None
+        # recorded in every set's provenance: a short printable string or nothing
+        if version is not None and not (isinstance(version, str) and 0 < len(version) <= 200
+                                        and version.isprintable()):
+            raise EngineStartError(f"{client.base_url}/version: the server's version is "
+                                   f"{str(version)[:40]!r}, not a printable string of at most 200 characters")
     except ServerError:
         pass
     # (Not the server's model path: where the server keeps its files changes no result.)
     # (Nor its max_model_len: a resource, checked above.)
     return {"model": name, "version": version, "seed_plus_j": seed_plus_j}
+
+
+def served_models(answer: Any, where: str) -> list[dict]:
+    """The entries of a `/v1/models` answer: `{"data": [...]}`, each entry an object whose `id`
+    is a non-empty string; anything else is one `EngineStartError` (the list is read whole
+    before any entry is used: a non-object among the entries ended the check in a traceback)."""
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list):
+        raise EngineStartError(f"{where}: the answer has no list of models ('data')")
+    for k, m in enumerate(data):
+        if not isinstance(m, dict):
+            raise EngineStartError(f"{where}: model entry {k} is {type(m).__name__} "
+                                   f"{str(m)[:40]!r}, not an object")
+        if not isinstance(m.get("id"), str) or not m["id"]:
+            raise EngineStartError(f"{where}: model entry {k}'s id is {str(m.get('id'))[:40]!r}, not a "
+                                   "non-empty string")
+    return data
+
+
+_COUNTER = re.compile(r"vllm:prefix_cache_(queries|hits)(?:_total)?(?:\{[^}]*\})?\s+(\S+)$")
+COUNTER_MAX = 2 ** 63
+"""A Prometheus counter the engine reads is a whole number in [0, 2**63): the run records it as an
+int64, and a value beyond (`5e400` reads as infinity) is not a count."""
+
+
+def cache_counters(text: str, where: str) -> dict[str, int] | None:
+    """The prefix-cache counters of a `/metrics` text, summed over their labels, or None when it
+    has none; a value that is not a whole number in [0, 2**63) is a `ServerError` (one line)."""
+    import math
+
+    q = h = 0
+    found = False
+    for line in text.splitlines():
+        m = _COUNTER.match(line)
+        if m is None:
+            continue
+        try:
+            v = float(m.group(2))
+        except ValueError:
+            v = math.nan
+        if not (math.isfinite(v) and 0 <= v < COUNTER_MAX and v == int(v)):
+            raise ServerError(f"{where}: the counter vllm:prefix_cache_{m.group(1)} is "
+                              f"{m.group(2)[:40]!r}, not a whole number in [0, 2**63)")
+        found = True
+        if m.group(1) == "queries":
+            q += int(v)
+        else:
+            h += int(v)
+    if found and max(q, h) >= COUNTER_MAX:
+        raise ServerError(f"{where}: the prefix-cache counters sum beyond 2**63")
+    return {"queries": q, "hits": h} if found else None
 
 
 class _ServerCheck:
@@ -76,8 +135,8 @@ class _ServerCheck:
         """The served model's name (the job's, or the server's only one) within the job's context."""
         url, config = self.url, self.config
         models = self.ask("GET", "/v1/models", what="listing the served models")
-        data = models.get("data") if isinstance(models, dict) else None
-        names = [m.get("id") for m in data or [] if isinstance(m, dict)]
+        data = served_models(models, f"{url}/v1/models")
+        names = [m["id"] for m in data]
         name = config.served_model
         if name is None:
             if len(names) != 1:
@@ -90,12 +149,30 @@ class _ServerCheck:
                                    f"(it serves {', '.join(map(str, names)) or 'none'})")
         entry = next(m for m in data if m.get("id") == name)
         limit = entry.get("max_model_len")
-        if isinstance(limit, int) and limit < config.max_model_len:
+        if limit is not None and not (isinstance(limit, int) and not isinstance(limit, bool)
+                                      and 0 < limit < 2 ** 63):
+            raise EngineStartError(f"{url}/v1/models: {name!r} has max_model_len {str(limit)[:40]!r}, not "
+                                   "a positive integer below 2**63")
+        if limit is not None and limit < config.max_model_len:
             raise EngineStartError(f"{url}: {name!r} is served with max_model_len {limit}, below "
                                    f"the job's engine.max_model_len {config.max_model_len} (set it "
                                    f"to at most {limit}: engine.max_model_len, or --model-args "
                                    "max_model_len=)")
         return name
+
+    def metrics(self) -> None:
+        """The prefix-cache counters of `/metrics`, where the server has them, are counts (read
+        again around every run: a value out of range is refused here, before any work)."""
+        try:
+            status, data, _ = self.client._once("GET", "/metrics", None)
+        except (_Retryable, ServerError):
+            return                # no /metrics: the run records no cache counters
+        if status != 200:
+            return
+        try:
+            cache_counters(data.decode("utf-8", "replace"), f"{self.url}/metrics")
+        except ServerError as e:
+            raise EngineStartError(str(e)) from None
 
     def tokenizer(self, name: str) -> list[int]:
         """The local ids of `PROBE_TEXT`, after checking the server tokenizes and decodes alike."""

@@ -215,6 +215,12 @@ def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: 
                 stop, ids = ids[-1], ids[:-1]
             else:
                 sr = c.get("stop_reason")
+                # vLLM names the stop id that ended a choice, else a stop string or None: an id
+                # is a token of the vocabulary (the run stores it as an int32 column; 2**40
+                # ended a finished run in an overflow), anything else an unattributed stop (-1)
+                if _int(sr) and not 0 <= sr < (vocab if vocab is not None else 2 ** 31):
+                    raise ServerError(f"{where}: the answer's stop_reason {sr} is not a token id in "
+                                      f"the vocabulary [0, {vocab if vocab is not None else 2 ** 31})")
                 stop = int(sr) if _int(sr) else -1
         out.append(Completion(ids, stop, _token_logprobs(c, len(ids), where) if logprobs else None,
                               _top_means(c, len(ids), top_logprobs, where) if top_logprobs > 0 else None))

@@ -96,7 +96,12 @@ def more_questions(options: Sequence[Candidate], targets: Mapping[str, float], q
         ratios = [c.half_widths.get(st, math.nan) / t for st, t in targets.items()]
         if not all(math.isfinite(r) for r in ratios):
             continue
-        # widths shrink about as 1 / sqrt(questions): the first factor tried, then up 2 % at a time
+        # widths shrink about as 1 / sqrt(questions): the first factor tried is the squared ratio,
+        # then up 2 % at a time. A ratio beyond sqrt(max_factor) needs more than max_factor times
+        # the questions: compared before squaring (a target of 1e-160 squared its ratio to beyond
+        # a float's range: an OverflowError)
+        if max(ratios) > math.sqrt(max_factor):
+            continue
         k = max(1.0, max(ratios) ** 2)
         while k <= max_factor:
             qs = {g: math.ceil(k * q) for g, q in questions.items()}

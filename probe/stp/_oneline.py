@@ -261,12 +261,37 @@ def job_toml(table: Mapping[str, Any], *, header: str = "") -> str:
     return "\n".join(lines)
 
 
-def oneline_job(model: str, model_args: str, tasks: str, **kw):
-    """(job table, validated `ProbeJob`) of a one-line start (`oneline_table`, then `job_from_dict`)."""
+def oneline_job(model: str, model_args: str, tasks: str, *, for_job_file: bool = False, **kw):
+    """(job table, validated `ProbeJob`) of a one-line start (`oneline_table`, then `job_from_dict`);
+    `for_job_file`: the table will be written as a job file (`check_job_text`, before the model
+    is resolved: resolving may convert its weights first)."""
     from ._job import job_from_dict
 
     table = oneline_table(model, model_args, tasks, **kw)
+    if for_job_file:
+        check_job_text(table)
     return table, job_from_dict(table)
+
+
+def check_job_text(table: Mapping[str, Any], where: str = "") -> None:
+    """Every key and text of a job table is valid UTF-8 (a job file is UTF-8 TOML): a value
+    given as bytes that are not UTF-8 (a command line in another encoding reaches Python as
+    lone surrogates) is refused naming its key, before anything is written."""
+    for key, value in table.items():
+        name = f"{where}.{key}" if where else str(key)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for k, v in enumerate(items):
+            at = f"{name}[{k}]" if isinstance(value, (list, tuple)) else name
+            if isinstance(v, Mapping):
+                check_job_text(v, at)
+                continue
+            for text in (str(key), v) if isinstance(v, str) else (str(key),):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ArgumentError(f"--write-job: the job's {at} = {ascii(text)} is not valid UTF-8 "
+                                        "(from --model-args, --tasks or --gen-kwargs); a job file is UTF-8 "
+                                        "text: give the value in UTF-8") from None
 
 
 def check_job_path(path: str | os.PathLike, *, overwrite: bool = False) -> Path:
@@ -289,6 +314,7 @@ def write_job_file(table: Mapping[str, Any], path: str | os.PathLike, *, overwri
     from otbench.files import refuse_input, write_text_atomic
 
     path = check_job_path(path, overwrite=overwrite)
+    check_job_text(table)
     refuse_input(path, *(s["path"] for s in table.get("data", {}).get("sources", ()) if "path" in s),
                  *([table["model"]["path"]] if "path" in table.get("model", {}) else []))
     write_text_atomic(path, job_toml(table, header=(
