@@ -36,8 +36,8 @@ PRIORS = {
 per-family or per-group means in its text; the thinking length of a known benchmark group comes
 from `GROUP_THINKING` instead, every other group gets the pooled mean (and says so)."""
 
-_GROUP_SOURCE = ("a stated default for long-thinking models (the Qwen3-Thinking-2507 class), from the "
-                 "project's review of a first paper-scale GPU run (issue 38, item 4); the paper's text gives "
+_GROUP_SOURCE = ("an estimate for long-thinking models (the Qwen3-Thinking-2507 class), not a measurement: "
+                 "no GPU run of otbench has measured it; the paper's text gives "
                  "only the pooled (6,238) and equal-weight (8,281) means, not its per-benchmark Table 3. "
                  "Weighted by the paper's 963 questions the four defaults give ~8.1k tokens per trajectory, "
                  "above the pooled 6,238 of its six models (GPT-OSS-20B and the R1 distills think "
