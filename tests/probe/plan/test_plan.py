@@ -203,7 +203,7 @@ def test_group_priors_match_the_benchmark_names():
     assert group_prior("LCB")[:2] == ("LiveCodeBench", 13000.0)
     name, v, src = group_prior("CHAMP")
     assert (name, v) == ("pooled", PRIORS["thinking_tokens"][0]) and "no per-benchmark default" in src
-    assert all(len(s) > 80 and "issue 38" in s for _, s in GROUP_THINKING.values())
+    assert all(len(s) > 80 and "an estimate" in s and "not a measurement" in s for _, s in GROUP_THINKING.values())
 
 
 def test_a_pilot_with_two_groups_of_different_lengths_gets_two_priors(tmp_path: Path):
