@@ -47,7 +47,8 @@ def _points(tables: Tables, ids) -> list[int]:
 
 
 def _controlled(engine, fmt, entry, prompt, theta, method="thinkbrake", lengths=None, signal="margin"):
-    args = request_args(method, theta, entry.family, boundary=entry.boundary, lengths=lengths, signal=signal)
+    args = request_args(method, theta, entry.family, boundary=entry.boundary, lengths=lengths,
+                        params=None if method == "cap" else {"signal": signal})
     return engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
                            GREEDY)[0][0].token_ids
 
@@ -119,8 +120,15 @@ def test_uncontrolled_neighbours_are_untouched(setup):
     assert b != tuple(plain)
 
 
+def _deepconf(threshold, window, entry, points):
+    # θ (its percentile) travels as it is; the decision reads the threshold fitted from it
+    return request_args("deepconf-exit", 90.0, entry.family, boundary=entry.boundary, lengths=points,
+                        params={"threshold": threshold, "window": window})
+
+
 def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup):
-    """``otbench_method = "deepconf"`` (issue 42): the processor reads each step's token confidence from
+    """``otbench_method = "deepconf-exit"`` (issues 42, 57: its fitted threshold and window as its online
+    parameters, ``otbench_params``): the processor reads each step's token confidence from
     its row (minus the mean of the 20 largest log-probabilities) and keeps DeepConf's running window;
     it stops at the first decision length `L >= window` whose lowest group confidence is below θ. The
     reference: the plain greedy generation's own top-20 means (`GenRequest.top_logprobs`) folded by
@@ -148,8 +156,7 @@ def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup)
     prev = min(low[i] for i in range(j) if full[i])
     theta = float((low[j] + prev) / 2)
     # θ above everything: the first decided length whose window is full (none before it)
-    args = request_args("deepconf", 1e9, entry.family, boundary=entry.boundary, window=window,
-                        lengths=points)
+    args = _deepconf(1e9, window, entry, points)
     out = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
                           GREEDY)[0][0].token_ids
     L0 = next(L for L in points if L >= window)
@@ -158,8 +165,7 @@ def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup)
     want = [k for k in range(len(points)) if deepconf_stop(low[k:k + 1], np.array(points[k:k + 1]),
                                                           theta, window)[0]]
     assert want and want[0] == j
-    args = request_args("deepconf", theta, entry.family, boundary=entry.boundary, window=window,
-                        lengths=points)
+    args = _deepconf(theta, window, entry, points)
     out = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
                           GREEDY)[0][0].token_ids
     L = points[j]
@@ -167,7 +173,6 @@ def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup)
     assert out[:L] == tuple(plain[:L]), "the controlled request diverged before its stop"
     assert out[L:L + len(force)] == force
     # θ below every value: never stops
-    args = request_args("deepconf", float(low.min()) - 5.0, entry.family, boundary=entry.boundary,
-                        window=window, lengths=points)
+    args = _deepconf(float(low.min()) - 5.0, window, entry, points)
     assert engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
                            GREEDY)[0][0].token_ids == tuple(plain)
