@@ -1,4 +1,4 @@
-"""`otbench online run|certify`: an OTBench exit rule run while the model generates, and its certificate."""
+"""`otbench online run|certify`: an OTBench stopping method run while the model generates, and its certificate."""
 
 from pathlib import Path
 
