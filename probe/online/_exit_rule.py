@@ -46,10 +46,10 @@ def trajectory_view(k: int, row: int, task: str, hist: Mapping[str, np.ndarray],
                     names: tuple[str, ...], where: str) -> OnlineView:
     """The `OnlineView` of one trajectory at boundary `k`: `hist` maps each signal it may read to
     float64[1, k + 1] (its values at boundaries `0..k`), `toks` float64[1, k + 1] the thinking
-    lengths there; `where` names what computes the signals, for a method asking for another."""
+    lengths there; `where` says what computes the signals, for a method asking for another."""
     def read(name: str, rows: np.ndarray, at: int, history: bool) -> np.ndarray:
         if name != "" and name not in hist:
-            raise MethodError(f"no signal {name!r} online ({where} compute: {', '.join(names)})")
+            raise MethodError(f"no signal {name!r} online ({where}: {', '.join(names)})")
         src = toks if name == "" else hist[name]
         out = np.array(src[:, :at + 1] if history else src[:, at], copy=True)
         out.setflags(write=False)
@@ -87,6 +87,11 @@ class ExitRule:
         self.method, self.name = method, method.name
         self.window = method.confidence_window()
         self.device_signal = method.device_signal()
+        if self.window is not None and len(method.signals) > 1:
+            # a request's control reads either every step's confidence or the boundary's logits
+            # (`_ExitCore._next`): refused here, in one line, not mid-generation
+            raise MethodError(f"method {method.name!r} reads {', '.join(method.signals)}; the logits "
+                              f"processor reads the group confidence alone or the logits' signals")
 
     def stop(self, history: Mapping[str, Sequence[float]], lengths: Sequence[int], theta: float) -> bool:
         """The method's decision at the last of `lengths` (the decided boundaries so far, this one
@@ -97,7 +102,7 @@ class ExitRule:
             # the processor reads the margin in the model's own context: the recorded margin_own
             hist["margin_own"] = hist["margin"]
         toks = np.array([list(lengths)], dtype=np.float64)
-        view = trajectory_view(k, 0, "", hist, toks, PROCESSOR_SIGNALS, "the logits processor")
+        view = trajectory_view(k, 0, "", hist, toks, PROCESSOR_SIGNALS, "the logits processor computes")
         return ask_stop(self.method, view, float(theta))
 
 

@@ -148,5 +148,5 @@ class FieldRule:
         toks = np.array([[int(x) for x in lengths[:k + 1]] + [-1] * (k + 1 - len(lengths[:k + 1]))],
                         dtype=np.float64)
         view = trajectory_view(int(k), row, job.task if job is not None else "math", hist, toks,
-                               SIDE_SIGNALS, "side requests")
+                               SIDE_SIGNALS, "side requests compute")
         return ask_stop(self.m, view, self.theta)

@@ -34,3 +34,16 @@ class SecondDecision:
 
     def stop(self, view, theta):
         return (view.history("margin") <= theta).sum(axis=1) >= 2
+
+
+class ConfidenceAndMargin:
+    """A processor method reading the group confidence and the margin, which no one control reads
+    together: refused when the request is set up."""
+
+    strategy = "dee"
+    online = "processor"
+    signals = ("deepconf_min_conf", "margin")
+    window = 4
+
+    def stop(self, view, theta):
+        return view.signal("margin") <= theta

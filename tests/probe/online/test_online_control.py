@@ -157,6 +157,9 @@ def test_only_processor_methods_run_in_the_processor():
         with pytest.raises(OnlineControlError, match="does not run in the logits processor") as e:
             load_rule(ControlSpec(name, 1.0, "f"))
         assert "\n" not in str(e.value)
+    with pytest.raises(OnlineControlError, match="reads the group confidence alone"):
+        load_rule(ControlSpec("_toy_tables:ConfidenceAndMargin", 0.0, "f"),
+                  allowed="_toy_tables:ConfidenceAndMargin")
     with pytest.raises(OnlineControlError, match="no from_online"):
         load_rule(ControlSpec("_toy_tables:SecondDecision", 0.0, "f", {"x": 1}),
                   allowed="_toy_tables:SecondDecision")
