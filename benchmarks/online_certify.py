@@ -68,11 +68,10 @@ def main() -> None:
     try:
         certs = []
         for theta in thetas:
-            rows, k, _ = stop_positions(ms, "thinkbrake", theta, options={"signal": sig})
+            rows, k, m = stop_positions(ms, "thinkbrake", theta, options={"signal": sig})
             if a.trajectories is not None:
                 rows, k = rows[:a.trajectories], k[:a.trajectories]
-            cert = certify_set(a.set, ms, rows, k, method="thinkbrake", theta=theta, engine=engine,
-                               offline_signal=sig)
+            cert = certify_set(a.set, ms, rows, k, method=m, theta=theta, engine=engine, offline_signal=sig)
             certs.append(cert)
             sh = cert.get("signal_shift") or {}
             rr = cert.get("own_context_reread")

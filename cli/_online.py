@@ -1,4 +1,4 @@
-"""`otbench online run|certify`: an OTBench exit rule run while the model generates, and its certificate."""
+"""`otbench online run|certify`: an OTBench stopping method run while the model generates, and its certificate."""
 
 from pathlib import Path
 
@@ -13,14 +13,14 @@ def online_group() -> None:
     """Online early exit in vLLM (the `otbench.probe.online` logits processor)."""
 
 
-def _offline(ms, method: str, theta: float, split: str, signal: str | None = None):
+def _offline(ms, method, theta: float, split: str):
+    """(the set with its splits, rows of `split`, OTBench's stops there, the fitted `Method`)."""
     from otbench.analysis.bench import assign_splits, stop_positions
 
     if ms.split is None or not (ms.split >= 0).any():
         ms = assign_splits(ms)
-    rows, k, _ = stop_positions(ms, method, theta, split=split,
-                                options={"signal": signal} if signal is not None else None)
-    return ms, rows, k
+    rows, k, fitted = stop_positions(ms, method, theta, split=split)
+    return ms, rows, k, fitted
 
 
 def _offline_signal(ms, asked: str | None) -> str:
@@ -35,65 +35,78 @@ def _offline_signal(ms, asked: str | None) -> str:
     return sig
 
 
-def _rule(method: str):
-    """The resolved method and how it runs online (`Method.online`: the logits processor or side
-    requests); a method that does not run online is refused in one line."""
-    from otbench.analysis.methods import MethodError, resolve
-    from otbench.probe.online import OnlineControlError, side_methods
+def _rule(method: str | None):
+    """The resolved method (the registry's default online method without `--method`) and how it
+    runs online (`Method.online`: the logits processor or side requests); a method that does not
+    run online is refused in one line."""
+    from otbench.analysis.methods import DEFAULT_ONLINE, MethodError, resolve
+    from otbench.probe.online import OnlineControlError
 
+    spec = method or DEFAULT_ONLINE
     try:
-        m = resolve(method)
+        m = resolve(spec)
     except MethodError as e:
-        raise OnlineControlError(f"--method {method}: {e}") from None
+        raise OnlineControlError(f"--method {spec}: {e}") from None
     if m.online is None:
-        raise OnlineControlError(f"--method {method}: online runs 'thinkbrake' and 'deepconf-exit' "
-                                 f"(inside the logits processor) and {', '.join(side_methods())} (side "
-                                 "requests)")
+        raise OnlineControlError(f"--method {spec}: it does not run online (`otbench bench list` says "
+                                 "how each method runs: in the logits processor or with side requests)")
     return m
 
 
-def _deepconf_threshold(ms, m, theta: float) -> tuple[float, int]:
-    """(threshold, window) of `deepconf-exit` at `theta`: fit on the set's train split, for its one model."""
+def _on_signal(m, ms, asked: str | None):
+    """`m` on the set's offline signal (`_offline_signal`) when it is a processor method reading the
+    margin and taking a ``signal`` option, else `m` as it is."""
+    from otbench.analysis.methods import MethodError, resolve
     from otbench.probe.online import OnlineControlError
 
-    import numpy as np
-
-    present = np.unique(np.asarray(ms.cell_model)[ms.cell])
-    if present.size != 1:
-        raise OnlineControlError(f"--method {m.name}: the set holds {present.size} models; online "
-                                 "certify replays one model's set")
-    m.prepare(ms, [theta], None, None, 1)
-    return m.impl.threshold(ms.models[int(present[0])], theta), int(m.impl.window)
+    if m.online != "processor" or "margin" not in m.signals or not m.accepts("signal"):
+        return m
+    try:
+        return resolve(m.config_spec, signal=_offline_signal(ms, asked))
+    except MethodError as e:
+        raise OnlineControlError(f"--method {m.name}: {e}") from None
 
 
-def _field(set_dir: Path, ms, method: str, theta: float, split: str, grader: str, trajectories,
+def _field(set_dir: Path, ms, m, theta: float, split: str, grader: str, trajectories,
            thinking: str, server: dict) -> dict:
     from otbench.probe.online import certify_field
 
-    def offline(m):
+    def offline(sub):
         from otbench.analysis.bench import offline_point
 
-        return offline_point(m, method, theta, split=split)
+        return offline_point(sub, m, theta, split=split)
 
-    return certify_field(set_dir, ms, offline, method=method, theta=theta, grader=grader,
+    return certify_field(set_dir, ms, offline, method=m, theta=theta, grader=grader,
                          trajectories=trajectories, thinking=thinking, server=server)
+
+
+def _processor(set_dir: Path, ms, m, theta: float, split: str, trajectories, **kw) -> dict:
+    """`m` run in the logits processor on `split`: the offline walk fits it and gives its stops, and
+    the fitted `Method` itself goes to the controller (`certify_set`)."""
+    from otbench.probe.online import certify_set
+
+    ms, rows, k, fitted = _offline(ms, m, theta, split)
+    if trajectories is not None:
+        rows, k = rows[:trajectories], k[:trajectories]
+    return certify_set(set_dir, ms, rows, k, method=fitted, theta=theta, **kw)
 
 
 ENGINE_BUDGET = "engine-budget"
 """`online certify --method engine-budget`: the engine's own thinking cap (not a `Method`: it is
-the engine's rule, scored against the fixed-budget point of `budget-forcing` at the same θ)."""
+the engine's rule, scored against the fixed-budget point of budget forcing at the same θ)."""
 
 
 def _engine_cap(set_dir: Path, ms, theta: float, grader: str, trajectories, json_path, start, end,
                 server: dict) -> None:
+    from otbench.analysis.methods import BudgetForcing
     from otbench.probe.online import cap_line, certify_engine_cap, check_replayable
 
     check_replayable(set_dir, ms)
-    ms, rows, k = _offline(ms, "budget-forcing", theta, "test")
+    ms, rows, k, fixed = _offline(ms, BudgetForcing(), theta, "test")
     if trajectories is not None:
         rows, k = rows[:trajectories], k[:trajectories]
     cert = certify_engine_cap(set_dir, ms, rows, k, theta=theta, grader=grader, start=start, end=end,
-                              server=server, frontier=_fb_frontier(ms, rows))
+                              server=server, frontier=_fb_frontier(ms, rows), offline=fixed.name)
     path = write_result({"schema": "otbench.online-certify-cap/1", **cert}, set_dir, "online_certify.json",
                         json_path)
     click.echo(f"wrote {path}")
@@ -131,13 +144,11 @@ def _common(f):
     f = click.option("--thinking", type=click.Choice(["generate", "stored"]), default="generate",
                      show_default=True, help="Side-request methods: decode the thinking, or feed the "
                                              "stored thinking (checks the signals and decisions alone).")(f)
-    f = click.option("--method", default="thinkbrake", show_default=True,
-                     help="A method that runs online (`otbench bench list` says how each runs): "
-                          "thinkbrake, deepconf-exit (logits processor), engine-budget (certify only: "
-                          "the engine's own thinking cap), or dynasor-cot, deer (their "
-                          "own probes), "
-                          "dynasor-cot-stp, deer-stp, answer-consistency, budget-forcing and "
-                          "side-request plug-ins (side requests).")(f)
+    f = click.option("--method", default=None,
+                     help="A method that runs online (`otbench bench list` says how each runs: in the "
+                          "logits processor or with side requests, plug-ins included; default: the "
+                          "ThinkBrake baseline), or engine-budget (certify only: the engine's own "
+                          "thinking cap).")(f)
     return click.argument("set_dir", metavar="SET", type=click.Path(exists=True, file_okay=False,
                                                                     path_type=Path))(f)
 
@@ -180,8 +191,7 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
     every disagreement by kind, and its point against the fixed-budget
     point and the FB frontier.
     """
-    from otbench.probe.online import (certificate_line, certify_set, check_replayable, disagreement_line,
-                                      net_line, signals_line)
+    from otbench.probe.online import certificate_line, check_replayable, disagreement_line, net_line, signals_line
 
     ms = load_set(str(set_dir))
     _check_result(set_dir, "online_certify.json", json_path)
@@ -196,9 +206,9 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
             raise OnlineControlError(f"--reasoning-start/--reasoning-end apply to --method {ENGINE_BUDGET} only")
         m = _rule(method)
         check_replayable(set_dir, ms)
+        server = {"base_url": base_url, "api_key_env": api_key_env}
         if m.online == "side":
-            cert = _field(set_dir, ms, method, theta, "test", grader, trajectories, thinking,
-                          {"base_url": base_url, "api_key_env": api_key_env})
+            cert = _field(set_dir, ms, m, theta, "test", grader, trajectories, thinking, server)
             path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
                                 json_path)
             click.echo(f"wrote {path}")
@@ -207,25 +217,8 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
             click.echo(net_line(cert))
             click.echo(signals_line(cert))
             return
-        if m.name == "deepconf-exit":
-            # its θ is a percentile of the train split; the controller runs the fitted threshold
-            ms, rows, k = _offline(ms, method, theta, "test")
-            if trajectories is not None:
-                rows, k = rows[:trajectories], k[:trajectories]
-            threshold, window = _deepconf_threshold(ms, m, theta)
-            cert = certify_set(set_dir, ms, rows, k, method="deepconf", theta=threshold, grader=grader,
-                               offline_signal="deepconf_min_conf", signal="deepconf_min_conf",
-                               shift=False, window=window,
-                               server={"base_url": base_url, "api_key_env": api_key_env})
-            cert.update(method=m.name, theta=float(theta),
-                        controller={"rule": "deepconf", "threshold": threshold, "window": window})
-        else:
-            sig = _offline_signal(ms, offline_signal)
-            ms, rows, k = _offline(ms, method, theta, "test", sig)
-            if trajectories is not None:
-                rows, k = rows[:trajectories], k[:trajectories]
-            cert = certify_set(set_dir, ms, rows, k, method=method, theta=theta, grader=grader,
-                               offline_signal=sig, server={"base_url": base_url, "api_key_env": api_key_env})
+        cert = _processor(set_dir, ms, _on_signal(m, ms, offline_signal), theta, "test", trajectories,
+                          grader=grader, server=server)
     path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
                         json_path)
     click.echo(f"wrote {path}")
@@ -243,7 +236,7 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
     One record per trajectory: thinking tokens, where the controller
     stopped, the answer's grade; marked online in its provenance.
     """
-    from otbench.probe.online import certify_set, check_replayable
+    from otbench.probe.online import check_replayable
 
     ms = load_set(str(set_dir))
     _check_result(set_dir, "online_run.json", json_path)
@@ -255,21 +248,12 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
                                      f"run (otbench online certify SET --method {ENGINE_BUDGET} --theta T)")
         m = _rule(method)
         check_replayable(set_dir, ms)
+        server = {"base_url": base_url, "api_key_env": api_key_env}
         if m.online == "side":
-            rec = _field(set_dir, ms, method, theta, split, grader, trajectories, thinking,
-                         {"base_url": base_url, "api_key_env": api_key_env})
+            rec = _field(set_dir, ms, m, theta, split, grader, trajectories, thinking, server)
         else:
-            ms, rows, k = _offline(ms, method, theta, split)
-            if trajectories is not None:
-                rows, k = rows[:trajectories], k[:trajectories]
-            rule, ctl_theta, window = method, theta, None
-            if m.name == "deepconf-exit":
-                rule, (ctl_theta, window) = "deepconf", _deepconf_threshold(ms, m, theta)
-            rec = certify_set(set_dir, ms, rows, k, method=rule, theta=ctl_theta, grader=grader, shift=False,
-                              window=window, signal="deepconf_min_conf" if window else "margin",
-                              server={"base_url": base_url, "api_key_env": api_key_env})
-            if window is not None:
-                rec.update(method=m.name, theta=float(theta))
+            rec = _processor(set_dir, ms, m, theta, split, trajectories, grader=grader, shift=False,
+                             server=server)
     keep = ("method", "theta", "grader", "online", "sampling", "trajectories", "online_acc",
             "online_rel_cost", "per_trajectory") + (("online_net_rel_cost", "side", "thinking", "controller")
                                                     if m.online == "side" else ())

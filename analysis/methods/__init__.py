@@ -28,6 +28,9 @@ from ._cost import NO_SIGNAL, SignalCost, signal_tokens
 from ._features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
 from ._field import AnswerConsistency, BudgetForcing, DeepConfExit, Deer, DeerSTP, DynasorCoT, DynasorCoTSTP
 from ._method import (
+                      CONFIDENCE_SIGNAL,
+                      DEFAULT_ONLINE,
+                      DEVICE_SIGNALS,
                       METHODS,
                       ONLINE_MODES,
                       PROCESSOR_SIGNALS,
@@ -38,6 +41,7 @@ from ._method import (
                       builtin_methods,
                       check_sweep_budget,
                       load_method,
+                      online_method,
                       resolve,
 )
 from ._stops import ImportedStops, read_stops
@@ -46,11 +50,11 @@ BUILTINS = METHODS
 """The registry under its former name: built-in names -> ``module:object``."""
 
 __all__ = [
-    "BUILTINS", "DECISION", "METHODS", "NO_SIGNAL", "ONLINE_MODES", "PROCESSOR_SIGNALS",
+    "BUILTINS", "CONFIDENCE_SIGNAL", "DECISION", "DEFAULT_ONLINE", "DEVICE_SIGNALS", "METHODS", "NO_SIGNAL", "ONLINE_MODES", "PROCESSOR_SIGNALS",
     "OWN_SIDE_SIGNALS", "SIDE_SIGNALS", "STP_SIDE_SIGNALS", "STRATEGIES",
     "AnswerConsistency", "BudgetForcing", "BudgetMethod", "DeepConfExit", "Deer", "DeerSTP", "DynasorCoT", "DynasorCoTSTP", "ExitMethod",
     "HashedText", "ImportedStops", "Method", "MethodError", "OnlineView", "PredictiveScheduling",
     "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable",
-    "builtin_methods", "check_sweep_budget", "load_method", "read_question_features", "read_stops",
+    "builtin_methods", "check_sweep_budget", "load_method", "online_method", "read_question_features", "read_stops",
     "resolve", "ridge_fit", "signal_tokens", "units_of",
 ]

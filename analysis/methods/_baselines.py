@@ -210,5 +210,18 @@ class ThinkBrake:
     def stop(self, view, theta: float) -> np.ndarray:
         return view.signal(self.signal) <= theta
 
+    # Online (`Method.online_parameters`): the processor rebuilds it on the same signal.
+    def online_parameters(self, model: str | None, theta: float) -> dict[str, Any]:
+        return {"signal": self.signal}
+
+    @classmethod
+    def from_online(cls, params: dict[str, Any]) -> "ThinkBrake":
+        return cls(**params)
+
+    def device_signal(self) -> str:
+        # Its stop is one threshold on one signal: V2 decides it on the device. The
+        # processor reads the margin in the model's own context, the recorded margin_own.
+        return "margin" if self.signal == "margin_own" else self.signal
+
     def config(self) -> dict[str, Any]:
         return {"signal": self.signal}

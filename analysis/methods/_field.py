@@ -324,6 +324,18 @@ class DeepConfExit:
     def __init__(self) -> None:
         self.window: int | None = None
         self._warmup: dict[str, np.ndarray] = {}       # model -> sorted train min_confs
+        self._online: float | None = None              # the threshold a logits processor was given
+
+    # Online (`Method.online_parameters`): the processor has no train split, so it gets the
+    # fitted threshold at θ and the window; θ itself travels unchanged.
+    def online_parameters(self, model: str | None, theta: float) -> dict[str, Any]:
+        return {"threshold": self.threshold(model, theta), "window": self.window}
+
+    @classmethod
+    def from_online(cls, params: dict[str, Any]) -> "DeepConfExit":
+        out = cls()
+        out.window, out._online = int(params["window"]), float(params["threshold"])
+        return out
 
     def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
         _need(train, self.signals, self.name, own="deepconf")
@@ -340,6 +352,8 @@ class DeepConfExit:
 
     def threshold(self, model: str, theta: float) -> float:
         """The threshold of `model` at `θ` = confidence_percentile: ``np.percentile(warm-up min_confs, 100 - θ)``."""
+        if self._online is not None:
+            return self._online
         warm = self._warmup.get(model)
         if warm is None or not warm.size:
             raise ArgumentError(f"{self.name}: model {model!r} has no train-split trajectory to set its "

@@ -15,7 +15,11 @@ frozen `Method`, which states everything the rest of otbench needs:
 * ``online``: how it runs while a model generates -- ``"processor"`` (a
   vLLM logits processor reads its signal per step), ``"side"`` (side
   requests on the prefix produce its probe signals, `SIDE_SIGNALS`), or
-  ``None`` (not at all);
+  ``None`` (not at all); a processor method crosses into the engine's
+  process as its registered name (or allowed plug-in) and the JSON of its
+  own ``online_parameters(model, theta)``, rebuilt there by its
+  ``from_online(params)`` (`online_method`), and may declare a device-side
+  form, ``device_signal`` (`Method.device_signal`);
 * ``summary``: one line (its ``summary`` attribute, else the first line of
   its class docstring);
 * its θ sweep (`thetas`), its JSON config (`config`), and whether a set can
@@ -53,6 +57,12 @@ SIDE_SIGNALS = STP_SIDE_SIGNALS + tuple(s for v in OWN_SIDE_SIGNALS.values() for
 probe stage records it with: a ``"side"`` method reads only these."""
 PROCESSOR_SIGNALS = ("margin", "margin_own", "logp_end", "logp_other", "deepconf_min_conf")
 """Signals the logits processor reads per step (a ``"processor"`` method reads only these)."""
+DEVICE_SIGNALS = ("logp_end", "logp_other", "margin")
+"""Signals a device-side form may threshold: the ones Model Runner V2's step reads on the device
+from the row's logits (the processor's ``margin`` is the recorded ``margin_own``, docs/rules.md)."""
+CONFIDENCE_SIGNAL = "deepconf_min_conf"
+"""The processor signal read from every step's token confidence over a window (the method's
+``window``, in tokens), not from the logits at the boundary alone."""
 
 THETA_CELL_BYTES = 1000
 """Bytes per (θ, cell) of an evaluation: the int64 cost, reward and frontier sums, four exact
@@ -82,6 +92,8 @@ METHODS = Registry("method", {
 }, error=MethodError, unknown=_unknown)
 """The method registry: built-in names -> ``module:object``, imported only when chosen.
 One line adds a method: ``METHODS.register("my-method", "my_pkg.mod:MyMethod")``."""
+DEFAULT_ONLINE = "thinkbrake"
+"""The method `otbench online` runs without ``--method`` (the DEE baseline, in the logits processor)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -181,6 +193,53 @@ class Method:
         except (TypeError, ValueError):
             return False
         return option in params
+
+    # -- the logits-processor form ---------------------------------------------------------
+    def online_parameters(self, model: str | None, theta: float) -> dict[str, Any]:
+        """The JSON data the logits processor rebuilds this method from (`online_method`).
+
+        The method's own ``online_parameters(model, theta)`` (what its fitted state
+        contributes to a decision at `theta` for `model`, e.g. a threshold read off the
+        train split), else nothing: the processor then builds it with no arguments.
+        """
+        fn = getattr(self.impl, "online_parameters", None)
+        if not callable(fn):
+            return {}
+        params = self.call("online_parameters(model, theta)", fn, model, float(theta))
+        try:
+            ok = isinstance(params, dict) and all(isinstance(k, str) for k in params)
+            json.dumps(params, allow_nan=False)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise MethodError(f"method {self.label}: online_parameters(model, theta) must return a "
+                              f"JSON object (string keys, finite numbers), got {params!r}")
+        return params
+
+    def device_signal(self) -> str | None:
+        """The method's device-side form, None without one: the processor signal (`DEVICE_SIGNALS`)
+        whose value ``<= θ`` at a decided boundary is exactly its ``stop(view, theta)``, so Model
+        Runner V2 decides it on the device without a blocking read (a method's ``device_signal``,
+        an attribute or a zero-argument call)."""
+        v = getattr(self.impl, "device_signal", None)
+        if callable(v):
+            v = self.call("device_signal()", v)
+        if v is not None and v not in DEVICE_SIGNALS:
+            raise MethodError(f"method {self.label}: device_signal must be one of "
+                              f"{', '.join(DEVICE_SIGNALS)} or None, got {v!r}")
+        return v
+
+    def confidence_window(self) -> int | None:
+        """The window (tokens) of the group confidence the processor computes for a method that
+        reads `CONFIDENCE_SIGNAL` (its ``window``), None for any other method."""
+        if CONFIDENCE_SIGNAL not in self.signals:
+            return None
+        w = getattr(self.impl, "window", None)
+        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+            raise MethodError(f"method {self.label} reads {CONFIDENCE_SIGNAL} online: its `window` "
+                              f"must be the group confidence's window in tokens, an integer >= 1, "
+                              f"got {w!r}")
+        return int(w)
 
     def line(self) -> str:
         """One line: name, strategy, how it runs online, and its summary (the CLI's listing)."""
@@ -308,6 +367,33 @@ def resolve(spec: Any, **kwargs: Any) -> Method:
                   signal_cost=cost if isinstance(cost, SignalCost) else None,
                   online=_online_mode(obj, repr(name), strategy, signals),
                   summary=_summary(obj), options=dict(kwargs))
+
+
+def online_method(spec: str, params: Mapping[str, Any] | None = None, *,
+                  allowed: tuple[str, ...] | None = None) -> Method:
+    """The `Method` a logits-processor request names, rebuilt where the processor runs.
+
+    `spec`: a registered name or a ``module:object`` plug-in (with `allowed`, only one listed
+    there); `params`: its `Method.online_parameters`, given to the object's
+    ``from_online(params)`` (a class method or factory), or nothing for an object without
+    one (built with no arguments). Refused unless it runs in the processor (``online =
+    "processor"``).
+    """
+    obj = METHODS.resolve(spec, allowed=allowed)
+    params = dict(params or {})
+    make = getattr(obj, "from_online", None)
+    if callable(make):
+        obj = call_method(repr(spec), "from_online(params)", make, params)
+    elif params:
+        raise MethodError(f"method {spec!r} has online parameters {sorted(params)} but no "
+                          f"from_online(params) to take them")
+    else:
+        obj = _instantiate(obj, spec, {})
+    m = resolve(obj)
+    if m.online != "processor":
+        raise MethodError(f"method {spec!r} does not run in the logits processor (its `online` is "
+                          f"{m.online!r}, not 'processor')")
+    return m
 
 
 def load_method(spec: Any, **kwargs: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Online early exit: an OTBench exit rule run while the model generates (issue: online controller).
+"""Online early exit: an OTBench stopping method run while the model generates (issue: online controller).
 
 * `ExitProcessor` -- the vLLM logits processor (``LLM(...,
   logits_processors=[ExitProcessor])``, or a server's ``--logits-processors
@@ -7,7 +7,10 @@
   imported lazily, in vLLM's process;
 * `request_args` / `parse_args` / `ControlSpec` -- the per-request
   extension arguments (`GenRequest.extra_args`, a server request's
-  ``vllm_xargs``) that name the rule, its θ and the model family;
+  ``vllm_xargs``) that name the method, its θ, its online parameters and
+  the model family; `rule_args` gives a resolved `Method`'s;
+* `ExitRule` / `load_rule` -- any DEE `Method` declaring ``online =
+  "processor"``, run in the processor by its own ``stop(view, theta)``;
 * `RequestControl`, `Tables` -- the per-request state machine the processor
   runs (plain Python, tested without vLLM);
 * `run_side` / `SideController`, `FieldRule`, `SideJob` -- the
@@ -55,15 +58,15 @@ from ._certify_side import (
                             signals_vs_recorded,
 )
 from ._control import RequestControl, Tables
+from ._exit_rule import ExitRule, load_rule, rule_args, set_rule_args
 from ._sidereq import FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side, side_methods
 from ._spec import (
+                    CAP,
                     PLUGINS_ENV,
                     SIGNAL_NAMES,
                     ControlSpec,
                     OnlineControlError,
-                    ThinkBrakeRule,
                     check_engine,
-                    load_rule,
                     parse_args,
                     request_args,
 )
@@ -71,17 +74,17 @@ from ._spec import (
 PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
 
-__all__ = ["CAP_KINDS", "CapOutcome", "CapStrings", "cap_line", "cap_strings", "certify_engine_cap",
+__all__ = ["CAP", "CAP_KINDS", "CapOutcome", "CapStrings", "cap_line", "cap_strings", "certify_engine_cap",
            "classify", "read_capped",
            "MIN_FAITHFUL_SHARE", "MIN_QUESTIONS", "PLUGINS_ENV", "PROCESSOR",
-           "SIGNAL_NAMES", "ControlSpec", "Design", "ExitProcessor", "ExitProcessorV1", "ExitProcessorV2", "FieldRule",
+           "SIGNAL_NAMES", "ControlSpec", "Design", "ExitProcessor", "ExitRule", "ExitProcessorV1", "ExitProcessorV2", "FieldRule",
            "OnlineControlError", "OnlineResult", "RequestControl", "SideController", "SideJob",
-           "SideResult", "Tables", "ThinkBrakeRule", "Trajectory",
+           "SideResult", "Tables", "Trajectory",
            "boundary_signals", "certificate_line", "certify_field", "certify_set", "check_engine",
            "check_replayable", "chunk_seed", "compare", "design_of", "disagreement_line", "engine_config_of",
            "first_at_or_below",
            "load_rule", "net_line", "parse_args",
-           "paired_point", "record_signals", "replay", "replay_context", "request_args",
+           "paired_point", "record_signals", "replay", "replay_context", "request_args", "rule_args", "set_rule_args",
            "run_side", "side_jobs", "side_methods", "signals_line", "signals_vs_recorded"]
 
 

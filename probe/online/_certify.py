@@ -46,7 +46,8 @@ from ._certify_interval import PERCENTILES, REPLICATES, SEED, Design, design_of,
 from ._certify_interval import design as certify_design
 from ._certify_verdict import disagreements, first_divergence, verdict
 from ._control import Tables
-from ._spec import request_args
+from ._exit_rule import set_rule_args
+from ._spec import CAP, request_args
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +95,10 @@ def _stop_in(out: Sequence[int], lengths: Sequence[int], tables: Tables, prompt_
 
 def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Trajectory], *, method: str,
            theta: float, family: str, boundary: str, thinking_limit: int, answer_limit: int,
-           signal: str = "margin", in_flight: int = 64, window: int | None = None) -> list[OnlineResult]:
-    """Replay `trajectories` online (see module docstring); results in input order."""
+           params: Mapping[str, Any] | None = None, in_flight: int = 64) -> list[OnlineResult]:
+    """Replay `trajectories` online (see module docstring); results in input order.
+
+    `method`, `params`: what each request names (`request_args`; `rule_args` of a `Method`)."""
     tables = Tables.from_format(fmt)
     native = fmt.family.native_thinking
     stream = engine.stream(sampling)
@@ -112,8 +115,8 @@ def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Traje
         n = len(t.L) - 1
         lengths = list(t.L[:n])
         force_max = len(tables.forced(None))
-        args = request_args(method, theta, family, signal=signal, boundary=boundary,
-                            lengths=lengths if method != "cap" else None, window=window)
+        args = request_args(method, theta, family, params=params, boundary=boundary,
+                            lengths=lengths if method != CAP else None)
         stops = fmt.answer_stop_ids if native else fmt.think_stop_ids
         reqs.append(GenRequest(t.prompt, 1, int(t.seed_think), thinking_limit + force_max + answer_limit,
                                stops, extra_args=args, cut=cut))
@@ -124,7 +127,7 @@ def replay(engine: Engine, sampling: Any, fmt: Any, trajectories: Sequence[Traje
         out = c.token_ids
         n = len(t.L) - 1
         prompt_last = int(t.prompt[-1]) if t.prompt else -1
-        L = _stop_in(out, t.L[:n], tables, prompt_last) if method != "cap" else \
+        L = _stop_in(out, t.L[:n], tables, prompt_last) if method != CAP else \
             _stop_in(out, range(min(len(out), thinking_limit) + 1), tables, prompt_last)
         if L is not None:
             force = tables.forced(int(out[L - 1]) if L else prompt_last)
@@ -192,6 +195,23 @@ def boundary_signals(engine: Engine, fmt: Any, trajectories: Sequence[Trajectory
     cuts = np.cumsum([0] + sizes)
     return ([ma[cuts[i]:cuts[i + 1]] for i in range(len(sizes))],
             [mb[cuts[i]:cuts[i + 1]] for i in range(len(sizes))])
+
+
+def _context_check(engine: Engine, fmt: Any, trajs: Sequence[Trajectory], ms: Any, rows: Sequence[int],
+                   theta: float, offline_signal: str | None) -> tuple[np.ndarray, np.ndarray, dict | None]:
+    """(margin shifts online - probe context, the offline walk's stops on the online-context margin,
+    the recorded ``margin_own`` against a fresh read in that context or None)."""
+    m_on, m_off = boundary_signals(engine, fmt, trajs)
+    shifts = np.concatenate([a - b for a, b in zip(m_on, m_off)]) if m_on else np.zeros(0)
+    ko = np.array([first_at_or_below(m, theta) for m in m_on], dtype=np.int64)
+    reread = None
+    if offline_signal == "margin_own" and "margin_own" in ms.signals:
+        rec_own = np.asarray(ms.signals["margin_own"])
+        diffs = [np.abs(rec_own[int(r), :len(m)] - m) for r, m in zip(rows, m_on)]
+        d = np.concatenate(diffs) if diffs else np.zeros(0)
+        reread = {"boundaries": int(d.size), "max_abs": float(d.max()) if d.size else None,
+                  "equal": int((d == 0).sum())}
+    return shifts, ko, reread
 
 
 def first_at_or_below(margins: np.ndarray, theta: float) -> int:
@@ -414,25 +434,18 @@ def check_replayable(directory, ms: Any) -> None:
                                  + ("is synthetic" if ms.synthetic else "has no probe provenance"))
 
 
-def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, method: str,
+def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, method: Any,
                 theta: float, engine: Engine | None = None, grader: str = "auto",
-                shift: bool = True, seed: int = SEED, signal: str = "margin",
-                offline_signal: str | None = None, replicates: int = REPLICATES,
-                server: Mapping[str, Any] | None = None, window: int | None = None) -> dict[str, Any]:
+                shift: bool = True, seed: int = SEED, offline_signal: str | None = None,
+                replicates: int = REPLICATES, server: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Replay `rows` of the stored set in `directory` online and certify them against `offline_k`.
 
-    `method`: the controller's rule (``thinkbrake``; ``cap`` with `theta` a
-    token cap; ``deepconf`` with `theta` the absolute threshold and `window`
-    its group confidence's window). `engine`: an open engine with the controller loaded
-    (default: the set's recorded engine, started here and closed after).
-    `signal`: what the processor computes online (in the model's own
-    context); `offline_signal`: the recorded column `offline_k` was walked
-    on (recorded in the certificate: ``margin_own`` is the same quantity in
-    the same context as the online ``margin``, ``margin`` the probe's), and,
-    for ``margin_own``, the recorded values are checked against the
-    engine's fresh reading in that context (`own_context_reread`).
-    `server`: a served engine's address and key variable, from the user
-    (`engine_config_of`; never the set's).
+    `method`: the fitted `Method` the offline walk ran; the processor gets its online parameters
+    for the set's model at `theta` (`set_rule_args`). `engine`: an open engine with the
+    controller loaded (default: the set's recorded one, started here and closed after).
+    `offline_signal`: the recorded column `offline_k` was walked on. A method whose device form
+    thresholds the margin is also checked on both contexts' margins (`shift`, `_context_check`).
+    `server`: a served engine's address and key variable, from the user (`engine_config_of`).
     """
     from otbench.probe.config import Sampling
     from otbench.probe.engines import open_engine
@@ -446,6 +459,9 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     probe = prov.get("probe", {})
     rule = prov.get("boundary_rule", "vocab")
     sampling = Sampling(**prov["sampling"])
+    ask = set_rule_args(method, ms, theta)
+    online_signal = method.device_signal() or ", ".join(method.signals)
+    offline_signal = offline_signal or ", ".join(method.signals)
     own = engine is None
     config = engine_config_of(prov, [PROCESSOR], server=server) if own else None  # refuse first
     trajs = set_trajectories(directory, ms, rows)
@@ -454,20 +470,12 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     try:
         tok = engine.tokenizer()
         fmt = compile_format(fam, tok, build_vocabulary(tok, engine.vocab_size()), boundary_rule=rule)
-        online = replay(engine, sampling, fmt, trajs, method=method, theta=theta, family=fam.name,
-                        boundary=rule, signal=signal, thinking_limit=int(probe.get("thinking_limit", fam.limits.thinking)),
-                        answer_limit=int(probe.get("answer_limit", fam.limits.answer)), window=window)
+        online = replay(engine, sampling, fmt, trajs, **ask, theta=theta, family=fam.name, boundary=rule,
+                        thinking_limit=int(probe.get("thinking_limit", fam.limits.thinking)),
+                        answer_limit=int(probe.get("answer_limit", fam.limits.answer)))
         shifts = ko = reread = None
-        if shift and method == "thinkbrake" and signal == "margin":
-            m_on, m_off = boundary_signals(engine, fmt, trajs)
-            shifts = np.concatenate([a - b for a, b in zip(m_on, m_off)]) if m_on else np.zeros(0)
-            ko = np.array([first_at_or_below(m, theta) for m in m_on], dtype=np.int64)
-            if offline_signal == "margin_own" and "margin_own" in ms.signals:
-                rec_own = np.asarray(ms.signals["margin_own"])
-                diffs = [np.abs(rec_own[int(r), :len(m)] - m) for r, m in zip(rows, m_on)]
-                d = np.concatenate(diffs) if diffs else np.zeros(0)
-                reread = {"boundaries": int(d.size), "max_abs": float(d.max()) if d.size else None,
-                          "equal": int((d == 0).sum())}
+        if shift and method.device_signal() == "margin":
+            shifts, ko, reread = _context_check(engine, fmt, trajs, ms, rows, theta, offline_signal)
         texts = tok.batch_decode([list(r.answer_ids) for r in online], skip_special_tokens=True)
     finally:
         if own:
@@ -478,10 +486,10 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     acc_off = np.asarray(ms.C, dtype=np.float64)[np.asarray(rows), k_off] / P
     cert = compare(trajs, online, k_off, acc_off, correct, probes=P, design=design_of(ms, rows),
                    shift=shifts, online_signal_k=ko, seed=seed, replicates=replicates)
-    if window is not None:
-        cert["window"] = int(window)
-    cert.update(method=method, theta=float(theta), grader=name, online=True, online_signal=signal,
-                offline_signal=offline_signal or signal,
+    if ask["params"]:
+        cert["controller"] = {"method": ask["method"], **ask["params"]}
+    cert.update(method=method.name, theta=float(theta), grader=name, online=True, online_signal=online_signal,
+                offline_signal=offline_signal,
                 sampling=sampling.as_dict(), engine=engine.info() if not own else {"kind": "recorded"})
     if reread is not None:
         cert["own_context_reread"] = reread

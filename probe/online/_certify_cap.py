@@ -225,10 +225,10 @@ def _paired(ms: Any, rows: Sequence[int], trajs: Sequence[Any], got: Sequence[Ca
 def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int], *, theta: float,
                        engine: Any = None, grader: str = "auto", start: str | None = None,
                        end: str | None = None, seed: int = SEED, replicates: int = REPLICATES,
-                       in_flight: int = 64, server: Mapping[str, Any] | None = None,
+                       in_flight: int = 64, server: Mapping[str, Any] | None = None, offline: str = "",
                        frontier: Callable[[float], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Regenerate `rows` of the stored set under the engine's cap of `theta` thinking tokens and
-    certify it (module docstring). `offline_k`: the fixed-budget stops at θ (`budget-forcing`).
+    certify it (module docstring). `offline_k`: the fixed-budget stops at θ, `offline` their method.
     `frontier(beta)`: the oracle FB frontier of `rows` at relative budget `beta` (``{"beta",
     "accuracy", ...}``; the analysis computes it, the probe stage imports no frontier code);
     None: not placed.
@@ -299,7 +299,7 @@ def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Seque
         "closed": len(cut), "cut_at_theta": sum(p["engine_cut"] == theta for p in cut),
         "close_as_otbench": sum("close_ids" not in p["kinds"] for p in cut),
         "kinds": counts, "kind_meanings": dict(KINDS), "per_trajectory": per,
-        "offline": "budget-forcing at θ: each trajectory's latest step end with L(k) <= θ",
+        "offline": f"{offline or 'the fixed budget'} at θ: each trajectory's latest step end with L(k) <= θ",
         "grader": grader_name, "sampling": sampling.as_dict(), "thinking_limit": thinking_limit,
         "engine": info if not own else {"kind": "recorded", **info},
         "interval": {"draw": "OTBench's two-stage paired bootstrap (questions within each group, then "

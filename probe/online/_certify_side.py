@@ -73,6 +73,7 @@ def side_jobs(directory, ms: Any, rows: Sequence[int], questions: Mapping, *, st
               ) -> tuple[list[Trajectory], list[SideJob], list[Any]]:
     """The stored trajectories `rows` as controller jobs (seeds, positions, probe seeds, task)."""
     from otbench.analysis.measurement import load_table
+    from otbench.analysis.methods import OWN_SIDE_SIGNALS
     from otbench.probe.config import derive_seed
 
     trajs = set_trajectories(directory, ms, rows)
@@ -87,7 +88,7 @@ def side_jobs(directory, ms: Any, rows: Sequence[int], questions: Mapping, *, st
         if q is None:
             raise OnlineControlError(f"{directory}: question {g}/{t.question} is not in the set's data sources")
         seeds = {p: tuple(derive_seed(tab["model"][i], tab["dataset"][i], t.question, t.trajectory, p, k)
-                          for k in range(len(t.L))) for p in ("probe", "dynasor", "deer")}
+                          for k in range(len(t.L))) for p in ("probe", *OWN_SIDE_SIGNALS)}
         jobs.append(SideJob(prompt=t.prompt, seed_think=t.seed_think, seed_answer=t.seed_answer,
                             probe_seeds=seeds.pop("probe"), lengths=t.L,
                             thinking=t.thinking if stored else None, finished=bool(tab["finished"][i]),
@@ -216,7 +217,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     `server`: a served engine's address from the user, `engine_config_of`).
     """
     from otbench.analysis.measurement import FIELD_SIGNALS
-    from otbench.analysis.methods import OWN_SIDE_SIGNALS
+    from otbench.analysis.methods import METHODS, OWN_SIDE_SIGNALS
     from otbench.probe.engines import open_engine
     from otbench.probe.tokens import build_vocabulary, compile_format
 
@@ -231,7 +232,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
         # probe stage's to record, with the seeds a certificate replays.
         probes = [p for p in rule.probe_kinds if p != "stp"]
         twin = (f", or certify {rule.name}-stp (its rule on otbench's STP answer probe)"
-                if rule.name in ("dynasor-cot", "deer") else "")
+                if f"{rule.name}-stp" in METHODS else "")
         raise OnlineControlError(
             f"{directory}: {rule.name} reads its own probe, which this set does not record "
             f"(signals {', '.join(s for s in own_signals if s not in ms.signals)}); probe with "

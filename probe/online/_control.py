@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from otbench.analysis.methods import CONFIDENCE_SIGNAL
+
 from ._spec import ControlSpec
 
 
@@ -116,16 +118,18 @@ class RequestControl:
         self.natural_end: int | None = None
         self.broken: str | None = None
         self.done = False
-        # DeepConf (`spec.reads_confidence`): each step's token confidence, by the output index of
-        # the token that step samples (a dropped sample's value is overwritten by the step that
-        # samples the same index again), folded into the running group confidence as the output
-        # grows -- the processor's deque and running sum (`otbench.probe.grading.GroupConfidence`)
+        # A method reading the group confidence (`ExitRule.window`): each step's token confidence,
+        # by the output index of the token that step samples (a dropped sample's value is
+        # overwritten by the step that samples the same index again), folded into the running
+        # group confidence as the output grows -- the processor's deque and running sum
+        # (`otbench.probe.grading.GroupConfidence`)
         self._group = None
         self._conf: dict[int, float] = {}
-        if getattr(spec, "reads_confidence", False):
+        window = getattr(rule, "window", None)
+        if window is not None:
             from otbench.probe.grading import GroupConfidence
 
-            self._group = GroupConfidence(spec.window)
+            self._group = GroupConfidence(window)
 
     # -- reading the output -----------------------------------------------------------
     def _length(self) -> int:
@@ -181,7 +185,7 @@ class RequestControl:
 
     def wants_confidence(self) -> int | None:
         """The output index whose token this step samples, when the processor must read its
-        confidence (a DeepConf control still thinking), else None."""
+        confidence (a control reading the group confidence, still thinking), else None."""
         if self._group is None or self.done or self._forcing:
             return None
         # the whole list: under asynchronous scheduling a placeholder (-1) holds the index of the
@@ -193,8 +197,8 @@ class RequestControl:
         self._conf[int(index)] = float(confidence)
 
     def confidence_signals(self) -> dict[str, float]:
-        """The DeepConf signal at the current length: `min_conf` of the tokens consumed so far."""
-        return {"deepconf_min_conf": self._group.min_conf()}
+        """The group-confidence signal at the current length: `min_conf` of the tokens consumed so far."""
+        return {CONFIDENCE_SIGNAL: self._group.min_conf()}
 
     # -- one sampling step ------------------------------------------------------------
     def step(self) -> tuple[str, int]:
@@ -237,7 +241,7 @@ class RequestControl:
         """Apply the rule at `length` with this step's `signals`; the id to force, or None."""
         hist = {k: self.history.get(k, []) + [float(v)] for k, v in signals.items()}
         lengths = self.decided_lengths + [length]
-        stop = bool(self.rule.online_stop(hist, lengths, self.spec.theta))
+        stop = bool(self.rule.stop(hist, lengths, self.spec.theta))
         if stop:
             return self._start(length, signals)
         self._pending = (length, dict(signals), False)

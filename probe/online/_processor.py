@@ -1,4 +1,4 @@
-"""The vLLM logits processors that run an OTBench exit rule while a request generates.
+"""The vLLM logits processors that run an OTBench exit method while a request generates.
 
 Loaded through vLLM's public extension points only: ``LLM(...,
 logits_processors=[ExitProcessor])`` in process, or a server started with
@@ -32,7 +32,8 @@ import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from ._control import RequestControl, Tables
-from ._spec import OnlineControlError, check_engine, load_rule, parse_args
+from ._exit_rule import load_rule
+from ._spec import OnlineControlError, check_engine, parse_args
 
 # Under vLLM's own logger, so a server prints these lines with its log (level VLLM_LOGGING_LEVEL).
 log = logging.getLogger("vllm.otbench_online")
@@ -120,7 +121,7 @@ class _ExitCore:
         """One sampling step of `ctl`: the id to force on its row, or None; `signals()` reads the row."""
         kind, value = ctl.step()
         if kind == "decide":
-            if getattr(ctl, "_group", None) is not None:       # DeepConf: the control's own window
+            if getattr(ctl, "_group", None) is not None:       # group confidence: the control's own window
                 return ctl.decide(value, ctl.confidence_signals())
             return ctl.decide(value, signals())
         if kind == "force":
@@ -229,7 +230,8 @@ class ExitProcessorV1(_ExitCore, LogitsProcessor):
 
 
     def _observe(self, logits: torch.Tensor) -> None:
-        """Each DeepConf control still thinking gets its row's token confidence (one batched read)."""
+        """Each control reading the group confidence, still thinking, gets its row's token confidence
+        (one batched read)."""
         want = [(index, ctl, at) for index, ctl in self._req.items() if index < logits.shape[0]
                 for at in [getattr(ctl, "wants_confidence", lambda: None)()] if at is not None]
         if not want:

@@ -53,9 +53,9 @@ the host from ``seq_lens_upper_bound_np`` and ``prefill_len``; the device's
 second read; (log p(signal), max log p(other)); the device's forced ids).
 The decision and the forced write run on the device; the copy is read at
 the next step, whose wait covers the previous step's sampler only, and
-replayed there through each row's `RequestControl`. Plug-in rules and a
-request resumed with output the host has not read are decided on the host
-at once (one blocking read, as before).
+replayed there through each row's `RequestControl`. A method without a
+device-side form (`Method.device_signal`) and a request resumed with output
+the host has not read are decided on the host at once (one blocking read).
 """
 
 import logging
@@ -190,12 +190,13 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
             req = self._request(sampling_params)
             if req is None:
                 return False
-            if req[0].reads_confidence:
-                # DeepConf reads every step's logits on the host (its running window); this runner
-                # decides on the device from rows it copies back at decision points only. Refused
-                # here (the request ends at once), as the frontend cannot know the runner.
-                raise OnlineControlError("otbench_method 'deepconf' runs under vLLM's V1 model runner "
-                                         "only (start the engine with VLLM_USE_V2_MODEL_RUNNER=0)")
+            if req[2] is not None and req[2].window is not None:
+                # A group confidence reads every step's logits on the host (its running window);
+                # this runner decides on the device from rows it copies back at decision points
+                # only. Refused here (the request ends at once), as the frontend cannot know the runner.
+                raise OnlineControlError(f"method {req[2].name!r} reads every step's token confidence "
+                                         f"and runs under vLLM's V1 model runner only (start the "
+                                         f"engine with VLLM_USE_V2_MODEL_RUNNER=0)")
             st = _Slot(req, pen=_penalties(sampling_params))
         except Exception as e:  # noqa: BLE001 -- never take the engine down for one request
             log.error("otbench online: request refused: %s", e)
@@ -258,9 +259,9 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
             ints[:6, j] = code, ask, block, hforce, n_out, 0
             ints[6, j] = -1
             if st.req is not None:
-                spec, tables, _ = st.req
+                spec, tables, rule = st.req
                 ints[5, j] = self._dtabs.index(tables)
-                ints[6, j] = -1 if spec.is_cap else _SIGNAL[spec.signal]
+                ints[6, j] = -1 if spec.is_cap else _SIGNAL.get(rule.device_signal, 0)  # none: SYNC, unread
                 # `Tables.forced` after a last token without / with a line feed at its end
                 # (empty: `RequestControl._start` forces the EOS id, or 0).
                 fill = (tables.eos_id if tables.eos_id is not None else 0,)

@@ -3,6 +3,8 @@
 import dataclasses
 from collections.abc import Mapping
 
+from otbench.analysis.methods import OWN_SIDE_SIGNALS
+
 
 @dataclasses.dataclass(frozen=True)
 class SideJob:
@@ -20,7 +22,7 @@ class SideJob:
       finished: with `thinking`: the stored trajectory ended by itself.
       task, n_options: how answers are extracted (`otbench.probe.grading.answer_key`).
       cap: an FB method's thinking-token cap for this trajectory (None: `FieldRule.cap`).
-      field_seeds: per field probe ("dynasor", "deer"), its seed at each position `k` (the
+      field_seeds: per field probe (`OWN_SIDE_SIGNALS`' keys), its seed at each position `k` (the
         probe stage's ``derive_seed(..., probe, k)``); None: `chunk_seed` of the answer seed.
     """
 
@@ -101,5 +103,5 @@ def field_seed(job: SideJob, probe: str, k: int) -> int:
     seeds = (job.field_seeds or {}).get(probe)
     if seeds is not None and k < len(seeds):
         return int(seeds[k])
-    base = chunk_seed(job.seed_answer, (1 << 40) * (1 + ("dynasor", "deer").index(probe)))
+    base = chunk_seed(job.seed_answer, (1 << 40) * (1 + tuple(OWN_SIDE_SIGNALS).index(probe)))
     return chunk_seed(base, k + 1)

@@ -34,13 +34,15 @@ from otbench.probe.grading import DYNASOR_WINDOW_BITS, deer_trial, dynasor_probe
 
 from ._spec import OnlineControlError
 
-PROBES = ("stp", "dynasor", "deer")
-TAGS = {"stp": "p", "dynasor": "d", "deer": "e"}
+# The field probes are named once, by the analysis's table of their signals (a probe may share
+# its method's name, and names of methods live in `otbench.analysis.methods` alone).
+PROBES = ("stp", *OWN_SIDE_SIGNALS)
+TAGS = dict(zip(PROBES, "pde"))
 """The request tag's kind of each probe (``(key, kind, k)``)."""
 KINDS = {v: k for k, v in TAGS.items()}
-ARRIVED = {"stp": ("answer", "answer_tokens"), "dynasor": ("dynasor_window", "dynasor_tokens"),
-           "deer": ("deer_conf", "deer_tokens")}
-"""The signals whose presence at `k` says that probe's reading at `k` is complete."""
+ARRIVED = {"stp": ("answer", "answer_tokens"), **{p: (sig[0], sig[-1]) for p, sig in OWN_SIDE_SIGNALS.items()}}
+"""The signals whose presence at `k` says that probe's reading at `k` is complete (an own probe's
+first signal -- its window or confidence -- and its tokens)."""
 SIGNALS_OF = {"stp": STP_SIDE_SIGNALS, **OWN_SIDE_SIGNALS}
 
 

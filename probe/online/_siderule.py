@@ -9,13 +9,13 @@ and the decision itself -- the method's own ``stop(view, theta)`` on an
 No method is known here by name.
 """
 
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from otbench.analysis.methods import METHODS, SIDE_SIGNALS, MethodError, OnlineView, UnitTable, resolve
+from otbench.analysis.methods import METHODS, SIDE_SIGNALS, MethodError, resolve
 
+from ._exit_rule import ask_stop, one_unit, trajectory_view
 from ._sideprobes import probes_of
 from ._spec import OnlineControlError
 
@@ -30,16 +30,6 @@ FIELD_NAMES = SIDE_SIGNALS
 def side_methods() -> tuple[str, ...]:
     """The registered methods that run under this controller (``online = "side"``)."""
     return tuple(n for n in METHODS if resolve(n).online == "side")
-
-
-@functools.lru_cache(maxsize=None)
-def _one_unit(task: str) -> UnitTable:
-    """The decision unit a live trajectory has when its question is not given: nothing but its task
-    (read-only, so one table per task serves every decision)."""
-    idx = np.zeros(1, dtype=np.int64)
-    idx.setflags(write=False)
-    return UnitTable(model=("",), group=("",), dataset=(task,), question_id=("",), text=(None,),
-                     model_index=idx, group_index=idx, models=("",), groups=("",))
 
 
 class FieldRule:
@@ -131,7 +121,7 @@ class FieldRule:
         if job.cap is not None:
             return float(job.cap)
         if job.task not in self._caps:
-            out = np.asarray(self.m.call("budget(units, theta)", self.m.decide, _one_unit(job.task),
+            out = np.asarray(self.m.call("budget(units, theta)", self.m.decide, one_unit(job.task),
                                          self.theta), dtype=np.float64).reshape(-1)
             if out.shape != (1,) or not out[0] >= 0:
                 raise OnlineControlError(f"method {self.name!r}: budget(units, theta) must give one "
@@ -157,25 +147,6 @@ class FieldRule:
                 for name in SIDE_SIGNALS}
         toks = np.array([[int(x) for x in lengths[:k + 1]] + [-1] * (k + 1 - len(lengths[:k + 1]))],
                         dtype=np.float64)
-
-        def read(name: str, rows: np.ndarray, at: int, history: bool) -> np.ndarray:
-            if name != "" and name not in hist:
-                raise MethodError(f"no signal {name!r} online (side requests compute: "
-                                  f"{', '.join(SIDE_SIGNALS)})")
-            src = toks if name == "" else hist[name]
-            out = np.array(src[:, :at + 1] if history else src[:, at], copy=True)
-            out.setflags(write=False)
-            return out
-
-        L_k = int(lengths[k]) if k < len(lengths) else -1
-        view = OnlineView(int(k), np.array([row], dtype=np.int64), np.zeros(1, dtype=np.int64),
-                          _one_unit(job.task if job is not None else "math"),
-                          np.array([L_k], dtype=np.int64), SIDE_SIGNALS, read)
-        try:
-            d = np.asarray(self.m.call("stop(view, theta)", self.m.decide, view, self.theta))
-        except MethodError as e:
-            raise OnlineControlError(str(e)) from None
-        if d.shape != (1,) or d.dtype != np.bool_:
-            raise OnlineControlError(f"method {self.name!r}: stop(view, theta) must return one "
-                                     f"boolean per active trajectory, got {d!r}")
-        return bool(d[0])
+        view = trajectory_view(int(k), row, job.task if job is not None else "math", hist, toks,
+                               SIDE_SIGNALS, "side requests compute")
+        return ask_stop(self.m, view, self.theta)

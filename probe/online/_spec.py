@@ -1,44 +1,45 @@
-"""What a request asks of the online controller, and the decision rules it can run (no torch, no vLLM).
+"""What a request asks of the online controller (no torch, no vLLM, no JAX).
 
 A request opts in through its per-request extension arguments
 (`GenRequest.extra_args` -> vLLM's `SamplingParams.extra_args`; over an
 OpenAI-compatible server, the request body's `vllm_xargs`), flat keys so
 they travel through either path unchanged:
 
-* ``otbench_method``: ``"thinkbrake"`` (DEE: stop at the first boundary
-  whose recorded-style signal is ``<= θ``, docs/rules.md), ``"cap"`` (an FB
-  method's per-request cap: θ is the cap in thinking tokens; a DR route is
-  a cap of 0 or no control at all), or ``"module:object"`` naming a
-  plug-in rule the server operator allowed (`PLUGINS_ENV`);
+* ``otbench_method``: a DEE method that runs in the logits processor
+  (``online = "processor"``), by its registered name
+  (`otbench.analysis.methods.METHODS`) or as ``"module:object"``, a plug-in
+  the server's operator allowed (`PLUGINS_ENV`); or `CAP`, the controller's
+  own per-request cap for an FB method (θ is the cap in thinking tokens; a
+  DR route is a cap of 0 or no control at all);
 * ``otbench_theta``: the method's θ;
+* ``otbench_params``: the method's online parameters
+  (`Method.online_parameters`, e.g. a threshold fitted offline), a JSON
+  object as a string (a server's ``vllm_xargs`` carries no nested objects);
+  the processor rebuilds the method from them (`_exit_rule.load_rule`);
 * ``otbench_family``: the model family (``artifacts/families``), which
   fixes the signal token and the thinking end the controller forces;
-* ``otbench_signal``: for thinkbrake, the signal (``margin`` by default,
-  ``logp_end``, ``logp_other``; docs/rules.md and the probe's `SIGNALS`);
 * ``otbench_boundary``: ``"vocab"`` or ``"vocab+span"`` (the model entry's
   boundary rule, `SPAN_RULES`);
 * ``otbench_lengths``: optional; decide only at these thinking lengths
   (certification replays a stored trajectory's step ends `L(0..n-1)`),
-  instead of at every block end as it is written;
-* ``otbench_window``: for ``"deepconf"`` (DEE: DeepConf's group confidence,
-  `otbench.probe.grading._deepconf`; θ is the absolute threshold), the
-  window of its group confidence in tokens.
+  instead of at every block end as it is written.
 
 Everything here is plain Python so a client, the tests and the processor
 share one parser.
 """
 
 import dataclasses
+import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from otbench.errors import OtbenchError
-from otbench.registry import Registry, RegistryError
 
 PREFIX = "otbench_"
-KEYS = ("method", "theta", "family", "signal", "boundary", "lengths", "window")
+KEYS = ("method", "theta", "family", "params", "boundary", "lengths")
+CAP = "cap"
+"""The controller's own rule (not a `Method`): force the thinking end at θ thinking tokens."""
 SIGNAL_NAMES = ("logp_end", "logp_other", "margin")
 """Signals the processor computes from the logits it sees, as the probe records them:
 `margin = logp_other - logp_end` (docs/rules.md). The processor sees the model's own context
@@ -46,17 +47,12 @@ SIGNAL_NAMES = ("logp_end", "logp_other", "margin")
 the probe's ``margin`` is read after the boundary token is replaced (docs/rules.md), a context
 the processor never sees. Certify an offline walk on ``margin_own`` against it."""
 PLUGINS_ENV = "OTBENCH_ONLINE_PLUGINS"
-"""Comma-separated ``module:object`` rules a server may load when a request names them
+"""Comma-separated ``module:object`` methods a server may load when a request names them
 (a request never makes the server import a module its operator did not list)."""
 
 
 class OnlineControlError(OtbenchError, ValueError):
     """A request or engine setting the online controller cannot honour (one line)."""
-
-
-RULES = Registry("rule", {})
-"""The processor's plug-in rules: none registered; a request's ``module:object`` resolves only
-when the server's operator listed it (`PLUGINS_ENV`, passed as the registry's allow-list)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,43 +62,64 @@ class ControlSpec:
     method: str
     theta: float
     family: str
-    signal: str = "margin"
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     boundary: str = "vocab"
     lengths: tuple[int, ...] | None = None
-    window: int | None = None
 
     @property
     def is_cap(self) -> bool:
-        return self.method == "cap"
-
-    @property
-    def reads_confidence(self) -> bool:
-        """Whether the processor feeds this request's control each step's token confidence."""
-        return self.method == "deepconf"
+        return self.method == CAP
 
     def as_args(self) -> dict[str, Any]:
         """The flat extension arguments that parse back to this spec."""
         out: dict[str, Any] = {PREFIX + "method": self.method, PREFIX + "theta": float(self.theta),
-                               PREFIX + "family": self.family, PREFIX + "signal": self.signal,
-                               PREFIX + "boundary": self.boundary}
+                               PREFIX + "family": self.family, PREFIX + "boundary": self.boundary}
+        if self.params:
+            out[PREFIX + "params"] = json.dumps(dict(self.params), sort_keys=True, allow_nan=False)
         if self.lengths is not None:
             out[PREFIX + "lengths"] = [int(x) for x in self.lengths]
-        if self.window is not None:
-            out[PREFIX + "window"] = int(self.window)
         return out
 
 
-def request_args(method: str, theta: float, family: str, *, signal: str = "margin",
+def request_args(method: str, theta: float, family: str, *, params: Mapping[str, Any] | None = None,
                  boundary: str = "vocab", lengths: Sequence[int] | None = None,
-                 window: int | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Extension arguments asking for online control (checked here, as the server will)."""
-    spec = ControlSpec(method, float(theta), family, signal, boundary,
-                       None if lengths is None else tuple(int(x) for x in lengths),
-                       None if window is None else int(window))
+                 extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Extension arguments asking for online control (checked here, as the server will).
+
+    `method`: a processor method's registered name or ``module:object``, or `CAP`; `params`:
+    its online parameters (`_exit_rule.rule_args` gives both for a resolved `Method`).
+    """
+    spec = ControlSpec(method, float(theta), family, dict(params or {}), boundary,
+                       None if lengths is None else tuple(int(x) for x in lengths))
     args = dict(extra or {})
     args.update(spec.as_args())
     parse_args(args)
     return args
+
+
+def _params(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        out = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        out = None
+    if not isinstance(out, dict):
+        raise OnlineControlError(f"{PREFIX}params must be a JSON object as a string, got {raw!r}")
+    return out
+
+
+def _method(method: Any) -> str:
+    """The request's method reference, checked for form only (the processor resolves it)."""
+    from otbench.analysis.methods import METHODS
+
+    if not isinstance(method, str) or not method:
+        raise OnlineControlError(f"{PREFIX}method must be a non-empty string, got {method!r}")
+    if method != CAP and method not in METHODS and ":" not in method:
+        raise OnlineControlError(f"{PREFIX}method must be a registered method that runs in the logits "
+                                 f"processor, 'module:object' or {CAP!r}, got {method!r} "
+                                 f"(`otbench bench list` names them)")
+    return method
 
 
 def parse_args(args: Mapping[str, Any] | None) -> ControlSpec | None:
@@ -120,24 +137,19 @@ def parse_args(args: Mapping[str, Any] | None) -> ControlSpec | None:
     if extra:
         raise OnlineControlError(f"unknown online-control argument {extra[0]!r} "
                                  f"(known: {', '.join(PREFIX + k for k in KEYS)})")
-    method = args[PREFIX + "method"]
-    if not isinstance(method, str) or not method:
-        raise OnlineControlError(f"{PREFIX}method must be a non-empty string, got {method!r}")
-    if method not in BUILT_IN_RULES and ":" not in method:
-        raise OnlineControlError(f"{PREFIX}method must be 'thinkbrake', 'cap', 'deepconf' or "
-                                 f"'module:object', got {method!r}")
+    method = _method(args[PREFIX + "method"])
     theta = args.get(PREFIX + "theta")
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or math.isnan(float(theta)):
         raise OnlineControlError(f"{PREFIX}theta must be a number, got {theta!r}")
     theta = float(theta)
-    if method == "cap" and not theta >= 0:
-        raise OnlineControlError(f"{PREFIX}theta of method 'cap' is a token cap >= 0, got {theta}")
+    if method == CAP and not theta >= 0:
+        raise OnlineControlError(f"{PREFIX}theta of method {CAP!r} is a token cap >= 0, got {theta}")
     family = args.get(PREFIX + "family")
     if not isinstance(family, str) or not family:
         raise OnlineControlError(f"{PREFIX}family must name a model family, got {family!r}")
-    signal = args.get(PREFIX + "signal", "margin")
-    if signal not in SIGNAL_NAMES:
-        raise OnlineControlError(f"{PREFIX}signal must be one of {', '.join(SIGNAL_NAMES)}, got {signal!r}")
+    params = _params(args.get(PREFIX + "params"))
+    if method == CAP and params:
+        raise OnlineControlError(f"{PREFIX}params apply to a method, not to {CAP!r}")
     boundary = args.get(PREFIX + "boundary", "vocab")
     if boundary not in ("vocab", "vocab+span"):
         raise OnlineControlError(f"{PREFIX}boundary must be 'vocab' or 'vocab+span', got {boundary!r}")
@@ -147,89 +159,7 @@ def parse_args(args: Mapping[str, Any] | None) -> ControlSpec | None:
                 isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in lengths):
             raise OnlineControlError(f"{PREFIX}lengths must be a list of thinking lengths >= 0")
         lengths = tuple(sorted(set(int(x) for x in lengths)))
-    window = args.get(PREFIX + "window")
-    if method == "deepconf":
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise OnlineControlError(f"{PREFIX}window of method 'deepconf' is its group confidence's "
-                                     f"window in tokens, an integer >= 1, got {window!r}")
-    elif window is not None:
-        raise OnlineControlError(f"{PREFIX}window applies only to method 'deepconf'")
-    return ControlSpec(method, theta, family, signal, boundary, lengths, window)
-
-
-# -- decision rules ------------------------------------------------------------------
-
-class ThinkBrakeRule:
-    """ThinkBrake (docs/rules.md): stop at the first decided boundary whose signal is `<= θ`.
-
-    The same comparison as `otbench.analysis.bench.ThinkBrake.stop`, on the
-    signal the processor reads at this boundary.
-    """
-
-    def __init__(self, signal: str = "margin"):
-        self.signals = (signal,)
-        self._signal = signal
-
-    def online_stop(self, history: Mapping[str, Sequence[float]], lengths: Sequence[int],
-                    theta: float) -> bool:
-        return bool(history[self._signal][-1] <= theta)
-
-
-class DeepConfRule:
-    """DeepConf at a decided boundary (`otbench.analysis.measurement.deepconf_stop`, the rule
-    `deepconf-exit` walks offline): the window is full and the lowest group confidence of the
-    thinking so far (``deepconf_min_conf``, the control's own running window) is below `θ`."""
-
-    signals = ("deepconf_min_conf",)
-
-    def __init__(self, window: int):
-        self.window = int(window)
-
-    def online_stop(self, history: Mapping[str, Sequence[float]], lengths: Sequence[int],
-                    theta: float) -> bool:
-        from otbench.analysis.measurement import deepconf_stop
-
-        low = history["deepconf_min_conf"][-1]
-        return bool(deepconf_stop([low], [lengths[-1]], theta, self.window)[0])
-
-
-BUILT_IN_RULES = ("thinkbrake", "cap", "deepconf")
-
-
-def load_rule(spec: ControlSpec, allowed: str | None = None) -> Any:
-    """The decision rule a DEE request names (a plug-in only when the operator listed it).
-
-    A plug-in is any object with ``online_stop(history, lengths, theta) ->
-    bool`` (``history``: signal name -> values at the decided boundaries so
-    far, this one last; ``lengths``: the thinking lengths there) and
-    optionally ``signals`` (a subset of `SIGNAL_NAMES`); a class is
-    instantiated without arguments.
-    """
-    if spec.method == "thinkbrake":
-        return ThinkBrakeRule(spec.signal)
-    if spec.method == "deepconf":
-        return DeepConfRule(spec.window)
-    listed = tuple(s.strip() for s in (os.environ.get(PLUGINS_ENV, "") if allowed is None else allowed)
-                   .split(",") if s.strip())
-    if spec.method not in listed:
-        raise OnlineControlError(f"rule {spec.method!r} is not allowed on this server "
-                                 f"(the operator lists plug-in rules in {PLUGINS_ENV})")
-    if spec.method.partition(":")[0].endswith(".py"):
-        raise OnlineControlError(f"rule {spec.method!r}: a server loads rules from installed "
-                                 f"modules only (module:object), not from files")
-    try:
-        obj = RULES.resolve(spec.method, allowed=listed)
-    except RegistryError as e:
-        raise OnlineControlError(f"rule {spec.method!r} cannot be loaded ({e})") from None
-    if isinstance(obj, type):
-        obj = obj()
-    if not callable(getattr(obj, "online_stop", None)):
-        raise OnlineControlError(f"rule {spec.method!r} has no online_stop(history, lengths, theta)")
-    bad = [s for s in getattr(obj, "signals", SIGNAL_NAMES) if s not in SIGNAL_NAMES]
-    if bad:
-        raise OnlineControlError(f"rule {spec.method!r} needs signal {bad[0]!r}, which the logits "
-                                 f"processor cannot compute (it has {', '.join(SIGNAL_NAMES)})")
-    return obj
+    return ControlSpec(method, theta, family, params, boundary, lengths)
 
 
 def check_engine(settings: Mapping[str, Any]) -> None:

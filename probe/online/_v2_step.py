@@ -14,12 +14,13 @@ this step's sampler runs on the same stream):
 * ``FREE``: the control runs free. The device decides exactly when the synchronous machine
   would: no natural end in the last token (`Tables.think_stop_ids`), and the host's ask
   (``otbench_lengths`` membership, or the cap reached) or, at block ends, length 0 or
-  `Tables.ends_block` of the last two tokens. A ThinkBrake stop compares the recorded-style
-  signal with θ in float64 (``other - end <= theta`` for the margin), as `ThinkBrakeRule` does
-  on the host; a stop forces the first id of `Tables.forced` of the last token.
+  `Tables.ends_block` of the last two tokens. A method with a device-side form
+  (`Method.device_signal`: its stop is ``signal <= θ``) compares the recorded-style signal with θ
+  in float64 (``other - end <= theta`` for the margin), the comparison its own ``stop`` makes on
+  the host; a stop forces the first id of `Tables.forced` of the last token.
 * ``FORCE``: the host knows the id (the forced thinking end runs on, or a refused request's EOS).
-* ``NONE``: nothing. ``SYNC``: a plug-in rule, or a request resumed with output the host has not
-  read: this row's step is replayed at once after the copy (blocking, as before).
+* ``NONE``: nothing. ``SYNC``: a method without a device-side form, or a request resumed with
+  output the host has not read: this row's step is replayed at once after the copy (blocking).
 
 The copy (tokens, totals, signals, the device's action) is issued without blocking into pinned
 memory with an event; the next step's `apply` waits for that event -- the previous step's sampler,
@@ -35,8 +36,6 @@ import logging
 import numpy as np
 import torch
 
-from ._spec import ThinkBrakeRule
-
 log = logging.getLogger("vllm.otbench_online")
 
 NONE, FREE, FORCE, SYNC = 0, 1, 2, 3
@@ -50,7 +49,7 @@ def plan(st, n: int, refused_type) -> tuple[int, int, int, int]:
         eos = ctl._eos
         return (FORCE, 0, 0, int(eos)) if eos is not None and n == 0 else (NONE, 0, 0, -1)
     spec, _, rule = st.req
-    if ctl is None and n > 0 or (not spec.is_cap and not isinstance(rule, ThinkBrakeRule)):
+    if ctl is None and n > 0 or (not spec.is_cap and rule.device_signal is None):
         return (SYNC, 0, 0, -1)
     if ctl is not None:
         if ctl.done:

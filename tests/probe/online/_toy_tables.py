@@ -25,10 +25,25 @@ def toy_tables(span: bool, separator=(SEP,)) -> Tables:
 
 
 class SecondDecision:
-    """A plug-in rule with memory (stop at the second decision whose margin is <= θ): the V2
-    processor runs such rules on the host, synchronously."""
+    """A processor method with memory (stop at the second decision whose margin is <= θ) and no
+    device-side form: the V2 processor runs it on the host, synchronously."""
 
+    strategy = "dee"
+    online = "processor"
     signals = ("margin",)
 
-    def online_stop(self, history, lengths, theta):
-        return sum(1 for m in history["margin"] if m <= theta) >= 2
+    def stop(self, view, theta):
+        return (view.history("margin") <= theta).sum(axis=1) >= 2
+
+
+class ConfidenceAndMargin:
+    """A processor method reading the group confidence and the margin, which no one control reads
+    together: refused when the request is set up."""
+
+    strategy = "dee"
+    online = "processor"
+    signals = ("deepconf_min_conf", "margin")
+    window = 4
+
+    def stop(self, view, theta):
+        return view.signal("margin") <= theta

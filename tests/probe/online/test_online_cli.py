@@ -59,25 +59,29 @@ def test_deepconf_exit_runs_in_the_processor_and_needs_a_probe_run(tmp_path):
 
 
 def test_deepconf_threshold_is_fit_on_train_for_one_model():
+    # The CLI fits the method once (OTBench's offline walk) and passes the fitted `Method` to the
+    # controller, which sends its online parameters for the set's one model.
     import numpy as np
 
-    from otbench.analysis.bench import assign_splits, resolve
+    from otbench.analysis.bench import assign_splits, resolve, stop_positions
     from otbench.analysis.measurement import simulate
-    from otbench.cli._online import _deepconf_threshold
     from otbench.probe.online import OnlineControlError
+    from otbench.probe.online import set_rule_args
 
     ms = assign_splits(simulate("tiny", 0, peer_signals=True))
     one = ms.take(np.flatnonzero(np.asarray(ms.cell_model)[ms.cell] == 0))
-    m = resolve("deepconf-exit")
-    thr, window = _deepconf_threshold(one, m, 90.0)
+    _, _, m = stop_positions(one, resolve("deepconf-exit"), 90.0)
+    args = set_rule_args(m, one, 90.0)
     train = one.take(np.flatnonzero(one.split == 0))
     last = train.signals["deepconf_min_conf"][np.arange(train.num_trajectories), train.n]
-    assert window == 2048 and thr == float(np.percentile(last, 10.0))
+    assert args == {"method": "deepconf-exit",
+                    "params": {"threshold": float(np.percentile(last, 10.0)), "window": 2048}}
     if len(ms.models) > 1:
         import pytest
 
+        _, _, m2 = stop_positions(ms, resolve("deepconf-exit"), 90.0)
         with pytest.raises(OnlineControlError, match="online certify replays one model's set"):
-            _deepconf_threshold(ms, resolve("deepconf-exit"), 90.0)
+            set_rule_args(m2, ms, 90.0)
 
 
 def test_engine_budget_is_certified_not_run_and_its_strings_are_its_own(tmp_path):

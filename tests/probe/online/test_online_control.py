@@ -11,7 +11,6 @@ from otbench.probe.online import (
     ControlSpec,
     OnlineControlError,
     RequestControl,
-    ThinkBrakeRule,
     check_engine,
     load_rule,
     parse_args,
@@ -36,9 +35,9 @@ def _reference(script, margins, theta, tables, lengths=None):
 
 def _simulate(script, margins, theta, tables, lengths=None, drops=()):
     """Drive a control as vLLM would: step, then append the sampled (or forced) token."""
-    spec = ControlSpec("thinkbrake", theta, "f", "margin", "vocab", None if lengths is None else tuple(lengths))
+    spec = ControlSpec("thinkbrake", theta, "f", {}, "vocab", None if lengths is None else tuple(lengths))
     out: list[int] = []
-    ctl = RequestControl(spec, tables, ThinkBrakeRule(), [1], out)
+    ctl = RequestControl(spec, tables, load_rule(spec), [1], out)
     drops = list(drops)
     src = iter(script)
     while len(out) < len(script) + 4:
@@ -96,7 +95,8 @@ def test_forced_end_follows_the_separator_rule():
 def test_diverged_forcing_is_reported():
     t = toy_tables(False)
     out: list[int] = []
-    ctl = RequestControl(ControlSpec("thinkbrake", 5.0, "f"), t, ThinkBrakeRule(), [1], out)
+    spec = ControlSpec("thinkbrake", 5.0, "f")
+    ctl = RequestControl(spec, t, load_rule(spec), [1], out)
     kind, L = ctl.step()
     assert (kind, L) == ("decide", 0)
     assert ctl.decide(0, {"margin": 0.0}) == SEP
@@ -117,7 +117,10 @@ def test_cap_forces_at_the_cap():
 def test_request_args_round_trip_and_refusals():
     a = request_args("thinkbrake", 1.5, "qwen3-thinking", lengths=[3, 0, 3])
     s = parse_args(a)
-    assert s == ControlSpec("thinkbrake", 1.5, "qwen3-thinking", "margin", "vocab", (0, 3))
+    assert s == ControlSpec("thinkbrake", 1.5, "qwen3-thinking", {}, "vocab", (0, 3))
+    p = request_args("deepconf-exit", 90.0, "f", params={"window": 8, "threshold": 0.1})
+    assert p["otbench_params"] == '{"threshold": 0.1, "window": 8}'       # a string: vllm_xargs
+    assert parse_args(p).params == {"threshold": 0.1, "window": 8}
     assert parse_args({"other": 1}) is None and parse_args(None) is None
     for bad in ({"otbench_theta": 1}, {"otbench_method": "x", "otbench_theta": 1, "otbench_family": "f"},
                 {"otbench_method": "thinkbrake", "otbench_theta": "1", "otbench_family": "f"},
@@ -125,7 +128,14 @@ def test_request_args_round_trip_and_refusals():
                 {"otbench_method": "cap", "otbench_theta": -1, "otbench_family": "f"},
                 {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f",
                  "otbench_lengths": [1, -1]},
-                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f", "otbench_x": 1}):
+                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f", "otbench_x": 1},
+                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f",
+                 "otbench_params": {"signal": "margin"}},            # an object, not its JSON
+                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f",
+                 "otbench_params": "[1]"},
+                {"otbench_method": "cap", "otbench_theta": 1, "otbench_family": "f",
+                 "otbench_params": '{"a": 1}'},
+                {"otbench_method": "deepconf", "otbench_theta": 1, "otbench_family": "f"}):  # no aliases
         with pytest.raises(OnlineControlError) as e:
             parse_args(bad)
         assert "\n" not in str(e.value)
@@ -135,8 +145,59 @@ def test_plugins_need_the_operators_list():
     spec = ControlSpec("os.path:join", 0.0, "f")
     with pytest.raises(OnlineControlError, match="not allowed"):
         load_rule(spec, allowed="")
-    with pytest.raises(OnlineControlError, match="no online_stop"):
+    with pytest.raises(OnlineControlError, match="cannot run in the logits processor"):
         load_rule(spec, allowed="os.path:join")
+    with pytest.raises(OnlineControlError, match="installed modules only"):
+        load_rule(ControlSpec("x.py:M", 0.0, "f"), allowed="x.py:M")
+
+
+def test_only_processor_methods_run_in_the_processor():
+    # a side-request method and an FB method are registered, but not processor methods
+    for name in ("dynasor-cot", "budget-forcing"):
+        with pytest.raises(OnlineControlError, match="does not run in the logits processor") as e:
+            load_rule(ControlSpec(name, 1.0, "f"))
+        assert "\n" not in str(e.value)
+    with pytest.raises(OnlineControlError, match="reads the group confidence alone"):
+        load_rule(ControlSpec("_toy_tables:ConfidenceAndMargin", 0.0, "f"),
+                  allowed="_toy_tables:ConfidenceAndMargin")
+    with pytest.raises(OnlineControlError, match="no from_online"):
+        load_rule(ControlSpec("_toy_tables:SecondDecision", 0.0, "f", {"x": 1}),
+                  allowed="_toy_tables:SecondDecision")
+
+
+def test_a_processor_method_decides_by_its_own_stop():
+    """The rule is the method's `stop(view, theta)` on the request's decided boundaries: here
+    `SecondDecision`, which reads the whole margin history."""
+    rule = load_rule(ControlSpec("_toy_tables:SecondDecision", 0.0, "f"), allowed="_toy_tables:SecondDecision")
+    assert (rule.name, rule.window, rule.device_signal) == ("SecondDecision", None, None)
+    assert rule.stop({"margin": [-1.0]}, [0], 0.0) is False
+    assert rule.stop({"margin": [-1.0, 2.0]}, [0, 4], 0.0) is False
+    assert rule.stop({"margin": [-1.0, 2.0, 0.0]}, [0, 4, 9], 0.0) is True
+    tb = load_rule(ControlSpec("thinkbrake", 0.5, "f", {"signal": "margin_own"}))
+    assert tb.device_signal == "margin"           # the processor's margin is the recorded margin_own
+    assert tb.stop({"margin": [0.5], "logp_end": [0.0], "logp_other": [0.5]}, [0], 0.5) is True
+    assert tb.stop({"margin": [0.6], "logp_end": [0.0], "logp_other": [0.6]}, [0], 0.5) is False
+
+
+def test_deepconf_exit_crosses_as_its_fitted_threshold_and_window():
+    from otbench.analysis.bench import assign_splits
+    from otbench.analysis.measurement import deepconf_stop, simulate
+    from otbench.analysis.methods import resolve
+    from otbench.probe.online import rule_args
+
+    ms = assign_splits(simulate("tiny", 0, peer_signals=True))
+    m = resolve("deepconf-exit")
+    m.prepare(ms, [90.0], None, None, 1)
+    model = ms.models[0]
+    args = rule_args(m, model, 90.0)
+    thr = m.impl.threshold(model, 90.0)
+    assert args == {"method": "deepconf-exit", "params": {"threshold": thr, "window": m.impl.window}}
+    rule = load_rule(ControlSpec(args["method"], 90.0, "f", args["params"]))
+    assert rule.window == m.impl.window and rule.device_signal is None
+    for low, L in [(thr - 1.0, 4096), (thr - 1.0, 16), (thr + 1.0, 4096)]:
+        want = bool(deepconf_stop([low], [L], thr, m.impl.window)[0])
+        assert rule.stop({"deepconf_min_conf": [low]}, [L], 90.0) is want
+    assert any(rule.stop({"deepconf_min_conf": [x]}, [4096], 90.0) for x in (thr - 1.0,))
 
 
 def test_speculative_decoding_is_refused_in_one_line():

@@ -12,6 +12,7 @@ context the model wrote (`Engine.signals`), compared with θ as
 import numpy as np
 import pytest
 from _models import embedded_smollm2
+from _toy_method import first_drop, toy  # noqa: F401  (the fixture: one file, one registry line)
 
 from otbench.probe.config import Sampling, load_family
 from otbench.probe.engines import EngineConfig, GenRequest, open_engine
@@ -47,7 +48,8 @@ def _points(tables: Tables, ids) -> list[int]:
 
 
 def _controlled(engine, fmt, entry, prompt, theta, method="thinkbrake", lengths=None, signal="margin"):
-    args = request_args(method, theta, entry.family, boundary=entry.boundary, lengths=lengths, signal=signal)
+    args = request_args(method, theta, entry.family, boundary=entry.boundary, lengths=lengths,
+                        params=None if method == "cap" else {"signal": signal})
     return engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
                            GREEDY)[0][0].token_ids
 
@@ -87,6 +89,34 @@ def test_stops_exactly_at_the_first_boundary_under_theta(setup):
         assert out[:len(force)] == force
 
 
+def test_a_one_file_method_runs_in_the_engine(setup, toy):
+    """A method added as one file and one registry line (`_toy_method`: stop where the margin
+    falls by more than θ since the last decision) runs in the real engine's processor by its name,
+    and stops where its rule says on the margins the engine reads in the same context."""
+    engine, fmt, entry, prompt, plain = setup
+    tables = Tables.from_format(fmt)
+    points = [L for L in _points(tables, plain) if L < len(plain)]
+    sig = engine.signals([list(prompt) + list(plain[:L]) for L in points], fmt.signal_id)
+    m = np.array([s.logp_other - s.logp_end for s in sig])
+    d = m[:-1] - m[1:]                                   # the fall into decision j + 1
+    assert len(points) >= 3, f"the reference generation has too few boundaries: {points}"
+    # the first decision j >= 2 whose fall clears every earlier one (the method reads its history),
+    # else j = 1; θ midway (robust to the last bits batching may change)
+    j = next((i + 1 for i in range(1, len(d)) if d[i] > d[:i].max() + 2e-3), 1)
+    theta = float((d[j - 1] + (d[:j - 1].max() if j > 1 else d[0] - 1.0)) / 2)
+    assert first_drop(m, theta) == j
+    args = request_args(toy, theta, entry.family, boundary=entry.boundary, lengths=points)
+    out = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
+                          GREEDY)[0][0].token_ids
+    L = points[j]
+    force = tables.forced(int(plain[L - 1]))
+    assert out[:L] == tuple(plain[:L]) and out[L:L + len(force)] == force, (L, out[L:L + len(force)])
+    # θ above every fall: never stops
+    args = request_args(toy, float(d.max()) + 5.0, entry.family, boundary=entry.boundary, lengths=points)
+    assert engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
+                           GREEDY)[0][0].token_ids == tuple(plain)
+
+
 def test_theta_above_the_first_margin_stops_before_thinking(setup):
     engine, fmt, entry, prompt, plain = setup
     tables = Tables.from_format(fmt)
@@ -119,8 +149,15 @@ def test_uncontrolled_neighbours_are_untouched(setup):
     assert b != tuple(plain)
 
 
+def _deepconf(threshold, window, entry, points):
+    # θ (its percentile) travels as it is; the decision reads the threshold fitted from it
+    return request_args("deepconf-exit", 90.0, entry.family, boundary=entry.boundary, lengths=points,
+                        params={"threshold": threshold, "window": window})
+
+
 def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup):
-    """``otbench_method = "deepconf"`` (issue 42): the processor reads each step's token confidence from
+    """``otbench_method = "deepconf-exit"`` (issues 42, 57: its fitted threshold and window as its online
+    parameters, ``otbench_params``): the processor reads each step's token confidence from
     its row (minus the mean of the 20 largest log-probabilities) and keeps DeepConf's running window;
     it stops at the first decision length `L >= window` whose lowest group confidence is below θ. The
     reference: the plain greedy generation's own top-20 means (`GenRequest.top_logprobs`) folded by
@@ -148,8 +185,7 @@ def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup)
     prev = min(low[i] for i in range(j) if full[i])
     theta = float((low[j] + prev) / 2)
     # θ above everything: the first decided length whose window is full (none before it)
-    args = request_args("deepconf", 1e9, entry.family, boundary=entry.boundary, window=window,
-                        lengths=points)
+    args = _deepconf(1e9, window, entry, points)
     out = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
                           GREEDY)[0][0].token_ids
     L0 = next(L for L in points if L >= window)
@@ -158,8 +194,7 @@ def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup)
     want = [k for k in range(len(points)) if deepconf_stop(low[k:k + 1], np.array(points[k:k + 1]),
                                                           theta, window)[0]]
     assert want and want[0] == j
-    args = request_args("deepconf", theta, entry.family, boundary=entry.boundary, window=window,
-                        lengths=points)
+    args = _deepconf(theta, window, entry, points)
     out = engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
                           GREEDY)[0][0].token_ids
     L = points[j]
@@ -167,7 +202,6 @@ def test_deepconf_stops_at_the_first_boundary_whose_window_is_below_theta(setup)
     assert out[:L] == tuple(plain[:L]), "the controlled request diverged before its stop"
     assert out[L:L + len(force)] == force
     # θ below every value: never stops
-    args = request_args("deepconf", float(low.min()) - 5.0, entry.family, boundary=entry.boundary,
-                        window=window, lengths=points)
+    args = _deepconf(float(low.min()) - 5.0, window, entry, points)
     assert engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
                            GREEDY)[0][0].token_ids == tuple(plain)
