@@ -115,4 +115,5 @@ def panel_line(d: Mapping[str, Any]) -> str | None:
     """The figure panel's interval line: rank interval and gap behind the best (None: none)."""
     if not _block(d).get("intervals"):
         return None
-    return f"rank 95% {rank_text(d)}, behind {behind_text(d)} pp"
+    # Two short lines: one would overrun the panel's width into its neighbour's title.
+    return f"rank 95%: {rank_text(d)}\nbehind best: {behind_text(d)} pp"

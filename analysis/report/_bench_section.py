@@ -123,9 +123,10 @@ def otbench_section(ctx) -> Section:
                 f"its macro points (markers, averages of cells switching at different costs; "
                 f"hollow: dominated) lie on the frontier. Crosses: the oracle at each point's own "
                 f"per-cell costs, against which its gap is measured; from {_n(T)} trajectories."
-                + (" A panel's last title line: its 95% rank interval within the strategy and "
-                   "its gap area behind the strategy's best method with the paired 95% interval "
-                   "(pp), as in the table." if any(panel_line(d) for d in bench) else "")
+                + (" Below each panel's gap and realized share: its 95% rank interval within "
+                   "the strategy and its gap area behind the strategy's best method with the "
+                   "paired 95% interval (pp), as in the table." if any(panel_line(d) for d in bench)
+                   else "")
                 + "".join(f" Warning: {w}." for w in warnings_of(bench)),
         trajectories=T))
     ranked = _ranked(bench)

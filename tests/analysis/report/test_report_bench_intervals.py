@@ -74,7 +74,7 @@ def test_the_small_split_warning_travels_into_html_latex_and_csv(compared):
     page = index.read_text()
     figure = next(f for f in page.split("<figure")[1:] if "one panel each in the" in f)
     assert f"Warning: {warning}." in figure.split("</figure>")[0]          # the OTBench figure
-    assert "A panel&#x27;s last title line: its 95% rank interval" in figure
+    assert "Below each panel&#x27;s gap and realized share: its 95% rank interval" in figure
     assert page.count(f"Warning: {warning}.") == 2                   # and Table 19's caption
     tex = (out / "tables" / "table19_otbench.tex").read_text()
     assert "Warning: the test split is too small to rank methods" in tex
