@@ -66,7 +66,7 @@ def test_greedy_requests_of_n_samples_are_sent_as_n_seeded_single_samples():
     greedy = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
     st = _vllm.VLLMStream.__new__(_vllm.VLLMStream)
     st._e, st._sampling, st._final = e, greedy, vllm.sampling_params.RequestOutputKind.FINAL_ONLY
-    st._core, st._ids, st._live, st._parts = e._llm.llm_engine, 0, {}, {}
+    st._core, st._ids, st._live, st._parts, st._rids = e._llm.llm_engine, 0, {}, {}, {}
     st.submit("t", GenRequest((1, 2, 3), 3, 50, 8, (9,)))
     params = [p for _, _, p in e._llm.llm_engine.added]
     assert [(p.n, p.seed, p.temperature) for p in params] == [(1, 50, 0.0), (1, 51, 0.0), (1, 52, 0.0)]
