@@ -30,7 +30,8 @@ the loop's phase (first admission to the last unit committed) is F. Both
 are durations, each on one clock. R = generated tokens per second of the
 loop / of the plain `generate` call.
 
-Last line: `probe_throughput: busy F, ratio R vs plain generate (median of 3)`. Goal: F >= 0.95, R >= 0.9.
+Last line: `probe_throughput: busy F, ratio R vs plain generate (median of 3); mean batch B vs B0` (B, B0:
+the running sequences per busy step of the loop and of plain generate). Goal: F >= 0.95, R >= 0.9.
 """
 
 import argparse
@@ -155,7 +156,7 @@ def main(argv=None) -> int:
                     jr.close()
             busy, q, h, n_steps, running = steps.busy(first)
             gen = stats.think.generated + stats.probe.generated + stats.signal.generated
-            loop.append((busy / wall, gen / wall))
+            loop.append((busy / wall, gen / wall, running))
             sent.on = False
             print(f"[{rep + 1}] probe loop: {len(units)} units, {len(sent.requests)} engine requests, {gen} tokens "
                   f"in {wall:.1f} s = {gen / wall:.0f} tok/s; engine busy {busy:.1f} s = {busy / wall:.3f} of "
@@ -172,16 +173,18 @@ def main(argv=None) -> int:
             wall = time.perf_counter() - t
             gen = sum(len(c.token_ids) for o in outs for c in o.outputs)
             busy, q, h, n_steps, running = steps.busy(first)
-            plain.append(gen / wall)
+            plain.append((gen / wall, running))
             print(f"[{rep + 1}] plain generate of the same {len(prompts)} requests: {gen} tokens in {wall:.1f} s "
                   f"= {gen / wall:.0f} tok/s; engine busy {busy / wall:.3f}, {n_steps} steps, {running:.1f} running; "
                   f"prefix cache "
                   f"{100 * h / max(q, 1):.1f} %", flush=True)
     finally:
         ex.close()
-    F = statistics.median(b for b, _ in loop)
-    R = statistics.median(r for _, r in loop) / statistics.median(plain)
-    print(f"probe_throughput: busy {F:.3f}, ratio {R:.3f} vs plain generate (median of {args.repeats})")
+    F = statistics.median(b for b, _, _ in loop)
+    R = statistics.median(r for _, r, _ in loop) / statistics.median(r for r, _ in plain)
+    batch_loop, batch_plain = statistics.median(b for _, _, b in loop), statistics.median(b for _, b in plain)
+    print(f"probe_throughput: busy {F:.3f}, ratio {R:.3f} vs plain generate (median of {args.repeats}); "
+          f"mean batch {batch_loop:.1f} vs {batch_plain:.1f}")
     return 0
 
 
