@@ -85,9 +85,12 @@ def test_workload_and_device_time_match_a_hand_computation():
     # the cache holds (100 GB * 0.9 - 1 GB) / 1 kB tokens: far more than 4 sequences need
     assert t.batch_for(arch, w.shape) == 4
     # 89e6 tokens in 16-token blocks; a group over 1,000 shared tokens: 62 whole blocks once, 16 answers
-    # of 8 + 64 / 2 + 32 (growth) tokens (5 blocks each), 2 signals of 8 + 1 (1 block each): 144 blocks
+    # of 8 + 64 / 2 + 1 (the next token) tokens (3 blocks each), 2 signals of 8 + 1 (1 block each): 112
+    from otbench.probe.stp._kv import GROWTH_TOKENS
+
     big = Throughput(dev, max_num_seqs=10 ** 9, reserve=0.0)
-    assert big.batch_for(arch, (100.0, 900.0, 64.0, 16)) == pytest.approx(89e6 / 16 / 144 * 16)
+    assert GROWTH_TOKENS == 1
+    assert big.batch_for(arch, (100.0, 900.0, 64.0, 16)) == pytest.approx(89e6 / 16 / 112 * 16)
 
 
 def test_prior_plan_adds_up_and_names_its_sources(tmp_path: Path):
@@ -335,6 +338,6 @@ def test_the_cpu_device_holds_its_kv_cache_in_the_jobs_cpu_cache(tmp_path: Path)
     t = Throughput(DEVICES["cpu"], max_num_seqs=10 ** 9, kv_cache_bytes=2 * (1 << 30))
     arch = ARCHITECTURES["qwen3-4b-thinking-2507"]
     # 128-token blocks (vLLM's CPU default): 1,000 shared tokens are 7 whole blocks and 104 more; each of
-    # 4 answers holds 104 + 100 / 2 + 32 tokens (2 blocks), each signal 105 (1 block): 17 blocks a group
+    # 4 answers holds 104 + 100 / 2 + 1 tokens (2 blocks), each signal 105 (1 block): 17 blocks a group
     blocks = 2 * (1 << 30) / arch.kv_bytes / 128
     assert t.batch_for(arch, (1000.0, 0.0, 100.0, 4)) == pytest.approx(blocks / 17 * 4)

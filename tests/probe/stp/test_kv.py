@@ -60,7 +60,9 @@ def test_fits_removes_and_lets_a_run_move():
     assert led.held(0) == 0 and led.fits(0, 10 ** 6)
     # a sequence is charged what it can have decoded by now: its context, then one token a step
     led.add("t", "t", 20, 20, 1, 1000, 0)
-    assert [led.held(s) for s in (0, 12, 13)] == [blocks(20 + GROWTH_TOKENS, 16), 4, 5]
+    assert [led.held(s) for s in (0, 27, 28)] == [blocks(20 + GROWTH_TOKENS, 16)] + [
+        blocks(20 + s + GROWTH_TOKENS, 16) for s in (27, 28)]
+    assert led.held(28 - GROWTH_TOKENS + 1) > led.held(28 - GROWTH_TOKENS)      # a block boundary crossed
 
 
 @pytest.mark.parametrize("block,prompt,prefix,answer,P", [(16, 300, 2000, 90, 16), (128, 60, 700, 40, 4),
@@ -87,9 +89,11 @@ def test_a_finished_sample_frees_its_blocks_while_its_siblings_decode():
     (vLLM frees them at once); the request's shared whole blocks stay while any sample runs."""
     live = {"p": 16}
     led = KVLedger(10 ** 6, 16, live=live.get)
-    led.add("p", "g", 64, 70, 16, 100, 0)          # 4 shared blocks; each sample blocks(70 + 32) - 4 = 3
-    assert led.held(0) == 4 + 16 * 3
+    led.add("p", "g", 64, 70, 16, 100, 0)          # 4 shared blocks; each sample its partial block and more
+    per = lambda step: blocks(70 + step + GROWTH_TOKENS, 16) - 4  # noqa: E731
+    assert led.held(0) == 4 + 16 * per(0)
     live["p"] = 5
-    assert led.held(1) == 4 + 5 * blocks(70 + 33, 16) - 5 * 4
+    assert led.held(1) == 4 + 5 * per(1)
     live["p"] = None                                # the stream no longer knows it: all counted again
-    assert led.held(2) == 4 + 16 * (blocks(70 + 34, 16) - 4)
+    assert led.held(2) == 4 + 16 * per(2)
+    assert per(0) >= 1
