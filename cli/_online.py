@@ -97,7 +97,7 @@ the engine's rule, scored against the fixed-budget point of budget forcing at th
 
 
 def _engine_cap(set_dir: Path, ms, theta: float, grader: str, trajectories, json_path, start, end,
-                server: dict) -> None:
+                server: dict, runner: str | None = None) -> None:
     from otbench.analysis.methods import BudgetForcing
     from otbench.probe.online import cap_line, certify_engine_cap, check_replayable
 
@@ -106,8 +106,9 @@ def _engine_cap(set_dir: Path, ms, theta: float, grader: str, trajectories, json
     if trajectories is not None:
         rows, k = rows[:trajectories], k[:trajectories]
     cert = certify_engine_cap(set_dir, ms, rows, k, theta=theta, grader=grader, start=start, end=end,
-                              server=server, frontier=_fb_frontier(ms, rows), offline=fixed.name)
-    path = write_result({"schema": "otbench.online-certify-cap/1", **cert}, set_dir, "online_certify.json",
+                              server=server, frontier=_fb_frontier(ms, rows), offline=fixed.name,
+                              runner=runner)
+    path = write_result({"schema": "otbench.online-certify-cap/2", **cert}, set_dir, "online_certify.json",
                         json_path)
     click.echo(f"wrote {path}")
     click.echo(cap_line(cert))
@@ -169,13 +170,19 @@ def _check_result(set_dir: Path, name: str, json_path: Path | None) -> None:
                    "model's own context that the processor reads, when the set records it; margin: "
                    "the probe's, after the boundary token is replaced).")
 @click.option("--reasoning-start", default=None,
-              help="engine-budget: the cap's start string (default: the prompts' last token, which "
-                   "makes vLLM count the generated thinking exactly; docs/guides/online.md).")
+              help="engine-budget: the cap's start string (default: under Model Runner V1 the prompts' "
+                   "last token; under V2, which counts from the last occurrence anywhere, the family's "
+                   "reasoning start marker or the shortest prompt suffix absent from the thinking; "
+                   "docs/guides/online.md).")
+@click.option("--runner", "cap_runner", type=click.Choice(["v1", "v2"]), default=None,
+              help="engine-budget: the model runner of a served engine, which does not report it "
+                   "(a local vLLM engine reports its own).")
 @click.option("--reasoning-end", default=None,
               help="engine-budget: the cap's end string (default: the text of otbench's own close: "
                    "separator, thinking end, answer prefix).")
 def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories, json_path,
-                thinking: str, offline_signal, base_url, api_key_env, reasoning_start, reasoning_end) -> None:
+                thinking: str, offline_signal, base_url, api_key_env, reasoning_start, reasoning_end,
+                cap_runner) -> None:
     """Replay SET's test questions online with their stored seeds and compare with OTBench's point.
 
     Per test trajectory: the online stop position against the one OTBench's
@@ -198,12 +205,13 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
     with argument_errors():
         if method == ENGINE_BUDGET:
             _engine_cap(set_dir, ms, theta, grader, trajectories, json_path, reasoning_start, reasoning_end,
-                        {"base_url": base_url, "api_key_env": api_key_env})
+                        {"base_url": base_url, "api_key_env": api_key_env}, cap_runner)
             return
-        if reasoning_start is not None or reasoning_end is not None:
+        if reasoning_start is not None or reasoning_end is not None or cap_runner is not None:
             from otbench.probe.online import OnlineControlError
 
-            raise OnlineControlError(f"--reasoning-start/--reasoning-end apply to --method {ENGINE_BUDGET} only")
+            raise OnlineControlError(f"--reasoning-start/--reasoning-end/--runner apply to --method {ENGINE_BUDGET} "
+                                     "only")
         m = _rule(method)
         check_replayable(set_dir, ms)
         server = {"base_url": base_url, "api_key_env": api_key_env}

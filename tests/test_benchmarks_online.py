@@ -75,7 +75,7 @@ def test_engine_budget_is_certified_token_for_token_on_vllm_cpu(embedded_set, tm
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     cert = json.loads(out.read_text())
-    assert cert["schema"] == "otbench.online-certify-cap/1" and cert["trajectories"] >= 1
+    assert cert["schema"] == "otbench.online-certify-cap/2" and cert["trajectories"] >= 1
     assert len(cert["strings"]["start_ids"]) == 1 and cert["strings"]["reasoning_parser"] == ""
     # the default one-token start: vLLM's count is exact, every close at θ and id for id its end string
     assert cert["closed"] >= 1 and cert["cut_at_theta"] == cert["closed"]
@@ -86,6 +86,18 @@ def test_engine_budget_is_certified_token_for_token_on_vllm_cpu(embedded_set, tm
             # otbench's close is another tokenization (and drops the separator after a line end)
             assert ("close_ids" in p["kinds"]) == (p["engine_close"] != p["otbench_close"])
     assert cert["equal"] == sum(not p["kinds"] for p in cert["per_trajectory"])
+    # the CPU build runs Model Runner V1, and its restated rule (probe/online/_cap_count.py) predicts
+    # every faithful replay's cut from the stored tokens alone
+    assert cert["runner"]["runner"] == "v1" and cert["runner"]["speculative_tokens"] == 0
+    assert cert["runner"]["source"] == "the engine's configuration" and "temperature" in cert["runner"]
+    assert cert["strings"]["start_reason"] == "the prompts' last token"
+    assert set(cert["batch_invariance"]) == {"stored", "replay", "both"} and not cert["batch_invariance"]["both"]
+    for p in cert["per_trajectory"]:
+        assert "runner_cut" in p
+        if p["faithful"]:
+            assert "runner_rule_differs" not in p["kinds"] and p["runner_cut"] == p["engine_cut"], p
+        else:
+            assert "replay_diverged_batch_variant" in p["kinds"]
     assert 0.0 <= cert["fb_frontier"]["accuracy"] <= 1.0 and "online_acc" in cert
     assert "engine_cap: θ = 40 tokens: equal to the offline cut in" in r.stdout
 

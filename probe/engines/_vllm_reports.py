@@ -55,3 +55,14 @@ class VLLMReports:
             elif m.name == "vllm:num_preemptions":
                 pre += int(m.value)
         return {"queries": q, "hits": h, "preemptions": pre}
+
+    def model_runner(self) -> dict[str, Any]:
+        """The model runner the engine core runs and its speculative tokens per step.
+
+        vLLM 0.32 decides the runner from the same configuration in the front end and the core
+        (`config/vllm.py`, `VllmConfig.use_v2_model_runner`, a property of the environment, Triton and
+        the features asked for); the workers read it (`v1/worker/gpu_worker.py`, `cpu_worker.py`).
+        Drafts per step: `VllmConfig.num_speculative_tokens`."""
+        cfg = self._llm.llm_engine.vllm_config
+        return {"runner": "v2" if bool(cfg.use_v2_model_runner) else "v1",
+                "speculative_tokens": int(getattr(cfg, "num_speculative_tokens", 0) or 0)}

@@ -45,7 +45,9 @@ from ._certify import (
                        replay,
 )
 from ._certify_cap import KINDS as CAP_KINDS
-from ._certify_cap import CapOutcome, CapStrings, cap_line, cap_strings, certify_engine_cap, classify, read_capped
+from ._cap_count import CapPrediction, predict_cut, v2_forced
+from ._cap_strings import CapStrings, cap_strings, reasoning_marker
+from ._certify_cap import CapOutcome, cap_line, certify_engine_cap, classify, read_capped
 from ._certify_interval import Design, design_of, paired_point
 from ._certify_verdict import MIN_FAITHFUL_SHARE, MIN_QUESTIONS, disagreement_line
 from ._certify_side import (
@@ -75,7 +77,7 @@ PROCESSOR = "otbench.probe.online:ExitProcessor"
 """The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
 
 __all__ = ["CAP", "CAP_KINDS", "CapOutcome", "CapStrings", "cap_line", "cap_strings", "certify_engine_cap",
-           "classify", "read_capped",
+           "classify", "read_capped", "CapPrediction", "predict_cut", "v2_forced", "reasoning_marker",
            "MIN_FAITHFUL_SHARE", "MIN_QUESTIONS", "PLUGINS_ENV", "PROCESSOR",
            "SIGNAL_NAMES", "ControlSpec", "Design", "ExitProcessor", "ExitRule", "ExitProcessorV1", "ExitProcessorV2", "FieldRule",
            "OnlineControlError", "OnlineResult", "RequestControl", "SideController", "SideJob",

