@@ -4,6 +4,8 @@ from pathlib import Path
 
 import click
 
+from otbench.workflows import ENGINE_BUDGET
+
 from ._common import argument_errors, data_errors, load_set, result_path, write_result
 from ._numbers import Count, Real
 
@@ -11,121 +13,6 @@ from ._numbers import Count, Real
 @click.group("online")
 def online_group() -> None:
     """Online early exit in vLLM (the `otbench.probe.online` logits processor)."""
-
-
-def _offline(ms, method, theta: float, split: str):
-    """(the set with its splits, rows of `split`, OTBench's stops there, the fitted `Method`)."""
-    from otbench.analysis.bench import assign_splits, stop_positions
-
-    if ms.split is None or not (ms.split >= 0).any():
-        ms = assign_splits(ms)
-    rows, k, fitted = stop_positions(ms, method, theta, split=split)
-    return ms, rows, k, fitted
-
-
-def _offline_signal(ms, asked: str | None) -> str:
-    """The recorded signal the offline walk reads: `margin_own` (the online processor's context)
-    when the set records it, else the probe's `margin`; `asked` overrides."""
-    from otbench.probe.online import OnlineControlError
-
-    sig = asked or ("margin_own" if "margin_own" in ms.signals else "margin")
-    if sig not in ms.signals:
-        raise OnlineControlError(f"--offline-signal {sig}: the set records no such signal "
-                                 f"(it has {', '.join(sorted(ms.signals))})")
-    return sig
-
-
-def _rule(method: str | None):
-    """The resolved method (the registry's default online method without `--method`) and how it
-    runs online (`Method.online`: the logits processor or side requests); a method that does not
-    run online is refused in one line."""
-    from otbench.analysis.methods import DEFAULT_ONLINE, MethodError, resolve
-    from otbench.probe.online import OnlineControlError
-
-    spec = method or DEFAULT_ONLINE
-    try:
-        m = resolve(spec)
-    except MethodError as e:
-        raise OnlineControlError(f"--method {spec}: {e}") from None
-    if m.online is None:
-        raise OnlineControlError(f"--method {spec}: it does not run online (`otbench bench list` says "
-                                 "how each method runs: in the logits processor or with side requests)")
-    return m
-
-
-def _on_signal(m, ms, asked: str | None):
-    """`m` on the set's offline signal (`_offline_signal`) when it is a processor method reading the
-    margin and taking a ``signal`` option, else `m` as it is."""
-    from otbench.analysis.methods import MethodError, resolve
-    from otbench.probe.online import OnlineControlError
-
-    if m.online != "processor" or "margin" not in m.signals or not m.accepts("signal"):
-        return m
-    try:
-        return resolve(m.config_spec, signal=_offline_signal(ms, asked))
-    except MethodError as e:
-        raise OnlineControlError(f"--method {m.name}: {e}") from None
-
-
-def _field(set_dir: Path, ms, m, theta: float, split: str, grader: str, trajectories,
-           thinking: str, server: dict) -> dict:
-    from otbench.probe.online import certify_field
-
-    def offline(sub):
-        from otbench.analysis.bench import offline_point
-
-        return offline_point(sub, m, theta, split=split)
-
-    return certify_field(set_dir, ms, offline, method=m, theta=theta, grader=grader,
-                         trajectories=trajectories, thinking=thinking, server=server)
-
-
-def _processor(set_dir: Path, ms, m, theta: float, split: str, trajectories, **kw) -> dict:
-    """`m` run in the logits processor on `split`: the offline walk fits it and gives its stops, and
-    the fitted `Method` itself goes to the controller (`certify_set`)."""
-    from otbench.probe.online import certify_set
-
-    ms, rows, k, fitted = _offline(ms, m, theta, split)
-    if trajectories is not None:
-        rows, k = rows[:trajectories], k[:trajectories]
-    return certify_set(set_dir, ms, rows, k, method=fitted, theta=theta, **kw)
-
-
-ENGINE_BUDGET = "engine-budget"
-"""`online certify --method engine-budget`: the engine's own thinking cap (not a `Method`: it is
-the engine's rule, scored against the fixed-budget point of budget forcing at the same θ)."""
-
-
-def _engine_cap(set_dir: Path, ms, theta: float, grader: str, trajectories, json_path, start, end,
-                server: dict, runner: str | None = None) -> None:
-    from otbench.analysis.methods import BudgetForcing
-    from otbench.probe.online import cap_line, certify_engine_cap, check_replayable
-
-    check_replayable(set_dir, ms)
-    ms, rows, k, fixed = _offline(ms, BudgetForcing(), theta, "test")
-    if trajectories is not None:
-        rows, k = rows[:trajectories], k[:trajectories]
-    cert = certify_engine_cap(set_dir, ms, rows, k, theta=theta, grader=grader, start=start, end=end,
-                              server=server, frontier=_fb_frontier(ms, rows), offline=fixed.name,
-                              runner=runner)
-    path = write_result({"schema": "otbench.online-certify-cap/2", **cert}, set_dir, "online_certify.json",
-                        json_path)
-    click.echo(f"wrote {path}")
-    click.echo(cap_line(cert))
-
-
-def _fb_frontier(ms, rows):
-    """`beta -> {"beta", "accuracy", "grid"}`: the exact oracle FB frontier of `rows` (NumPy, no JAX;
-    docs/rules.md), its macro accuracy at the largest point of the 1,001-point grid `<= beta`."""
-    import numpy as np
-
-    from otbench.analysis.frontier import frontiers
-
-    def at(beta: float) -> dict:
-        fr = frontiers(ms.take(np.asarray(rows)), strategies="fb", grid=1001)
-        i = int(np.clip(np.floor(beta * 1000 + 1e-9), 0, 1000)) if np.isfinite(beta) else 0
-        return {"beta": i / 1000, "accuracy": float(fr.strategies["fb"].macro[i]), "grid": 1001}
-    return at
 
 
 def _common(f):
@@ -198,40 +85,25 @@ def certify_cmd(set_dir: Path, method: str, theta: float, grader: str, trajector
     every disagreement by kind, and its point against the fixed-budget
     point and the FB frontier.
     """
-    from otbench.probe.online import certificate_line, check_replayable, disagreement_line, net_line, signals_line
+    from otbench.probe.online import cap_line, certificate_line, disagreement_line, net_line, signals_line
+    from otbench.workflows import certify
 
     ms = load_set(str(set_dir))
     _check_result(set_dir, "online_certify.json", json_path)
     with argument_errors():
-        if method == ENGINE_BUDGET:
-            _engine_cap(set_dir, ms, theta, grader, trajectories, json_path, reasoning_start, reasoning_end,
-                        {"base_url": base_url, "api_key_env": api_key_env}, cap_runner)
-            return
-        if reasoning_start is not None or reasoning_end is not None or cap_runner is not None:
-            from otbench.probe.online import OnlineControlError
-
-            raise OnlineControlError(f"--reasoning-start/--reasoning-end/--runner apply to --method {ENGINE_BUDGET} "
-                                     "only")
-        m = _rule(method)
-        check_replayable(set_dir, ms)
-        server = {"base_url": base_url, "api_key_env": api_key_env}
-        if m.online == "side":
-            cert = _field(set_dir, ms, m, theta, "test", grader, trajectories, thinking, server)
-            path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
-                                json_path)
-            click.echo(f"wrote {path}")
-            click.echo(certificate_line(cert))
-            click.echo(disagreement_line(cert))
-            click.echo(net_line(cert))
-            click.echo(signals_line(cert))
-            return
-        cert = _processor(set_dir, ms, _on_signal(m, ms, offline_signal), theta, "test", trajectories,
-                          grader=grader, server=server)
-    path = write_result({"schema": "otbench.online-certify/2", **cert}, set_dir, "online_certify.json",
-                        json_path)
+        cert = certify(set_dir, ms, method, theta, grader=grader, trajectories=trajectories, thinking=thinking,
+                       offline_signal=offline_signal, server={"base_url": base_url, "api_key_env": api_key_env},
+                       reasoning_start=reasoning_start, reasoning_end=reasoning_end, runner=cap_runner)
+    path = write_result(cert, set_dir, "online_certify.json", json_path)
     click.echo(f"wrote {path}")
+    if method == ENGINE_BUDGET:
+        click.echo(cap_line(cert))
+        return
     click.echo(certificate_line(cert))
     click.echo(disagreement_line(cert))
+    if cert.get("controller") == "side requests":
+        click.echo(net_line(cert))
+        click.echo(signals_line(cert))
 
 
 @online_group.command("run")
@@ -244,30 +116,15 @@ def run_cmd(set_dir: Path, method: str, theta: float, grader: str, trajectories,
     One record per trajectory: thinking tokens, where the controller
     stopped, the answer's grade; marked online in its provenance.
     """
-    from otbench.probe.online import check_replayable
+    from otbench.workflows import run_online
 
     ms = load_set(str(set_dir))
     _check_result(set_dir, "online_run.json", json_path)
     with argument_errors():
-        if method == ENGINE_BUDGET:
-            from otbench.probe.online import OnlineControlError
-
-            raise OnlineControlError(f"--method {ENGINE_BUDGET}: the engine's own cap is certified, not "
-                                     f"run (otbench online certify SET --method {ENGINE_BUDGET} --theta T)")
-        m = _rule(method)
-        check_replayable(set_dir, ms)
-        server = {"base_url": base_url, "api_key_env": api_key_env}
-        if m.online == "side":
-            rec = _field(set_dir, ms, m, theta, split, grader, trajectories, thinking, server)
-        else:
-            rec = _processor(set_dir, ms, m, theta, split, trajectories, grader=grader, shift=False,
-                             server=server)
-    keep = ("method", "theta", "grader", "online", "sampling", "trajectories", "online_acc",
-            "online_rel_cost", "per_trajectory") + (("online_net_rel_cost", "side", "thinking", "controller")
-                                                    if m.online == "side" else ())
-    doc = {"schema": "otbench.online-run/1", "split": split, **{k2: rec[k2] for k2 in keep}}
+        doc = run_online(set_dir, ms, method, theta, split=split, grader=grader, trajectories=trajectories,
+                         thinking=thinking, server={"base_url": base_url, "api_key_env": api_key_env})
     path = write_result(doc, set_dir, "online_run.json", json_path)
     click.echo(f"wrote {path}")
-    net = f", net {100 * rec['online_net_rel_cost']:.1f}% with side requests" if "side" in rec else ""
-    click.echo(f"online run: {rec['trajectories']} trajectories, accuracy {100 * rec['online_acc']:.1f}%, "
-               f"relative cost {100 * rec['online_rel_cost']:.1f}%{net}")
+    net = f", net {100 * doc['online_net_rel_cost']:.1f}% with side requests" if "side" in doc else ""
+    click.echo(f"online run: {doc['trajectories']} trajectories, accuracy {100 * doc['online_acc']:.1f}%, "
+               f"relative cost {100 * doc['online_rel_cost']:.1f}%{net}")

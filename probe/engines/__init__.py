@@ -21,5 +21,14 @@ from ._interface import (
                          open_engine,
 )
 
+
+
+def detect_device() -> str:
+    """The device vLLM will run on, by its own platform detection (`_vllm.detect_device`; imports vLLM)."""
+    from ._vllm import detect_device as detect
+
+    return detect()
+
+
 __all__ = ["ENGINES", "BatchStream", "Completion", "Engine", "EngineBase", "EngineConfig", "EngineStartError",
-           "GenRequest", "Signal", "SignalRequest", "Stream", "StreamBase", "engine_class", "open_engine"]
+           "GenRequest", "Signal", "SignalRequest", "Stream", "StreamBase", "detect_device", "engine_class", "open_engine"]

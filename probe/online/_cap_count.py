@@ -43,6 +43,8 @@ a new section after an end (lines 258-272).
 from collections.abc import Sequence
 import dataclasses
 
+from otbench.errors import ArgumentError
+
 RUNNERS = ("v1", "v2")
 
 
@@ -121,7 +123,7 @@ def predict_cut(prompt: Sequence[int], thinking: Sequence[int], budget: int, *, 
     engine's reply would run to its token limit). V1: the measured rule of the module docstring.
     """
     if runner not in RUNNERS:
-        raise ValueError(f"runner is one of {RUNNERS}, got {runner!r}")
+        raise ArgumentError(f"runner is one of {RUNNERS}, got {runner!r}")
     prompt, thinking = [int(x) for x in prompt], [int(x) for x in thinking]
     if runner == "v1":
         s = last_index(prompt, start)

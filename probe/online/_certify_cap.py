@@ -64,7 +64,8 @@ from otbench.probe.engines import GenRequest
 
 from ._cap_count import RUNNERS, first_index, predict_cut
 from ._cap_strings import CapStrings, cap_strings, reasoning_marker
-from ._certify import _run, check_replayable, engine_config_of, grade_rows, set_family, set_trajectories
+from ._certify import _run
+from ._stored import batch_invariance, check_replayable, engine_config_of, grade_rows, set_family, set_trajectories
 from ._certify_interval import REPLICATES, SEED, design_of, paired_point
 from ._certify_verdict import first_divergence
 from ._control import Tables
@@ -215,7 +216,7 @@ def expected_runner() -> str:
     feature it lacks, found after start), V1 on a CPU unless the variable asks for V2."""
     import os
 
-    from otbench.probe.engines._vllm import detect_device
+    from otbench.probe.engines import detect_device
 
     flag = os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower()
     if flag in ("0", "false"):
@@ -252,16 +253,6 @@ def _strings(tok: Any, tables: Tables, fam: Any, trajs: Sequence[Any], runner: s
     return cap_strings(tok, tables, fam.name, [t.prompt for t in trajs], start=start, end=end,
                        runner=runner or "v1", marker=reasoning_marker(fam.assistant, fam.thinking_end),
                        thinkings=[t.thinking for t in trajs], natural_end=fam.thinking_end)
-
-
-def _batch_invariance(prov: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
-    """Whether batch invariance was on in the stored run and in the replay (None: not recorded)."""
-    def on(cfg: Any) -> bool | None:
-        return bool(cfg.get("batch_invariant", False)) if isinstance(cfg, Mapping) else None
-
-    stored = on((prov.get("engine") or {}).get("config"))
-    replay = on(info.get("config"))
-    return {"stored": stored, "replay": replay, "both": bool(stored and replay)}
 
 
 def _replay(directory, ms: Any, rows: Sequence[int], *, theta: int, engine: Any, start, end, runner,
@@ -341,7 +332,7 @@ def certify_engine_cap(directory, ms: Any, rows: Sequence[int], offline_k: Seque
                        think_stop_ids=fmt.think_stop_ids) for c in outs]
     texts = tok.batch_decode([list(g.answer_ids) for g in got], skip_special_tokens=True)
     grader_name, correct = grade_rows(ms, rows, texts, grader)
-    invariance = _batch_invariance(ms.provenance, info)
+    invariance = batch_invariance(ms.provenance, info.get("config"))
     by_design = close != strings.end_ids
     per = []
     for t, g in zip(trajs, got):

@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from ._certify import OnlineResult, Trajectory, compare, engine_config_of, set_trajectories
+from ._certify import OnlineResult, compare
+from ._stored import Trajectory, batch_invariance, engine_config_of, set_trajectories
 from ._certify_interval import REPLICATES, SEED, design_of
 from ._sidereq import FIELD_NAMES, RECORD, FieldRule, SideJob, SideResult, run_side
 from ._spec import OnlineControlError
@@ -52,7 +53,7 @@ def replay_context(directory, ms: Any) -> dict[str, Any]:
     from otbench.probe.data import load_questions
     from otbench.probe.grading import HESITATION_WORDS
 
-    from ._certify import check_replayable
+    from ._stored import check_replayable
 
     check_replayable(directory, ms)
     prov = ms.provenance
@@ -261,6 +262,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
                                          words=ctx["words"])
         texts = tok.batch_decode([list(r.answer_ids) for r in res], skip_special_tokens=True)
         info = engine.info()
+        invariance = batch_invariance(ms.provenance, config if config is not None else info.get("config"))
     finally:
         if own:
             engine.close()
@@ -272,7 +274,7 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     P = np.asarray(ms.probes, dtype=np.float64)[rows]
     acc_off = np.asarray(ms.C, dtype=np.float64)[rows, k_off] / P
     cert = compare(trajs, online, k_off, acc_off, np.array(correct, dtype=bool), probes=P,
-                   design=design_of(ms, rows), seed=seed, replicates=replicates)
+                   design=design_of(ms, rows), seed=seed, replicates=replicates, batch_invariance=invariance)
     full = float(sum(t.L[-1] for t in trajs)) or 1.0
     L_off = np.array([t.L[k] for t, k in zip(trajs, k_off)], dtype=np.float64)
     net_on = float(sum(r.net_tokens for r in res))

@@ -92,11 +92,11 @@ def verdict(cert: Mapping[str, Any], questions_per_cell: np.ndarray) -> dict[str
     return {"verdict": "rejected" if fails else "certified", "reasons": fails}
 
 
-def _cause(r: Mapping[str, Any]) -> str | None:
+def _cause(r: Mapping[str, Any], batch_variant: bool = False) -> str | None:
     if r["online_k"] == r["offline_k"] and r["online_L"] == r["offline_L"]:
         return None
     if not r["faithful"]:
-        return "replay diverged"
+        return "replay diverged without batch invariance" if batch_variant else "replay diverged"
     if "online_context_k" not in r:
         return "unattributed"
     return "signal read differs from the recorded one" if r["online_k"] == r["online_context_k"] \
@@ -104,8 +104,12 @@ def _cause(r: Mapping[str, Any]) -> str | None:
 
 
 NOTES = {
-    "replay diverged": "the engine sampled other tokens than the stored ones before the stop "
-                       "(seeds are promised, bit-identical floats across batchings are not)",
+    "replay diverged": "the engine sampled other tokens than the stored ones before the stop, with "
+                       "batch invariance on in both runs (seeds and kernels alike: look for a defect)",
+    "replay diverged without batch invariance": "the engine sampled other tokens than the stored ones "
+                       "before the stop, and batch invariance was off in the stored run or the replay: "
+                       "seeds are promised, bit-identical floats across batchings are not "
+                       "(engine.batch_invariant on a GPU makes them so)",
     "signal read differs from the recorded one": "the controller stopped where the offline walk on the "
                        "signal it read online stops; the recorded signal walks elsewhere (another "
                        "machine, kernel or batch: see signal_shift / own_context_reread)",
@@ -127,8 +131,10 @@ def disagreements(cert: Mapping[str, Any], probes: np.ndarray, online_correct: n
     P = np.asarray(probes, dtype=np.float64)
     acc_w = P / P.sum()
     out: dict[str, dict[str, Any]] = {}
+    inv = cert.get("batch_invariance")
+    variant = isinstance(inv, Mapping) and not inv.get("both", False)
     for i, r in enumerate(recs):
-        cause = _cause(r) or "answer sampling"
+        cause = _cause(r, variant) or "answer sampling"
         d = out.setdefault(cause, {"source": cause, "trajectories": 0, "cost_gap_pp": 0.0,
                                    "acc_gap_pp": 0.0, "note": NOTES[cause], "examples": []})
         d["trajectories"] += 1
@@ -139,7 +145,7 @@ def disagreements(cert: Mapping[str, Any], probes: np.ndarray, online_correct: n
             if r.get("first_divergence") is not None:
                 ex["first_divergence"] = r["first_divergence"]
             d["examples"].append(ex)
-    order = ("replay diverged", "signal read differs from the recorded one", "controller",
+    order = ("replay diverged", "replay diverged without batch invariance", "signal read differs from the recorded one", "controller",
              "unattributed", "answer sampling")
     return [out[k] for k in order if k in out]
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from otbench.errors import ArgumentError
 from otbench.probe.online import predict_cut, v2_forced
 from otbench.probe.online._cap_count import last_index
 
@@ -66,7 +67,7 @@ def test_predict_cut_v1_lets_a_longer_start_through_by_its_length_less_one():
     p = predict_cut([1, START, NL], [5] * 10, 4, runner="v1", start=[START, NL], end=[END], natural_end=[END])
     assert p.cut == 5 and p.close == (END,)
     assert predict_cut([1, NL], [5] * 3, 4, runner="v1", start=[NL], end=[END], natural_end=[END]).cut is None
-    with pytest.raises(ValueError, match="runner"):
+    with pytest.raises(ArgumentError, match="runner"):
         predict_cut([1], [5], 1, runner="v3", start=[1], end=[END], natural_end=[END])
 
 

@@ -257,6 +257,32 @@ def test_every_source_of_disagreement_is_named_with_its_share():
     assert "q00#0 k 1->2 (diverged at token 0)" in line
 
 
+def test_a_divergence_without_batch_invariance_in_both_runs_is_its_own_source():
+    n = 2 * MIN_QUESTIONS
+    k_on, faithful = [1] * n, [True] * n
+    k_on[0], faithful[0] = 2, False
+    base = _many(MIN_QUESTIONS, [1] * n, k_on, [1] * n, [0.75] * n, faithful=faithful)
+    assert base["disagreements"][0]["source"] == "replay diverged"       # not recorded: as before
+    for inv, name in (({"stored": True, "replay": False, "both": False}, "replay diverged without batch invariance"),
+                      ({"stored": True, "replay": True, "both": True}, "replay diverged")):
+        cert = dict(base, batch_invariance=inv)
+        from otbench.probe.online._certify_verdict import NOTES, disagreements
+        src = disagreements(cert, np.full(n, 4.0), np.ones(n), np.full(n, 0.75))
+        assert src[0]["source"] == name and src[0]["note"] == NOTES[name]
+        assert src[0]["trajectories"] == 1
+
+
+def test_batch_invariance_is_read_from_both_runs_configurations():
+    from otbench.probe.engines import EngineConfig
+    from otbench.probe.online._stored import batch_invariance
+
+    prov = {"engine": {"config": {"model": "m", "batch_invariant": True}}}
+    assert batch_invariance(prov, EngineConfig(model="m", batch_invariant=True)) == {
+        "stored": True, "replay": True, "both": True}
+    assert batch_invariance(prov, {"batch_invariant": False})["both"] is False
+    assert batch_invariance({"engine": {}}, None) == {"stored": None, "replay": None, "both": False}
+
+
 def test_t_quantiles_match_the_tables():
     from otbench.probe.online._certify_interval import _normal_quantile, t_quantile
 

@@ -1,0 +1,13 @@
+"""Workflows: the one layer that joins the probe stage and the analysis, with the CLI alone above it.
+
+A workflow takes what a command was given (a set, a method's name, θ, ...) and returns the
+result document the command writes; it passes data, never closures, between the two stages.
+The CLI parses arguments, calls one workflow and prints.
+
+* `certify` -- `otbench online certify`: a method's (or the engine cap's) certificate.
+* `run_online` -- `otbench online run`: a method run online, per trajectory.
+"""
+
+from ._online import ENGINE_BUDGET, certify, run_online
+
+__all__ = ["ENGINE_BUDGET", "certify", "run_online"]
