@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from otbench.analysis.measurement import MeasurementSet
 
 from . import _view_data as data
@@ -48,13 +49,23 @@ def view_html(ms_or_dir: MeasurementSet | str | os.PathLike, *, model: str | Non
               question: str | None = None, trajectory: int | None = None,
               limit: int | None = DEFAULT_LIMIT, methods: Sequence[Any] | None = None,
               tokenizer: str | os.PathLike | None = None, decode: Decode | None = None,
-              set_dir: str | os.PathLike | None = None) -> str:
-    """The view page as text (see `write_view` for the arguments)."""
+              set_dir: str | os.PathLike | None = None, rows: Sequence[int] | None = None) -> str:
+    """The view page as text (see `write_view` for the arguments; `rows`: show exactly these
+    rows of the set instead of choosing by filters and limit -- the report shows its figures'
+    trajectories this way)."""
     if tokenizer is not None and decode is not None:
         raise ViewError("pass at most one of `tokenizer` and `decode`")
     ms, sdir = _source(ms_or_dir, set_dir)
-    rows, matched = data.select_rows(ms, model=model, question=question, trajectory=trajectory,
-                                     limit=limit, where="the set" if sdir is None else str(sdir))
+    where = "the set" if sdir is None else str(sdir)
+    if rows is None:
+        rows, matched = data.select_rows(ms, model=model, question=question,
+                                         trajectory=trajectory, limit=limit, where=where)
+    else:
+        rows = np.unique(np.asarray(rows, dtype=np.int64).reshape(-1))
+        if rows.size == 0 or rows[0] < 0 or rows[-1] >= ms.num_trajectories:
+            raise ViewError(f"`rows` must be rows of the set (0..{ms.num_trajectories - 1}), "
+                            "at least one")
+        matched = int(rows.size)
     how = "the caller's decoder" if decode is not None else None
     if tokenizer is not None:
         prov = ms.provenance if isinstance(ms.provenance, dict) else {}

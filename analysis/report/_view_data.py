@@ -107,29 +107,51 @@ def select_rows(ms: MeasurementSet, *, model: str | None = None, question: str |
     return np.sort(chosen), int(rows.size)
 
 
-def _table_batches(set_dir: Path, name: str, columns: Sequence[str]):
-    """Record batches of the set's extra table `name` (checksum checked first), or None."""
-    import pyarrow.parquet as pq
+KEYS = ("model", "group", "question", "trajectory")
 
+
+def _listed_table(set_dir: Path, name: str) -> Path | None:
+    """The file of the set's extra table `name`, checksum checked (None: the set has none)."""
     from otbench.analysis.measurement import MeasurementSetError, read_manifest
-    from otbench.files import arrow_file, open_regular, sha256_stream
+    from otbench.files import open_regular, sha256_stream
 
     entry = (read_manifest(set_dir).get("tables") or {}).get(name)
     if entry is None:
         return None
     fpath = set_dir / entry["path"]
-    f = open_regular(fpath, what="a Parquet table",
-                     fail=lambda why: MeasurementSetError(str(fpath), f"table {name!r}: {why}"))
-    with f:
+    with open_regular(fpath, what="a Parquet table", fail=lambda why: MeasurementSetError(
+            str(fpath), f"table {name!r}: {why}")) as f:
         if sha256_stream(f) != entry["sha256"]:
             raise MeasurementSetError(str(fpath), f"table {name!r}: sha256 does not match the "
                                                   "manifest (file changed after writing)")
-        f.seek(0)
-        with arrow_file(f) as src, pq.ParquetFile(src) as pf:
-            missing = [c for c in columns if c not in pf.schema_arrow.names]
-            if missing:
-                raise MeasurementSetError(str(fpath), f"table {name!r} has no column {missing[0]!r}")
-            yield from pf.iter_batches(batch_size=256, columns=list(columns))
+    return fpath
+
+
+def _rows_of(fpath: Path, columns: Sequence[str], want: Mapping[tuple, int]):
+    """(row of the set, {column: value}) for each row of the table at `fpath` whose key is in
+    `want`: a row group's keys are read first, its other columns only when it holds one."""
+    import pyarrow.parquet as pq
+
+    from otbench.analysis.measurement import MeasurementSetError
+    from otbench.files import arrow_file, open_regular
+
+    with open_regular(fpath, what="a Parquet table",
+                      fail=lambda why: MeasurementSetError(str(fpath), why)) as f, \
+            arrow_file(f) as src, pq.ParquetFile(src) as pf:
+        for g in range(pf.num_row_groups):
+            keys = pf.read_row_group(g, columns=list(KEYS)).to_pydict()
+            hits = [(i, want[k]) for i, k in enumerate(zip(*(keys[c] for c in KEYS))) if k in want]
+            if hits:
+                cols = pf.read_row_group(g, columns=list(columns)).take([i for i, _ in hits])
+                cols = cols.to_pydict()
+                for j, (_, r) in enumerate(hits):
+                    yield r, {c: cols[c][j] for c in columns}
+
+
+def _has_columns(fpath: Path, columns: Sequence[str]) -> bool:
+    import pyarrow.parquet as pq
+
+    return set(columns) <= set(pq.read_schema(fpath).names)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -145,38 +167,30 @@ def read_texts(ms: MeasurementSet, rows: np.ndarray, set_dir: Path | None,
     answers: dict[int, dict[int, list]] = {int(r): {} for r in rows}
     if set_dir is None:
         return Texts(steps, answers, "none: the set was given in memory (no token tables read)")
-    keys = ("model", "group", "question", "trajectory")
-    tokens = _table_batches(set_dir, "tokens", keys + ("thinking",))
-    has_ids = False
-    for batch in tokens if tokens is not None else ():
-        cols = batch.to_pydict()
-        for i, key in enumerate(zip(*(cols[k] for k in keys))):
-            r = want.get(tuple(key))
-            if r is None:
-                continue
-            has_ids = True
-            if decode is not None:
-                ids, L = cols["thinking"][i], ms.L[r, : int(ms.n[r]) + 1].tolist()
-                steps[r] = [_clip(decode(ids[a:b]), STEP_CHARS) for a, b in zip(L[:-1], L[1:])]
-    probes = _table_batches(set_dir, "probes", keys + ("position", "sample", "tokens", "correct",
-                                                       "status"))
-    for batch in probes if probes is not None else ():
-        cols = batch.to_pydict()
-        for i, key in enumerate(zip(*(cols[k] for k in keys))):
-            r = want.get(tuple(key))
-            if r is None:
-                continue
-            text = None if decode is None else _clip(decode(cols["tokens"][i]), ANSWER_CHARS)
-            answers[r].setdefault(int(cols["position"][i]), []).append(
-                (int(cols["sample"][i]), bool(cols["correct"][i]), str(cols["status"][i]), text))
-    if tokens is None:
-        source = "none: the set stores no token ids (no `tokens` table: simulated or imported " \
-                 "from a table of counts)"
+    tokens, probes = _listed_table(set_dir, "tokens"), _listed_table(set_dir, "probes")
+    # tables from before the probe wrote keys into them cannot be matched to rows: not read
+    unkeyed = [t for t, p in (("tokens", tokens), ("probes", probes))
+               if p is not None and not _has_columns(p, KEYS)]
+    tokens, probes = (None if "tokens" in unkeyed else tokens), (None if "probes" in unkeyed else probes)
+    if tokens is not None and decode is not None:
+        for r, row in _rows_of(tokens, ("thinking",), want):
+            ids, L = row["thinking"], ms.L[r, : int(ms.n[r]) + 1].tolist()
+            steps[r] = [_clip(decode(ids[a:b]), STEP_CHARS) for a, b in zip(L[:-1], L[1:])]
+    if probes is not None:
+        for r, row in _rows_of(probes, ("position", "sample", "tokens", "correct", "status"), want):
+            text = None if decode is None else _clip(decode(row["tokens"]), ANSWER_CHARS)
+            answers[r].setdefault(int(row["position"]), []).append(
+                (int(row["sample"]), bool(row["correct"]), str(row["status"]), text))
+    if unkeyed:
+        source = f"not shown: the set's {' and '.join(unkeyed)} table has no " \
+                 f"{'/'.join(KEYS)} columns to find a trajectory's rows by"
+    elif tokens is None:
+        source = "none: the set stores no token ids (no `tokens` table: simulated, or imported " \
+                 "as counts)"
     elif decode is None:
         source = "not decoded: the set stores token ids; pass a tokenizer to read them as text"
     else:
-        source = "the set's `tokens` and `probes` tables, decoded" + ("" if has_ids else
-                                                                      " (no rows of the shown trajectories)")
+        source = "the set's `tokens` and `probes` tables, decoded"
     return Texts(steps, answers, source)
 
 
