@@ -224,9 +224,15 @@ def tokenizer_decoder(folder: str | Path, recorded_hash: str | None = None) -> t
     vocab = tok.get_vocab_size(with_added_tokens=True)
 
     def decode(ids: Sequence[int]) -> str:
-        return tok.decode([int(i) for i in ids if 0 <= int(i) < vocab], skip_special_tokens=False)
+        ids = [int(i) for i in ids]
+        known = [i for i in ids if 0 <= i < vocab]
+        text = tok.decode(known, skip_special_tokens=False)
+        # an id this tokenizer does not have is said, not dropped in silence
+        return text + (f" [{len(ids) - len(known)} ids outside this tokenizer's vocabulary]"
+                       if len(known) < len(ids) else "")
 
-    return decode, f"tokenizer {path} ({note})"
+    # the folder's name only: the page names no absolute path of this machine
+    return decode, f"tokenizer {Path(folder).resolve().name}/tokenizer.json ({note})"
 
 
 def method_stops(ms: MeasurementSet, rows: np.ndarray, methods: Sequence[Any] | None,

@@ -110,7 +110,7 @@ def curve_svg(ms: MeasurementSet, r: int, marks: Sequence[tuple[str, str, int]])
             'x="{:.1f}" text-anchor="end"'.format(x - 3)        # labels stay inside the frame
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{y1}" stroke="{colour}" '
                    f'stroke-dasharray="4 3" stroke-width="1.2"/><text {side} '
-                   f'y="{y0 + 11 + 11 * (i % 6)}" fill="{colour}">{_e(name)}</text>')
+                   f'y="{y0 + 11 + 10 * (i % 14)}" fill="{colour}">{_e(name)}</text>')
     out.append(f'<polyline points="{pts}" fill="none" stroke="#333" stroke-width="1.4"/>')
     out += [f'<circle cx="{X(a):.1f}" cy="{Y(c / P):.1f}" r="2.2" fill="#333"><title>cut {k}: '
             f'{int(c)}/{P} correct at {int(a):,} tokens</title></circle>'

@@ -237,6 +237,31 @@ def test_cli_writes_the_page_never_onto_an_input(cli, text_set, tmp_path):
     assert r.exit_code == 2 and mine.read_text() == "a user's file", r.output
 
 
+def test_a_tokenizer_folder_reads_the_ids(cli, text_set, tmp_path):
+    import hashlib
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from otbench.analysis.report._view_data import tokenizer_decoder
+
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    vocab = {"<unk>": 0, "hello": 1, "</script><script>alert(1)</script>": 2}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
+    tok.save(str(folder / "tokenizer.json"))
+    decode, line = tokenizer_decoder(folder)
+    assert decode([1, 2]) == "hello </script><script>alert(1)</script>"
+    assert decode([1, 7, 9]) == "hello [2 ids outside this tokenizer's vocabulary]"
+    assert line == "tokenizer tok/tokenizer.json (the set records no tokenizer hash)"
+    mine = hashlib.sha256(tok.to_str().encode()).hexdigest()
+    assert "matches the set's record" in tokenizer_decoder(folder, mine)[1]
+    assert "differs from the set's record" in tokenizer_decoder(folder, "0" * 64)[1]
+    out = tmp_path / "v.html"
+    r = cli("view", text_set, "--out", out, "--limit", "1", "--tokenizer", folder)
+    assert r.exit_code == 0, r.output
+    page = out.read_text(encoding="utf-8")
+    assert "hello &lt;/script&gt;" in page and page.count("<script>") == 1   # ids 1, 2 of step 1
+
+
 @pytest.mark.slow
 def test_view_page_in_headless_chromium(text_set, tmp_path):
     """The page as a browser runs it: its own script runs, the hostile text's scripts do not,
