@@ -26,7 +26,8 @@ before `--help`; tests/analysis/report/test_view.py keeps the two equal)."""
                    "says how many matching ones it left out.")
 @click.option("--tokenizer", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="A local tokenizer folder (tokenizer.json) to read the set's token ids as text "
-                   "(without it the page shows the cuts, answers' verdicts and signals, not the text).")
+                   "(without it the page shows the cuts, answers' verdicts and signals, not the "
+                   "text).")
 def view_cmd(directory: Path, out: Path, model: str | None, question: str | None,
              trajectory: int | None, limit: int, tokenizer: Path | None) -> None:
     """Write the trajectories of the set in DIRECTORY to one HTML page --out.

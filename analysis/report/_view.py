@@ -70,7 +70,8 @@ def view_html(ms_or_dir: MeasurementSet | str | os.PathLike, *, model: str | Non
     if tokenizer is not None:
         prov = ms.provenance if isinstance(ms.provenance, dict) else {}
         recorded = prov.get("tokenizer_hash")
-        decode, how = data.tokenizer_decoder(tokenizer, recorded if isinstance(recorded, str) else None)
+        recorded = recorded if isinstance(recorded, str) else None
+        decode, how = data.tokenizer_decoder(tokenizer, recorded)
     texts = data.read_texts(ms, rows, sdir, decode)
     stops, notes, ms = data.method_stops(ms, rows, methods, POINTS)
     left = matched - rows.size
@@ -78,9 +79,9 @@ def view_html(ms_or_dir: MeasurementSet | str | os.PathLike, *, model: str | Non
             ("shown", f"{rows.size:,} of {matched:,} matching trajectories"
                       + (f" ({left:,} left out by the limit of {limit}; narrow the choice with "
                          "--model, --question, --trajectory or raise --limit)" if left else "")),
-            ("filters", ", ".join(f"{k} = {v}" for k, v in (("model", model), ("question", question),
-                                                            ("trajectory", trajectory))
-                                  if v is not None) or "none"),
+            ("filters", ", ".join(f"{k} = {v}" for k, v in (
+                ("model", model), ("question", question), ("trajectory", trajectory))
+                if v is not None) or "none"),
             ("text", texts.source + (f"; {how}" if how else "")),
             ("methods", f"stops at up to {POINTS} θs of each method's default sweep, fit on the "
                         "train and validation splits (a train or validation trajectory's stop is "

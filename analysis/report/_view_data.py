@@ -171,7 +171,8 @@ def read_texts(ms: MeasurementSet, rows: np.ndarray, set_dir: Path | None,
     # tables from before the probe wrote keys into them cannot be matched to rows: not read
     unkeyed = [t for t, p in (("tokens", tokens), ("probes", probes))
                if p is not None and not _has_columns(p, KEYS)]
-    tokens, probes = (None if "tokens" in unkeyed else tokens), (None if "probes" in unkeyed else probes)
+    tokens = None if "tokens" in unkeyed else tokens
+    probes = None if "probes" in unkeyed else probes
     if tokens is not None and decode is not None:
         for r, row in _rows_of(tokens, ("thinking",), want):
             ids, L = row["thinking"], ms.L[r, : int(ms.n[r]) + 1].tolist()
@@ -203,7 +204,8 @@ def tokenizer_decoder(folder: str | Path, recorded_hash: str | None = None) -> t
     """
     path = Path(folder) / "tokenizer.json"
     if not path.is_file():
-        raise ViewError(f"{folder}: no tokenizer.json there (a local Hugging Face tokenizer folder)")
+        raise ViewError(f"{folder}: no tokenizer.json there (a local Hugging Face tokenizer "
+                        "folder)")
     try:
         from tokenizers import Tokenizer
     except ImportError:
@@ -212,7 +214,8 @@ def tokenizer_decoder(folder: str | Path, recorded_hash: str | None = None) -> t
     try:
         tok = Tokenizer.from_file(str(path))
     except Exception as e:  # the library raises plain Exception for a malformed file
-        raise ViewError(f"{path}: not a readable tokenizer ({str(e).splitlines()[0][:160]})") from None
+        why = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+        raise ViewError(f"{path}: not a readable tokenizer ({why})") from None
     mine = hashlib.sha256(tok.to_str().encode()).hexdigest()
     if recorded_hash is None:
         note = "the set records no tokenizer hash"

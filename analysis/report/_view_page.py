@@ -38,7 +38,8 @@ VIEW_CSS = """
   font-size:12.5px;margin:0;padding:4px 8px;border-left:3px solid #e3e3e3}
 .cut{background:#eef4fb;border-left:3px solid #1f77b4;padding:3px 8px;margin:2px 0;font-size:12.5px}
 .cut .k{font-weight:bold}.v{display:inline-block;margin:1px 3px;padding:0 4px;border-radius:3px;
-  font-size:12px;white-space:pre-wrap;word-break:break-word}.ok{background:#d8f0d8}.no{background:#f7dcdc}
+  font-size:12px;white-space:pre-wrap;word-break:break-word}.ok{background:#d8f0d8}
+.no{background:#f7dcdc}
 .sig{color:#555}.stop{font-weight:bold;color:#fff;border-radius:3px;padding:0 4px;margin-left:4px}
 #index ul{margin:2px 0 6px 0}#index li{font-size:13px}svg text{font-size:11px}
 """
@@ -128,7 +129,8 @@ def stops_html(stops: Sequence[Stops], i: int, ms: MeasurementSet, r: int) -> st
     if not stops:
         return '<p class="sig">No method runs on this set (see the notes above).</p>'
     P = int(ms.probes[r])
-    head = "<tr><th>method</th><th>strategy</th><th>stop step k at θ (L(k) tokens, C(k)/P)</th></tr>"
+    head = ("<tr><th>method</th><th>strategy</th><th>stop step k at θ (L(k) tokens, C(k)/P)</th>"
+            "</tr>")
     body = []
     for s in stops:
         cells = " · ".join(
@@ -161,7 +163,8 @@ def trajectory_html(ms: MeasurementSet, r: int, i: int, texts: Texts, stops: Seq
     out = [f'<section class="traj" id="{anchor(ms, r)}"><h2>{_e(m)} · {_e(g)} · question '
            f'{_e(q)} · trajectory {t}</h2><table class="meta"><tr><th>steps n</th><td>{n}</td>'
            f"<th>thinking tokens L(n)</th><td>{int(ms.L[r, n]):,}</td><th>answers per cut P</th>"
-           f"<td>{P}</td><th>thinking ended</th><td>{'naturally' if ms.finished[r] else 'at the limit'}"
+           f"<td>{P}</td><th>thinking ended</th>"
+           f"<td>{'naturally' if ms.finished[r] else 'at the limit'}"
            f"</td><th>original answer</th><td>{'correct' if ms.y[r] else 'wrong'}</td>"
            f"<th>split</th><td>{_e(split)}</td></tr></table>"]
     qt = ms.question_text[ms.question[r]]
