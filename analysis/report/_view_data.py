@@ -110,8 +110,9 @@ def select_rows(ms: MeasurementSet, *, model: str | None = None, question: str |
 KEYS = ("model", "group", "question", "trajectory")
 
 
-def _listed_table(set_dir: Path, name: str) -> Path | None:
-    """The file of the set's extra table `name`, checksum checked (None: the set has none)."""
+def _listed_table(set_dir: Path, name: str, verify: bool = True) -> Path | None:
+    """The file of the set's extra table `name`, checksum checked unless not `verify` (a table
+    that will not be read); None: the set has none."""
     from otbench.analysis.measurement import MeasurementSetError, read_manifest
     from otbench.files import open_regular, sha256_stream
 
@@ -119,6 +120,8 @@ def _listed_table(set_dir: Path, name: str) -> Path | None:
     if entry is None:
         return None
     fpath = set_dir / entry["path"]
+    if not verify:
+        return fpath
     with open_regular(fpath, what="a Parquet table", fail=lambda why: MeasurementSetError(
             str(fpath), f"table {name!r}: {why}")) as f:
         if sha256_stream(f) != entry["sha256"]:
@@ -139,6 +142,8 @@ def _rows_of(fpath: Path, columns: Sequence[str], want: Mapping[tuple, int]):
                       fail=lambda why: MeasurementSetError(str(fpath), why)) as f, \
             arrow_file(f) as src, pq.ParquetFile(src) as pf:
         for g in range(pf.num_row_groups):
+            if not _may_hold(pf.metadata.row_group(g), want):
+                continue
             keys = pf.read_row_group(g, columns=list(KEYS)).to_pydict()
             hits = [(i, want[k]) for i, k in enumerate(zip(*(keys[c] for c in KEYS))) if k in want]
             if hits:
@@ -146,6 +151,22 @@ def _rows_of(fpath: Path, columns: Sequence[str], want: Mapping[tuple, int]):
                 cols = cols.to_pydict()
                 for j, (_, r) in enumerate(hits):
                     yield r, {c: cols[c][j] for c in columns}
+
+
+def _may_hold(meta: Any, want: Mapping[tuple, int]) -> bool:
+    """Whether a row group can hold a wanted key, by its min/max statistics (a paper-scale
+    probes table has thousands of row groups; without statistics it is read)."""
+    bounds = {}
+    for c in range(meta.num_columns):
+        col = meta.column(c)
+        if col.path_in_schema in KEYS:
+            st = col.statistics
+            if st is None or not st.has_min_max:
+                return True
+            bounds[col.path_in_schema] = (st.min, st.max)
+    if len(bounds) < len(KEYS):
+        return True
+    return any(all(bounds[k][0] <= v <= bounds[k][1] for k, v in zip(KEYS, key)) for key in want)
 
 
 def _has_columns(fpath: Path, columns: Sequence[str]) -> bool:
@@ -167,7 +188,9 @@ def read_texts(ms: MeasurementSet, rows: np.ndarray, set_dir: Path | None,
     answers: dict[int, dict[int, list]] = {int(r): {} for r in rows}
     if set_dir is None:
         return Texts(steps, answers, "none: the set was given in memory (no token tables read)")
-    tokens, probes = _listed_table(set_dir, "tokens"), _listed_table(set_dir, "probes")
+    # the thinking ids are read only to be decoded: without a decoder the table is not read
+    tokens = _listed_table(set_dir, "tokens", verify=decode is not None)
+    probes = _listed_table(set_dir, "probes")
     # tables from before the probe wrote keys into them cannot be matched to rows: not read
     unkeyed = [t for t, p in (("tokens", tokens), ("probes", probes))
                if p is not None and not _has_columns(p, KEYS)]

@@ -237,6 +237,29 @@ def test_cli_writes_the_page_never_onto_an_input(cli, text_set, tmp_path):
     assert r.exit_code == 2 and mine.read_text() == "a user's file", r.output
 
 
+def test_row_groups_are_skipped_by_their_statistics_never_a_wanted_row(tmp_path):
+    import pyarrow.parquet as pq
+
+    from otbench.analysis.measurement import simulate
+    from otbench.analysis.report._view_data import KEYS, _may_hold, _rows_of
+
+    ms = simulate("tiny", seed=0)
+    probes = _tables(ms)["probes"]
+    path = tmp_path / "p.parquet"
+    pq.write_table(probes, path, row_group_size=50)
+    cols = probes.to_pydict()
+    keys = list(zip(*(cols[k] for k in KEYS)))
+    want = {keys[0]: 0, keys[len(keys) // 2]: 1, keys[-1]: 2}
+    got = [(r, row["position"], row["sample"])
+           for r, row in _rows_of(path, ("position", "sample"), want)]
+    brute = [(want[k], cols["position"][i], cols["sample"][i]) for i, k in enumerate(keys)
+             if k in want]
+    assert got == brute and len(got) > 3
+    pf = pq.ParquetFile(path)
+    held = [_may_hold(pf.metadata.row_group(g), want) for g in range(pf.num_row_groups)]
+    assert pf.num_row_groups > 10 and sum(held) < pf.num_row_groups / 2
+
+
 def test_a_tokenizer_folder_reads_the_ids(cli, text_set, tmp_path):
     import hashlib
 
