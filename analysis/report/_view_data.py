@@ -215,6 +215,9 @@ def read_texts(ms: MeasurementSet, rows: np.ndarray, set_dir: Path | None,
         source = "not decoded: the set stores token ids; pass a tokenizer to read them as text"
     else:
         source = "the set's `tokens` and `probes` tables, decoded"
+    if probes is None and "probes" not in unkeyed:
+        source += "; no `probes` table: each cut shows how many of its P answers were correct, " \
+                  "not each answer"
     return Texts(steps, answers, source)
 
 

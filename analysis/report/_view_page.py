@@ -146,8 +146,7 @@ def stops_html(stops: Sequence[Stops], i: int, ms: MeasurementSet, r: int) -> st
 def _verdicts(texts: Texts, r: int, k: int, C: int, P: int) -> str:
     got = sorted(texts.answers.get(r, {}).get(k, []))
     if not got:
-        return f'<span class="v {"ok" if C else "no"}">{C}/{P} correct</span>' \
-               '<span class="sig"> (per-answer verdicts: the set has no `probes` table)</span>'
+        return f'<span class="v {"ok" if C else "no"}">{C}/{P} correct</span>'
     return "".join(f'<span class="v {"ok" if ok else "no"}" title="answer {j}: {_e(status)}">'
                    f'{"✓" if ok else "✗"} {j}{": " + _e(text) if text is not None else ""}</span>'
                    for j, ok, status, text in got)

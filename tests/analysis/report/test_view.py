@@ -149,6 +149,22 @@ def test_the_middle_theta_stop_is_marked_at_its_cut(text_set):
         assert ">thinkbrake</span>" in cut
 
 
+def test_a_set_without_token_tables_shows_counts_at_each_cut(tiny_set_dir):
+    from otbench.analysis.measurement import load
+    from otbench.analysis.report import view_html
+
+    ms = load(tiny_set_dir)
+    page = view_html(tiny_set_dir, limit=2)
+    assert "no `tokens` table" in page and "no `probes` table" in page
+    for anchor, sec in _sections(page).items():
+        r = int(anchor[1:])
+        cuts = re.findall(r'<div class="cut" id="t\d+-k(\d+)" data-k="\d+">(.*?)</div>', sec)
+        assert len(cuts) == int(ms.n[r]) + 1
+        for k, body in cuts:
+            assert f">{int(ms.C[r, int(k)])}/{int(ms.probes[r])} correct</span>" in body
+        assert sec.count("no text to show") == int(ms.n[r])
+
+
 def test_hostile_text_is_inert(text_set):
     from otbench.analysis.report import view_html
     from otbench.analysis.report._view_page import SCRIPT
