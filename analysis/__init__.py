@@ -56,7 +56,7 @@ _export("bench", "BUILTINS", "BenchResult", "BudgetMethod", "DEFAULT_RATIOS", "D
 _export("methods", "METHODS", "Method", resolve_method="resolve")
 _export("horizon", "HorizonAnalysisError", "McNemar", "SignFlip", "log2_trapezoid", "mcnemar",
         "mcnemar_counts", "sign_flip", "simultaneous_band", horizon_analyze="analyze")
-_export("report", "ReportError", "write_report")
+_export("report", "ReportError", "ViewError", "write_report", "write_view")
 
 SUBPACKAGES = ("measurement", "core", "overthinking", "frontier", "resampling", "methods",
                "bench", "horizon", "report")

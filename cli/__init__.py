@@ -19,6 +19,7 @@ _COMMANDS = {
     "_grade": ("grade_cmd",),
     "_bench": ("split_cmd", "bench_cmd"),
     "_report": ("report_cmd",),
+    "_view": ("view_cmd",),
     "_probe": ("probe_group",),
     "_bootstrap": ("bootstrap_cmd",),
     "_thinning": ("thinning_cmd", "sweep_cmd"),

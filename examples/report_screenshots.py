@@ -5,7 +5,8 @@
 
 Writes OUT/report/ (the HTML report with its figures as PNG and PDF) and
 OUT/report-top.png / OUT/report-full.png (the first screen and the whole
-page, rendered by Chromium exactly as a browser shows it), then checks what
+page, rendered by Chromium exactly as a browser shows it) and OUT/trajectories.png
+(the report's trajectory page, `otbench view`'s page), then checks what
 a reviewer checks by eye: every figure the page shows also exists as a PDF,
 and the page says SYNTHETIC when the data are simulated. Chromium is found
 as `chromium`, `chromium-browser` or `google-chrome` on PATH (Debian:
@@ -45,6 +46,9 @@ def main() -> int:
         raise SystemExit("a simulated set's report does not say SYNTHETIC")
     screenshot(exe, index, args.out / "report-top.png", width=1280, height=900)
     screenshot(exe, index, args.out / "report-full.png", width=1280, height=12000)
+    # the trajectories of the STP-curve figures, cut by cut (`otbench view`'s page)
+    screenshot(exe, index.parent / "trajectories.html", args.out / "trajectories.png",
+               width=1280, height=2400)
     print(f"{len(shown)} figures shown, each also as PDF; screenshots in {args.out}")
     return 0
 

@@ -251,6 +251,7 @@ FILE_OUTPUTS = [
     ("horizon-analyze", ("horizon", "analyze", "run"), "--json"),
     ("audit-tokenizer", ("probe", "audit-tokenizer", "tok"), "--json"),
     ("split-write-file", ("split", "s", "--out", "s2"), "--write-file"),
+    ("view", ("view", "s"), "--out"),
 ]
 TARGETS = [
     ("user-file", "thesis.tex", "otbench did not write it"),
@@ -277,6 +278,12 @@ CASES += [
          needle="refusing to write onto an input"),
     Case("audit-json-into-the-tokenizer", 2,
          ("probe", "audit-tokenizer", "tok", "--json", "tok/tokenizer.json", "--overwrite"),
+         needle="input"),
+    Case("view-twice", 2, ("view", "s", "--out", "v.html"), expect="ok",
+         setup=lambda w: CliRunner().invoke(main, ["view", "s", "--out", "v.html"]),
+         changes=("v.html",)),
+    Case("view-out-into-its-tokenizer", 2,
+         ("view", "s", "--tokenizer", "tok", "--out", "tok/tokenizer.json", "--overwrite"),
          needle="input"),
     Case("horizon-json-onto-the-runs-readouts", 2,
          ("horizon", "analyze", "run", "--json", "run/readouts.parquet", "--overwrite"),

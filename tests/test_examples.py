@@ -45,6 +45,6 @@ def test_report_screenshots_in_a_real_browser(tmp_path):
                        env={**os.environ, "MPLBACKEND": "Agg"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "each also as PDF" in r.stdout
-    for name in ("report-top.png", "report-full.png"):
+    for name in ("report-top.png", "report-full.png", "trajectories.png"):
         png = (out / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, name

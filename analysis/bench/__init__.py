@@ -57,7 +57,7 @@ from ._leaderboard import (
                        leaderboard_key,
                        small_split_warning,
 )
-from ._positions import offline_point, stop_positions
+from ._positions import offline_point, stop_positions, sweep_stops
 from ._splits import (
                        DEFAULT_RATIOS,
                        DEFAULT_SEED,
@@ -81,6 +81,6 @@ __all__ = [
     "format_compare", "format_result", "leaderboard", "leaderboard_block", "leaderboard_key", "load_method",
     "offline_point", "question_splits", "ratios_iv",
     "read_question_features", "read_split_file", "read_stops", "resolve", "ridge_fit",
-    "signal_tokens", "small_split_warning", "split_questions", "stop_positions", "units_of",
+    "signal_tokens", "small_split_warning", "split_questions", "stop_positions", "sweep_stops", "units_of",
     "write_split_file",
 ]

@@ -42,6 +42,36 @@ def stop_positions(ms: MeasurementSet, method: Any, theta: float, *, split: str 
     return rows, np.asarray(k, dtype=np.int64), m
 
 
+def sweep_stops(ms: MeasurementSet, method: Any, rows: Any, *, points: int = 5,
+                options: Mapping[str, Any] | None = None,
+                stored_features: Mapping[str, Mapping] | None = None
+                ) -> tuple[tuple[float, ...], np.ndarray, Method]:
+    """(θs, int64[θ, rows] stops, the fitted `Method`): `method` at `points` θs of its sweep.
+
+    The method is fit once on `ms`'s train / validation splits, exactly as
+    `evaluate` and `stop_positions` fit it (`Method.prepare`, the default
+    sweep), and `rows` of `ms` -- any split -- are walked with the same walk at
+    each chosen θ: the sweep's first and last values and the evenly spaced
+    ones between (all of them when the sweep has at most `points`). A row of
+    the train or validation split is then an in-sample stop; a test row's stop
+    is the one `stop_positions` gives at that θ.
+    """
+    if isinstance(points, bool) or not isinstance(points, int) or points < 1:
+        raise ArgumentError(f"`points` must be an integer >= 1, got {points!r}")
+    if ms.split is None or not np.any(ms.split >= 0):
+        raise ArgumentError("the set has no split assignment; assign one first (`otbench split`)")
+    m = resolve(method, **dict(options or {}))
+    sweep = m.prepare(ms, None, None, stored_features, DEFAULT_THETA_POINTS)
+    pick = np.unique(np.round(np.linspace(0, len(sweep) - 1, min(points, len(sweep)))).astype(int))
+    thetas = tuple(float(sweep[i]) for i in pick)
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    sub = ms.take(rows)                          # sorted: columns are put back in `rows` order
+    unit, units = units_of(sub, stored_features)
+    k = np.array([walk.positions(sub, unit, units, m, t) for t in thetas], dtype=np.int64)
+    k = k.reshape(len(thetas), rows.size)[:, np.argsort(np.argsort(rows, kind="stable"))]
+    return thetas, k, m
+
+
 def offline_point(ms: MeasurementSet, method: Any, theta: float, *, split: str = "test") -> dict[str, Any]:
     """OTBench's point of `method` at `theta` per trajectory, for an online certificate.
 

@@ -59,6 +59,10 @@ class Section:
     def text(self, text: str) -> None:
         self.blocks.append(("text", text))
 
+    def link(self, href: str, text: str, after: str = "") -> None:
+        """A paragraph: a link to a page beside the report (relative `href`), then `after`."""
+        self.blocks.append(("link", (href, text, after)))
+
 
 def render(*, title: str, synthetic: bool, meta: Sequence[tuple[str, str]],
            sections: Sequence[Section], footer: Mapping[str, str]) -> str:
@@ -104,6 +108,9 @@ def render(*, title: str, synthetic: bool, meta: Sequence[tuple[str, str]],
                 out.append(f'<div class="files">files: <a href="tables/{e(item.name)}.csv">'
                            f'{e(item.name)}.csv</a> · <a href="tables/{e(item.name)}.tex">'
                            f"{e(item.name)}.tex</a></div>")
+            elif kind == "link":
+                href, text, after = item
+                out.append(f'<p><a href="{e(href)}">{e(text)}</a>{e(after)}</p>')
             elif kind == "note":
                 out.append(f'<div class="note">{e(item)}</div>')
             else:

@@ -366,6 +366,11 @@ def trajectories_section(ctx) -> Section:
                 f"group's mean (OR, AD) in standard-deviation units; {len(rows)} shown, chosen "
                 f"from {_n(T)} trajectories.",
         trajectories=T))
+    ctx.view_rows = list(rows)
+    sec.link("trajectories.html", "These trajectories, read cut by cut",
+             ": each one's thinking text at every step, the forced answers and their verdicts at "
+             "each cut, the signals there and where each OTBench method stopped (`otbench view` "
+             "writes such a page for any trajectories of a set).")
     q = curves.example_question(ms, pt)
     if q is None:
         ctx.missing(sec, f"No within-question small multiples "
@@ -374,6 +379,8 @@ def trajectories_section(ctx) -> Section:
         return sec
     m, g, qid, _ = curves._tag(ms, int(q[0]))
     shown = min(q.size, curves.MAX_SMALL_MULTIPLES)
+    # the panels the figure draws (`curves.question_figure`: by trajectory index, the first ones)
+    ctx.view_rows += np.asarray(q)[np.argsort(ms.trajectory[q], kind="stable")][:shown].tolist()
     sec.figure(ctx.fig(
         "question_trajectories", lambda: curves.question_figure(ms, pt, q),
         title=f"All trajectories of one question: {m}, {g}, question {qid}",

@@ -3,6 +3,7 @@
 Output folder::
 
     index.html                 the report (inline CSS; figures beside it; no network)
+    trajectories.html          the trajectories of Figures 8-9 read cut by cut (`write_view`)
     figures/<name>.png         every figure, fixed size, deterministic bytes (the page shows it)
     figures/<name>.pdf, .svg   the same figure as vector files (``formats``; PDF by default)
     tables/<name>.csv, .tex    every table (CSV: display units; LaTeX: booktabs; a table over
@@ -262,6 +263,7 @@ class _Ctx:
     figures: list[figs.FigureInfo] = dataclasses.field(default_factory=list)
     tables: list[tabs.Table] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+    view_rows: list[int] = dataclasses.field(default_factory=list)   # trajectories.html shows them
 
     def fig(self, name: str, draw: Callable[[], Any], *, title: str, caption: str,
             trajectories: int) -> figs.FigureInfo:
@@ -326,6 +328,11 @@ def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
               "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
               "reproduce": f"{command}; the same inputs and command give byte-identical files"}
     title = "otbench report" + (" [SYNTHETIC DATA]" if ctx.synthetic else "")
+    say("writing trajectories.html")
+    from ._view import view_html
+
+    (out / "trajectories.html").write_bytes(
+        view_html(ms, set_dir=set_dir, rows=ctx.view_rows).encode())
     say("writing index.html")
     (out / "index.html").write_bytes(render(title=title, synthetic=ctx.synthetic, meta=meta,
                                             sections=sections, footer=footer).encode())
@@ -339,6 +346,7 @@ def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
                    for t in ctx.tables],
         "inputs": [dataclasses.asdict(s) for s in inputs.sources],
         "notes": list(inputs.notes) + ctx.notes,
+        "view": {"file": "trajectories.html", "trajectories": len(set(ctx.view_rows))},
     }
     (out / "report.json").write_bytes(_dump(manifest).encode())
 

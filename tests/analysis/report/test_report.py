@@ -23,6 +23,7 @@ from otbench.analysis.bench._splits import assign_splits
 from otbench.analysis.measurement._build import from_ragged, ragged
 from otbench.analysis.measurement._io import save
 from otbench.analysis.report._curves import (
+    MAX_SMALL_MULTIPLES,
     PerTrajectory,
     example_question,
     example_rows,
@@ -278,6 +279,23 @@ def test_captions_titles_and_page(full_report):
     for ref in p.src + [h for h in p.href if not h.startswith("#")]:
         assert (out / ref).is_file(), ref
     assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_the_trajectory_page_shows_the_figures_trajectories(full_report):
+    import re
+
+    out, index, ms, _ = full_report
+    man = json.loads((out / "report.json").read_text())
+    page = (out / "trajectories.html").read_text(encoding="utf-8")
+    assert '<a href="trajectories.html">' in index.read_text()
+    shown = {int(x) for x in re.findall(r'<section class="traj" id="t(\d+)"', page)}
+    pt = PerTrajectory.of(ms)
+    assert set(example_rows(ms, pt)) <= shown
+    q = example_question(ms, pt)
+    assert q is not None and set(np.asarray(q)[np.argsort(ms.trajectory[q], kind="stable")]
+                                 [:MAX_SMALL_MULTIPLES].tolist()) <= shown
+    assert man["view"] == {"file": "trajectories.html", "trajectories": len(shown)}
+    assert "<script" not in page.replace("<script>document.documentElement", "", 1)
 
 
 def test_same_inputs_give_byte_identical_files(full_report, token_dir, tmp_path):
