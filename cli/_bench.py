@@ -194,36 +194,6 @@ def list_cmd() -> None:
     click.echo("plug-ins: --method package.module:Object (see docs/guides/otbench.md)")
 
 
-def _registered() -> list[str]:
-    from otbench.analysis.methods import METHODS
-
-    return list(METHODS)
-
-
-def _runnable(specs: list[str], ms) -> list[str]:
-    """The methods whose declared signals `ms` records (`Method.runnable_on`); the others are
-    named on stderr."""
-    from otbench.analysis.methods import resolve
-
-    keep = []
-    for name in specs:
-        ok, why = resolve(name).runnable_on(ms)
-        if not ok:
-            click.echo(f"skipped {name}: {why} "
-                       f"(`otbench simulate --field-signals` draws synthetic ones)", err=True)
-        else:
-            keep.append(name)
-    return keep
-
-
-def _options(name: str, features: str | None) -> dict | None:
-    """`--features` for the methods whose class takes ``features`` (the learned ones)."""
-    from otbench.analysis.methods import resolve
-
-    return {"features": features} if features is not None and resolve(name).accepts("features") \
-        else None
-
-
 @bench_cmd.command("compare")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--method", "methods", multiple=True,
@@ -255,12 +225,12 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     Writes the leaderboard as Markdown, CSV and JSON, and each method's
     otbench.bench/1 result where `otbench report DIRECTORY` finds it.
     """
-    from otbench.analysis.bench import compare_json, evaluate, leaderboard, leaderboard_block
+    from otbench.analysis.bench import compare_json, evaluate, leaderboard, leaderboard_block, methods_for
 
     from otbench.files import check_output, refuse_same_output, write_text_atomic
 
     _plugins_importable()
-    specs = list(methods) or _registered()
+    specs = list(methods)
     folder = board_out if board_out is not None else result_path(directory, "")
     boards = [folder / name for name in ("leaderboard.json", "leaderboard.csv", "leaderboard.md")]
     with argument_errors():                     # refused before the methods run, not after
@@ -273,12 +243,13 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
     results = []
     with _errors():
         ms, stored = _load(directory)
-        if not methods:    # the default: every registered method whose signals the set records
-            specs = _runnable(specs, ms)
-        for name in specs:
-            opts = _options(name, features)
-            results.append(evaluate(ms, name, split=split, theta_grid=theta_grid,
-                                    stored_features=stored, options=opts))
+        # each method resolved once; by default every registered one whose signals the set records
+        chosen, skipped = methods_for(ms, specs or None, features=features)
+        for name, why in skipped:
+            click.echo(f"skipped {name}: {why} (`otbench simulate --field-signals` draws synthetic ones)",
+                       err=True)
+        for m in chosen:
+            results.append(evaluate(ms, m, split=split, theta_grid=theta_grid, stored_features=stored))
         board = leaderboard(results, ms if replicates else None, replicates=max(1, replicates))
     names = [_file_name(r.method) for r in results]
     if len(set(names)) != len(names):

@@ -47,6 +47,7 @@ from ._evaluate import (
                        evaluate,
                        format_compare,
                        format_result,
+                       methods_for,
 )
 from ._leaderboard import (
                        MIN_RANK_QUESTIONS,
@@ -78,7 +79,7 @@ __all__ = [
     "PredictiveScheduling", "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake",
     "ThinkSwitcher", "UnitTable",
     "apply_split_file", "assign_splits", "compare", "compare_json", "evaluate",
-    "format_compare", "format_result", "leaderboard", "leaderboard_block", "leaderboard_key", "load_method",
+    "format_compare", "format_result", "leaderboard", "leaderboard_block", "leaderboard_key", "load_method", "methods_for",
     "offline_point", "question_splits", "ratios_iv",
     "read_question_features", "read_split_file", "read_stops", "resolve", "ridge_fit",
     "signal_tokens", "small_split_warning", "split_questions", "stop_positions", "sweep_stops", "units_of",

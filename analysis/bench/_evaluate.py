@@ -363,12 +363,33 @@ def _cell_totals(test: MeasurementSet, strategy: str) -> list[_CellTotals]:
 
 # -- several methods and printing ------------------------------------------------------
 
+def methods_for(ms: MeasurementSet, specs: Sequence[Any] | None = None, *, features: Any = None
+                ) -> tuple[list[Method], list[tuple[str, str]]]:
+    """Each method of `specs` resolved once (`resolve`), with ``features`` for those whose class takes
+    it; default: every registered method whose declared signals `ms` records, with the others
+    returned as ``(name, why)`` (`Method.runnable_on`). Given `specs` are all kept: a method the set
+    cannot run then fails in `evaluate` with its own reason."""
+    keep: list[Method] = []
+    skipped: list[tuple[str, str]] = []
+    for spec in (list(METHODS) if specs is None else list(specs)):
+        m = resolve(spec)
+        if features is not None and not isinstance(spec, Method) and m.accepts("features"):
+            m = resolve(spec, features=features)
+        if specs is None:
+            ok, why = m.runnable_on(ms)
+            if not ok:
+                skipped.append((m.name, why))
+                continue
+        keep.append(m)
+    return keep, skipped
+
+
 def compare(ms: MeasurementSet, methods: Sequence[Any] | None = None, **kwargs: Any
             ) -> list[BenchResult]:
-    """`evaluate` every method (default: every built-in whose declared signals `ms` records)."""
-    if methods is None:
-        methods = [b for b in METHODS if resolve(b).runnable_on(ms)[0]]
-    return [evaluate(ms, m, **kwargs) for m in methods]
+    """`evaluate` every method (default: every registered one whose declared signals `ms` records),
+    each resolved once (`methods_for`)."""
+    resolved, _ = methods_for(ms, methods)
+    return [evaluate(ms, m, **kwargs) for m in resolved]
 
 
 def compare_json(results: Sequence[BenchResult]) -> dict[str, Any]:
