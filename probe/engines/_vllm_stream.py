@@ -161,7 +161,7 @@ class VLLMStream(StreamBase):
             from ._vllm import _top_means     # the engine module imports this one at its end
 
             lp = getattr(getattr(state, "logprobs_processor", None), "logprobs", None)
-            lps = (tuple(float(x) for x in self._e._sampled(lp, ids))
+            lps = (self._e._sampled(lp, ids)
                    if getattr(request, "logprobs", False) else None)
             top = (_top_means(lp, len(ids), request.top_logprobs)
                    if getattr(request, "top_logprobs", 0) > 0 else None)

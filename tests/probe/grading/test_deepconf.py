@@ -191,3 +191,27 @@ def test_transformers_engine_top_mean_is_the_raw_top_k(hf_engine):
         row = torch.log_softmax(logits[len(prompt) - 1 + i], dim=-1)
         want = float(torch.topk(row, 20).values.mean())
         assert math.isclose(c.top_mean[i], want, rel_tol=1e-5, abs_tol=1e-5)
+
+
+def test_vllm_sampled_logprobs_gathered_at_once_equal_the_per_position_reading():
+    """`VLLMEngine._sampled` reads the flat form with one gather; against the dict form read position
+    by position, bit for bit, including positions whose first entry is not the sampled token."""
+    logprobs = pytest.importorskip("vllm.logprobs")
+    from otbench.probe.engines._vllm import VLLMEngine
+
+    rng = np.random.default_rng(7)
+    flat, dicts, ids = logprobs.FlatLogprobs(), [], []
+    for pos in range(50):
+        k = 0 if pos % 5 else 3
+        toks = [int(t) for t in rng.permutation(500)[:k + 1]]
+        vals = [float(v) for v in -np.abs(rng.normal(0, 3, size=k + 1))]
+        for target in (flat, dicts):
+            logprobs.append_logprobs_for_next_position(target, toks, vals, [None] * (k + 1), 1, k)
+        # every fifth position lists the sampled id second, behind another: read by its id
+        ids.append(toks[1] if k and pos % 10 == 5 else toks[0])
+    want = tuple(float(d[t].logprob) for d, t in zip(dicts, ids))
+    got = VLLMEngine._sampled(flat, ids)
+    assert got == want == VLLMEngine._sampled(dicts, ids)
+    assert got[5] != float(flat.logprobs[flat.start_indices[5]])      # the looked-up case happened
+    assert VLLMEngine._sampled(flat, ids[:10]) == want[:10]
+    assert VLLMEngine._sampled(flat, []) == ()
