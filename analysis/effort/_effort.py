@@ -75,8 +75,7 @@ class EffortMap:
 
     @property
     def percentiles(self) -> tuple[float, float]:
-        a = 100.0 * (1.0 - self.confidence) / 2.0
-        return (a, 100.0 - a)
+        return _percentiles(self.confidence)
 
     def unmet(self) -> int:
         """How many (cell, level) pairs have no budget."""
@@ -97,6 +96,11 @@ class EffortMap:
             "cells": [{**{k: v for k, v in dataclasses.asdict(c).items() if k != "levels"},
                        "levels": [_level_json(x) for x in c.levels]} for c in self.cells],
         }
+
+
+def _percentiles(confidence: float) -> tuple[float, float]:
+    a = round(100.0 * (1.0 - confidence) / 2.0, 10)        # 2.5, not 2.500000000000002
+    return (a, 100.0 - a)
 
 
 def _level_json(x: LevelBudget) -> dict[str, Any]:
@@ -137,8 +141,7 @@ def effort_map(ms: MeasurementSet, levels: Mapping[str, float] | str = "low=2,me
     lv = levels_iv(levels)
     _iv(ms, replicates, seed, confidence)
     deltas = [delta_fraction(v) for v in lv.values()]
-    a = 100.0 * (1.0 - float(confidence)) / 2.0
-    pcts = (a, 100.0 - a)
+    pcts = _percentiles(float(confidence))
     W = replicate_weights(ms, int(replicates), int(seed))
     cells = []
     for c in np.unique(ms.cell):
@@ -164,7 +167,8 @@ def _cell(ms, c, arr, Wc, lv, deltas, pcts) -> CellEffort:
         pm = np.flatnonzero(sc.point_meets[i])
         point = int(sc.caps[pm[0]]) if pm.size else None
         f = sc.first[i]
-        per = np.where(f >= 0, sc.caps[np.maximum(f, 0)].astype(np.float64),
+        caps = np.append(sc.caps, 0).astype(np.float64)             # index-safe with no candidate
+        per = np.where(f >= 0, caps[np.maximum(f, 0)],
                        np.where(f == -1, np.inf, np.nan))
         lo, hi = percentile(per[:, None], pcts)[:, 0]
         out.append(LevelBudget(

@@ -20,8 +20,8 @@ from otbench.errors import ArgumentError
 
 from ._draws import Tables, occurrence_items, resampling
 
-WEIGHT_BATCH = 256
-"""Replicates drawn per jitted call (bounds the drawn-rows array; never changes a weight)."""
+WEIGHT_BATCH = 32
+"""Replicates drawn per jitted call (bounds the drawn rows in flight; never changes a weight)."""
 
 
 def replicate_weights(ms: MeasurementSet, replicates: int, seed: int,
@@ -44,27 +44,26 @@ def replicate_weights(ms: MeasurementSet, replicates: int, seed: int,
     most = max([n for _, n in res.group_slots], default=1) * res.rmax
     dtype = np.int16 if most < 2**15 else np.int32
     out = np.zeros((int(replicates), T), dtype=dtype)
-    kernel = _rows_kernel(res.slots, res.models, res.rmax, res.words_per_replicate)
+    kernel = _counts_kernel(res.slots, res.models, res.rmax, res.words_per_replicate, T,
+                            np.dtype(dtype).name)
     seed_d = jnp.asarray(int(seed), dtype=jnp.uint64)
     B = max(1, min(int(batch), int(replicates)))
     for start in range(0, int(replicates), B):
         k = min(B, int(replicates) - start)
         reps = np.arange(start, start + B, dtype=np.uint64)         # padded: one compiled shape
-        rows = np.asarray(kernel(jnp.asarray(reps), seed_d, res.tables))[:k].reshape(k, -1)
-        rep = np.repeat(np.arange(k, dtype=np.int64), rows.shape[1])
-        flat = rows.reshape(-1).astype(np.int64)
-        keep = flat >= 0
-        counts = np.bincount(rep[keep] * T + flat[keep], minlength=k * T)
-        out[start:start + k] = counts.reshape(k, T).astype(dtype)
+        out[start:start + k] = np.asarray(kernel(jnp.asarray(reps), seed_d, res.tables))[:k]
     return out
 
 
 @functools.cache
-def _rows_kernel(slots: int, models: int, rmax: int, words_per_replicate: int):
+def _counts_kernel(slots: int, models: int, rmax: int, words_per_replicate: int, T: int,
+                   dtype: str):
     statics = dict(slots=slots, models=models, rmax=rmax, words_per_replicate=words_per_replicate)
 
-    def _rows(rep, seed, t: Tables):
+    def _counts(rep, seed, t: Tables):
         _, items = occurrence_items(rep, seed, t, **statics)
-        return t.rows[items]                      # global row of every draw, -1 for none
+        rows = t.rows[items].reshape(-1)          # global row of every draw, -1 for none
+        # A draw of no row lands on the extra slot T, dropped below.
+        return jnp.zeros(T + 1, dtype=dtype).at[jnp.where(rows >= 0, rows, T)].add(1)[:T]
 
-    return jax.jit(jax.vmap(_rows, in_axes=(0, None, None)))
+    return jax.jit(jax.vmap(_counts, in_axes=(0, None, None)))
