@@ -3,13 +3,14 @@ paired two-stage bootstrap interval stays within δ of full thinking, and writer
 
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
+from ._cells import CellArrays, Scan, scan
 from ._effort import REPLICATES, SCHEMA, SEED, CellEffort, EffortMap, LevelBudget, effort_map
 from ._formats import FORMATS, UNLIMITED, VLLM_SOURCE, csv_rows, format_effort, render, vllm_budgets
 from ._levels import DEFAULT_LEVELS, delta_fraction, levels_iv, parse_levels
 
 __all__ = [
     "DEFAULT_LEVELS", "FORMATS", "REPLICATES", "SCHEMA", "SEED", "UNLIMITED", "VLLM_SOURCE",
-    "CellEffort", "EffortMap", "LevelBudget",
+    "CellArrays", "CellEffort", "EffortMap", "LevelBudget", "Scan",
     "csv_rows", "delta_fraction", "effort_map", "format_effort", "levels_iv", "parse_levels",
-    "render", "vllm_budgets",
+    "render", "scan", "vllm_budgets",
 ]
