@@ -61,7 +61,7 @@ def effort_sections(ctx, set_dir: Path | None, set_hash: str) -> list[Section]:
             ab = x.get("at_budget") or {}
             iv = x.get("budget_interval") or [None, None]
             rows.append([
-                (f"{c['model']} / {c['group']}", f"{c['model']}/{c['group']}"),
+                (f"{c['model']} / {c['group']}", (c["model"], c["group"])),
                 (x["level"], x["level"]), (f"{x['delta']:g}", f"{x['delta']:g}"),
                 (_cap(x["budget"]), "" if x["budget"] is None else str(x["budget"])),
                 (f"[{_cap(iv[0])}, {_cap(iv[1])}]" + (" *" if x.get("budget_flag") else ""),
@@ -76,8 +76,9 @@ def effort_sections(ctx, set_dir: Path | None, set_hash: str) -> list[Section]:
                 f"its interval: {pcts[0]:g}–{pcts[1]:g} percentiles of the per-replicate smallest cap "
                 f"within δ (* the point budget lies outside it); accuracy and relative cost at the "
                 f"budget; {doc.get('replicates', 0):,} replicates, seed {doc.get('seed')}.",
-        header=["model / group", "level", "δ (pp)", "budget", "budget interval", "accuracy (%)",
+        header=["model / group", "level", "δ (pp)", "budget (tokens)", "budget interval", "accuracy (%)",
                 "full (%)", "cost (%)"],
-        csv_header=["model/group", "level", "delta (pp)", "budget", "budget lo", "budget hi",
-                    "accuracy (%)", "full (%)", "cost (%)"], rows=rows, key_columns=2)))
+        csv_header=["model", "group (benchmark)", "level (name)", "delta (pp)", "budget (tokens)",
+                    "budget lo (tokens)", "budget hi (tokens)", "accuracy (%)", "full (%)",
+                    "cost (%)"], rows=rows, key_columns=2)))
     return [sec]

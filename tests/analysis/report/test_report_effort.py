@@ -22,12 +22,13 @@ def test_the_effort_table_shows_the_map(tmp_path: Path):
     name = next(t["name"] for t in man["tables"] if t["name"].endswith("_effort"))
     rows = list(csv.reader(ln for ln in (tmp_path / "r" / "tables" / f"{name}.csv").open()
                            if not ln.startswith("#")))
-    assert rows[0][:4] == ["model/group", "level", "delta (pp)", "budget"]
-    body = {(r[0], r[1]): r for r in rows[1:]}
+    assert rows[0][:5] == ["model", "group (benchmark)", "level (name)", "delta (pp)", "budget (tokens)"]
+    assert all("(" in h for h in rows[0][1:])              # every number names its unit
+    body = {(r[0], r[1], r[2]): r for r in rows[1:]}
     assert len(body) == 2 * len(em.cells)
     for c in em.cells:
         for x in c.levels:
-            got = body[(f"{c.model}/{c.group}", x.level)][3]
+            got = body[(c.model, c.group, x.level)][4]
             assert got == ("" if x.budget is None else str(x.budget))
     assert "Effort levels" in index.read_text()
 
