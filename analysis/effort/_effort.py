@@ -29,7 +29,7 @@ from otbench.analysis.resampling import percentile, replicate_weights
 from otbench.errors import ArgumentError
 
 from ._cells import CellArrays, at_budget, scan
-from ._levels import delta_fraction, levels_iv
+from ._levels import DEFAULT_LEVELS, delta_fraction, levels_iv
 
 SCHEMA = "otbench.effort/1"
 SEED = 20260721
@@ -118,15 +118,15 @@ def _iv(ms: MeasurementSet, replicates: Any, seed: Any, confidence: Any) -> None
         raise ArgumentError(f"`ms` must be a MeasurementSet, got {type(ms).__name__}")
     if ms.num_trajectories == 0:
         raise ArgumentError("the set has no trajectories")
-    for name, v in (("replicates", replicates), ("seed", seed)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (1 if name == "replicates" else 0):
-            raise ArgumentError(f"`{name}` must be an integer >= {1 if name == 'replicates' else 0}, got {v!r}")
+    for name, v, least in (("replicates", replicates, 1), ("seed", seed, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+            raise ArgumentError(f"`{name}` must be an integer >= {least}, got {v!r}")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
             or not math.isfinite(confidence) or not 0 < confidence < 1:
         raise ArgumentError(f"`confidence` must lie strictly between 0 and 1, got {confidence!r}")
 
 
-def effort_map(ms: MeasurementSet, levels: Mapping[str, float] | str = "low=2,medium=1,high=0.5", *,
+def effort_map(ms: MeasurementSet, levels: Mapping[str, float] | str = DEFAULT_LEVELS, *,
                replicates: int = REPLICATES, seed: int = SEED, confidence: float = 0.95,
                oracle: bool = True) -> EffortMap:
     """Per cell and level, the smallest token cap certified within δ of full thinking.
@@ -208,10 +208,12 @@ def _with_oracle(ms: MeasurementSet, cells: list[CellEffort]) -> list[CellEffort
     res = frontiers(ms, strategies="fb", grid=betas)
     acc = res.strategies["fb"].acc
     where = {(cl.model, cl.group): i for i, cl in enumerate(res.cells)}
+    at = {b: j for j, b in enumerate(betas)}
     out = []
     for c in cells:
         i = where[(c.model, c.group)]
-        lv = tuple(dataclasses.replace(x, oracle_fb=float(acc[i, betas.index(Fraction(*x.at_budget["cost"]))]))
-                   if x.at_budget is not None and x.at_budget["cost"][1] > 0 else x for x in c.levels)
+        lv = tuple(dataclasses.replace(x, oracle_fb=float(acc[i, at[Fraction(*x.at_budget["cost"])]]))
+                   if x.at_budget is not None and x.at_budget["cost"][1] > 0 else x
+                   for x in c.levels)
         out.append(dataclasses.replace(c, levels=lv))
     return out
