@@ -75,7 +75,8 @@ def format_effort(em: EffortMap) -> str:
     """A short table for the terminal: per cell, each level's budget and its interval."""
     lines = ["SYNTHETIC DATA (simulated, not model outputs)"] if em.synthetic else []
     lines.append(f"effort levels ({', '.join(f'{k}={v:g}' for k, v in em.levels.items())} points), "
-                 f"{em.replicates} replicates, seed {em.seed}, {100 * em.confidence:g}% intervals")
+                 f"{em.replicates} replicates, seed {em.seed}, {100 * em.confidence:g}% intervals; "
+                 f"budget: certified by its interval; point: the rule on the data, [its interval]")
     for c in em.cells:
         lines.append(f"{c.model} / {c.group}: full thinking {100 * c.full_accuracy:.1f}%, "
                      f"{c.full_tokens:.0f} tokens")
@@ -85,7 +86,8 @@ def format_effort(em: EffortMap) -> str:
                 continue
             ab = x.at_budget
             lo, hi = ("none" if v is None else f"{v:.0f}" for v in x.budget_interval)
-            lines.append(f"  {x.level:8s} {x.budget:>7d} tokens [{lo}, {hi}]  accuracy "
-                         f"{100 * ab['accuracy']:.1f}%  cost {100 * (ab['relative_cost'] or 0):.0f}%"
-                         + (f"  ({x.budget_flag})" if x.budget_flag else ""))
+            pt = "none" if x.point_budget is None else f"{x.point_budget}"
+            lines.append(f"  {x.level:8s} {x.budget:>7d} tokens  accuracy {100 * ab['accuracy']:.1f}%"
+                         f"  cost {100 * (ab['relative_cost'] or 0):.0f}%  (point {pt} [{lo}, {hi}]"
+                         + (f"; {x.budget_flag})" if x.budget_flag else ")"))
     return "\n".join(lines) + "\n"

@@ -64,6 +64,8 @@ def effort_sections(ctx, set_dir: Path | None, set_hash: str) -> list[Section]:
                 (f"{c['model']} / {c['group']}", (c["model"], c["group"])),
                 (x["level"], x["level"]), (f"{x['delta']:g}", f"{x['delta']:g}"),
                 (_cap(x["budget"]), "" if x["budget"] is None else str(x["budget"])),
+                (_cap(x.get("point_budget")),
+                 "" if x.get("point_budget") is None else str(x["point_budget"])),
                 (f"[{_cap(iv[0])}, {_cap(iv[1])}]" + (" *" if x.get("budget_flag") else ""),
                  tuple("" if v is None else f"{v:g}" for v in iv)),
                 (tabs.fmt(ab.get("accuracy"), 100.0), tabs.csv_num(ab.get("accuracy"), 100.0)),
@@ -72,13 +74,14 @@ def effort_sections(ctx, set_dir: Path | None, set_hash: str) -> list[Section]:
             ])
     sec.table(ctx.table(tabs.simple_table(
         "effort", title="Effort levels: thinking-token budgets",
-        caption=f"Budget: the certified cap in tokens (none: no cap below full thinking is within δ); "
-                f"its interval: {pcts[0]:g}–{pcts[1]:g} percentiles of the per-replicate smallest cap "
-                f"within δ (* the point budget lies outside it); accuracy and relative cost at the "
-                f"budget; {doc.get('replicates', 0):,} replicates, seed {doc.get('seed')}.",
-        header=["model / group", "level", "δ (pp)", "budget (tokens)", "budget interval", "accuracy (%)",
-                "full (%)", "cost (%)"],
+        caption=f"Budget: the cap certified by its interval, in tokens (none: no cap below full "
+                f"thinking is within δ); point: the same rule on the data alone, and its interval, "
+                f"the {pcts[0]:g}–{pcts[1]:g} percentiles of the per-replicate smallest cap within δ "
+                f"(* the point lies outside it); accuracy and relative cost at the budget; "
+                f"{doc.get('replicates', 0):,} replicates, seed {doc.get('seed')}.",
+        header=["model / group", "level", "δ (pp)", "budget (tokens)", "point (tokens)",
+                "point interval", "accuracy (%)", "full (%)", "cost (%)"],
         csv_header=["model", "group (benchmark)", "level (name)", "delta (pp)", "budget (tokens)",
-                    "budget lo (tokens)", "budget hi (tokens)", "accuracy (%)", "full (%)",
+                    "point (tokens)", "point lo (tokens)", "point hi (tokens)", "accuracy (%)", "full (%)",
                     "cost (%)"], rows=rows, key_columns=2)))
     return [sec]
