@@ -59,7 +59,7 @@ _export("horizon", "HorizonAnalysisError", "McNemar", "SignFlip", "log2_trapezoi
 _export("report", "ReportError", "ViewError", "write_report", "write_view")
 
 SUBPACKAGES = ("measurement", "core", "overthinking", "frontier", "resampling", "methods",
-               "bench", "horizon", "report")
+               "bench", "horizon", "report", "effort")
 
 __all__ = sorted(_EXPORTS)
 

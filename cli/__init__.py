@@ -16,6 +16,7 @@ _COMMANDS = {
     "_simulate": ("simulate_cmd",),
     "_metrics": ("metrics_cmd",),
     "_frontier": ("frontier_cmd",),
+    "_effort": ("effort_cmd",),
     "_grade": ("grade_cmd",),
     "_bench": ("split_cmd", "bench_cmd"),
     "_report": ("report_cmd",),

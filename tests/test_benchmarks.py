@@ -20,6 +20,7 @@ LIGHT = {
     "bench_otbench.py": "walk is",
     "bench_simulate.py": "ratio simulate / validate-only",
     "bootstrap.py": "same replicates as the baseline (1e-12): yes",
+    "effort_map.py": "each within δ by its interval; ",
     "grading_extraction.py": "grading extraction: worst growth exponent",
     "horizon_nested.py": "speed-up",
     "metrics.py": "macro OR",

@@ -8,6 +8,8 @@ import pytest
     (("bootstrap", "{tiny}", "--replicates", "0"), "Error: `--replicates` must be an integer >= 1"),
     (("thinning", "{tiny}", "--probes", "99", "--trajectories", ""), "Error: `--probes` must not exceed"),
     (("bench", "run", "{tiny}", "--method", "nope"), "Error: the set has no split assignment"),
+    (("effort", "{tiny}", "--levels", "low"), "Error: Invalid value for '--levels': item 'low': "
+                                              "expected name=points (e.g. low=2)"),
     # an empty cluster address is refused before any job is read or engine started
     (("probe", "run", "--model", "vllm", "--tasks", "math500", "--out", "{missing}",
       "--ray-address", ""), "--ray-address is empty"),

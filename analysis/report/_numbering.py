@@ -54,6 +54,7 @@ TABLES = (
     "horizon_diagonal",
     "horizon_lengths",
     "cost",
+    "effort",
 )
 _FIG = {k: (i + 1, k) for i, k in enumerate(FIGURES)}
 _TAB = {k: (i + 1, k) for i, k in enumerate(TABLES)}

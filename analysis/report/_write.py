@@ -64,6 +64,7 @@ from . import _figures as figs
 from . import _numbering as num
 from . import _tables as tabs
 from ._cost import cost_sections
+from ._effort import effort_sections
 from ._horizon import horizon_sections
 from ._html import Section, render
 from ._inputs import Doc, Inputs, ReportInputError, gather
@@ -301,6 +302,7 @@ def _build(ms: MeasurementSet, set_dir: Path | None, inputs: Inputs, out: Path,
                 steps_section(ctx, set_dir)]
     sections += horizon_sections(ctx, set_dir)   # DIR/results/horizon.json, when present (issue 9)
     sections += cost_sections(ctx, set_dir)      # DIR/run.json's cost block, when present (issue 26)
+    sections += effort_sections(ctx, set_dir, _content_hash(ms, set_dir))   # DIR/results/effort.json
     data = out / "data"
     data.mkdir()
     docs = {"metrics": inputs.metrics, "frontier": inputs.frontier,

@@ -22,6 +22,7 @@ from ._precision import (
                          predict_precision,
                          thin_probes,
 )
+from ._weights import WEIGHT_BATCH, replicate_weights
 from ._sweep import sweep, sweep_csv, sweep_header, sweep_tables, sweep_unit
 from ._thinning import (
                          DRAWS,
@@ -40,10 +41,10 @@ from ._thinning import (
 
 __all__ = [
     "BOOT_METRICS", "DRAWS", "FRONTIER_STATS", "LINEAR_STATS", "PRECISION_REPLICATES", "PERCENTILES", "PROBES", "REPLICATES", "SEED", "THINNING_METRICS",
-    "TRAJECTORIES",
+    "TRAJECTORIES", "WEIGHT_BATCH",
     "BootstrapResult", "CheckpointError", "Components", "PrecisionError", "PrecisionPrediction", "FrontierBootstrap", "ProbeThinning",
     "TrajectoryThinning",
     "bootstrap", "chain", "default_batch", "default_levels", "format_bootstrap", "format_thinning",
-    "max_trajectories", "percentile", "predict_precision", "probe_thinning", "frontier_area", "thin_probes",
+    "max_trajectories", "percentile", "replicate_weights", "predict_precision", "probe_thinning", "frontier_area", "thin_probes",
     "provenance", "sweep", "sweep_csv", "sweep_header", "sweep_tables", "sweep_unit", "thinning", "trajectory_thinning",
 ]
