@@ -136,3 +136,36 @@ def test_a_one_file_method_is_certified_through_the_logits_processor(embedded_se
         assert [t["online_k"] for t in per] == [t["offline_k"] for t in per], per
     stopped = [t for t in cert["per_trajectory"] + run["per_trajectory"] if t["online_early"]]
     assert stopped and all(t["online_k"] == 1 for t in stopped), stopped   # it did stop online, at k = 1
+
+
+@pytest.mark.slow
+def test_effort_budgets_are_run_as_the_engines_cap_on_vllm_cpu(embedded_set, tmp_path):
+    """`otbench effort --certify LEVEL`: each cell's budget at the level, run as vLLM's own thinking
+    cap on the cell's test trajectories (`otbench.workflows.certify_effort`)."""
+    import json
+
+    otbench = Path(sys.executable).parent / "otbench"
+    out = tmp_path / "effort.json"
+    r = subprocess.run([str(otbench), "effort", str(embedded_set), "--levels", "loose=60,tight=0.1",
+                        "--replicates", "40", "--out", str(out), "--certify", "loose", "--trajectories", "2"],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    em = json.loads(out.read_text())
+    doc = json.loads((embedded_set / "results" / "effort-certify.json").read_text())
+    assert doc["schema"] == "otbench.effort-certify/1" and doc["level"] == "loose"
+    assert doc["content_hash"] == em["content_hash"] and len(doc["cells"]) == len(em["cells"])
+    ran = [c for c in doc["cells"] if c["certificate"] is not None]
+    assert ran, doc                         # a 60-point δ is met somewhere
+    for c in doc["cells"]:
+        assert c["budget"] == em["map"]["loose"][f"{c['model']}/{c['group']}"]
+        if c["certificate"] is None:
+            assert c["budget"] is None and c["why"] == "no budget meets δ at this level"
+            continue
+        cert = c["certificate"]
+        assert cert["schema"] == "otbench.online-certify-cap/2" and cert["theta"] == c["budget"]
+        assert 1 <= cert["trajectories"] <= 2 and cert["runner"]["runner"] == "v1"
+        assert f"{c['model']}/{c['group']} loose = {c['budget']} tokens: engine_cap: θ = {c['budget']}" in r.stdout
+    bad = subprocess.run([str(otbench), "effort", str(embedded_set), "--replicates", "10", "--out",
+                          str(tmp_path / "e2.json"), "--certify", "nope"], capture_output=True, text=True,
+                         timeout=600, cwd=ROOT)
+    assert bad.returncode == 2 and "no level 'nope'" in bad.stderr and "Traceback" not in bad.stderr

@@ -71,7 +71,8 @@ def _importers_of(prefix: str, roots=("analysis", "probe", "otbench", "cli")) ->
 
 
 def test_only_the_cli_sits_above_the_workflows():
-    assert _importers_of("otbench.workflows") == ["cli/_online.py"]
+    users = _importers_of("otbench.workflows")
+    assert "cli/_online.py" in users and all(u.startswith("cli/") for u in users), users
     # and the online commands reach the replay and the offline walk only through it
     from pathlib import Path
 
@@ -79,3 +80,15 @@ def test_only_the_cli_sits_above_the_workflows():
     for name in ("certify_set", "certify_field", "certify_engine_cap", "stop_positions", "offline_point",
                  "frontiers"):
         assert name not in src, name
+
+
+def test_certify_effort_refuses_a_map_of_another_set_or_level(synthetic_dir):
+    from otbench.workflows import certify_effort
+
+    d, ms = synthetic_dir
+    with pytest.raises(OnlineControlError, match="computed on another set"):
+        certify_effort(d, ms, {"content_hash": "x" * 64, "levels": {"low": {}}, "cells": []}, "low")
+    from otbench.analysis.measurement import content_hash
+
+    with pytest.raises(OnlineControlError, match="--certify high: no such level"):
+        certify_effort(d, ms, {"content_hash": content_hash(ms), "levels": {"low": {}}, "cells": []}, "high")

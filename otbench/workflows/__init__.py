@@ -6,8 +6,9 @@ The CLI parses arguments, calls one workflow and prints.
 
 * `certify` -- `otbench online certify`: a method's (or the engine cap's) certificate.
 * `run_online` -- `otbench online run`: a method run online, per trajectory.
+* `certify_effort` -- `otbench effort --certify LEVEL`: each cell's budget run as the engine's cap.
 """
 
-from ._online import ENGINE_BUDGET, certify, run_online
+from ._online import ENGINE_BUDGET, certify, certify_effort, run_online
 
-__all__ = ["ENGINE_BUDGET", "certify", "run_online"]
+__all__ = ["ENGINE_BUDGET", "certify", "certify_effort", "run_online"]

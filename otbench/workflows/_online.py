@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ENGINE_BUDGET = "engine-budget"
 """`online certify --method engine-budget`: the engine's own thinking cap (not a `Method`: it is
 the engine's rule, scored against the fixed-budget point of budget forcing at the same θ)."""
@@ -118,12 +120,15 @@ def _frontier_at(points: list[float]):
 
 
 def _engine_cap(set_dir: Path, ms, theta: float, grader: str, trajectories, start, end,
-                server: Mapping[str, Any], runner: str | None) -> dict:
+                server: Mapping[str, Any], runner: str | None, cell: int | None = None) -> dict:
     from otbench.analysis.methods import BudgetForcing
     from otbench.probe.online import certify_engine_cap, check_replayable
 
     check_replayable(set_dir, ms)
     ms, rows, k, fixed = _offline(ms, BudgetForcing(), theta, "test")
+    if cell is not None:                  # one (model, group) cell: an effort level's budget is per cell
+        keep = np.asarray(ms.cell)[rows] == cell
+        rows, k = rows[keep], k[keep]
     if trajectories is not None:
         rows, k = rows[:trajectories], k[:trajectories]
     cert = certify_engine_cap(set_dir, ms, rows, k, theta=theta, grader=grader, start=start, end=end,
@@ -180,3 +185,37 @@ def run_online(set_dir: Path, ms, method: str | None, theta: float, *, split: st
             "online_rel_cost", "per_trajectory") + (("online_net_rel_cost", "side", "thinking", "controller")
                                                     if m.online == "side" else ())
     return {"schema": "otbench.online-run/1", "split": split, **{k2: rec[k2] for k2 in keep}}
+
+
+def certify_effort(set_dir: Path, ms, effort: Mapping[str, Any], level: str, *, grader: str = "auto",
+                   trajectories: int | None = None, server: Mapping[str, Any] | None = None,
+                   runner: str | None = None) -> dict:
+    """`otbench effort --certify LEVEL`: each cell's budget at `level` run as the engine's own cap
+    (`online certify --method engine-budget` on that cell's test trajectories), so the operator sees
+    what the engine does at the budget the map chose. `effort`: the `otbench.effort/1` document of
+    this set (its content hash must be the set's). A cell without a budget at `level` is listed, not run.
+    """
+    from otbench.analysis.measurement import content_hash
+    from otbench.probe.online import OnlineControlError
+
+    if effort.get("content_hash") != content_hash(ms):
+        raise OnlineControlError(f"{set_dir}: the effort map was computed on another set (content hash "
+                                 "differs); run otbench effort on this set first")
+    if level not in effort.get("levels", {}):
+        raise OnlineControlError(f"--certify {level}: no such level in the map (levels: "
+                                 f"{', '.join(effort.get('levels', {}))})")
+    cells = {tuple(map(str, ms.cell_name(c))): c for c in range(ms.num_cells)}
+    out = []
+    for c in effort["cells"]:
+        lv = next(x for x in c["levels"] if x["level"] == level)
+        rec = {"model": c["model"], "group": c["group"], "level": level, "budget": lv["budget"]}
+        if lv["budget"] is None:
+            rec["certificate"] = None
+            rec["why"] = "no budget meets δ at this level"
+        else:
+            rec["certificate"] = _engine_cap(set_dir, ms, float(lv["budget"]), grader, trajectories, None,
+                                             None, dict(server or {}), runner,
+                                             cell=cells[(c["model"], c["group"])])
+        out.append(rec)
+    return {"schema": "otbench.effort-certify/1", "level": level, "content_hash": effort["content_hash"],
+            "cells": out}
