@@ -12,6 +12,7 @@ An entry is a test file and either `None` (every test in it) or the names of the
 run (the test function, or `Class::test`, without parameters: every parametrization runs).
 """
 
+from collections.abc import Iterable
 from pathlib import Path
 
 # Each hypothesis property runs at most this many examples in the tier (the profile "fast" in
@@ -51,7 +52,6 @@ FAST_TIER: dict[str, tuple[str, ...] | None] = {
     "tests/probe/grading/test_frames.py": None,
     "tests/probe/grading/test_grading_choice.py": None,
     "tests/probe/grading/test_grading_math.py": None,
-    "tests/probe/grading/test_hostile_answers.py": None,
     "tests/probe/tokens/test_probe_ids.py": None,
     "tests/probe/tokens/test_segment_vocab.py": None,
     "tests/probe/stp/test_compact_ids.py": None,
@@ -67,8 +67,42 @@ FAST_TIER: dict[str, tuple[str, ...] | None] = {
     "tests/probe/online/test_online_sidereq.py": None,
     "tests/cli/test_special_files.py": None,
     "tests/test_cli_errors.py": None,
-    "tests/test_layout.py": None,
     "tests/test_layout_method_names.py": None,
+    "tests/test_layout_graph.py": None,
+    "tests/test_fast_tier.py": None,
+    "tests/test_entry_points.py": (
+        "test_an_installed_method_is_listed_and_resolved_like_a_registered_one",
+        "test_a_server_loads_an_installed_method_only_when_listed",
+        "test_an_installed_grader_joins_the_grader_registry",
+        "test_a_bad_entry_point_is_one_line_naming_the_distribution",
+        "test_two_distributions_may_not_declare_one_name_with_two_targets"),
+    "tests/probe/grading/test_deepconf.py": ("test_vllm_top_means_read_both_logprob_forms",
+                                             "test_openai_top_means"),
+    "tests/probe/engines/test_openai_client.py": (
+        "test_base_url_forms", "test_generation_body_sends_every_sampling_field",
+        "test_logprob_body_and_signal", "test_completions_strip_the_stop_id_like_the_in_process_engine",
+        "test_the_engine_refuses_without_base_url_or_key", "test_probe_text_covers_the_hard_cases"),
+    "tests/probe/online/test_online_v2.py": (
+        "test_no_device_read_without_a_live_control", "test_one_read_per_step_and_none_once_the_control_is_done",
+        "test_a_boundary_stop_forces_the_thinking_end_and_the_public_class_runs_v2"),
+    "tests/probe/plan/test_plan.py": ("test_offline_hub_data_fails_fast_in_one_line",),
+    "tests/analysis/horizon/test_audit_log.py": ("test_audit_of_an_inspect_mock_log_counts_the_length_limit",),
+    "tests/analysis/measurement/test_hub.py": ("test_the_folder_is_a_set_with_the_original_hash",),
+    "tests/probe/online/test_certify_cap.py": ("test_the_transformers_engine_refuses_a_budget",),
+    "tests/probe/stp/test_model_fingerprint.py": None,
+}
+
+
+# Library modules no process of the tier can load, each with the reason; the coverage rule
+# leaves them out, and fails if one of them was loaded after all (then remove it here).
+# Child programs are started by name, never imported (tests/test_fast_tier.py checks both).
+CHILD_PROGRAMS = {
+    "otbench.probe.grading._deadline_child": "started as `python -m` by grading/_deadline.py",
+    "otbench.probe.grading._sandbox_harness": "a file the code sandbox executes (grading/_sandbox.py)",
+}
+# Pending: a module whose every test starts an engine today; a tier test is still owed.
+PENDING = {
+    "otbench.probe.horizon._stp": "its tests read an engine's vocabulary (the hf_engine fixture)",
 }
 
 
@@ -98,9 +132,12 @@ def cap_examples(fn, limit: int = FAST_EXAMPLES) -> bool:
     return True
 
 
-def untouched(library: set[str], loaded: set[str]) -> list[str]:
-    """The library modules no test process of the tier loaded, sorted."""
-    return sorted(library - loaded)
+def untouched(library: set[str], loaded: set[str],
+              exempt: Iterable[str] = (*CHILD_PROGRAMS, *PENDING)) -> list[str]:
+    """The library modules no test process of the tier loaded, sorted; an exempt module that
+    was loaded is listed too (its entry is stale)."""
+    exempt = set(exempt)
+    return sorted((library - loaded - exempt) | (exempt & loaded))
 
 
 def loaded_library_modules(modules) -> set[str]:
@@ -108,8 +145,8 @@ def loaded_library_modules(modules) -> set[str]:
 
 
 def tier_line(missing: list[str]) -> str:
-    return (f"quick tier: {len(missing)} library module(s) no test of the tier imported "
-            f"(add a test to FAST_TIER in tests/_fast_tier.py): {', '.join(missing)}")
+    return (f"quick tier: {len(missing)} library module(s) no test of the tier imported, or "
+            f"listed as unreachable yet loaded (tests/_fast_tier.py): {', '.join(missing)}")
 
 
 def repo_path(root: Path, path: Path) -> str:

@@ -13,8 +13,9 @@
 import ast
 from pathlib import Path
 
-from _fast_tier import FAST_EXAMPLES, FAST_TIER, cap_examples, in_tier, tier_key, tier_line, untouched
-from _library import ROOT, library_files
+from _fast_tier import (CHILD_PROGRAMS, FAST_EXAMPLES, FAST_TIER, PENDING, cap_examples, in_tier, tier_key,
+                        tier_line, untouched)
+from _library import ROOT, import_graph, library_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,9 +84,12 @@ def test_the_coverage_rule_names_each_module_no_process_loaded(tmp_path):
                        "otbench.analysis.x._kept", "otbench.analysis.x._planted"}
     worker_a = {"otbench", "otbench.analysis", "numpy"}
     worker_b = {"otbench.analysis.x", "otbench.analysis.x._kept", "otbench.probe.other"}
-    missing = untouched(library, worker_a | worker_b)
+    missing = untouched(library, worker_a | worker_b, exempt=())
     assert missing == ["otbench.analysis.x._planted"]
-    assert untouched(library, worker_a | worker_b | {"otbench.analysis.x._planted"}) == []
+    assert untouched(library, worker_a | worker_b | {"otbench.analysis.x._planted"}, exempt=()) == []
+    # an exempt module is left out while unloaded, and named once it is loaded (a stale entry)
+    assert untouched(library, worker_a | worker_b, exempt={"otbench.analysis.x._planted"}) == []
+    assert untouched(library, library, exempt={"otbench.analysis.x._kept"}) == ["otbench.analysis.x._kept"]
     assert tier_line(missing).endswith(": otbench.analysis.x._planted")
     # the real library: every module has a name the rule can be checked against
     assert "otbench.probe.online._certify_cap" in library_files()
@@ -108,3 +112,16 @@ def test_a_property_s_own_budget_is_capped():
     assert 0 < len(seen) <= FAST_EXAMPLES
     small._hypothesis_internal_use_settings = settings(max_examples=FAST_EXAMPLES)
     assert not cap_examples(small) and not cap_examples(lambda: None)
+
+
+def test_child_programs_are_started_by_name_and_never_imported():
+    """A child program cannot be loaded by a test process: no library module imports it, and
+    some library module starts it by name (`python -m MODULE` or its file)."""
+    files = library_files()
+    graph = import_graph(files)
+    sources = {m: p.read_text() for m, p in files.items()}
+    assert set(CHILD_PROGRAMS) | set(PENDING) <= set(files)
+    for child in CHILD_PROGRAMS:
+        assert not [m for m, deps in graph.items() if child in deps], child
+        by_name = (child, Path(files[child]).name)
+        assert [m for m, text in sources.items() if m != child and any(n in text for n in by_name)], child
