@@ -5,8 +5,9 @@ tests under a small example budget, yet every library module is imported by some
 the tier. tests/conftest.py selects the tests below and, at the end of a whole-tier run,
 fails the run if a library module was never loaded in any of its test processes (the
 module names each process had in `sys.modules`; a module only a subprocess loaded does not
-count). tests/test_fast_tier.py checks the rule itself and that every entry still names a
-test.
+count). The exceptions are named below with their reasons: child programs, which no test
+process can import, and modules whose every test starts an engine today (pending).
+tests/test_fast_tier.py checks the rule itself and that every entry still names a test.
 
 An entry is a test file and either `None` (every test in it) or the names of the tests to
 run (the test function, or `Class::test`, without parameters: every parametrization runs).
