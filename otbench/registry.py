@@ -14,6 +14,15 @@ registry lists what its operator allowed: `allowed`). The registry never
 changes `sys.path`: a ``"module:object"`` target imports from the path as
 the caller set it.
 
+A registry with an entry-point `group` (``otbench.methods``, ``otbench.graders``) also lists
+the names that installed distributions declare there (``[project.entry-points."otbench.methods"]
+my-method = "my_pkg.mod:MyMethod"``), after its own, read from the distributions' metadata
+(`importlib.metadata`) and imported only when chosen, like a registered name. An installed
+name is a plug-in: it is checked by the same child-process import as a ``module:object``
+target, and where `allowed` is given (a server) it resolves only when the operator listed it
+(by its name or its ``module:object`` target). It may not take a built-in name, nor one that
+another distribution declares with another target (one line naming both).
+
 This module imports nothing heavy, so any part of otbench may use it.
 """
 
@@ -132,42 +141,81 @@ class Registry(Mapping):
       plugins: whether targets that are not registered names resolve.
       unknown: the message for a name that is neither registered nor a
         target (default: "<what> must be one of ... or 'module:object'").
+      group: the entry-point group whose installed names it also lists (module docstring).
     """
 
     def __init__(self, what: str, entries: Mapping[str, str], *,
                  error: type[Exception] = RegistryError, plugins: bool = True,
-                 unknown: Callable[["Registry", str], str] | None = None):
+                 unknown: Callable[["Registry", str], str] | None = None,
+                 group: str | None = None):
         self.what = what
         self._entries: dict[str, str] = dict(entries)
         self.error = error
         self.plugins = plugins
         self._unknown = unknown
+        self.group = group
+        self._installed: dict[str, str] | None = None      # read on first use
 
     # -- the table ---------------------------------------------------------------------
+    def installed(self) -> dict[str, str]:
+        """Name -> target of every entry point in `group` (read once; empty without a group)."""
+        if self._installed is None:
+            self._installed = self._read_group()
+        return self._installed
+
+    def _read_group(self) -> dict[str, str]:
+        from importlib.metadata import entry_points
+
+        found: dict[str, tuple[str, str]] = {}
+        for ep in entry_points(group=self.group) if self.group else ():
+            dist = getattr(getattr(ep, "dist", None), "name", None) or "an installed distribution"
+            where = f"{dist}'s entry point {ep.name!r} in {self.group!r}"
+            if not ep.name or ":" in ep.name or ep.name in self._entries:
+                raise self.error(f"{where}: an installed {self.what} needs a name of its own "
+                                 f"(not empty, no ':', not a built-in: {', '.join(self._entries)})")
+            if ep.name in found and found[ep.name][0] != ep.value:
+                raise self.error(f"{where} names {ep.value!r}, but {found[ep.name][1]} declares "
+                                 f"the same name as {found[ep.name][0]!r}")
+            try:
+                self._split(ep.value, ep.value)
+            except self.error as e:
+                raise self.error(f"{where}: {e}") from None
+            found[ep.name] = (ep.value, dist)
+        return {name: value for name, (value, _) in sorted(found.items())}
+
+    def _table(self, name: object) -> str | None:
+        try:
+            if name in self._entries:
+                return self._entries[name]
+        except TypeError:           # an unhashable value (a TOML list, say) names nothing
+            return None
+        return self.installed().get(name) if isinstance(name, str) else None
+
     def names(self) -> tuple[str, ...]:
-        """The registered names, in registration order."""
-        return tuple(self._entries)
+        """The registered names, in registration order, then the installed ones by name."""
+        return tuple(self._entries) + tuple(n for n in self.installed() if n not in self._entries)
 
     def __contains__(self, name: object) -> bool:
-        try:
-            return name in self._entries
-        except TypeError:           # an unhashable value (a TOML list, say) names nothing
-            return False
+        return self._table(name) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        return iter(self.names())
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.names())
 
     def target(self, name: str) -> str:
-        """The ``module:object`` target registered under `name`."""
-        if name not in self._entries:
+        """The ``module:object`` target registered (or installed) under `name`."""
+        target = self._table(name)
+        if target is None:
             raise self.error(self._unknown_message(name))
-        return self._entries[name]
+        return target
 
     def __getitem__(self, name: str) -> str:
-        return self._entries[name]
+        target = self._table(name)
+        if target is None:
+            raise KeyError(name)
+        return target
 
     def register(self, name: str, target: str) -> None:
         """Register `target` (``module:object`` or ``file.py:object``) under `name`.
@@ -207,12 +255,17 @@ class Registry(Mapping):
     def resolve(self, spec: str, *, allowed: tuple[str, ...] | None = None) -> Any:
         """The object a registered name or a plug-in target names (imported now).
 
-        `allowed`: where given, plug-in targets must be listed there (a server
-        loads only what its operator allowed); registered names always resolve.
+        `allowed`: where given, plug-in targets and installed names must be listed there (a
+        server loads only what its operator allowed); registered names always resolve.
         """
         w = self.what
         if spec in self._entries:
             target = self._entries[spec]
+        elif isinstance(spec, str) and spec in self.installed():
+            target = self.installed()[spec]
+            if allowed is not None and spec not in allowed and target not in allowed:
+                raise self.error(f"{w} {spec!r} (installed, {target!r}) is not allowed here (the "
+                                 f"operator lists the plug-ins it may load)")
         else:
             if ":" not in spec:
                 raise self.error(self._unknown_message(spec))

@@ -16,8 +16,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import sys  # noqa: E402
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
+from _fast_tier import (FAST_EXAMPLES, FAST_TIER, cap_examples, in_tier,  # noqa: E402
+                        loaded_library_modules, repo_path, tier_line, untouched)
+from _library import library_files  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
@@ -42,6 +47,9 @@ def pytest_configure(config):
     again in the user's cache for every CLI a test starts. Workers inherit the folder the
     controlling process chose. xdist schedules no test before every worker has started, so a
     worker's `--cache-clear` cannot remove what another worker is writing."""
+    if _fast(config) and "OTBENCH_HYPOTHESIS_PROFILE" not in os.environ:
+        settings.load_profile("fast")
+    config._otbench_loaded = set()                    # library modules the test processes loaded
     cache = getattr(config, "cache", None)            # absent under `-p no:cacheprovider`
     if not hasattr(config, "workerinput"):
         import tempfile
@@ -64,7 +72,18 @@ settings.register_profile(
     max_examples=60,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+# The quick tier's budget (`make test-fast`, tests/_fast_tier.py): the same settings, fewer examples.
+settings.register_profile("fast", settings.get_profile("otbench"), max_examples=FAST_EXAMPLES)
 settings.load_profile(os.environ.get("OTBENCH_HYPOTHESIS_PROFILE", "otbench"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true", default=False,
+                     help="run only the quick tier (tests/_fast_tier.py; `make test-fast`)")
+
+
+def _fast(config) -> bool:
+    return bool(config.getoption("fast", default=False))
 
 # The suite runs on parallel workers that take one file at a time (`make test`: pytest-xdist,
 # --dist loadfile, in collection order). The files that start real engines or servers take
@@ -101,6 +120,56 @@ def pytest_collection_modifyitems(session, config, items):
         return rank.get(rel, len(rank))
 
     items.sort(key=key)       # stable: within a file, and among the other files, the order stays
+    if _fast(config):
+        _select_fast_tier(config, items, root)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The quick tier does not import the files it does not run (their imports alone, torch and
+    vLLM among them, take a minute on two cores)."""
+    if _fast(config) and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return repo_path(config.rootpath, collection_path) not in FAST_TIER or None
+    return None
+
+
+def _select_fast_tier(config, items, root):
+    """Keep the quick tier's tests; a property that sets its own budget runs at most
+    FAST_EXAMPLES examples there too (hypothesis reads the settings when the test runs)."""
+    keep, drop = [], []
+    for item in items:
+        rel = repo_path(root, item.path)
+        (keep if in_tier(rel + "::" + item.nodeid.partition("::")[2]) else drop).append(item)
+    for item in keep:
+        cap_examples(getattr(item, "obj", None))
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist: a worker's library modules come back in its `workeroutput`."""
+    node.config._otbench_loaded.update(getattr(node, "workeroutput", {}).get("otbench_modules", ()))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A whole quick-tier run fails if some library module was loaded by none of its test
+    processes (tests/_fast_tier.py): the tier's promise that every module is touched."""
+    config = session.config
+    if not _fast(config):
+        return
+    loaded = loaded_library_modules(sys.modules)
+    if hasattr(config, "workerinput"):
+        config.workeroutput["otbench_modules"] = sorted(loaded)
+        return
+    whole = (config.args_source == pytest.Config.ArgsSource.TESTPATHS
+             and not config.option.keyword and not config.option.markexpr)
+    if not whole or exitstatus != 0:
+        return
+    missing = untouched(set(library_files()), loaded | config._otbench_loaded)
+    if missing:
+        config.pluginmanager.get_plugin("terminalreporter").write_line(tier_line(missing), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

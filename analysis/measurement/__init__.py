@@ -13,9 +13,9 @@ and pyarrow only, so the probe can write sets without loading JAX.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._bound import verify_tables
 from ._build import INT32_MAX, MeasurementSetError, from_dense, from_ragged, ragged
 from ._io import content_hash, load, load_table, read_manifest, save
+from ._tables import verify_tables
 from ._tidy import Tidy, concat_columns, melt_columns
 from ._types import SCHEMA, SPLITS, MeasurementSet
 
@@ -29,7 +29,7 @@ _LAZY = {
                      "dynasor_own_stop", "dynasor_stop", "window_agrees"), "_field_rules"),
     **dict.fromkeys(("LETTERS", "HorizonDataError", "HorizonRun", "Readouts", "load_run",
                      "write_run"), "_horizon_run"),
-    **dict.fromkeys(("export_hub", "from_table", "hub_path"), "_hub"),
+    **dict.fromkeys(("export_hub", "from_table"), "_hub"), "hub_path": "_hub_id",
     **dict.fromkeys(("export_jsonl", "import_jsonl"), "_jsonl"),
     **dict.fromkeys(("DEEPCONF_SIGNALS", "DEER_SIGNALS", "DYNASOR_SIGNALS", "PEER_SIGNAL_DEFINITIONS",
                      "PEER_SIGNALS", "WINDOW_BITS", "add_peer_signals", "window_masks"),
@@ -66,7 +66,8 @@ if TYPE_CHECKING:   # static tools see the names the hook provides
         window_agrees,
     )
     from ._horizon_run import LETTERS, HorizonDataError, HorizonRun, Readouts, load_run, write_run  # noqa: F401
-    from ._hub import export_hub, from_table, hub_path  # noqa: F401
+    from ._hub import export_hub, from_table  # noqa: F401
+    from ._hub_id import hub_path  # noqa: F401
     from ._jsonl import export_jsonl, import_jsonl  # noqa: F401
     from ._peer_signals import (  # noqa: F401
         DEEPCONF_SIGNALS,
@@ -88,7 +89,7 @@ def describe_columns() -> dict:
     set's required columns, name -> Arrow type), ``signal_prefix`` (the optional per-position
     signal columns' prefix) and ``horizon`` (the run directory's files, each name -> type)."""
     from . import _horizon_run as hr
-    from ._io import REQUIRED, SIGNAL_PREFIX
+    from ._rows import REQUIRED, SIGNAL_PREFIX
 
     return {"set": dict(REQUIRED), "signal_prefix": SIGNAL_PREFIX,
             "horizon": {"trajectories.parquet": dict(hr.TRAJ_COLUMNS),

@@ -14,7 +14,9 @@ import numpy as np
 from otbench.errors import MeasurementSetError
 
 from ._ranges import out_of_range, signal_range
-from ._types import SPLITS, MeasurementSet, PaddedSignals, pad_ragged
+from ._padding import PaddedSignals, pad_ragged, unpad
+from ._rows import SPLITS
+from ._types import MeasurementSet
 from otbench.errors import ArgumentError
 
 INT32_MAX = np.iinfo(np.int32).max
@@ -441,8 +443,6 @@ def from_dense(
     Values past `n` are ignored and re-padded; the result is identical to
     building the same trajectories from ragged columns.
     """
-    from ._types import unpad
-
     n = np.asarray(n, dtype=np.int64)
     cm = np.asarray(cell_model)[cell]
     cg = np.asarray(cell_group)[cell]

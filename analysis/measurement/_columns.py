@@ -13,9 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 from ._build import MeasurementSetError, from_ragged
+from ._rows import SIGNAL_PREFIX
 from ._types import MeasurementSet
-
-SIGNAL_PREFIX = "signal."
 
 
 def set_from_columns(table: pa.Table, signal_names: Iterable[str], *, synthetic: bool,

@@ -35,22 +35,15 @@ import pyarrow.parquet as pq
 from otbench.files import atomic_dir, sha256_file
 
 from ._build import MeasurementSetError
-from ._columns import SIGNAL_PREFIX, set_from_columns
-from ._io import (
-    MANIFEST,
-    REQUIRED,
-    TRAJ_DIR,
-    _check_column,
-    _within_int64,
-    cell_table,
-    write_manifest,
-)
+from ._columns import set_from_columns
+from ._hub_id import HUB_PREFIX, hub_path  # noqa: F401  (re-exported: the Hub's half of a set's address)
+from ._io import MANIFEST, TRAJ_DIR, _check_column, _within_int64, write_manifest
+from ._rows import REQUIRED, SIGNAL_PREFIX, cell_table
 from ._types import MeasurementSet
 from otbench.errors import ArgumentError
 
 CARD = "README.md"
 SHARD = "train-00000-of-00001.parquet"
-HUB_PREFIX = "hf://datasets/"
 # The Hub's licence field takes an identifier of its list ("apache-2.0", "cc-by-4.0", "mit",
 # "other", "unknown", ...): lower-case letters, digits, dots and dashes.
 _LICENSE = re.compile(r"[a-z0-9][a-z0-9.\-]*")
@@ -159,30 +152,6 @@ def dataset_card(manifest: Mapping[str, Any], *, license: str, title: str) -> st
         "```", "",
     ]
     return "\n".join(head + body)
-
-
-def hub_path(source: str | os.PathLike) -> Path:
-    """The local folder of `source`: a path as it is, or `hf://datasets/ORG/NAME[@REVISION]`
-    resolved in the local Hugging Face cache (never downloaded; one-line error if absent)."""
-    text = os.fspath(source)
-    if not text.startswith(HUB_PREFIX):
-        return Path(text)
-    repo, _, revision = text[len(HUB_PREFIX):].partition("@")
-    if repo.count("/") != 1 or not all(repo.split("/")):
-        raise MeasurementSetError(text, "a Hub id is hf://datasets/ORG/NAME[@REVISION]")
-    try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
-    except ImportError:
-        raise MeasurementSetError(text, "reading a Hub id needs huggingface_hub "
-                                        "(pip install 'otbench[hub]')") from None
-    try:
-        return Path(snapshot_download(repo, repo_type="dataset", revision=revision or None,
-                                      local_files_only=True))
-    except (LocalEntryNotFoundError, FileNotFoundError, OSError):
-        raise MeasurementSetError(text, f"not in the local Hugging Face cache; download it "
-                                        f"first (hf download {repo} "
-                                        f"--repo-type dataset)") from None
 
 
 def from_table(table: pa.Table, *, synthetic: bool = False,

@@ -41,22 +41,16 @@ from otbench.files import (
 
 from ._bound import PROVENANCE_HASH, check_provenance, provenance_hash
 from ._build import MeasurementSetError
-from ._columns import SIGNAL_PREFIX, set_from_columns
+from ._columns import set_from_columns
+from ._hub_id import hub_path
 from ._listed import read_listed
-from ._types import SCHEMA, SPLITS, MeasurementSet, PaddedSignals, hash_measured, unpad
+from ._padding import PaddedSignals, hash_measured, unpad  # noqa: F401  (unpad: read here by the tests)
+from ._rows import REQUIRED, SIGNAL_PREFIX, cell_table
+from ._types import SCHEMA, MeasurementSet
 from otbench.errors import ArgumentError
 
 MANIFEST = "manifest.json"
 TRAJ_DIR = "trajectories"
-
-REQUIRED = {
-    "model": pa.string(), "group": pa.string(), "dataset": pa.string(),
-    "question": pa.string(), "trajectory": pa.int32(), "split": pa.string(),
-    "probes": pa.int32(), "n": pa.int32(), "L": pa.list_(pa.int32()),
-    "C": pa.list_(pa.int32()), "y": pa.int8(), "finished": pa.bool_(),
-    "question_text": pa.string(),
-}
-
 
 def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
     """sha256 of the logical content (arrays and name tables), independent of file encoding.
@@ -102,37 +96,6 @@ def content_hash(ms: MeasurementSet, *, signals: bool = True) -> str:
     }
     h.update(json.dumps(tables, sort_keys=True, ensure_ascii=False).encode())
     return h.hexdigest()
-
-
-def _list_array(dense: np.ndarray, n: np.ndarray, typ: pa.DataType) -> pa.Array:
-    flat, offsets = unpad(dense, n)
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)),
-                                    pa.array(flat, type=typ.value_type))
-
-
-def cell_table(ms: MeasurementSet, rows: np.ndarray) -> pa.Table:
-    """The Parquet rows (one per trajectory) for the given row indices."""
-    n = ms.n[rows]
-    q = ms.question[rows]
-    cols: dict[str, pa.Array] = {
-        "model": pa.array([ms.models[ms.cell_model[c]] for c in ms.cell[rows]], pa.string()),
-        "group": pa.array([ms.groups[ms.cell_group[c]] for c in ms.cell[rows]], pa.string()),
-        "dataset": pa.array([ms.question_dataset[i] for i in q], pa.string()),
-        "question": pa.array([ms.question_id[i] for i in q], pa.string()),
-        "trajectory": pa.array(ms.trajectory[rows], pa.int32()),
-        "split": pa.array([None if s < 0 else SPLITS[s] for s in ms.split[rows]], pa.string()),
-        "probes": pa.array(ms.probes[rows], pa.int32()),
-        "n": pa.array(n, pa.int32()),
-        "L": _list_array(ms.L[rows], n, REQUIRED["L"]),
-        "C": _list_array(ms.C[rows], n, REQUIRED["C"]),
-        "y": pa.array(ms.y[rows], pa.int8()),
-        "finished": pa.array(ms.finished[rows], pa.bool_()),
-        "question_text": pa.array([ms.question_text[i] for i in q], pa.string()),
-    }
-    for name in sorted(ms.signals):
-        cols[SIGNAL_PREFIX + name] = _list_array(ms.signals[name][rows], n,
-                                                 pa.list_(pa.float64()))
-    return pa.table(cols)
 
 
 # Folder names are at most 255 bytes on common file systems; a long percent-encoded
@@ -376,8 +339,6 @@ def load(path: str | os.PathLike, *, verify: bool = True) -> MeasurementSet:
     of a set exported with `export_hub` and present in the local Hugging Face
     cache (nothing is downloaded).
     """
-    from ._hub import hub_path
-
     path = hub_path(path)
     manifest = read_manifest(path)
     if verify:

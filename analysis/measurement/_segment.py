@@ -163,15 +163,65 @@ def _segment_flat_python(is_b: np.ndarray, offsets: np.ndarray, b: int) -> tuple
 def _build_numba():
     """Compile the heap kernel with numba (None when numba is not installed).
 
-    Long by necessity: numba compiles closures over module state poorly, so the
-    heap helpers and the kernel are defined together here, and the kernel is
-    one loop nest (numba does not inline across Python-level helpers); the
-    NumPy twin `segment` in this module and the tests keep it honest.
+    numba compiles closures over module state poorly, so each compiled helper is built here
+    from the ones it calls (`_numba_heap`, `_numba_merge`), and the kernel is one loop nest
+    over the rows; the NumPy twin `segment` in this module and the tests keep it honest.
     """
     try:
         import numba
     except ImportError:
         return None
+    _merge_blocks = _numba_merge(numba, *_numba_heap(numba))
+
+    @numba.njit(cache=True, nogil=True)
+    def _kernel(is_b, offsets, b):
+        T = offsets.shape[0] - 1
+        total = offsets[T] - offsets[0]
+        # Upper bound on output size: every token a block, plus one L[0] per row.
+        out = np.empty(total + T, dtype=np.int64)
+        out_off = np.zeros(T + 1, dtype=np.int64)
+        size = np.empty(total + 1, dtype=np.int64)
+        nxt = np.empty(total + 1, dtype=np.int64)
+        prv = np.empty(total + 1, dtype=np.int64)
+        alive = np.empty(total + 1, dtype=np.bool_)
+        hs = np.empty(3 * total + 3, dtype=np.int64)
+        hi = np.empty(3 * total + 3, dtype=np.int64)
+        w = 0
+        for t in range(T):
+            lo = offsets[t]
+            hi_ = offsets[t + 1]
+            L = hi_ - lo
+            nb = 0
+            start = 0
+            for x in range(L):
+                if is_b[lo + x]:
+                    size[nb] = x + 1 - start
+                    start = x + 1
+                    nb += 1
+            if start < L:
+                size[nb] = L - start
+                nb += 1
+            tgt = max(1, (2 * L + b) // (2 * b))
+            if tgt > nb:
+                tgt = nb
+            _merge_blocks(size, nb, tgt, nxt, prv, alive, hs, hi)
+            out[w] = 0
+            w += 1
+            acc = 0
+            for i in range(nb):
+                if alive[i]:
+                    acc += size[i]
+                    out[w] = acc
+                    w += 1
+            out_off[t + 1] = w
+        return out[:w].copy(), out_off
+
+    return _kernel
+
+
+def _numba_heap(numba):
+    """The binary min-heap on (sum, index) pairs, stored in parallel arrays: push and pop,
+    compiled with `numba` (ties go to the lower index, as in `_merge_python`)."""
 
     @numba.njit(cache=True, nogil=True)
     def _heap_push(hs, hi, n, s, i):
@@ -210,75 +260,44 @@ def _build_numba():
             c = m
         return s, i, n
 
-    @numba.njit(cache=True, nogil=True)
-    def _kernel(is_b, offsets, b):
-        T = offsets.shape[0] - 1
-        total = offsets[T] - offsets[0]
-        # Upper bound on output size: every token a block, plus one L[0] per row.
-        out = np.empty(total + T, dtype=np.int64)
-        out_off = np.zeros(T + 1, dtype=np.int64)
-        size = np.empty(total + 1, dtype=np.int64)
-        nxt = np.empty(total + 1, dtype=np.int64)
-        prv = np.empty(total + 1, dtype=np.int64)
-        alive = np.empty(total + 1, dtype=np.bool_)
-        hs = np.empty(3 * total + 3, dtype=np.int64)
-        hi = np.empty(3 * total + 3, dtype=np.int64)
-        w = 0
-        for t in range(T):
-            lo = offsets[t]
-            hi_ = offsets[t + 1]
-            L = hi_ - lo
-            nb = 0
-            start = 0
-            for x in range(L):
-                if is_b[lo + x]:
-                    size[nb] = x + 1 - start
-                    start = x + 1
-                    nb += 1
-            if start < L:
-                size[nb] = L - start
-                nb += 1
-            tgt = max(1, (2 * L + b) // (2 * b))
-            if tgt > nb:
-                tgt = nb
-            for i in range(nb):
-                nxt[i] = i + 1
-                prv[i] = i - 1
-                alive[i] = True
-            if nb > 0:
-                nxt[nb - 1] = -1
-            n = 0
-            for i in range(nb - 1):
-                n = _heap_push(hs, hi, n, size[i] + size[i + 1], i)
-            blocks = nb
-            while blocks > tgt:
-                s, i, n = _heap_pop(hs, hi, n)
-                j = nxt[i]
-                if (not alive[i]) or j < 0 or size[i] + size[j] != s:
-                    continue
-                size[i] = s
-                alive[j] = False
-                k = nxt[j]
-                nxt[i] = k
-                if k >= 0:
-                    prv[k] = i
-                    n = _heap_push(hs, hi, n, s + size[k], i)
-                p = prv[i]
-                if p >= 0:
-                    n = _heap_push(hs, hi, n, size[p] + s, p)
-                blocks -= 1
-            out[w] = 0
-            w += 1
-            acc = 0
-            for i in range(nb):
-                if alive[i]:
-                    acc += size[i]
-                    out[w] = acc
-                    w += 1
-            out_off[t + 1] = w
-        return out[:w].copy(), out_off
+    return _heap_push, _heap_pop
 
-    return _kernel
+
+def _numba_merge(numba, _heap_push, _heap_pop):
+    """The greedy merge of one row's `nb` blocks (`size[:nb]`) down to `tgt`, compiled with
+    `numba`: the adjacent pair with the smallest sum (lowest index on ties) merges first. The
+    surviving blocks are the `alive` ones, `size` their lengths; the rest are work arrays."""
+
+    @numba.njit(cache=True, nogil=True)
+    def _merge_blocks(size, nb, tgt, nxt, prv, alive, hs, hi):
+        for i in range(nb):
+            nxt[i] = i + 1
+            prv[i] = i - 1
+            alive[i] = True
+        if nb > 0:
+            nxt[nb - 1] = -1
+        n = 0
+        for i in range(nb - 1):
+            n = _heap_push(hs, hi, n, size[i] + size[i + 1], i)
+        blocks = nb
+        while blocks > tgt:
+            s, i, n = _heap_pop(hs, hi, n)
+            j = nxt[i]
+            if (not alive[i]) or j < 0 or size[i] + size[j] != s:
+                continue
+            size[i] = s
+            alive[j] = False
+            k = nxt[j]
+            nxt[i] = k
+            if k >= 0:
+                prv[k] = i
+                n = _heap_push(hs, hi, n, s + size[k], i)
+            p = prv[i]
+            if p >= 0:
+                n = _heap_push(hs, hi, n, size[p] + s, p)
+            blocks -= 1
+
+    return _merge_blocks
 
 
 NUMBA_MIN_TOKENS = 1 << 22

@@ -89,9 +89,10 @@ METHODS = Registry("method", {
     "budget-forcing": "otbench.analysis.methods:BudgetForcing",
     "answer-consistency": "otbench.analysis.methods:AnswerConsistency",
     "deepconf-exit": "otbench.analysis.methods:DeepConfExit",
-}, error=MethodError, unknown=_unknown)
+}, error=MethodError, unknown=_unknown, group="otbench.methods")
 """The method registry: built-in names -> ``module:object``, imported only when chosen.
-One line adds a method: ``METHODS.register("my-method", "my_pkg.mod:MyMethod")``."""
+One line adds a method: ``METHODS.register("my-method", "my_pkg.mod:MyMethod")``; an installed
+distribution adds one by an entry point in the group ``otbench.methods``."""
 DEFAULT_ONLINE = "thinkbrake"
 """The method `otbench online` runs without ``--method`` (the DEE baseline, in the logits processor)."""
 

@@ -3,13 +3,7 @@
 from otbench.analysis import core as _core  # noqa: F401  (JAX configured first)
 
 from ._bootstrap import PERCENTILES, REPLICATES, SEED, bootstrap, chain, default_batch, provenance
-from ._bootstrap_result import (
-                         BOOT_METRICS,
-                         BootstrapResult,
-                         FrontierBootstrap,
-                         format_bootstrap,
-                         percentile,
-)
+from ._bootstrap_result import BootstrapResult, FrontierBootstrap, format_bootstrap
 from ._checkpoint import CheckpointError
 from ._precision import (
                          FRONTIER_STATS,
@@ -22,6 +16,7 @@ from ._precision import (
                          predict_precision,
                          thin_probes,
 )
+from ._replicates import BOOT_METRICS, percentile
 from ._weights import WEIGHT_BATCH, replicate_weights
 from ._sweep import sweep, sweep_csv, sweep_header, sweep_tables, sweep_unit
 from ._thinning import (

@@ -61,15 +61,11 @@ from otbench.analysis.overthinking import (
 
 from otbench.files import provenance as measurement_provenance
 
-from ._bootstrap_result import (
-    KERNEL_METRICS,
-    SCHEMA,
-    BootstrapResult,
-    frontier_result,
-)
+from ._bootstrap_result import SCHEMA, BootstrapResult, frontier_result
 from ._checkpoint import Checkpointer
 from ._draws import fixed_point, packed_table, packing, replicate_kernel, resampling
 from ._limits import check_bootstrap_budget
+from ._replicates import KERNEL_METRICS
 from ._summaries import (
     SUMMARY_METRICS,
     spearman_replicates,

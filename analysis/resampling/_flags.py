@@ -9,11 +9,14 @@ reason is measured on the replicates (the share on either side of the
 estimate, and how many replicates define the value at all), not assumed.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._bootstrap_result import BOOT_METRICS, BootstrapResult, percentile
+from ._replicates import BOOT_METRICS, percentile
+
+if TYPE_CHECKING:
+    from ._bootstrap_result import BootstrapResult
 
 MARK = "\u2020"
 """The mark a printed entry carries when its estimate lies outside its interval."""
@@ -48,7 +51,7 @@ def _outside(estimate: float, reps: np.ndarray, q) -> bool:
     return bool(np.isfinite(lo) and np.isfinite(hi) and not (lo <= estimate <= hi))
 
 
-def outside_intervals(r: BootstrapResult) -> list[dict[str, Any]]:
+def outside_intervals(r: "BootstrapResult") -> list[dict[str, Any]]:
     """Every reported point estimate outside its own interval: scope, place, metric, reason.
 
     Scopes are those `format_bootstrap` and `to_json` report: every cell,

@@ -8,7 +8,7 @@ from otbench.analysis.measurement import MeasurementSet
 from otbench.files import csv_text
 
 from ._bootstrap import PERCENTILES, REPLICATES, SEED, bootstrap
-from ._bootstrap_result import BOOT_METRICS
+from ._replicates import BOOT_METRICS
 from ._thinning import DRAWS, THINNING_METRICS, thinning
 
 SCHEMA = "otbench.sweep/1"

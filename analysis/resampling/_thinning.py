@@ -32,7 +32,7 @@ from otbench.analysis.overthinking import (
 )
 
 from ._bootstrap import PERCENTILES, SEED, chain, provenance
-from ._bootstrap_result import percentile
+from ._replicates import percentile
 from ._draws import fixed_point, resampling
 from ._limits import check_draws_budget
 from ._probe_thinning import expected

@@ -5,7 +5,6 @@ from ._benchmarks import (
                           GROUPS,
                           DatasetError,
                           Question,
-                          arithmetic_questions,
                           champ_questions,
                           load_benchmark,
                           load_group,
@@ -15,7 +14,7 @@ from ._questions import load_data, load_questions
 from ._schemas import BUILTIN as BUILTIN_SCHEMAS
 from ._schemas import TASK_COLUMNS, UserSchema
 from ._sources import EMBEDDED_SOURCES, DataRecord, load_source, load_sources, release_files
-from ._sums import check_question_budget, seeded_operands, sum_questions
+from ._sums import arithmetic_questions, check_question_budget, seeded_operands, sum_questions
 from ._tasks import TASKS, Task, source_task, task_source
 from ._traces import MARKERS, TRACE_FORMATS, TraceRecord, load_traces, read_traces, split_reasoning
 

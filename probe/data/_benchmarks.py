@@ -24,8 +24,7 @@ question id) only.
 
 Offline default (no network): `champ_questions()` reads the MIT-licensed
 CHAMP competition-math problems shipped inside the `champ-dataset` PyPI
-package, and `arithmetic_questions()` generates seeded arithmetic with exact
-answers.
+package; the seeded generators (`sum_questions`, `arithmetic_questions`) are in `_sums`.
 """
 
 import base64
@@ -380,43 +379,3 @@ def champ_questions(group: str = "CHAMP") -> list[Question]:
         if text:
             out.append(Question(group, "CHAMP", pid, "math", text, ref))
     return out
-
-
-def _draw(seed: int, *key) -> int:
-    h = hashlib.sha256("\0".join(map(str, ("otbench/arith/v1", seed, *key))).encode()).digest()
-    return int.from_bytes(h[:8], "big")
-
-
-def arithmetic_questions(n: int, *, seed: int = 0, group: str = "ARITH") -> list[Question]:
-    """`n` seeded arithmetic questions `a op b op c` with exact integer answers.
-
-    Operands 2..99, operators from + - x with the usual precedence. Every
-    draw is SHA-256 of ("otbench/arith/v1", seed, question, slot), so the
-    questions are identical on any machine and Python version.
-
-    >>> arithmetic_questions(1, seed=0)[0].reference == str(eval(
-    ...     arithmetic_questions(1, seed=0)[0].text[8:-1].replace("×", "*").replace("−", "-")))
-    True
-    """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ArgumentError(f"`n` must be a non-negative integer, got {n!r}.")
-    from ._sums import check_question_budget    # (_sums imports this module's Question)
-
-    check_question_budget(n)
-    ops = [("+", "+"), ("−", "-"), ("×", "*")]
-    out = []
-    for i in range(n):
-        a, b, c = (2 + _draw(seed, i, k) % 98 for k in range(3))
-        (s1, p1), (s2, p2) = (ops[_draw(seed, i, 3 + k) % 3] for k in range(2))
-        value = _eval3(a, p1, b, p2, c)
-        out.append(Question(group, "arithmetic", f"arith-{seed}-{i}", "math",
-                            f"What is {a} {s1} {b} {s2} {c}?", str(value)))
-    return out
-
-
-def _eval3(a: int, p1: str, b: int, p2: str, c: int) -> int:
-    """a p1 b p2 c with * before + and - (left to right otherwise)."""
-    f = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
-    if p2 == "*" and p1 != "*":
-        return f[p1](a, b * c)
-    return f[p2](f[p1](a, b), c)

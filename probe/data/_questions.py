@@ -5,7 +5,7 @@ from typing import Any
 
 from . import _benchmarks as _datasets
 from ._sources import DataRecord, first_per_group, load_sources
-from ._sums import sum_questions
+from ._sums import arithmetic_questions, sum_questions
 from otbench.errors import ArgumentError
 
 
@@ -29,7 +29,7 @@ def load_data(data: Mapping[str, Any]):
     if source == "sums":
         qs = sum_questions(n or 8, seed=seed)
     elif source == "arithmetic":
-        qs = _datasets.arithmetic_questions(n or 8, seed=seed)
+        qs = arithmetic_questions(n or 8, seed=seed)
     elif source == "champ":
         qs = _datasets.champ_questions(**({"group": data["group"]} if "group" in data else {}))
         qs = qs[:n] if n else qs

@@ -58,12 +58,11 @@ from ._benchmarks import (
     DatasetError,
     Question,
     _rows,
-    arithmetic_questions,
     champ_questions,
     map_unique,
 )
 from ._schemas import schema_mapper
-from ._sums import sum_questions
+from ._sums import arithmetic_questions, sum_questions
 
 EMBEDDED_SOURCES = ("sums", "arithmetic", "champ")
 """Offline sources (`embedded = ...`): seeded generators and the CHAMP problems of `champ-dataset`."""

@@ -1,10 +1,12 @@
-"""The embedded `sums` questions: one-digit sums and differences, drawn from a seed.
+"""The embedded seeded questions: `sums` (one-digit sums and differences) and `arithmetic`
+(`a op b op c` with exact integer answers), drawn from a seed.
 
 SmolLM2-135M rarely answers them right away (asked for the answer with no
 reasoning it tends to repeat an operand) but often writes the right result
 while reasoning ("3 + 4 = 7") and then wanders on, so its STP curves rise
 and fall: a small real instance of what the probe measures. Every draw is SHA-256 of
-("otbench/sums/v1", seed, question, slot): identical on any machine.
+(namespace, seed, question, slot), `otbench/sums/v1` or `otbench/arith/v1`: identical on any
+machine.
 """
 
 import hashlib
@@ -64,3 +66,36 @@ def sum_questions(n: int, *, seed: int = 0, group: str = "SUMS") -> list:
             text, value = f"What is {a} - {b}?", a - b
         out.append(Question(group, "sums", f"sums-{seed}-{i}", "math", text, str(value)))
     return out
+
+
+def arithmetic_questions(n: int, *, seed: int = 0, group: str = "ARITH") -> list[Question]:
+    """`n` seeded arithmetic questions `a op b op c` with exact integer answers.
+
+    Operands 2..99, operators from + - x with the usual precedence. Every
+    draw is SHA-256 of ("otbench/arith/v1", seed, question, slot), so the
+    questions are identical on any machine and Python version.
+
+    >>> arithmetic_questions(1, seed=0)[0].reference == str(eval(
+    ...     arithmetic_questions(1, seed=0)[0].text[8:-1].replace("×", "*").replace("−", "-")))
+    True
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ArgumentError(f"`n` must be a non-negative integer, got {n!r}.")
+    check_question_budget(n)
+    ops = [("+", "+"), ("−", "-"), ("×", "*")]
+    out = []
+    for i in range(n):
+        a, b, c = (2 + _draw("otbench/arith/v1", seed, i, k) % 98 for k in range(3))
+        (s1, p1), (s2, p2) = (ops[_draw("otbench/arith/v1", seed, i, 3 + k) % 3] for k in range(2))
+        value = _eval3(a, p1, b, p2, c)
+        out.append(Question(group, "arithmetic", f"arith-{seed}-{i}", "math",
+                            f"What is {a} {s1} {b} {s2} {c}?", str(value)))
+    return out
+
+
+def _eval3(a: int, p1: str, b: int, p2: str, c: int) -> int:
+    """a p1 b p2 c with * before + and - (left to right otherwise)."""
+    f = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
+    if p2 == "*" and p1 != "*":
+        return f[p1](a, b * c)
+    return f[p2](f[p1](a, b), c)

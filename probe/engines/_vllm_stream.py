@@ -15,6 +15,7 @@ from ._interface import (
     SignalRequest,
     StreamBase,
 )
+from ._vllm_logprobs import _top_means
 from otbench.errors import ArgumentError
 
 if TYPE_CHECKING:
@@ -160,8 +161,6 @@ class VLLMStream(StreamBase):
             self._rids.pop(tag, None)
             # A request that asked for log-probabilities has them in the same state
             # (`RequestState.logprobs_processor.logprobs`, one position per output token).
-            from ._vllm import _top_means     # the engine module imports this one at its end
-
             lp = getattr(getattr(state, "logprobs_processor", None), "logprobs", None)
             lps = (self._e._sampled(lp, ids)
                    if getattr(request, "logprobs", False) else None)

@@ -35,9 +35,11 @@ GRADERS = Registry("grader", {
     "auto": "otbench.probe.grading._batch:_auto_batch",
     "otbench": "otbench.probe.grading._batch:_otbench_batch",
     "minimal": "otbench.probe.grading._batch:_minimal_batch",
-}, plugins=False, unknown=lambda reg, name: f"`grader` must be one of {', '.join(reg)}, got {name!r}.")
+}, plugins=False, unknown=lambda reg, name: f"`grader` must be one of {', '.join(reg)}, got {name!r}.",
+   group="otbench.graders")
 """The grader registry (`otbench.registry.Registry`): name -> its batch grader
-``(items) -> [(correct, status)]``. ``auto`` is the full grader when Math-Verify is installed,
+``(items) -> [(correct, status)]``; an installed distribution adds one by an entry point in the
+group ``otbench.graders``. ``auto`` is the full grader when Math-Verify is installed,
 else the minimal one (`resolve_grader` says which ran)."""
 
 

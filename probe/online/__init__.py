@@ -65,6 +65,7 @@ from ._sidereq import FieldRule, SideController, SideJob, SideResult, chunk_seed
 from ._spec import (
                     CAP,
                     PLUGINS_ENV,
+                    PROCESSOR,
                     SIGNAL_NAMES,
                     ControlSpec,
                     OnlineControlError,
@@ -72,9 +73,6 @@ from ._spec import (
                     parse_args,
                     request_args,
 )
-
-PROCESSOR = "otbench.probe.online:ExitProcessor"
-"""The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
 
 __all__ = ["CAP", "CAP_KINDS", "CapOutcome", "CapStrings", "cap_line", "cap_strings", "certify_engine_cap",
            "classify", "read_capped", "CapPrediction", "predict_cut", "v2_forced", "reasoning_marker",

@@ -47,7 +47,7 @@ from ._certify_interval import design as certify_design
 from ._certify_verdict import disagreements, first_divergence, verdict
 from ._control import Tables
 from ._exit_rule import set_rule_args
-from ._spec import CAP, request_args
+from ._spec import CAP, PROCESSOR, request_args
 from ._stored import (Trajectory, batch_invariance, check_replayable, engine_config_of, grade_rows, replay_config,
                       set_family, set_trajectories)
 
@@ -320,8 +320,6 @@ def certify_set(directory, ms: Any, rows: Sequence[int], offline_k: Sequence[int
     from otbench.probe.config import Sampling
     from otbench.probe.engines import open_engine
     from otbench.probe.tokens import build_vocabulary, compile_format
-
-    from . import PROCESSOR
 
     check_replayable(directory, ms)
     prov = ms.provenance

@@ -205,6 +205,37 @@ def signals_vs_recorded(ms: Any, rows: Sequence[int], trajs: Sequence[Trajectory
     return out
 
 
+def _net_costs(trajs, res: list[SideResult], k_off, sig_off, paid_off, declared: float) -> dict[str, Any]:
+    """The certificate's net costs, online against offline (relative to full thinking), the
+    signal tokens OTBench declares against those measured online, and the side requests' work."""
+    full = float(sum(t.L[-1] for t in trajs)) or 1.0
+    L_off = np.array([t.L[k] for t, k in zip(trajs, k_off)], dtype=np.float64)
+    net_on = float(sum(r.net_tokens for r in res))
+    net_off = float(L_off.sum() + sig_off.sum())
+    measured_signal = float(sum(r.paid_prefill + r.paid_decoded for r in res))
+    return dict(
+        online_net_rel_cost=net_on / full, offline_net_rel_cost=net_off / full,
+        net_cost_gap_pp=100 * (net_on - net_off) / full,
+        # OTBench declares the probe prompt's prefill per decision; online it is measured (the
+        # suffix not shared with the prefix). Decoded side tokens are recorded on both sides.
+        declared_vs_measured={"offline_signal_tokens": float(sig_off.sum()),
+                              "online_paid_signal_tokens": measured_signal,
+                              "offline_paid_probes": int(paid_off.sum()),
+                              "online_paid_probes": int(sum(len(r.paid) for r in res)),
+                              "offline_decoded": float(sig_off.sum() - declared * paid_off.sum()),
+                              "online_decoded": float(sum(r.paid_decoded for r in res)),
+                              "declared_prefill_per_probe": declared,
+                              "measured_prefill_per_probe": float(sum(r.paid_prefill for r in res))
+                              / max(1, sum(len(r.paid) for r in res))},
+        side={"probes": int(sum(r.probes for r in res)),
+              "probe_prefill": int(sum(r.probe_prefill for r in res)),
+              "probe_decoded": int(sum(r.probe_decoded for r in res)),
+              "cached_prompt_tokens": int(sum(r.side_cached for r in res)),
+              "think_decoded": int(sum(r.think_decoded for r in res)),
+              "discarded": int(sum(r.discarded for r in res))},
+    )
+
+
 def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method: Any, theta: float,
                   engine: Any = None, grader: str = "auto", trajectories: int | None = None,
                   thinking: str = "generate", seed: int = SEED, in_flight: int = 64,
@@ -275,34 +306,11 @@ def certify_field(directory, ms: Any, offline: Callable[[Any], tuple], *, method
     acc_off = np.asarray(ms.C, dtype=np.float64)[rows, k_off] / P
     cert = compare(trajs, online, k_off, acc_off, np.array(correct, dtype=bool), probes=P,
                    design=design_of(ms, rows), seed=seed, replicates=replicates, batch_invariance=invariance)
-    full = float(sum(t.L[-1] for t in trajs)) or 1.0
-    L_off = np.array([t.L[k] for t, k in zip(trajs, k_off)], dtype=np.float64)
-    net_on = float(sum(r.net_tokens for r in res))
-    net_off = float(L_off.sum() + sig_off.sum())
-    measured_signal = float(sum(r.paid_prefill + r.paid_decoded for r in res))
     cert.update(
         method=rule.name, theta=float(theta), grader=grader_name, online=True, controller="side requests",
         thinking=thinking, offline_signals=source, sampling=ctx["sampling"].as_dict(),
         greedy=ctx["sampling"].temperature == 0.0, engine=info if not own else {"kind": "recorded", **info},
-        online_net_rel_cost=net_on / full, offline_net_rel_cost=net_off / full,
-        net_cost_gap_pp=100 * (net_on - net_off) / full,
-        # OTBench declares the probe prompt's prefill per decision; online it is measured (the
-        # suffix not shared with the prefix). Decoded side tokens are recorded on both sides.
-        declared_vs_measured={"offline_signal_tokens": float(sig_off.sum()),
-                              "online_paid_signal_tokens": measured_signal,
-                              "offline_paid_probes": int(paid_off.sum()),
-                              "online_paid_probes": int(sum(len(r.paid) for r in res)),
-                              "offline_decoded": float(sig_off.sum() - declared * paid_off.sum()),
-                              "online_decoded": float(sum(r.paid_decoded for r in res)),
-                              "declared_prefill_per_probe": declared,
-                              "measured_prefill_per_probe": float(sum(r.paid_prefill for r in res))
-                              / max(1, sum(len(r.paid) for r in res))},
-        side={"probes": int(sum(r.probes for r in res)),
-              "probe_prefill": int(sum(r.probe_prefill for r in res)),
-              "probe_decoded": int(sum(r.probe_decoded for r in res)),
-              "cached_prompt_tokens": int(sum(r.side_cached for r in res)),
-              "think_decoded": int(sum(r.think_decoded for r in res)),
-              "discarded": int(sum(r.discarded for r in res))},
+        **_net_costs(trajs, res, k_off, sig_off, paid_off, declared),
     )
     if rule.probes:
         cert["signals_vs_recorded"] = signals_vs_recorded(ms, rows.tolist(), trajs, res)

@@ -239,8 +239,48 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
                                      "(speculative decoding is not supported)")
         rows = np.flatnonzero(live)
         slots = slots_b[rows].astype(np.int64)
+        plan_ = self._plan_rows(rows, slots, np.asarray(ctx.seq_lens_upper_bound_np))
+        g_slot, g_pos, items, dec_rows, dec_ids, dec_pos, pens, ints, theta = plan_
+        pen_k, pen_slot, pen_start, pen_n, pen_p, pen_f = pens
+        nt, nr, nd, npn = len(g_pos), len(rows), len(dec_rows), len(pen_k)
+        dev = logits.device
+        idx = _h2d(np.concatenate([np.asarray(g_slot + g_pos + slots.tolist() + rows.tolist() + dec_rows
+                                              + dec_ids + dec_pos + pen_k + pen_slot + pen_start + pen_n,
+                                              dtype=np.int64), ints.reshape(-1)]), dev)
+        tok_buf, total = self._rs.all_token_ids.gpu, self._rs.total_len.gpu
+        o = 2 * nt + 2 * nr
+        parts = [tok_buf[idx[:nt], idx[nt:2 * nt]].to(torch.float64),
+                 total[idx[2 * nt:2 * nt + nr]].to(torch.float64)]
+        sig = torch.full((nr, 2), float("nan"), dtype=torch.float64, device=dev)
+        if nd:
+            d = idx[o:o + 3 * nd]
+            sel = logits.index_select(0, d[:nd])
+            if npn:
+                q = idx[o + 3 * nd:o + 3 * nd + 4 * npn].view(4, npn)
+                pf = _h2d(np.asarray(pen_p + pen_f, dtype=np.float32), dev).view(2, npn)
+                cnt = self._output_counts(tok_buf, total, q[1], q[2], q[3], max(pen_n), sel.shape[-1])
+                sel[q[0]] = undo_penalties(sel[q[0]], cnt, pf[0], pf[1])
+            sv = signal_values(sel, d[nd:2 * nd]).to(torch.float64)
+            sig[d[2 * nd:]] = sv
+            parts.append(sv.view(-1))
+        act = idx[o + 3 * nd + 4 * npn:].view(9, nr)
+        fid = device_actions(tok_buf, total, self._dtabs.on(dev), idx[2 * nt:2 * nt + nr], act,
+                             _h2d(theta, dev), sig)
+        write_forced(logits, idx[2 * nt + nr:2 * nt + 2 * nr], fid)
+        parts.append(fid.to(torch.float64))
+        rec = [Copy(torch.cat(parts)), items, nt, nr, nd]
+        if any(it[6] == SYNC for it in items):   # a plug-in rule or a resumed request: at once
+            rows_f, ids_f = self._replay(rec, sync=True)
+            self._force(logits, rows_f, ids_f)
+        self._pending = rec
+        return logits
+
+    def _plan_rows(self, rows: np.ndarray, slots: np.ndarray, seq_ub: np.ndarray):
+        """The host's half of a step, per live row (batch row `rows[j]`, slot `slots[j]`): the
+        token window to copy back, its action codes (`plan`) and, where it may decide, the row
+        whose signal is read and the penalties to undo there. Returns the flat lists `apply`
+        sends to the device in one copy."""
         prompt_len, prefill_len = self._rs.prompt_len.np, self._rs.prefill_len.np
-        seq_ub = np.asarray(ctx.seq_lens_upper_bound_np)
         g_slot, g_pos, items, dec_rows, dec_ids, dec_pos = [], [], [], [], [], []
         pen_k, pen_slot, pen_start, pen_n, pen_p, pen_f = [], [], [], [], [], []
         ints = np.zeros((9, len(rows)), dtype=np.int64)
@@ -284,38 +324,8 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
                 dec_pos.append(j)
             items.append((st, b, s, start, n, deck, code))
             st.kept = int(seq_ub[b]) >= int(prefill_len[s])   # this step's sample reaches the output
-        nt, nr, nd, npn = len(g_pos), len(rows), len(dec_rows), len(pen_k)
-        dev = logits.device
-        idx = _h2d(np.concatenate([np.asarray(g_slot + g_pos + slots.tolist() + rows.tolist() + dec_rows
-                                              + dec_ids + dec_pos + pen_k + pen_slot + pen_start + pen_n,
-                                              dtype=np.int64), ints.reshape(-1)]), dev)
-        tok_buf, total = self._rs.all_token_ids.gpu, self._rs.total_len.gpu
-        o = 2 * nt + 2 * nr
-        parts = [tok_buf[idx[:nt], idx[nt:2 * nt]].to(torch.float64),
-                 total[idx[2 * nt:2 * nt + nr]].to(torch.float64)]
-        sig = torch.full((nr, 2), float("nan"), dtype=torch.float64, device=dev)
-        if nd:
-            d = idx[o:o + 3 * nd]
-            sel = logits.index_select(0, d[:nd])
-            if npn:
-                q = idx[o + 3 * nd:o + 3 * nd + 4 * npn].view(4, npn)
-                pf = _h2d(np.asarray(pen_p + pen_f, dtype=np.float32), dev).view(2, npn)
-                cnt = self._output_counts(tok_buf, total, q[1], q[2], q[3], max(pen_n), sel.shape[-1])
-                sel[q[0]] = undo_penalties(sel[q[0]], cnt, pf[0], pf[1])
-            sv = signal_values(sel, d[nd:2 * nd]).to(torch.float64)
-            sig[d[2 * nd:]] = sv
-            parts.append(sv.view(-1))
-        act = idx[o + 3 * nd + 4 * npn:].view(9, nr)
-        fid = device_actions(tok_buf, total, self._dtabs.on(dev), idx[2 * nt:2 * nt + nr], act,
-                             _h2d(theta, dev), sig)
-        write_forced(logits, idx[2 * nt + nr:2 * nt + 2 * nr], fid)
-        parts.append(fid.to(torch.float64))
-        rec = [Copy(torch.cat(parts)), items, nt, nr, nd]
-        if any(it[6] == SYNC for it in items):   # a plug-in rule or a resumed request: at once
-            rows_f, ids_f = self._replay(rec, sync=True)
-            self._force(logits, rows_f, ids_f)
-        self._pending = rec
-        return logits
+        pens = (pen_k, pen_slot, pen_start, pen_n, pen_p, pen_f)
+        return g_slot, g_pos, items, dec_rows, dec_ids, dec_pos, pens, ints, theta
 
     def _drain(self) -> None:
         """Replay the last issued step's lagged rows (waits for that step's copy only)."""

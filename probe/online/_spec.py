@@ -50,6 +50,9 @@ PLUGINS_ENV = "OTBENCH_ONLINE_PLUGINS"
 """Comma-separated ``module:object`` methods a server may load when a request names them
 (a request never makes the server import a module its operator did not list)."""
 
+PROCESSOR = "otbench.probe.online:ExitProcessor"
+"""The processor's fully qualified name, for ``--logits-processors`` (either model runner)."""
+
 
 class OnlineControlError(OtbenchError, ValueError):
     """A request or engine setting the online controller cannot honour (one line)."""

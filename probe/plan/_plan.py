@@ -221,6 +221,65 @@ def _question_counts(job, questions: Mapping[str, int] | None) -> dict[str, int]
     return counts
 
 
+def _pilot(job, pilot, counts: Mapping[str, int]) -> tuple[dict[str, Lengths], list[str], bool]:
+    """(group -> measured lengths, notes, synthetic) of a pilot set or its folder (nothing without
+    one); a group the pilot lacks is planned from the priors, and a note says so."""
+    if pilot is None:
+        return {}, [], False
+    folder = None
+    if not hasattr(pilot, "num_trajectories"):
+        from otbench.analysis.measurement import load
+        folder = Path(pilot)
+        pilot = load(folder)
+    synthetic = bool(pilot.synthetic)
+    measured, notes = pilot_lengths(pilot, b=job.b, thinking_limit=job.thinking_limit,
+                                    answer_limit=job.answer_limit, model=job.model, folder=folder)
+    missing = sorted(set(counts) - set(measured))
+    if missing:
+        notes.append(f"pilot: no trajectories of {', '.join(missing)}: priors used there")
+    if synthetic:
+        notes.insert(0, "the pilot set is SYNTHETIC (simulated): these are not a model's lengths")
+    measured_rate = _pilot_rate(folder)
+    if measured_rate:
+        notes.append(measured_rate)
+    return measured, notes, synthetic
+
+
+def _group_plan(job, n_questions: int, measured: Lengths | None, g: str, arch, tput,
+                calibration) -> dict[str, Any]:
+    """One benchmark group's plan: its tokens by phase and device-hours at low, mid and high
+    lengths (the pilot's `measured` lengths, else the priors)."""
+    lo_e, mid_e, hi_e = tput.efficiency
+    if measured is not None:
+        xs = {"low": _shift(measured, -1.0), "mid": measured, "high": _shift(measured, +1.0)}
+    else:
+        xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w, group=g)
+              for w in ("low", "mid", "high")}
+    ws = {w: workload(n_questions, x, R=job.R, P=job.P, answer_limit=job.answer_limit,
+                      field_probes=tuple(job.field_probes)) for w, x in xs.items()}
+    if job.trajectories is not None:          # imported trajectories: nothing is sampled
+        ws = {w: _no_think(v) for w, v in ws.items()}
+    hours = {"low": _hours(ws["low"], arch, tput, hi_e, calibration),
+             "mid": _hours(ws["mid"], arch, tput, mid_e, calibration),
+             "high": _hours(ws["high"], arch, tput, lo_e, calibration)}
+    mid = ws["mid"]
+    return {
+        "questions": n_questions, "trajectories": mid.trajectories, "positions": mid.positions,
+        "answers": mid.answers,
+        "tokens": {p: [ws[w].decoded[p] for w in ("low", "mid", "high")] for p in PHASES},
+        "prompt_tokens": {p: mid.prompt[p] for p in PHASES},
+        "uncached_prompt_tokens": {p: mid.uncached[p] for p in PHASES},
+        "context_tokens": {p: mid.context[p] for p in PHASES},
+        "hours_by_phase": {p: hours["mid"][p] for p in PHASES},
+        "hours": [sum(hours[w].values()) for w in ("low", "mid", "high")],
+        "batch": tput.batch_for(arch, mid.shape),
+        "sources": dict(xs["mid"].source),
+        "lengths": {k: getattr(xs["mid"], k) for k in ("thinking", "positions", "answer", "own", "prompt",
+                                                       "forced")},
+        "thinking_prior": _thinking_prior(g, xs, measured, job.thinking_limit),
+    }
+
+
 def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[str, int] | None = None,
              max_num_seqs: int | None = None, arch: Architecture | None = None, calibration=None) -> Plan:
     """Estimate `job`'s tokens by phase and its device-hours, per benchmark group and in total.
@@ -245,57 +304,9 @@ def plan_job(job, *, pilot=None, device_name: str = "h200", questions: Mapping[s
                       memory_utilization=job.engine.gpu_memory_utilization,
                       kv_cache_bytes=float(job.engine.kv_cache_gib) * GIB if cpu else None)
     counts = _question_counts(job, questions)
-    measured: dict[str, Lengths] = {}
-    notes: list[str] = []
-    synthetic = False
-    if pilot is not None:
-        folder = None
-        if not hasattr(pilot, "num_trajectories"):
-            from otbench.analysis.measurement import load
-            folder = Path(pilot)
-            pilot = load(folder)
-        synthetic = bool(pilot.synthetic)
-        measured, notes = pilot_lengths(pilot, b=job.b, thinking_limit=job.thinking_limit,
-                                        answer_limit=job.answer_limit, model=job.model, folder=folder)
-        missing = sorted(set(counts) - set(measured))
-        if missing:
-            notes.append(f"pilot: no trajectories of {', '.join(missing)}: priors used there")
-        if synthetic:
-            notes.insert(0, "the pilot set is SYNTHETIC (simulated): these are not a model's lengths")
-        measured_rate = _pilot_rate(folder)
-        if measured_rate:
-            notes.append(measured_rate)
-    lo_e, mid_e, hi_e = tput.efficiency
-    groups: dict[str, dict[str, Any]] = {}
-    for g in sorted(counts):
-        if g in measured:
-            xs = {"low": _shift(measured[g], -1.0), "mid": measured[g], "high": _shift(measured[g], +1.0)}
-        else:
-            xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w, group=g)
-                  for w in ("low", "mid", "high")}
-        ws = {w: workload(counts[g], x, R=job.R, P=job.P, answer_limit=job.answer_limit,
-                          field_probes=tuple(job.field_probes)) for w, x in xs.items()}
-        if job.trajectories is not None:          # imported trajectories: nothing is sampled
-            ws = {w: _no_think(v) for w, v in ws.items()}
-        hours = {"low": _hours(ws["low"], arch, tput, hi_e, calibration),
-                 "mid": _hours(ws["mid"], arch, tput, mid_e, calibration),
-                 "high": _hours(ws["high"], arch, tput, lo_e, calibration)}
-        mid = ws["mid"]
-        groups[g] = {
-            "questions": counts[g], "trajectories": mid.trajectories, "positions": mid.positions,
-            "answers": mid.answers,
-            "tokens": {p: [ws[w].decoded[p] for w in ("low", "mid", "high")] for p in PHASES},
-            "prompt_tokens": {p: mid.prompt[p] for p in PHASES},
-            "uncached_prompt_tokens": {p: mid.uncached[p] for p in PHASES},
-            "context_tokens": {p: mid.context[p] for p in PHASES},
-            "hours_by_phase": {p: hours["mid"][p] for p in PHASES},
-            "hours": [sum(hours[w].values()) for w in ("low", "mid", "high")],
-            "batch": tput.batch_for(arch, mid.shape),
-            "sources": dict(xs["mid"].source),
-            "lengths": {k: getattr(xs["mid"], k) for k in ("thinking", "positions", "answer", "own", "prompt",
-                                                           "forced")},
-            "thinking_prior": _thinking_prior(g, xs, measured.get(g), job.thinking_limit),
-        }
+    measured, notes, synthetic = _pilot(job, pilot, counts)
+    groups = {g: _group_plan(job, counts[g], measured.get(g), g, arch, tput, calibration)
+              for g in sorted(counts)}
     total = {k: sum(v[k] for v in groups.values()) for k in ("questions", "trajectories", "positions", "answers")}
     total["tokens"] = {p: [sum(v["tokens"][p][i] for v in groups.values()) for i in range(3)] for p in PHASES}
     total["prompt_tokens"] = {p: sum(v["prompt_tokens"][p] for v in groups.values()) for p in PHASES}

@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +37,17 @@ from otbench.files import (
     drop_temporary,
     new_temporary,
     provenance,
-    refuse_input,
     write_text_atomic,
 )
 
 from ._cost import cost_record
 from ._direct import direct_answers
 from ._imported import think_results
-from ._job import JobError, ProbeJob
+from ._job import ProbeJob
 from ._loop import RunStats, UnitResult, run_units
 from ._output import direct_table, measurement_set, write_token_tables
 from ._results import signal_definitions
+from ._run_checks import _check_units, _run_job_iv, check_paths
 from ._setup import (
     kv_cache,
     memory_line,
@@ -138,63 +138,6 @@ class _LocalExecutor:
         self.engine.close()
 
 
-WORKER_BYTES = 1 << 30
-"""The memory floor assumed per local engine worker (an interpreter with torch or vLLM imported,
-before any weights); a budget refusal, not a measurement."""
-
-
-def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address, worker_cpus,
-                worker_gpus):
-    """Validate `run_job`'s arguments, before anything is read or started."""
-    if resume and journal is None:
-        raise ArgumentError("`resume` needs a `journal` folder to resume from.")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ArgumentError(f"`workers` must be a positive integer, got {workers!r}.")
-    # Local workers are engine processes: each holds at least an interpreter with the engine's
-    # libraries and the model's tokenizer, WORKER_BYTES, before any weights (a cluster's are
-    # the cluster's: only the count is bounded).
-    from otbench.resources import check_workers
-
-    local = ray_address is None
-    check_workers(f"{workers:,} {'local ' if local else ''}engine workers", "`workers`", workers,
-                  per_worker=WORKER_BYTES if local else 0,
-                  advice="or name a Ray cluster with --ray-address" if local else "")
-    if ray_address is not None and (not isinstance(ray_address, str) or not ray_address):
-        raise ArgumentError(f"`ray_address` must be a non-empty string or None, got {ray_address!r}.")
-    if isinstance(worker_cpus, bool) or not isinstance(worker_cpus, (int, float)) or worker_cpus <= 0:
-        raise ArgumentError(f"`worker_cpus` must be a positive number, got {worker_cpus!r}.")
-    if worker_gpus is not None and (isinstance(worker_gpus, bool)
-                                    or not isinstance(worker_gpus, (int, float)) or worker_gpus < 0):
-        raise ArgumentError(f"`worker_gpus` must be a non-negative number or None, got {worker_gpus!r}.")
-    if (workers > 1 or ray_address is not None) and job.direct_answer:
-        raise JobError("probe.direct_answer runs on a single engine: run it without --workers / "
-                       "--ray-address (it is one request per question)")
-
-
-def _check_out(out: Path, *, overwrite: bool, resume: bool) -> None:
-    if not out.exists() or overwrite:
-        return
-    if not resume:
-        raise FileExistsError(f"{out}: already exists (pass `overwrite` to replace it)")
-    if not (out / "manifest.json").is_file():
-        # A set written by an earlier attempt of this run is rebuilt from the journal;
-        # anything else is not ours to replace.
-        raise FileExistsError(f"{out}: exists and is not a measurement set (pass `overwrite` to replace it)")
-
-
-def _job_inputs(job: ProbeJob) -> list[str]:
-    """The local paths a job reads (the weights folder, question files, imported traces): an
-    output or journal on or inside one is refused before anything runs."""
-    paths = [job.engine.model] if getattr(job.engine, "model", "") and os.path.exists(job.engine.model) else []
-    data = job.data or {}
-    for src in [data, *data.get("sources", ())]:
-        if isinstance(src, Mapping) and isinstance(src.get("path"), (str, os.PathLike)):
-            paths.append(src["path"])
-    if job.trajectories and isinstance(job.trajectories.get("path"), (str, os.PathLike)):
-        paths.append(job.trajectories["path"])
-    return [str(p) for p in paths]
-
-
 def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             progress=True, log=None, journal: str | os.PathLike | None = None,
             resume: bool = False, workers: int = 1, ray_address: str | None = None,
@@ -221,18 +164,9 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     _run_job_iv(job, journal, resume, workers, ray_address, worker_cpus, worker_gpus)
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     out = Path(out)
-    inputs = _job_inputs(job)
-    refuse_input(out, *inputs)              # never into the model's folder or onto a question file
-    if journal is not None:
-        refuse_input(journal, *inputs)
-    _check_out(out, overwrite=overwrite, resume=resume)
+    check_paths(job, out, journal, overwrite=overwrite, resume=resume)
     t_start = time.perf_counter()
-    job, questions, data_record, imported = _load_inputs(job, log)
-    instructions = load_instructions()
-    grader_name = resolve_grader(job.grader)[0]
-    check_gradable(grader_name, questions)          # before any engine starts: one line, exit 2
-    if imported is None:
-        _check_units(job, len(questions))           # R x questions, before any engine starts
+    job, questions, data_record, imported, instructions, grader_name = _checked_inputs(job, log)
     use_ray = workers > 1 or ray_address is not None
 
     # Without a journal folder, units are spooled to a private one beside the output
@@ -260,13 +194,8 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
             # stays.
             clean_stale(out)
         t = time.perf_counter()
-        if use_ray:
-            from ._ray import RayExecutor
-            executor = RayExecutor(job, questions, instructions, grader_name, workers=workers,
-                                   address=ray_address, worker_cpus=worker_cpus,
-                                   worker_gpus=worker_gpus, log=log)
-        else:
-            executor = _LocalExecutor(job, engine_cfg, questions, instructions, grader_name, log)
+        executor = _executor(job, engine_cfg, questions, instructions, grader_name, log, workers=workers,
+                             ray_address=ray_address, worker_cpus=worker_cpus, worker_gpus=worker_gpus)
         t_engine = time.perf_counter() - t
         try:
             setup, engine_cfg = executor.setup, executor.engine_cfg
@@ -310,6 +239,29 @@ def run_job(job: ProbeJob, out: str | os.PathLike, *, overwrite: bool = False,
     return RunSummary.write(out, manifest, run)
 
 
+def _executor(job: ProbeJob, engine_cfg, questions, instructions, grader_name: str, log, *,
+              workers: int, ray_address, worker_cpus, worker_gpus):
+    """The units' executor: Ray actors (more than one worker, or a cluster), else this process."""
+    if workers > 1 or ray_address is not None:
+        from ._ray import RayExecutor
+        return RayExecutor(job, questions, instructions, grader_name, workers=workers,
+                           address=ray_address, worker_cpus=worker_cpus,
+                           worker_gpus=worker_gpus, log=log)
+    return _LocalExecutor(job, engine_cfg, questions, instructions, grader_name, log)
+
+
+def _checked_inputs(job: ProbeJob, log):
+    """`_load_inputs` and the instructions and grader, checked before any engine starts (one
+    line, exit 2): the grader can grade every task, and R x questions fits the budget."""
+    job, questions, data_record, imported = _load_inputs(job, log)
+    instructions = load_instructions()
+    grader_name = resolve_grader(job.grader)[0]
+    check_gradable(grader_name, questions)
+    if imported is None:
+        _check_units(job, len(questions))
+    return job, questions, data_record, imported, instructions, grader_name
+
+
 def _pin_revision(jr, job: ProbeJob, engine_cfg, log) -> None:
     """A hub model: log the commit its revision resolved to and pin it in the journal (a resume at
     another commit is refused in one line, `Journal.pin_model`)."""
@@ -333,28 +285,6 @@ def _load_inputs(job: ProbeJob, log):
         imported = import_trajectories(job, questions, log)
         questions, job = imported.questions, imported.job
     return job, questions, data_record, imported
-
-
-UNIT_BYTES = 1024
-"""Host memory the runner keeps per unit besides its positions (its key, its entry in the
-unit list, its summary's object); `POSITION_BYTES` per probed position on top."""
-POSITION_BYTES = 64
-
-
-def _check_units(job: ProbeJob, n_questions: int) -> None:
-    """The resource budget of `R` (per question: the run's units are questions x R, every
-    one keyed and summarised in memory), before the engine starts: R = 65,535 over 100,000
-    questions was 6.5e9 unit keys built one by one after the engine was ready."""
-    from otbench.resources import check_budget
-
-    positions = job.thinking_limit // job.b + 1
-    per_question = n_questions * (UNIT_BYTES + POSITION_BYTES * positions)
-    # every unit decodes its trajectory and P answers per position: at least one element
-    # operation per token, so the time bound only refuses what could never finish
-    per_question_ops = n_questions * (job.thinking_limit + positions * job.P * job.answer_limit)
-    check_budget(f"a probe run of {n_questions:,} questions", "`R`", job.R,
-                 per_unit=per_question, per_unit_ops=per_question_ops, unit="trajectory of every question",
-                 advice="use a smaller R or fewer questions (--limit)")
 
 
 def _unit_keys(job: ProbeJob, setup, questions, imported, grader_name: str):

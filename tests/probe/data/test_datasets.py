@@ -16,12 +16,12 @@ from otbench.probe.data._benchmarks import (
     GROUPS,
     DatasetError,
     Question,
-    arithmetic_questions,
     champ_questions,
     load_benchmark,
     load_group,
     load_hub,
 )
+from otbench.probe.data._sums import arithmetic_questions
 from otbench.probe.grading._choice import LETTERS, shuffle_order
 from otbench.probe.grading._grade import grade_request
 from otbench.probe.grading._types import CodeTest
