@@ -1,0 +1,182 @@
+"""Every Eval Ever records: export, validation against the published schema, import back.
+
+The schema is the instance-level schema 0.2.1 as Every Eval Ever published it
+(tests/fixtures/eee/README.md names its repository, tag, commit and hash);
+every record is validated with `jsonschema` (a test dependency), so a record
+other tools would refuse fails here.
+"""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from _bad_input import cli, refused, small_set
+from _sets import build_set
+from otbench.analysis import from_ragged, ragged, save
+from otbench.analysis.measurement import (
+    EEE_SCHEMA_VERSION,
+    MeasurementSetError,
+    eee_records,
+    export_eee,
+    export_jsonl,
+    import_eee,
+    simulate,
+)
+
+SCHEMA = Path(__file__).resolve().parents[2] / "fixtures" / "eee" / "instance_level_eval_0.2.1.schema.json"
+
+
+@pytest.fixture(scope="module")
+def validator():
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def cut_set():
+    """Two trajectories of one question; the second cut at the thinking limit (censored)."""
+    return from_ragged(model=["m", "m"], group=["g", "g"], question=["q0", "q0"],
+                       trajectory=np.array([0, 1]), probes=np.array([4, 4]),
+                       L=ragged([[0, 5, 9], [0, 7, 16, 30]], np.int64),
+                       C=ragged([[0, 3, 4], [1, 2, 2, 0]], np.int64),
+                       y=np.array([1, 0]), finished=np.array([True, False]),
+                       question_text=["What is 2 + 2?", "What is 2 + 2?"])
+
+
+def canonical(ms, path):
+    export_jsonl(ms, path)
+    return path.read_text()
+
+
+@pytest.mark.parametrize("make", [small_set, cut_set, lambda: simulate("tiny", seed=3)],
+                         ids=["small", "cut", "simulated"])
+def test_round_trip_validates_and_keeps_everything(tmp_path, validator, make):
+    ms = make()
+    out = tmp_path / "records.jsonl"
+    assert export_eee(ms, out) == ms.num_trajectories
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    for rec in records:
+        errors = [e.message for e in validator.iter_errors(rec)]
+        assert errors == [], errors
+        assert rec["schema_version"] == EEE_SCHEMA_VERSION
+    back = import_eee(out)
+    # Every column (L, C, y, finished, ids, texts, signals, split, the synthetic label) survives.
+    assert canonical(back, tmp_path / "b.jsonl") == canonical(ms, tmp_path / "a.jsonl")
+    assert back.synthetic == ms.synthetic
+    np.testing.assert_array_equal(back.y, ms.y)
+    for c in range(ms.num_cells):      # the same full-thinking accuracy per cell
+        assert back.y[back.cell_rows(c)].mean() == ms.y[ms.cell_rows(c)].mean()
+
+
+def test_record_fields_and_censoring(tmp_path):
+    """The mapping of docs/rules.md, on a record by hand; the cut reply keeps its censoring."""
+    ms = cut_set()
+    full, cut = list(eee_records(ms))
+    assert cut["model_id"] == "m" and cut["evaluation_name"] == "g" and cut["sample_id"] == "q0"
+    assert cut["input"] == {"raw": "What is 2 + 2?", "reference": []}
+    assert cut["evaluation"] == {"score": 0.0, "is_correct": False}
+    assert full["evaluation"] == {"score": 1.0, "is_correct": True}
+    assert [a["extracted_value"] for a in cut["answer_attribution"]] == ["1/4", "2/4", "2/4", "0/4"]
+    assert not any(a["is_terminal"] for a in cut["answer_attribution"])
+    meta = cut["metadata"]
+    assert (meta["otbench_L"], meta["otbench_thinking_tokens"], meta["otbench_steps"]) == ("[0,7,16,30]", "30", "3")
+    assert (meta["otbench_finished"], meta["otbench_stop"], meta["otbench_censored"]) == \
+        ("false", "thinking_limit", "true")
+    assert (full["metadata"]["otbench_stop"], full["metadata"]["otbench_censored"]) == ("end_of_thinking", "false")
+    export_eee(ms, tmp_path / "r.jsonl")
+    assert import_eee(tmp_path / "r.jsonl").finished.tolist() == [True, False]
+
+
+def test_synthetic_says_so_in_every_record():
+    for rec in eee_records(simulate("tiny", seed=1)):
+        assert rec["evaluation_id"].startswith("otbench-synthetic/")
+        assert rec["metadata"]["otbench_synthetic"] == "true"
+    assert all(r["evaluation_id"].startswith("otbench/") for r in eee_records(small_set()))
+
+
+def test_the_schema_check_can_fail(validator):
+    """The validation is not vacuous: a finish reason, the field the schema lacks, is refused."""
+    rec = next(eee_records(cut_set()))
+    rec["finish_reason"] = "length"
+    assert any("Additional properties" in e.message for e in validator.iter_errors(rec))
+    rec = next(eee_records(cut_set()))
+    rec["metadata"]["otbench_probes"] = 4
+    assert any("is not of type 'string'" in e.message for e in validator.iter_errors(rec))
+
+
+def _one(tmp_path, edit):
+    rec = next(eee_records(cut_set()))
+    edit(rec)
+    p = tmp_path / "bad.jsonl"
+    p.write_text(json.dumps(rec) + "\n")
+    return p
+
+
+def _deep(rec):
+    rec["metadata"]["otbench_L"] = "[" * 100 + "]" * 100
+
+
+BAD = [
+    (lambda r: r.update(finish_reason="length"),
+     "unknown field 'finish_reason' (the schema 0.2.1 allows no other)"),
+    (lambda r: r.update(schema_version="0.3.0"), "schema_version must be '0.2.1', got \"0.3.0\""),
+    (lambda r: r.update(interaction_type="agentic"), "interaction_type must be \"single_turn\""),
+    (lambda r: r.pop("evaluation"), "missing 'evaluation' (required by the schema)"),
+    (lambda r: r["evaluation"].update(score=0.5),
+     "evaluation.score 0.5 disagrees with is_correct true (a kept verdict is 0 or 1)"),
+    (lambda r: r.update(metadata={"subject": "math"}), "metadata has no otbench_L: not an otbench export"),
+    (lambda r: r["metadata"].update(otbench_probes="four"),
+     "metadata.otbench_probes must be an integer >= 1 as text, got \"four\""),
+    (lambda r: r["metadata"].update(otbench_censored="true"),
+     "metadata.otbench_censored must be the opposite of otbench_finished"),
+    (lambda r: r["answer_attribution"][1].update(extracted_value="2 of 4"),
+     "answer_attribution[1]: extracted_value must be \"C/P\""),
+    (lambda r: r["answer_attribution"][1].update(extracted_value="2/8"),
+     "answer_attribution[1]: extracted_value '2/8' counts of 8 answers but metadata.otbench_probes is 4"),
+    (lambda r: r["answer_attribution"].pop(),
+     "metadata.otbench_L has 3 positions but answer_attribution 2 cuts"),
+    (_deep, "metadata.otbench_L: not accepted JSON (nested deeper than 64 levels)"),
+    (lambda r: r["answer_attribution"][2].update(extracted_value="5/4"), "C[2]=5 is outside 0..4 (probes)"),
+]
+
+
+@pytest.mark.parametrize("edit,rule", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_record_one_line_naming_file_record_and_rule(tmp_path, edit, rule):
+    p = _one(tmp_path, edit)
+    with pytest.raises(MeasurementSetError) as e:
+        import_eee(p)
+    assert str(e.value).startswith(f"{p}:1: "), str(e.value)
+    assert rule in str(e.value), str(e.value)
+    refused(cli("import", "--format", "eee", p, "--out", tmp_path / "set"), f"{p}:1: ", rule)
+    assert not (tmp_path / "set").exists()      # nothing written
+
+
+def test_bad_later_record_names_its_line(tmp_path):
+    p = tmp_path / "r.jsonl"
+    export_eee(cut_set(), p)
+    p.write_text(p.read_text() + "\n{not json\n")
+    with pytest.raises(MeasurementSetError, match=r"r\.jsonl:4: malformed JSON"):
+        import_eee(p)
+
+
+def test_cli_round_trip_and_output_rules(tmp_path):
+    ms = build_set([("m", "g", "q0", 0, 2, [0, 5, 9], [0, 1, 2], 1),
+                    ("m", "g", "q1", 0, 2, [0, 4], [0, 0], 0)])
+    save(ms, tmp_path / "set")
+    r = cli("export", tmp_path / "set", "--format", "eee", "--out", tmp_path / "r.jsonl")
+    assert r.exit_code == 0, r.output
+    assert "exported 2 Every Eval Ever records (schema 0.2.1)" in r.output
+    r = cli("import", "--format", "eee", tmp_path / "r.jsonl", "--out", tmp_path / "back")
+    assert r.exit_code == 0, r.output
+    r = cli("export", tmp_path / "back", "--out", tmp_path / "back.jsonl")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "back.jsonl").read_text() == canonical(ms, tmp_path / "a.jsonl")
+    # outputs never land on inputs; --format eee names the output it shapes
+    refused(cli("export", tmp_path / "set", "--format", "eee", "--out", tmp_path / "set" / "manifest.json"),
+            "refusing to write onto an input")
+    refused(cli("import", "--format", "eee", tmp_path / "r.jsonl", "--out", tmp_path),
+            "is the input", "refusing to write onto an input")
+    refused(cli("export", tmp_path / "set", "--format", "eee", "--hub-dir", tmp_path / "hub"),
+            "--format eee is the format of --out FILE; give --out")
