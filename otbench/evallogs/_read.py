@@ -15,6 +15,7 @@ Four sources, each read where its framework writes it:
 * `inspect-ai` (`.eval` logs, read with `inspect_ai.log.read_eval_log`): one reply per sample
   and epoch; the verdict is the first scorer's value (or the one asked for) mapped to a number
   by inspect's own `value_to_float`; `stop_reason == "max_tokens"` is the length limit.
+* `eee` (Every Eval Ever instance-level JSONL): `_eee.eee_replies`.
 * `chat` (chat-style JSONL/Parquet: `messages` or `conversations`): the label where the row
   has one (`correct`, `is_correct`, `verdict`), `finish_reason` /
   `stop_reason` for the length limit.
@@ -36,7 +37,7 @@ from otbench.errors import OtbenchError
 MARKERS = (("<think>", "</think>"), ("<|begin_of_thought|>", "<|end_of_thought|>"))
 """(open, close) reasoning markers recognized in text, tried in order."""
 
-LOG_FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat")
+LOG_FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat", "eee")
 LABEL_FIELDS = ("correct", "is_correct", "verdict")
 """Fields of a chat row read as its verdict (a boolean, or a number in [0, 1])."""
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
@@ -439,10 +440,13 @@ def detect_format(path: str | Path) -> str:
                 return "lighteval"
             if "resps" in row and "doc" in row:
                 return "lm-eval"
+            if "schema_version" in row and "answer_attribution" in row:
+                return "eee"        # an Every Eval Ever instance-level record (`_eee`)
             if "messages" in row or "conversations" in row:
                 return "chat"
         raise EvalLogError(f"{loc}: not a row of a known log (lm-eval: doc + resps; lighteval: doc + "
-                           "model_response; chat: messages or conversations; inspect-ai: a .eval file)")
+                           "model_response; chat: messages or conversations; eee: schema_version + "
+                           "answer_attribution; inspect-ai: a .eval file)")
     raise EvalLogError(f"{p}: the log is empty")
 
 
@@ -473,6 +477,9 @@ def read_log(path: str | Path, fmt: str | None = None, *, metric: str | None = N
             elif fmt == "lighteval":
                 out.extend(lighteval_replies(row, loc, model=lighteval_names(p), metric=metric,
                                              task=lighteval_task(p)))
+            elif fmt == "eee":
+                from ._eee import eee_replies   # (it imports Reply from here)
+                out.extend(eee_replies(row, loc))
             else:
                 out.extend(chat_replies(row, loc, task=p.stem))
     if task is not None or model is not None:
