@@ -86,7 +86,12 @@ def export_cmd(directory: str, out: str | None, fmt: str, hub_dir: str | None, l
     banner = synthetic_banner(ms.synthetic)
     if out is not None:
         with data_errors():
-            count = (export_eee if fmt == "eee" else export_jsonl)(ms, out)
+            if fmt == "eee":        # a probe set's token ids give each record its token_usage
+                tokens = (load_table(directory, "tokens")
+                          if "tokens" in read_manifest(directory).get("tables", {}) else None)
+                count = export_eee(ms, out, tokens=tokens)
+            else:
+                count = export_jsonl(ms, out)
         what = "Every Eval Ever records (schema 0.2.1)" if fmt == "eee" else "trajectories"
         click.echo(f"{banner}exported {count} {what} -> {out}")
     if hub_dir is not None:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from _bad_input import cli, refused
 from otbench.evallogs import EvalLogError, detect_format, read_log
 from otbench.probe.data import load_traces
@@ -116,3 +118,30 @@ def test_audit_log_reads_records_and_their_cuts(tmp_path):
     # c never closed its thinking; e hit the limit by its metadata: 2 of 6 replies censored
     assert "sums / org/model: 2 of 6 replies censored" in r.output, r.output
     assert "1 never closed their thinking, 1 hit the length limit" in r.output, r.output
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
+                     max_leaves=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([None, "input", "output", "evaluation", "metadata"]),
+       st.sampled_from(["interaction_type", "model_id", "sample_id", "raw", "reasoning_trace", "reference",
+                        "formatted", "is_correct", "otbench_stop", "answer_attribution", "input",
+                        "output", "evaluation", "metadata"]), _json)
+def test_any_edited_record_reads_or_is_one_line(where, key, value):
+    import tempfile
+
+    rec = record("b", ["The answer is 5."], ["2 + 3 is 5."], False, final="5", meta={})
+    target = rec if where is None else rec[where]
+    if isinstance(target, dict):
+        target[key] = value
+    with tempfile.TemporaryDirectory() as d:
+        p = write(Path(d) / "s.jsonl", [rec], valid=False)
+        try:
+            reps = read_log(p, "eee")
+        except EvalLogError as e:
+            assert str(e).startswith(f"{p}:1: ") and "\n" not in str(e), str(e)
+        else:
+            assert len(reps) >= 1 and all(isinstance(r.thinking, str) for r in reps)

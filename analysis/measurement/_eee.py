@@ -60,6 +60,27 @@ def _sample_hash(raw: str, reference: list[str]) -> str:
     return hashlib.sha256((raw + "".join(reference)).encode("utf-8")).hexdigest()
 
 
+_TOKEN_KEYS = ("model", "group", "question", "trajectory")
+_TOKEN_PARTS = ("prompt", "thinking", "answer")
+
+
+def _token_counts(tokens) -> dict[tuple, dict] | None:
+    """`token_usage` per trajectory from a probe set's `tokens` table (None without one).
+
+    The table's token ids are counted, never decoded: input the prompt, reasoning the
+    stored thinking, output the thinking and the answer (the reply the model generated).
+    """
+    if tokens is None or not set(_TOKEN_KEYS + _TOKEN_PARTS) <= set(tokens.column_names):
+        return None
+    import pyarrow.compute as pc
+
+    n = {c: [x or 0 for x in pc.list_value_length(tokens[c]).to_pylist()] for c in _TOKEN_PARTS}
+    keys = zip(*(tokens[c].to_pylist() for c in _TOKEN_KEYS))
+    return {k: {"input_tokens": p, "output_tokens": t + a, "total_tokens": p + t + a,
+                "reasoning_tokens": t}
+            for k, p, t, a in zip(keys, n["prompt"], n["thinking"], n["answer"])}
+
+
 def _record(rec: dict, evaluation: str) -> dict:
     L, C, P = rec["L"], rec["C"], rec["probes"]
     text = rec["question_text"]
@@ -95,8 +116,12 @@ def _record(rec: dict, evaluation: str) -> dict:
     }
 
 
-def eee_records(ms: MeasurementSet) -> Iterator[dict]:
+def eee_records(ms: MeasurementSet, *, tokens=None) -> Iterator[dict]:
     """The set's trajectories as EEE instance-level records, in row order.
+
+    `tokens`: the set's `tokens` table (a probe set's, `load_table(SET, "tokens")`);
+    with it each record's `token_usage` counts the trajectory's prompt, thinking and
+    answer ids. Without it (or for a trajectory it lacks) `token_usage` is absent.
 
     `evaluation_id` (the schema's key to an aggregate record) is
     `otbench/<first 16 hex of the set's content hash>/<model>/<group>`
@@ -106,13 +131,21 @@ def eee_records(ms: MeasurementSet) -> Iterator[dict]:
 
     # A synthetic set says so in the one key every reader of the records sees.
     head = f"otbench{'-synthetic' if ms.synthetic else ''}/{content_hash(ms)[:16]}"
+    counts = _token_counts(tokens) or {}
     for rec in iter_records(ms):
-        yield _record(rec, f"{head}/{rec['model']}/{rec['group']}")
+        out = _record(rec, f"{head}/{rec['model']}/{rec['group']}")
+        usage = counts.get(tuple(rec[k] for k in _TOKEN_KEYS))
+        if usage is not None:
+            out["token_usage"] = usage
+        yield out
 
 
-def export_eee(ms: MeasurementSet, path: str | os.PathLike) -> int:
-    """Write the set as EEE instance-level JSONL atomically; returns the number of records."""
-    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in eee_records(ms)]
+def export_eee(ms: MeasurementSet, path: str | os.PathLike, *, tokens=None) -> int:
+    """Write the set as EEE instance-level JSONL atomically; returns the number of records.
+
+    `tokens`: the set's `tokens` table, for each record's `token_usage` (`eee_records`).
+    """
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in eee_records(ms, tokens=tokens)]
     write_text_atomic(path, "".join(lines))
     return len(lines)
 

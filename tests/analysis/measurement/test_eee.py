@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from _bad_input import cli, refused, small_set
 from _sets import build_set
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from otbench.analysis import from_ragged, ragged, save
 from otbench.analysis.measurement import (
     EEE_SCHEMA_VERSION,
@@ -87,6 +89,42 @@ def test_record_fields_and_censoring(tmp_path):
     assert (full["metadata"]["otbench_stop"], full["metadata"]["otbench_censored"]) == ("end_of_thinking", "false")
     export_eee(ms, tmp_path / "r.jsonl")
     assert import_eee(tmp_path / "r.jsonl").finished.tolist() == [True, False]
+
+
+def _tokens_table(ms):
+    """A probe-shaped `tokens` table (the probe's column names): ids counted, never decoded."""
+    import pyarrow as pa
+
+    ids = pa.list_(pa.int32())
+    rows = [(ms.models[ms.cell_model[ms.cell[t]]], ms.groups[ms.cell_group[ms.cell[t]]],
+             ms.question_id[ms.question[t]], int(ms.trajectory[t])) for t in range(ms.num_trajectories)]
+    return pa.table({"model": [r[0] for r in rows], "group": [r[1] for r in rows],
+                     "question": [r[2] for r in rows],
+                     "trajectory": pa.array([r[3] for r in rows], pa.int32()),
+                     "prompt": pa.array([[1] * (5 + t) for t in range(len(rows))], ids),
+                     "thinking": pa.array([[2] * int(ms.L[t, ms.n[t]]) for t in range(len(rows))], ids),
+                     "answer": pa.array([[3] * 2 if ms.finished[t] else [] for t in range(len(rows))], ids)})
+
+
+def test_token_usage_from_a_probe_sets_tokens_table(tmp_path, validator):
+    ms = cut_set()
+    full, cut = list(eee_records(ms, tokens=_tokens_table(ms)))
+    assert full["token_usage"] == {"input_tokens": 5, "output_tokens": 11, "total_tokens": 16,
+                                   "reasoning_tokens": 9}
+    assert cut["token_usage"] == {"input_tokens": 6, "output_tokens": 30, "total_tokens": 36,
+                                  "reasoning_tokens": 30}
+    for rec in (full, cut):
+        assert [e.message for e in validator.iter_errors(rec)] == []
+    # a table of other columns (not the probe's) gives no counts rather than wrong ones
+    import pyarrow as pa
+    other = pa.table({"row": [0, 1]})
+    assert all("token_usage" not in r for r in eee_records(ms, tokens=other))
+    save(ms, tmp_path / "set", extra_tables={"tokens": _tokens_table(ms)})
+    r = cli("export", tmp_path / "set", "--format", "eee", "--out", tmp_path / "r.jsonl")
+    assert r.exit_code == 0, r.output
+    got = [json.loads(line)["token_usage"]["reasoning_tokens"] for line in open(tmp_path / "r.jsonl")]
+    assert got == [9, 30]
+    assert canonical(import_eee(tmp_path / "r.jsonl"), tmp_path / "b.jsonl") == canonical(ms, tmp_path / "a.jsonl")
 
 
 def test_synthetic_says_so_in_every_record():
@@ -180,3 +218,43 @@ def test_cli_round_trip_and_output_rules(tmp_path):
             "is the input", "refusing to write onto an input")
     refused(cli("export", tmp_path / "set", "--format", "eee", "--hub-dir", tmp_path / "hub"),
             "--format eee is the format of --out FILE; give --out")
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False)
+                     | st.text(max_size=8), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+                     max_leaves=6)
+_paths = st.sampled_from([
+    (), ("input",), ("output",), ("evaluation",), ("metadata",), ("answer_attribution", 0),
+    ("answer_attribution", 1)])
+_keys = st.sampled_from(["schema_version", "model_id", "sample_id", "interaction_type", "raw", "score",
+                         "is_correct", "extracted_value", "is_terminal", "extraction_method",
+                         "otbench_L", "otbench_probes", "otbench_finished", "otbench_censored",
+                         "otbench_signals", "otbench_split", "otbench_input", "otbench_trajectory", "x",
+                         "input", "output", "evaluation", "metadata", "answer_attribution"])
+_text_values = st.sampled_from(["", "1", "-1", "true", "[0,1]", "[[0]]", "{}", '{"s":[1,2]}', "1/4", "4/4",
+                                "train", "question_text", "0.2.1", "9999999999"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(_paths, _keys, _json | _text_values), min_size=1, max_size=3))
+def test_any_edited_record_imports_or_is_one_line(tmp_path_factory, edits):
+    rec = next(eee_records(cut_set()))
+    for path, key, value in edits:
+        target = rec
+        for step in path:
+            if isinstance(target, dict) and isinstance(step, str):
+                target = target.get(step)
+            elif isinstance(target, list) and isinstance(step, int) and step < len(target):
+                target = target[step]
+            else:
+                target = None
+        if isinstance(target, dict):
+            target[key] = value
+    p = tmp_path_factory.mktemp("e") / "r.jsonl"
+    p.write_text(json.dumps(rec) + "\n")
+    try:
+        ms = import_eee(p)
+    except MeasurementSetError as e:
+        assert str(e).startswith(f"{p}:1") and "\n" not in str(e), str(e)
+    else:
+        assert ms.num_trajectories == 1
