@@ -52,8 +52,9 @@ def canonical(ms, path):
     return path.read_text()
 
 
-@pytest.mark.parametrize("make", [small_set, cut_set, lambda: simulate("tiny", seed=3)],
-                         ids=["small", "cut", "simulated"])
+@pytest.mark.parametrize("make", [small_set, cut_set, lambda: simulate("tiny", seed=3),
+                                  lambda: simulate("tiny", seed=5, field_signals=True, peer_signals=True)],
+                         ids=["small", "cut", "simulated", "simulated-with-signals"])
 def test_round_trip_validates_and_keeps_everything(tmp_path, validator, make):
     ms = make()
     out = tmp_path / "records.jsonl"
@@ -64,6 +65,7 @@ def test_round_trip_validates_and_keeps_everything(tmp_path, validator, make):
         assert errors == [], errors
         assert rec["schema_version"] == EEE_SCHEMA_VERSION
     back = import_eee(out)
+    assert sorted(back.signals) == sorted(ms.signals)
     # Every column (L, C, y, finished, ids, texts, signals, split, the synthetic label) survives.
     assert canonical(back, tmp_path / "b.jsonl") == canonical(ms, tmp_path / "a.jsonl")
     assert back.synthetic == ms.synthetic
