@@ -145,3 +145,14 @@ def test_any_edited_record_reads_or_is_one_line(where, key, value):
             assert str(e).startswith(f"{p}:1: ") and "\n" not in str(e), str(e)
         else:
             assert len(reps) >= 1 and all(isinstance(r.thinking, str) for r in reps)
+
+
+def test_a_line_past_the_bound_is_one_line(tmp_path, monkeypatch):
+    """Every log row is read with a bound (a file without line breaks is not a log)."""
+    import otbench.evallogs._read as rd
+
+    p = write(tmp_path / "s.jsonl", RECORDS[:2])
+    monkeypatch.setattr(rd, "MAX_LINE", len(p.read_bytes().splitlines()[0]) + 1)   # row 1 fits
+    p.write_bytes(p.read_bytes().splitlines()[0] + b"\n" + b"x" * 5000 + b"\n")
+    with pytest.raises(EvalLogError, match=r"s\.jsonl:2: line longer than 0 MiB \(not a JSONL record\)$"):
+        read_log(p, "eee")

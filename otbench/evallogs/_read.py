@@ -44,6 +44,7 @@ REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 QUESTION_TEXT = ("problem", "Problem", "question", "Question")
 QUESTION_ID = ("unique_id", "question_id", "id", "ID", "problem_idx", "Record ID")
 _LENGTH_STOPS = ("length", "max_tokens", "model_length")
+MAX_LINE = 64 << 20     # bytes of one JSONL row, as the set import bounds its lines
 
 
 class EvalLogError(OtbenchError, ValueError):
@@ -422,8 +423,10 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
         return
     from otbench.files import loads_json  # the one guarded JSON reader (depth, sizes, keys)
 
-    with _open(p) as f:
-        for i, line in enumerate(f, 1):
+    with _open(p) as f:     # each line bounded: a file without line breaks is not a log
+        for i, line in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), 1):
+            if len(line) > MAX_LINE:
+                raise EvalLogError(f"{p}:{i}: line longer than {MAX_LINE >> 20} MiB (not a JSONL record)")
             if not line.strip():
                 continue
             yield f"{p}:{i}", loads_json(line, f"{p}:{i}")
