@@ -56,7 +56,8 @@ def _flag(v: bool) -> str:
 
 
 def _sample_hash(raw: str, reference: list[str]) -> str:
-    # As the schema's converters compute it: sha256 of input.raw + the joined references.
+    # As the schema's converters compute it: sha256 of input.raw + the joined references
+    # (every_eval_ever v0.2.1, eval_converters/inspect/instance_level_adapter.py, line 209).
     return hashlib.sha256((raw + "".join(reference)).encode("utf-8")).hexdigest()
 
 
