@@ -60,13 +60,17 @@ def import_cmd(file: str, out: str, synthetic: bool, fmt: str, overwrite: bool) 
               show_default=True,
               help="--out's format: otbench's JSONL, or Every Eval Ever instance-level records "
                    "(schema 0.2.1; docs/guides/eee.md), which `otbench import --format eee` reads.")
+@click.option("--tokenizer", type=click.Path(exists=True, file_okay=False), default=None,
+              help="With --format eee: the model's tokenizer folder; a set the probe wrote (its "
+                   "tokens table) then has each record's thinking and answer as text.")
 @click.option("--hub-dir", "hub_dir", type=click.Path(file_okay=False),
               help="Folder to write as a Hugging Face dataset repository: Parquet per table, "
                    "manifest.json and a README.md dataset card (`datasets.load_dataset(DIR, "
                    "'trajectories')` reads it; `hf upload` publishes it as is).")
 @click.option("--license", "license_", default="unknown", show_default=True,
               help="The dataset card's licence identifier (--hub-dir), e.g. cc-by-4.0.")
-def export_cmd(directory: str, out: str | None, fmt: str, hub_dir: str | None, license_: str) -> None:
+def export_cmd(directory: str, out: str | None, fmt: str, tokenizer: str | None, hub_dir: str | None,
+               license_: str) -> None:
     """Export a measurement set as canonical JSONL (exact inverse of import), as Every Eval
     Ever records (--format eee) and/or as a Hugging Face dataset folder (--hub-dir)."""
     from otbench.analysis.measurement import (
@@ -82,6 +86,8 @@ def export_cmd(directory: str, out: str | None, fmt: str, hub_dir: str | None, l
         raise DataError("export needs --out FILE (JSONL), --hub-dir DIR (Hub folder), or both")
     if fmt == "eee" and out is None:
         raise DataError("--format eee is the format of --out FILE; give --out")
+    if tokenizer is not None and fmt != "eee":
+        raise DataError("--tokenizer applies to --format eee (the JSONL export holds no text)")
     ms = load_set(directory)
     banner = synthetic_banner(ms.synthetic)
     if out is not None:
@@ -89,7 +95,15 @@ def export_cmd(directory: str, out: str | None, fmt: str, hub_dir: str | None, l
             if fmt == "eee":        # a probe set's token ids give each record its token_usage
                 tokens = (load_table(directory, "tokens")
                           if "tokens" in read_manifest(directory).get("tables", {}) else None)
-                count = export_eee(ms, out, tokens=tokens)
+                decode = None
+                if tokenizer is not None:
+                    from otbench.evallogs import token_decoder
+
+                    if tokens is None:
+                        raise DataError(f"{directory}: --tokenizer needs the set's tokens table "
+                                        f"(a set the probe wrote has one; this one has none)")
+                    decode = token_decoder(tokenizer)
+                count = export_eee(ms, out, tokens=tokens, decode=decode)
             else:
                 count = export_jsonl(ms, out)
         what = "Every Eval Ever records (schema 0.2.1)" if fmt == "eee" else "trajectories"

@@ -65,21 +65,26 @@ _TOKEN_KEYS = ("model", "group", "question", "trajectory")
 _TOKEN_PARTS = ("prompt", "thinking", "answer")
 
 
-def _token_counts(tokens) -> dict[tuple, dict] | None:
-    """`token_usage` per trajectory from a probe set's `tokens` table (None without one).
+def _token_info(tokens, decode=None) -> dict[tuple, tuple[dict, tuple[str, str] | None]]:
+    """Per trajectory of a probe set's `tokens` table: its `token_usage`, and with `decode`
+    (`ids -> text`) its thinking and answer as text; empty without the probe's columns.
 
-    The table's token ids are counted, never decoded: input the prompt, reasoning the
-    stored thinking, output the thinking and the answer (the reply the model generated).
+    The ids are counted as stored: input the prompt, reasoning the stored thinking, output the
+    thinking and the answer (the reply the model generated).
     """
     if tokens is None or not set(_TOKEN_KEYS + _TOKEN_PARTS) <= set(tokens.column_names):
-        return None
+        return {}
     import pyarrow.compute as pc
 
     n = {c: [x or 0 for x in pc.list_value_length(tokens[c]).to_pylist()] for c in _TOKEN_PARTS}
-    keys = zip(*(tokens[c].to_pylist() for c in _TOKEN_KEYS))
-    return {k: {"input_tokens": p, "output_tokens": t + a, "total_tokens": p + t + a,
-                "reasoning_tokens": t}
-            for k, p, t, a in zip(keys, n["prompt"], n["thinking"], n["answer"])}
+    keys = list(zip(*(tokens[c].to_pylist() for c in _TOKEN_KEYS)))
+    texts: list = [None] * len(keys)
+    if decode is not None:
+        think, answer = tokens["thinking"].to_pylist(), tokens["answer"].to_pylist()
+        texts = [(decode(t or []), decode(a or [])) for t, a in zip(think, answer)]
+    return {k: ({"input_tokens": p, "output_tokens": t + a, "total_tokens": p + t + a,
+                 "reasoning_tokens": t}, text)
+            for k, p, t, a, text in zip(keys, n["prompt"], n["thinking"], n["answer"], texts)}
 
 
 def _record(rec: dict, evaluation: str) -> dict:
@@ -117,12 +122,15 @@ def _record(rec: dict, evaluation: str) -> dict:
     }
 
 
-def eee_records(ms: MeasurementSet, *, tokens=None) -> Iterator[dict]:
+def eee_records(ms: MeasurementSet, *, tokens=None, decode=None) -> Iterator[dict]:
     """The set's trajectories as EEE instance-level records, in row order.
 
     `tokens`: the set's `tokens` table (a probe set's, `load_table(SET, "tokens")`);
     with it each record's `token_usage` counts the trajectory's prompt, thinking and
     answer ids. Without it (or for a trajectory it lacks) `token_usage` is absent.
+    `decode` (`ids -> text`, the model's tokenizer): with `tokens`, each record's
+    `output` holds the answer (`raw`, "" where there is none) and the thinking
+    (`reasoning_trace`) as text.
 
     `evaluation_id` (the schema's key to an aggregate record) is
     `otbench/<first 16 hex of the set's content hash>/<model>/<group>`
@@ -132,21 +140,25 @@ def eee_records(ms: MeasurementSet, *, tokens=None) -> Iterator[dict]:
 
     # A synthetic set says so in the one key every reader of the records sees.
     head = f"otbench{'-synthetic' if ms.synthetic else ''}/{content_hash(ms)[:16]}"
-    counts = _token_counts(tokens) or {}
+    info = _token_info(tokens, decode)
     for rec in iter_records(ms):
         out = _record(rec, f"{head}/{rec['model']}/{rec['group']}")
-        usage = counts.get(tuple(rec[k] for k in _TOKEN_KEYS))
+        usage, text = info.get(tuple(rec[k] for k in _TOKEN_KEYS), (None, None))
         if usage is not None:
             out["token_usage"] = usage
+        if text is not None:
+            out["output"] = {"raw": [text[1]], "reasoning_trace": [text[0]]}
         yield out
 
 
-def export_eee(ms: MeasurementSet, path: str | os.PathLike, *, tokens=None) -> int:
+def export_eee(ms: MeasurementSet, path: str | os.PathLike, *, tokens=None, decode=None) -> int:
     """Write the set as EEE instance-level JSONL atomically; returns the number of records.
 
-    `tokens`: the set's `tokens` table, for each record's `token_usage` (`eee_records`).
+    `tokens`, `decode`: the set's `tokens` table and the tokenizer's `ids -> text`, for each
+    record's `token_usage` and text (`eee_records`).
     """
-    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in eee_records(ms, tokens=tokens)]
+    lines = [json.dumps(r, ensure_ascii=False) + "\n"
+             for r in eee_records(ms, tokens=tokens, decode=decode)]
     write_text_atomic(path, "".join(lines))
     return len(lines)
 

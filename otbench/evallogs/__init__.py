@@ -38,7 +38,7 @@ from ._read import (
     split_reply,
 )
 from ._eee import eee_replies
-from ._lengths import lm_eval_results_model, token_counter
+from ._lengths import lm_eval_results_model, token_counter, token_decoder
 
 __all__ = [
     "FALLBACK", "GSM8K_IGNORE", "LABEL_FIELDS", "LOG_FORMATS", "MARKERS", "PRESETS", "QUESTION_ID", "QUESTION_TEXT",
@@ -46,5 +46,5 @@ __all__ = [
     "EvalLogError", "Extraction", "ExtractionError", "Reply",
     "chat_replies", "detect_format", "eee_replies", "exact_match", "extraction", "groups", "inspect_replies",
     "lighteval_names", "lighteval_replies", "lighteval_task", "lm_eval_names", "lm_eval_replies", "lm_eval_results_model",
-    "read_log", "rows", "split_reasoning", "split_reply", "token_counter",
+    "read_log", "rows", "split_reasoning", "split_reply", "token_counter", "token_decoder",
 ]

@@ -129,6 +129,25 @@ def test_token_usage_from_a_probe_sets_tokens_table(tmp_path, validator):
     assert canonical(import_eee(tmp_path / "r.jsonl"), tmp_path / "b.jsonl") == canonical(ms, tmp_path / "a.jsonl")
 
 
+def test_text_with_a_decoder_and_read_back_as_traces(tmp_path, validator):
+    """With the tokenizer's `ids -> text` the records carry the thinking and the answer; another
+    reader of EEE (otbench's own log reader) then sees the cut reply as cut."""
+    from otbench.evallogs import read_log
+
+    ms = cut_set()
+    decode = lambda ids: "t" * len(ids)                           # noqa: E731 (a stand-in tokenizer)
+    full, cut = list(eee_records(ms, tokens=_tokens_table(ms), decode=decode))
+    assert full["output"] == {"raw": ["tt"], "reasoning_trace": ["t" * 9]}
+    assert cut["output"] == {"raw": [""], "reasoning_trace": ["t" * 30]}
+    for rec in (full, cut):
+        assert [e.message for e in validator.iter_errors(rec)] == []
+    export_eee(ms, tmp_path / "r.jsonl", tokens=_tokens_table(ms), decode=decode)
+    assert canonical(import_eee(tmp_path / "r.jsonl"), tmp_path / "b.jsonl") == canonical(ms, tmp_path / "a.jsonl")
+    reps = read_log(tmp_path / "r.jsonl", "eee")
+    assert [(r.finished, r.length_stop, r.cut, r.verdict) for r in reps] == [
+        (True, False, False, 1.0), (False, True, True, 0.0)]
+
+
 def test_synthetic_says_so_in_every_record():
     for rec in eee_records(simulate("tiny", seed=1)):
         assert rec["evaluation_id"].startswith("otbench-synthetic/")
