@@ -7,7 +7,7 @@ import click
 from ._common import data_errors
 from ._numbers import Count, Seed
 
-FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat")
+FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat", "eee")
 
 
 @click.command("audit-log")

@@ -152,7 +152,7 @@ def test_marked_block_runs(name, tmp_path, monkeypatch, capsys):
     if name == "own-measurements":
         assert out[-1] == "0.4243 0.25"              # the page's worked numbers
     if name == "trace-records":
-        assert [line.split()[0] for line in out] == ["otbench", "lm-eval", "chat"]
+        assert [line.split()[0] for line in out] == ["otbench", "lm-eval", "chat", "eee"]
         assert all("'2 + 2 is 4.' True 'The answer is" in line for line in out), out
     if name == "five-lines":
         assert re.fullmatch(r"\{'dr': [\d.]+, 'fb': [\d.]+, 'dee': [\d.]+\}", out[-1]), out[-1]

@@ -29,6 +29,7 @@ _LAZY = {
                      "dynasor_own_stop", "dynasor_stop", "window_agrees"), "_field_rules"),
     **dict.fromkeys(("LETTERS", "HorizonDataError", "HorizonRun", "Readouts", "load_run",
                      "write_run"), "_horizon_run"),
+    **dict.fromkeys(("EEE_SCHEMA_VERSION", "eee_records", "export_eee", "import_eee"), "_eee"),
     **dict.fromkeys(("export_hub", "from_table"), "_hub"), "hub_path": "_hub_id",
     **dict.fromkeys(("export_jsonl", "import_jsonl"), "_jsonl"),
     **dict.fromkeys(("DEEPCONF_SIGNALS", "DEER_SIGNALS", "DYNASOR_SIGNALS", "PEER_SIGNAL_DEFINITIONS",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:   # static tools see the names the hook provides
         window_agrees,
     )
     from ._horizon_run import LETTERS, HorizonDataError, HorizonRun, Readouts, load_run, write_run  # noqa: F401
+    from ._eee import EEE_SCHEMA_VERSION, eee_records, export_eee, import_eee  # noqa: F401
     from ._hub import export_hub, from_table  # noqa: F401
     from ._hub_id import hub_path  # noqa: F401
     from ._jsonl import export_jsonl, import_jsonl  # noqa: F401
@@ -101,9 +103,10 @@ __all__ = ["describe_columns", "DEEPCONF_SIGNALS", "deepconf_stop",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
     "add_field_signals", "add_peer_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",
-    "deer_asks", "deer_own_stop", "deer_stop", "dynasor_own_stop", "dynasor_stop", "export_hub", "export_jsonl", "from_dense", "from_ragged",
+    "deer_asks", "deer_own_stop", "deer_stop", "dynasor_own_stop", "dynasor_stop", "EEE_SCHEMA_VERSION",
+    "eee_records", "export_eee", "export_hub", "export_jsonl", "from_dense", "from_ragged",
     "from_table", "hub_path",
-    "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
+    "import_eee", "import_jsonl", "load", "load_run", "load_table", "melt_columns", "ragged", "read_manifest", "save",
     "segment", "segment_flat", "simulate", "stored_thinking", "target_steps", "verify_tables",
     "window_agrees", "write_run",
 ]

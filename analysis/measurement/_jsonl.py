@@ -165,6 +165,17 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
     first offending line.
     """
     path = Path(path)
+    recs, lines = parse_lines(path, _parse_line)
+    return build_records(recs, lines, str(path), synthetic=synthetic,
+                         provenance=provenance if provenance is not None else
+                         {"source": {"jsonl": path.name}})
+
+
+def parse_lines(path: Path, parse) -> tuple[list[dict], list[int]]:
+    """`parse(where, obj)` of each non-blank line of the JSONL file `path`, and the line numbers.
+
+    Every line bounded (`_lines`), every JSON value through the guarded reader.
+    """
     name = str(path)
     recs, lines = [], []
     # `open_regular`: a device (an endless `/dev/zero`) or folder is refused; a FIFO is read as
@@ -179,10 +190,19 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
                     continue
                 where = f"{name}:{lineno}"
                 obj = loads_json(line, where, bad="malformed JSON")
-                recs.append(_parse_line(where, obj))
+                recs.append(parse(where, obj))
                 lines.append(lineno)
         except UnicodeDecodeError as e:
             raise MeasurementSetError(name, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    return recs, lines
+
+
+def build_records(recs: list[dict], lines: list[int], name: str, *, synthetic: bool,
+                  provenance: dict) -> MeasurementSet:
+    """The set of parsed records (`_parse_line`'s dicts) read from lines `lines` of `name`.
+
+    Shared by the JSONL and the Every Eval Ever imports, so both apply one set of rules.
+    """
     if not recs:
         raise MeasurementSetError(name, "empty file (no trajectories)")
     names = set(recs[0]["signals"])
@@ -208,8 +228,7 @@ def import_jsonl(path: str | os.PathLike, *, synthetic: bool = False,
         signals={s: ragged([r["signals"][s] for r in recs], np.float64) for s in sorted(names)},
         # The label is never lost: a file that says synthetic stays synthetic.
         synthetic=synthetic or recs[0]["synthetic"],
-        provenance=provenance if provenance is not None else {"source": {"jsonl": path.name}},
-        where=lambda i: f"{name}:{lines[i]}",
+        provenance=provenance, where=lambda i: f"{name}:{lines[i]}",
     )
 
 

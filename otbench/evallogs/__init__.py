@@ -1,4 +1,4 @@
-"""Evaluation logs of other frameworks (lm-eval, lighteval, inspect-ai, chat): replies and their verdicts.
+"""Evaluation logs of other frameworks (lm-eval, lighteval, inspect-ai, chat, Every Eval Ever): replies and verdicts.
 
 Pure Python (no JAX, no engine): the probe's trace import and the log audit
 (`otbench audit-log`) both read logs here, so both see one reading of each
@@ -37,13 +37,14 @@ from ._read import (
     split_reasoning,
     split_reply,
 )
-from ._lengths import lm_eval_results_model, token_counter
+from ._eee import eee_replies
+from ._lengths import lm_eval_results_model, token_counter, token_decoder
 
 __all__ = [
     "FALLBACK", "GSM8K_IGNORE", "LABEL_FIELDS", "LOG_FORMATS", "MARKERS", "PRESETS", "QUESTION_ID", "QUESTION_TEXT",
     "REASONING_FIELDS",
     "EvalLogError", "Extraction", "ExtractionError", "Reply",
-    "chat_replies", "detect_format", "exact_match", "extraction", "groups", "inspect_replies",
+    "chat_replies", "detect_format", "eee_replies", "exact_match", "extraction", "groups", "inspect_replies",
     "lighteval_names", "lighteval_replies", "lighteval_task", "lm_eval_names", "lm_eval_replies", "lm_eval_results_model",
-    "read_log", "rows", "split_reasoning", "split_reply", "token_counter",
+    "read_log", "rows", "split_reasoning", "split_reply", "token_counter", "token_decoder",
 ]

@@ -50,13 +50,27 @@ def _results(path: Path):
 
 def token_counter(folder: str | Path):
     """`text -> tokens` by the tokenizer in `folder` (local files only), without special tokens."""
+    tok = _tokenizer(folder, "counting reply tokens")
+    return lambda text: len(tok.encode(text, add_special_tokens=False))
+
+
+def token_decoder(folder: str | Path):
+    """`ids -> text` by the tokenizer in `folder` (local files only), special tokens left out.
+
+    For `otbench export --format eee --tokenizer DIR`: a probe set stores token ids only.
+    """
+    tok = _tokenizer(folder, "decoding token ids")
+    return lambda ids: tok.decode(list(ids), skip_special_tokens=True)
+
+
+def _tokenizer(folder: str | Path, what: str):
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise EvalLogError(f"{folder}: counting reply tokens needs the transformers library "
+        raise EvalLogError(f"{folder}: {what} needs the transformers library "
                            "(pip install transformers)") from None
     try:
         tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError) as e:
         raise EvalLogError(f"{folder}: no tokenizer could be read there ({str(e).splitlines()[0][:160]})") from None
-    return lambda text: len(tok.encode(text, add_special_tokens=False))
+    return tok

@@ -15,6 +15,7 @@ Four sources, each read where its framework writes it:
 * `inspect-ai` (`.eval` logs, read with `inspect_ai.log.read_eval_log`): one reply per sample
   and epoch; the verdict is the first scorer's value (or the one asked for) mapped to a number
   by inspect's own `value_to_float`; `stop_reason == "max_tokens"` is the length limit.
+* `eee` (Every Eval Ever instance-level JSONL): `_eee.eee_replies`.
 * `chat` (chat-style JSONL/Parquet: `messages` or `conversations`): the label where the row
   has one (`correct`, `is_correct`, `verdict`), `finish_reason` /
   `stop_reason` for the length limit.
@@ -31,104 +32,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from otbench.errors import OtbenchError
+from ._reply import MARKERS, EvalLogError, Reply, split_reasoning, split_reply
 
-MARKERS = (("<think>", "</think>"), ("<|begin_of_thought|>", "<|end_of_thought|>"))
-"""(open, close) reasoning markers recognized in text, tried in order."""
-
-LOG_FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat")
+LOG_FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat", "eee")
 LABEL_FIELDS = ("correct", "is_correct", "verdict")
 """Fields of a chat row read as its verdict (a boolean, or a number in [0, 1])."""
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 QUESTION_TEXT = ("problem", "Problem", "question", "Question")
 QUESTION_ID = ("unique_id", "question_id", "id", "ID", "problem_idx", "Record ID")
 _LENGTH_STOPS = ("length", "max_tokens", "model_length")
-
-
-class EvalLogError(OtbenchError, ValueError):
-    """An evaluation log cannot be read; the message names the file, the row and the field."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Reply:
-    """One model reply of an evaluation log, as its source recorded and judged it.
-
-    Attributes:
-      loc: where it was read (`FILE:LINE`, `FILE:row N`, `FILE:sample ID epoch E`).
-      source: the log's format (`LOG_FORMATS`).
-      task, model: the source's task and model names.
-      question_id, question_text: the question (either may be missing, not both).
-      sample: the reply's index among the question's replies (repeats, epochs).
-      text: the whole reply.
-      thinking: the reasoning (the whole reply when it has no markers).
-      finished: the thinking was closed (None: the reply has no reasoning markers).
-      answer: the text after the thinking (None when it was never closed).
-      length_stop: the source says the reply hit its length limit (None: not recorded).
-      verdict: the source's own verdict of this reply (None: it gives none per reply).
-      metric: what `verdict` is (`exact_match (strict-match)`, `match`, ...).
-      extracted: the answer the source extracted, if it records one.
-      reference: the source's reference answer, if it records one.
-      prompt: the prompt the source sent, if it records it.
-      filter: lm-eval's filter name (None elsewhere).
-    """
-
-    loc: str
-    source: str
-    task: str
-    model: str
-    question_id: str | None
-    question_text: str | None
-    sample: int
-    text: str
-    thinking: str
-    finished: bool | None
-    answer: str | None
-    length_stop: bool | None = None
-    verdict: float | None = None
-    metric: str | None = None
-    extracted: str | None = None
-    reference: str | None = None
-    prompt: str | None = None
-    filter: str | None = None
-
-    @property
-    def cut(self) -> bool:
-        """The reply never closed its thinking or hit the source's length limit."""
-        return self.finished is False or bool(self.length_stop)
-
-
-def split_reasoning(text: str) -> tuple[str, bool | None, str | None]:
-    """(thinking, finished, final answer) of a completion that may hold reasoning markers."""
-    for start, end in MARKERS:
-        if end in text:
-            head, _, tail = text.rpartition(end)
-            return _after_open(head, start), True, tail
-        if start in text:
-            return _after_open(text, start), False, None
-    return text, None, None
-
-
-def split_reply(text: str, prompt: str | None) -> tuple[str, bool | None, str | None]:
-    """`split_reasoning` of a reply whose prompt may have opened the thinking itself.
-
-    Templates of reasoning models often end the prompt with `<think>\n`: the reply
-    then holds only the close (or none, when it was cut). A reply with no marker
-    after such a prompt is thinking that never closed, not a plain reply.
-    """
-    if prompt is not None:
-        tail = prompt.rstrip()
-        for start, end in MARKERS:
-            if tail.endswith(start) and start not in text and end not in text:
-                return split_reasoning(start + text)
-    return split_reasoning(text)
-
-
-def _after_open(text: str, start: str) -> str:
-    # The thinking begins after the opening marker (and the line feed templates put after it).
-    if start in text:
-        text = text.split(start, 1)[1]
-        return text.removeprefix("\n")
-    return text
+MAX_LINE = 64 << 20     # bytes of one JSONL row, as the set import bounds its lines
 
 
 def _verdict(v: Any, loc: str, name: str) -> float | None:
@@ -421,8 +334,10 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
         return
     from otbench.files import loads_json  # the one guarded JSON reader (depth, sizes, keys)
 
-    with _open(p) as f:
-        for i, line in enumerate(f, 1):
+    with _open(p) as f:     # each line bounded: a file without line breaks is not a log
+        for i, line in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), 1):
+            if len(line) > MAX_LINE:
+                raise EvalLogError(f"{p}:{i}: line longer than {MAX_LINE >> 20} MiB (not a JSONL record)")
             if not line.strip():
                 continue
             yield f"{p}:{i}", loads_json(line, f"{p}:{i}")
@@ -439,10 +354,13 @@ def detect_format(path: str | Path) -> str:
                 return "lighteval"
             if "resps" in row and "doc" in row:
                 return "lm-eval"
+            if "schema_version" in row and "answer_attribution" in row:
+                return "eee"        # an Every Eval Ever instance-level record (`_eee`)
             if "messages" in row or "conversations" in row:
                 return "chat"
         raise EvalLogError(f"{loc}: not a row of a known log (lm-eval: doc + resps; lighteval: doc + "
-                           "model_response; chat: messages or conversations; inspect-ai: a .eval file)")
+                           "model_response; chat: messages or conversations; eee: schema_version + "
+                           "answer_attribution; inspect-ai: a .eval file)")
     raise EvalLogError(f"{p}: the log is empty")
 
 
@@ -473,6 +391,9 @@ def read_log(path: str | Path, fmt: str | None = None, *, metric: str | None = N
             elif fmt == "lighteval":
                 out.extend(lighteval_replies(row, loc, model=lighteval_names(p), metric=metric,
                                              task=lighteval_task(p)))
+            elif fmt == "eee":
+                from ._eee import eee_replies   # (it imports Reply from here)
+                out.extend(eee_replies(row, loc))
             else:
                 out.extend(chat_replies(row, loc, task=p.stem))
     if task is not None or model is not None:

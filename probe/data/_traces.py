@@ -28,6 +28,10 @@ the same keys as a `[[data.sources]]` entry, `_sources`) and its `format`:
   (or the row's), else the part of its content inside `<think>...</think>`
   (or `<|begin_of_thought|>...<|end_of_thought|>`); the row's label
   (`correct`, `is_correct`, `verdict`) is its verdict.
+* `eee`: Every Eval Ever instance-level records (`single_turn`): `sample_id`,
+  `input.raw` (the question), `output.raw` (one trajectory per response) with
+  `output.reasoning_trace` where the source separated the reasoning, else the
+  markers in the response; `evaluation.is_correct` is the verdict, kept.
 
 The logs are read by `otbench.evallogs` (the audit reads them there too);
 a record keeps its source's verdict (`verdict`, what it is in `metric`),
@@ -56,6 +60,7 @@ from otbench.evallogs import (
     EvalLogError,
     Reply,
     chat_replies,
+    eee_replies,
     inspect_replies,
     lighteval_names,
     lighteval_task,
@@ -208,6 +213,8 @@ def read_traces(rows: Iterator[tuple[str, Any]], fmt: str, *, filter: str | None
             elif fmt == "lighteval":
                 out.extend(map(_record, lighteval_replies(row, loc, model=names[1], metric=metric,
                                                                  task=names[0])))
+            elif fmt == "eee":
+                out.extend(map(_record, eee_replies(row, loc)))
             else:
                 out.extend(_chat(row, loc))
     except EvalLogError as e:       # the log readers' one line, as the job's data error
