@@ -7,6 +7,8 @@
 * the built site fetches nothing (no script, style sheet or font from the network; the
   formulas are MathML written at build time);
 * the code blocks of README.md and docs/ marked `<!-- tested: NAME -->` run as written;
+* every page's code fences are balanced and every backticked pointer to an object
+  (`otbench.x.y`, `otbench.x:y`, `analysis/x.py:name`) names one that exists;
 * the README is a front door that keeps the two newcomer commands, and every test the
   promise table names exists.
 """
@@ -24,6 +26,7 @@ DOCS = ROOT / "docs"
 pytest.importorskip("mkdocs", reason="the `docs` extra is not installed")
 pytest.importorskip("mkdocstrings_handlers.python", reason="the `docs` extra is not installed")
 sys.path.insert(0, str(DOCS / "_hooks"))
+import otbench_checks as checks  # noqa: E402  (the pages' fence and pointer checks)
 import otbench_docs as hook  # noqa: E402  (the site's generator: the same lists the pages are built from)
 
 TESTED = re.compile(r"<!-- tested: ([\w-]+) -->\n```python\n(.*?)```", re.S)
@@ -311,3 +314,45 @@ def test_guides_cite_the_rules_page_not_the_spec():
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
            if re.search(r"\bSPEC\b", line)]
     assert len(pages) >= 10 and not bad, bad
+
+
+def test_every_page_has_closed_fences_and_live_pointers():
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    found = [f"{p.relative_to(ROOT)}: {f}" for p in pages for f in checks.page_errors(p)]
+    assert len(pages) >= 20 and not found, "\n".join(found)
+
+
+def test_the_page_checks_fail_on_planted_faults(tmp_path):
+    """A page with each fault: the checks name every one by line, and pass the good pointers."""
+    page = tmp_path / "planted.md"
+    page.write_text("\n".join([
+        "Good: `otbench.analysis.load(DIR)`, `otbench.errors:OtbenchError`, `otbench.probe`,",
+        "`analysis/bench/_splits.py:assign_splits`, `otbench.bench/1`, `make docs`.",
+        "Bad: `otbench.probe.engines._openai.vllm_server_command` and",
+        "`otbench.analysis:no_such.thing`, `otbench.nowhere`, `analysis/gone.py`,",
+        "`cli/_plan.py:no_such_function`.",
+        "```python",
+        "x = `otbench.not_checked_in_code`",
+        "``` A",
+        "```bash",
+        "otbench --help",
+        "```",
+        "````markdown",
+        "```python",
+        "````",
+        "~~~",
+        "never closed",
+    ]) + "\n", encoding="utf-8")
+    assert checks.page_errors(page) == [
+        "line 8: fence with text 'A' inside the block opened at line 6 (a closing fence has nothing after it)",
+        "line 9: fence with text 'bash' inside the block opened at line 6 (a closing fence has nothing after it)",
+        "line 15: code fence never closed",
+        "line 3: `otbench.probe.engines._openai.vllm_server_command`: otbench.probe.engines._openai has "
+        "no vllm_server_command",
+        "line 4: `otbench.analysis:no_such.thing`: otbench.analysis has no no_such",
+        "line 4: `otbench.nowhere`: otbench has no nowhere",
+        "line 4: `analysis/gone.py`: no file analysis/gone.py",
+        "line 5: `cli/_plan.py:no_such_function`: cli/_plan.py defines no no_such_function",
+    ]
+    page.write_text("```bash\nok\n```\n\n`otbench.files.csv_text` and `otbench.probe.stp:STP_RULES`\n")
+    assert checks.page_errors(page) == []

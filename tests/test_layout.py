@@ -459,6 +459,13 @@ def test_user_facing_text_cites_the_rules_page_not_the_spec():
            for p in sorted((ROOT / d).rglob("*.py")) for line in _spec_strings(ast.parse(p.read_text()))]
     bad += [str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
             if re.search(r"\bSPEC\b", p.read_text())]
+    # files a docs page shows whole (`<!-- otbench:include PATH -->`, comments included) and the
+    # shipped artifacts' prose and JSON notes
+    shown = {m for p in (ROOT / "docs").rglob("*.md")
+             for m in re.findall(r"^<!-- otbench:include ([\w./-]+) -->$", p.read_text(), re.M)}
+    assert "artifacts/otbench/patient_brake.py" in shown
+    shown |= {str(p.relative_to(ROOT)) for p in (ROOT / "artifacts").rglob("*") if p.suffix in (".md", ".json")}
+    bad += [name for name in sorted(shown) if re.search(r"\bSPEC\b", (ROOT / name).read_text())]
     assert not bad, f"{len(bad)} places name the SPEC (cite docs/rules.md): {bad[:10]}"
 
 
