@@ -9,6 +9,8 @@
 * the code blocks of README.md and docs/ marked `<!-- tested: NAME -->` run as written;
 * every page's code fences are balanced and every backticked pointer to an object
   (`otbench.x.y`, `otbench.x:y`, `analysis/x.py:name`) names one that exists;
+* the quickstart's `console` blocks show what their commands print, exactly (durations and
+  the temporary folder aside); `OTBENCH_REGENERATE=1` rewrites them from a run, for review;
 * the README is a front door that keeps the two newcomer commands, and every test the
   promise table names exists.
 """
@@ -356,3 +358,92 @@ def test_the_page_checks_fail_on_planted_faults(tmp_path):
     ]
     page.write_text("```bash\nok\n```\n\n`otbench.files.csv_text` and `otbench.probe.stp:STP_RULES`\n")
     assert checks.page_errors(page) == []
+
+
+def command_table(text: str, heading: str) -> str:
+    """The rows of the first table under `heading` (the lines starting `|` up to the next heading)."""
+    section = text[text.index(heading):]
+    section = section[:m.start()] if (m := re.search(r"^#", section[len(heading):], re.M)) is None \
+        else section[:len(heading) + m.start()]
+    return "\n".join(line for line in section.splitlines() if line.startswith("|"))
+
+
+def missing_commands(table: str, group) -> list[str]:
+    """Commands of the click `group` that `table` does not name: `otbench NAME` for each command,
+    `NAME SUB` for each subcommand of a group."""
+    import click
+
+    out = []
+    for name, cmd in sorted(group.commands.items()):
+        if cmd.hidden:
+            continue
+        if not re.search(rf"otbench {re.escape(name)}\b", table):
+            out.append(f"otbench {name}")
+        if isinstance(cmd, click.Group):
+            out += [f"otbench {name} {sub}" for sub, c in sorted(cmd.commands.items())
+                    if not c.hidden and not re.search(rf"\b{re.escape(name)} {re.escape(sub)}\b", table)]
+    return out
+
+
+def test_the_front_doors_list_every_command():
+    """The README's pipeline table and the docs' front page name every command of the CLI, read
+    from the click group: a new command fails here until both list it."""
+    from otbench.cli import main
+
+    readme = command_table((ROOT / "README.md").read_text(encoding="utf-8"), "## The pipeline")
+    index = command_table((DOCS / "index.md").read_text(encoding="utf-8"), "## Every command")
+    assert len(main.commands) >= 19
+    assert missing_commands(readme, main) == [], "README.md's pipeline table"
+    assert missing_commands(index, main) == [], "docs/index.md's command table"
+    for table in (readme, index):                     # the round's features, by their options
+        assert "--hub-dir" in table and "--log" in table and "inspect-ai" in table
+    import click
+
+    planted = click.Group(commands=[click.Command("new-thing"), click.Group("g", commands=[
+        click.Command("sub")]), click.Command("secret", hidden=True)])
+    assert missing_commands("| a | `otbench g` |", planted) == ["otbench g sub", "otbench new-thing"]
+
+
+CONSOLE = re.compile(r"```console\n\$ (.*?)\n(.*?)```", re.S)
+
+
+def normalise(text: str, folder: Path) -> str:
+    """The quickstart's two normalisations (the page states them): a duration `12.3 s` reads
+    `<t> s`, the run's temporary folder reads `.`."""
+    text = text.replace(str(folder) + "/", "").replace(str(folder), ".")
+    return re.sub(r"\b\d+(?:\.\d+)? s\b(?!\.\w)", "<t> s", text)
+
+
+def test_normalise_touches_only_durations_and_the_folder(tmp_path):
+    shown = f"wrote {tmp_path}/sim/results/frontier.json in 12.5 s; 12 cells, 3 s.d.; {tmp_path}"
+    assert normalise(shown, tmp_path) == "wrote sim/results/frontier.json in <t> s; 12 cells, 3 s.d.; ."
+
+
+def test_the_quickstart_shows_what_its_commands_print(tmp_path):
+    """Each `$ otbench ...` of docs/quickstart.md runs, in order, in one empty folder; stdout and
+    stderr together (as a terminal shows them) equal the block's text after the command."""
+    import os
+    import shlex
+
+    page = DOCS / "quickstart.md"
+    text = page.read_text(encoding="utf-8")
+    blocks = CONSOLE.findall(text)
+    assert [c.split()[:2] for c, _ in blocks] == [["otbench", w] for w in
+                                                   ("simulate", "validate", "metrics", "frontier", "bench")]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu"}
+    env.pop("OTBENCH_REGENERATE", None)
+    got = []
+    for command, _ in blocks:
+        words = shlex.split(command)
+        r = subprocess.run([sys.executable, "-c", "from otbench.cli import main; main(prog_name='otbench')",
+                            *words[1:]], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        assert r.returncode == 0, f"$ {command}\n{r.stdout[-2000:]}"
+        got.append(normalise(r.stdout, tmp_path))
+    if os.environ.get("OTBENCH_REGENERATE"):
+        parts = iter(got)
+        page.write_text(CONSOLE.sub(lambda m: f"```console\n$ {m.group(1)}\n{next(parts)}```", text),
+                        encoding="utf-8")
+        pytest.skip("docs/quickstart.md rewritten from this run: review the diff")
+    for (command, shown), out in zip(blocks, got):
+        assert normalise(shown, tmp_path) == out, f"$ {command}: the page shows other output"
