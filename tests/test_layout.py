@@ -469,6 +469,25 @@ def test_user_facing_text_cites_the_rules_page_not_the_spec():
     assert not bad, f"{len(bad)} places name the SPEC (cite docs/rules.md): {bad[:10]}"
 
 
+def _issue_strings(tree: ast.AST) -> list[int]:
+    """Lines of string constants (docstrings included) naming the project's issue tracker
+    (`issue 38`, `issues 6, 13`); comments are not read."""
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                   and re.search(r"\bissues? #?\d", node.value)})
+
+
+def test_user_facing_text_names_no_internal_issue():
+    """Help, messages, printed output and docstrings say what a thing does, not which of the
+    project's issues asked for it: a user has no access to that tracker."""
+    bad = [_where(p, line) for d in ("analysis", "probe", "cli", "otbench")
+           for p in sorted((ROOT / d).rglob("*.py")) for line in _issue_strings(ast.parse(p.read_text()))]
+    assert not bad, f"{len(bad)} strings name an internal issue: {bad[:10]}"
+    planted = ast.parse('"""Plan (issue 38, item 4)."""\nx = 1  # issue 9 in a comment is fine\n'
+                        'y = "an issue with 2 rows"\nz = f"see issues 6, 13"\n')
+    assert _issue_strings(planted) == [1, 4]
+
+
 def test_the_spec_rule_fails_on_a_planted_string():
     planted = ast.parse('"""A module (SPEC §4)."""\nx = 1  # SPEC §5 in a comment is fine\ny = "ok"\n')
     assert _spec_strings(planted) == [1]
