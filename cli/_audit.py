@@ -59,8 +59,13 @@ def audit_cmd(file: Path, fmt: str | None, metric: str | None, out: Path | None,
 
             raise EvalLogError(f"{file}: --tokenizer applies to lm-eval logs (the other formats record "
                                "their stop reason)")
-        doc = audit_replies(read_log(file, kind, metric=metric, count_tokens=count), source=str(file),
-                            replicates=replicates, seed=seed)
+        notes: list[str] = []
+        doc = audit_replies(read_log(file, kind, metric=metric, count_tokens=count, notes=notes),
+                            source=str(file), replicates=replicates, seed=seed)
+        if notes:
+            doc["notes"] = notes
+    for note in notes:
+        click.echo(f"note: {note}")
         doc["length_limit"] = ({"read": "re-encoded reply tokens >= the record's max_gen_toks",
                                 "tokenizer": counted_by} if count is not None else None)
     if count is None and kind == "lm-eval":
