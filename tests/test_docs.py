@@ -309,6 +309,15 @@ def test_every_tidy_column_is_named_in_its_paragraph():
     assert not missing, f"columns the reports guide does not name: {missing}"
 
 
+def test_pages_name_no_internal_issue():
+    """Users have no access to the project's issue tracker: no page cites one of its issues."""
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    bad = [f"{p.relative_to(ROOT)}:{i}" for p in pages
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+           if re.search(r"\bissues? #?\d", line)]
+    assert not bad, bad
+
+
 def test_guides_cite_the_rules_page_not_the_spec():
     """Users have the rules page and the guides, not the design specification."""
     pages = [*DOCS.glob("*.md"), *(DOCS / "guides").glob("*.md")]
