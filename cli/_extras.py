@@ -8,8 +8,9 @@ run` used to stop in a traceback at the first import deep inside the run. Two gu
   (`vllm`, `transformers`): the extra's core modules, and vLLM for the `vllm` engine, are
   looked up without importing them (`importlib.util.find_spec`);
 * `extra_errors(command)` around the work: an `ImportError` of a module of an optional
-  dependency (the name Python records on the error) becomes the same one line; any other
-  import error is a bug and keeps its traceback.
+  dependency that is not installed (the name Python records on the error, looked up again)
+  becomes the same one line; any other import error, an installed package that fails to
+  import included, is a bug and keeps its traceback.
 """
 
 import importlib.util
@@ -71,6 +72,8 @@ def extra_errors(command: str) -> Iterator[None]:
         yield
     except ImportError as e:
         top = (e.name or "").split(".")[0]
+        if not top or not missing([top]):    # installed but broken: a bug to see, traceback and all
+            raise
         if top in PROBE_MODULES:
             raise DataError(probe_line(command, [top])) from None
         if top == "vllm":

@@ -266,3 +266,27 @@ def test_no_help_line_shows_a_missing_bound():
     walk(main, ["otbench"])
     assert not bad, bad
     assert ranges >= 10                                          # `[x>=1]` and the like stay
+
+
+def test_an_installed_package_that_fails_to_import_keeps_its_traceback(monkeypatch):
+    """Only a module that is not installed is "the extra is missing": numba installed but failing
+    to import is another problem, shown as it is, and so is an import error of no optional module."""
+    import sys
+
+    from otbench.cli._common import DataError
+    from otbench.cli._extras import extra_errors
+
+    pytest.importorskip("numba")
+    broken = ImportError("numba's C extension failed to load", name="numba")
+    with pytest.raises(ImportError) as got:
+        with extra_errors("probe run"):
+            raise broken
+    assert got.value is broken
+    with pytest.raises(ModuleNotFoundError):
+        with extra_errors("probe run"):
+            raise ModuleNotFoundError("No module named 'a_typo'", name="a_typo")
+    monkeypatch.setitem(sys.modules, "numba", None)             # now it is not there
+    with pytest.raises(DataError, match=r"^otbench probe run needs the probe extra, which is not installed "
+                                        r"here \(no module numba\): pip install"):
+        with extra_errors("probe run"):
+            raise broken
