@@ -85,6 +85,7 @@ def test_every_cli_command_is_documented(site):
     missing = [c for c in commands if c.replace(" ", "-") not in anchors]
     assert not missing, f"commands without a reference entry: {missing}"
     text = (site / "reference/cli.html").read_text(encoding="utf-8")
+    assert "Sentinel" not in text and "x&lt;=None" not in text     # click's "no default", "no bound"
     from otbench.cli import main
     assert "<code>--ray-address</code>" in text and main.commands["probe"].commands["run"].help.split()[0] in text
 
