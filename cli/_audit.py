@@ -59,10 +59,15 @@ def audit_cmd(file: Path, fmt: str | None, metric: str | None, out: Path | None,
 
             raise EvalLogError(f"{file}: --tokenizer applies to lm-eval logs (the other formats record "
                                "their stop reason)")
-        doc = audit_replies(read_log(file, kind, metric=metric, count_tokens=count), source=str(file),
-                            replicates=replicates, seed=seed)
-        doc["length_limit"] = ({"read": "re-encoded reply tokens >= the record's max_gen_toks",
-                                "tokenizer": counted_by} if count is not None else None)
+        notes: list[str] = []
+        doc = audit_replies(read_log(file, kind, metric=metric, count_tokens=count, notes=notes),
+                            source=str(file), replicates=replicates, seed=seed)
+        if notes:
+            doc["notes"] = notes
+    doc["length_limit"] = ({"read": "re-encoded reply tokens >= the record's max_gen_toks",
+                            "tokenizer": counted_by} if count is not None else None)
+    for note in notes:
+        click.echo(f"note: {note}")
     if count is None and kind == "lm-eval":
         click.echo("length limit: not recorded (lm-eval writes no finish reason; --tokenizer DIR counts "
                    "each reply's tokens against its max_gen_toks)")

@@ -99,6 +99,14 @@ def _store_split(ms_dir: Path):
               help="Number of seeded sums (default: the job's, 12; the 3 CHAMP problems stay).")
 def demo_cmd(out: Path, engine: str, n: int) -> None:
     """Probe a real small model on embedded questions, then analyze it (CPU, no download)."""
+    from ._extras import extra_errors, require_probe
+
+    require_probe("demo", engine, alternative="or run the demo with --engine transformers")
+    with extra_errors("demo"):
+        _demo(out, engine, n)
+
+
+def _demo(out: Path, engine: str, n: int) -> None:
     from otbench.probe.stp import job_from_dict, run_job
 
     cfg = demo_job()

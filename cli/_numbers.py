@@ -59,13 +59,29 @@ def real_error(text: str, *, spelled: bool = False) -> str | None:
     return None
 
 
-class Count(click.IntRange):
+class _Bounds:
+    """Help text of a range type without bounds: click's `IntRange` / `FloatRange` describe
+    `min=None, max=None` as `x<=None` and name the type `INTEGER RANGE`; unbounded, the option
+    reads `INTEGER` / `FLOAT` with no range, as click's plain `int` and `float` do."""
+
+    def _describe_range(self) -> str:
+        if self.min is None and self.max is None:
+            return ""
+        return super()._describe_range()
+
+    def _unbounded_name(self, name: str) -> None:
+        if self.min is None and self.max is None:
+            self.name = name
+
+
+class Count(_Bounds, click.IntRange):
     """click's `IntRange` (no bounds: `int`), of ASCII digits only and at most `digits` of them."""
 
     def __init__(self, min: int | None = None, max: int | None = None, *, digits: int = DIGITS,
                  **kw) -> None:
         super().__init__(min, max, **kw)
         self.digits = digits
+        self._unbounded_name("integer")
 
     def convert(self, value, param, ctx):
         if isinstance(value, str):
@@ -75,7 +91,7 @@ class Count(click.IntRange):
         return super().convert(value, param, ctx)
 
 
-class Real(click.FloatRange):
+class Real(_Bounds, click.FloatRange):
     """click's `FloatRange` (no bounds: `float`), of ASCII text and finite values only
     (`spelled`: ``inf`` / ``nan`` written out pass, as `real_error`)."""
 
@@ -83,6 +99,7 @@ class Real(click.FloatRange):
                  spelled: bool = False, **kw) -> None:
         super().__init__(min, max, **kw)
         self.spelled = spelled
+        self._unbounded_name("float")
 
     def convert(self, value, param, ctx):
         if isinstance(value, str):

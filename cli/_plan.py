@@ -54,7 +54,7 @@ def plan_cmd(job_file: Path | None, pilot: Path | None, device: str | None, cali
     from a pilot set or stated priors; with a pilot also the bootstrap intervals' predicted
     half-widths, and with --target the cheapest (R, P) that meets them; with --calibrate the
     time model fitted on measured runs; starts no engine."""
-    from otbench.probe.plan import calibrate, calibration_text, parse_targets, plan_job, plan_text
+    from otbench.probe.plan import calibrate, calibration_text, parse_targets, plan_advice, plan_job, plan_text
     from otbench.probe.stp import load_job
 
     if job_file is None and not calibrate_runs:
@@ -84,9 +84,12 @@ def plan_cmd(job_file: Path | None, pilot: Path | None, device: str | None, cali
     with data_errors():
         plan = plan_job(job, pilot=pilot, device_name=device, questions=counts, max_num_seqs=max_num_seqs,
                         calibration=cal)
-    for line in plan_text(plan):
+    with data_errors():
+        advice = plan_advice(job, plan, lambda changed: plan_job(
+            changed, pilot=pilot, device_name=device, questions=counts, max_num_seqs=max_num_seqs, calibration=cal))
+    for line in [*plan_text(plan), *advice]:
         click.echo(line)
-    out = plan.as_dict()
+    out = plan.as_dict() | {"advice": advice}
     if pilot is not None:
         with data_errors():
             lines, block = _precision(job, plan, pilot, targets, device, counts, max_num_seqs, cal)

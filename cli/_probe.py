@@ -100,8 +100,11 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
         click.echo(f"wrote {write_job}")
         if out is None:
             return
+    from ._extras import extra_errors, require_probe
+
+    require_probe("probe run", job.engine.kind)
     journal = journal if journal is not None else out.parent / f"{out.name}.journal"
-    with data_errors():
+    with extra_errors("probe run"), data_errors():
         summary = run_job(job, out, overwrite=overwrite, journal=journal, resume=resume,
                           progress=progress and library_progress("probing"), workers=workers,
                           ray_address=ray_address, worker_cpus=worker_cpus, worker_gpus=worker_gpus)

@@ -2,17 +2,20 @@
 
 import click
 
-from ._common import data_errors
+from ._common import DataError, data_errors
 from ._numbers import Seed
 
 SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._simulate.SCALES (kept import-free)
 
 
 @click.command("simulate")
+@click.argument("scale_arg", metavar="[SCALE]", required=False, type=click.Choice(SCALES))
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="Directory to write the measurement set to.")
-@click.option("--scale", type=click.Choice(SCALES), default="small", show_default=True,
-              help="tiny (tests), small, or paper (6 models x 963 questions x 16 trajectories).")
+@click.option("--scale", type=click.Choice(SCALES), default=None,
+              help="tiny (tests), small, or paper (6 models x 963 questions x 16 trajectories); "
+                   "also accepted as the argument SCALE, as `oa.simulate(\"small\")` takes it.  "
+                   "[default: small]")
 @click.option("--seed", type=Seed(), default=0, show_default=True,
               help="Seed of every draw; the same seed writes the same set.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing set at --out.")
@@ -27,7 +30,7 @@ SCALES = ("tiny", "small", "paper")  # mirrors otbench.analysis.measurement._sim
               help="Also draw synthetic signals of Dynasor-CoT's and DEER's own probes "
                    "(dynasor_answer, dynasor_window, dynasor_uncertain, dynasor_tokens, deer_conf, "
                    "deer_tokens; docs/rules.md); the other arrays do not change.")
-def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool,
+def simulate_cmd(scale_arg: str | None, out: str, scale: str | None, seed: int, overwrite: bool, unsplit: bool,
                  field_signals: bool, peer_signals: bool) -> None:
     """Simulate a SYNTHETIC STP measurement set (no model is run; docs/rules.md).
 
@@ -36,6 +39,9 @@ def simulate_cmd(out: str, scale: str, seed: int, overwrite: bool, unsplit: bool
     the seed in its provenance. Its questions get the default OTBench split
     (`otbench split` with its defaults) unless --unsplit is given.
     """
+    if scale_arg is not None and scale is not None and scale_arg != scale:
+        raise DataError(f"give the scale once: the argument {scale_arg!r} and --scale {scale!r} differ")
+    scale = scale_arg or scale or "small"
     from otbench.analysis import save
     from otbench.analysis.measurement import simulate
 

@@ -1,4 +1,4 @@
-"""Memory and time estimated from a call's arguments before anything is allocated (issue 24, 3).
+"""Memory and time estimated from a call's arguments before anything is allocated.
 
 A number a user types (`--grid`, `--draws`, `--theta-grid`, `--replicates`,
 `--batch`) sizes arrays and loops. Each library entry point that takes one

@@ -7,6 +7,10 @@
 * the built site fetches nothing (no script, style sheet or font from the network; the
   formulas are MathML written at build time);
 * the code blocks of README.md and docs/ marked `<!-- tested: NAME -->` run as written;
+* every page's code fences are balanced and every backticked pointer to an object
+  (`otbench.x.y`, `otbench.x:y`, `analysis/x.py:name`) names one that exists;
+* the quickstart's `console` blocks show what their commands print, exactly (durations and
+  the temporary folder aside); `OTBENCH_REGENERATE=1` rewrites them from a run, for review;
 * the README is a front door that keeps the two newcomer commands, and every test the
   promise table names exists.
 """
@@ -24,6 +28,7 @@ DOCS = ROOT / "docs"
 pytest.importorskip("mkdocs", reason="the `docs` extra is not installed")
 pytest.importorskip("mkdocstrings_handlers.python", reason="the `docs` extra is not installed")
 sys.path.insert(0, str(DOCS / "_hooks"))
+import otbench_checks as checks  # noqa: E402  (the pages' fence and pointer checks)
 import otbench_docs as hook  # noqa: E402  (the site's generator: the same lists the pages are built from)
 
 TESTED = re.compile(r"<!-- tested: ([\w-]+) -->\n```python\n(.*?)```", re.S)
@@ -80,6 +85,7 @@ def test_every_cli_command_is_documented(site):
     missing = [c for c in commands if c.replace(" ", "-") not in anchors]
     assert not missing, f"commands without a reference entry: {missing}"
     text = (site / "reference/cli.html").read_text(encoding="utf-8")
+    assert "Sentinel" not in text and "x&lt;=None" not in text     # click's "no default", "no bound"
     from otbench.cli import main
     assert "<code>--ray-address</code>" in text and main.commands["probe"].commands["run"].help.split()[0] in text
 
@@ -304,6 +310,15 @@ def test_every_tidy_column_is_named_in_its_paragraph():
     assert not missing, f"columns the reports guide does not name: {missing}"
 
 
+def test_pages_name_no_internal_issue():
+    """Users have no access to the project's issue tracker: no page cites one of its issues."""
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    bad = [f"{p.relative_to(ROOT)}:{i}" for p in pages
+           for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+           if re.search(r"\bissues? #?\d", line)]
+    assert not bad, bad
+
+
 def test_guides_cite_the_rules_page_not_the_spec():
     """Users have the rules page and the guides, not the design specification."""
     pages = [*DOCS.glob("*.md"), *(DOCS / "guides").glob("*.md")]
@@ -311,3 +326,134 @@ def test_guides_cite_the_rules_page_not_the_spec():
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
            if re.search(r"\bSPEC\b", line)]
     assert len(pages) >= 10 and not bad, bad
+
+
+def test_every_page_has_closed_fences_and_live_pointers():
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    found = [f"{p.relative_to(ROOT)}: {f}" for p in pages for f in checks.page_errors(p)]
+    assert len(pages) >= 20 and not found, "\n".join(found)
+
+
+def test_the_page_checks_fail_on_planted_faults(tmp_path):
+    """A page with each fault: the checks name every one by line, and pass the good pointers."""
+    page = tmp_path / "planted.md"
+    page.write_text("\n".join([
+        "Good: `otbench.analysis.load(DIR)`, `otbench.errors:OtbenchError`, `otbench.probe`,",
+        "`analysis/bench/_splits.py:assign_splits`, `otbench.bench/1`, `make docs`.",
+        "Bad: `otbench.probe.engines._openai.vllm_server_command` and",
+        "`otbench.analysis:no_such.thing`, `otbench.nowhere`, `analysis/gone.py`,",
+        "`cli/_plan.py:no_such_function`.",
+        "```python",
+        "x = `otbench.not_checked_in_code`",
+        "``` A",
+        "```bash",
+        "otbench --help",
+        "```",
+        "````markdown",
+        "```python",
+        "````",
+        "~~~",
+        "never closed",
+    ]) + "\n", encoding="utf-8")
+    assert checks.page_errors(page) == [
+        "line 8: fence with text 'A' inside the block opened at line 6 (a closing fence has nothing after it)",
+        "line 9: fence with text 'bash' inside the block opened at line 6 (a closing fence has nothing after it)",
+        "line 15: code fence never closed",
+        "line 3: `otbench.probe.engines._openai.vllm_server_command`: otbench.probe.engines._openai has "
+        "no vllm_server_command",
+        "line 4: `otbench.analysis:no_such.thing`: otbench.analysis has no no_such",
+        "line 4: `otbench.nowhere`: otbench has no nowhere",
+        "line 4: `analysis/gone.py`: no file analysis/gone.py",
+        "line 5: `cli/_plan.py:no_such_function`: cli/_plan.py defines no no_such_function",
+    ]
+    page.write_text("```bash\nok\n```\n\n`otbench.files.csv_text` and `otbench.probe.stp:STP_RULES`\n")
+    assert checks.page_errors(page) == []
+
+
+def command_table(text: str, heading: str) -> str:
+    """The rows of the first table under `heading` (the lines starting `|` up to the next heading)."""
+    section = text[text.index(heading):]
+    section = section[:m.start()] if (m := re.search(r"^#", section[len(heading):], re.M)) is None \
+        else section[:len(heading) + m.start()]
+    return "\n".join(line for line in section.splitlines() if line.startswith("|"))
+
+
+def missing_commands(table: str, group) -> list[str]:
+    """Commands of the click `group` that `table` does not name: `otbench NAME` for each command,
+    `NAME SUB` for each subcommand of a group."""
+    import click
+
+    out = []
+    for name, cmd in sorted(group.commands.items()):
+        if cmd.hidden:
+            continue
+        if not re.search(rf"otbench {re.escape(name)}\b", table):
+            out.append(f"otbench {name}")
+        if isinstance(cmd, click.Group):
+            out += [f"otbench {name} {sub}" for sub, c in sorted(cmd.commands.items())
+                    if not c.hidden and not re.search(rf"\b{re.escape(name)} {re.escape(sub)}\b", table)]
+    return out
+
+
+def test_the_front_doors_list_every_command():
+    """The README's pipeline table and the docs' front page name every command of the CLI, read
+    from the click group: a new command fails here until both list it."""
+    from otbench.cli import main
+
+    readme = command_table((ROOT / "README.md").read_text(encoding="utf-8"), "## The pipeline")
+    index = command_table((DOCS / "index.md").read_text(encoding="utf-8"), "## Every command")
+    assert len(main.commands) >= 19
+    assert missing_commands(readme, main) == [], "README.md's pipeline table"
+    assert missing_commands(index, main) == [], "docs/index.md's command table"
+    for table in (readme, index):                     # the round's features, by their options
+        assert "--hub-dir" in table and "--log" in table and "inspect-ai" in table
+    import click
+
+    planted = click.Group(commands=[click.Command("new-thing"), click.Group("g", commands=[
+        click.Command("sub")]), click.Command("secret", hidden=True)])
+    assert missing_commands("| a | `otbench g` |", planted) == ["otbench g sub", "otbench new-thing"]
+
+
+CONSOLE = re.compile(r"```console\n\$ (.*?)\n(.*?)```", re.S)
+
+
+def normalise(text: str, folder: Path) -> str:
+    """The quickstart's two normalisations (the page states them): a duration `12.3 s` reads
+    `<t> s`, the run's temporary folder reads `.`."""
+    text = text.replace(str(folder) + "/", "").replace(str(folder), ".")
+    return re.sub(r"\b\d+(?:\.\d+)? s\b(?!\.\w)", "<t> s", text)
+
+
+def test_normalise_touches_only_durations_and_the_folder(tmp_path):
+    shown = f"wrote {tmp_path}/sim/results/frontier.json in 12.5 s; 12 cells, 3 s.d.; {tmp_path}"
+    assert normalise(shown, tmp_path) == "wrote sim/results/frontier.json in <t> s; 12 cells, 3 s.d.; ."
+
+
+def test_the_quickstart_shows_what_its_commands_print(tmp_path):
+    """Each `$ otbench ...` of docs/quickstart.md runs, in order, in one empty folder; stdout and
+    stderr together (as a terminal shows them) equal the block's text after the command."""
+    import os
+    import shlex
+
+    page = DOCS / "quickstart.md"
+    text = page.read_text(encoding="utf-8")
+    blocks = CONSOLE.findall(text)
+    assert [c.split()[:2] for c, _ in blocks] == [["otbench", w] for w in
+                                                   ("simulate", "validate", "metrics", "frontier", "bench")]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "JAX_PLATFORMS": "cpu"}
+    env.pop("OTBENCH_REGENERATE", None)
+    got = []
+    for command, _ in blocks:
+        words = shlex.split(command)
+        r = subprocess.run([sys.executable, "-c", "from otbench.cli import main; main(prog_name='otbench')",
+                            *words[1:]], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        assert r.returncode == 0, f"$ {command}\n{r.stdout[-2000:]}"
+        got.append(normalise(r.stdout, tmp_path))
+    if os.environ.get("OTBENCH_REGENERATE"):
+        parts = iter(got)
+        page.write_text(CONSOLE.sub(lambda m: f"```console\n$ {m.group(1)}\n{next(parts)}```", text),
+                        encoding="utf-8")
+        pytest.skip("docs/quickstart.md rewritten from this run: review the diff")
+    for (command, shown), out in zip(blocks, got):
+        assert normalise(shown, tmp_path) == out, f"$ {command}: the page shows other output"

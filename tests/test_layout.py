@@ -459,7 +459,33 @@ def test_user_facing_text_cites_the_rules_page_not_the_spec():
            for p in sorted((ROOT / d).rglob("*.py")) for line in _spec_strings(ast.parse(p.read_text()))]
     bad += [str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
             if re.search(r"\bSPEC\b", p.read_text())]
+    # files a docs page shows whole (`<!-- otbench:include PATH -->`, comments included) and the
+    # shipped artifacts' prose and JSON notes
+    shown = {m for p in (ROOT / "docs").rglob("*.md")
+             for m in re.findall(r"^<!-- otbench:include ([\w./-]+) -->$", p.read_text(), re.M)}
+    assert "artifacts/otbench/patient_brake.py" in shown
+    shown |= {str(p.relative_to(ROOT)) for p in (ROOT / "artifacts").rglob("*") if p.suffix in (".md", ".json")}
+    bad += [name for name in sorted(shown) if re.search(r"\bSPEC\b", (ROOT / name).read_text())]
     assert not bad, f"{len(bad)} places name the SPEC (cite docs/rules.md): {bad[:10]}"
+
+
+def _issue_strings(tree: ast.AST) -> list[int]:
+    """Lines of string constants (docstrings included) naming the project's issue tracker
+    (`issue 38`, `issues 6, 13`); comments are not read."""
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                   and re.search(r"\bissues? #?\d", node.value)})
+
+
+def test_user_facing_text_names_no_internal_issue():
+    """Help, messages, printed output and docstrings say what a thing does, not which of the
+    project's issues asked for it: a user has no access to that tracker."""
+    bad = [_where(p, line) for d in ("analysis", "probe", "cli", "otbench")
+           for p in sorted((ROOT / d).rglob("*.py")) for line in _issue_strings(ast.parse(p.read_text()))]
+    assert not bad, f"{len(bad)} strings name an internal issue: {bad[:10]}"
+    planted = ast.parse('"""Plan (issue 38, item 4)."""\nx = 1  # issue 9 in a comment is fine\n'
+                        'y = "an issue with 2 rows"\nz = f"see issues 6, 13"\n')
+    assert _issue_strings(planted) == [1, 4]
 
 
 def test_the_spec_rule_fails_on_a_planted_string():

@@ -1,7 +1,7 @@
 """The package people install: `python -m build` gives a wheel and an sdist that pass `twine
 check`, and the wheel alone, in a fresh virtual environment without the repository on the path
 and without the probe extras, runs the analysis path (simulate, metrics, frontiers, bench,
-report).
+report), and `otbench demo` and `otbench probe run` there say in one line which extra they need.
 
 The fresh environment is created without system site-packages. Installing jax, matplotlib and
 their dependencies again would take minutes and the package index, so the environment reuses
@@ -158,3 +158,15 @@ def test_wheel_runs_the_analysis_path_in_a_fresh_environment(dist, tmp_path):
     assert (work / "set" / "results" / "leaderboard.md").is_file()
     assert (work / "report" / "index.html").is_file()
     assert (work / "report" / "figures" / "fig4_frontiers.png").stat().st_size > 10_000
+    # Probing needs the probe extra: without it, one line names it, exit 2, nothing written.
+    for command, args in (("demo", ("demo", "--out", "demo")),
+                          ("probe run", ("probe", "run", "--config", str(ROOT / "artifacts" / "jobs" / "demo.toml"),
+                                         "--out", "probed"))):
+        p = subprocess.run([exe, *args], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        line = p.stderr.strip()
+        assert p.returncode == 2 and len(line.splitlines()) == 1 and p.stdout == "", p.stderr[-3000:]
+        assert line.startswith(f"otbench {command} needs the probe extra, which is not installed here (no module "
+                               "torch, transformers"), line
+        assert line.endswith(': pip install "otbench[probe]" and one vLLM build for the platform '
+                             '(docs/getting-started.md, "Install with pip")'), line
+    assert not (work / "demo").exists() and not (work / "probed").exists()

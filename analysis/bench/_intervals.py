@@ -171,7 +171,7 @@ def _ranks(areas: np.ndarray) -> np.ndarray:
 
     A tie is not broken by the method's name here: two methods with the same
     curve in a replicate are not separated by it, and a name order would give
-    identical methods different rank intervals (issue 58: 1-4 and 3-6 for two
+    identical methods different rank intervals (in the demo, 1-4 and 3-6 for two
     methods tied at every draw).
     """
     key = np.where(np.isnan(areas), -np.inf, areas)

@@ -4,7 +4,7 @@ Methods of different strategies act on different action spaces (docs/rules.md) a
 are scored against different oracle frontiers, so they are ranked only
 against methods of the same strategy. The order inside a strategy is defined
 in exactly one place, `leaderboard_key`: by the evaluator's area summary
-(docs/rules.md, issue 18) -- the gap area between the oracle frontier and the
+(docs/rules.md) -- the gap area between the oracle frontier and the
 method's step curve over relative cost [0, 1] (lower first), then the
 realized area share (higher first). Within one strategy every method faces
 the same frontier, so the two orders agree cell by cell; the tie-break only

@@ -1,4 +1,4 @@
-"""The one place that configures JAX for otbench (issue 12, rule 6).
+"""The one place that configures JAX for otbench.
 
 otbench's kernels count in 64-bit integers: uint64 counter-based random
 streams, int64 fixed-point bootstrap sums, int64 token budgets and rewards

@@ -1,4 +1,4 @@
-"""Censoring in other people's scores: an evaluation log read with the matched-horizon readouts (issue 42).
+"""Censoring in other people's scores: an evaluation log read with the matched-horizon readouts.
 
 An evaluation log scores every reply, also one that never closed its
 thinking or stopped at its length limit: such a reply is *censored* (the

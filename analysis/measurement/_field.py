@@ -1,4 +1,4 @@
-"""Optional per-position signals for the field's early-exit methods (issue 27), and a synthetic generator.
+"""Optional per-position signals for the field's early-exit methods, and a synthetic generator.
 
 Four optional ``signal.*`` columns; a set without them still loads (only
 the methods that need them refuse it, naming the missing signal). Their

@@ -51,14 +51,29 @@ def _int_list(where: str, key: str, v) -> list[int]:
     return v
 
 
+def _missing(where: str, obj: dict, missing: list[str]) -> str:
+    """Why a row without `missing` keys is not a measurement row, and what to do: a row of an
+    evaluation log (lm-eval's `samples_*.jsonl`, lighteval, chat) is read by other commands."""
+    from otbench.evallogs import row_format
+
+    kind = row_format(obj)
+    if kind is not None:
+        path = where.rsplit(":", 1)[0]
+        return (f"a row of a {kind} log, not a measurement row: audit the log with `otbench audit-log "
+                f"{path}`, or probe its replies with a probe job's [trajectories] path = \"{path}\", "
+                f"format = \"{kind}\" (docs/guides/import-traces.md)")
+    return (f"missing key{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}: a measurement "
+            f"row has the keys {', '.join(REQUIRED_KEYS)} (docs/reference/measurement-set.md)")
+
+
 def _parse_line(where: str, obj) -> dict:
     if not isinstance(obj, dict):
         kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
             type(obj), "number")
         raise MeasurementSetError(where, f"expected a JSON object, got {kind}")
-    for key in REQUIRED_KEYS:
-        if key not in obj:
-            raise MeasurementSetError(where, f"missing key {key!r}")
+    missing = [key for key in REQUIRED_KEYS if key not in obj]
+    if missing:
+        raise MeasurementSetError(where, _missing(where, obj, missing))
     for key in obj:
         if key not in _ALLOWED:
             raise MeasurementSetError(where, f"unknown key {key!r} (allowed: {', '.join(sorted(_ALLOWED))})")

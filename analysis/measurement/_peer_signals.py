@@ -1,4 +1,4 @@
-"""The field methods' *own* probe signals (issue 37): Dynasor-CoT's probe and DEER's trial answer.
+"""The field methods' *own* probe signals: Dynasor-CoT's probe and DEER's trial answer.
 
 otbench's field signals (``answer``, ``answer_conf``, ``hesitation``,
 ``answer_tokens``; `._field`) read otbench's own STP answer probe. These six

@@ -1,4 +1,4 @@
-"""What a method's signal costs, in tokens of the reasoning model (docs/rules.md, issue 27).
+"""What a method's signal costs, in tokens of the reasoning model (docs/rules.md).
 
 A method declares ``signal_cost`` (a `SignalCost`); the evaluator adds the
 tokens it implies to the retained thinking tokens for the *net* point, while

@@ -1,4 +1,4 @@
-"""Arithmetic whose every bit is the same on every machine (the OTBench fits, issue 24).
+"""Arithmetic whose every bit is the same on every machine (the OTBench fits).
 
 A fitted baseline's numbers (its `θ` sweep, its predictions, hence its
 decisions) are written into ``bench`` documents and must not depend on the

@@ -1,4 +1,4 @@
-"""The field's own termination methods, restated on recorded boundaries (issue 27).
+"""The field's own termination methods, restated on recorded boundaries.
 
 Each method decides at the set's step boundaries (the position grid `k`),
 from the optional field signals of `otbench.analysis.measurement`

@@ -1,4 +1,4 @@
-"""Imported stop positions: another tool's stops on the same trajectories, scored like a method (issue 27).
+"""Imported stop positions: another tool's stops on the same trajectories, scored like a method.
 
 A CSV file with a header and one row per trajectory:
 ``question,trajectory,stop_token`` plus optional ``model`` and ``group``

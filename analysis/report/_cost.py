@@ -1,4 +1,4 @@
-"""The report's cost section (issue 26): what the probe run that wrote the set spent.
+"""The report's cost section: what the probe run that wrote the set spent.
 
 Input: the `cost` block of ``DIR/run.json``, written by `otbench probe run`
 beside the measurement set (per benchmark group and phase: requests, prompt

@@ -1,4 +1,4 @@
-"""The report's matched-horizon section (docs/rules.md, issue 9): figures and tables of an ``otbench.horizon/1`` document.
+"""The report's matched-horizon section (docs/rules.md): figures and tables of an ``otbench.horizon/1`` document.
 
 Input: ``DIR/results/horizon.json`` beside the measurement set, written by
 ``otbench horizon analyze RUN --arms A,B --json DIR/results/horizon.json``.

@@ -31,7 +31,7 @@ def _n(x: int) -> str:
 
 _PCT, _FROM_ZERO = (0.0, 100.0), (0.0, None)
 """Colour-scale ends (display units): shares of a whole on 0-100 %, the rest from 0, so a
-spread of a few points is never stretched over the whole scale (issue 30)."""
+spread of a few points is never stretched over the whole scale."""
 _MATRIX_FIGURES = {
     # key: (metric keys, panel titles, units, scales, digits, colour maps, scale ends)
     "overthinking": (("or", "ad"), ("Overthinking Ratio OR (%)", "Accuracy Degradation AD (pp)"),

@@ -1,4 +1,4 @@
-"""The shapes of the result documents the report reads (issue 24, item 4).
+"""The shapes of the result documents the report reads.
 
 A document of the right schema but the wrong shape (`"probes": [1]` in a
 thinning document, `"frontiers": [1, 2, 3]` in a bootstrap one, a metrics

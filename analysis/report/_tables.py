@@ -1,4 +1,4 @@
-"""Report tables: one table model rendered as CSV, LaTeX (booktabs) and HTML heat-tables (issue 8).
+"""Report tables: one table model rendered as CSV, LaTeX (booktabs) and HTML heat-tables.
 
 A `Table` holds display cells (what a reader sees in LaTeX and HTML, in
 display units: %, pp, tokens) and, separately, machine rows for CSV (same

@@ -1,4 +1,4 @@
-"""`write_report`: a measurement set's tables and figures as an HTML report, PNGs, CSV and LaTeX (issue 8).
+"""`write_report`: a measurement set's tables and figures as an HTML report, PNGs, CSV and LaTeX.
 
 Output folder::
 

@@ -1,4 +1,4 @@
-"""Memory and time of the resampling calls, estimated from their arguments (issue 24, 3).
+"""Memory and time of the resampling calls, estimated from their arguments.
 
 Each model is linear in the argument a user types and was measured on the
 simulated sets (peak resident growth, `resource.getrusage`), then rounded

@@ -1,5 +1,5 @@
 """Precision planning: the bootstrap interval widths a planned design will give, from a pilot set
-(issue 26, docs/rules.md).
+(docs/rules.md).
 
 Target. The width `hi - lo` of the project's two-stage bootstrap interval (`bootstrap`, docs/rules.md:
 questions with replacement within each group, then `R` trajectories with replacement within each

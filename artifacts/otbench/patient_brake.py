@@ -3,7 +3,7 @@
 
 class PatientBrake:
     name = "patient-brake"
-    strategy = "dee"                    # dr | fb | dee (SPEC §5 action spaces)
+    strategy = "dee"                    # dr | fb | dee (docs/rules.md, oracle frontiers)
     signals = ("margin",)               # recorded per-position signals it needs
     theta_range = (-2.0, 12.0)          # --theta-grid N spreads N values here
 

@@ -94,8 +94,9 @@ def _option_row(p) -> str:
     kind = "flag" if p.is_flag else (p.type.name if not isinstance(p.type, click.Choice)
                                      else " \\| ".join(p.type.choices))
     default = ""
-    if (not p.is_flag and p.default not in (None, "", ()) and not callable(p.default)
-            and p.show_default is not False):
+    unset = getattr(importlib.import_module("click._utils"), "UNSET", None)   # click >= 8.3: "no default"
+    if (not p.is_flag and p.default not in (None, "", ()) and p.default is not unset
+            and not callable(p.default) and p.show_default is not False):
         d = p.default
         default = f"`{', '.join(map(str, d)) if isinstance(d, (tuple, list)) else d}`"
     helptext = " ".join((p.help or "").split()).replace("|", "\\|")

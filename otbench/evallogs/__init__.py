@@ -26,25 +26,27 @@ from ._read import (
     chat_replies,
     detect_format,
     groups,
-    inspect_replies,
     lighteval_names,
     lighteval_task,
     lighteval_replies,
     lm_eval_names,
     lm_eval_replies,
-    read_log,
+    row_format,
     rows,
     split_reasoning,
     split_reply,
 )
 from ._eee import eee_replies
-from ._lengths import lm_eval_results_model, token_counter, token_decoder
+from ._logs import read_log
+from ._inspect import INSPECT_STATUSES, inspect_replies
+from ._lengths import lm_eval_model_name, lm_eval_results_model, token_counter, token_decoder
 
 __all__ = [
-    "FALLBACK", "GSM8K_IGNORE", "LABEL_FIELDS", "LOG_FORMATS", "MARKERS", "PRESETS", "QUESTION_ID", "QUESTION_TEXT",
+    "FALLBACK", "GSM8K_IGNORE", "INSPECT_STATUSES", "LABEL_FIELDS", "LOG_FORMATS", "MARKERS", "PRESETS", "QUESTION_ID", "QUESTION_TEXT",
     "REASONING_FIELDS",
     "EvalLogError", "Extraction", "ExtractionError", "Reply",
     "chat_replies", "detect_format", "eee_replies", "exact_match", "extraction", "groups", "inspect_replies",
-    "lighteval_names", "lighteval_replies", "lighteval_task", "lm_eval_names", "lm_eval_replies", "lm_eval_results_model",
-    "read_log", "rows", "split_reasoning", "split_reply", "token_counter", "token_decoder",
+    "lighteval_names", "lighteval_replies", "lighteval_task", "lm_eval_model_name", "lm_eval_names", "lm_eval_replies",
+    "lm_eval_results_model", "read_log", "row_format", "rows", "split_reasoning", "split_reply", "token_counter",
+    "token_decoder",
 ]

@@ -26,12 +26,12 @@ its thinking, and so is a reply with no marker after a prompt that opened the th
 (`split_reply`: templates that end in `<think>`). Every error names the file, the row and the field.
 """
 
-import dataclasses
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._lengths import _DATE, lm_eval_model_name
 from ._reply import MARKERS, EvalLogError, Reply, split_reasoning, split_reply
 
 LOG_FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat", "eee")
@@ -65,14 +65,15 @@ def _text_of(v: Any) -> str | None:
 
 # -- lm-eval ----------------------------------------------------------------------------------
 
-_DATE = re.compile(r"_\d{4}-\d{2}-\d{2}T[0-9\-.:]+$")
 
 
 def lm_eval_names(path: str | Path) -> tuple[str, str]:
-    """(task, model) of an lm-eval samples file from its name and folder (`<model>/samples_<task>_<date>.jsonl`)."""
+    """(task, model) of an lm-eval samples file (`<model>/samples_<task>_<date>.jsonl`): the task
+    from its name, the model as the run's results file beside it records it, else the folder."""
+
     p = Path(path)
     task = _DATE.sub("", p.stem.removeprefix("samples_"))
-    return task, p.parent.name or "model"
+    return task, lm_eval_model_name(p) or p.parent.name or "model"
 
 
 def _max_gen_toks(args: Any) -> int | None:
@@ -251,57 +252,7 @@ def chat_replies(row: Mapping, loc: str, *, task: str = "task", model: str = "mo
                   None, None if row.get("answer") is None else str(row["answer"]))]
 
 
-# -- inspect-ai -------------------------------------------------------------------------------
-
-def inspect_replies(path: str | Path, *, scorer: str | None = None) -> list[Reply]:
-    """The replies of an inspect-ai `.eval` log, read with `inspect_ai.log.read_eval_log`."""
-    if Path(path).suffix == ".eval":
-        from ._archive import check_archive
-
-        check_archive(Path(path), _open, EvalLogError)      # before inspect-ai unpacks a member
-    try:
-        from inspect_ai.log import read_eval_log
-        from inspect_ai.model import ContentReasoning, ContentText
-        from inspect_ai.scorer import value_to_float
-    except ImportError:
-        raise EvalLogError(f"{path}: reading inspect-ai logs needs inspect-ai (pip install inspect-ai)") from None
-    try:
-        log = read_eval_log(str(path))
-    except Exception as e:  # noqa: BLE001  (the library's own error, one line)
-        raise EvalLogError(f"{path}: not an inspect-ai log ({type(e).__name__}: {e})") from None
-    to_float = value_to_float()
-    out = []
-    for s in log.samples or []:
-        loc = f"{path}:sample {s.id} epoch {s.epoch}"
-        scores = s.scores or {}
-        if scorer is not None and scorer not in scores:
-            raise EvalLogError(f"{loc}: no scorer '{scorer}' (it has: {', '.join(scores) or 'none'})")
-        name = scorer or next(iter(scores), None)
-        sc = scores.get(name) if name else None
-        verdict = None if sc is None else _verdict(to_float(sc.value), loc, f"scores.{name}")
-        out_msg = s.output.message if s.output is not None and s.output.choices else None
-        reasoning, parts = None, []
-        if out_msg is not None and not isinstance(out_msg.content, str):
-            for c in out_msg.content:
-                if isinstance(c, ContentReasoning) and not c.redacted:
-                    reasoning = (reasoning or "") + c.reasoning
-                elif isinstance(c, ContentText):
-                    parts.append(c.text)
-        completion = s.output.completion if s.output is not None else ""
-        if reasoning is not None:
-            thinking, finished, answer = reasoning, bool("".join(parts).strip()), "".join(parts)
-        else:
-            thinking, finished, answer = split_reasoning(completion)
-        q = s.input if isinstance(s.input, str) else next(
-            (m.text for m in reversed(s.input) if getattr(m, "role", None) == "user"), None)
-        target = s.target if isinstance(s.target, str) else (s.target[0] if s.target else None)
-        stop = s.output.stop_reason if s.output is not None else None
-        out.append(Reply(loc, "inspect-ai", log.eval.task, log.eval.model, str(s.id), q, s.epoch - 1,
-                         completion, thinking, finished, answer,
-                         None if stop is None else stop in _LENGTH_STOPS, verdict, name,
-                         None if sc is None else sc.answer, target, None))
-    return out
-
+# inspect-ai's `.eval` logs: `_inspect.inspect_replies` (imported where read).
 
 # -- files ------------------------------------------------------------------------------------
 
@@ -343,62 +294,35 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
             yield f"{p}:{i}", loads_json(line, f"{p}:{i}")
 
 
+def row_format(row: Any) -> str | None:
+    """The log format one JSON row belongs to by its fields (lighteval: doc + model_response;
+    lm-eval: doc + resps; eee: schema_version + answer_attribution; chat: messages or conversations),
+    or None."""
+    if isinstance(row, Mapping):
+        if "model_response" in row and "doc" in row:
+            return "lighteval"
+        if "resps" in row and "doc" in row:
+            return "lm-eval"
+        if "schema_version" in row and "answer_attribution" in row:
+            return "eee"        # an Every Eval Ever instance-level record (`_eee`)
+        if "messages" in row or "conversations" in row:
+            return "chat"
+    return None
+
+
 def detect_format(path: str | Path) -> str:
     """The format of a log file: `.eval` is inspect-ai; else the first row's fields decide."""
     p = Path(path)
     if p.suffix == ".eval":
         return "inspect-ai"
     for loc, row in rows(p):
-        if isinstance(row, Mapping):
-            if "model_response" in row and "doc" in row:
-                return "lighteval"
-            if "resps" in row and "doc" in row:
-                return "lm-eval"
-            if "schema_version" in row and "answer_attribution" in row:
-                return "eee"        # an Every Eval Ever instance-level record (`_eee`)
-            if "messages" in row or "conversations" in row:
-                return "chat"
+        kind = row_format(row)
+        if kind is not None:
+            return kind
         raise EvalLogError(f"{loc}: not a row of a known log (lm-eval: doc + resps; lighteval: doc + "
                            "model_response; chat: messages or conversations; eee: schema_version + "
                            "answer_attribution; inspect-ai: a .eval file)")
     raise EvalLogError(f"{p}: the log is empty")
-
-
-def read_log(path: str | Path, fmt: str | None = None, *, metric: str | None = None,
-             task: str | None = None, model: str | None = None, count_tokens=None) -> list[Reply]:
-    """Every reply of an evaluation log (format detected when `fmt` is None; see the module docstring).
-
-    `metric` names the source verdict to read (lm-eval's metric, lighteval's metric key,
-    inspect-ai's scorer); `task` / `model` override the names read from the file;
-    `count_tokens` (lm-eval): reads each reply's length limit (`lm_eval_replies`).
-    """
-    p = Path(path)
-    _open(p).close()        # missing, a FIFO or a device: one line before any library reads it
-    fmt = fmt or detect_format(p)
-    if fmt not in LOG_FORMATS:
-        raise EvalLogError(f"{p}: format {fmt!r} is not one of {', '.join(LOG_FORMATS)}")
-    if fmt == "inspect-ai":
-        out = inspect_replies(p, scorer=metric)
-    else:
-        out = []
-        lm_task, lm_model = lm_eval_names(p)
-        for loc, row in rows(p):
-            if not isinstance(row, Mapping):
-                raise EvalLogError(f"{loc}: expected a JSON object, got {type(row).__name__}")
-            if fmt == "lm-eval":
-                out.extend(lm_eval_replies(row, loc, task=lm_task, model=lm_model, metric=metric,
-                                           count_tokens=count_tokens))
-            elif fmt == "lighteval":
-                out.extend(lighteval_replies(row, loc, model=lighteval_names(p), metric=metric,
-                                             task=lighteval_task(p)))
-            elif fmt == "eee":
-                from ._eee import eee_replies   # (it imports Reply from here)
-                out.extend(eee_replies(row, loc))
-            else:
-                out.extend(chat_replies(row, loc, task=p.stem))
-    if task is not None or model is not None:
-        out = [dataclasses.replace(r, task=task or r.task, model=model or r.model) for r in out]
-    return out
 
 
 def groups(replies: Sequence[Reply]) -> dict[tuple[str, str], list[Reply]]:

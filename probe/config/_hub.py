@@ -1,4 +1,4 @@
-"""Models by name: Hugging Face ids through the hub cache, local folders checked, memory estimated (issue 13).
+"""Models by name: Hugging Face ids through the hub cache, local folders checked, memory estimated.
 
 A job names its model as a local folder (`model.path`), a model entry
 (`artifacts/models/<name>.toml`) or a Hugging Face id ("Qwen/Qwen3-4B-Thinking-2507",

@@ -338,7 +338,7 @@ def load_hub(benchmark: str, *, name: str | None = None, config: str | None = No
     try:
         import datasets
     except ImportError:
-        raise ImportError("load_hub needs the `datasets` package: pip install datasets") from None
+        raise ImportError("load_hub needs the `datasets` package: pip install datasets", name="datasets") from None
     ds = datasets.load_dataset(name, config, split=split or "train", revision=revision, **load_kwargs)
     label = f"{name}[{split}]"
     return _map_rows(benchmark, ((f"{label}:row {i}", row) for i, row in enumerate(ds, 1)),
@@ -365,7 +365,7 @@ def champ_questions(group: str = "CHAMP") -> list[Question]:
         src = resources.files("champ_dataset") / "dataset_files" / "v0.json"
     except ModuleNotFoundError:
         raise ImportError("the offline default data need the `champ-dataset` package: "
-                          "pip install champ-dataset") from None
+                          "pip install champ-dataset", name="champ_dataset") from None
     with src.open("r", encoding="utf-8") as f:
         problems = json.load(f)["problems"]
     out = []

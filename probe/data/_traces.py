@@ -233,10 +233,11 @@ def load_traces(source: Mapping[str, Any]) -> tuple[list[TraceRecord], dict[str,
             raise DatasetError("[trajectories]: an inspect-ai log is a local `.eval` file (`path`)")
         path = Path(source["path"])
         try:
-            reps = inspect_replies(path, scorer=source.get("metric"))
+            notes: list[str] = []
+            reps = inspect_replies(path, scorer=source.get("metric"), notes=notes)
         except EvalLogError as e:
             raise DatasetError(str(e)) from None
-        record.update(path=str(path), sha256=_sha256([path]), rows=len(reps))
+        record.update(path=str(path), sha256=_sha256([path]), rows=len(reps), **({"notes": notes} if notes else {}))
         return [_record(r) for r in reps], record
     count = [0]
 

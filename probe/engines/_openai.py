@@ -1,4 +1,4 @@
-"""The served-model engine: the probe over an OpenAI-compatible completions server (issue 29).
+"""The served-model engine: the probe over an OpenAI-compatible completions server.
 
 Every request of the probe (the think phase, the answer probes, the
 ThinkBrake signals, the readout log-probabilities) is one `POST

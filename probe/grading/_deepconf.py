@@ -1,4 +1,4 @@
-"""DeepConf's own signal, read from the sampled tokens' log-probabilities (issue 42).
+"""DeepConf's own signal, read from the sampled tokens' log-probabilities.
 
 Restated from facebookresearch/deepconf, commit 675529d (read, not copied):
 

@@ -1,4 +1,4 @@
-"""`otbench plan --calibrate RUN...`: the throughput model's constants fitted on measured runs (issue 41).
+"""`otbench plan --calibrate RUN...`: the throughput model's constants fitted on measured runs.
 
 A probe run's folder holds its measurement set and `run.json`, whose `cost`
 block records per phase and benchmark group the requests, prompt tokens,

@@ -1,4 +1,4 @@
-"""The lengths that decide a probe job's tokens, per benchmark group (`otbench plan`, issues 26 and 38).
+"""The lengths that decide a probe job's tokens, per benchmark group (`otbench plan`).
 
 Two places they come from: stated priors (`PRIORS`, and per benchmark the thinking length
 `GROUP_THINKING`), each with its source; or a pilot measurement set (`pilot_lengths`), per group,

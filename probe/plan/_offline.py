@@ -1,4 +1,4 @@
-"""Hub look-ups of `otbench plan` fail fast without a network (issue 38, item 4).
+"""Hub look-ups of `otbench plan` fail fast without a network.
 
 A job whose `[data]` reads Hugging Face datasets makes `plan` load them to
 count the questions. With no network, `datasets` and `huggingface_hub` retry

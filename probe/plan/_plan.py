@@ -1,4 +1,4 @@
-"""`otbench plan`: a probe job's tokens by phase and device-hours, before any engine starts (issue 26).
+"""`otbench plan`: a probe job's tokens by phase and device-hours, before any engine starts.
 
 Per benchmark group the job's work is counted exactly from its settings
 (questions x R trajectories; each trajectory's `n + 1` positions get `P`
@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._advice import hours_text
 from ._lengths import GROUP_THINKING, PRIORS, Lengths, _prior_lengths, _shift, group_prior, pilot_lengths
 from ._throughput import GIB, Architecture, PlanError, Throughput, architecture, as_dict, device
 
@@ -360,12 +361,13 @@ def plan_text(plan: Plan) -> list[str]:
         t, h = v["tokens"], v["hours"]
         lines.append(f"{name:<16} {v['questions']:>9,} {_n(v['trajectories']):>8} {_n(v['positions']):>10} "
                      f"{_n(v['answers']):>9} {_n(t['think'][1]):>9} {_n(t['probe'][1]):>9} "
-                     f"{_n(t['signal'][1]):>7} {h[1]:>8.3g} {f'[{h[0]:.3g}, {h[2]:.3g}]':>17}")
+                     f"{_n(t['signal'][1]):>7} {hours_text(h[1]):>8} "
+                     f"{f'[{hours_text(h[0])}, {hours_text(h[2])}]':>17}")
     tot = plan.total
     dec = sum(tot["tokens"][p][1] for p in PHASES)
     lines.append(f"decoded tokens {_n(dec)} [{_n(sum(tot['tokens'][p][0] for p in PHASES))}, "
                  f"{_n(sum(tot['tokens'][p][2] for p in PHASES))}]; device-hours by phase: "
-                 + ", ".join(f"{p} {tot['hours_by_phase'][p]:.3g}" for p in PHASES))
+                 + ", ".join(f"{p} {hours_text(tot['hours_by_phase'][p])}" for p in PHASES))
     for name, v in plan.groups.items():
         tp = v["thinking_prior"]
         lo, mid, hi = tp["tokens"]

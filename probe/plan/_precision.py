@@ -1,5 +1,5 @@
 """`otbench plan --target`: precision targets, the candidate grid, and the cheapest design that meets
-them (issue 26). The widths come from `otbench.analysis.resampling.predict_precision` (called by the
+them. The widths come from `otbench.analysis.resampling.predict_precision` (called by the
 CLI: the probe never loads JAX); here is only NumPy and arithmetic.
 
 A target is a **half-width** of the bootstrap's 95 % interval, `(hi - lo) / 2`, in percentage
@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ._advice import hours_text
 from ._throughput import PlanError
 
 TARGET_STATS = {"or": "or", "ad": "ad", "p0": "zero_step_acc"}
@@ -151,7 +152,7 @@ def precision_text(options: Sequence[Candidate], targets: Mapping[str, float] | 
         if best is None:
             top = min(options, key=lambda c: sum(c.half_widths.get(s, math.inf) / t for s, t in targets.items()))
             lines.append(f"  no candidate R x P in the grid meets {want}; the most precise: R={top.R}, P={top.P}, "
-                         f"{top.hours:.1f} device-hours ({hw(top)})")
+                         f"{hours_text(top.hours)} device-hours ({hw(top)})")
             if more is None:
                 lines.append("  no candidate meets it with up to 10,000 times the questions either")
             else:
@@ -159,11 +160,11 @@ def precision_text(options: Sequence[Candidate], targets: Mapping[str, float] | 
                 n = sum(more.questions.values())
                 lines.append(f"  with more questions: R={c.R}, P={c.P} meets it at {n:,} questions ("
                              + ", ".join(f"{g}={q}" for g, q in more.questions.items())
-                             + f"), {more.hours:.1f} device-hours ("
+                             + f"), {hours_text(more.hours)} device-hours ("
                              + hw(Candidate(c.R, c.P, more.hours, more.half_widths))
                              + "; widths predicted from the pilot at those counts)")
         else:
-            lines.append(f"  cheapest meeting {want}: R={best.R}, P={best.P}, {best.hours:.1f} device-hours "
+            lines.append(f"  cheapest meeting {want}: R={best.R}, P={best.P}, {hours_text(best.hours)} device-hours "
                          f"({hw(best)})")
         lines.append(f"  searched R in {sorted({c.R for c in options})}, P in {sorted({c.P for c in options})}")
     return lines

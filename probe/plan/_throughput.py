@@ -1,4 +1,4 @@
-"""The device model of `otbench plan` (issue 26): what one engine step costs on a GPU.
+"""The device model of `otbench plan`: what one engine step costs on a GPU.
 
 Decode is memory-bandwidth bound: every step of a batch of `B` sequences
 reads the weights once and each sequence's KV cache, so one decoded token

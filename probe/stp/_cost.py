@@ -1,4 +1,4 @@
-"""What a probe run cost: tokens, requests and engine-seconds per phase and benchmark group (issue 26).
+"""What a probe run cost: tokens, requests and engine-seconds per phase and benchmark group.
 
 `cost_record` turns the loop's counters (`_loop.RunStats`) into the `cost`
 block of `run.json`; `cost_rows` lays it out as the table `otbench probe

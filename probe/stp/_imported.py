@@ -1,4 +1,4 @@
-"""Probing trajectories the user already has: `[trajectories]` instead of sampling (issue 15).
+"""Probing trajectories the user already has: `[trajectories]` instead of sampling.
 
 A job with a `[trajectories]` table (readers: `otbench.probe.data._traces`)
 probes imported traces through the same code as sampled ones. The only

@@ -1,4 +1,4 @@
-"""The work-unit journal: crash-safe commits and content-keyed reuse of probed units (issue 6).
+"""The work-unit journal: crash-safe commits and content-keyed reuse of probed units.
 
 Layout of a journal folder (default: `OUT.journal` beside the output)::
 

@@ -1,4 +1,4 @@
-"""Content keys of probe work units: a hash of everything a unit's result depends on (issue 6).
+"""Content keys of probe work units: a hash of everything a unit's result depends on.
 
 The journal (`_resume`) stores each completed unit under its key, so a unit is
 reused only when every input that shapes its result is unchanged; a changed

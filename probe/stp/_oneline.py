@@ -1,4 +1,4 @@
-"""The one-line start: lm-eval-style arguments mapped onto the job table of a probe job TOML (issue 29).
+"""The one-line start: lm-eval-style arguments mapped onto the job table of a probe job TOML.
 
     otbench probe run --model vllm --model-args pretrained=Qwen/Qwen3-4B-Thinking-2507,revision=abc123 \\
         --tasks math500,aime24 --limit 50 --R 8 --P 16 --out DIR

@@ -1,4 +1,4 @@
-"""Data-parallel probing on Ray: one engine per actor, fed work units continuously (issues 6, 13).
+"""Data-parallel probing on Ray: one engine per actor, fed work units continuously.
 
 `RayExecutor` starts `workers` actors (`ProbeWorker`), each opening its own
 engine (vLLM with tensor parallelism inside as vLLM supports it, or

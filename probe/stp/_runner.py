@@ -6,7 +6,7 @@ hit rate, timings, journal and worker reports: facts about this execution,
 kept out of the manifest so the set's bytes depend only on what was
 measured).
 
-Crash safety and resume (issue 6): with a `journal` folder every completed
+Crash safety and resume: with a `journal` folder every completed
 work unit is committed there atomically as soon as its batch finishes
 (`_resume`), under a key of everything its result depends on
 (`_resume_keys`). `resume=True` reuses the committed units whose keys match
@@ -275,7 +275,7 @@ def _pin_revision(jr, job: ProbeJob, engine_cfg, log) -> None:
 
 def _load_inputs(job: ProbeJob, log):
     """(job, questions, data record, imported trajectories or None): the job's [data], then its
-    [trajectories] (issue 15), which replace sampling and may narrow the questions."""
+    [trajectories], which replace sampling and may narrow the questions."""
     questions, data_record = load_data(job.data)
     if not questions:
         raise ArgumentError("the job's [data] selects no questions")

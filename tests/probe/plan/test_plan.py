@@ -1,5 +1,6 @@
 """`otbench plan` (issue 26): the estimator against hand arithmetic, the pilot path, the CLI's errors."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -361,3 +362,61 @@ def test_the_cpu_device_holds_its_kv_cache_in_the_jobs_cpu_cache(tmp_path: Path)
     # 4 answers holds 104 + 100 / 2 + 1 tokens (2 blocks), each signal 105 (1 block): 17 blocks a group
     blocks = 2 * (1 << 30) / arch.kv_bytes / 128
     assert t.batch_for(arch, (1000.0, 0.0, 100.0, 4)) == pytest.approx(blocks / 17 * 4)
+
+
+@pytest.mark.parametrize("hours, shown", [(1410.3, "1,410"), (53.67, "53.7"), (0.05494, "0.0549"),
+                                          (999.7, "1,000"), (12345.6, "12,346"), (3.0, "3.00"),
+                                          (0.00012, "0.000120"), (3e-6, "<0.0001"), (0.0, "0")])
+def test_hours_are_plain_numbers(hours, shown):
+    from otbench.probe.plan import hours_text
+
+    assert hours_text(hours) == shown
+
+
+def test_the_paper_plan_prints_plain_hours_and_prices_its_probes(tmp_path: Path):
+    """R=8, P=16 on Qwen3-4B: the answer probes are ~99 % of the device-hours, so the plan prices
+    halving P and the answer limit by re-planning; no number is printed in exponent form."""
+    job_file = _job(tmp_path, R=8, P=16, b=256)
+    args = ["plan", str(job_file), "--questions", ",".join(f"{g}={q}" for g, q in PAPER.items()),
+            "--json", str(tmp_path / "plan.json")]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "e+" not in res.output and "e-0" not in res.output and "issue" not in res.output
+    job = load_job(job_file)
+    plan = plan_job(job, questions=PAPER)
+    half_p = plan_job(dataclasses.replace(job, P=8), questions=PAPER).total["hours"][1]
+    total, probe = plan.total["hours"][1], plan.total["hours_by_phase"]["probe"]
+    assert probe / total > 0.95
+    advice = [ln for ln in res.output.splitlines() if ln.startswith("advice: ")]
+    assert len(advice) == 1
+    from otbench.probe.plan import hours_text
+
+    assert advice[0].startswith(f"advice: answer probes take {hours_text(probe)} of {hours_text(total)} "
+                                f"device-hours ({100 * probe / total:.1f} %); lower P or the answer limit: "
+                                f"P 16 -> 8: {hours_text(half_p)} device-hours; answer limit 4,096 -> 2,048: ")
+    assert half_p < 0.55 * total and "--pilot SET --target" in advice[0]
+    total_row = next(ln for ln in res.output.splitlines() if ln.startswith("total "))
+    assert f" {hours_text(total)} " in total_row and "," in total_row.split()[-1]     # [lo, 1,234]
+    assert json.loads((tmp_path / "plan.json").read_text())["advice"] == advice
+    # a job whose probes do not dominate gets no advice
+    small = plan_job(dataclasses.replace(job, P=1, answer_limit=16), questions=PAPER)
+    from otbench.probe.plan import plan_advice
+
+    assert plan_advice(dataclasses.replace(job, P=1, answer_limit=16), small, lambda j: 1 / 0) == []
+
+
+def test_a_hub_source_without_a_pinned_commit_is_warned_in_one_line(tmp_path: Path):
+    job = tmp_path / "hub.toml"
+    pinned = "0123456789abcdef0123456789abcdef01234567"
+    job.write_text('[model]\nname = "qwen3-4b-thinking-2507"\n[engine]\nkind = "vllm"\n[data]\nseed = 0\n'
+                   '[[data.sources]]\nbenchmark = "AIME2024"\nhub = "someone/aime"\nsplit = "train"\n'
+                   '[[data.sources]]\nbenchmark = "AIME2025"\nhub = "someone/aime25"\nrevision = "main"\n'
+                   f'[[data.sources]]\nbenchmark = "MATH500"\nhub = "someone/math"\nrevision = "{pinned}"\n')
+    res = CliRunner().invoke(main, ["plan", str(job), "--questions", "AIME=30"])
+    assert res.exit_code == 0, res.output
+    warned = [ln for ln in res.output.splitlines() if ln.startswith("warning: ")]
+    assert warned == ["warning: [data] reads someone/aime, someone/aime25 from the Hub at no pinned revision: "
+                      "the questions can change between this plan and the run; pin revision = \"<commit>\" "
+                      "in each source"]
+    res = CliRunner().invoke(main, ["plan", str(_job(tmp_path)), "--questions", "AIME=30"])
+    assert "warning:" not in res.output                     # local data: nothing to pin
