@@ -285,7 +285,7 @@ def test_every_tidy_column_is_named_in_its_paragraph():
 
     ms = oa.assign_splits(oa.simulate("tiny", seed=0))          # SYNTHETIC
     fr = oa.frontiers(ms, grid=5)
-    bench = oa.bench_evaluate(ms, "thinkbrake", theta_grid=3)
+    bench = oa.bench_evaluate(ms, "thinkbrake-onectx", theta_grid=3)
     made = {"MeasurementSet": ms, "FrontierResult": fr, "StrategyFrontier": fr.strategies["dee"],
             "MetricsResult": oa.metrics(ms), "BootstrapResult": oa.bootstrap(ms, replicates=4),
             "ProbeThinning": oa.probe_thinning(ms, probes=(2,)),

@@ -155,14 +155,14 @@ def signal_twin(name, k, n, tok):
         return sum(8 + tok[j] for j in range(1, min(k, n - 1) + 1) if j <= 10)
     if name == "answer-consistency":
         return sum(24 + tok[j] for j in range(1, min(k, n - 1) + 1))
-    if name == "thinkbrake":
+    if name == "thinkbrake-onectx":
         return sum(1 for _ in range(min(k, n - 1) + 1))
     return 0
 
 
 @pytest.mark.parametrize("name,theta", [("dynasor-cot-stp", 2.0), ("deer-stp", 0.9),
                                         ("answer-consistency", 2.0), ("budget-forcing", 25.0),
-                                        ("thinkbrake", 0.0)])
+                                        ("thinkbrake-onectx", 0.0)])
 def test_net_is_gross_plus_declared_signal_cost(name, theta):
     tok = [3, 7, 20, 1, 4, 9, 2]
     rows = [
@@ -291,7 +291,7 @@ def test_compare_defaults_to_the_builtins_a_set_can_run():
 
     plain = assign_splits(simulate("tiny", 0))
     assert [r.method for r in compare(plain, theta_grid=3)] == [
-        "thinkswitcher", "predictive-scheduling", "thinkbrake", "budget-forcing"]
+        "thinkswitcher", "predictive-scheduling", "thinkbrake-onectx", "budget-forcing"]
     stp = assign_splits(simulate("tiny", 0, field_signals=True))
     assert [r.method for r in compare(stp, theta_grid=3)] == [
         m for m in BUILTINS if m not in ("dynasor-cot", "deer", "deepconf-exit")]   # their own probes are not recorded

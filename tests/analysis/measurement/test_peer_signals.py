@@ -12,6 +12,7 @@ from otbench.analysis.measurement import (
     DEEPCONF_SIGNALS,
     PEER_SIGNAL_DEFINITIONS,
     PEER_SIGNALS,
+    THINKBRAKE_SIGNALS,
     WINDOW_BITS,
     add_peer_signals,
     deer_own_stop,
@@ -38,7 +39,8 @@ def test_synthetic_and_labelled_so():
     assert ms.synthetic and "SYNTHETIC" in ms.provenance["peer_signals"]["synthetic"]
     for name in PEER_SIGNALS:
         assert ms.provenance["signals"][name] == PEER_SIGNAL_DEFINITIONS[name]
-    assert set(PEER_SIGNALS) == set(DYNASOR_SIGNALS) | set(DEER_SIGNALS) | set(DEEPCONF_SIGNALS)
+    assert set(PEER_SIGNALS) == set(DYNASOR_SIGNALS) | set(DEER_SIGNALS) | set(DEEPCONF_SIGNALS) \
+        | set(THINKBRAKE_SIGNALS)
     again = simulate("tiny", 0, peer_signals=True)
     for name in PEER_SIGNALS:
         assert np.array_equal(ms.signals[name], again.signals[name])

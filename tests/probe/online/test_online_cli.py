@@ -92,7 +92,7 @@ def test_engine_budget_is_certified_not_run_and_its_strings_are_its_own(tmp_path
     save(assign_splits(small_set(synthetic=True)), d)
     refused(cli("online", "run", d, "--method", "engine-budget", "--theta", "8"),
             "the engine's own cap is certified, not run")
-    refused(cli("online", "certify", d, "--method", "thinkbrake", "--theta", "0.5", "--reasoning-end", "x"),
+    refused(cli("online", "certify", d, "--method", "thinkbrake-onectx", "--theta", "0.5", "--reasoning-end", "x"),
             "apply to --method engine-budget only")
     # a synthetic set was never probed: nothing to regenerate
     refused(cli("online", "certify", d, "--method", "engine-budget", "--theta", "8"),
