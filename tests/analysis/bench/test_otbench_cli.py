@@ -233,7 +233,7 @@ def test_compare_ranks_builtins_and_plugins_together(set_dir, monkeypatch, tmp_p
                                                           ("DEE", 2)]
     assert rows[2]["rank_lo"] == rows[3]["rank_lo"] and rows[2]["rank_hi"] == rows[3]["rank_hi"]
     # Each method's own result carries its leaderboard row, for the report.
-    own = json.loads((set_dir / "results" / "bench-thinkbrake.json").read_text())["leaderboard"]
+    own = json.loads((set_dir / "results" / "bench-thinkbrake-onectx.json").read_text())["leaderboard"]
     mine = next(x for x in rows if x["method"] == "thinkbrake-onectx")
     assert {k: own[k] for k in ("rank", "rank_lo", "rank_hi", "gap_behind_best_lo")} == \
         {k: mine[k] for k in ("rank", "rank_lo", "rank_hi", "gap_behind_best_lo")}
@@ -289,7 +289,7 @@ def test_small_split_warns_that_ranking_is_noise(tmp_path):
     r = run("run", tmp_path / "tiny", "--method", "thinkbrake-onectx", "--theta-grid", "3")
     assert r.exit_code == 0, r.output
     assert "warning: the test split is too small to rank methods" in r.output
-    assert (tmp_path / "tiny" / "results" / "bench-thinkbrake.json").is_file()
+    assert (tmp_path / "tiny" / "results" / "bench-thinkbrake-onectx.json").is_file()
     r = run("compare", tmp_path / "tiny", "--theta-grid", "3")
     assert r.output.count("too small to rank") == 1
     assert "too small to rank" in (tmp_path / "tiny" / "results" / "leaderboard.md").read_text()
