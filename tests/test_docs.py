@@ -311,3 +311,19 @@ def test_guides_cite_the_rules_page_not_the_spec():
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
            if re.search(r"\bSPEC\b", line)]
     assert len(pages) >= 10 and not bad, bad
+
+
+def test_the_calibration_figure_has_one_source():
+    """online.md shows the certificate's calibration from the benchmark's own record, never a copy."""
+    page = (DOCS / "guides" / "online.md").read_text(encoding="utf-8")
+    assert "<!-- otbench:measured benchmarks/certify_calibration.py -->" in page
+    assert not re.search(r"rejection rate \d", page)           # no figure typed into the page
+    shown = hook.measured_markdown("benchmarks/certify_calibration.py")
+    import ast
+
+    doc = ast.get_docstring(ast.parse((DOCS.parent / "benchmarks" / "certify_calibration.py")
+                                      .read_text(encoding="utf-8")))
+    last = re.search(r"`(rejection rate [^`]*)`", " ".join(doc.split()))
+    assert last and last.group(1) in shown and shown.startswith("Measured")
+    assert hook.measured_markdown("benchmarks/none.py") is None
+    assert hook.measured_markdown("../x.py") is None
