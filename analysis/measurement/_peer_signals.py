@@ -37,7 +37,13 @@ previous position, as the same prefix gives the same probe):
   probability 0.4 (an empty step repeats the previous position); at a check the
   margin is the set's one-context ``margin`` minus `0.5 |N(0, 1)|` (a sampled
   token is at most as likely as the top one) plus `N(0, 0.3²)` (the end token
-  read after ``.\\n`` instead), 0 elsewhere.
+  read after ``.\\n`` instead), 0 elsewhere;
+* ``deepconf_warmup_conf`` (its own stream, `DEEPCONF_WARMUP_STREAM`): per
+  trajectory ``deepconf_min_conf`` at `n` minus `|N(0, 0.3²)|` (a model in
+  which the answer's windows, which can only lower the lowest group
+  confidence, outweigh the 21st log-probability, which can only raise a
+  token's), floored at 0 and rounded to 3 decimals as ``utils.py``
+  rounds, the same at every position.
 """
 
 import dataclasses
@@ -101,6 +107,15 @@ PEER_SIGNAL_DEFINITIONS = {
                          "token sampled (the run's sampling parameters) after text + '.\\n\\n' "
                          "minus the log-probability of the thinking-end token read after text + "
                          "'.\\n'; 0 where thinkbrake_check is 0",
+    "deepconf_warmup_conf": "DeepConf's warm-up min_conf of the whole trajectory, the same at every "
+                            "position (facebookresearch/deepconf utils.py process_output, lines "
+                            "282-303: over every output token, the answer included; a token's "
+                            "confidence is minus the mean of every log-probability vLLM returns for "
+                            "it, the 20 requested (wrapper.py line 196) and the sampled token's when "
+                            "it is not among them, 21, rounded to 3 decimals, compute_confidence "
+                            "lines 41-50; the lowest sliding mean of `window` of them, each rounded "
+                            "to 3 decimals, or their mean when fewer, compute_least_grouped lines "
+                            "53-62): what the source's threshold is a percentile of (wrapper.py line 208)",
 }
 PEER_SIGNALS = tuple(PEER_SIGNAL_DEFINITIONS)
 DYNASOR_SIGNALS = ("dynasor_answer", "dynasor_window", "dynasor_uncertain", "dynasor_tokens")
@@ -112,6 +127,8 @@ DEEPCONF_STREAM = 42     # its own stream: adding it leaves the other peer signa
 DEEPCONF_WINDOW = 2048   # DeepConf's window_size (wrapper.py line 80)
 THINKBRAKE_SIGNALS = ("thinkbrake_check", "thinkbrake_margin")
 THINKBRAKE_STREAM = 58   # its own stream: adding it leaves the other peer signals bit-identical
+DEEPCONF_WARMUP_SIGNALS = ("deepconf_warmup_conf",)
+DEEPCONF_WARMUP_STREAM = 59
 
 
 def window_masks(classes: np.ndarray, bits: int = WINDOW_BITS) -> np.ndarray:
@@ -191,6 +208,15 @@ def _synthetic_thinkbrake(ms: MeasurementSet, seed: int) -> tuple[np.ndarray, np
     return check, margin
 
 
+def _synthetic_warmup(ms: MeasurementSet, seed: int, min_conf: np.ndarray) -> np.ndarray:
+    """float[T, K] a synthetic ``deepconf_warmup_conf`` (module docstring), its own stream."""
+    rng = synthetic_stream(ms, seed, DEEPCONF_WARMUP_STREAM, "DeepConf warm-up confidence")
+    T, K = ms.L.shape
+    end = min_conf[np.arange(T), ms.n]
+    warm = np.round(np.maximum(end - np.abs(rng.normal(0.0, 0.3, size=T)), 0.0), 3)
+    return np.repeat(warm[:, None], K, axis=1)
+
+
 def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
     """`ms` with the synthetic peer-probe signals added (module docstring); refuses a non-synthetic set.
 
@@ -225,6 +251,7 @@ def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
                    dynasor_tokens=np.full((T, K), float(PEER_CAP + DYNASOR_SUFFIX_TOKENS)),
                    deer_conf=conf, deer_tokens=dtok + DEER_PROMPT_TOKENS)
     signals.update(deepconf_min_conf=_synthetic_min_conf(ms, seed))
+    signals.update(deepconf_warmup_conf=_synthetic_warmup(ms, seed, signals["deepconf_min_conf"]))
     check, tb_margin = _synthetic_thinkbrake(ms, seed)
     signals.update(thinkbrake_check=check, thinkbrake_margin=tb_margin)
     prov: dict[str, Any] = dict(ms.provenance)

@@ -127,3 +127,27 @@ def test_net_block_charges_the_partial_block(peer_set):
     assert np.all(full >= none) and full.sum() > none.sum()
     assert sum(sum(c["signal_tokens"]) for c in res["net"]["cells"]) == int(full.sum())
     assert res["net"]["signal_cost"]["kv_block"] == KV_BLOCK
+
+
+def test_deepconf_warmup_is_the_sources_value_where_the_set_has_it(peer_set):
+    from otbench.analysis.methods import DeepConfExit
+
+    ms = peer_set
+    train = ms.take(np.flatnonzero(ms.split == 0))
+    m = DeepConfExit()
+    m.fit(train, train)
+    assert m.warmup == "deepconf_warmup_conf" and "the source's" in m.config()["warmup"]
+    model = np.asarray(train.cell_model)[train.cell]
+    for i, name in enumerate(train.models):
+        warm = train.signals["deepconf_warmup_conf"][np.flatnonzero(model == i), train.n[model == i]]
+        for theta in (10.0, 90.0):
+            assert m.threshold(name, theta) == float(np.percentile(warm, 100.0 - theta))
+    # a set without it (a probe set): the thinking-only value, named as otbench's departure
+    bare = dataclasses.replace(train, signals={k: v for k, v in train.signals.items()
+                                               if k != "deepconf_warmup_conf"})
+    m.fit(bare, bare)
+    assert m.warmup == "deepconf_min_conf" and "departure" in m.config()["warmup"]
+    name = bare.models[0]
+    sel = np.flatnonzero(model == 0)
+    want = np.percentile(bare.signals["deepconf_min_conf"][sel, bare.n[sel]], 10.0)
+    assert m.threshold(name, 90.0) == float(want)

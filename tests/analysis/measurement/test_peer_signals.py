@@ -10,6 +10,7 @@ from otbench.analysis.measurement import (
     DEER_SIGNALS,
     DYNASOR_SIGNALS,
     DEEPCONF_SIGNALS,
+    DEEPCONF_WARMUP_SIGNALS,
     PEER_SIGNAL_DEFINITIONS,
     PEER_SIGNALS,
     THINKBRAKE_SIGNALS,
@@ -40,7 +41,7 @@ def test_synthetic_and_labelled_so():
     for name in PEER_SIGNALS:
         assert ms.provenance["signals"][name] == PEER_SIGNAL_DEFINITIONS[name]
     assert set(PEER_SIGNALS) == set(DYNASOR_SIGNALS) | set(DEER_SIGNALS) | set(DEEPCONF_SIGNALS) \
-        | set(THINKBRAKE_SIGNALS)
+        | set(THINKBRAKE_SIGNALS) | set(DEEPCONF_WARMUP_SIGNALS)
     again = simulate("tiny", 0, peer_signals=True)
     for name in PEER_SIGNALS:
         assert np.array_equal(ms.signals[name], again.signals[name])
