@@ -20,8 +20,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from otbench.analysis.methods import KV_BLOCK, Method, signal_tokens
-from otbench.analysis.methods._cost import PROMPT_SIGNAL
+from otbench.analysis.methods import KV_BLOCK, PROMPT_SIGNAL, Method, signal_tokens
 
 from ._areas import cell_areas, frac, nondominated, share
 from ._macro import area_summary, frontier_at

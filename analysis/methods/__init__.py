@@ -24,7 +24,7 @@ from ._contract import (
                         RoutingMethod,
                         UnitTable,
 )
-from ._cost import KV_BLOCK, NO_SIGNAL, SignalCost, partial_block, signal_tokens
+from ._cost import KV_BLOCK, NO_SIGNAL, PROMPT_SIGNAL, SignalCost, partial_block, signal_tokens
 from ._features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
 from ._field import AnswerConsistency, BudgetForcing, DeepConfExit, Deer, DeerSTP, DynasorCoT, DynasorCoTSTP
 from ._method import (
@@ -51,7 +51,7 @@ BUILTINS = METHODS
 """The registry under its former name: built-in names -> ``module:object``."""
 
 __all__ = [
-    "BUILTINS", "CONFIDENCE_SIGNAL", "KV_BLOCK", "DECISION", "DEFAULT_ONLINE", "DEVICE_SIGNALS", "METHODS", "NO_SIGNAL", "ONLINE_MODES", "PROCESSOR_SIGNALS",
+    "BUILTINS", "CONFIDENCE_SIGNAL", "KV_BLOCK", "DECISION", "DEFAULT_ONLINE", "DEVICE_SIGNALS", "METHODS", "NO_SIGNAL", "ONLINE_MODES", "PROCESSOR_SIGNALS", "PROMPT_SIGNAL",
     "OWN_SIDE_SIGNALS", "SIDE_SIGNALS", "STP_SIDE_SIGNALS", "STRATEGIES",
     "AnswerConsistency", "BudgetForcing", "BudgetMethod", "DeepConfExit", "Deer", "DeerSTP", "DynasorCoT", "DynasorCoTSTP", "ExitMethod",
     "HashedText", "ImportedStops", "Method", "MethodError", "OnlineView", "PredictiveScheduling",

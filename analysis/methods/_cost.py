@@ -38,6 +38,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+from otbench.errors import ArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,7 @@ def declared_cost(method: Any) -> SignalCost | None:
 def partial_block(ms: Any, block: int = KV_BLOCK) -> np.ndarray:
     """int64[traj, K] the prefix's partial last block at each position: ``(prompt + L) mod block``."""
     if not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 1:
-        raise ValueError(f"block must be a positive number of tokens, got {block!r}")
+        raise ArgumentError(f"block must be a positive number of tokens, got {block!r}")
     prefix = np.asarray(ms.L, dtype=np.int64)
     if PROMPT_SIGNAL in ms.signals:
         prefix = prefix + np.rint(np.asarray(ms.signals[PROMPT_SIGNAL])).astype(np.int64)
