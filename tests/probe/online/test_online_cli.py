@@ -73,7 +73,8 @@ def test_deepconf_threshold_is_fit_on_train_for_one_model():
     _, _, m = stop_positions(one, resolve("deepconf-exit"), 90.0)
     args = set_rule_args(m, one, 90.0)
     train = one.take(np.flatnonzero(one.split == 0))
-    last = train.signals["deepconf_min_conf"][np.arange(train.num_trajectories), train.n]
+    # the synthetic set records DeepConf's own warm-up value, so the threshold is fit on it
+    last = train.signals["deepconf_warmup_conf"][np.arange(train.num_trajectories), train.n]
     assert args == {"method": "deepconf-exit",
                     "params": {"threshold": float(np.percentile(last, 10.0)), "window": 2048}}
     if len(ms.models) > 1:
