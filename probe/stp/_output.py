@@ -43,7 +43,7 @@ def measurement_set(results: Sequence[UnitResult], *, model: str, P: int,
     """A validated `MeasurementSet` from unit results (any order).
 
     Signals: `logp_end`, `logp_other` and `margin = logp_other - logp_end`
-    per position (docs/rules.md), and the prompt's length `prompt_tokens`.
+    per position (docs/rules.md).
     """
     from otbench.analysis.measurement import from_ragged, ragged
 
@@ -52,8 +52,6 @@ def measurement_set(results: Sequence[UnitResult], *, model: str, P: int,
         "logp_end": ragged([u.logp_end for u in rs], np.float64),
         "logp_other": ragged([u.logp_other for u in rs], np.float64),
         "margin": ragged([[o - e for o, e in zip(u.logp_other, u.logp_end)] for u in rs], np.float64),
-        # the prefix a probe forks from is prompt + thinking[:L]: net cost's partial block
-        "prompt_tokens": ragged([[float(len(u.prompt))] * len(u.L) for u in rs], np.float64),
     }
     # The own-context and field signals exist only when every unit recorded them (a resumed
     # journal written before they existed holds units without them: the set omits the columns).

@@ -15,13 +15,12 @@ from otbench.probe.tokens import ProbeFormat
 from ._ids import compact
 
 SIGNALS = ("logp_end", "logp_other", "margin", "margin_own", "answer", "answer_conf", "hesitation",
-           "answer_tokens", "prompt_tokens")
+           "answer_tokens")
 """Signal columns written by the probe: `margin = logp_other - logp_end` is the
 ThinkBrake quantity (stop at the first boundary where it is <= θ; docs/rules.md);
 `margin_own` the same read in the model's own context (`SIGNAL_DEFINITIONS`);
 the field signals `answer`, `answer_conf`, `hesitation`, `answer_tokens`
-(`otbench.analysis.measurement.SIGNAL_DEFINITIONS`, `otbench.probe.grading.probe_signals`);
-`prompt_tokens`, the prompt's length, from which net cost reads each probe's partial KV block."""
+(`otbench.analysis.measurement.SIGNAL_DEFINITIONS`, `otbench.probe.grading.probe_signals`)."""
 
 OWN_CONTEXT = {
     "margin_own": "logp_other - logp_end read after prompt + thinking[:L] as the model wrote it "
@@ -51,9 +50,7 @@ def signal_definitions(field_probes: Sequence[str] = ()) -> dict[str, str]:
     peers = {k: PEER_SIGNAL_DEFINITIONS[k] for p in field_probes for k in own[p]}
     return {"logp_end": "log p(thinking-end token | retained prefix)",
             "logp_other": "log p(most likely other token | retained prefix)",
-            "margin": "logp_other - logp_end (thinkbrake-onectx: stop when margin <= theta)",
-            "prompt_tokens": "the prompt's length in tokens, the same at every position (net cost "
-                             "reads a probe's partial KV block from prompt + L(k), docs/rules.md)",
+            "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)",
             **OWN_CONTEXT, **SIGNAL_DEFINITIONS, **peers}
 
 

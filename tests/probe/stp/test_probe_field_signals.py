@@ -131,17 +131,17 @@ def test_a_set_without_the_new_signals_still_loads(tmp_path: Path):
             rec.pop(k)
         old.append(UnitResult.from_record(rec))
     ms = measurement_set(old, model="m", P=2, provenance={"signals": signal_definitions()})
-    assert set(ms.signals) == {"logp_end", "logp_other", "margin", "prompt_tokens"}
+    assert set(ms.signals) == {"logp_end", "logp_other", "margin"}
     assert set(ms.provenance["signals"]) == set(ms.signals)
     save(ms, tmp_path / "old")
     back = load(tmp_path / "old")
-    assert set(back.signals) == {"logp_end", "logp_other", "margin", "prompt_tokens"}
+    assert set(back.signals) == {"logp_end", "logp_other", "margin"}
     # one unit with them and one without: the columns are left out (never half-filled)
     new = dataclasses.replace(old[0], logp_end_own=(-1.0, -2.0, -3.0), logp_other_own=(-0.5,) * 3,
                               answer_id=(-1, 1, 0), answer_conf=(.1, .2, .3), hesitation=(0, 1, 0),
                               answer_tokens=(3, 4, 5))
     ms2 = measurement_set([new, old[1]], model="m", P=2)
-    assert set(ms2.signals) == {"logp_end", "logp_other", "margin", "prompt_tokens"}
+    assert set(ms2.signals) == {"logp_end", "logp_other", "margin"}
     ms3 = measurement_set([new], model="m", P=2, provenance={"signals": signal_definitions()})
     assert set(ms3.signals) == set(SIGNALS)
     assert ms3.signals["margin_own"][0, :3].tolist() == [0.5, 1.5, 2.5]
