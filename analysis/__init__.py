@@ -48,7 +48,7 @@ _export("resampling", "BOOT_METRICS", "BootstrapResult", "CheckpointError", "Fro
         "trajectory_thinning")
 _export("bench", "BUILTINS", "BenchResult", "BudgetMethod", "DEFAULT_RATIOS", "DEFAULT_SEED",
         "ExitMethod", "HashedText", "MethodError", "OnlineView", "PredictiveScheduling",
-        "RoutingMethod", "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable",
+        "RoutingMethod", "StoredFeatures", "ThinkBrake", "ThinkBrakeOneContext", "ThinkSwitcher", "UnitTable",
         "apply_split_file", "assign_splits", "load_method", "question_splits",
         "read_question_features", "read_split_file", "ridge_fit", "split_questions", "units_of",
         "write_split_file", "Leaderboard", "MIN_RANK_QUESTIONS", "leaderboard", "leaderboard_key",

@@ -56,7 +56,7 @@ def main():
           f"test split {test.num_trajectories}")
     print(f"assign_splits                         {t_split:8.3f} s")
     print(f"baseline: frontiers(test, 3 strategies) {t_front:8.3f} s")
-    for name in ("thinkswitcher", "predictive-scheduling", "thinkbrake"):
+    for name in ("thinkswitcher", "predictive-scheduling", "thinkbrake-onectx"):
         t, res = best_of(lambda: evaluate(ms, name), a.repeats)
         print(f"evaluate {name:24s}     {t:8.3f} s  ({len(res.points)} θ; "
               f"{t / t_front:5.1f} x the frontier solve)")

@@ -68,7 +68,7 @@ def main() -> None:
     try:
         certs = []
         for theta in thetas:
-            rows, k, m = stop_positions(ms, "thinkbrake", theta, options={"signal": sig})
+            rows, k, m = stop_positions(ms, "thinkbrake-onectx", theta, options={"signal": sig})
             if a.trajectories is not None:
                 rows, k = rows[:a.trajectories], k[:a.trajectories]
             cert = certify_set(a.set, ms, rows, k, method=m, theta=theta, engine=engine, offline_signal=sig)
@@ -93,7 +93,7 @@ def main() -> None:
 
         prompts = [list(p) for p in load_table(a.set, "tokens").column("prompt").to_pylist()[:8]]
         greedy = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
-        args = request_args("thinkbrake", -1e30, fam.name, boundary=prov.get("boundary_rule", "vocab"))
+        args = request_args("thinkbrake-onectx", -1e30, fam.name, boundary=prov.get("boundary_rule", "vocab"))
         plain = [GenRequest(p, 1, 0, a.tokens, (), ignore_eos=True) for p in prompts]
         ctl = [r._replace(extra_args=args) for r in plain]
         engine.generate(plain[:1], greedy)                           # warm-up

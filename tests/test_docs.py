@@ -291,7 +291,7 @@ def test_every_tidy_column_is_named_in_its_paragraph():
 
     ms = oa.assign_splits(oa.simulate("tiny", seed=0))          # SYNTHETIC
     fr = oa.frontiers(ms, grid=5)
-    bench = oa.bench_evaluate(ms, "thinkbrake", theta_grid=3)
+    bench = oa.bench_evaluate(ms, "thinkbrake-onectx", theta_grid=3)
     made = {"MeasurementSet": ms, "FrontierResult": fr, "StrategyFrontier": fr.strategies["dee"],
             "MetricsResult": oa.metrics(ms), "BootstrapResult": oa.bootstrap(ms, replicates=4),
             "ProbeThinning": oa.probe_thinning(ms, probes=(2,)),
@@ -457,3 +457,19 @@ def test_the_quickstart_shows_what_its_commands_print(tmp_path):
         pytest.skip("docs/quickstart.md rewritten from this run: review the diff")
     for (command, shown), out in zip(blocks, got):
         assert normalise(shown, tmp_path) == out, f"$ {command}: the page shows other output"
+
+
+def test_the_calibration_figure_has_one_source():
+    """online.md shows the certificate's calibration from the benchmark's own record, never a copy."""
+    page = (DOCS / "guides" / "online.md").read_text(encoding="utf-8")
+    assert "<!-- otbench:measured benchmarks/certify_calibration.py -->" in page
+    assert not re.search(r"rejection rate \d", page)           # no figure typed into the page
+    shown = hook.measured_markdown("benchmarks/certify_calibration.py")
+    import ast
+
+    doc = ast.get_docstring(ast.parse((DOCS.parent / "benchmarks" / "certify_calibration.py")
+                                      .read_text(encoding="utf-8")))
+    last = re.search(r"`(rejection rate [^`]*)`", " ".join(doc.split()))
+    assert last and last.group(1) in shown and shown.startswith("Measured")
+    assert hook.measured_markdown("benchmarks/none.py") is None
+    assert hook.measured_markdown("../x.py") is None

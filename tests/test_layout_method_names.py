@@ -65,17 +65,17 @@ def test_no_registered_method_name_in_the_online_controller_or_its_cli():
 def test_the_name_rule_fails_on_planted_switches():
     names = _registered()
     planted = '''
-"""A docstring may cite thinkbrake and deepconf-exit."""
+"""A docstring may cite thinkbrake-onectx and deepconf-exit."""
 X = "deer"                                   # a bare name
 def f(m):
     """So may this one: deer-stp."""
     if m.name == "deepconf-exit":            # a switch
         return f"{m.name} is dynasor-cot"
-    return m.name in ("thinkbrake", "cap")   # a closed set; "cap" is no method
+    return m.name in ("thinkbrake-onectx", "cap")   # a closed set; "cap" is no method
 Y = "deer_conf, dynasor_window"              # signal names are not method names
 Z = "certify deer-stp instead"               # a name inside a message
 '''
     assert method_names_in(planted, names) == [(3, "deer"), (6, "deepconf-exit"), (7, "dynasor-cot"),
-                                                (8, "thinkbrake"), (10, "deer-stp")]
+                                                (8, "thinkbrake-onectx"), (10, "deer-stp")]
     # the repository's own checked files are read (a wrong glob would pass anything)
     assert any(p.name == "_exit_rule.py" for p in CHECKED) and (ROOT / "cli" / "_online.py") in CHECKED

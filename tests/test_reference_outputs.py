@@ -55,6 +55,14 @@ no longer says the replicates centre near (R-1)/R of the estimate) and Table 19 
 behind-best interval columns, the small-split warning in its caption and CSV). Every other
 digest is unchanged.
 
+Re-pinned for issue 58 (peers' rules as their code has them). `bench.json`: the one-context
+margin rule is renamed `thinkbrake-onectx` (`thinkbrake` is now ThinkBrake's own two-context rule,
+whose signals the simulated set lacks, so `bench compare` skips it); every result's
+`net.signal_cost` gains `at` (null here), and a method whose decision sends a probe request
+(here only `thinkbrake-onectx`) is charged its prefix's partial 16-token KV block, so its net
+points, `kv_block` and `partial_block_prefix` change; every gross number is unchanged. Table 19
+(CSV and LaTeX): the method's name and its net columns. Every other digest is unchanged.
+
 What is compared: JSON documents with their `provenance` blocks removed
 (they name library versions) and canonically re-serialized; CSV and LaTeX
 tables as bytes; the set's logical content hash. PNG bytes depend on the

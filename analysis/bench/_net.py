@@ -8,6 +8,11 @@ is read at the net cost, and the curve, areas and macro chain are computed
 exactly as for the gross points. Net relative cost may exceed 1 (a signal
 can cost more than the thinking it saves); areas stay over `[0, 1]`, where
 a point beyond 1 adds nothing.
+
+A decision that sends a probe request is also charged the prefix's partial
+last KV block (``(prompt + L(j)) mod block``, `methods.partial_block`), which
+vLLM's prefix cache does not share; ``block`` is `methods.KV_BLOCK` (16) unless
+given.
 """
 
 from collections.abc import Sequence
@@ -15,24 +20,25 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from otbench.analysis.methods import Method, signal_tokens
+from otbench.analysis.methods import KV_BLOCK, PROMPT_SIGNAL, Method, signal_tokens
 
 from ._areas import cell_areas, frac, nondominated, share
 from ._macro import area_summary, frontier_at
 from ._macro import chain as macro_chain
 
 NET_COST = ("retained thinking tokens L(k) plus the signal's declared / recorded cost per "
-            "decision (prefill, decoded probe tokens, helper FLOPs as reasoning-model tokens)")
+            "decision (prefill, decoded probe tokens, helper FLOPs as reasoning-model tokens, and "
+            "for a probe request the prefix's partial last KV block)")
 
 
 def net_block(test: Any, m: Method, sweep: Sequence[float], cells: Sequence[Any],
               ks: Sequence[np.ndarray], cost: np.ndarray, reward: np.ndarray,
-              weights: Sequence[Fraction]) -> dict[str, Any]:
+              weights: Sequence[Fraction], block: int = KV_BLOCK) -> dict[str, Any]:
     """The ``net`` section of a bench result (module docstring); JSON data."""
     declared = m.signal_cost
     sig = np.zeros_like(cost)
     for i, k in enumerate(ks):
-        s = signal_tokens(test, m.strategy, declared, k)
+        s = signal_tokens(test, m.strategy, declared, k, block=block)
         for c, ct in enumerate(cells):
             sig[i, c] = int(s[ct.rows].sum())
     net = cost + sig
@@ -68,6 +74,10 @@ def net_block(test: Any, m: Method, sweep: Sequence[float], cells: Sequence[Any]
               for i, th in enumerate(sweep)]
     cfg = declared.to_json(declared.recorded in test.signals if declared.recorded else None) \
         if declared is not None else {"note": "undeclared: counted as 0"}
+    if declared is not None and declared.forks:
+        cfg["kv_block"] = int(block)
+        cfg["partial_block_prefix"] = ("prompt_tokens + L(j)" if PROMPT_SIGNAL in test.signals
+                                       else "L(j): the set records no prompt_tokens")
     return {"token_cost": NET_COST, "signal_cost": cfg, "points": points,
             "summary": {**area_summary(weights, areas), "curve_points": int(sum(keep))},
             "cells": cell_out}

@@ -77,7 +77,7 @@ def offline_point(ms: MeasurementSet, method: Any, theta: float, *, split: str =
 
     Returns ``rows`` (of `ms` in `split`), their stops ``k``, the net rule's
     ``signal_tokens`` and ``paid`` decisions per row (`signal_tokens` with
-    one token per decision and nothing decoded), and the declared
+    one token per decision, nothing decoded, no partial block), and the declared
     ``prefill`` (+ helper FLOPs) per decision. Assigns the default split
     first when `ms` has none.
     """
@@ -90,5 +90,5 @@ def offline_point(ms: MeasurementSet, method: Any, theta: float, *, split: str =
     one = None if cost is None else dataclasses.replace(cost, prefill=1, decoded=0, flops_tokens=0,
                                                          recorded=None)
     return {"rows": rows, "k": k, "signal_tokens": signal_tokens(test, fitted.strategy, cost, k),
-            "paid": signal_tokens(test, fitted.strategy, one, k),
+            "paid": signal_tokens(test, fitted.strategy, one, k, block=1),   # decisions, no block
             "prefill": 0 if cost is None else cost.prefill + cost.flops_tokens}

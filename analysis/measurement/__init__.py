@@ -32,7 +32,7 @@ _LAZY = {
     **dict.fromkeys(("EEE_SCHEMA_VERSION", "eee_records", "export_eee", "import_eee"), "_eee"),
     **dict.fromkeys(("export_hub", "from_table"), "_hub"), "hub_path": "_hub_id",
     **dict.fromkeys(("export_jsonl", "import_jsonl"), "_jsonl"),
-    **dict.fromkeys(("DEEPCONF_SIGNALS", "DEER_SIGNALS", "DYNASOR_SIGNALS", "PEER_SIGNAL_DEFINITIONS",
+    **dict.fromkeys(("DEEPCONF_SIGNALS", "DEER_SIGNALS", "DYNASOR_SIGNALS", "PEER_SIGNAL_DEFINITIONS", "THINKBRAKE_SIGNALS", "DEEPCONF_WARMUP_SIGNALS",
                      "PEER_SIGNALS", "WINDOW_BITS", "add_peer_signals", "window_masks"),
                     "_peer_signals"),
     **dict.fromkeys(("SPAN_RULES", "boundary_mask", "segment", "segment_flat",
@@ -73,10 +73,12 @@ if TYPE_CHECKING:   # static tools see the names the hook provides
     from ._jsonl import export_jsonl, import_jsonl  # noqa: F401
     from ._peer_signals import (  # noqa: F401
         DEEPCONF_SIGNALS,
+        DEEPCONF_WARMUP_SIGNALS,
         DEER_SIGNALS,
         DYNASOR_SIGNALS,
         PEER_SIGNAL_DEFINITIONS,
         PEER_SIGNALS,
+        THINKBRAKE_SIGNALS,
         WINDOW_BITS,
         add_peer_signals,
         window_masks,
@@ -99,7 +101,7 @@ def describe_columns() -> dict:
 
 
 __all__ = ["describe_columns", "DEEPCONF_SIGNALS", "deepconf_stop",
-    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "WINDOW_BITS", "window_masks", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
+    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "THINKBRAKE_SIGNALS", "DEEPCONF_WARMUP_SIGNALS", "WINDOW_BITS", "window_masks", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
     "add_field_signals", "add_peer_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",

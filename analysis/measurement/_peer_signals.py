@@ -31,7 +31,19 @@ previous position, as the same prefix gives the same probe):
   level `12 + N(0, 1)`; a step's group confidence `level + 3 (C/P - 1/2) +
   N(0, 0.7²)`; while `L(k) < 2048` (DeepConf's window) the token-weighted mean
   of the steps so far, after that the lowest step value since the window
-  filled (floored at 0, as a confidence is).
+  filled (floored at 0, as a confidence is);
+* ``thinkbrake_check`` and ``thinkbrake_margin`` (their own stream,
+  `THINKBRAKE_STREAM`): a boundary `k >= 1` ends with ``.\\n\\n`` with
+  probability 0.4 (an empty step repeats the previous position); at a check the
+  margin is the set's one-context ``margin`` minus `0.5 |N(0, 1)|` (a sampled
+  token is at most as likely as the top one) plus `N(0, 0.3²)` (the end token
+  read after ``.\\n`` instead), 0 elsewhere;
+* ``deepconf_warmup_conf`` (its own stream, `DEEPCONF_WARMUP_STREAM`): per
+  trajectory ``deepconf_min_conf`` at `n` minus `|N(0, 0.3²)|` (a model in
+  which the answer's windows, which can only lower the lowest group
+  confidence, outweigh the 21st log-probability, which can only raise a
+  token's), floored at 0 and rounded to 3 decimals as ``utils.py``
+  rounds, the same at every position.
 """
 
 import dataclasses
@@ -87,6 +99,23 @@ PEER_SIGNAL_DEFINITIONS = {
                          "`window` tokens exist, utils.py compute_least_grouped and min_conf), read "
                          "from the trajectory's own sampled tokens (no extra decode); the window is "
                          "the provenance's deepconf.window",
+    "thinkbrake_check": "1 where ThinkBrake checks: the thinking so far (thinking[:L(k)]) ends with "
+                        "the text '.\\n\\n' (ssangjun706/ThinkBrake thinkbrake/func/handler.py lines "
+                        "58-63: every chunk stops at '.\\n\\n' or the thinking-end token), else 0",
+    "thinkbrake_margin": "ThinkBrake's margin at a check (handler.py lines 83-112), with text the "
+                         "thinking so far without its '.\\n\\n': the log-probability of the one "
+                         "token sampled (the run's sampling parameters) after text + '.\\n\\n' "
+                         "minus the log-probability of the thinking-end token read after text + "
+                         "'.\\n'; 0 where thinkbrake_check is 0",
+    "deepconf_warmup_conf": "DeepConf's warm-up min_conf of the whole trajectory, the same at every "
+                            "position (facebookresearch/deepconf utils.py process_output, lines "
+                            "282-303: over every output token, the answer included; a token's "
+                            "confidence is minus the mean of every log-probability vLLM returns for "
+                            "it, the 20 requested (wrapper.py line 196) and the sampled token's when "
+                            "it is not among them, 21, rounded to 3 decimals, compute_confidence "
+                            "lines 41-50; the lowest sliding mean of `window` of them, each rounded "
+                            "to 3 decimals, or their mean when fewer, compute_least_grouped lines "
+                            "53-62): what the source's threshold is a percentile of (wrapper.py line 208)",
 }
 PEER_SIGNALS = tuple(PEER_SIGNAL_DEFINITIONS)
 DYNASOR_SIGNALS = ("dynasor_answer", "dynasor_window", "dynasor_uncertain", "dynasor_tokens")
@@ -96,6 +125,10 @@ DEER_SIGNALS = ("deer_conf", "deer_tokens")
 DEEPCONF_SIGNALS = ("deepconf_min_conf",)
 DEEPCONF_STREAM = 42     # its own stream: adding it leaves the other peer signals bit-identical
 DEEPCONF_WINDOW = 2048   # DeepConf's window_size (wrapper.py line 80)
+THINKBRAKE_SIGNALS = ("thinkbrake_check", "thinkbrake_margin")
+THINKBRAKE_STREAM = 58   # its own stream: adding it leaves the other peer signals bit-identical
+DEEPCONF_WARMUP_SIGNALS = ("deepconf_warmup_conf",)
+DEEPCONF_WARMUP_STREAM = 59
 
 
 def window_masks(classes: np.ndarray, bits: int = WINDOW_BITS) -> np.ndarray:
@@ -158,6 +191,32 @@ def _synthetic_min_conf(ms: MeasurementSet, seed: int) -> np.ndarray:
     return out
 
 
+def _synthetic_thinkbrake(ms: MeasurementSet, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(check, margin) float[T, K]: synthetic ThinkBrake signals (module docstring), own stream."""
+    rng = synthetic_stream(ms, seed, THINKBRAKE_STREAM, "ThinkBrake checks")
+    T, K = ms.L.shape
+    base = np.asarray(ms.signals["margin"], dtype=np.float64) if "margin" in ms.signals \
+        else np.zeros((T, K))
+    check, margin = np.zeros((T, K)), np.zeros((T, K))
+    for k in range(1, K):
+        hit = rng.random(T) < 0.4
+        shift = -0.5 * np.abs(rng.standard_normal(T)) + 0.3 * rng.standard_normal(T)
+        ck, mk = hit.astype(np.float64), np.where(hit, base[:, k] + shift, 0.0)
+        rep = ms.L[:, k] == ms.L[:, k - 1]
+        check[:, k] = np.where(rep, check[:, k - 1], ck)
+        margin[:, k] = np.where(rep, margin[:, k - 1], mk)
+    return check, margin
+
+
+def _synthetic_warmup(ms: MeasurementSet, seed: int, min_conf: np.ndarray) -> np.ndarray:
+    """float[T, K] a synthetic ``deepconf_warmup_conf`` (module docstring), its own stream."""
+    rng = synthetic_stream(ms, seed, DEEPCONF_WARMUP_STREAM, "DeepConf warm-up confidence")
+    T, K = ms.L.shape
+    end = min_conf[np.arange(T), ms.n]
+    warm = np.round(np.maximum(end - np.abs(rng.normal(0.0, 0.3, size=T)), 0.0), 3)
+    return np.repeat(warm[:, None], K, axis=1)
+
+
 def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
     """`ms` with the synthetic peer-probe signals added (module docstring); refuses a non-synthetic set.
 
@@ -192,6 +251,9 @@ def add_peer_signals(ms: MeasurementSet, seed: int) -> MeasurementSet:
                    dynasor_tokens=np.full((T, K), float(PEER_CAP + DYNASOR_SUFFIX_TOKENS)),
                    deer_conf=conf, deer_tokens=dtok + DEER_PROMPT_TOKENS)
     signals.update(deepconf_min_conf=_synthetic_min_conf(ms, seed))
+    signals.update(deepconf_warmup_conf=_synthetic_warmup(ms, seed, signals["deepconf_min_conf"]))
+    check, tb_margin = _synthetic_thinkbrake(ms, seed)
+    signals.update(thinkbrake_check=check, thinkbrake_margin=tb_margin)
     prov: dict[str, Any] = dict(ms.provenance)
     prov["signals"] = {**dict(prov.get("signals", {})), **PEER_SIGNAL_DEFINITIONS}
     prov["deepconf"] = {"window": DEEPCONF_WINDOW, "top_k": 20}

@@ -13,7 +13,7 @@ No JAX here: the probe stage and the online controller import these names
   question features and ridge regression for the learned ones.
 """
 
-from ._baselines import PredictiveScheduling, ThinkBrake, ThinkSwitcher
+from ._baselines import PredictiveScheduling, ThinkBrakeOneContext, ThinkSwitcher
 from ._contract import (
                         DECISION,
                         STRATEGIES,
@@ -24,7 +24,7 @@ from ._contract import (
                         RoutingMethod,
                         UnitTable,
 )
-from ._cost import NO_SIGNAL, SignalCost, signal_tokens
+from ._cost import KV_BLOCK, NO_SIGNAL, PROMPT_SIGNAL, SignalCost, partial_block, signal_tokens
 from ._features import HashedText, StoredFeatures, read_question_features, ridge_fit, units_of
 from ._field import AnswerConsistency, BudgetForcing, DeepConfExit, Deer, DeerSTP, DynasorCoT, DynasorCoTSTP
 from ._method import (
@@ -45,16 +45,17 @@ from ._method import (
                       resolve,
 )
 from ._stops import ImportedStops, read_stops
+from ._thinkbrake import ThinkBrake, thinkbrake_stop
 
 BUILTINS = METHODS
 """The registry under its former name: built-in names -> ``module:object``."""
 
 __all__ = [
-    "BUILTINS", "CONFIDENCE_SIGNAL", "DECISION", "DEFAULT_ONLINE", "DEVICE_SIGNALS", "METHODS", "NO_SIGNAL", "ONLINE_MODES", "PROCESSOR_SIGNALS",
+    "BUILTINS", "CONFIDENCE_SIGNAL", "KV_BLOCK", "DECISION", "DEFAULT_ONLINE", "DEVICE_SIGNALS", "METHODS", "NO_SIGNAL", "ONLINE_MODES", "PROCESSOR_SIGNALS", "PROMPT_SIGNAL",
     "OWN_SIDE_SIGNALS", "SIDE_SIGNALS", "STP_SIDE_SIGNALS", "STRATEGIES",
     "AnswerConsistency", "BudgetForcing", "BudgetMethod", "DeepConfExit", "Deer", "DeerSTP", "DynasorCoT", "DynasorCoTSTP", "ExitMethod",
     "HashedText", "ImportedStops", "Method", "MethodError", "OnlineView", "PredictiveScheduling",
-    "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake", "ThinkSwitcher", "UnitTable",
-    "builtin_methods", "check_sweep_budget", "load_method", "online_method", "read_question_features", "read_stops",
-    "resolve", "ridge_fit", "signal_tokens", "units_of",
+    "RoutingMethod", "SignalCost", "StoredFeatures", "ThinkBrake", "ThinkBrakeOneContext", "ThinkSwitcher", "UnitTable",
+    "builtin_methods", "check_sweep_budget", "load_method", "online_method", "partial_block", "read_question_features", "read_stops",
+    "resolve", "ridge_fit", "signal_tokens", "thinkbrake_stop", "units_of",
 ]

@@ -10,10 +10,17 @@
   `L(k*)` (`k*` the earliest maximizer of the probe curve, docs/rules.md; the log
   because token counts span three orders of magnitude); the cap is `θ` times
   the prediction `expm1(·)` (floored at 0).
-* `ThinkBrake` (DEE, ``thinkbrake``): stop at the first boundary where the
-  recorded ``margin`` signal (log-probability of the most likely non-ending
-  token minus that of the thinking-end token, docs/rules.md) is `<= θ`. Nothing
-  is learned; the train split only places the default `θ` sweep.
+* `ThinkBrakeOneContext` (DEE, ``thinkbrake-onectx``): stop at the first
+  boundary where the recorded ``margin`` signal (log-probability of the most
+  likely non-ending token minus that of the thinking-end token, both read in
+  one context, docs/rules.md) is `<= θ`. Nothing is learned; the train split
+  only places the default `θ` sweep. It is otbench's departure from
+  ThinkBrake's own rule (`_thinkbrake.ThinkBrake`, ``thinkbrake``): it asks at
+  every boundary, not only where the text ends with ``.\n\n``; it reads one
+  context, not two; it takes the most likely non-end token, not the token
+  sampled; and it is charged one prefill token per check (plus the prefix's
+  partial block, `_cost`). Every probe set records its signal, and the online
+  logits processor runs it (its ``margin`` is the recorded ``margin_own``).
 
 Learned parts are trained on the train split only; the ridge penalty is
 picked per model on the validation split by mean squared error (ties to the
@@ -25,7 +32,7 @@ from train (and validation) quantities, never from the test split:
   units, `θ = 1` (nothing thinks);
 * PredictiveScheduling: `θ = 0` (no thinking) and a geometric sweep from
   1/8 to 32;
-* ThinkBrake: quantiles of the train margins at the boundaries where it
+* ThinkBrakeOneContext: quantiles of the train margins at the boundaries where it
   can stop (`k < n`), widened by 1 nat at each end.
 """
 
@@ -172,13 +179,14 @@ class PredictiveScheduling(_Learned):
         return theta * self.predicted_tokens(units)
 
 
-class ThinkBrake:
-    """DEE early exit: stop at the first boundary whose margin signal is `<= θ`."""
+class ThinkBrakeOneContext:
+    """DEE early exit: stop at the first boundary whose one-context margin signal is `<= θ`."""
 
-    summary = "ThinkBrake-style exit: first boundary with margin signal <= theta"
+    summary = ("otbench's one-context reading of ThinkBrake, not its source's rule: first boundary "
+               "with margin signal <= theta (top non-end token vs the end token, one context)")
     online = "processor"        # the logits processor reads the margin per step
 
-    name = "thinkbrake"
+    name = "thinkbrake-onectx"
     strategy = "dee"
     # The margin needs the thinking-end token's log-probability at the
     # boundary; a server returning only top-k log-probabilities gives it by a
@@ -194,7 +202,7 @@ class ThinkBrake:
 
     def fit(self, train: MeasurementSet, validation: MeasurementSet) -> None:
         if self.signal not in train.signals:
-            raise ArgumentError(f"thinkbrake needs the per-position signal {self.signal!r} "
+            raise ArgumentError(f"{self.name} needs the per-position signal {self.signal!r} "
                                 f"(docs/rules.md); the set records: "
                                 f"{', '.join(sorted(train.signals)) or 'none'}")
         # The boundaries where a stop is asked: k < n.
@@ -215,7 +223,7 @@ class ThinkBrake:
         return {"signal": self.signal}
 
     @classmethod
-    def from_online(cls, params: dict[str, Any]) -> "ThinkBrake":
+    def from_online(cls, params: dict[str, Any]) -> "ThinkBrakeOneContext":
         return cls(**params)
 
     def device_signal(self) -> str:

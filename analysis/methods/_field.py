@@ -71,7 +71,18 @@ cost. Sources are restated from their code, never copied:
   (``processors.py`` lines 43-55). Restated: `θ` = ``confidence_percentile``;
   `fit` takes each model's train-split trajectories as its warm-up traces
   (their ``deepconf_min_conf`` at the last position) and the threshold is
-  ``np.percentile(those, 100 - θ)``; at boundary `k` stop when
+  ``np.percentile(those, 100 - θ)``. The source's warm-up ``min_conf``
+  (``utils.py`` ``process_output``, lines 282-303) is taken over the whole
+  output, the answer included, and each token's confidence averages every
+  log-probability vLLM returns (``compute_confidence``, lines 41-50: the 20
+  requested, 21 when the sampled token is not among them), rounded to 3
+  decimals (lines 49, 61); ``fit`` reads that value from
+  ``deepconf_warmup_conf`` where the set records it, else (otbench's probe
+  does not) the thinking-only, top-20 ``deepconf_min_conf`` at the end --
+  otbench's departure, named in the result's ``config.warmup`` (the
+  answer's windows can only lower the source's value; a 21st, lower
+  log-probability can only raise a token's confidence).
+  At boundary `k` stop when
   `measurement.deepconf_stop` holds (the window full and the lowest group
   confidence of the first `L(k)` tokens below the threshold: the step in
   which the processor would have ended the trace). Cost: none beyond the
@@ -115,6 +126,8 @@ from otbench.errors import ArgumentError
 DYNASOR_SUFFIX_TOKENS = 24
 DEER_PROMPT_TOKENS = 8
 PROBE_CAP = 20
+WARMUP_SIGNAL = "deepconf_warmup_conf"
+"""DeepConf's warm-up min_conf as its source computes it (`measurement.PEER_SIGNAL_DEFINITIONS`)."""
 
 
 def _need(ms: MeasurementSet, names: tuple[str, ...], who: str, own: str | None = None) -> None:
@@ -323,6 +336,7 @@ class DeepConfExit:
 
     def __init__(self) -> None:
         self.window: int | None = None
+        self.warmup: str | None = None                 # the signal the warm-up min_confs come from
         self._warmup: dict[str, np.ndarray] = {}       # model -> sorted train min_confs
         self._online: float | None = None              # the threshold a logits processor was given
 
@@ -345,7 +359,11 @@ class DeepConfExit:
             raise ArgumentError(f"{self.name} needs the window its signal was read with (the set's "
                                 f"provenance deepconf.window), got {window!r}")
         self.window = int(window)
-        last = train.signals["deepconf_min_conf"][np.arange(train.num_trajectories), train.n]
+        # The source's warm-up value where the set has it (whole output, every returned
+        # log-probability, rounded: utils.py process_output); else otbench's thinking-only,
+        # top-20 reading, a departure the result's config names.
+        self.warmup = WARMUP_SIGNAL if WARMUP_SIGNAL in train.signals else "deepconf_min_conf"
+        last = train.signals[self.warmup][np.arange(train.num_trajectories), train.n]
         model = np.asarray(train.cell_model)[train.cell]
         self._warmup = {m: np.sort(last[model == i]) for i, m in enumerate(train.models)
                         if np.any(model == i)}
@@ -374,5 +392,10 @@ class DeepConfExit:
                 "theta": "confidence_percentile (threshold = percentile 100 - theta of the train "
                          "split's lowest group confidences, per model)",
                 "window": self.window, "top_k": 20,
+                "warmup": (None if self.warmup is None else
+                           "the source's: signal.deepconf_warmup_conf (whole output, every returned "
+                           "log-probability)" if self.warmup == WARMUP_SIGNAL else
+                           "otbench's departure: signal.deepconf_min_conf at the end (thinking "
+                           "tokens only, the top-20 mean, unrounded; docs/rules.md)"),
                 "departs": "answered at the stop (DeepConf discards the trace); threshold from the "
                            "train split, not 16 warm-up traces per question"}

@@ -67,7 +67,7 @@ CONFIDENCE_SIGNAL = "deepconf_min_conf"
 THETA_CELL_BYTES = 1000
 """Bytes per (θ, cell) of an evaluation: the int64 cost, reward and frontier sums, four exact
 fractions and the point of the result; measured 670 B on 12 cells
-(`evaluate(ms, "thinkbrake", theta_grid=2000).to_json()`), rounded up."""
+(`evaluate(ms, "thinkbrake-onectx", theta_grid=2000).to_json()`), rounded up."""
 THETA_POSITION_OPS = 20
 """Element operations per (θ, position of the set): one walk of the method over the split;
 measured 23-67 ns per position for the built-in methods, so this is a lower bound."""
@@ -82,6 +82,7 @@ METHODS = Registry("method", {
     "thinkswitcher": "otbench.analysis.methods:ThinkSwitcher",
     "predictive-scheduling": "otbench.analysis.methods:PredictiveScheduling",
     "thinkbrake": "otbench.analysis.methods:ThinkBrake",
+    "thinkbrake-onectx": "otbench.analysis.methods:ThinkBrakeOneContext",
     "dynasor-cot": "otbench.analysis.methods:DynasorCoT",
     "deer": "otbench.analysis.methods:Deer",
     "dynasor-cot-stp": "otbench.analysis.methods:DynasorCoTSTP",
@@ -93,8 +94,9 @@ METHODS = Registry("method", {
 """The method registry: built-in names -> ``module:object``, imported only when chosen.
 One line adds a method: ``METHODS.register("my-method", "my_pkg.mod:MyMethod")``; an installed
 distribution adds one by an entry point in the group ``otbench.methods``."""
-DEFAULT_ONLINE = "thinkbrake"
-"""The method `otbench online` runs without ``--method`` (the DEE baseline, in the logits processor)."""
+DEFAULT_ONLINE = "thinkbrake-onectx"
+"""The method `otbench online` runs without ``--method`` (the DEE baseline, in the logits processor:
+the one-context margin it reads per step; ThinkBrake's own two-fork rule runs offline only)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

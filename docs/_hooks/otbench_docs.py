@@ -11,7 +11,10 @@ A page asks for a generated part with a marker comment on a line of its own,
                            `otbench.analysis.measurement` checks on load;
 * `horizon-columns`        the two tables of a matched-horizon run directory;
 * `api-index`              the list of the Python API pages;
-* `include PATH`           a file of the repository, shown as it is (an example that runs).
+* `include PATH`           a file of the repository, shown as it is (an example that runs);
+* `measured PATH`          the paragraph of a benchmark's docstring that starts with "Measured"
+                           (its recorded figures): a figure lives in the benchmark beside the code
+                           that produced it, and a page shows it from there, never a copy.
 
 The Python API pages (`reference/api/<package>.md`) are generated whole, one
 per public package (a package of the project with an `__all__`); mkdocstrings
@@ -429,6 +432,21 @@ def _escape_md(text: str) -> str:
     return text.replace("<", "&lt;")
 
 
+def measured_markdown(path: str) -> str | None:
+    """The "Measured ..." paragraph of the module docstring of `path` (a benchmark), or None."""
+    import ast
+
+    src = ROOT / path
+    if ".." in path or not src.is_file() or src.suffix != ".py":
+        return None
+    doc = ast.get_docstring(ast.parse(src.read_text(encoding="utf-8"))) or ""
+    paras = [p for p in re.split(r"\n\s*\n", doc) if p.startswith("Measured")]
+    if len(paras) != 1:
+        return None
+    body = " ".join(line.strip() for line in paras[0].splitlines())
+    return f"{body} (recorded in `{path}`.)\n"
+
+
 def on_page_markdown(markdown, page, config, files):
     page_dir = str(Path(page.file.src_uri).parent).replace(".", "") if "/" in page.file.src_uri else ""
 
@@ -445,6 +463,8 @@ def on_page_markdown(markdown, page, config, files):
         if name == "include" and arg and (ROOT / arg).is_file() and ".." not in arg:
             lang = {".py": "python", ".toml": "toml", ".json": "json"}.get(Path(arg).suffix, "text")
             return f"```{lang}\n{(ROOT / arg).read_text(encoding='utf-8').rstrip()}\n```\n"
+        if name == "measured" and arg and measured_markdown(arg) is not None:
+            return measured_markdown(arg)
         if name == "trace-fields":
             return trace_fields_markdown()
         if name == "api-index":

@@ -78,7 +78,7 @@ def test_inf_theta_is_no_cap_for_fb_methods(sets, tmp_path):
     doc = json.loads(out.read_text())
     assert doc["config"]["thetas"] == [1.0, None]          # inf has no JSON number: null
     assert doc["points"][-1]["theta"] is None and doc["points"][-1]["rel_cost"] == 1.0
-    refused(cli("bench", "run", s, "--method", "thinkbrake", "--thetas", "0.5,inf"),
+    refused(cli("bench", "run", s, "--method", "thinkbrake-onectx", "--thetas", "0.5,inf"),
             "Error: `--thetas` must be finite, got [0.5, inf]")
 
 

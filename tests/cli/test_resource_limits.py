@@ -69,7 +69,7 @@ CASES = {
                  "trajectory thinning of 4 cells at 2 levels: `--draws` = 200,000,000 needs "
                  "about 166.9 GiB of memory (896 bytes per draw)",
                  "the largest accepted `--draws` here is"),
-    "bench": (("bench", "run", "{s}", "--method", "thinkbrake", "--theta-grid", "2000000"),
+    "bench": (("bench", "run", "{s}", "--method", "thinkbrake-onectx", "--theta-grid", "2000000"),
               "a θ sweep over 4 cells, ", "`--theta-grid` = 2,000,000 needs about",
               "the largest accepted `--theta-grid` here is"),
     "bootstrap": (("bootstrap", "{s}", "--replicates", "2000000", "--batch", "2000000"),

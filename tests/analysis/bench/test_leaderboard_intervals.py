@@ -107,14 +107,14 @@ def test_ranks_follow_the_leaderboard_order_and_ties_share_a_rank():
 
 def test_an_identical_twin_is_never_separated(small):
     ms, _ = small
-    a = evaluate(ms, "thinkbrake", theta_grid=7)
-    twin = evaluate(ms, "thinkbrake", theta_grid=7)
+    a = evaluate(ms, "thinkbrake-onectx", theta_grid=7)
+    twin = evaluate(ms, "thinkbrake-onectx", theta_grid=7)
     object.__setattr__(twin, "method", "thinkbrake-twin")
     iv = intervals(ms, [a, twin], replicates=100)
     assert iv["thinkbrake-twin"]["gap_behind_best_interval"] == [0.0, 0.0]
     # Tied methods get equal intervals, and the leaderboard gives them one rank.
-    assert iv["thinkbrake-twin"]["rank_interval"] == iv["thinkbrake"]["rank_interval"] == [1, 1]
-    assert iv["thinkbrake-twin"]["net_rank_interval"] == iv["thinkbrake"]["net_rank_interval"]
+    assert iv["thinkbrake-twin"]["rank_interval"] == iv["thinkbrake-onectx"]["rank_interval"] == [1, 1]
+    assert iv["thinkbrake-twin"]["net_rank_interval"] == iv["thinkbrake-onectx"]["net_rank_interval"]
     board = leaderboard([a, twin], ms, replicates=100)
     assert [(r["rank"], r["net_rank"], r["rank_lo"], r["rank_hi"]) for r in board.rows] == [(1, 1, 1, 1)] * 2
 
@@ -122,7 +122,7 @@ def test_an_identical_twin_is_never_separated(small):
 @settings(max_examples=15, deadline=None)
 @given(bench_sets())
 def test_ragged_sets_give_defined_intervals(ms):
-    res = [evaluate(ms, "thinkbrake", audit=0), evaluate(ms, "budget-forcing", audit=0)]
+    res = [evaluate(ms, "thinkbrake-onectx", audit=0), evaluate(ms, "budget-forcing", audit=0)]
     iv = intervals(ms, res, replicates=40)
     for r in res:
         d = iv[r.method]

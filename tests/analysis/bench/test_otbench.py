@@ -292,7 +292,7 @@ def test_evaluator_matches_plain_twin(ms):
     thetas = [0.0, 0.25, 0.5, 1.0, 2.0]
     check_against_twin(ms, evaluate(ms, ParityRouter(), thetas=thetas), "dr", "dr", thetas)
     check_against_twin(ms, evaluate(ms, ScaledCap(), thetas=thetas), "fb", "fb", thetas)
-    check_against_twin(ms, evaluate(ms, "thinkbrake", thetas=thetas), "dee", "dee", thetas)
+    check_against_twin(ms, evaluate(ms, "thinkbrake-onectx", thetas=thetas), "dee", "dee", thetas)
 
 
 def test_nondominated_examples():
@@ -309,7 +309,7 @@ def test_nondominated_examples():
 
 def test_same_inputs_give_bit_identical_json():
     ms = assign_splits(simulate("small", 2))
-    for m in ("thinkswitcher", "predictive-scheduling", "thinkbrake"):
+    for m in ("thinkswitcher", "predictive-scheduling", "thinkbrake-onectx"):
         a = json.dumps(evaluate(ms, m, theta_grid=7).to_json(), sort_keys=True)
         b = json.dumps(evaluate(ms, m, theta_grid=7).to_json(), sort_keys=True)
         assert a == b
@@ -325,7 +325,7 @@ def test_input_order_does_not_matter():
     splits = {(ms.groups[ms.question_group[q]], ms.question_id[q]): SPLITS[s]
               for q, s in zip(ms.question.tolist(), ms.split.tolist())}
     other = build(trajs, splits)
-    for m in ("thinkbrake", ParityRouter()):
+    for m in ("thinkbrake-onectx", ParityRouter()):
         a, b = evaluate(ms, m, thetas=[0.0, 1.0, 5.0]), evaluate(other, m, thetas=[0.0, 1.0, 5.0])
         assert [p.to_json() for p in a.points] == [p.to_json() for p in b.points]
 
@@ -337,7 +337,7 @@ def _scramble_test_labels(ms):
     return dataclasses.replace(ms, C=C, y=y)
 
 
-@pytest.mark.parametrize("method", ["thinkswitcher", "predictive-scheduling", "thinkbrake"])
+@pytest.mark.parametrize("method", ["thinkswitcher", "predictive-scheduling", "thinkbrake-onectx"])
 def test_test_labels_never_reach_a_method(method):
     ms = assign_splits(simulate("small", 0))
     a = evaluate(ms, method, theta_grid=9)
@@ -372,7 +372,7 @@ def test_fit_sees_train_and_validation_only():
 
 def test_validation_split_can_be_evaluated():
     ms = assign_splits(simulate("small", 0))
-    res = evaluate(ms, "thinkbrake", split="validation", theta_grid=3)
+    res = evaluate(ms, "thinkbrake-onectx", split="validation", theta_grid=3)
     val_q = np.unique(ms.question[ms.split == 1]).size
     assert res.split == "validation"
     assert sum(c.questions for c in res.cells) == val_q * len(ms.models)
@@ -380,7 +380,7 @@ def test_validation_split_can_be_evaluated():
 
 def test_gap_is_never_negative_and_curve_is_monotone():
     ms = assign_splits(simulate("small", 1))
-    for m in ("thinkswitcher", "predictive-scheduling", "thinkbrake"):
+    for m in ("thinkswitcher", "predictive-scheduling", "thinkbrake-onectx"):
         res = evaluate(ms, m)
         assert all(p.gap >= 0 for c in res.cells for p in c.points)
         curve = sorted((p.rel_cost, p.acc) for p in res.points if p.nondominated)
@@ -391,10 +391,10 @@ def test_gap_is_never_negative_and_curve_is_monotone():
 
 def test_json_schema():
     ms = assign_splits(simulate("tiny", 0))
-    doc = evaluate(ms, "thinkbrake", thetas=[0.0, 2.0]).to_json()
+    doc = evaluate(ms, "thinkbrake-onectx", thetas=[0.0, 2.0]).to_json()
     assert doc["schema"] == SCHEMA == "otbench.bench/1"
     assert {"schema", "method", "strategy", "split", "points", "summary", "cells"} <= set(doc)
-    assert (doc["method"], doc["strategy"], doc["split"]) == ("thinkbrake", "dee", "test")
+    assert (doc["method"], doc["strategy"], doc["split"]) == ("thinkbrake-onectx", "dee", "test")
     keys = {"theta", "cost", "rel_cost", "acc", "frontier_acc", "gap", "nondominated"}
     assert all(set(p) == keys for p in doc["points"])
     assert {"gap_area", "gap_area_full", "realized_share"} <= set(doc["summary"])
@@ -428,35 +428,35 @@ def test_stored_features_reach_the_units():
 def test_evaluate_messages():
     ms = simulate("tiny", 0)
     with pytest.raises(ValueError, match=r"the set has no split assignment .*\(`otbench split DIR`"):
-        evaluate(ms, "thinkbrake")
+        evaluate(ms, "thinkbrake-onectx")
     sp = assign_splits(ms)
     with pytest.raises(ValueError, match=r"`split` must be 'test' or 'validation', got 'train'"):
-        evaluate(sp, "thinkbrake", split="train")
+        evaluate(sp, "thinkbrake-onectx", split="train")
     with pytest.raises(ValueError, match=r"`ms` must be a MeasurementSet, got list"):
-        evaluate([], "thinkbrake")
+        evaluate([], "thinkbrake-onectx")
     with pytest.raises(ValueError, match=r"`audit` must be a non-negative integer, got -1"):
-        evaluate(sp, "thinkbrake", audit=-1)
+        evaluate(sp, "thinkbrake-onectx", audit=-1)
     no_test = assign_splits(ms, ratios=(1, 1, 0))
     with pytest.raises(ValueError, match=r"the test split has no trajectories"):
-        evaluate(no_test, "thinkbrake")
+        evaluate(no_test, "thinkbrake-onectx")
     with pytest.raises(ValueError, match=r"pass at most one of `thetas` and `theta_grid`"):
-        evaluate(sp, "thinkbrake", thetas=[1.0], theta_grid=3)
+        evaluate(sp, "thinkbrake-onectx", thetas=[1.0], theta_grid=3)
     with pytest.raises(ValueError, match=r"`thetas` must not repeat a value"):
-        evaluate(sp, "thinkbrake", thetas=[1.0, 1.0])
+        evaluate(sp, "thinkbrake-onectx", thetas=[1.0, 1.0])
     with pytest.raises(ValueError, match=r"`thetas` must be finite"):
-        evaluate(sp, "thinkbrake", thetas=[math.inf])
+        evaluate(sp, "thinkbrake-onectx", thetas=[math.inf])
     with pytest.raises(ValueError, match=r"`thetas` must not be empty"):
-        evaluate(sp, "thinkbrake", thetas=[])
+        evaluate(sp, "thinkbrake-onectx", thetas=[])
     with pytest.raises(ValueError, match=r"`thetas` must be numbers"):
-        evaluate(sp, "thinkbrake", thetas=["a"])
+        evaluate(sp, "thinkbrake-onectx", thetas=["a"])
     with pytest.raises(ValueError, match=r"`theta_grid` must be a positive integer, got 0"):
-        evaluate(sp, "thinkbrake", theta_grid=0)
+        evaluate(sp, "thinkbrake-onectx", theta_grid=0)
     with pytest.raises(MethodError, match=r"defines no θ sweep"):
         evaluate(sp, ParityRouter())
     no_sig = dataclasses.replace(sp, signals={})
-    with pytest.raises(MethodError, match=r"method 'thinkbrake' needs the per-position signal "
+    with pytest.raises(MethodError, match=r"method 'thinkbrake-onectx' needs the per-position signal "
                                           r"'margin'; the set records: none"):
-        evaluate(no_sig, "thinkbrake")
+        evaluate(no_sig, "thinkbrake-onectx")
 
 
 # -- the area summary: exact values, and no weight on how many θ land in a region --------
@@ -482,7 +482,7 @@ def test_area_summary_ignores_extra_thetas_on_the_same_points():
     base = [-1e9, 0.0, 0.5, 1.0, 2.0, 1e9]
     # 40 more θ below every margin: all land on the full-thinking point (one region)
     dense = base[:1] + [-1e9 + i for i in range(1, 41)] + base[1:]
-    a, b = evaluate(ms, "thinkbrake", thetas=base), evaluate(ms, "thinkbrake", thetas=dense)
+    a, b = evaluate(ms, "thinkbrake-onectx", thetas=base), evaluate(ms, "thinkbrake-onectx", thetas=dense)
     assert b.summary["points"] == a.summary["points"] + 40
     strip = ("points",)
     assert {k: v for k, v in a.summary.items() if k not in strip} == \

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from otbench.analysis import MeasurementSetError, simulate
 from otbench.analysis.methods._baselines import (
     PredictiveScheduling,
-    ThinkBrake,
+    ThinkBrakeOneContext,
     ThinkSwitcher,
     earliest_max_tokens,
     endpoint_accuracies,
@@ -267,7 +267,7 @@ def test_predictive_scheduling_decisions():
 def test_thinkbrake_grid_and_message():
     ms = assign_splits(simulate("small", 0))
     tr, va, _ = parts(ms)
-    m = ThinkBrake()
+    m = ThinkBrakeOneContext()
     m.fit(tr, va)
     asked = np.arange(tr.num_positions)[None, :] < tr.n[:, None]
     vals = tr.signals["margin"][asked]
@@ -276,7 +276,7 @@ def test_thinkbrake_grid_and_message():
     np.testing.assert_allclose(g, want, rtol=0, atol=0)
     import dataclasses
 
-    with pytest.raises(ValueError, match=r"thinkbrake needs the per-position signal 'margin' "
+    with pytest.raises(ValueError, match=r"thinkbrake-onectx needs the per-position signal 'margin' "
                                          r"\(docs/rules.md\); the set records: none"):
         m.fit(dataclasses.replace(tr, signals={}), va)
 
@@ -290,7 +290,7 @@ def test_predict_before_fit():
 def test_builtins_run_end_to_end_with_default_sweeps():
     ms = assign_splits(simulate("small", 0))
     for name, strategy in (("thinkswitcher", "dr"), ("predictive-scheduling", "fb"),
-                           ("thinkbrake", "dee")):
+                           ("thinkbrake-onectx", "dee")):
         res = evaluate(ms, name)
         assert res.strategy == strategy and len(res.points) >= 15
         assert 0 < res.summary["curve_points"] <= len(res.points)

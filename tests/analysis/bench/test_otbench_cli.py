@@ -45,14 +45,14 @@ def test_list_matches_the_registry():
 
 def test_run_prints_and_writes_json(set_dir, tmp_path):
     out = tmp_path / "tb.json"
-    r = run("run", set_dir, "--method", "thinkbrake", "--thetas", "0,4,8", "--json", out)
+    r = run("run", set_dir, "--method", "thinkbrake-onectx", "--thetas", "0,4,8", "--json", out)
     assert r.exit_code == 0, r.output
-    assert "SYNTHETIC DATA" in r.output and "method thinkbrake (DEE)" in r.output
+    assert "SYNTHETIC DATA" in r.output and "method thinkbrake-onectx (DEE)" in r.output
     doc = json.loads(out.read_text())
     assert doc["schema"] == "otbench.bench/1" and [p["theta"] for p in doc["points"]] == [0, 4, 8]
     from otbench.analysis.bench._evaluate import evaluate
 
-    want = evaluate(load(set_dir), "thinkbrake", thetas=[0.0, 4.0, 8.0]).to_json()
+    want = evaluate(load(set_dir), "thinkbrake-onectx", thetas=[0.0, 4.0, 8.0]).to_json()
     assert doc.pop("content_hash") == json.loads((set_dir / "manifest.json").read_text())["content_hash"]
     assert doc == json.loads(json.dumps(want))
 
@@ -83,7 +83,7 @@ def test_compare_skips_builtins_whose_signals_the_set_lacks(tmp_path):
         assert f"skipped {name}: the set records no signal" in r.output
     doc = json.loads((d / "results" / "leaderboard.json").read_text())
     assert {row["method"] for row in doc["rows"]} == {
-        "thinkswitcher", "predictive-scheduling", "thinkbrake", "budget-forcing"}
+        "thinkswitcher", "predictive-scheduling", "thinkbrake-onectx", "budget-forcing"}
     assert "net_ranked_by" in doc and all("net_realized_share" in row for row in doc["rows"])
 
 
@@ -171,12 +171,12 @@ def test_plugin_failing_at_import_is_one_line_exit_2(set_dir, monkeypatch, tmp_p
 @pytest.mark.parametrize("args, msg", [
     (["--method", "nope"], "Error: method must be a built-in name"),
     (["--method", "otb_missing_mod:X"], "Error: method 'otb_missing_mod:X': cannot import module"),
-    (["--method", "thinkbrake", "--thetas", "1,1"], "Error: `--thetas` must not repeat a value"),
-    (["--method", "thinkbrake", "--thetas", "a"], "expected comma-separated numbers"),
-    (["--method", "thinkbrake", "--thetas", "1", "--theta-grid", "3"],
+    (["--method", "thinkbrake-onectx", "--thetas", "1,1"], "Error: `--thetas` must not repeat a value"),
+    (["--method", "thinkbrake-onectx", "--thetas", "a"], "expected comma-separated numbers"),
+    (["--method", "thinkbrake-onectx", "--thetas", "1", "--theta-grid", "3"],
      "pass at most one of --thetas and --theta-grid"),
     (["--method", "thinkswitcher", "--features", "tfidf"], "Error: `--features` must be 'hashed'"),
-    (["--method", "thinkbrake", "--features", "hashed"], "cannot construct it"),
+    (["--method", "thinkbrake-onectx", "--features", "hashed"], "cannot construct it"),
 ])
 def test_run_errors_exit_2(set_dir, args, msg):
     r = run("run", set_dir, *args)
@@ -185,7 +185,7 @@ def test_run_errors_exit_2(set_dir, args, msg):
 
 def test_unsplit_and_missing_sets_exit_2(tmp_path):
     save(simulate("tiny", 0), tmp_path / "raw")
-    r = run("run", tmp_path / "raw", "--method", "thinkbrake")
+    r = run("run", tmp_path / "raw", "--method", "thinkbrake-onectx")
     assert r.exit_code == 2 and "no split assignment" in r.output
     r = run("compare", tmp_path / "none")
     assert r.exit_code == 2 and "not a directory" in r.output
@@ -220,7 +220,7 @@ def test_compare_ranks_builtins_and_plugins_together(set_dir, monkeypatch, tmp_p
             '"patient-brake"', '"cwd-brake"'))
     monkeypatch.chdir(tmp_path)
     board = tmp_path / "board"
-    r = run("compare", set_dir, "--theta-grid", "5", "--method", "thinkbrake",
+    r = run("compare", set_dir, "--theta-grid", "5", "--method", "thinkbrake-onectx",
             "--method", ROOT / "artifacts/otbench/patient_brake.py:PatientBrake",
             "--method", "otb_cwd_brake:PatientBrake", "--method", "thinkswitcher",
             "--leaderboard", board)
@@ -233,8 +233,8 @@ def test_compare_ranks_builtins_and_plugins_together(set_dir, monkeypatch, tmp_p
                                                           ("DEE", 2)]
     assert rows[2]["rank_lo"] == rows[3]["rank_lo"] and rows[2]["rank_hi"] == rows[3]["rank_hi"]
     # Each method's own result carries its leaderboard row, for the report.
-    own = json.loads((set_dir / "results" / "bench-thinkbrake.json").read_text())["leaderboard"]
-    mine = next(x for x in rows if x["method"] == "thinkbrake")
+    own = json.loads((set_dir / "results" / "bench-thinkbrake-onectx.json").read_text())["leaderboard"]
+    mine = next(x for x in rows if x["method"] == "thinkbrake-onectx")
     assert {k: own[k] for k in ("rank", "rank_lo", "rank_hi", "gap_behind_best_lo")} == \
         {k: mine[k] for k in ("rank", "rank_lo", "rank_hi", "gap_behind_best_lo")}
     assert own["warnings"] == doc["warnings"] and own["intervals"]["seed"] == 20260721
@@ -243,7 +243,7 @@ def test_compare_ranks_builtins_and_plugins_together(set_dir, monkeypatch, tmp_p
 
     ms = load(set_dir)
     dee = [evaluate(ms, m, theta_grid=5) for m in
-           ("thinkbrake", str(ROOT / "artifacts/otbench/patient_brake.py:PatientBrake"),
+           ("thinkbrake-onectx", str(ROOT / "artifacts/otbench/patient_brake.py:PatientBrake"),
             "otb_cwd_brake:PatientBrake")]
     assert [x["method"] for x in rows[1:]] == [d.method for d in sorted(dee, key=leaderboard_key)]
     for x, d in zip(rows[1:], sorted(dee, key=leaderboard_key)):
@@ -255,7 +255,7 @@ def test_compare_ranks_builtins_and_plugins_together(set_dir, monkeypatch, tmp_p
     md = (board / "leaderboard.md").read_text()
     assert "| DEE | 1 |" in md and "SYNTHETIC DATA" in md
     # Each method's result lands where `otbench report` finds it, with the set's hash.
-    for name in ("thinkbrake", "patient-brake", "cwd-brake", "thinkswitcher"):
+    for name in ("thinkbrake-onectx", "patient-brake", "cwd-brake", "thinkswitcher"):
         res = json.loads((set_dir / "results" / f"bench-{name}.json").read_text())
         assert res["method"] == name and res["content_hash"] == doc["content_hash"]
 
@@ -286,10 +286,10 @@ def test_leaderboard_key_orders_gap_area_then_share():
 
 def test_small_split_warns_that_ranking_is_noise(tmp_path):
     save(assign_splits(simulate("tiny", 0)), tmp_path / "tiny")
-    r = run("run", tmp_path / "tiny", "--method", "thinkbrake", "--theta-grid", "3")
+    r = run("run", tmp_path / "tiny", "--method", "thinkbrake-onectx", "--theta-grid", "3")
     assert r.exit_code == 0, r.output
     assert "warning: the test split is too small to rank methods" in r.output
-    assert (tmp_path / "tiny" / "results" / "bench-thinkbrake.json").is_file()
+    assert (tmp_path / "tiny" / "results" / "bench-thinkbrake-onectx.json").is_file()
     r = run("compare", tmp_path / "tiny", "--theta-grid", "3")
     assert r.output.count("too small to rank") == 1
     assert "too small to rank" in (tmp_path / "tiny" / "results" / "leaderboard.md").read_text()

@@ -147,22 +147,23 @@ def test_random_sets_follow_the_twins():
             consistency_twin(s["answer"][t].tolist(), n[t], th) for t in range(len(n))]
 
 
-def signal_twin(name, k, n, tok):
-    """Tokens the source's signal decodes / prefills for a stop at k (declared + recorded)."""
+def signal_twin(name, k, n, tok, L):
+    """Tokens the source's signal decodes / prefills for a stop at k (declared + recorded), each
+    probe also recomputing its prefix's partial 16-token block (`L[j] % 16`: no prompt recorded)."""
     if name == "dynasor-cot-stp":
-        return sum(24 + tok[j] for j in range(k))
+        return sum(24 + tok[j] + L[j] % 16 for j in range(k))
     if name == "deer-stp":
-        return sum(8 + tok[j] for j in range(1, min(k, n - 1) + 1) if j <= 10)
+        return sum(8 + tok[j] + L[j] % 16 for j in range(1, min(k, n - 1) + 1) if j <= 10)
     if name == "answer-consistency":
-        return sum(24 + tok[j] for j in range(1, min(k, n - 1) + 1))
-    if name == "thinkbrake":
-        return sum(1 for _ in range(min(k, n - 1) + 1))
+        return sum(24 + tok[j] + L[j] % 16 for j in range(1, min(k, n - 1) + 1))
+    if name == "thinkbrake-onectx":
+        return sum(1 + L[j] % 16 for j in range(min(k, n - 1) + 1))
     return 0
 
 
 @pytest.mark.parametrize("name,theta", [("dynasor-cot-stp", 2.0), ("deer-stp", 0.9),
                                         ("answer-consistency", 2.0), ("budget-forcing", 25.0),
-                                        ("thinkbrake", 0.0)])
+                                        ("thinkbrake-onectx", 0.0)])
 def test_net_is_gross_plus_declared_signal_cost(name, theta):
     tok = [3, 7, 20, 1, 4, 9, 2]
     rows = [
@@ -178,7 +179,7 @@ def test_net_is_gross_plus_declared_signal_cost(name, theta):
     r = evaluate(ms, name, thetas=[theta], audit=0)
     test = ms.take(np.flatnonzero(ms.split == 2))
     gross = sum(int(test.L[t, k[t]]) for t in range(2))
-    sig = sum(signal_twin(name, k[t], int(test.n[t]), tok) for t in range(2))
+    sig = sum(signal_twin(name, k[t], int(test.n[t]), tok, test.L[t].tolist()) for t in range(2))
     assert r.points[0].cost == float(Fraction(gross, 2))
     assert r.net["points"][0]["cost"] == float(Fraction(gross + sig, 2))
     assert r.net["points"][0]["signal_cost"] == float(Fraction(sig, 2))
@@ -272,7 +273,8 @@ def test_net_is_gross_plus_the_probes_exactly(ms):
             # asked at 0..min(k, n-1); before_stop: the probes at 0..k-1
             paid_pos = [min(k[t], n[t] - 1) + 1 if paid == "asked" else k[t]
                         for t in range(len(k))]
-            sig = sum(8 * max(p, 0) for p in paid_pos)
+            sig = sum(8 * max(p, 0) + sum(int(test.L[t, j]) % 16 for j in range(max(p, 0)))
+                      for t, p in enumerate(paid_pos))     # + each probe's partial 16-token block
             gross = sum(int(test.L[t, k[t]]) for t in range(len(k)))
             # one cell per (model, group): compare the chained totals through the cells
             tot_g = sum(Fraction(c.points[i].cost) * c.trajectories for c in r.cells)
@@ -291,9 +293,9 @@ def test_compare_defaults_to_the_builtins_a_set_can_run():
 
     plain = assign_splits(simulate("tiny", 0))
     assert [r.method for r in compare(plain, theta_grid=3)] == [
-        "thinkswitcher", "predictive-scheduling", "thinkbrake", "budget-forcing"]
+        "thinkswitcher", "predictive-scheduling", "thinkbrake-onectx", "budget-forcing"]
     stp = assign_splits(simulate("tiny", 0, field_signals=True))
     assert [r.method for r in compare(stp, theta_grid=3)] == [
-        m for m in BUILTINS if m not in ("dynasor-cot", "deer", "deepconf-exit")]   # their own probes are not recorded
+        m for m in BUILTINS if m not in ("thinkbrake", "dynasor-cot", "deer", "deepconf-exit")]   # their own probes are not recorded
     full = assign_splits(simulate("tiny", 0, field_signals=True, peer_signals=True))
     assert [r.method for r in compare(full, theta_grid=3)] == list(BUILTINS)

@@ -12,7 +12,7 @@ import pytest
 from _otbench_helpers import bench_sets
 from hypothesis import given, settings
 from otbench.analysis import simulate
-from otbench.analysis.methods._baselines import ThinkBrake
+from otbench.analysis.methods._baselines import ThinkBrakeOneContext
 from otbench.analysis.bench._evaluate import evaluate
 from otbench.analysis.methods._features import units_of
 from otbench.analysis.methods import (
@@ -118,7 +118,7 @@ def test_decisions_do_not_depend_on_the_future_or_labels(ms):
     test = ms.take(np.flatnonzero(ms.split == 2))
     unit, units = units_of(test)
     rng = np.random.default_rng(0)
-    for method in (HistoryExit(), ThinkBrake()):
+    for method in (HistoryExit(), ThinkBrakeOneContext()):
         for theta in (-0.5, 0.0, 0.7):
             pos = dee_positions(test, unit, units, resolve(method), theta)
             full = np.full(ms.num_trajectories, -1)
@@ -270,7 +270,7 @@ def test_plugin_forms_load(plugin):
 
 @pytest.mark.parametrize("spec, msg", [
     ("nope", r"method must be a built-in name \(thinkswitcher, predictive-scheduling, "
-             r"thinkbrake, dynasor-cot, deer, dynasor-cot-stp, deer-stp, budget-forcing, answer-consistency, deepconf-exit\) or "
+             r"thinkbrake, thinkbrake-onectx, dynasor-cot, deer, dynasor-cot-stp, deer-stp, budget-forcing, answer-consistency, deepconf-exit\) or "
              r"'module:object', got 'nope'"),
     (":Router", r"method must be 'module:object' with both parts, got ':Router'"),
     ("otb_plugin_mod:", r"method must be 'module:object' with both parts"),
@@ -291,7 +291,7 @@ def test_options_need_a_class(plugin):
     with pytest.raises(MethodError, match=r"is an instance; it takes no options"):
         load_method(f"{plugin}:router", features="x")
     with pytest.raises(MethodError, match=r"keyword arguments need a method class or name"):
-        load_method(ThinkBrake(), features="x")
+        load_method(ThinkBrakeOneContext(), features="x")
 
 
 def test_builtins_load_lazily_by_name():

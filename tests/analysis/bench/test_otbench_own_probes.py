@@ -161,10 +161,11 @@ def test_net_pays_the_recorded_tokens_of_its_own_probes(name, theta):
     k = stops(ms, name, theta)
     r = evaluate(ms, name, thetas=[theta], audit=0)
     test = ms.take(np.flatnonzero(ms.split == 2))
+    Lt = test.L.tolist()                 # each probe also recomputes its prefix's partial 16-token block
     if name == "dynasor-cot":            # the probes before the stop
-        sig = sum(sum(dtok[:kt]) for kt in k)
+        sig = sum(dtok[j] + Lt[t][j] % 16 for t, kt in enumerate(k) for j in range(kt))
     else:                                # the trial answers asked at 1..min(k, n - 1), at most 10
-        sig = sum(sum(etok[1:min(kt, 5) + 1]) for kt in k)
+        sig = sum(etok[j] + Lt[t][j] % 16 for t, kt in enumerate(k) for j in range(1, min(kt, 5) + 1))
     gross = sum(int(test.L[t, k[t]]) for t in range(2))
     assert r.points[0].cost == float(Fraction(gross, 2))
     assert r.net["points"][0]["signal_cost"] == float(Fraction(sig, 2))

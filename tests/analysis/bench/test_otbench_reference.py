@@ -41,7 +41,7 @@ def reduced(results):
 
 # The built-ins the frozen file was written with (the field methods of issue 27
 # came later and are pinned case by case in test_otbench_field.py).
-PINNED = ("thinkswitcher", "predictive-scheduling", "thinkbrake")
+PINNED = ("thinkswitcher", "predictive-scheduling", "thinkbrake-onectx")
 
 
 def current():

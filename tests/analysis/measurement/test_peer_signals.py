@@ -10,8 +10,10 @@ from otbench.analysis.measurement import (
     DEER_SIGNALS,
     DYNASOR_SIGNALS,
     DEEPCONF_SIGNALS,
+    DEEPCONF_WARMUP_SIGNALS,
     PEER_SIGNAL_DEFINITIONS,
     PEER_SIGNALS,
+    THINKBRAKE_SIGNALS,
     WINDOW_BITS,
     add_peer_signals,
     deer_own_stop,
@@ -38,7 +40,8 @@ def test_synthetic_and_labelled_so():
     assert ms.synthetic and "SYNTHETIC" in ms.provenance["peer_signals"]["synthetic"]
     for name in PEER_SIGNALS:
         assert ms.provenance["signals"][name] == PEER_SIGNAL_DEFINITIONS[name]
-    assert set(PEER_SIGNALS) == set(DYNASOR_SIGNALS) | set(DEER_SIGNALS) | set(DEEPCONF_SIGNALS)
+    assert set(PEER_SIGNALS) == set(DYNASOR_SIGNALS) | set(DEER_SIGNALS) | set(DEEPCONF_SIGNALS) \
+        | set(THINKBRAKE_SIGNALS) | set(DEEPCONF_WARMUP_SIGNALS)
     again = simulate("tiny", 0, peer_signals=True)
     for name in PEER_SIGNALS:
         assert np.array_equal(ms.signals[name], again.signals[name])

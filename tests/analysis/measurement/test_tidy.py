@@ -108,14 +108,14 @@ def test_thinning_tables(ms):
 
 
 def test_bench_and_leaderboard_tables(ms):
-    res = oa.bench_evaluate(ms, "thinkbrake", theta_grid=3)
+    res = oa.bench_evaluate(ms, "thinkbrake-onectx", theta_grid=3)
     rows = _rows(res.to_arrow())
     assert len(rows) == len(res.points) * (1 + len(res.cells))
     macro = [r for r in rows if r["scope"] == "macro"]
     assert [r["gap"] for r in macro] == [p.gap for p in res.points]
-    assert all(0 <= r["gap"] <= 1 and r["method"] == "thinkbrake" for r in rows)   # fractions
+    assert all(0 <= r["gap"] <= 1 and r["method"] == "thinkbrake-onectx" for r in rows)   # fractions
     board = oa.leaderboard([res])
-    assert board.to_arrow().column("method").to_pylist() == ["thinkbrake"]
+    assert board.to_arrow().column("method").to_pylist() == ["thinkbrake-onectx"]
     _same_frames(res)
 
 

@@ -23,8 +23,8 @@ def compared(tmp_path_factory):
     ms = assign_splits(simulate("tiny", 0, field_signals=True))
     d = tmp_path_factory.mktemp("set") / "set"
     save(ms, d)
-    a = evaluate(ms, "thinkbrake", theta_grid=5)
-    twin = evaluate(ms, "thinkbrake", theta_grid=5)
+    a = evaluate(ms, "thinkbrake-onectx", theta_grid=5)
+    twin = evaluate(ms, "thinkbrake-onectx", theta_grid=5)
     object.__setattr__(twin, "method", "thinkbrake-twin")     # the same stops: a tie
     bf = evaluate(ms, "budget-forcing", theta_grid=5)
     results = [a, twin, bf]
@@ -55,7 +55,7 @@ def test_table_19_carries_rank_and_behind_best_intervals_in_every_form(compared)
                          ("gap_behind_best_hi", "behind best hi (pp)")):
             assert float(got[col]) == pytest.approx(100 * b[key], abs=1e-4)
     # Tied methods: one rank and equal intervals, in the report as on the leaderboard.
-    tb, twin = by["thinkbrake"], by["thinkbrake-twin"]
+    tb, twin = by["thinkbrake-onectx"], by["thinkbrake-twin"]
     assert tb["rank"] == twin["rank"] == "1"
     assert [tb[k] for k in ("rank_lo (95%)", "rank_hi (95%)", "behind best lo (pp)")] == \
         [twin[k] for k in ("rank_lo (95%)", "rank_hi (95%)", "behind best lo (pp)")]
@@ -88,7 +88,7 @@ def test_a_result_without_intervals_shows_na(tmp_path):
     d = tmp_path / "set"
     save(ms, d)
     (d / "results").mkdir()
-    r = evaluate(ms, "thinkbrake", theta_grid=5)                # `bench run`: no leaderboard
+    r = evaluate(ms, "thinkbrake-onectx", theta_grid=5)                # `bench run`: no leaderboard
     (d / "results" / "bench-thinkbrake.json").write_text(
         json.dumps({**r.to_json(), "content_hash": content_hash(ms)}))
     write_report(d, tmp_path / "rep", grid=11)

@@ -114,7 +114,7 @@ def test_replay_cuts_the_thinking_as_the_probe_does_and_certifies_the_same():
     got = {}
     for honour in (False, True):
         eng = _Engine(outputs, honour)
-        got[honour] = replay(eng, None, _Fmt(), trajs, method="thinkbrake", theta=0.0, family="qwen3",
+        got[honour] = replay(eng, None, _Fmt(), trajs, method="thinkbrake-onectx", theta=0.0, family="qwen3",
                              boundary="vocab", thinking_limit=limit, answer_limit=ans)
         assert all(r.cut == (limit + 2, (END,)) for r in eng.reqs)   # reach: limit + separator + 1
         got[honour, "decoded"] = eng.decoded

@@ -73,7 +73,8 @@ def test_deepconf_threshold_is_fit_on_train_for_one_model():
     _, _, m = stop_positions(one, resolve("deepconf-exit"), 90.0)
     args = set_rule_args(m, one, 90.0)
     train = one.take(np.flatnonzero(one.split == 0))
-    last = train.signals["deepconf_min_conf"][np.arange(train.num_trajectories), train.n]
+    # the synthetic set records DeepConf's own warm-up value, so the threshold is fit on it
+    last = train.signals["deepconf_warmup_conf"][np.arange(train.num_trajectories), train.n]
     assert args == {"method": "deepconf-exit",
                     "params": {"threshold": float(np.percentile(last, 10.0)), "window": 2048}}
     if len(ms.models) > 1:
@@ -92,7 +93,7 @@ def test_engine_budget_is_certified_not_run_and_its_strings_are_its_own(tmp_path
     save(assign_splits(small_set(synthetic=True)), d)
     refused(cli("online", "run", d, "--method", "engine-budget", "--theta", "8"),
             "the engine's own cap is certified, not run")
-    refused(cli("online", "certify", d, "--method", "thinkbrake", "--theta", "0.5", "--reasoning-end", "x"),
+    refused(cli("online", "certify", d, "--method", "thinkbrake-onectx", "--theta", "0.5", "--reasoning-end", "x"),
             "apply to --method engine-budget only")
     # a synthetic set was never probed: nothing to regenerate
     refused(cli("online", "certify", d, "--method", "engine-budget", "--theta", "8"),

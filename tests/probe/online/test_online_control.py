@@ -35,7 +35,7 @@ def _reference(script, margins, theta, tables, lengths=None):
 
 def _simulate(script, margins, theta, tables, lengths=None, drops=()):
     """Drive a control as vLLM would: step, then append the sampled (or forced) token."""
-    spec = ControlSpec("thinkbrake", theta, "f", {}, "vocab", None if lengths is None else tuple(lengths))
+    spec = ControlSpec("thinkbrake-onectx", theta, "f", {}, "vocab", None if lengths is None else tuple(lengths))
     out: list[int] = []
     ctl = RequestControl(spec, tables, load_rule(spec), [1], out)
     drops = list(drops)
@@ -95,7 +95,7 @@ def test_forced_end_follows_the_separator_rule():
 def test_diverged_forcing_is_reported():
     t = toy_tables(False)
     out: list[int] = []
-    spec = ControlSpec("thinkbrake", 5.0, "f")
+    spec = ControlSpec("thinkbrake-onectx", 5.0, "f")
     ctl = RequestControl(spec, t, load_rule(spec), [1], out)
     kind, L = ctl.step()
     assert (kind, L) == ("decide", 0)
@@ -115,23 +115,23 @@ def test_cap_forces_at_the_cap():
 
 
 def test_request_args_round_trip_and_refusals():
-    a = request_args("thinkbrake", 1.5, "qwen3-thinking", lengths=[3, 0, 3])
+    a = request_args("thinkbrake-onectx", 1.5, "qwen3-thinking", lengths=[3, 0, 3])
     s = parse_args(a)
-    assert s == ControlSpec("thinkbrake", 1.5, "qwen3-thinking", {}, "vocab", (0, 3))
+    assert s == ControlSpec("thinkbrake-onectx", 1.5, "qwen3-thinking", {}, "vocab", (0, 3))
     p = request_args("deepconf-exit", 90.0, "f", params={"window": 8, "threshold": 0.1})
     assert p["otbench_params"] == '{"threshold": 0.1, "window": 8}'       # a string: vllm_xargs
     assert parse_args(p).params == {"threshold": 0.1, "window": 8}
     assert parse_args({"other": 1}) is None and parse_args(None) is None
     for bad in ({"otbench_theta": 1}, {"otbench_method": "x", "otbench_theta": 1, "otbench_family": "f"},
-                {"otbench_method": "thinkbrake", "otbench_theta": "1", "otbench_family": "f"},
-                {"otbench_method": "thinkbrake", "otbench_theta": float("nan"), "otbench_family": "f"},
+                {"otbench_method": "thinkbrake-onectx", "otbench_theta": "1", "otbench_family": "f"},
+                {"otbench_method": "thinkbrake-onectx", "otbench_theta": float("nan"), "otbench_family": "f"},
                 {"otbench_method": "cap", "otbench_theta": -1, "otbench_family": "f"},
-                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f",
+                {"otbench_method": "thinkbrake-onectx", "otbench_theta": 1, "otbench_family": "f",
                  "otbench_lengths": [1, -1]},
-                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f", "otbench_x": 1},
-                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f",
+                {"otbench_method": "thinkbrake-onectx", "otbench_theta": 1, "otbench_family": "f", "otbench_x": 1},
+                {"otbench_method": "thinkbrake-onectx", "otbench_theta": 1, "otbench_family": "f",
                  "otbench_params": {"signal": "margin"}},            # an object, not its JSON
-                {"otbench_method": "thinkbrake", "otbench_theta": 1, "otbench_family": "f",
+                {"otbench_method": "thinkbrake-onectx", "otbench_theta": 1, "otbench_family": "f",
                  "otbench_params": "[1]"},
                 {"otbench_method": "cap", "otbench_theta": 1, "otbench_family": "f",
                  "otbench_params": '{"a": 1}'},
@@ -173,7 +173,7 @@ def test_a_processor_method_decides_by_its_own_stop():
     assert rule.stop({"margin": [-1.0]}, [0], 0.0) is False
     assert rule.stop({"margin": [-1.0, 2.0]}, [0, 4], 0.0) is False
     assert rule.stop({"margin": [-1.0, 2.0, 0.0]}, [0, 4, 9], 0.0) is True
-    tb = load_rule(ControlSpec("thinkbrake", 0.5, "f", {"signal": "margin_own"}))
+    tb = load_rule(ControlSpec("thinkbrake-onectx", 0.5, "f", {"signal": "margin_own"}))
     assert tb.device_signal == "margin"           # the processor's margin is the recorded margin_own
     assert tb.stop({"margin": [0.5], "logp_end": [0.0], "logp_other": [0.5]}, [0], 0.5) is True
     assert tb.stop({"margin": [0.6], "logp_end": [0.0], "logp_other": [0.6]}, [0], 0.5) is False

@@ -85,7 +85,7 @@ def test_v1_reads_the_row_before_vllms_penalties():
     from vllm.v1.sample.logits_processor import BatchUpdate
 
     out = [0, BOUNDARY]                            # length 2, a block just ended: a decision
-    params = types.SimpleNamespace(extra_args=request_args("thinkbrake", -1e9, "f"))
+    params = types.SimpleNamespace(extra_args=request_args("thinkbrake-onectx", -1e9, "f"))
     proc.update_state(BatchUpdate(batch_size=1, removed=[], added=[(0, params, [1], out)], moved=[]))
     raw = _lm_rows(3, 1, V)
     raw[0, 0] = 40.0                               # the best other token, in the output

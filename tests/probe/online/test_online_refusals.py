@@ -34,7 +34,7 @@ def test_requests_that_change_the_logits_are_refused():
     from vllm import SamplingParams
 
     Exit = _processor()
-    args = request_args("thinkbrake", 0.5, "generic-chat", boundary="vocab+span")
+    args = request_args("thinkbrake-onectx", 0.5, "generic-chat", boundary="vocab+span")
     Exit.validate_params(SamplingParams(max_tokens=4, extra_args=args))
     Exit.validate_params(SamplingParams(max_tokens=4))          # no control asked: nothing to check
     for kw in ({"min_tokens": 2}, {"logit_bias": {3: 1.0}}, {"allowed_token_ids": [1, 2]}):

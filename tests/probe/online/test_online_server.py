@@ -89,7 +89,7 @@ def test_a_request_over_http_stops_where_it_asks(server):
     plain = _post(port, body)["choices"][0]["token_ids"]
     tables = Tables.from_format(fmt)
     # Decide only at thinking lengths 6 and 13 (as certification does), θ above any margin: stop at 6.
-    xargs = request_args("thinkbrake", 1e9, entry.family, boundary=entry.boundary, lengths=[6, 13])
+    xargs = request_args("thinkbrake-onectx", 1e9, entry.family, boundary=entry.boundary, lengths=[6, 13])
     got = _post(port, {**body, "vllm_xargs": xargs})["choices"][0]["token_ids"]
     force = tables.forced(int(plain[5]))
     assert got[:6] == plain[:6] and tuple(got[6:6 + len(force)]) == force

@@ -330,8 +330,8 @@ def test_recorded_signals_give_otbenchs_offline_stops():
         # tokens are its recorded ones (its prefill is declared; online it is measured: 3 per probe)
         decoded = dataclasses.replace(m.signal_cost, prefill=0, flops_tokens=0)
         one = dataclasses.replace(m.signal_cost, prefill=1, decoded=0, flops_tokens=0, recorded=None)
-        assert [len(r.paid) for r in on] == signal_tokens(ms, "dee", one, np.array(off)).tolist(), method
-        assert [r.paid_decoded for r in on] == signal_tokens(ms, "dee", decoded, np.array(off)).tolist()
+        assert [len(r.paid) for r in on] == signal_tokens(ms, "dee", one, np.array(off), block=1).tolist(), method
+        assert [r.paid_decoded for r in on] == signal_tokens(ms, "dee", decoded, np.array(off), block=1).tolist()
         assert all(r.paid_prefill == 3 * len(r.paid) for r in on)
         # the same point as the online certificate asks for it (rows of the test split only)
         part = dataclasses.replace(ms, split=np.array([0, 1] + [2] * (T - 2)))
@@ -384,7 +384,7 @@ def test_signals_are_the_probe_stages_helper():
 
 
 def test_refusals_are_one_line():
-    for bad in (("thinkbrake", 1.0), ("deer-stp", float("nan")), ("budget-forcing", -1.0)):
+    for bad in (("thinkbrake-onectx", 1.0), ("deer-stp", float("nan")), ("budget-forcing", -1.0)):
         with pytest.raises(OnlineControlError) as e:
             FieldRule(*bad)
         assert "\n" not in str(e.value)

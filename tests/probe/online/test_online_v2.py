@@ -208,7 +208,7 @@ def _summary(ctl):
                             for L, sig, stop in getattr(ctl, "decisions", [])])
 
 
-methods = st.sampled_from(["thinkbrake", "thinkbrake-lengths", "cap", "refused", None])
+methods = st.sampled_from(["thinkbrake-onectx", "thinkbrake-lengths", "cap", "refused", None])
 tokens = st.lists(st.sampled_from([0, 1, 2, BOUNDARY, NL_END, NL_START, STOP]), min_size=0, max_size=24)
 
 
@@ -226,7 +226,7 @@ def requests(draw, span):
         args = request_args("cap", draw(st.integers(0, 8)), "f")
     else:
         lengths = draw(st.lists(st.integers(0, 20), max_size=4)) if method.endswith("lengths") else None
-        args = request_args("thinkbrake", theta, "f", boundary="vocab+span" if span else "vocab",
+        args = request_args("thinkbrake-onectx", theta, "f", boundary="vocab+span" if span else "vocab",
                             lengths=lengths)
     return _Req(args=args, script=script, prompt=prompt, span=span, n_out=len(script) + 5,
                 chunks=draw(st.integers(0, 2)))
@@ -270,7 +270,7 @@ def test_v2_with_penalties_reads_the_offline_signal_bit_for_bit(data, span, slot
 
 def test_the_penalty_would_have_moved_the_signal_without_the_undo():
     # Guard for the test above: the penalised rows differ from the raw ones where it matters.
-    args = request_args("thinkbrake", -1e9, "f")              # never stops: decides at every boundary
+    args = request_args("thinkbrake-onectx", -1e9, "f")              # never stops: decides at every boundary
     script = [BOUNDARY, 0, BOUNDARY, 0, BOUNDARY, 0, BOUNDARY]
     req = _Req(args=args, script=script, prompt=[1], span=False, n_out=7, chunks=0,
                pen={"presence_penalty": 1.5})
@@ -306,7 +306,7 @@ def _row_low_then_high(seed, req, length):
 ])
 @pytest.mark.parametrize("chunks", [0, 2])
 def test_the_device_decision_at_the_edges_of_the_output(prompt, script, theta, row, chunks):
-    args = request_args("thinkbrake", theta, "f", boundary="vocab+span")
+    args = request_args("thinkbrake-onectx", theta, "f", boundary="vocab+span")
     req = _Req(args=args, script=script, prompt=prompt, span=True, n_out=len(script), chunks=chunks)
     done, _ = _run_v2(4, [req], 1, 0, row=row)
     out1, ctl1 = _run_v1(4, 0, req, row=row)
@@ -318,10 +318,10 @@ def test_a_plug_in_rule_runs_on_the_host_with_the_same_decisions(monkeypatch):
     from otbench.probe.online import PLUGINS_ENV
 
     monkeypatch.setenv(PLUGINS_ENV, "_toy_tables:SecondDecision")
-    args = request_args("thinkbrake", 0.0, "f") | {"otbench_method": "_toy_tables:SecondDecision"}
+    args = request_args("thinkbrake-onectx", 0.0, "f") | {"otbench_method": "_toy_tables:SecondDecision"}
     script = [BOUNDARY, 0, BOUNDARY, 1, BOUNDARY, 2, 2, 2, 2, 2]
     reqs = [_Req(args=args, script=script, prompt=[1], span=False, n_out=10, chunks=1),
-            _Req(args=request_args("thinkbrake", 0.5, "f"), script=script, prompt=[2], span=False,
+            _Req(args=request_args("thinkbrake-onectx", 0.5, "f"), script=script, prompt=[2], span=False,
                  n_out=10, chunks=0)]
     done, _ = _run_v2(11, reqs, 2, 3, row=_row_low_then_high)
     for r, req in enumerate(reqs):
@@ -332,7 +332,7 @@ def test_a_plug_in_rule_runs_on_the_host_with_the_same_decisions(monkeypatch):
 
 def test_a_boundary_stop_forces_the_thinking_end_and_the_public_class_runs_v2():
     # Stop at the first boundary: margins there are forced low by θ = +inf.
-    args = request_args("thinkbrake", 1e9, "f", lengths=[3])
+    args = request_args("thinkbrake-onectx", 1e9, "f", lengths=[3])
     script = [1, 2, 0, 2, 2, 2, 2]
     reqs = [_Req(args=args, script=script, prompt=[1, 2], span=False, n_out=7, chunks=1),
             _Req(args=None, script=[2] * 6, prompt=[1], span=False, n_out=6, chunks=0)]
@@ -440,7 +440,7 @@ def test_the_frontend_validates_with_the_same_class_under_either_runner(use_v2):
                                            runner_type="generate"),
         vllm_config=types.SimpleNamespace(use_v2_model_runner=use_v2))
     validate = InputProcessor._build_logits_processors_params_validator(fake)
-    good = request_args("thinkbrake", 0.5, "generic-chat")
+    good = request_args("thinkbrake-onectx", 0.5, "generic-chat")
     validate(SamplingParams(max_tokens=4, extra_args=good))
     validate(SamplingParams(max_tokens=4, repetition_penalty=1.3))      # not controlled: untouched
     # The family's own sampling: additive penalties are undone before the signal is read.

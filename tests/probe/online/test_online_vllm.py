@@ -47,7 +47,7 @@ def _points(tables: Tables, ids) -> list[int]:
     return [0] + [i + 1 for i in range(len(ids)) if tables.ends_block(ids, i)]
 
 
-def _controlled(engine, fmt, entry, prompt, theta, method="thinkbrake", lengths=None, signal="margin"):
+def _controlled(engine, fmt, entry, prompt, theta, method="thinkbrake-onectx", lengths=None, signal="margin"):
     args = request_args(method, theta, entry.family, boundary=entry.boundary, lengths=lengths,
                         params=None if method == "cap" else {"signal": signal})
     return engine.generate([GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args)],
@@ -140,7 +140,7 @@ def test_cap_and_lengths(setup):
 
 def test_uncontrolled_neighbours_are_untouched(setup):
     engine, fmt, entry, prompt, plain = setup
-    args = request_args("thinkbrake", 1e9, entry.family, boundary=entry.boundary)
+    args = request_args("thinkbrake-onectx", 1e9, entry.family, boundary=entry.boundary)
     reqs = [GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids),
             GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids, extra_args=args),
             GenRequest(prompt, 1, 0, MAX_NEW, fmt.answer_stop_ids)]

@@ -35,7 +35,7 @@ def _run(*argv, key=KEY):
     return CliRunner().invoke(main, [str(a) for a in argv], env={"OTBENCH_TEST_KEY": key})
 
 
-@pytest.mark.parametrize("method", ["thinkbrake", "deer"])
+@pytest.mark.parametrize("method", ["thinkbrake-onectx", "deer"])
 def test_the_recorded_address_gets_no_request_without_consent(servers, method):
     s, recorded, _ = servers
     for cmd in ("certify", "run"):

