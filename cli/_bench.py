@@ -246,8 +246,8 @@ def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | Non
         # each method resolved once; by default every registered one whose signals the set records
         chosen, skipped = methods_for(ms, specs or None, features=features)
         for name, why in skipped:
-            click.echo(f"skipped {name}: {why} (`otbench simulate --field-signals` draws synthetic ones)",
-                       err=True)
+            click.echo(f"skipped {name}: {why} (`otbench simulate --field-signals --peer-signals` draws "
+                       "synthetic ones)", err=True)
         for m in chosen:
             results.append(evaluate(ms, m, split=split, theta_grid=theta_grid, stored_features=stored))
         board = leaderboard(results, ms if replicates else None, replicates=max(1, replicates))
