@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from ._common import DataError, data_errors, library_progress, write_json
+from ._common import DataError, argument_errors, data_errors, library_progress, write_json
 from ._numbers import Count, Real, counts
 from ._tracking import log_options, probe_record, track
 
@@ -65,7 +65,7 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
     Every finished work unit is committed to the journal as it completes, so
     a crashed or killed run continues with `--resume` and gives the same set.
     """
-    from otbench.probe.stp import check_job_path, load_job, oneline_job, run_job, write_job_file
+    from otbench.probe.stp import check_job_path, check_run_arguments, load_job, oneline_job, run_job, write_job_file
 
     from otbench.errors import OtbenchError
 
@@ -82,6 +82,11 @@ def run_cmd(config: Path | None, model: str | None, model_args: str, tasks: str 
         raise DataError("--write-job writes a one-line start as TOML; a --config job is one already")
     if out is None and write_job is None:
         raise DataError("--out DIR is required (or --write-job FILE alone, to only write the job)")
+    if out is not None:         # the run's own arguments, before a one-line start converts the model
+        with argument_errors():
+            check_run_arguments(journal=journal or out.parent / f"{out.name}.journal", resume=resume,
+                                workers=workers, ray_address=ray_address,
+                                worker_cpus=worker_cpus, worker_gpus=worker_gpus)
     try:
         if write_job is not None:       # before the model is resolved (and perhaps converted)
             check_job_path(write_job, overwrite=overwrite)

@@ -169,3 +169,41 @@ def test_effort_budgets_are_run_as_the_engines_cap_on_vllm_cpu(embedded_set, tmp
                           str(tmp_path / "e2.json"), "--certify", "nope"], capture_output=True, text=True,
                          timeout=600, cwd=ROOT)
     assert bad.returncode == 2 and "no level 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_probed_set_round_trips_through_every_eval_ever_records(embedded_set, tmp_path):
+    """A real probe run of the embedded model -> `otbench export --format eee` (with the model's own
+    tokenizer: thinking text and token counts) -> every record valid against the EEE 0.2.1 schema
+    fixture -> `otbench import --format eee` -> the same accuracies and verdicts, censoring kept."""
+    import json
+
+    import numpy as np
+    jsonschema = pytest.importorskip("jsonschema")
+    from _models import embedded_smollm2
+
+    from otbench.analysis.measurement import load
+
+    otbench = Path(sys.executable).parent / "otbench"
+    records, back = tmp_path / "r.jsonl", tmp_path / "back"
+    r = subprocess.run([str(otbench), "export", str(embedded_set), "--format", "eee", "--out", str(records),
+                        "--tokenizer", str(embedded_smollm2()[1])], capture_output=True, text=True, timeout=600,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    schema = json.loads((ROOT / "tests" / "fixtures" / "eee" / "instance_level_eval_0.2.1.schema.json").read_text())
+    check = jsonschema.Draft7Validator(schema)
+    ms = load(embedded_set)
+    recs = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(recs) == ms.num_trajectories
+    for rec in recs:
+        assert [e.message for e in check.iter_errors(rec)] == []
+        assert rec["output"]["reasoning_trace"] and int(rec["metadata"]["otbench_thinking_tokens"]) >= 0
+        assert rec["metadata"]["otbench_censored"] in ("true", "false")
+    r = subprocess.run([str(otbench), "import", "--format", "eee", str(records), "--out", str(back)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = load(back)
+    np.testing.assert_array_equal(got.y, ms.y)
+    np.testing.assert_array_equal(got.finished, ms.finished)      # a cut reply stays censored
+    for c in range(ms.num_cells):
+        np.testing.assert_array_equal(got.C[got.cell_rows(c)], ms.C[ms.cell_rows(c)])

@@ -19,6 +19,17 @@ before any weights); a budget refusal, not a measurement."""
 def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address, worker_cpus,
                 worker_gpus):
     """Validate `run_job`'s arguments, before anything is read or started."""
+    check_run_arguments(journal=journal, resume=resume, workers=workers, ray_address=ray_address,
+                        worker_cpus=worker_cpus, worker_gpus=worker_gpus)
+    if (workers > 1 or ray_address is not None) and job.direct_answer:
+        raise JobError("probe.direct_answer runs on a single engine: run it without --workers / "
+                       "--ray-address (it is one request per question)")
+
+
+def check_run_arguments(*, journal=None, resume: bool = False, workers: int = 1, ray_address=None,
+                        worker_cpus: float = 1.0, worker_gpus: float | None = None) -> None:
+    """`run_job`'s arguments that need no job (workers, Ray, resume), refused in one line; the CLI
+    calls it before a one-line start resolves (and perhaps converts) the model."""
     if resume and journal is None:
         raise ArgumentError("`resume` needs a `journal` folder to resume from.")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -39,9 +50,6 @@ def _run_job_iv(job: ProbeJob, journal, resume: bool, workers: int, ray_address,
     if worker_gpus is not None and (isinstance(worker_gpus, bool)
                                     or not isinstance(worker_gpus, (int, float)) or worker_gpus < 0):
         raise ArgumentError(f"`worker_gpus` must be a non-negative number or None, got {worker_gpus!r}.")
-    if (workers > 1 or ray_address is not None) and job.direct_answer:
-        raise JobError("probe.direct_answer runs on a single engine: run it without --workers / "
-                       "--ray-address (it is one request per question)")
 
 
 def _check_out(out: Path, *, overwrite: bool, resume: bool) -> None:
