@@ -3,7 +3,7 @@
 Target: evaluating a method costs a small multiple of solving its oracle
 frontier. Baseline, measured in the same run: `frontiers` of DR, FB and DEE
 on the test split (1,001-point grid) -- the exact DP every evaluation reads
-its reference from. Also timed: the online DEE walk (ThinkBrake, 21 θ)
+its reference from. Also timed: the online DEE walk (thinkbrake-onectx, 21 θ)
 against a plain Python loop over trajectories and boundaries doing the same
 decisions, after checking that both give the same stopping positions.
 
@@ -17,7 +17,7 @@ import numpy as np
 from otbench.analysis import simulate
 from otbench.analysis.bench import assign_splits, evaluate
 from otbench.analysis.bench._walk import dee_positions
-from otbench.analysis.methods import ThinkBrake, resolve, units_of
+from otbench.analysis.methods import ThinkBrakeOneContext, resolve, units_of
 from otbench.analysis.frontier._frontiers import frontiers
 
 
@@ -60,7 +60,7 @@ def main():
         t, res = best_of(lambda: evaluate(ms, name), a.repeats)
         print(f"evaluate {name:24s}     {t:8.3f} s  ({len(res.points)} θ; "
               f"{t / t_front:5.1f} x the frontier solve)")
-    m = ThinkBrake()
+    m = ThinkBrakeOneContext()
     m.fit(ms.take(np.flatnonzero(ms.split == 0)), None)
     thetas = m.theta_grid(21)
     unit, units = units_of(test)

@@ -89,7 +89,7 @@ def test_a_server_loads_an_installed_method_only_when_listed(site, monkeypatch):
     for listed in (("toy-stop",), ("toy_otbench_plugin:ToyStop",)):     # by name or target
         assert online_method("toy-stop", allowed=listed).name == "toy-stop"
     assert online_method("toy-stop").name == "toy-stop"        # no allow-list: not a server
-    assert online_method("thinkbrake", allowed=()).name == "thinkbrake"    # built-ins always
+    assert online_method("thinkbrake-onectx", allowed=()).name == "thinkbrake-onectx"    # built-ins always
 
     from otbench.probe.online import ControlSpec, OnlineControlError
     from otbench.probe.online._exit_rule import load_rule

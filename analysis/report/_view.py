@@ -1,4 +1,4 @@
-"""`write_view`: trajectories of a measurement set as a person reads them, in one HTML file (issue 58).
+"""`write_view`: trajectories of a measurement set as a person reads them, in one HTML file.
 
 For each shown trajectory: its thinking text cut at every step boundary
 (where the set stores token ids and a tokenizer reads them), at each cut the

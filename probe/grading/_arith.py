@@ -134,14 +134,25 @@ class _Parser:
 
     # -- the grammar, lowest precedence first (Python's) --------------------------------------
     def relation(self):
+        # A chain `a < b < c` is Python's `(a < b) and (b < c)`, as `parse_expr` evaluates it: each
+        # link but the last is made a truth value (a relation of symbols has none: refused, as
+        # sympy's `bool()` raises there), the first false link is the value, else the last link.
+        rels = ("<", ">", "<=", ">=")
         left = self.xor()
-        if self.peek() in ("<", ">", "<=", ">="):
+        value = None
+        while self.peek() in rels:
             op = self.take()[1]
             right = self.xor()
-            if self.peek() in ("<", ">", "<=", ">="):
-                raise ArithError("a chained relation")  # Python's `and` of two relations
-            return {"<": self.sp.Lt, ">": self.sp.Gt, "<=": self.sp.Le, ">=": self.sp.Ge}[op](left, right)
-        return left
+            link = {"<": self.sp.Lt, ">": self.sp.Gt, "<=": self.sp.Le, ">=": self.sp.Ge}[op](left, right)
+            if link is NotImplemented:          # a tuple or list compared (Python raises TypeError)
+                raise ArithError("a relation of a tuple or list")
+            if value is None or value is self.sp.true:
+                value = link
+            if self.peek() in rels and value is not self.sp.false:
+                if value is not self.sp.true:
+                    raise ArithError("a chained relation of symbols (no truth value)")
+            left = right
+        return left if value is None else value
 
     def xor(self):
         left = self.arith()

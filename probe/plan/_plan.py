@@ -257,7 +257,7 @@ def _group_plan(job, n_questions: int, measured: Lengths | None, g: str, arch, t
         xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w, group=g)
               for w in ("low", "mid", "high")}
     ws = {w: workload(n_questions, x, R=job.R, P=job.P, answer_limit=job.answer_limit,
-                      field_probes=tuple(job.field_probes)) for w, x in xs.items()}
+                      field_probes=tuple(getattr(job, "field_probes", ()))) for w, x in xs.items()}
     if job.trajectories is not None:          # imported trajectories: nothing is sampled
         ws = {w: _no_think(v) for w, v in ws.items()}
     hours = {"low": _hours(ws["low"], arch, tput, hi_e, calibration),

@@ -125,7 +125,7 @@ def test_method_stops_are_the_evaluators(text_set):
     shown = re.findall(r'<section class="traj" id="t(\d+)".*?</section>', page, flags=re.S)
     assert len(shown) == len(secs)
     checked = 0
-    for name in ("thinkbrake", "budget-forcing", "predictive-scheduling", "thinkswitcher"):
+    for name in ("thinkbrake-onectx", "budget-forcing", "predictive-scheduling", "thinkswitcher"):
         for r in test_rows:
             marks = re.findall(rf'<b data-method="{name}" data-theta="([^"]+)">k=(\d+)</b>',
                                secs[f"t{r}"])
@@ -142,11 +142,11 @@ def test_the_middle_theta_stop_is_marked_at_its_cut(text_set):
 
     page = view_html(text_set, limit=3)
     for sec in _sections(page).values():
-        mark = re.search(r'data-method="thinkbrake" data-theta="[^"]+">k=\d+</b>.*?'
+        mark = re.search(r'data-method="thinkbrake-onectx" data-theta="[^"]+">k=\d+</b>.*?'
                          r'data-theta="[^"]+">k=\d+</b>.*?data-theta="[^"]+">k=(\d+)</b>', sec)
         k = mark.group(1)
         cut = re.search(rf'<div class="cut" id="t\d+-k{k}" data-k="{k}">(.*?)</div>', sec).group(1)
-        assert ">thinkbrake</span>" in cut
+        assert ">thinkbrake-onectx</span>" in cut
 
 
 def test_a_set_without_token_tables_shows_counts_at_each_cut(tiny_set_dir):
