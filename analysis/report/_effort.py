@@ -6,12 +6,9 @@ A document of another set (its `content_hash` differs) or not an
 
 from pathlib import Path
 
-from otbench.errors import OtbenchError
-from otbench.files import loads_json, read_json_bytes
-
 from . import _tables as tabs
 from ._html import Section
-from ._inputs import binding_misfit
+from ._inputs import binding_misfit, result_beside
 
 RESULT_FILE = "effort.json"
 SCHEMA = "otbench.effort/1"
@@ -21,15 +18,9 @@ LIMIT = 64 << 20
 
 def read_effort(set_dir: Path | None, set_hash: str) -> tuple[dict | None, str | None]:
     """(document, note): the effort map beside the set, or why there is none to show."""
-    if set_dir is None:
-        return None, None
-    path = Path(set_dir) / "results" / RESULT_FILE
-    if not path.is_file():
-        return None, None
-    try:
-        doc = loads_json(read_json_bytes(path, LIMIT), str(path))
-    except OtbenchError as e:
-        return None, f"{RESULT_FILE}: {e}; skipped."
+    doc, note = result_beside(set_dir, RESULT_FILE, LIMIT)
+    if doc is None:
+        return None, note
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("cells"), list):
         return None, f"{RESULT_FILE}: not an {SCHEMA} document; skipped."
     why = binding_misfit(doc, set_hash)

@@ -13,7 +13,6 @@ stratum contributions stacked per `B`). Tables: the calibration, contrast
 and stratum layouts of `_horizon_tables` (CSV: one number per cell).
 """
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from otbench.analysis import horizon as htabs
 from . import _figures as figs
 from . import _tables as tabs
 from ._html import Section
+from ._inputs import result_beside
 
 RESULT_FILE = "horizon.json"
 SCHEMA = "otbench.horizon/1"
@@ -198,15 +198,9 @@ def _table(name: str, t: htabs.Table, caption: str) -> tabs.Table:
 
 def read_document(set_dir: Path | None) -> tuple[dict | None, str | None]:
     """(document, note): the horizon document beside the set, or why there is none to show."""
-    if set_dir is None:
-        return None, None
-    path = Path(set_dir) / "results" / RESULT_FILE
-    if not path.is_file():
-        return None, None
-    try:
-        doc = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        return None, f"{RESULT_FILE}: not valid JSON ({e}); skipped."
+    doc, note = result_beside(set_dir, RESULT_FILE)
+    if doc is None:
+        return None, note
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not doc.get("groups"):
         return None, f"{RESULT_FILE}: not an {SCHEMA} document with results; skipped."
     return doc, None

@@ -92,6 +92,21 @@ def _read(path: Path) -> tuple[Any, str]:
         raise ReportInputError(str(e)) from None
 
 
+def result_beside(set_dir: Path | None, name: str, limit: int = 1 << 30) -> tuple[Any, str | None]:
+    """(document, note) of ``results/NAME`` beside the set: (None, None) when there is none, (None,
+    "NAME: why; skipped.") when it cannot be read (a FIFO, over `limit` bytes, not JSON), else the
+    parsed document, through the guarded reader every report input uses."""
+    if set_dir is None:
+        return None, None
+    path = Path(set_dir) / "results" / name
+    if not path.is_file():
+        return None, None
+    try:
+        return loads_json(read_json_bytes(path, limit), str(path)), None
+    except OtbenchError as e:
+        return None, f"{name}: {e}; skipped."
+
+
 def binding_misfit(doc: Any, set_hash: str) -> str | None:
     """Why a result is not bound to the set with content hash `set_hash` (None: it is, or
     it records no hash)."""

@@ -43,3 +43,22 @@ def test_another_sets_map_is_a_note(tmp_path: Path):
     (tmp_path / "results" / "effort.json").write_text("{not json")
     assert read_effort(tmp_path, content_hash(ms))[0] is None
     assert read_effort(tmp_path / "nowhere", content_hash(ms)) == (None, None)
+
+
+def test_a_result_beside_the_set_is_read_through_the_guarded_reader(tmp_path):
+    """The effort and horizon sections share one reader: absent is no section, a FIFO or a file
+    over the bound is a one-line note, never a wait or a whole read."""
+    import os
+
+    from otbench.analysis.report._horizon import read_document
+    from otbench.analysis.report._inputs import result_beside
+
+    (tmp_path / "results").mkdir()
+    assert result_beside(tmp_path, "horizon.json") == (None, None)
+    os.mkfifo(tmp_path / "results" / "horizon.json")
+    assert read_document(tmp_path) == (None, None)        # not a regular file: nothing to show
+    (tmp_path / "results" / "horizon.json").unlink()
+    (tmp_path / "results" / "horizon.json").write_text('{"schema": "x", "pad": "' + "a" * 100 + '"}')
+    doc, note = result_beside(tmp_path, "horizon.json", limit=50)
+    assert doc is None and note.startswith("horizon.json: ") and note.endswith("; skipped.")
+    assert read_document(tmp_path)[1] == "horizon.json: not an otbench.horizon/1 document with results; skipped."
