@@ -17,12 +17,9 @@ from ._extract import (
 from ._read import (
     LABEL_FIELDS,
     LOG_FORMATS,
-    MARKERS,
     QUESTION_ID,
     QUESTION_TEXT,
     REASONING_FIELDS,
-    EvalLogError,
-    Reply,
     chat_replies,
     detect_format,
     groups,
@@ -33,10 +30,9 @@ from ._read import (
     lm_eval_replies,
     row_format,
     rows,
-    split_reasoning,
-    split_reply,
 )
 from ._eee import eee_replies
+from ._reply import MARKERS, EvalLogError, Reply, split_reasoning, split_reply
 from ._logs import read_log
 from ._inspect import INSPECT_STATUSES, inspect_replies
 from ._lengths import lm_eval_model_name, lm_eval_results_model, token_counter, token_decoder

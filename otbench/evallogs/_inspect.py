@@ -10,7 +10,8 @@ never silently.
 
 from pathlib import Path
 
-from ._read import _LENGTH_STOPS, EvalLogError, Reply, _open, _verdict, split_reasoning
+from ._read import _LENGTH_STOPS, _open, _verdict
+from ._reply import EvalLogError, Reply, split_reasoning
 
 INSPECT_STATUSES = ("started", "success", "cancelled", "error")
 """inspect-ai's `EvalStatus` values, every one read."""

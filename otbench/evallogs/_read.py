@@ -26,13 +26,12 @@ its thinking, and so is a reply with no marker after a prompt that opened the th
 (`split_reply`: templates that end in `<think>`). Every error names the file, the row and the field.
 """
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._lengths import _DATE, lm_eval_model_name
-from ._reply import MARKERS, EvalLogError, Reply, split_reasoning, split_reply
+from ._reply import EvalLogError, Reply, split_reasoning, split_reply
 
 LOG_FORMATS = ("lm-eval", "lighteval", "inspect-ai", "chat", "eee")
 LABEL_FIELDS = ("correct", "is_correct", "verdict")
