@@ -114,7 +114,7 @@ def main() -> None:
     a = ap.parse_args()
 
     from otbench.probe.online import compare
-    from otbench.probe.online._certify_interval import REPLICATES, design
+    from otbench.probe.online._certify._interval import REPLICATES, design
 
     smoke = a.smoke or os.environ.get("OTBENCH_BENCH_SMOKE") == "1"
     runs = 6 if smoke else a.runs

@@ -2,8 +2,8 @@
 and the quick tier's coverage check).
 
 The repository keeps the design's top-level folders; they install under `otbench`
-(pyproject.toml, `[tool.setuptools.package-dir]`), so `probe/online/_spec.py` is the module
-`otbench.probe.online._spec`.
+(pyproject.toml, `[tool.setuptools.package-dir]`), so `probe/online/_request.py` is the module
+`otbench.probe.online._request`.
 """
 
 import ast

@@ -86,7 +86,7 @@ def test_engine_budget_is_certified_token_for_token_on_vllm_cpu(embedded_set, tm
             # otbench's close is another tokenization (and drops the separator after a line end)
             assert ("close_ids" in p["kinds"]) == (p["engine_close"] != p["otbench_close"])
     assert cert["equal"] == sum(not p["kinds"] for p in cert["per_trajectory"])
-    # the CPU build runs Model Runner V1, and its restated rule (probe/online/_cap_count.py) predicts
+    # the CPU build runs Model Runner V1, and its restated rule (probe/online/_cap/_count.py) predicts
     # every faithful replay's cut from the stored tokens alone
     assert cert["runner"]["runner"] == "v1" and cert["runner"]["speculative_tokens"] == 0
     assert cert["runner"]["source"] == "the engine's configuration" and "temperature" in cert["runner"]

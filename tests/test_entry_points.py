@@ -92,7 +92,7 @@ def test_a_server_loads_an_installed_method_only_when_listed(site, monkeypatch):
     assert online_method("thinkbrake-onectx", allowed=()).name == "thinkbrake-onectx"    # built-ins always
 
     from otbench.probe.online import ControlSpec, OnlineControlError
-    from otbench.probe.online._exit_rule import load_rule
+    from otbench.probe.online._processor._rule import load_rule
 
     spec = ControlSpec(method="toy-stop", theta=0.5, family="qwen3")
     with pytest.raises(OnlineControlError, match="not allowed here"):

@@ -92,7 +92,7 @@ def test_the_coverage_rule_names_each_module_no_process_loaded(tmp_path):
     assert untouched(library, library, exempt={"otbench.analysis.x._kept"}) == ["otbench.analysis.x._kept"]
     assert tier_line(missing).endswith(": otbench.analysis.x._planted")
     # the real library: every module has a name the rule can be checked against
-    assert "otbench.probe.online._certify_cap" in library_files()
+    assert "otbench.probe.online._certify._cap" in library_files()
 
 
 def test_a_property_s_own_budget_is_capped():

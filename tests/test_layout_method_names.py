@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED = sorted((ROOT / "probe" / "online").glob("*.py")) + [ROOT / "cli" / "_online.py"]
+CHECKED = sorted((ROOT / "probe" / "online").rglob("*.py")) + [ROOT / "cli" / "_online.py"]
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -78,4 +78,4 @@ Z = "certify deer-stp instead"               # a name inside a message
     assert method_names_in(planted, names) == [(3, "deer"), (6, "deepconf-exit"), (7, "dynasor-cot"),
                                                 (8, "thinkbrake-onectx"), (10, "deer-stp")]
     # the repository's own checked files are read (a wrong glob would pass anything)
-    assert any(p.name == "_exit_rule.py" for p in CHECKED) and (ROOT / "cli" / "_online.py") in CHECKED
+    assert any(p.parts[-2:] == ("_processor", "_rule.py") for p in CHECKED) and (ROOT / "cli" / "_online.py") in CHECKED

@@ -416,9 +416,12 @@ def _defining_module(package: str, name: str) -> str | None:
     folder = Path(importlib.import_module(package).__file__).parent
     # indented too: a name may be defined under a module-level `if` (a class for an optional library)
     pattern = re.compile(rf"^[ \t]*(?:class|def) {re.escape(name)}\b|^[ \t]*{re.escape(name)}\s*[:=]", re.M)
-    for src in sorted(folder.glob("_*.py")):
-        if pattern.search(src.read_text(encoding="utf-8")):
-            return f"{package}.{src.stem}"
+    # its private modules, those of its private subpackages too (`otbench.probe.online._processor`)
+    for src in sorted(folder.rglob("_*.py")):
+        rel = src.relative_to(folder).with_suffix("").parts
+        if src.name != "__init__.py" and all(part.startswith("_") for part in rel) \
+                and pattern.search(src.read_text(encoding="utf-8")):
+            return ".".join((package, *rel))
     return None
 
 

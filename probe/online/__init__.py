@@ -18,7 +18,7 @@
   method whose `Method.online` is ``"side"``: Dynasor-CoT, DEER, answer
   consistency, plug-ins; budget forcing as a cap; `side_methods`): it
   drives generation through an engine's `Stream` with prefix-cached side
-  requests (`_sidereq`), its signals computed by the probe stage's own
+  requests (`_side`), its signals computed by the probe stage's own
   `otbench.probe.grading.probe_signals`;
 * `compare`, `design_of`, `paired_point`, `disagreement_line` -- the
   certificate: OTBench's two-stage paired bootstrap of the point at θ on the
@@ -28,11 +28,17 @@
 * `check_engine` -- the one-line refusal of engine settings under which
   per-step control cannot work.
 
+The code is laid out by role, each part a private subpackage: `_request` (what
+a request asks), `_processor` (the in-engine stop: the per-request control, the
+exit rule, each model runner's processor and the one class for both), `_side`
+(the side-request controller), `_cap` (the engine's own thinking cap, restated)
+and `_certify` (the replay of stored trajectories and every certificate).
+
 Importing this package imports neither torch, vLLM nor JAX; the analysis
 never imports it.
 """
 
-from ._certify import (
+from ._certify._replay import (
                        OnlineResult,
                        Trajectory,
                        certificate_line,
@@ -44,13 +50,13 @@ from ._certify import (
                        first_at_or_below,
                        replay,
 )
-from ._certify_cap import KINDS as CAP_KINDS
-from ._cap_count import CapPrediction, predict_cut, v2_forced
-from ._cap_strings import CapStrings, cap_strings, reasoning_marker
-from ._certify_cap import CapOutcome, cap_line, certify_engine_cap, classify, read_capped
-from ._certify_interval import Design, design_of, paired_point
-from ._certify_verdict import MIN_FAITHFUL_SHARE, MIN_QUESTIONS, disagreement_line
-from ._certify_side import (
+from ._certify._cap import KINDS as CAP_KINDS
+from ._cap._count import CapPrediction, predict_cut, v2_forced
+from ._cap._strings import CapStrings, cap_strings, reasoning_marker
+from ._certify._cap import CapOutcome, cap_line, certify_engine_cap, classify, read_capped
+from ._certify._interval import Design, design_of, paired_point
+from ._certify._verdict import MIN_FAITHFUL_SHARE, MIN_QUESTIONS, disagreement_line
+from ._certify._side import (
                             certify_field,
                             net_line,
                             record_signals,
@@ -59,10 +65,10 @@ from ._certify_side import (
                             signals_line,
                             signals_vs_recorded,
 )
-from ._control import RequestControl, Tables
-from ._exit_rule import ExitRule, load_rule, rule_args, set_rule_args
-from ._sidereq import FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side, side_methods
-from ._spec import (
+from ._processor._control import RequestControl, Tables
+from ._processor._rule import ExitRule, load_rule, rule_args, set_rule_args
+from ._side._controller import FieldRule, SideController, SideJob, SideResult, chunk_seed, run_side, side_methods
+from ._request import (
                     CAP,
                     PLUGINS_ENV,
                     PROCESSOR,
@@ -90,7 +96,7 @@ __all__ = ["CAP", "CAP_KINDS", "CapOutcome", "CapStrings", "cap_line", "cap_stri
 
 def __getattr__(name: str):
     if name in ("ExitProcessor", "ExitProcessorV1", "ExitProcessorV2"):
-        from . import _processor_v2
+        from ._processor import _dispatch
 
-        return getattr(_processor_v2, name)
+        return getattr(_dispatch, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

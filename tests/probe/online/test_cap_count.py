@@ -1,4 +1,4 @@
-"""Model Runner V2's thinking-budget count, as restated in `probe/online/_cap_count.py`.
+"""Model Runner V2's thinking-budget count, as restated in `probe/online/_cap/_count.py`.
 
 V2's rule is a Triton kernel (vLLM 0.32 `v1/worker/gpu/sample/thinking_budget.py`,
 `_thinking_budget_kernel`) that cannot run on a CPU, so the restatement is pinned here case by
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from otbench.errors import ArgumentError
 from otbench.probe.online import predict_cut, v2_forced
-from otbench.probe.online._cap_count import last_index
+from otbench.probe.online._cap._count import last_index
 
 START, END, NL = 100, 101, 9
 

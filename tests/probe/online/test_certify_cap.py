@@ -265,7 +265,7 @@ def test_cap_strings_under_v2_start_at_the_marker_or_a_suffix_that_never_recurs(
 
 
 def test_the_runner_is_read_from_the_engine_and_drafts_or_a_mismatch_are_refused():
-    from otbench.probe.online._certify_cap import _check_runner, engine_runner
+    from otbench.probe.online._certify._cap import _check_runner, engine_runner
 
     class Reports:
         def model_runner(self):

@@ -18,7 +18,7 @@ from otbench.probe.online import (
     disagreement_line,
     paired_point,
 )
-from otbench.probe.online import _certify_interval as ci
+from otbench.probe.online._certify import _interval as ci
 
 MASK64 = (1 << 64) - 1
 
@@ -266,7 +266,7 @@ def test_a_divergence_without_batch_invariance_in_both_runs_is_its_own_source():
     for inv, name in (({"stored": True, "replay": False, "both": False}, "replay diverged without batch invariance"),
                       ({"stored": True, "replay": True, "both": True}, "replay diverged")):
         cert = dict(base, batch_invariance=inv)
-        from otbench.probe.online._certify_verdict import NOTES, disagreements
+        from otbench.probe.online._certify._verdict import NOTES, disagreements
         src = disagreements(cert, np.full(n, 4.0), np.ones(n), np.full(n, 0.75))
         assert src[0]["source"] == name and src[0]["note"] == NOTES[name]
         assert src[0]["trajectories"] == 1
@@ -274,7 +274,7 @@ def test_a_divergence_without_batch_invariance_in_both_runs_is_its_own_source():
 
 def test_batch_invariance_is_read_from_both_runs_configurations():
     from otbench.probe.engines import EngineConfig
-    from otbench.probe.online._stored import batch_invariance
+    from otbench.probe.online._certify._stored import batch_invariance
 
     prov = {"engine": {"config": {"model": "m", "batch_invariant": True}}}
     assert batch_invariance(prov, EngineConfig(model="m", batch_invariant=True)) == {
@@ -284,7 +284,7 @@ def test_batch_invariance_is_read_from_both_runs_configurations():
 
 
 def test_t_quantiles_match_the_tables():
-    from otbench.probe.online._certify_interval import _normal_quantile, t_quantile
+    from otbench.probe.online._certify._interval import _normal_quantile, t_quantile
 
     assert abs(_normal_quantile(0.975) - 1.959963985) < 1e-8
     # Student's t, two-sided 95 %: the usual table values
@@ -293,7 +293,7 @@ def test_t_quantiles_match_the_tables():
 
 
 def test_expanded_percentiles_widen_the_decision_interval():
-    from otbench.probe.online._certify_interval import expanded_percentiles
+    from otbench.probe.online._certify._interval import expanded_percentiles
 
     lo, hi = expanded_percentiles(30)
     assert abs(lo - 1.875) < 0.01 and abs(hi - 98.125) < 0.01 and abs(lo + hi - 100) < 1e-9

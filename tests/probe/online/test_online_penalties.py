@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 
 from otbench.probe.online import ExitProcessorV1
-from otbench.probe.online._processor import signal_values
-from otbench.probe.online._processor_v2 import undo_penalties
+from otbench.probe.online._processor._core import signal_values
+from otbench.probe.online._processor._v2 import undo_penalties
 from vllm.model_executor.layers.utils import apply_penalties, get_token_bin_counts_and_mask
 
 

@@ -279,7 +279,7 @@ def test_the_penalty_would_have_moved_the_signal_without_the_undo():
     got = [sig["margin"] for _, sig, _ in done[0][1].decisions]
     assert got == [sig["margin"] for _, sig, _ in ctl1.decisions] and len(got) == 4
     # At length 3 token 0 (the best other, logit 70) is in the output: vLLM lowers it by 1.5.
-    from otbench.probe.online._processor import signal_values
+    from otbench.probe.online._processor._core import signal_values
 
     raw = _row_high(2, 0, 3).index_fill(0, torch.tensor([0]), 70.0)[None]
     pen = _penalize(raw.clone(), [[1]], [script[:3]], [{"presence_penalty": 1.5}])
@@ -379,7 +379,7 @@ def test_one_read_per_step_and_none_once_the_control_is_done():
 
 
 def test_signals_are_the_masked_maximum_batched_or_not():
-    from otbench.probe.online._processor import _ExitCore, signal_values
+    from otbench.probe.online._processor._core import _ExitCore, signal_values
 
     g = np.random.default_rng(3)
     x = torch.from_numpy(g.normal(size=(9, V)).astype(np.float32))

@@ -40,7 +40,7 @@ fixed-budget point at θ (`budget-forcing`: the latest step end within θ)
 under OTBench's two-stage paired bootstrap, and against the oracle FB
 frontier of the same trajectories at the cap's cost.
 
-The two model runners count differently (`_cap_count`, restated from each
+The two model runners count differently (`_cap._count`, restated from each
 one's code): V1 as above; V2 (what vLLM runs on a GPU) counts from the *last*
 occurrence of the start string anywhere in the sequence, and stops forcing
 once the parser's end marker is written. So the certificate records the
@@ -62,14 +62,14 @@ import numpy as np
 
 from otbench.probe.engines import GenRequest
 
-from ._cap_count import RUNNERS, first_index, predict_cut
-from ._cap_strings import CapStrings, cap_strings, reasoning_marker
-from ._certify import _run
+from .._cap._count import RUNNERS, first_index, predict_cut
+from .._cap._strings import CapStrings, cap_strings, reasoning_marker
+from ._replay import _run
 from ._stored import batch_invariance, check_replayable, engine_config_of, grade_rows, set_family, set_trajectories
-from ._certify_interval import REPLICATES, SEED, design_of, paired_point
-from ._certify_verdict import first_divergence
-from ._control import Tables
-from ._spec import OnlineControlError
+from ._interval import REPLICATES, SEED, design_of, paired_point
+from ._verdict import first_divergence
+from .._processor._control import Tables
+from .._request import OnlineControlError
 
 KINDS = {
     "replay_diverged": "the engine's thinking differs from the stored trajectory before the cut, with "
@@ -144,7 +144,7 @@ def classify(stored: Sequence[int], prompt_last: int | None, outcome: CapOutcome
     """One trajectory's record: the offline cut at θ, the engine's, and the kinds that differ.
 
     `predicted`: the cut and close the engine's runner's rule gives on the stored tokens
-    (`_cap_count.CapPrediction`; None: runner unknown). `batch_invariant`: on in both the stored
+    (`_cap._count.CapPrediction`; None: runner unknown). `batch_invariant`: on in both the stored
     run and the replay. `close_by_design`: `close` is the end string up to the parser's end marker
     (V2 stops forcing there), so it is compared with that much of otbench's close."""
     S = tuple(int(x) for x in stored)

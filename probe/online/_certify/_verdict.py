@@ -11,7 +11,7 @@ Verdict (one of three, never a bare "inside"):
   the faithful replays (θ never fired, so nothing of the rule was compared);
 * ``rejected`` -- enough evidence, and a faithful replay stopped elsewhere
   than OTBench's offline walk, or the paired difference of accuracy or of
-  relative cost has 0 outside its interval (`_certify_interval`);
+  relative cost has 0 outside its interval (`_interval`);
 * ``certified`` -- enough evidence and none of those.
 
 Sources of disagreement (``disagreements``): every trajectory whose online

@@ -29,7 +29,7 @@ from otbench.analysis.methods import (
     online_method,
 )
 
-from ._spec import PLUGINS_ENV, ControlSpec, OnlineControlError
+from .._request import PLUGINS_ENV, ControlSpec, OnlineControlError
 
 
 @functools.lru_cache(maxsize=None)

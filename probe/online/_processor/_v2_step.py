@@ -1,5 +1,5 @@
 """The V2 processor's step without a blocking device -> host copy: the decision on the device, the
-host's state machine one step behind (torch; imported by `_processor_v2` only).
+host's state machine one step behind (torch; imported by `_v2` only).
 
 Why: a ``.tolist()`` inside the sampler waits for the step's forward pass and then runs a Python
 loop while the GPU idles, every step a controlled request is in the batch. Instead, per step and

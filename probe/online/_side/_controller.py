@@ -27,7 +27,7 @@ state machine per trajectory, all multiplexed on one stream:
    own probe request does, so one side request per decision is all. A
    method that reads Dynasor-CoT's or DEER's *own* probe gets that probe
    instead (or as well), issued and read as the probe stage records it
-   (`_sideprobes`);
+   (`_probes`);
 3. the signals are computed by the probe stage's own helper
    (`otbench.probe.grading.probe_signals`, called as the probe's grading
    lane calls it: the family's answer prefix, the tokenizer's decode with
@@ -70,11 +70,11 @@ from typing import Any
 from otbench.probe.engines import Completion, GenRequest
 from otbench.probe.grading import HESITATION_WORDS, hesitation_pattern, number_answers, probe_signals
 
-from ._control import Tables
-from ._sidejob import SideJob, SideResult, chunk_seed, field_seed  # noqa: F401  (re-exported)
-from ._sideprobes import ARRIVED, KINDS, TAGS, PeerProbes
-from ._siderule import FIELD_NAMES, RECORD, FieldRule, side_methods  # noqa: F401  (re-exported)
-from ._spec import OnlineControlError
+from .._processor._control import Tables
+from ._job import SideJob, SideResult, chunk_seed, field_seed  # noqa: F401  (re-exported)
+from ._probes import ARRIVED, KINDS, TAGS, PeerProbes
+from ._rule import FIELD_NAMES, RECORD, FieldRule, side_methods  # noqa: F401  (re-exported)
+from .._request import OnlineControlError
 from otbench.errors import ArgumentError
 
 class _Traj:
@@ -324,7 +324,7 @@ class SideController:
         self._think(key, t)
 
     def _peer_done(self, t: _Traj, probe: str, k: int, c: Completion) -> None:
-        """A field method's own probe arrived: read it as the probe stage does (`_sideprobes`)."""
+        """A field method's own probe arrived: read it as the probe stage does (`_probes`)."""
         t.pending_probe.pop((probe, k))
         t.res.probe_decoded += len(c.token_ids) + (c.stop_id is not None)
         by_position, paid = self.peers.read(probe, t.scratch, k, c, self.rule.name)

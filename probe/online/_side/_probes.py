@@ -3,7 +3,7 @@
 A side method reads signals of one or more probes (`otbench.analysis.methods.SIDE_SIGNALS`):
 
 * ``"stp"`` -- otbench's own STP answer probe (``answer``, ``answer_conf``,
-  ``hesitation``, ``answer_tokens``), issued and read by `_sidereq` itself;
+  ``hesitation``, ``answer_tokens``), issued and read by `_controller` itself;
 * ``"dynasor"`` -- Dynasor-CoT's own probe (``dynasor_window``,
   ``dynasor_uncertain``, ``dynasor_tokens``);
 * ``"deer"`` -- DEER's own trial answer (``deer_conf``, ``deer_tokens``).
@@ -32,7 +32,7 @@ from typing import Any
 from otbench.analysis.methods import OWN_SIDE_SIGNALS, STP_SIDE_SIGNALS
 from otbench.probe.grading import DYNASOR_WINDOW_BITS, deer_trial, dynasor_probe, dynasor_windows
 
-from ._spec import OnlineControlError
+from .._request import OnlineControlError
 
 # The field probes are named once, by the analysis's table of their signals (a probe may share
 # its method's name, and names of methods live in `otbench.analysis.methods` alone).

@@ -1,39 +1,24 @@
-"""The vLLM logits processors that run an OTBench exit method while a request generates.
+"""What the logits processors of vLLM's two model runners share: one request's setup and step.
 
-Loaded through vLLM's public extension points only: ``LLM(...,
-logits_processors=[ExitProcessor])`` in process, or a server started with
-``--logits-processors otbench.probe.online:ExitProcessor``. It lives in
-vLLM's engine process; this module imports torch and vLLM at import time
-and is imported only there (``otbench.probe.online`` loads it lazily).
+The processors run an OTBench exit method while a request generates; they are loaded through
+vLLM's public extension points only (`_dispatch`). They live in vLLM's engine process: this
+module imports torch at import time and is imported only there (``otbench.probe.online`` loads
+the processors lazily).
 
-`_ExitCore` holds what both of vLLM's model runners share (the request's
-arguments, the tables, the one step of a `RequestControl`, the signals and
-the forced write); `ExitProcessorV1` is the V1-runner class below, the
-Model Runner V2 class and the public `ExitProcessor` that serves both are
-in `_processor_v2`.
-
-Under the V1 runner, per step, vLLM calls `update_state` with the batch changes (requests
-removed, then added, then moved between rows) and then `apply` with the
-batch's logits (float32, one row per request, after the allowed-ids and
-bad-words masks and vLLM's built-in min-tokens and logit-bias processors,
-before penalties and temperature). At a decision point the processor reads
-the request's signals from its row the way the probe records them --
-log-softmax over the full vocabulary, the signal token's log-probability
-and that of the most likely other token -- and forces the thinking end by
-leaving only the forced id finite in the row, which every sampler then
-picks (greedy or not; penalties and temperature keep it the only finite
-logit). Requests without ``otbench_method`` are not touched.
+`_ExitCore` holds what both runners share (the request's arguments, the tables, the one step of a
+`RequestControl`, the signals and the forced write); `signal_values` and `confidence_values` read
+a step's logits rows; `_Refused` stands for a request whose control could not be set up. The
+runners' own classes are `ExitProcessorV1` (`_v1`) and `ExitProcessorV2` (`_v2`).
 """
 
 import functools
 import logging
 
 import torch
-from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-from ._control import RequestControl, Tables
-from ._exit_rule import load_rule
-from ._spec import OnlineControlError, check_engine, parse_args
+from .._request import OnlineControlError, check_engine, parse_args
+from ._control import Tables
+from ._rule import load_rule
 
 # Under vLLM's own logger, so a server prints these lines with its log (level VLLM_LOGGING_LEVEL).
 log = logging.getLogger("vllm.otbench_online")
@@ -169,76 +154,6 @@ def signal_values(rows: torch.Tensor, signal_ids: torch.Tensor) -> torch.Tensor:
     else:
         other = torch.where(top.indices[:, 0] == sid.view(-1), top.values[:, 1], top.values[:, 0])
     return torch.stack([end, other], dim=1)
-
-
-class ExitProcessorV1(_ExitCore, LogitsProcessor):
-    """Online early exit under vLLM's V1 model runner (`vllm/v1/sample/logits_processor/interface.py`)."""
-
-    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
-        self._setup(vllm_config)
-        self._req: dict[int, RequestControl] = {}
-
-    def is_argmax_invariant(self) -> bool:
-        return False
-
-    # -- batch bookkeeping ------------------------------------------------------------
-    def update_state(self, batch_update: BatchUpdate | None) -> None:
-        if not batch_update:
-            return
-        for index in batch_update.removed:
-            ctl = self._req.pop(index, None)
-            if ctl is not None:
-                self._finish(ctl)
-        for index, params, prompt, output in batch_update.added:
-            old = self._req.pop(index, None)
-            if old is not None and old.output is not output:
-                self._finish(old)
-            try:
-                req = self._request(params)
-                if req is None:
-                    continue
-            except Exception as e:  # noqa: BLE001 -- never take the engine down for one request
-                log.error("otbench online: request refused: %s", e)
-                self._req[index] = _Refused(output, self._eos, str(e))
-                continue
-            self._req[index] = RequestControl(req[0], req[1], req[2], prompt, output)
-        for a, b, direction in batch_update.moved:
-            ra, rb = self._req.pop(a, None), self._req.pop(b, None)
-            if ra is not None:
-                self._req[b] = ra
-            if direction == MoveDirectionality.SWAP and rb is not None:
-                self._req[a] = rb
-            elif rb is not None:
-                self._finish(rb)
-
-    # -- one step ---------------------------------------------------------------------
-    def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        if not self._req:
-            return logits
-        rows: list[int] = []
-        ids: list[int] = []
-        self._observe(logits)
-        for index, ctl in self._req.items():
-            if index >= logits.shape[0]:
-                continue
-            tok = self._next(ctl, lambda i=index, c=ctl: self._signals(logits[i], c.tables.signal_id))
-            if tok is not None:
-                rows.append(index)
-                ids.append(tok)
-        self._force(logits, rows, ids)
-        return logits
-
-
-    def _observe(self, logits: torch.Tensor) -> None:
-        """Each control reading the group confidence, still thinking, gets its row's token confidence
-        (one batched read)."""
-        want = [(index, ctl, at) for index, ctl in self._req.items() if index < logits.shape[0]
-                for at in [getattr(ctl, "wants_confidence", lambda: None)()] if at is not None]
-        if not want:
-            return
-        rows = torch.tensor([w[0] for w in want], dtype=torch.long).to(logits.device)
-        for (_, ctl, at), conf in zip(want, confidence_values(logits[rows]).tolist()):
-            ctl.observe(at, conf)
 
 
 class _Refused:

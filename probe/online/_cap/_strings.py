@@ -1,7 +1,7 @@
 """The engine cap's strings: what `online certify --method engine-budget` gives vLLM's `ReasoningConfig`.
 
 The start string decides where the engine starts counting, and the two model
-runners count from different places (`_cap_count`): V1 from the start string's
+runners count from different places (`_count`): V1 from the start string's
 last occurrence in the prompt, V2 from its last occurrence anywhere. So the
 default start depends on the runner: the prompts' last token under V1 (counted
 exactly when it is one token), under V2 the family's reasoning start marker
@@ -13,9 +13,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ._cap_count import RUNNERS, first_index, last_index
-from ._control import Tables
-from ._spec import OnlineControlError
+from ._count import RUNNERS, first_index, last_index
+from .._processor._control import Tables
+from .._request import OnlineControlError
 
 PARSERS = {"deepseek-r1-distill": "deepseek_r1", "qwen3-thinking": "qwen3"}
 """vLLM reasoning parsers whose end string is the family's own thinking end (`</think>`): with
@@ -100,7 +100,7 @@ def cap_strings(tok: Any, tables: Tables, family: str, prompts: Sequence[Sequenc
                 natural_end: str = "") -> CapStrings:
     """The start and end strings of the cap (module docstring), checked; refused in one line.
 
-    `runner`: the model runner the cap will run on (the default start differs, `_cap_count`);
+    `runner`: the model runner the cap will run on (the default start differs, `_count`);
     `marker`: the family's reasoning start marker (`reasoning_marker`); `thinkings`: the stored
     thinking of each prompt's trajectory; `natural_end`: the parser's end string ("": none)."""
     def ids(text: str) -> tuple[int, ...]:

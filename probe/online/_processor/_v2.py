@@ -1,22 +1,10 @@
-"""The online controller under vLLM's Model Runner V2, and `ExitProcessor`, the one class for both runners.
+"""The logits processor under vLLM's Model Runner V2 (GPUs with Triton): `ExitProcessorV2`.
 
 vLLM 0.32 runs Model Runner V2 on GPUs whenever Triton is there
 (`vllm/config/vllm.py`, `VllmConfig.use_v2_model_runner`: hisparse and
 watermarking force it, `VLLM_USE_V2_MODEL_RUNNER` decides when set, else
-V2 unless Triton is missing or a feature it lacks is on). V2 loads custom
-processors through `vllm/v1/worker/gpu/sample/logits_processor/loader.py`
-(`_load_v2_logitsprocs_by_fqcns`), which refuses any class that is not a
-subclass of its own `LogitsProcessor` (`.../logits_processor/interface.py`);
-V1 (`vllm/v1/sample/logits_processor/__init__.py`,
-`_load_logitsprocs_by_fqcns`) refuses any class that is not a subclass of
-the V1 one. The two interfaces differ in their constructor -- V1 builds
-``ctor(vllm_config, device, is_pin_memory)`` (`build_logitsprocs`), V2
-``ctor(vllm_config, LogitsProcRequestState)`` (`build_custom_logits_processors`)
--- so `ExitProcessor` subclasses both and becomes, at construction, the
-processor of the runner that builds it. Nothing has to re-derive vLLM's
-runner choice (which depends on the installed Triton, the environment and
-the engine's features), and one FQCN serves ``LLM(...)`` and a server on
-CPU (V1) and GPU (V2) alike.
+V2 unless Triton is missing or a feature it lacks is on); `_dispatch` makes
+one class of this and the V1 runner's (`_v1`).
 
 Under V2 (`interface.py`; `model_runner.py` `add_requests`, `finish_requests`;
 `sample/sampler.py` `Sampler.add_request`, `apply_sampling_params`):
@@ -63,9 +51,9 @@ import logging
 import numpy as np
 import torch
 
+from .._request import OnlineControlError, parse_args
 from ._control import RequestControl
-from ._processor import ExitProcessorV1, _ExitCore, _Refused, signal_values
-from ._spec import OnlineControlError, parse_args
+from ._core import _ExitCore, _Refused, signal_values
 from ._v2_step import _SIGNAL, SYNC, Copy, DeviceTables, device_actions, plan, write_forced
 
 log = logging.getLogger("vllm.otbench_online")
@@ -76,7 +64,7 @@ try:   # vLLM >= 0.32: Model Runner V2's interface (import-light: no torch, no t
         LogitsProcessor,
         LogitsProcRequestState,
     )
-except ImportError:  # pragma: no cover -- a vLLM without Model Runner V2: the V1 class alone
+except ImportError:  # pragma: no cover -- a vLLM without Model Runner V2: the V1 class alone (`_dispatch`)
     LogitsProcessor = LogitsContext = LogitsProcRequestState = None
 
 # Under V2 the penalties run before custom processors (`sample/sampler.py`, `Sampler.__init__`:
@@ -384,51 +372,3 @@ class ExitProcessorV2(_ExitCore, *((LogitsProcessor,) if LogitsProcessor is not 
                 self._finish(st.ctl)
         return force_rows, force_ids
 
-
-if LogitsProcessor is None:  # pragma: no cover
-    ExitProcessor = ExitProcessorV1
-else:
-    from vllm.v1.sample.logits_processor import LogitsProcessor as _V1LogitsProcessor
-
-    class ExitProcessor(_V1LogitsProcessor, LogitsProcessor):
-        """Online early exit under either runner (module docstring).
-
-        A subclass of both interfaces, so both loaders accept it; the
-        runner that builds it picks the implementation by what it passes:
-        V2 a `LogitsProcRequestState` (`loader.py`
-        `build_custom_logits_processors`), V1 a device and a pin-memory flag
-        (`v1/sample/logits_processor/__init__.py` `build_logitsprocs`).
-        Each runner then calls only its own hooks. The frontend validates
-        requests before any runner is known (`v1/engine/input_processor.py`
-        `_build_logits_processors_params_validator`), so `validate_params`
-        is the stricter V2 check under both.
-        """
-
-        @classmethod
-        def validate_params(cls, sampling_params) -> None:
-            _validate_v2(sampling_params)
-
-        def __init__(self, vllm_config, *args):
-            if len(args) == 1 and isinstance(args[0], LogitsProcRequestState):
-                self.runner, self._impl = "v2", ExitProcessorV2(vllm_config, args[0])
-            elif len(args) == 2:
-                self.runner, self._impl = "v1", ExitProcessorV1(vllm_config, *args)
-            else:
-                # a bug: vLLM itself constructs the processor with these arguments
-                raise TypeError("ExitProcessor is built by vLLM: (vllm_config, device, is_pin_memory) "
-                                "under the V1 runner, (vllm_config, req_states) under V2")
-
-        def is_argmax_invariant(self) -> bool:
-            return False
-
-        def update_state(self, batch_update) -> None:          # V1 only
-            self._impl.update_state(batch_update)
-
-        def add_request(self, req_idx: int, sampling_params) -> bool:   # V2 only
-            return self._impl.add_request(req_idx, sampling_params)
-
-        def apply_staged_writes(self) -> None:                 # V2 only
-            self._impl.apply_staged_writes()
-
-        def apply(self, logits: torch.Tensor, ctx=None) -> torch.Tensor:
-            return self._impl.apply(logits) if self.runner == "v1" else self._impl.apply(logits, ctx)

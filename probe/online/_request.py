@@ -15,7 +15,7 @@ they travel through either path unchanged:
 * ``otbench_params``: the method's online parameters
   (`Method.online_parameters`, e.g. a threshold fitted offline), a JSON
   object as a string (a server's ``vllm_xargs`` carries no nested objects);
-  the processor rebuilds the method from them (`_exit_rule.load_rule`);
+  the processor rebuilds the method from them (`_processor._rule.load_rule`);
 * ``otbench_family``: the model family (``artifacts/families``), which
   fixes the signal token and the thinking end the controller forces;
 * ``otbench_boundary``: ``"vocab"`` or ``"vocab+span"`` (the model entry's
@@ -90,7 +90,7 @@ def request_args(method: str, theta: float, family: str, *, params: Mapping[str,
     """Extension arguments asking for online control (checked here, as the server will).
 
     `method`: a processor method's registered name or ``module:object``, or `CAP`; `params`:
-    its online parameters (`_exit_rule.rule_args` gives both for a resolved `Method`).
+    its online parameters (`_processor._rule.rule_args` gives both for a resolved `Method`).
     """
     spec = ControlSpec(method, float(theta), family, dict(params or {}), boundary,
                        None if lengths is None else tuple(int(x) for x in lengths))

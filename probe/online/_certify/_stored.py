@@ -2,7 +2,7 @@
 
 A set is data anyone can edit: it never chooses where a credential goes (`engine_config_of`),
 and one made without a probe run is refused before any engine starts (`check_replayable`).
-Split from `_certify` (the replay and its comparison) by role: these read the stored run.
+Split from `_replay` (the replay and its comparison) by role: these read the stored run.
 """
 
 import dataclasses
@@ -86,7 +86,7 @@ def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str], 
     from otbench.probe.config import embedded_model_dir
     from otbench.probe.engines import EngineConfig
 
-    from ._spec import OnlineControlError
+    from .._request import OnlineControlError
 
     engine = prov.get("engine", {})
     cfg = dict(engine.get("config", {})) if isinstance(engine, Mapping) and isinstance(
@@ -127,7 +127,7 @@ def set_family(prov: Mapping[str, Any]) -> Any:
     is the family's."""
     from otbench.probe.config import load_family
 
-    from ._spec import OnlineControlError
+    from .._request import OnlineControlError
 
     fam = load_family(prov["family"]["name"])
     if fam.version != prov["family"].get("version"):
@@ -163,7 +163,7 @@ def replay_config(engine: Any, config: Any) -> Any:
 
 def check_replayable(directory, ms: Any) -> None:
     """Refuse, in one line, a set that cannot be replayed online (no probe provenance, synthetic)."""
-    from ._spec import OnlineControlError
+    from .._request import OnlineControlError
 
     prov = ms.provenance
     if ms.synthetic or not all(isinstance(prov.get(k), Mapping) for k in ("family", "sampling", "engine")):

@@ -1,6 +1,6 @@
 """The side-request controller's rule: a `Method` run online, its probe schedule from its declared cost.
 
-`FieldRule` is what `_sidereq.SideController` asks at each decision point:
+`FieldRule` is what `_controller.SideController` asks at each decision point:
 which positions to probe before or after deciding (from the method's
 `SignalCost`: ``paid``, ``first``, ``max_decisions``), whether the probe needs
 log-probabilities (the method reads ``answer_conf``), an FB method's cap,
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from otbench.analysis.methods import METHODS, SIDE_SIGNALS, MethodError, resolve
 
-from ._exit_rule import ask_stop, one_unit, trajectory_view
-from ._sideprobes import probes_of
-from ._spec import OnlineControlError
+from .._processor._rule import ask_stop, one_unit, trajectory_view
+from ._probes import probes_of
+from .._request import OnlineControlError
 
 if TYPE_CHECKING:
-    from ._sidereq import SideJob
+    from ._controller import SideJob
 
 RECORD = "record"
 """A pseudo-method: probe every position `0..n` and never stop (the field signals of a stored trajectory)."""
@@ -85,7 +85,7 @@ class FieldRule:
 
     @property
     def probe_kinds(self) -> tuple[str, ...]:
-        """The probes issued at a probed position (`_sideprobes.probes_of`): otbench's STP probe,
+        """The probes issued at a probed position (`_probes.probes_of`): otbench's STP probe,
         Dynasor-CoT's own, DEER's own."""
         return probes_of((), True) if self.record else probes_of(self.m.signals)
 

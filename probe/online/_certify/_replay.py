@@ -28,10 +28,10 @@ assumed away):
   offline the position's probe accuracy `C(k)/P` (P samples).
 
 `compare` puts the point at θ on the macro chain, online and offline, under
-OTBench's two-stage paired bootstrap draw (`_certify_interval`), gives the
+OTBench's two-stage paired bootstrap draw (`_interval`), gives the
 verdict -- ``certified``, ``rejected`` or ``not certified`` on too little
 evidence, each with its reasons -- and assigns every disagreeing trajectory
-its source (`_certify_verdict`).
+its source (`_verdict`).
 """
 
 import dataclasses
@@ -42,12 +42,12 @@ import numpy as np
 
 from otbench.probe.engines import Completion, Engine, GenRequest
 
-from ._certify_interval import PERCENTILES, REPLICATES, SEED, Design, design_of, paired_point
-from ._certify_interval import design as certify_design
-from ._certify_verdict import disagreements, first_divergence, verdict
-from ._control import Tables
-from ._exit_rule import set_rule_args
-from ._spec import CAP, PROCESSOR, request_args
+from ._interval import PERCENTILES, REPLICATES, SEED, Design, design_of, paired_point
+from ._interval import design as certify_design
+from ._verdict import disagreements, first_divergence, verdict
+from .._processor._control import Tables
+from .._processor._rule import set_rule_args
+from .._request import CAP, PROCESSOR, request_args
 from ._stored import (Trajectory, batch_invariance, check_replayable, engine_config_of, grade_rows, replay_config,
                       set_family, set_trajectories)
 
@@ -216,7 +216,7 @@ def compare(trajectories: Sequence[Trajectory], online: Sequence[OnlineResult], 
             replicates: int = REPLICATES, batch_invariance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The certificate: per-trajectory agreement, the point's accuracy and relative cost online vs
     offline on the macro chain with OTBench's two-stage paired intervals, the verdict and every
-    source of disagreement (`_certify_interval`, `_certify_verdict`).
+    source of disagreement (`_interval`, `_verdict`).
 
     `offline_acc`: per trajectory `C(k)/P` at the offline stop; `probes`: its `P` (the point pools
     correct probes, `Σ C / Σ P`; default 1 each); `design`: the cells and questions of the

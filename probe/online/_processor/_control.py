@@ -32,7 +32,7 @@ import numpy as np
 
 from otbench.analysis.methods import CONFIDENCE_SIGNAL
 
-from ._spec import ControlSpec
+from .._request import ControlSpec
 
 
 @dataclasses.dataclass(frozen=True)
