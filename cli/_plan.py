@@ -56,6 +56,7 @@ def plan_cmd(job_file: Path | None, pilot: Path | None, device: str | None, cali
     time model fitted on measured runs; starts no engine."""
     from otbench.probe.plan import calibrate, calibration_text, parse_targets, plan_advice, plan_job, plan_text
     from otbench.probe.stp import load_job
+    from otbench.workflows import plan_precision
 
     if job_file is None and not calibrate_runs:
         raise DataError("plan: give JOB_FILE (or --calibrate RUN to fit the time model on measured runs)")
@@ -92,64 +93,13 @@ def plan_cmd(job_file: Path | None, pilot: Path | None, device: str | None, cali
     out = plan.as_dict() | {"advice": advice}
     if pilot is not None:
         with data_errors():
-            lines, block = _precision(job, plan, pilot, targets, device, counts, max_num_seqs, cal)
-        for line in lines:
+            precision = plan_precision(job, plan, pilot, targets=targets, device_name=device, questions=counts,
+                                       max_num_seqs=max_num_seqs, calibration=cal)
+        if precision.block is None and targets:
+            raise DataError(f"--target: {precision.note}")
+        for line in precision.lines:
             click.echo(line)
-        out["precision"] = block
+        out["precision"] = precision.block
     if json_out is not None:
         write_json(out, json_out)
 
-
-def _precision(job, plan, pilot: Path, targets, device, counts, max_num_seqs, cal=None):
-    """Predict the widths over the candidates and print-ready lines (calls only)."""
-    import time
-
-    from otbench.analysis.measurement import load
-    from otbench.analysis.resampling import PRECISION_REPLICATES, predict_precision
-    from otbench.probe.plan import (
-        TARGET_STATS,
-        Candidate,
-        candidate_hours,
-        more_questions,
-        candidates,
-        pilot_for_job,
-        precision_text,
-    )
-
-    t0 = time.perf_counter()
-    pairs = candidates(job.R, job.P) if targets else [(job.R, job.P)]
-    ms, note = pilot_for_job(load(pilot), job.model, sorted(plan.groups))
-    if ms is None:
-        if targets:
-            raise DataError(f"--target: {note}")
-        return [f"note: {note}"], None
-    P_p = int(ms.probes[0])
-    pred = predict_precision(ms, questions={g: v["questions"] for g, v in plan.groups.items() if g in ms.groups},
-                             trajectories=job.R, probes=max(p for _, p in pairs),
-                             probe_levels=[p for _, p in pairs if p <= P_p])
-    hours = candidate_hours(job, pairs, pilot=pilot, device_name=device, questions=counts,
-                            max_num_seqs=max_num_seqs, calibration=cal) if targets else {(job.R, job.P): plan.total["hours"][1]}
-    stats = [TARGET_STATS[k] for k in ("or", "ad", "p0")]
-    options = [Candidate(R=r, P=p, hours=hours[(r, p)],
-                         half_widths={s: pred.width(s, r, p) / 2 for s in stats}) for r, p in pairs]
-    info = {"pilot": f"{ms.num_trajectories} trajectories, R={pred.pilot_R:g}, P={P_p}"
-                     + (" SYNTHETIC" if pred.synthetic else ""),
-            "replicates": PRECISION_REPLICATES, "seconds": time.perf_counter() - t0}
-    more = None
-    if targets and not any(c.meets(targets) for c in options):
-        qs = dict(pred.questions)
-
-        def widths_at(r, p, counts):
-            at = pred.at_questions(counts)
-            return {s: at.width(s, r, p) / 2 for s in stats}
-
-        more = more_questions(options, targets, qs, widths_at)
-    lines = precision_text(options, targets, job.R, job.P, info, more) + ([f"  note: {note}"] if note else [])
-    block = {"meaning": "half-width (hi - lo) / 2 of the 95 % bootstrap interval, fraction",
-             "pilot": info["pilot"], "replicates": PRECISION_REPLICATES, "targets": targets,
-             "candidates": [{"R": c.R, "P": c.P, "hours": c.hours, "half_widths": dict(c.half_widths)}
-                            for c in options],
-             **({"with_more_questions": {"R": more.at_job.R, "P": more.at_job.P, "questions": dict(more.questions),
-                                         "hours": more.hours, "half_widths": dict(more.half_widths)}}
-                if more is not None else {})}
-    return lines, block

@@ -80,6 +80,67 @@ def test_only_the_cli_sits_above_the_workflows():
     for name in ("certify_set", "certify_field", "certify_engine_cap", "stop_positions", "offline_point",
                  "frontiers"):
         assert name not in src, name
+    # `otbench plan --pilot` reaches the analysis's width prediction only through `plan_precision`
+    assert "cli/_plan.py" in users
+    src = (Path(__file__).resolve().parent.parent / "cli" / "_plan.py").read_text(encoding="utf-8")
+    for name in ("predict_precision", "otbench.analysis", "pilot_for_job", "candidate_hours"):
+        assert name not in src, name
+
+
+_PLAN_JOB = """
+[model]
+name = "qwen3-4b-thinking-2507"
+[engine]
+kind = "vllm"
+max_model_len = 65536
+[data]
+source = "sums"
+n = 4
+[probe]
+R = 4
+P = 8
+b = 256
+thinking_limit = 32768
+answer_limit = 4096
+"""
+
+
+def test_plan_precision_is_what_the_plan_command_prints_and_writes(tmp_path):
+    import json
+    import re
+
+    from click.testing import CliRunner
+
+    from otbench.analysis.measurement import simulate
+    from otbench.cli import main
+    from otbench.probe.plan import parse_targets, plan_job
+    from otbench.probe.stp import load_job
+    from otbench.workflows import plan_precision
+
+    save(simulate("small", 1), tmp_path / "pilot")
+    (tmp_path / "job.toml").write_text(_PLAN_JOB)
+    counts = {"AIME": 90, "MATH500": 500}
+    res = CliRunner().invoke(main, ["plan", str(tmp_path / "job.toml"), "--pilot", str(tmp_path / "pilot"),
+                                    "--questions", "AIME=90,MATH500=500", "--target", "OR:0.5pp",
+                                    "--json", str(tmp_path / "plan.json")])
+    assert res.exit_code == 0, res.output
+    job = load_job(tmp_path / "job.toml")
+    plan = plan_job(job, pilot=tmp_path / "pilot", device_name="h200", questions=counts)
+    got = plan_precision(job, plan, tmp_path / "pilot", targets=parse_targets("OR:0.5pp"), questions=counts)
+    # the JSON block is the command's, to the byte; the printed block differs only in its run time
+    assert json.loads(json.dumps(got.block)) == json.loads((tmp_path / "plan.json").read_text())["precision"]
+    assert got.block["with_more_questions"]["half_widths"]["or"] <= 0.005
+    seconds = re.compile(r", [0-9.]+ s\)")
+    printed = [seconds.sub("", ln) for ln in res.output.splitlines()]
+    assert [seconds.sub("", ln) for ln in got.lines] == printed[-len(got.lines):]
+    assert got.note and got.note.startswith("precision: model 'qwen3-4b-thinking-2507' not in the pilot")
+    # a pilot without the job's groups: nothing predicted, the reason as data (the command refuses
+    # --target on it, and prints the note without one)
+    none = plan_precision(job, plan_job(job, questions={"NOPE": 10}), tmp_path / "pilot",
+                          questions={"NOPE": 10})
+    assert none.block is None and none.lines == [f"note: {none.note}"]
+    assert none.note == ("precision: the pilot has no trajectories in the job's groups (NOPE); "
+                         "no widths predicted")
 
 
 def test_certify_effort_refuses_a_map_of_another_set_or_level(synthetic_dir):
