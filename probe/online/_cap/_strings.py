@@ -13,9 +13,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ._count import RUNNERS, first_index, last_index
 from .._processor._control import Tables
 from .._request import OnlineControlError
+from ._count import RUNNERS, first_index, last_index
 
 PARSERS = {"deepseek-r1-distill": "deepseek_r1", "qwen3-thinking": "qwen3"}
 """vLLM reasoning parsers whose end string is the family's own thinking end (`</think>`): with

@@ -64,12 +64,12 @@ from otbench.probe.engines import GenRequest
 
 from .._cap._count import RUNNERS, first_index, predict_cut
 from .._cap._strings import CapStrings, cap_strings, reasoning_marker
+from .._processor._control import Tables
+from .._request import OnlineControlError
 from ._replay import _run
 from ._stored import batch_invariance, check_replayable, engine_config_of, grade_rows, set_family, set_trajectories
 from ._interval import REPLICATES, SEED, design_of, paired_point
 from ._verdict import first_divergence
-from .._processor._control import Tables
-from .._request import OnlineControlError
 
 KINDS = {
     "replay_diverged": "the engine's thinking differs from the stored trajectory before the cut, with "

@@ -42,12 +42,12 @@ import numpy as np
 
 from otbench.probe.engines import Completion, Engine, GenRequest
 
-from ._interval import PERCENTILES, REPLICATES, SEED, Design, design_of, paired_point
-from ._interval import design as certify_design
-from ._verdict import disagreements, first_divergence, verdict
 from .._processor._control import Tables
 from .._processor._rule import set_rule_args
 from .._request import CAP, PROCESSOR, request_args
+from ._interval import PERCENTILES, REPLICATES, SEED, Design, design_of, paired_point
+from ._interval import design as certify_design
+from ._verdict import disagreements, first_divergence, verdict
 from ._stored import (Trajectory, batch_invariance, check_replayable, engine_config_of, grade_rows, replay_config,
                       set_family, set_trajectories)
 

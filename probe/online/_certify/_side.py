@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from .._side._controller import FIELD_NAMES, RECORD, FieldRule, SideJob, SideResult, run_side
+from .._request import OnlineControlError
 from ._replay import OnlineResult, compare
 from ._stored import Trajectory, batch_invariance, engine_config_of, set_trajectories
 from ._interval import REPLICATES, SEED, design_of
-from .._side._controller import FIELD_NAMES, RECORD, FieldRule, SideJob, SideResult, run_side
-from .._request import OnlineControlError
 
 RECORDER = "otbench.online-record/1"
 OWN_COMPARED = ("dynasor_window", "dynasor_uncertain", "dynasor_tokens", "deer_conf", "deer_tokens")

@@ -16,8 +16,8 @@ import numpy as np
 from otbench.analysis.methods import METHODS, SIDE_SIGNALS, MethodError, resolve
 
 from .._processor._rule import ask_stop, one_unit, trajectory_view
-from ._probes import probes_of
 from .._request import OnlineControlError
+from ._probes import probes_of
 
 if TYPE_CHECKING:
     from ._controller import SideJob
