@@ -10,7 +10,7 @@ the job's checks and key reference, Ray's GPUs per worker, the data tables and t
 Adding one is one call, e.g. ``ENGINE_SPECS.register(EngineSpec("mine", "my_pkg.mod:MyEngine"))``
 or ``BENCHMARK_SPECS.register(BenchmarkSpec("MyBench", group="MyBench", task="mybench",
 grader="math", loader="my_pkg.rows:mapper"))``; an installed distribution adds one by an entry
-point in ``otbench.engines`` or ``otbench.benchmarks`` naming its record (a ``module:object``
+point in ``"otbench.engines"`` or ``"otbench.benchmarks"`` naming its record (a ``module:object``
 that is an `EngineSpec` / `BenchmarkSpec`), read and imported when that name is first needed.
 
 This module imports nothing heavy (no probe, no torch, no JAX): the analysis reads the
@@ -108,6 +108,17 @@ class Descriptors(Mapping):
         self._entry_points = Registry(f"{what} record", {}, group=group) if group else None
         for spec in specs:
             self.register(spec)
+        self._builtin = tuple(self._specs)
+
+    def _group(self) -> dict[str, str]:
+        """Name -> ``module:object`` of the records installed distributions declare in `group`;
+        a built-in name is refused (one line), as `Registry` refuses it."""
+        found = self._entry_points.installed() if self._entry_points is not None else {}
+        clash = [n for n in found if n in self._builtin]
+        if clash:
+            raise RegistryError(f"the installed {self.what} {clash[0]!r} in {self.group!r} needs a "
+                                f"name of its own (not a built-in: {', '.join(self._builtin)})")
+        return found
 
     def register(self, spec) -> None:
         """Add (or replace) one record: the one place a new engine or benchmark is declared."""
@@ -125,7 +136,7 @@ class Descriptors(Mapping):
         self.targets.unregister(name)
 
     def _installed_spec(self, name: str):
-        if self._entry_points is None or name not in self._entry_points.installed():
+        if name not in self._group():
             return None
         if name not in self._installed:
             spec = self._entry_points.resolve(name)
@@ -143,8 +154,7 @@ class Descriptors(Mapping):
         return tuple(self._specs.values())
 
     def names(self) -> tuple[str, ...]:
-        extra = self._entry_points.installed() if self._entry_points is not None else {}
-        return tuple(self._specs) + tuple(n for n in extra if n not in self._specs)
+        return tuple(self._specs) + tuple(n for n in self._group() if n not in self._specs)
 
     def __getitem__(self, name: str):
         try:
@@ -159,8 +169,7 @@ class Descriptors(Mapping):
 
     def __contains__(self, name: object) -> bool:
         try:
-            return name in self._specs or (isinstance(name, str) and self._entry_points is not None
-                                           and name in self._entry_points.installed())
+            return name in self._specs or (isinstance(name, str) and name in self._group())
         except TypeError:
             return False
 

@@ -70,7 +70,7 @@ from otbench.probe.config import Family, Sampling, find_model, list_entries, loa
 from otbench.probe.engines import EngineConfig
 from otbench.probe.grading import DEEPCONF_WINDOW, GRADERS, hesitation_pattern
 
-from otbench.descriptors import ENGINE_SPECS
+from otbench.descriptors import ENGINE_SPECS, file_benchmarks
 from otbench.errors import OtbenchError
 from otbench.files import read_regular
 
@@ -311,7 +311,7 @@ _SOURCE_KEYS = {"benchmark", "embedded", "path", "hub", "config", "split", "revi
 
 def _source_iv(s, where: str, base: Path | None) -> dict:
     """One `[[data.sources]]` table: where the rows are, and which schema reads them."""
-    from otbench.probe.data import BUILTIN_SCHEMAS, EMBEDDED_SOURCES, TASK_COLUMNS, UserSchema
+    from otbench.probe.data import EMBEDDED_SOURCES, TASK_COLUMNS, UserSchema
 
     if not isinstance(s, dict):
         raise JobError(f"{where} must be a table, got {type(s).__name__}")
@@ -341,8 +341,8 @@ def _source_iv(s, where: str, base: Path | None) -> dict:
             if k in s:
                 raise JobError(f"{where}.{k} applies to `hub` sources only")
     if "benchmark" in s:
-        if s["benchmark"] not in BUILTIN_SCHEMAS:
-            raise JobError(f"{where}.benchmark must be one of {', '.join(BUILTIN_SCHEMAS)}, "
+        if s["benchmark"] not in file_benchmarks():
+            raise JobError(f"{where}.benchmark must be one of {', '.join(file_benchmarks())}, "
                            f"got {s['benchmark']!r} (or give a user schema: group, task, columns)")
         for k in ("group", "dataset", "task", "columns"):
             if k in s:
