@@ -74,7 +74,8 @@ class BenchmarkSpec:
         questions' task; the job's grader reads it).
       loader: its row mapper, ``module:function`` taking ``(row, loc, **kw)`` and giving a
         ``Question`` (or None to skip the row); "" for an embedded source.
-      embedded: an offline source of the probe (``embedded = name``), with no file or Hub rows.
+      embedded: one of the probe's offline sources (``embedded = name``, its `EMBEDDED_SOURCES`:
+        generated or packaged questions, no file or Hub rows, no loader here).
       hub: the default Hugging Face location (dataset id, configuration, split), or None.
       calibration: the questions the simulator draws at the paper's scale (`analysis.measurement`,
         its calibration); 0: not simulated.

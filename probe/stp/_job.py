@@ -244,7 +244,10 @@ def _engine_iv(e: dict[str, Any], path: str) -> EngineConfig:
     if not isinstance(kind, str) or kind not in ENGINE_SPECS:
         raise JobError(f"engine.kind must be one of {', '.join(ENGINE_SPECS)}, got {kind!r}")
     engine = EngineConfig(kind=kind, model=path, **e)
-    specs = [ENGINE_SPECS[k] for k in ENGINE_SPECS]
+    # the declared kinds and the chosen one (an installed kind's own keys are not job keys
+    # unless the key table defines them, so only a chosen installed record is read)
+    declared = ENGINE_SPECS.declared()
+    specs = [*declared, *([] if any(s.kind == kind for s in declared) else [ENGINE_SPECS[kind]])]
     owners = {key: [s.kind for s in specs if key in s.keys] for key in e}
     wrong = sorted(key for key, kinds in owners.items() if kinds and kind not in kinds)
     if wrong:

@@ -7,8 +7,8 @@
 `job_from_dict` validates it, so a one-line run *is* a TOML job;
 `job_toml` writes that table as TOML (`--write-job FILE`), and loading the
 file gives the same job. `--model` is the engine kind (`vllm`,
-`transformers`, `openai`: `otbench.descriptors.ENGINE_SPECS`); `--model-args` are `KEY=VALUE` pairs
-(`MODEL_ARGS` says where each goes); `--tasks` are names of the task
+`transformers`, `openai`: the records of `otbench.descriptors.ENGINE_SPECS`);
+`--model-args` are `KEY=VALUE` pairs (`MODEL_ARGS` says where each goes); `--tasks` are names of the task
 registry (`probe.data.TASKS`), each `NAME` or `NAME=PATH`; `--gen-kwargs`
 override the family's sampling (`temperature`, `top_p`, `top_k`,
 `presence_penalty`) and limits (`thinking_limit`, `answer_limit`). Relative paths are made absolute against the current
