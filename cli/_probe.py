@@ -5,7 +5,9 @@ from pathlib import Path
 
 import click
 
-from ._common import DataError, argument_errors, data_errors, library_progress, write_json
+from otbench.descriptors import engine_kinds
+
+from ._common import DataError, Declared, argument_errors, data_errors, library_progress, write_json
 from ._numbers import Count, Real, counts
 from ._tracking import log_options, probe_record, track
 
@@ -18,7 +20,7 @@ def probe_group() -> None:
 @probe_group.command("run")
 @click.option("--config", "config", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Job TOML (model, engine, data, probe, sampling, grader); or the one-line form below.")
-@click.option("--model", "model", default=None, type=click.Choice(["vllm", "transformers", "openai"]),
+@click.option("--model", "model", default=None, type=Declared(engine_kinds),
               help="One-line start: the engine (openai: an OpenAI-compatible server at base_url).")
 @click.option("--model-args", "model_args", default="",
               help="KEY=VALUE,... : pretrained=ID|DIR, revision=, family=, dtype=, max_model_len=, "

@@ -2,10 +2,13 @@
 
 Parameters only (logit units unless stated); the generative model that uses
 them, and where each number comes from, is described in `_simulate`'s module
-docstring.
+docstring. A group's datasets and their question counts at the paper's scale are
+the benchmarks' own records (`otbench.descriptors.BenchmarkSpec.calibration`).
 """
 
 import dataclasses
+
+from otbench.descriptors import calibrated
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13,7 +16,7 @@ class Group:
     """Parameters of one benchmark group (logit units unless stated)."""
 
     name: str
-    datasets: tuple[tuple[str, int], ...]  # (dataset, questions at paper scale)
+    datasets: tuple[tuple[str, int], ...]  # (dataset, questions at paper scale): its benchmarks' records
     topics: tuple[tuple[str, float], ...]  # (topic, difficulty offset)
     diff_sd: float      # within-topic difficulty spread
     tokens: float       # typical thinking tokens (before model and difficulty terms)
@@ -42,20 +45,20 @@ class Model:
 
 
 GROUPS = (
-    Group("AIME", (("AIME2024", 30), ("AIME2025", 30), ("AIME2026", 30)),
+    Group("AIME", calibrated("AIME"),
            (("algebra", 0.0), ("combinatorics", 0.4), ("geometry", 0.3), ("number theory", -0.2)),
            diff_sd=1.1, tokens=10_000, len_sd=0.45, len_diff=0.25, zero=-3.0, solve=0.6,
            hi=3.2, lo=-4.5, jitter=0.3, corrupt=0.035, lateness=1.0, few_blocks=0.005),
-    Group("MATH500", (("MATH500", 500),),
+    Group("MATH500", calibrated("MATH500"),
            (("prealgebra", -0.8), ("algebra", -0.5), ("number theory", 0.0), ("counting", 0.2),
             ("geometry", 0.3), ("intermediate algebra", 0.6), ("precalculus", 0.5)),
            diff_sd=1.2, tokens=2_000, len_sd=0.5, len_diff=0.45, zero=2.3, solve=2.6,
            hi=5.0, lo=-4.0, jitter=0.3, corrupt=0.002, lateness=0.8, few_blocks=0.005),
-    Group("GPQA-Diamond", (("GPQA-Diamond", 198),),
+    Group("GPQA-Diamond", calibrated("GPQA-Diamond"),
            (("physics", -0.2), ("chemistry", 0.3), ("biology", 0.0)),
            diff_sd=1.0, tokens=6_100, len_sd=0.5, len_diff=0.25, zero=0.2, solve=0.3,
            hi=2.8, lo=-1.3, jitter=0.5, corrupt=0.12, lateness=1.3, few_blocks=0.005),
-    Group("LiveCodeBench", (("LiveCodeBench", 175),),
+    Group("LiveCodeBench", calibrated("LiveCodeBench"),
            (("easy", -1.2), ("medium", 0.0), ("hard", 1.2)),
            diff_sd=0.8, tokens=7_450, len_sd=0.5, len_diff=0.3, zero=-2.5, solve=0.7,
            hi=3.0, lo=-4.0, jitter=0.3, corrupt=0.04, lateness=1.0, few_blocks=0.03),

@@ -52,7 +52,7 @@ def public_packages() -> list[str]:
         mod = importlib.import_module(name)
         if getattr(mod, "__all__", None):
             out.append(name)
-    for i, module in enumerate(("otbench.errors", "otbench.registry")):
+    for i, module in enumerate(("otbench.errors", "otbench.registry", "otbench.descriptors")):
         if module not in out:              # modules, not packages, and public all the same
             out.insert(1 + i, module)
     return out

@@ -41,13 +41,14 @@ from typing import Any
 from otbench.probe.grading import LETTERS, CodeTest, GradeRequest, shuffle_options
 
 from ._rows import DatasetError, _field, _id, _loads, _rows, _text
+from otbench.descriptors import BENCHMARK_SPECS, file_benchmarks
 from otbench.errors import ArgumentError
 
-GROUPS = ("AIME", "MATH500", "GPQA-Diamond", "LiveCodeBench")
-BENCHMARKS = {  # benchmark (dataset) name -> reporting group
-    "AIME2024": "AIME", "AIME2025": "AIME", "AIME2026": "AIME",
-    "MATH500": "MATH500", "GPQA-Diamond": "GPQA-Diamond", "LiveCodeBench": "LiveCodeBench",
-}
+BENCHMARKS = {s.name: s.group for s in BENCHMARK_SPECS.declared() if not s.embedded}
+"""The built-in file benchmarks (dataset name -> reporting group), from their records
+(`otbench.descriptors.BENCHMARK_SPECS`, which the loaders read, so one declared later counts)."""
+GROUPS = tuple(dict.fromkeys(BENCHMARKS.values()))
+"""Their reporting groups."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,14 +249,30 @@ def _lcb(row, loc, *, contest_dates=None, **_) -> Question | None:
                     fn_name=fn_name, starter_code=starter)
 
 
-_MAPPERS = {"MATH500": _math500, "AIME2024": _aime("AIME2024"), "AIME2025": _aime("AIME2025"),
-            "AIME2026": _aime("AIME2026"), "GPQA-Diamond": _gpqa, "LiveCodeBench": _lcb}
+# The row loaders the benchmark records name (`BenchmarkSpec.loader`).
+_aime2024, _aime2025, _aime2026 = _aime("AIME2024"), _aime("AIME2025"), _aime("AIME2026")
+
+
+def row_mapper(benchmark: str) -> Callable[..., "Question | None"]:
+    """The row loader of a file benchmark (`BenchmarkSpec.loader`, imported now)."""
+    names = file_benchmarks()
+    if not isinstance(benchmark, str) or benchmark not in names:
+        raise ArgumentError(f"`benchmark` must be one of {', '.join(map(repr, names))}, got {benchmark!r}.")
+    BENCHMARK_SPECS[benchmark]         # an installed benchmark's record, read now, registers its loader
+    return BENCHMARK_SPECS.targets.resolve(benchmark)
 
 
 def _map_rows(benchmark: str, rows: Iterable[tuple[str, Any]], **kw) -> list[Question]:
-    if benchmark not in _MAPPERS:
-        raise ArgumentError(f"`benchmark` must be one of {', '.join(map(repr, _MAPPERS))}, got {benchmark!r}.")
-    return map_unique(_MAPPERS[benchmark], rows, **kw)
+    mapper, grader = row_mapper(benchmark), BENCHMARK_SPECS[benchmark].grader
+
+    def graded(row, loc, **kw):
+        q = mapper(row, loc, **kw)
+        if q is not None and q.task != grader:    # a loader out of step with its record
+            raise DatasetError(f"{loc}: the {benchmark} loader gave a {q.task!r} question, but its "
+                               f"record grades {grader!r} answers")
+        return q
+
+    return map_unique(graded, rows, **kw)
 
 
 def map_unique(mapper: Callable[..., "Question | None"], rows: Iterable[tuple[str, Any]],
@@ -311,14 +328,9 @@ def load_group(files: Mapping[str, str] | Sequence[tuple[str, str]], **kw) -> li
     return out
 
 
-# Default hub locations; override `name` / `config` / `split` if they move.
-HUB = {
-    "MATH500": ("HuggingFaceH4/MATH-500", None, "test"),
-    "AIME2024": ("Maxwell-Jia/AIME_2024", None, "train"),
-    "AIME2025": ("math-ai/aime25", None, "test"),
-    "GPQA-Diamond": ("Idavidrein/gpqa", "gpqa_diamond", "train"),
-    "LiveCodeBench": ("livecodebench/code_generation_lite", None, "test"),
-}
+HUB = {s.name: s.hub for s in BENCHMARK_SPECS.declared() if s.hub is not None}
+"""The built-in default hub locations (`BenchmarkSpec.hub`); override `name` / `config` /
+`split` if they move."""
 
 
 def load_hub(benchmark: str, *, name: str | None = None, config: str | None = None,
@@ -330,9 +342,11 @@ def load_hub(benchmark: str, *, name: str | None = None, config: str | None = No
     for reproducible runs. AIME2026 has no default location: pass `name`.
     """
     if name is None:
-        if benchmark not in HUB:
+        spec = BENCHMARK_SPECS[benchmark] if isinstance(benchmark, str) and benchmark in BENCHMARK_SPECS \
+            else None
+        if spec is None or spec.hub is None:
             raise ArgumentError(f"no default hub location for {benchmark!r}; pass `name`.")
-        name, d_config, d_split = HUB[benchmark]
+        name, d_config, d_split = spec.hub
         config = config if config is not None else d_config
         split = split if split is not None else d_split
     try:

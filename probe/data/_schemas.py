@@ -30,19 +30,21 @@ from typing import Any
 from otbench.probe.grading import shuffle_options
 
 from ._benchmarks import (
-    _MAPPERS,
+    BENCHMARKS,
     DatasetError,
     Question,
     _decode_tests,
     _field,
     _lcb,
     _text,
+    row_mapper,
     text_id,
 )
 from otbench.errors import ArgumentError
 
-BUILTIN = tuple(_MAPPERS)
-"""Names of the built-in schemas (`benchmark = ...` in a source)."""
+BUILTIN = tuple(BENCHMARKS)
+"""Names of the built-in schemas (`benchmark = ...` in a source; one declared later is read from
+`otbench.descriptors.BENCHMARK_SPECS` where a source is checked)."""
 
 TASK_COLUMNS = {
     "math": ({"problem", "answer"}, {"id"}),
@@ -131,6 +133,6 @@ class UserSchema:
 def schema_mapper(source: Mapping[str, Any]):
     """The row mapper of a validated source table: a built-in benchmark's or a `UserSchema.map`."""
     if "benchmark" in source:
-        return _MAPPERS[source["benchmark"]]
+        return row_mapper(source["benchmark"])
     return UserSchema(group=source["group"], dataset=source.get("dataset", source["group"]),
                       task=source["task"], columns=source["columns"]).map

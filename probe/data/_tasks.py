@@ -1,23 +1,23 @@
 """The task registry: lm-eval-style names of the built-in benchmarks, each with its source and schema.
 
 `otbench probe run --tasks math500,aime24,gpqa-diamond,livecodebench` (and
-`otbench probe tasks`, which lists this table) names benchmarks the way
+`otbench probe tasks`, which lists this table) names benchmarks, one per benchmark record
+(`otbench.descriptors.BenchmarkSpec.task`), the way
 lm-eval users do; each name stands for one `[[data.sources]]` table of a
 probe job (`task_source`), so a one-line start and a job TOML are the same
 job. A name alone reads the benchmark's default Hugging Face location
-(`_benchmarks.HUB`; the `hub` extra); `NAME=PATH` reads a local file or
+(`BenchmarkSpec.hub`; the `hub` extra); `NAME=PATH` reads a local file or
 folder with the same schema instead. The offline sources (`sums`,
 `arithmetic`, `champ`) need neither.
 """
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ._benchmarks import BENCHMARKS, HUB, DatasetError
+from otbench.descriptors import BENCHMARK_SPECS, BenchmarkSpec
 
-_TASK_OF = {"MATH500": "math", "AIME2024": "math", "AIME2025": "math", "AIME2026": "math",
-            "GPQA-Diamond": "choice", "LiveCodeBench": "code"}
+from ._benchmarks import DatasetError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,22 +46,30 @@ class Task:
         return dataclasses.asdict(self)
 
 
-def _hub_task(name: str, benchmark: str) -> Task:
-    hub, config, split = HUB.get(benchmark, (None, None, None))
-    return Task(name, benchmark, None, hub, config, split, BENCHMARKS[benchmark], _TASK_OF[benchmark])
+def _task(spec: BenchmarkSpec) -> Task:
+    hub, config, split = spec.hub or (None, None, None)
+    return Task(spec.task, None if spec.embedded else spec.name, spec.name if spec.embedded else None,
+                hub, config, split, spec.group, spec.grader)
 
 
-TASKS: dict[str, Task] = {t.name: t for t in (
-    _hub_task("math500", "MATH500"),
-    _hub_task("aime24", "AIME2024"),
-    _hub_task("aime25", "AIME2025"),
-    _hub_task("aime26", "AIME2026"),
-    _hub_task("gpqa-diamond", "GPQA-Diamond"),
-    _hub_task("livecodebench", "LiveCodeBench"),
-    Task("sums", None, "sums", None, None, None, "SUMS", "math"),
-    Task("arithmetic", None, "arithmetic", None, None, None, "ARITH", "math"),
-    Task("champ", None, "champ", None, None, None, "CHAMP", "math"),
-)}
+class _Tasks(Mapping):
+    """The task names of every benchmark record (`BENCHMARK_SPECS`), read when used: a benchmark
+    declared after this import, or installed by a distribution, is a task too."""
+
+    def _table(self) -> dict[str, Task]:
+        return {t.name: t for t in (_task(BENCHMARK_SPECS[n]) for n in BENCHMARK_SPECS)}
+
+    def __getitem__(self, name: str) -> Task:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+TASKS: Mapping[str, Task] = _Tasks()
 """Every task name `--tasks` accepts, in the order `otbench probe tasks` lists them."""
 
 

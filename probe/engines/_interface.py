@@ -19,16 +19,14 @@ from typing import Any, NamedTuple, Protocol
 from otbench.probe.config import Sampling
 
 from otbench.errors import OtbenchError
-from otbench.registry import Registry, RegistryError
+from otbench.descriptors import ENGINE_SPECS
+from otbench.registry import RegistryError
 
-ENGINES = Registry("engine", {
-    "vllm": "otbench.probe.engines._vllm:VLLMEngine",
-    "transformers": "otbench.probe.engines._transformers:HFEngine",
-    "openai": "otbench.probe.engines._openai:OpenAIEngine",
-}, plugins=False, unknown=lambda reg, kind: f"`engine` must be one of {', '.join(reg)}, got {kind!r}.")
+ENGINES = ENGINE_SPECS.targets
 """The engine registry (`otbench.registry.Registry`): kind -> ``module:Class``, imported only
-when chosen (choosing the transformers engine never imports vLLM). Engines are code that
-runs with the user's hardware and credentials: no plug-in targets, only registered kinds."""
+when chosen (choosing the transformers engine never imports vLLM); each kind is declared once,
+as an `otbench.descriptors.EngineSpec` in `ENGINE_SPECS`. Engines are code that runs with the
+user's hardware and credentials: no plug-in targets, only declared kinds."""
 
 
 class GenRequest(NamedTuple):
@@ -146,7 +144,8 @@ class EngineConfig:
     """Engine settings (recorded in the run's provenance).
 
     Attributes:
-      kind: "vllm", "transformers", or "openai" (an OpenAI-compatible server, `_openai`).
+      kind: an engine kind of `otbench.descriptors.ENGINE_SPECS` ("vllm", "transformers", or
+        "openai", an OpenAI-compatible server, `_openai`).
       model: local directory of a Hugging Face model (weights + tokenizer).
       dtype: "bfloat16" | "float16" | "float32".
       max_model_len: context limit in tokens (prompt + generated).
@@ -378,8 +377,9 @@ class BatchStream(StreamBase):
 
 def engine_class(kind: str) -> Callable[..., Engine]:
     """The engine class registered under `kind` (imports its module now)."""
-    if not isinstance(kind, str) or kind not in ENGINES:
-        raise RegistryError(f"`engine` must be one of {', '.join(ENGINES)}, got {kind!r}.")
+    if not isinstance(kind, str) or kind not in ENGINE_SPECS:
+        raise RegistryError(f"`engine` must be one of {', '.join(ENGINE_SPECS)}, got {kind!r}.")
+    ENGINE_SPECS[kind]                # an installed kind's record, read now, registers its class
     return ENGINES.resolve(kind)
 
 

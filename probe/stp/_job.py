@@ -10,7 +10,8 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     # family = "generic-chat"        # required unless the name is an entry; overrides the entry's
 
     [engine]
-    kind = "vllm"                    # or "transformers", or "openai" (a served model: base_url, ...)
+    kind = "vllm"                    # an engine kind of otbench.descriptors.ENGINE_SPECS: or "transformers",
+                                     # or "openai" (a served model: base_url, ...)
     dtype = "bfloat16"
     max_model_len = 2048             # default: the family's context limit
     block_size = 32
@@ -66,9 +67,10 @@ from typing import Any
 
 from otbench.analysis.measurement import SPAN_RULES
 from otbench.probe.config import Family, Sampling, find_model, list_entries, load_family
-from otbench.probe.engines import ENGINES, EngineConfig
+from otbench.probe.engines import EngineConfig
 from otbench.probe.grading import DEEPCONF_WINDOW, GRADERS, hesitation_pattern
 
+from otbench.descriptors import ENGINE_SPECS, file_benchmarks
 from otbench.errors import OtbenchError
 from otbench.files import read_regular
 
@@ -173,19 +175,10 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
     check_tables(cfg, STP_RULES, JobError)     # every table and key known, of its type
     model_id, family, entry, embedded, path, hub = _model_iv(dict(cfg.get("model", {})), base)
     e = dict(cfg.get("engine", {}))
-    kind = e.pop("kind", default("engine", "kind"))
-    if kind not in ENGINES:
-        raise JobError(f"engine.kind must be one of {', '.join(ENGINES)}, got {kind!r}")
     e.setdefault("max_model_len", family.limits.context)
     if entry is not None:
         e.setdefault("tensor_parallel_size", entry.tensor_parallel_size)
-    engine = EngineConfig(kind=kind, model=path, **e)
-    served = sorted(set(e) & {"base_url", "served_model", "api_key_env", "max_concurrency",
-                              "request_timeout_s", "retry_s"})
-    if served and kind != "openai":
-        raise JobError(f"engine.{served[0]} applies to engine.kind = 'openai' only")
-    if kind == "openai" and not engine.base_url:
-        raise JobError("engine.base_url is required for engine.kind = 'openai' (e.g. \"http://127.0.0.1:8000\")")
+    engine = _engine_iv(e, path)
 
     d = _data_iv(dict(cfg.get("data", {"source": default("data", "source")})), base)
 
@@ -243,6 +236,29 @@ def job_from_dict(cfg: Mapping[str, Any], *, base: Path | None = None) -> ProbeJ
                     trajectories=traj)
 
 
+def _engine_iv(e: dict[str, Any], path: str) -> EngineConfig:
+    """The `[engine]` table (with its defaults set), checked against its kind's `EngineSpec`:
+    a key that some kinds declare as their own (`EngineSpec.keys`) only with one of them, and
+    every key the kind requires (`EngineSpec.required`)."""
+    kind = e.pop("kind", default("engine", "kind"))
+    if not isinstance(kind, str) or kind not in ENGINE_SPECS:
+        raise JobError(f"engine.kind must be one of {', '.join(ENGINE_SPECS)}, got {kind!r}")
+    engine = EngineConfig(kind=kind, model=path, **e)
+    # the declared kinds and the chosen one (an installed kind's own keys are not job keys
+    # unless the key table defines them, so only a chosen installed record is read)
+    declared = ENGINE_SPECS.declared()
+    specs = [*declared, *([] if any(s.kind == kind for s in declared) else [ENGINE_SPECS[kind]])]
+    owners = {key: [s.kind for s in specs if key in s.keys] for key in e}
+    wrong = sorted(key for key, kinds in owners.items() if kinds and kind not in kinds)
+    if wrong:
+        only = " or ".join(f"engine.kind = {k!r}" for k in owners[wrong[0]])
+        raise JobError(f"engine.{wrong[0]} applies to {only} only")
+    for key, example in ENGINE_SPECS[kind].required:
+        if not getattr(engine, key):
+            raise JobError(f"engine.{key} is required for engine.kind = {kind!r} (e.g. {example})")
+    return engine
+
+
 def _resolve(path: str, base: Path | None) -> str:
     return str(base / path) if base is not None and not Path(path).is_absolute() else path
 
@@ -298,7 +314,7 @@ _SOURCE_KEYS = {"benchmark", "embedded", "path", "hub", "config", "split", "revi
 
 def _source_iv(s, where: str, base: Path | None) -> dict:
     """One `[[data.sources]]` table: where the rows are, and which schema reads them."""
-    from otbench.probe.data import BUILTIN_SCHEMAS, EMBEDDED_SOURCES, TASK_COLUMNS, UserSchema
+    from otbench.probe.data import EMBEDDED_SOURCES, TASK_COLUMNS, UserSchema
 
     if not isinstance(s, dict):
         raise JobError(f"{where} must be a table, got {type(s).__name__}")
@@ -328,8 +344,8 @@ def _source_iv(s, where: str, base: Path | None) -> dict:
             if k in s:
                 raise JobError(f"{where}.{k} applies to `hub` sources only")
     if "benchmark" in s:
-        if s["benchmark"] not in BUILTIN_SCHEMAS:
-            raise JobError(f"{where}.benchmark must be one of {', '.join(BUILTIN_SCHEMAS)}, "
+        if s["benchmark"] not in file_benchmarks():
+            raise JobError(f"{where}.benchmark must be one of {', '.join(file_benchmarks())}, "
                            f"got {s['benchmark']!r} (or give a user schema: group, task, columns)")
         for k in ("group", "dataset", "task", "columns"):
             if k in s:

@@ -22,6 +22,8 @@ from typing import Any
 
 from otbench.analysis.measurement import HESITATION_WORDS, INT32_MAX
 
+from otbench.descriptors import ENGINE_SPECS
+
 from ._toml_rules import (
     INT64_MAX,
     ArrayOf,
@@ -41,6 +43,13 @@ from ._toml_rules import (
     text,
     words,
 )
+
+def _engine_kinds() -> str:
+    """The engine kinds in words, from their records: "`vllm`, `transformers` or `openai` (a served
+    model)" for the built-ins."""
+    kinds = [f"`{s.kind}`" + (f" ({s.note})" if s.note else "") for s in ENGINE_SPECS.declared()]
+    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1]
+
 
 NO_DEFAULT = object()
 """`Key.default` of a key that has no constant default."""
@@ -95,7 +104,7 @@ STP_KEYS: dict[str, dict[str, Key]] = {
     # dtype: the three the engines load (`EngineConfig.dtype`); anything else never
     # reaches an engine (vLLM and torch look the name up).
     "engine": {
-        "kind": Key(text, "`vllm`, `transformers` or `openai` (a served model)", default="vllm"),
+        "kind": Key(text, _engine_kinds(), default="vllm"),
         "dtype": Key(choice("bfloat16", "float16", "float32"), "weights and activations", oneline=MA),
         "max_model_len": Key(integer(1, 1 << 24), "the engine's context length", int,
                              default_text="the family's context limit", oneline=MA,
@@ -117,7 +126,7 @@ STP_KEYS: dict[str, dict[str, Key]] = {
                               "`model.revision`)"),
         "batch_invariant": Key(flag, "vLLM's batch-invariant kernels (GPU only): a request's tokens do "
                                      "not depend on its batch", bool, oneline=MA),
-        # kind = "openai" (probe.engines._openai)
+        # the served kinds' own keys (`EngineSpec.keys` of "openai", probe.engines._openai)
         "base_url": Key(text, "`openai`: the server's address (its `/v1` API)", oneline=MA),
         "served_model": Key(text, "`openai`: the served model name", default_text="the server's only model",
                             oneline=MA, aliases=("model",)),

@@ -7,8 +7,8 @@
 `job_from_dict` validates it, so a one-line run *is* a TOML job;
 `job_toml` writes that table as TOML (`--write-job FILE`), and loading the
 file gives the same job. `--model` is the engine kind (`vllm`,
-`transformers`, `openai`); `--model-args` are `KEY=VALUE` pairs
-(`MODEL_ARGS` says where each goes); `--tasks` are names of the task
+`transformers`, `openai`: the records of `otbench.descriptors.ENGINE_SPECS`);
+`--model-args` are `KEY=VALUE` pairs (`MODEL_ARGS` says where each goes); `--tasks` are names of the task
 registry (`probe.data.TASKS`), each `NAME` or `NAME=PATH`; `--gen-kwargs`
 override the family's sampling (`temperature`, `top_p`, `top_k`,
 `presence_penalty`) and limits (`thinking_limit`, `answer_limit`). Relative paths are made absolute against the current
@@ -24,6 +24,7 @@ from typing import Any
 from otbench.probe.config import find_model
 from otbench.probe.data import TASKS, task_source
 
+from otbench.descriptors import ENGINE_SPECS
 from otbench.errors import ArgumentError
 
 from ._job import JobError
@@ -39,7 +40,6 @@ GEN_KWARGS: dict[str, tuple[str, type]] = {
     name: (table, kind) for name, (table, _, kind) in
     sorted(oneline("gen-kwargs").items(), key=lambda kv: kv[1][0] != "sampling")}
 """`--gen-kwargs` keys -> the job table they go to (the family's defaults otherwise)."""
-MODELS = ("vllm", "transformers", "openai")
 
 
 def parse_pairs(text: str, where: str) -> dict[str, str]:
@@ -88,12 +88,13 @@ def oneline_table(model: str, model_args: str, tasks: str, *, limit: int | None 
                   cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     """The job table (as a job TOML parses into) of a one-line start; see the module docstring."""
     cwd = Path(cwd) if cwd is not None else Path.cwd()
-    if model not in MODELS:
-        raise JobError(f"--model must be one of {', '.join(MODELS)}, got {model!r}")
+    if not isinstance(model, str) or model not in ENGINE_SPECS:
+        raise JobError(f"--model must be one of {', '.join(ENGINE_SPECS)}, got {model!r}")
     args = parse_pairs(model_args, "--model-args")
     if "tokenizer" in args:
-        if model != "openai":
-            raise JobError("--model-args tokenizer= is for --model openai (the local tokenizer folder "
+        if not ENGINE_SPECS[model].served:
+            served = " or ".join(f"--model {k}" for k in ENGINE_SPECS if ENGINE_SPECS[k].served)
+            raise JobError(f"--model-args tokenizer= is for {served} (the local tokenizer folder "
                            "or id); use pretrained=")
         if "pretrained" in args:
             raise JobError("--model-args: give pretrained= or tokenizer=, not both")
@@ -117,7 +118,8 @@ def oneline_table(model: str, model_args: str, tasks: str, *, limit: int | None 
         if k in table.setdefault(t, {}):
             raise JobError(f"--model-args: {key} sets {t}.{k}, which another key already set")
         table[t][k] = _typed(value, kind, f"--model-args {key}")
-    # (engine keys of kind "openai" only, and its base_url, are the job's own rules: job_from_dict)
+    # (engine keys of one kind only, and the keys a kind requires, are the job's own rules:
+    # job_from_dict, from the kind's EngineSpec)
 
     names = [t.strip() for t in tasks.split(",") if t.strip()]
     if not names:

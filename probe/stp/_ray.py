@@ -45,6 +45,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from otbench.descriptors import ENGINE_SPECS
 from otbench.errors import OtbenchError
 
 from ._loop import RunStats
@@ -295,12 +296,13 @@ class RayExecutor:
                 except ray.exceptions.RayTaskError as e:
                     raise _one_line(ray, e) from None
             if worker_gpus is None:
-                # On a cluster with GPUs each engine gets its own: vLLM its tensor-parallel
-                # group (run by vLLM's multiprocessing backend on the GPUs Ray assigns the
-                # actor), transformers one GPU; one that asks for none sees none (`actor_env`).
+                # On a cluster with GPUs each engine gets its own (`EngineSpec.gpus_per_worker`):
+                # vLLM its tensor-parallel group (run by vLLM's multiprocessing backend on the GPUs
+                # Ray assigns the actor), transformers one GPU; one that asks for none sees none
+                # (`actor_env`).
                 has_gpu = ray.cluster_resources().get("GPU", 0) > 0
-                worker_gpus = (job.engine.tensor_parallel_size if job.engine.kind == "vllm" else 1) \
-                    if has_gpu else 0
+                spec = ENGINE_SPECS[job.engine.kind]
+                worker_gpus = spec.gpus_per_worker(job.engine.tensor_parallel_size) if has_gpu else 0
             actor_cls = ray.remote(ProbeWorker).options(num_cpus=worker_cpus, num_gpus=worker_gpus,
                                                         max_restarts=0, runtime_env=actor_env(worker_gpus))
             self.actors = [actor_cls.remote(job, questions, instructions, grader, i) for i in range(workers)]

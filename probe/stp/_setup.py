@@ -23,6 +23,7 @@ from ._bounds import (
 from ._kv import DEFAULT_BLOCK
 from ._direct import encode_prompts
 from ._job import ProbeJob
+from otbench.descriptors import ENGINE_SPECS
 from otbench.errors import ArgumentError
 
 
@@ -67,8 +68,8 @@ def resolve_engine_config(job: ProbeJob, log) -> EngineConfig:
     if job.hub is not None:
         repo, revision = job.hub
         log(f"resolving {repo} at {revision or 'main'} through the Hugging Face cache ...")
-        # a served model (kind "openai") needs only the tokenizer and configs here
-        found = resolve_hub_model(repo, revision, weights=job.engine.kind != "openai")
+        # a served model (`EngineSpec.served`) needs only the tokenizer and configs here
+        found = resolve_hub_model(repo, revision, weights=ENGINE_SPECS[job.engine.kind].needs_weights)
         return dataclasses.replace(job.engine, model=found.path, revision=found.commit)
     check_local_model(job.engine.model)
     return job.engine

@@ -117,9 +117,10 @@ def flag(v) -> str | None:
 
 @described("a built-in benchmark schema (see the probe guide)")
 def benchmark(v) -> str | None:
-    from otbench.probe.data import BENCHMARKS
+    from otbench.descriptors import file_benchmarks
 
-    return None if v in BENCHMARKS else f"must be one of {', '.join(BENCHMARKS)}, got {v!r}"
+    names = file_benchmarks()
+    return None if v in names else f"must be one of {', '.join(names)}, got {v!r}"
 
 
 @described("a frozen name (letters, digits, . _ -) or a .toml file")

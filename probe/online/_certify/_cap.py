@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from otbench.descriptors import ENGINE_SPECS
 from otbench.probe.engines import GenRequest
 
 from .._cap._count import RUNNERS, first_index, predict_cut
@@ -276,7 +277,7 @@ def _replay(directory, ms: Any, rows: Sequence[int], *, theta: int, engine: Any,
     config = engine_config_of(prov, [], server=server) if own else None      # refuse first
     trajs = set_trajectories(directory, ms, rows)
     strings = None
-    if own and config.kind != "openai":
+    if own and ENGINE_SPECS[config.kind].needs_weights:
         from transformers import AutoTokenizer
 
         runner = runner or expected_runner()

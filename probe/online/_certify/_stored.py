@@ -84,6 +84,7 @@ def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str], 
     reached without any credential.
     """
     from otbench.probe.config import embedded_model_dir
+    from otbench.descriptors import ENGINE_SPECS
     from otbench.probe.engines import EngineConfig
 
     from .._request import OnlineControlError
@@ -97,7 +98,8 @@ def engine_config_of(prov: Mapping[str, Any], logits_processors: Sequence[str], 
     cfg.pop("api_key_env", None)
     asked = dict(server or {})
     url, key_env = asked.get("base_url"), asked.get("api_key_env")
-    if cfg.get("kind") == "openai":
+    kind = cfg.get("kind")
+    if isinstance(kind, str) and kind in ENGINE_SPECS and ENGINE_SPECS[kind].served:
         if not url:
             raise OnlineControlError(
                 f"the set was probed on a served engine (recorded at {recorded_url!r}); name the "

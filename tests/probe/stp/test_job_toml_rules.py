@@ -86,7 +86,7 @@ def test_data_file_rules(tmp_path: Path):
     from click.testing import CliRunner
     from otbench.cli import main
 
-    with pytest.raises(JobError, match=r"data\.benchmark must be one of AIME2024, .*got 'aime'"):
+    with pytest.raises(JobError, match=r"data\.benchmark must be one of MATH500, AIME2024, .*got 'aime'"):
         job_from_dict({**BASE, "data": {"source": "file", "benchmark": "aime", "path": "x"}})
     job = tmp_path / "job.toml"
     job.write_text('[model]\nname = "smollm2-135m-instruct"\n[data]\nsource = "file"\n'
