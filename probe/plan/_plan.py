@@ -123,8 +123,9 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
                  + forced * x.answer * (x.prompt + x.thinking + x.answer / 2) + fw["context"],
                  "signal": sig * T * (x.positions * x.prompt + x.prefix)},
         # a position's probe group as the driver admits it (`_kv.steady_batch`): the prompt, the mean
-        # retained thinking, the mean answer, P
-        shape=(x.prompt + m, x.prefix / max(x.positions, 1.0), x.answer, P),
+        # retained thinking, the mean answer, P, and the positions of a trajectory (their nested
+        # prefixes share whole blocks)
+        shape=(x.prompt + m, x.prefix / max(x.positions, 1.0), x.answer, P, x.positions),
     )
 
 

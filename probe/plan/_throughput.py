@@ -182,15 +182,17 @@ class Throughput:
                             f"{self.tp} x {self.device.name} at {self.memory_utilization:.0%} of memory")
         return free / arch.kv_bytes
 
-    def batch_for(self, arch: Architecture, shape: tuple[float, float, float, int]) -> float:
+    def batch_for(self, arch: Architecture, shape: tuple) -> float:
         """Sequences decoded at once: the scheduler's limit or the answers of the probe groups that the
         driver admits into the KV cache (`probe.stp.steady_batch`, the driver's own count), for
-        groups of `shape` = (prompt, mean retained thinking, mean answer, P) tokens."""
+        groups of `shape` = (prompt, mean retained thinking, mean answer, P[, positions per
+        trajectory]) tokens."""
         from otbench.probe.stp import steady_batch
 
-        prompt, prefix, answer, P = shape
+        prompt, prefix, answer, P, *rest = shape
         return steady_batch(self.kv_capacity(arch), prompt=prompt, prefix=prefix, answer=answer, P=int(P),
-                            block=self.block, max_num_seqs=self.max_num_seqs)
+                            block=self.block, max_num_seqs=self.max_num_seqs,
+                            positions=rest[0] if rest else 1.0)
 
     def seconds(self, arch: Architecture, *, decoded: float, context: float, prefill: float,
                 batch: float, efficiency: float) -> float:

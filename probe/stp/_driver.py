@@ -6,6 +6,8 @@ hands their results on. Split from `_loop` so each module stays one concept.
 """
 
 import collections
+import dataclasses
+import os
 import time
 from typing import Any
 
@@ -18,7 +20,7 @@ from otbench.probe.grading import number_answers
 from . import _field_probes
 from ._ids import compact
 from . import _kv
-from ._kv import KVLedger, blocks, group_blocks
+from ._kv import KVLedger, blocks
 from ._lane import GradeLane
 from ._results import (
     RunStats,
@@ -59,6 +61,17 @@ CONFIDENCE = -2
 """The pending entry of a unit's confidence request (DeepConf, `_field_probes.confidence_request`)."""
 
 
+@dataclasses.dataclass
+class _Position:
+    """A queued position's engine requests and what the KV ledger charges them (`_kv.KVLedger.add`)."""
+    reqs: list            # (tag, request, phase)
+    group: Any            # the group whose prefix they share: (unit key, position)
+    shared: int           # the tokens every request's context starts with
+    ctxs: list            # (context length, samples, max_tokens) per request
+    tree: int             # of `shared`, the trajectory's own tokens (prompt + thinking)
+    path: tuple           # the ledger's nodes those tokens belong to
+
+
 def _context(req) -> tuple[int, int, int]:
     """(context length, samples, most tokens decoded) of an engine request, as the KV ledger charges it."""
     if isinstance(req, GenRequest):
@@ -95,8 +108,11 @@ class _Driver:
         # requests go to the engine while they fit; None: the engine reports no cache
         self.kv = KVLedger(*kv_cache, live=getattr(self.stream, "live_samples", None)) \
             if kv_cache is not None else None
-        self.ready: dict[Any, tuple[int, list]] = {}   # pending position -> (its blocks, its requests)
+        self.ready: dict[Any, _Position] = {}          # pending position -> its requests, built once
         self.longest = max(map(len, job["prompts"]), default=0)
+        # the tokens every prompt starts with (the chat template's common part): whole blocks that every
+        # sequence in flight shares in vLLM's prefix cache (`_kv.KVLedger`'s outermost node)
+        self.common = len(os.path.commonprefix([list(p) for p in job["prompts"]])) if job["prompts"] else 0
         self.active: dict[tuple[int, int], _Unit] = {}
         self.grading: dict[tuple[int, int], Any] = {}
         self.phase_in_flight = {"think": 0, "probe": 0, "signal": 0}
@@ -106,6 +122,7 @@ class _Driver:
         self.sequences = 0                                       # probe-phase sequences in flight
         self.peak_sequences = 0
         self._cost: dict[Any, int] = {}
+        self._decoded: dict[str, tuple[int, int]] = {}          # phase -> (tokens, sequences) finished
         # (benchmark group, phase) -> sequences in flight: the shares of each step's time
         self.seqs: dict[tuple[str, str], int] = {}
         self.greedy = job["sampling"].temperature == 0.0
@@ -128,14 +145,23 @@ class _Driver:
             return self.sequences
         return max(0, min(self.sequences, live - self.phase_in_flight["think"]))
 
-    def _submit(self, tag, req, phase: str, group=None, shared: int = 0) -> None:
+    def _path(self, q: int, key=None) -> tuple:
+        """The ledger's nodes of a context that starts with question `q`'s prompt (and, with `key`, goes on
+        with that unit's thinking): the prompts' common part, the prompt, the trajectory."""
+        block = self.kv.block
+        path = (("all", self.common // block), (("q", q), len(self.job["prompts"][q]) // block))
+        return path if key is None else path + ((("u", key), None),)
+
+    def _submit(self, tag, req, phase: str, pos: "_Position | None" = None) -> None:
         self.stream.submit(tag, req)
         self.phase_in_flight[phase] += 1
         gen = isinstance(req, GenRequest)
         if self.kv is not None:
             length, n, cap = _context(req)
-            self.kv.add(tag, tag if group is None else group, shared if group is not None else length,
-                        length, n, cap, self.steps)
+            if pos is None:          # a think request: its prompt, shared with the question's others
+                self.kv.add(tag, tag, length, length, n, cap, self.steps, length, self._path(tag[0][0]), phase)
+            else:
+                self.kv.add(tag, pos.group, pos.shared, length, n, cap, self.steps, pos.tree, pos.path, phase)
         seqs = req.n if gen else 1
         reads = req.n if gen and self.greedy else 1      # greedy n-sample requests run as n
         prompt = reads * (len(req.prompt) if gen else len(req.context))
@@ -157,6 +183,10 @@ class _Driver:
         if not self.seqs[cell]:
             del self.seqs[cell]
         cached = self.cached(tag) or 0
+        if self.kv is not None and phase != "signal":     # the mean length the ledger charges (`expect`)
+            done = self._decoded.get(phase, (0, 0))
+            done = self._decoded[phase] = (done[0] + generated, done[1] + seqs)
+            self.kv.expect(phase, done[0] / max(done[1], 1))
         for ph in (getattr(self.stats, phase), self.stats.cell(*cell)):
             ph.generated += generated
             ph.cached_prompt_tokens += cached
@@ -211,9 +241,8 @@ class _Driver:
         self.pending.extend((key, k) for k in range(m))
         u.missing += (3 + len(_field_probes.position_probes(j["field_probes"]))) * m
 
-    def _position(self, key, k: int) -> tuple[int, list, Any, int]:
-        """A queued position's requests, built once: (the KV blocks they take at submission, their
-        ``(tag, request, phase)``, the group whose prefix they share, that prefix's length)."""
+    def _position(self, key, k: int) -> "_Position":
+        """A queued position's requests, built once, with what the KV ledger needs of them."""
         u, j, fmt = self.active[key], self.job, self.fmt
         prompt, th = j["prompts"][u.q], u.think
         if k == CONFIDENCE:
@@ -238,15 +267,18 @@ class _Driver:
         # token, which `ProbeFormat.retained` may rewrite: what the group shares for certain.
         ctxs = [_context(r) for _, r, _ in reqs]
         shared = min(length for length, _, _ in ctxs)
+        # of it, the trajectory's own tokens (the last thinking token may be rewritten): the whole
+        # blocks this position shares with the unit's other positions, the question's, every prompt
+        tree = len(prompt) + max(0, (u.L[k] if k >= 0 else len(th.thinking)) - 1)
         if k >= 0:
-            shared = min(shared, len(prompt) + max(0, u.L[k] - 1))
-        need = 0 if self.kv is None else group_blocks(shared, ctxs, self.kv.block)
-        return need, reqs, (key, k), shared
+            shared = min(shared, tree)
+        path = () if self.kv is None else self._path(u.q, key)
+        return _Position(reqs, (key, k), shared, ctxs, min(tree, shared), path)
 
     def _submit_position(self, key, k: int) -> None:
-        need, reqs, group, shared = self.ready.pop((key, k), None) or self._position(key, k)
-        for tag, req, phase in reqs:
-            self._submit(tag, req, phase, group, shared)
+        pos = self.ready.pop((key, k), None) or self._position(key, k)
+        for tag, req, phase in pos.reqs:
+            self._submit(tag, req, phase, pos)
 
     def fits_think(self) -> bool:
         """Whether a think request of the longest prompt fits in the KV cache beside what is in flight,
@@ -283,10 +315,10 @@ class _Driver:
             if key not in self.holding and len(self.holding) >= self.max_holding:
                 return
             if self.kv is not None:
-                ready = self.ready.get((key, k))
-                if ready is None:
-                    ready = self.ready[key, k] = self._position(key, k)
-                if not self.kv.fits(self.steps, ready[0]):
+                pos = self.ready.get((key, k))
+                if pos is None:
+                    pos = self.ready[key, k] = self._position(key, k)
+                if not self.kv.fits_group(self.steps, pos.shared, pos.ctxs, pos.tree, pos.path, "probe"):
                     return
             self.holding.add(key)
             self.pending.popleft()

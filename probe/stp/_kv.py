@@ -17,14 +17,23 @@ prompt. So a position's probe group (P samples of the probe prompt, the two
 signal reads, the field methods' probes: every context starts with the
 prompt and the retained thinking) holds the whole blocks of their common
 prefix once, and every sequence its own copy of the rest of its context plus
-what it has decoded. A trajectory being sampled holds its prompt and the
-tokens decoded so far.
+what it has decoded. Those shared blocks are shared across groups as well:
+a trajectory's positions are queued together and their prefixes are nested
+(the prompt, then the thinking up to each cut), the trajectories of a
+question start with its prompt, and every prompt with the chat template's
+common part; the ledger counts each such block once (`KVLedger`'s nodes).
+A trajectory being sampled holds its prompt and the tokens decoded so far.
 
 The driver cannot see a sequence's length while it decodes, but a sequence
 decodes at most one token per engine step (no speculative decoding in the
 probe's engine), so `min(max_tokens, steps since submission)` bounds it; the
 ledger charges each sequence that bound plus `GROWTH_TOKENS`, the token it
-may add before the driver's next decision. vLLM
+may add before the driver's next decision, and at least the mean length of the
+sequences of its phase that have finished (`KVLedger.expect`): a sequence
+only grows until it ends, so admitting by what each will hold at its end, in
+expectation, keeps the sequences admitted within the cache as they grow,
+where admitting by what they hold now lets them outgrow it (measured by
+benchmarks/probe_batch.py: 19 preemptions against 0). vLLM
 preempts a running request (and recomputes it later) only when a decode step
 finds no free block (`v1/core/sched/scheduler.py`, `schedule`:
 `_preempt_request` when `allocate_slots` fails); the engine counts those
@@ -79,16 +88,33 @@ class _Request:
     n: int
     cap: int           # max_tokens
     step: int          # the driver's engine step at submission
+    kind: str | None = None   # whose expected length it is charged (`KVLedger.expect`)
+
+
+@dataclasses.dataclass
+class _Group:
+    full: int          # whole blocks of the prefix its requests share
+    own: int           # those of them no other group holds (past the trajectory's tokens)
+    tree: int          # those that are the trajectory's own tokens (prompt + thinking), shareable
+    path: tuple        # ((node, its last whole block or None), ...): whose blocks the `tree` ones are
+    count: int = 0
 
 
 class KVLedger:
     """The blocks the sequences in flight hold now, at most, and whether more fit.
 
     `add` a request as it is submitted (with the group whose prefix it shares), `remove` it when its
-    result arrives. `held(step)` is each group's shared whole blocks plus each request's further
-    whole blocks and, per sample, the blocks of what it can have decoded by then
-    (`min(max_tokens, steps since submission + GROWTH_TOKENS)`): what vLLM's block manager holds
-    at most, up to the growth allowance (sharing across groups is not counted).
+    result arrives. `held(step)` is the whole blocks of the groups' prefixes, each distinct block once,
+    plus each request's further whole blocks and, per sample, the blocks of what it can have decoded
+    by then (`min(max_tokens, steps since submission + GROWTH_TOKENS)`): what vLLM's block manager
+    holds at most, up to the growth allowance.
+
+    Groups share whole blocks with one another where their contexts start with the same tokens: every
+    prompt starts with the chat template's common part, the R trajectories of a question with its
+    prompt, and the positions of one trajectory with its prompt and the thinking up to the earliest of
+    them (their prefixes are nested). A group names those levels in `path`, outermost first: `(node,
+    last)` with `last` the node's last whole block (None for a trajectory: its positions' prefixes
+    end where each ends); a node's blocks are counted once, as many as its longest member holds.
     """
 
     def __init__(self, kv_tokens: int, block: int = DEFAULT_BLOCK, live=None):
@@ -96,24 +122,56 @@ class KVLedger:
         # tag -> samples still decoding (the engine's stream, where it can say; None: all n)
         self._live = live
         self.capacity = int(kv_tokens) // self.block
-        self._groups: dict[object, list[int]] = {}     # group -> [shared whole blocks, requests]
+        self._groups: dict[object, _Group] = {}
         self._requests: dict[object, _Request] = {}
         self._memo: tuple[int, int] | None = None       # (step, held) of the last full count
+        self._nodes: dict[object, int] = {}             # node -> its blocks held, valid with `_memo`
+        self._expected: dict[str, float] = {}          # kind -> tokens a sequence of it decodes, mean
+
+    def expect(self, kind: str, tokens: float) -> None:
+        """Charge every sequence of `kind` at least `tokens` decoded (capped at its `max_tokens`): the
+        mean length of those that finished. A sequence's blocks only grow until it ends, so charging
+        each its expected final length rather than its length now keeps the sequences admitted
+        within the cache as they grow, in expectation; one longer than that is charged its own
+        length as it goes."""
+        self._expected[kind] = float(tokens)
+        self._memo = None
 
     def __len__(self) -> int:
         return len(self._requests)
 
-    def add(self, tag, group, shared: int, length: int, n: int, max_tokens: int, step: int) -> None:
+    def add(self, tag, group, shared: int, length: int, n: int, max_tokens: int, step: int,
+            tree: int = 0, path: tuple = (), kind: str | None = None) -> None:
+        """Submit request `tag` of `group`, whose requests share their first `shared` tokens; of those,
+        the first `tree` are the tokens `path`'s nodes name (see the class)."""
         g = self._groups.get(group)
-        full = int(shared) // self.block
         if g is None:
-            g = self._groups[group] = [full, 0]
-        g[1] += 1
-        r = _Request(group, int(length), int(n), int(max_tokens), int(step))
+            full = int(shared) // self.block
+            t = min(int(tree) // self.block, full) if path else 0
+            g = self._groups[group] = _Group(full, full - t, t, tuple(path))
+        g.count += 1
+        r = _Request(group, int(length), int(n), int(max_tokens), int(step), kind)
         self._requests[tag] = r
         if self._memo is not None:
             memo_step, held = self._memo
-            self._memo = (memo_step, held + (full if g[1] == 1 else 0) + self._charge(r, memo_step))
+            extra = (g.own + self._grow(g)) if g.count == 1 else 0
+            self._memo = (memo_step, held + extra + self._charge(r, memo_step))
+
+    def _grow(self, g: _Group) -> int:
+        """Blocks `g`'s shared tokens add to the nodes' counts (which it updates)."""
+        added, start, nodes = 0, 0, self._nodes
+        for node, last in g.path:
+            end = g.tree if last is None else min(int(last), g.tree)
+            if end > start:
+                span = end - start
+                have = nodes.get(node, 0)
+                if span > have:
+                    nodes[node] = span
+                    added += span - have
+            if last is None or int(last) >= g.tree:
+                break
+            start = int(last)
+        return added
 
     def remove(self, tag) -> None:
         self._memo = None
@@ -121,19 +179,21 @@ class KVLedger:
         if r is None:
             return
         g = self._groups[r.group]
-        g[1] -= 1
-        if not g[1]:
+        g.count -= 1
+        if not g.count:
             del self._groups[r.group]
 
     def _charge(self, r: _Request, step: int, n: int | None = None) -> int:
-        return _request_blocks(r.length, r.n if n is None else n, min(r.cap, step - r.step + GROWTH_TOKENS),
-                               self._groups[r.group][0], self.block)
+        decoded = max(step - r.step, int(self._expected.get(r.kind, 0.0))) + GROWTH_TOKENS
+        return _request_blocks(r.length, r.n if n is None else n, min(r.cap, decoded), self._groups[r.group].full,
+                               self.block)
 
     def held(self, step: int) -> int:
         """Blocks held at most at engine step `step`, growth allowance included."""
         if self._memo is not None and self._memo[0] == step:
             return self._memo[1]
-        total = sum(g[0] for g in self._groups.values())
+        self._nodes = {}
+        total = sum(g.own + self._grow(g) for g in self._groups.values())
         if self._live is None:
             total += sum(self._charge(r, step) for r in self._requests.values())
         else:
@@ -148,18 +208,59 @@ class KVLedger:
         moves even where one group is larger than the cache, and vLLM's preemption then counts it)."""
         return not self._requests or self.held(step) + int(extra) <= self.capacity
 
+    def fits_group(self, step: int, shared: int, contexts, tree: int = 0, path: tuple = (),
+                   kind: str | None = None) -> bool:
+        """Whether a new group (as `add` takes it; `contexts`: (length, samples, max_tokens) per request)
+        fits beside what is held at `step` (`fits`, with `need`)."""
+        if not self._requests:
+            return True
+        held = self.held(step)
+        return held + self.need(shared, contexts, tree, path, kind) <= self.capacity
+
+    def need(self, shared: int, contexts, tree: int = 0, path: tuple = (), kind: str | None = None) -> int:
+        """Blocks a new group of `contexts` takes at submission beside what is held now: `group_blocks`,
+        less the whole blocks of its prefix that groups in flight hold already (the nodes of `path`,
+        as counted by the last `held`)."""
+        total = group_blocks(shared, contexts, self.block,
+                             int(self._expected.get(kind, 0.0)) + GROWTH_TOKENS if kind else None)
+        if not path or self._memo is None:
+            return total
+        full = int(shared) // self.block
+        t, start, have = min(int(tree) // self.block, full), 0, 0
+        for node, last in path:
+            end = t if last is None else min(int(last), t)
+            have += min(max(end - start, 0), self._nodes.get(node, 0))
+            if last is None or int(last) >= t:
+                break
+            start = int(last)
+        return total - have
+
 
 def steady_batch(kv_tokens: float, *, prompt: float, prefix: float, answer: float, P: int,
-                 block: int = DEFAULT_BLOCK, max_num_seqs: int = 256, signals: int = 2) -> float:
+                 block: int = DEFAULT_BLOCK, max_num_seqs: int = 256, signals: int = 2,
+                 positions: float = 1.0) -> float:
     """Sequences decoding at once when the ledger is full of probe groups of this shape (the planner's
     batch): groups of `P` answers and `signals` one-token reads over a retained prefix of
-    `prompt + prefix` tokens (the mean over positions), each answer charged at half its mean length
-    (its mean over its own life) plus the growth allowance, as the driver charges it; the answers
-    that decode at once, at most `max_num_seqs`, the scheduler's limit."""
+    `prompt + prefix` tokens (the mean over positions), each answer charged at its mean length plus
+    the growth allowance, as the driver charges it once answers have finished (`KVLedger.expect`);
+    the answers that decode at once, at most `max_num_seqs`, the scheduler's limit.
+
+    The driver queues a trajectory's `positions` positions together, so the groups in flight are runs
+    of `w` consecutive positions of one trajectory whose prefixes are nested: the run holds the whole
+    blocks of its longest prefix once (`KVLedger`), about `prompt + prefix + (w - 1) * step / 2`
+    with the positions `step = 2 * prefix / positions` apart (spread evenly over the thinking), and
+    `w` is every position of the trajectory, or as many groups as fit where fewer do."""
     shared = float(prompt) + float(prefix)
-    full = shared // block
-    partial = shared - full * block
-    per = full + P * blocks(partial + answer / 2.0 + GROWTH_TOKENS, block) + signals * blocks(partial + 1, block)
-    groups = (float(kv_tokens) / block) / max(per, 1.0)
+    partial = shared - (shared // block) * block
+    own = P * blocks(partial + answer + GROWTH_TOKENS, block) + signals * blocks(partial + 1, block)
+    positions = max(float(positions), 1.0)
+    step = 2.0 * float(prefix) / positions
+    w = positions
+    for _ in range(8):               # w = min(positions, groups(w)): groups grows as w falls; settles fast
+        longest = (shared + (w - 1.0) * step / 2.0) // block
+        groups = (float(kv_tokens) / block) / max(longest / w + own, 1.0)
+        if groups >= w or w <= 1.0:
+            break
+        w = max(1.0, groups)
     # the signals end after their one token: the decoding batch is the answers
     return max(1.0, min(float(max_num_seqs), groups * P))

@@ -86,12 +86,16 @@ def test_workload_and_device_time_match_a_hand_computation():
     # the cache holds (100 GB * 0.9 - 1 GB) / 1 kB tokens: far more than 4 sequences need
     assert t.batch_for(arch, w.shape) == 4
     # 89e6 tokens in 16-token blocks; a group over 1,000 shared tokens: 62 whole blocks once, 16 answers
-    # of 8 + 64 / 2 + 1 (the next token) tokens (3 blocks each), 2 signals of 8 + 1 (1 block each): 112
+    # of 8 + 64 + 1 (the next token) tokens (5 blocks each), 2 signals of 8 + 1 (1 block each): 144
     from otbench.probe.stp._kv import GROWTH_TOKENS
 
     big = Throughput(dev, max_num_seqs=10 ** 9, reserve=0.0)
     assert GROWTH_TOKENS == 1
-    assert big.batch_for(arch, (100.0, 900.0, 64.0, 16)) == pytest.approx(89e6 / 16 / 112 * 16)
+    assert big.batch_for(arch, (100.0, 900.0, 64.0, 16)) == pytest.approx(89e6 / 16 / 144 * 16)
+    # a trajectory's 4 positions in flight together hold the blocks of its longest prefix once: the
+    # prompt and 900 + 3 * 450 / 2 of thinking (positions 450 tokens apart), 1675 tokens, 104 whole
+    # blocks for 4 groups, then each its own 16 x 5 + 2
+    assert big.batch_for(arch, (100.0, 900.0, 64.0, 16, 4.0)) == pytest.approx(89e6 / 16 / (104 / 4 + 82) * 16)
 
 
 def test_field_probes_add_their_requests_and_deepconfs_uncached_prefill_by_hand():

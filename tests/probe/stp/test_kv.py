@@ -69,10 +69,11 @@ def test_fits_removes_and_lets_a_run_move():
                                                           (16, 6000, 12000, 1400, 16)])
 def test_the_planners_batch_is_what_the_ledger_admits(block, prompt, prefix, answer, P):
     """`steady_batch` (the plan's batch) = P x the probe groups of the mean shape that the driver's ledger
-    admits, each answer at half its length (its mean over its life), the signals at their one token."""
+    admits, each answer at its mean length (what the ledger charges once answers have finished), the
+    signals at their one token."""
     kv = 2_000_000
     shared = prompt + prefix
-    led, step, admitted = KVLedger(kv, block), answer // 2, 0
+    led, step, admitted = KVLedger(kv, block), answer, 0
     ctxs = [(shared, P, 10 ** 6)] + [(shared, 1, 1)] * 2
     per = group_blocks(shared, ctxs, block, decoded=step + GROWTH_TOKENS)
     while led.fits(step, per) and admitted < 10 ** 5:
@@ -97,3 +98,104 @@ def test_a_finished_sample_frees_its_blocks_while_its_siblings_decode():
     live["p"] = None                                # the stream no longer knows it: all counted again
     assert led.held(2) == 4 + 16 * per(2)
     assert per(0) >= 1
+
+
+@st.composite
+def _nested_run(draw):
+    """Questions whose prompts start with a common template, R trajectories each, positions in flight at
+    nested retained lengths, each group a probe request and a one-token read with their own suffixes,
+    and think requests of some questions: (block, [(ledger.add arguments, context ids, samples, decoded)])."""
+    block = draw(st.sampled_from([4, 16, 32]))
+    common = [7] * draw(st.integers(0, 40))
+    adds, uid = [], 0
+    for q in range(draw(st.integers(1, 3))):
+        prompt = common + [100 + q] * draw(st.integers(0, 30))
+        path_q = (("all", len(common) // block), (("q", q), len(prompt) // block))
+        for r in range(draw(st.integers(1, 2))):
+            thinking = [1_000 * (q + 1) + 10 * r + i % 7 for i in range(draw(st.integers(1, 120)))]
+            if draw(st.booleans()):              # this trajectory is still being sampled
+                uid += 1
+                adds.append(((uid, ("t", q, r), len(prompt), len(prompt), 1, 500, 0, len(prompt), path_q),
+                             prompt, 1, draw(st.integers(0, 60))))
+            for k in sorted(set(draw(st.lists(st.integers(1, len(thinking)), max_size=4)))):
+                tree = len(prompt) + k - 1
+                path = path_q + ((("u", q, r), None),)
+                for j, n in ((0, draw(st.integers(1, 4))), (1, 1)):
+                    uid += 1
+                    ctx = prompt + thinking[:k - 1] + [90_000 + uid] * draw(st.integers(1, 20))
+                    adds.append(((uid, (q, r, k), tree, len(ctx), n, 40, 0, tree, path), ctx, n,
+                                 draw(st.integers(0, 40))))
+    return block, draw(st.permutations(adds))          # submitted in any order
+
+
+@settings(max_examples=200, deadline=None)
+@given(_nested_run())
+def test_nested_prefixes_are_counted_once_as_the_block_manager_shares_them(run):
+    """The prompts' common template, a question's prompt and a trajectory's thinking up to each position
+    are whole blocks vLLM shares between every context that starts with them: the ledger's count is the
+    brute-force block manager's, and `fits_group` charges a new group only the blocks not yet held."""
+    block, adds = run
+    now, ledger, seqs = 100, KVLedger(10 ** 9, block), []
+    for (tag, grp, shared, length, n, cap, _, tree, path), ctx, n_, age in adds:
+        before = ledger.held(now)
+        fresh = grp not in ledger._groups
+        need = ledger.need(shared, [(length, n, cap)], tree, path) if fresh else None
+        ledger.add(tag, grp, shared, length, n, cap, now - age, tree, path)
+        seqs += [(ctx, min(cap, age + GROWTH_TOKENS))] * n_
+        assert ledger.held(now) == _vllm_blocks(seqs, block)
+        if fresh and age + GROWTH_TOKENS <= GROWTH_TOKENS:      # charged at submission: need is exact
+            assert before + need == ledger.held(now)
+    for (tag, *_), _, _, _ in adds[::2]:
+        ledger.remove(tag)
+    rest = [(ctx, min(40 if grp[0] != "t" else 500, age + GROWTH_TOKENS))
+            for (tag, grp, *_), ctx, n_, age in adds[1::2] for _ in range(n_)]
+    assert ledger.held(now) == _vllm_blocks(rest, block)
+
+
+@pytest.mark.parametrize("block,prompt,thinking,positions,answer,P,kv",
+                         [(16, 300, 8000, 32, 200, 16, 2_000_000), (16, 300, 8000, 32, 200, 16, 60_000),
+                          (32, 40, 160, 5, 20, 16, 5_888), (16, 6000, 24000, 94, 1400, 16, 700_000)])
+def test_the_planners_batch_follows_nested_positions(block, prompt, thinking, positions, answer, P, kv):
+    """Trajectories queued whole, their positions evenly spread over the thinking: the groups the ledger
+    admits (each answer at its expected length, nested prefixes shared) against `steady_batch`'s count with
+    `positions`, within 10 %; both well above the count without sharing where a trajectory's
+    prefixes dominate the cache."""
+    step, led, admitted, now = thinking / positions, KVLedger(kv, block), 0, 0
+    led.expect("probe", answer)
+    for t in range(10 ** 4):
+        path = (("all", 0), (("q", t), prompt // block), (("u", t), None))
+        for k in range(positions):
+            shared = prompt + int((k + 1) * step) - 1
+            ctxs = [(shared + 8, P, 10 ** 6)] + [(shared + 8, 1, 1)] * 2
+            if not led.fits_group(now, shared, ctxs, shared, path, "probe"):
+                break
+            for i, (length, n, cap) in enumerate(ctxs):
+                led.add((t, k, i), (t, k), shared, length, n, cap, 0, shared, path, "probe")
+            admitted += 1
+        else:
+            continue
+        break
+    mean = prompt + 8 + (positions + 1) * step / 2 - 1 - prompt - 8     # mean retained thinking
+    got = steady_batch(kv, prompt=prompt + 8, prefix=mean, answer=answer, P=P, block=block,
+                       max_num_seqs=10 ** 9, positions=positions)
+    assert got / P == pytest.approx(admitted, rel=0.10)
+    alone = steady_batch(kv, prompt=prompt + 8, prefix=mean, answer=answer, P=P, block=block, max_num_seqs=10 ** 9)
+    assert got >= alone
+
+
+def test_a_sequence_is_charged_its_expected_length_until_it_outgrows_it():
+    """`expect(kind, tokens)`: a sequence of that kind is charged at least the mean length of those that
+    finished (capped at its max_tokens), its own length once longer; other kinds are not touched, and a
+    new group's `need` is charged the same."""
+    led = KVLedger(10 ** 6, 16)
+    led.add("p", "g", 64, 70, 4, 100, 0, kind="probe")
+    led.add("s", "g", 64, 71, 1, 1, 0, kind="signal")
+    plain = lambda d: 4 + 4 * (blocks(70 + min(100, d), 16) - 4) + blocks(71 + 1, 16) - 4  # noqa: E731
+    assert led.held(5) == plain(5 + GROWTH_TOKENS)
+    led.expect("probe", 40)
+    assert led.held(5) == plain(40 + GROWTH_TOKENS)
+    assert led.held(60) == plain(60 + GROWTH_TOKENS)
+    assert led.held(500) == plain(100)                      # never past max_tokens
+    ctxs = [(70, 4, 100), (71, 1, 1)]
+    assert led.need(64, ctxs, kind="probe") == 4 + 4 * (blocks(70 + 40 + GROWTH_TOKENS, 16) - 4) + 1
+    assert led.need(64, ctxs) == 4 + 4 * (blocks(70 + GROWTH_TOKENS, 16) - 4) + 1
