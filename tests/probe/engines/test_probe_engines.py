@@ -504,7 +504,8 @@ def test_prompt_top_means_agree_and_survive_a_signal_read_in_the_same_step(vllm_
     _, fmt, _, prompts = setup
     ids = list(prompts[0]) + list(range(200, 240))
     req = confidence_request(prompts[0], range(200, 240))
-    hf = hf_engine.generate([req], GREEDY)[0][0].prompt_top_mean
+    hf_c = hf_engine.generate([req], GREEDY)[0][0]
+    hf = hf_c.prompt_top_mean
     assert len(hf) == len(ids) - 1
     s = vllm_engine.stream(GREEDY)
     s.submit("c", req)
@@ -518,6 +519,9 @@ def test_prompt_top_means_agree_and_survive_a_signal_read_in_the_same_step(vllm_
             errors.append(str(e))
             break
     np.testing.assert_allclose(done["c"][0].prompt_top_mean, hf, atol=1e-3)
+    # DeepConf's warm-up reads the mean of every value vLLM returns (the token's own and the top 20,
+    # counted once, `_vllm_logprobs._returned_means`): the transformers engine's twin of it
+    np.testing.assert_allclose(done["c"][0].prompt_returned_mean, hf_c.prompt_returned_mean, atol=1e-3)
     assert not errors or "logprob_token_ids" in errors[0]
 
 

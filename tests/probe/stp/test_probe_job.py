@@ -248,7 +248,8 @@ kind = "minimal"
     from otbench.analysis.measurement._io import load
     ms = load(out)
     assert ms.provenance["probe"]["b"] == 8 and set(ms.signals) == {"logp_end", "logp_other", "margin", "margin_own", "answer",
-                                                             "answer_conf", "hesitation", "answer_tokens"}
+                                                             "answer_conf", "hesitation", "answer_tokens",
+                                                             "prompt_tokens"}
     assert set(ms.provenance["signals"]) == set(ms.signals)
     assert json.loads((out / "run.json").read_text())["think"]["requests"] == 4
 
