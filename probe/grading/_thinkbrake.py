@@ -63,11 +63,8 @@ def close_table(tokenizer, forms: Sequence[str]) -> dict[int, tuple[int, ...]]:
     with one: the last token of a checked prefix, rewritten so the text ends with ``.\\n`` (fork 1)."""
     ids = [i for i, f in enumerate(forms) if f.endswith("\n")]
     texts = [forms[i][:-1] for i in ids]
-    batch = getattr(tokenizer, "__call__", None)
-    if batch is not None and texts:
-        enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    else:
-        enc = [tokenizer.encode(t, add_special_tokens=False) for t in texts]
+    # one batch call (a fast tokenizer encodes the vocabulary's few thousand such forms at once)
+    enc = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
     return {i: tuple(int(x) for x in e) for i, e in zip(ids, enc)}
 
 

@@ -170,7 +170,7 @@ STP_KEYS: dict[str, dict[str, Key]] = {
                                           "`deepconf_min_conf` and `deepconf_warmup_conf` from the "
                                           "sampled tokens' log-probabilities (no extra decode); "
                                           "`thinkbrake` sends ThinkBrake's two forks where the thinking "
-                                          "so far ends with `.\n\n` (`thinkbrake_check`, "
+                                          "so far ends with `.\\n\\n` (`thinkbrake_check`, "
                                           "`thinkbrake_margin`)", list, default=()),
         "deepconf_window": Key(integer(1, 1 << 24), "tokens of DeepConf's group confidence (its "
                                                     "`window_size`); only with `deepconf` in "

@@ -273,4 +273,4 @@ def test_bench_scores_the_peers_own_rules_on_a_probed_set(own_rules_run):
     tb = evaluate(ms, "thinkbrake").to_json()
     assert tb["net"]["signal_cost"]["partial_block_prefix"] == "prompt_tokens + L(j)"
     dc = evaluate(ms, "deepconf-exit").to_json()
-    assert dc["config"]["warmup"].startswith("the source's: signal.deepconf_warmup_conf")
+    assert dc["config"]["method_config"]["warmup"].startswith("the source's: signal.deepconf_warmup_conf")

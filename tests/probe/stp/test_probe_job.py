@@ -38,7 +38,7 @@ def test_seeds_differ_by_every_field():
 
 
 @pytest.mark.parametrize("args,msg", [
-    (("m", "b", "q", 0, "gen"), r"`phase` must be one of think, answer, probe, direct, dynasor, deer, got 'gen'"),
+    (("m", "b", "q", 0, "gen"), r"`phase` must be one of think, answer, probe, direct, dynasor, deer, thinkbrake, got 'gen'"),
     (("m", "b", "q", 0, "probe"), r"`position` is required for phase 'probe' and only for it"),
     (("m", "b", "q", 0, "think", 3), r"`position` is required for phase 'probe' and only for it"),
     (("m", "b", "q", -1, "think"), r"`trajectory` must be a non-negative integer, got -1"),
