@@ -23,7 +23,7 @@ from ._types import SCHEMA, SPLITS, MeasurementSet
 # skips the simulator, the signal and horizon-run modules, JSONL and the Hub reader
 # (~0.1 s of imports, NumPy's random module among them). name -> private module
 _LAZY = {
-    **dict.fromkeys(("FIELD_SIGNALS", "HESITATION_WORDS", "SIGNAL_DEFINITIONS",
+    **dict.fromkeys(("FIELD_SIGNALS", "HESITATION_WORDS", "PROMPT_DEFINITION", "SIGNAL_DEFINITIONS",
                      "add_field_signals"), "_field"),
     **dict.fromkeys(("consistency_stop", "deepconf_stop", "deer_asks", "deer_own_stop", "deer_stop",
                      "dynasor_own_stop", "dynasor_stop", "window_agrees"), "_field_rules"),
@@ -55,7 +55,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:   # static tools see the names the hook provides
-    from ._field import FIELD_SIGNALS, HESITATION_WORDS, SIGNAL_DEFINITIONS, add_field_signals  # noqa: F401
+    from ._field import (  # noqa: F401
+        FIELD_SIGNALS,
+        HESITATION_WORDS,
+        PROMPT_DEFINITION,
+        SIGNAL_DEFINITIONS,
+        add_field_signals,
+    )
     from ._field_rules import (  # noqa: F401
         consistency_stop,
         deepconf_stop,
@@ -101,7 +107,7 @@ def describe_columns() -> dict:
 
 
 __all__ = ["describe_columns", "DEEPCONF_SIGNALS", "deepconf_stop",
-    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "THINKBRAKE_SIGNALS", "DEEPCONF_WARMUP_SIGNALS", "WINDOW_BITS", "window_masks", "PEER_SIGNAL_DEFINITIONS", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
+    "DEER_SIGNALS", "DYNASOR_SIGNALS", "FIELD_SIGNALS", "HESITATION_WORDS", "INT32_MAX", "LETTERS", "PEER_SIGNALS", "THINKBRAKE_SIGNALS", "DEEPCONF_WARMUP_SIGNALS", "WINDOW_BITS", "window_masks", "PEER_SIGNAL_DEFINITIONS", "PROMPT_DEFINITION", "SCHEMA", "SIGNAL_DEFINITIONS", "SPAN_RULES", "SPLITS",
     "HorizonDataError", "HorizonRun", "MeasurementSet", "MeasurementSetError", "Readouts",
     "StoredThinking", "Tidy",
     "add_field_signals", "add_peer_signals", "boundary_mask", "concat_columns", "consistency_stop", "content_hash",

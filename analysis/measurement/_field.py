@@ -63,6 +63,13 @@ SIGNAL_DEFINITIONS = {
 }
 FIELD_SIGNALS = tuple(SIGNAL_DEFINITIONS)
 
+PROMPT_DEFINITION = ("the trajectory's prompt length in tokens (the ids the think request was sent), "
+                     "the same at every position: the net cost's partial KV block is (prompt_tokens "
+                     "+ L(k)) mod block (docs/rules.md, what a decision costs); a set without it is "
+                     "charged L(k) mod block")
+"""The definition of the optional ``prompt_tokens`` signal the probe writes beside its others (its
+reader: `otbench.analysis.methods.partial_block`)."""
+
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + _libm.exp(-x))

@@ -14,8 +14,12 @@ SIGNAL_RANGES: dict[str, tuple[float, float, bool, str]] = {
     "answer_conf": (0.0, 1.0, False, "a mean token probability in [0, 1]"),
     "answer_tokens": (0, np.inf, True, "a count of decoded tokens: an integer >= 0"),
     "hesitation": (0, 1, True, "binary: 0 or 1"),
+    "prompt_tokens": (0, np.inf, True, "a count of prompt tokens: an integer >= 0"),
+    "thinkbrake_check": (0, 1, True, "binary: 0 or 1"),
     "deepconf_min_conf": (0.0, np.inf, False, "a DeepConf confidence (a mean of negated "
                           "log-probabilities): a finite number >= 0"),
+    "deepconf_warmup_conf": (0.0, np.inf, False, "a DeepConf confidence (a mean of negated "
+                             "log-probabilities): a finite number >= 0"),
 }
 LOGP = (-np.inf, 0.0, False, "a log-probability: at most 0")
 

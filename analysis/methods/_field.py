@@ -77,8 +77,9 @@ cost. Sources are restated from their code, never copied:
   log-probability vLLM returns (``compute_confidence``, lines 41-50: the 20
   requested, 21 when the sampled token is not among them), rounded to 3
   decimals (lines 49, 61); ``fit`` reads that value from
-  ``deepconf_warmup_conf`` where the set records it, else (otbench's probe
-  does not) the thinking-only, top-20 ``deepconf_min_conf`` at the end --
+  ``deepconf_warmup_conf`` where the set records it (the probe does with
+  ``probe.field_probes = ["deepconf"]``), else the thinking-only, top-20
+  ``deepconf_min_conf`` at the end --
   otbench's departure, named in the result's ``config.warmup`` (the
   answer's windows can only lower the source's value; a 21st, lower
   log-probability can only raise a token's confidence).

@@ -33,9 +33,9 @@ Qwen3 and DeepSeek-R1 vocabularies), plus the prefix's partial KV block
 (`_cost`); positions that are not checks cost nothing.
 
 A set without the two signals is refused in one line: they need ThinkBrake's own
-two forks, which otbench's probe does not send (its ``margin`` reads one context,
-the rule `ThinkBrakeOneContext` scores); a synthetic set draws them
-(`otbench.analysis.measurement.add_peer_signals`).
+two forks, which the probe sends only when the job lists ``probe.field_probes =
+["thinkbrake"]`` (its ``margin`` reads one context, the rule `ThinkBrakeOneContext`
+scores); a synthetic set draws them (`otbench.analysis.measurement.add_peer_signals`).
 """
 
 from typing import Any
@@ -76,7 +76,8 @@ class ThinkBrake:
         if missing:
             raise ArgumentError(
                 f"{self.name} needs the per-position signals {', '.join(missing)} (ThinkBrake's own "
-                f"two-context read at '.\\n\\n', docs/rules.md; otbench's probe does not record it, "
+                f"two-context read at '.\\n\\n', docs/rules.md; the probe records it with "
+                f"probe.field_probes = [\"thinkbrake\"], "
                 f"thinkbrake-onectx reads its one-context margin); the set records: "
                 f"{', '.join(sorted(train.signals)) or 'none'}")
         can_stop = np.arange(train.num_positions)[None, :] < train.n[:, None]

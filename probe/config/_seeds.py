@@ -11,15 +11,16 @@ inputs give the same seed on any machine, any Python, any batch order.
 
 Phases: "think" (the trajectory), "answer" (its original answer), "probe"
 (answer probes; these also take the probing position `k`), "direct" (the
-optional direct answer to the no-thinking prompt, trajectory 0), "dynasor" and
-"deer" (the field methods' own probes at position `k`, `probe.field_probes`).
+optional direct answer to the no-thinking prompt, trajectory 0), "dynasor",
+"deer" and "thinkbrake" (the field methods' own probes at position `k`,
+`probe.field_probes`).
 """
 
 import hashlib
 from otbench.errors import ArgumentError
 
-PHASES = ("think", "answer", "probe", "direct", "dynasor", "deer")
-_AT_POSITION = ("probe", "dynasor", "deer")
+PHASES = ("think", "answer", "probe", "direct", "dynasor", "deer", "thinkbrake")
+_AT_POSITION = ("probe", "dynasor", "deer", "thinkbrake")
 _TAG = "otbench.seed/1"
 _US = "\x1f"
 

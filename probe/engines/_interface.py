@@ -116,6 +116,12 @@ class Completion(NamedTuple):
     the mean of the `GenRequest.top_logprobs` largest raw log-probabilities at
     its position, when the request asked for them, else None. `prompt_top_mean`:
     the same per prompt token after the first (`GenRequest.prompt_top_logprobs`).
+    `prompt_returned_mean`: with it, per prompt token after the first, the mean
+    of every raw log-probability vLLM returns there for ``prompt_logprobs = k``:
+    the `k` largest and the token's own when it is not among them (k + 1
+    values then), in the order vLLM lists them (the token's own first); what
+    DeepConf's ``utils.py`` ``compute_confidence`` averages over a trace's
+    tokens (`otbench.probe.grading.warmup_confidence`).
     """
 
     token_ids: tuple[int, ...]
@@ -123,6 +129,7 @@ class Completion(NamedTuple):
     logprobs: tuple[float, ...] | None = None
     top_mean: tuple[float, ...] | None = None
     prompt_top_mean: tuple[float, ...] | None = None
+    prompt_returned_mean: tuple[float, ...] | None = None
 
 
 class Signal(NamedTuple):

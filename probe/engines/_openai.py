@@ -62,6 +62,7 @@ from ._openai_wire import (
     first_logprobs,
     generation_body,
     logprob_body,
+    prompt_returned_means,
     prompt_top_means,
     signal_of,
 )
@@ -191,7 +192,8 @@ class OpenAIEngine(EngineBase):
                             vocab=self._vocab, max_tokens=int(r.max_tokens), top_logprobs=int(r.top_logprobs))
         if r.prompt_top_logprobs > 0:
             top = prompt_top_means(ch[0], len(r.prompt), int(r.prompt_top_logprobs), where)
-            comps = [c._replace(prompt_top_mean=top) for c in comps]
+            back = prompt_returned_means(ch[0], len(r.prompt), where)
+            comps = [c._replace(prompt_top_mean=top, prompt_returned_mean=back) for c in comps]
         return comps
 
     def _signal_one(self, r: SignalRequest) -> Signal:

@@ -197,6 +197,19 @@ def prompt_top_means(choice: dict, n_prompt: int, k: int, where: str) -> tuple[f
     return tuple(out)
 
 
+def prompt_returned_means(choice: dict, n_prompt: int, where: str) -> tuple[float, ...]:
+    """Per prompt token after the first, the mean of every value of its ``prompt_logprobs`` entry
+    (the token's own and the top k, one key when it is among them; `Completion.prompt_returned_mean`),
+    in the server's order. The entries are checked by `prompt_top_means`, which reads them first."""
+    import numpy as np
+
+    out = []
+    for pos in choice["prompt_logprobs"][1:n_prompt]:
+        vals = [float(v.get("logprob") if isinstance(v, dict) else v) for v in pos.values()]
+        out.append(float(np.mean(np.asarray(vals, dtype=np.float64))))
+    return tuple(out)
+
+
 def completions(choices: Sequence[dict], stops: set[int], eos: set[int], where: str, *,
                 logprobs: bool = False, vocab: int | None = None,
                 max_tokens: int | None = None, top_logprobs: int = 0) -> list[Completion]:

@@ -129,24 +129,37 @@ class HFEngine(EngineBase):
                 if all(done):
                     break
                 step_input = torch.tensor([[int(t)] for t in nxt], dtype=torch.long, device=self._device)
-        prompt_top = self._prompt_top(prompt, int(r.prompt_top_logprobs)) if r.prompt_top_logprobs > 0 else None
+        prompt_top, returned = self._prompt_top(prompt, int(r.prompt_top_logprobs)) \
+            if r.prompt_top_logprobs > 0 else (None, None)
         return [Completion(tuple(o), s, tuple(lp) if r.logprobs else None,
-                           tuple(tp) if r.top_logprobs > 0 else None, prompt_top)
+                           tuple(tp) if r.top_logprobs > 0 else None, prompt_top, returned)
                 for o, s, lp, tp in zip(out, stop_id, lps, tops)]
 
-    def _prompt_top(self, prompt: Sequence[int], k: int) -> tuple[float, ...]:
+    def _prompt_top(self, prompt: Sequence[int], k: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """Per prompt token after the first: the mean of the `k` largest raw log-probabilities of
         the distribution predicting it (one forward pass over the prompt, as vLLM's prompt
-        log-probabilities)."""
+        log-probabilities), and the mean of every value vLLM returns there (the token's own first,
+        then the `k` largest without it: `Completion.prompt_returned_mean`)."""
+        import numpy as np
+
         torch = self._torch
         if len(prompt) < 2:
-            return ()
+            return (), ()
         with torch.inference_mode():
             logits = self._model(input_ids=torch.tensor([list(prompt)], dtype=torch.long,
                                                         device=self._device)).logits[0, :-1].float()
             lp = torch.log_softmax(logits, dim=-1)
             kk = min(k, lp.shape[-1])
-            return tuple((torch.topk(lp, kk, dim=-1).values.sum(dim=-1) / kk).tolist())
+            top = torch.topk(lp, kk, dim=-1)
+            means = tuple((top.values.sum(dim=-1) / kk).tolist())
+            own = lp.gather(-1, torch.tensor(list(prompt)[1:], dtype=torch.long,
+                                             device=lp.device)[:, None])[:, 0].tolist()
+            vals, ids = top.values.tolist(), top.indices.tolist()
+        returned = []
+        for t, o, v, i in zip(list(prompt)[1:], own, vals, ids):
+            row = [o] + [x for x, j in zip(v, i) if j != int(t)]
+            returned.append(float(np.mean(np.asarray(row, dtype=np.float64))))
+        return means, tuple(returned)
 
     def generate(self, requests: Sequence[GenRequest], sampling: Sampling) -> list[list[Completion]]:
         if any(r.extra_args is not None for r in requests):

@@ -18,7 +18,7 @@ from otbench.probe.config import Sampling
 
 from ._cuda import check_cuda_driver, check_devices, check_gpu_memory
 from ._reaper import watch_descendants
-from ._vllm_logprobs import _top_means
+from ._vllm_logprobs import _returned_means, _top_means
 from ._vllm_reports import VLLMReports
 from ._vllm_stream import VLLMStream
 from ._interface import (
@@ -320,7 +320,7 @@ class VLLMEngine(VLLMReports, EngineBase):
 
     def _completions(self, r: GenRequest, samples, prompt_logprobs=None) -> list[Completion]:
         stops = set(int(s) for s in r.stop_ids)
-        prompt_top = None
+        prompt_top = returned = None
         if r.prompt_top_logprobs > 0:
             # position 0 has none (nothing predicts the first prompt token)
             n = len(r.prompt) - 1
@@ -328,6 +328,7 @@ class VLLMEngine(VLLMReports, EngineBase):
                 raise RuntimeError(f"vLLM returned {0 if prompt_logprobs is None else len(prompt_logprobs)} "
                                    f"positions of prompt log-probabilities for a prompt of {len(r.prompt)}")
             prompt_top = _top_means(prompt_logprobs[1:], n, r.prompt_top_logprobs) if n > 0 else ()
+            returned = _returned_means(prompt_logprobs, 1, n, r.prompt_top_logprobs) if n > 0 else ()
         comps = []
         for o in samples:
             # vLLM's ids are Python ints already: no per-id int() (~60 ns each, the largest
@@ -344,7 +345,7 @@ class VLLMEngine(VLLMReports, EngineBase):
                     stop = int(o.stop_reason) if isinstance(o.stop_reason, int) else -1
             lps = self._sampled(o.logprobs, ids) if r.logprobs else None
             comps.append(Completion(ids, stop, lps, _top_means(o.logprobs, len(ids), r.top_logprobs)
-                                    if r.top_logprobs > 0 else None, prompt_top))
+                                    if r.top_logprobs > 0 else None, prompt_top, returned))
         return comps
 
     @staticmethod

@@ -19,6 +19,8 @@ from ._deepconf import (
     deepconf_min_confs,
     deepconf_stop_token,
     token_confidence,
+    warmup_confidence,
+    warmup_min_conf,
 )
 from ._field import (
     HESITATION_WORDS,
@@ -55,6 +57,13 @@ from ._peers import (
 )
 from ._pool import Grader, grade_many
 from ._sandbox import SandboxLimits, sandbox_status
+from ._thinkbrake import (
+    CHECK_TEXT,
+    close_ids,
+    close_table,
+    ends_with_check,
+    thinkbrake_margin,
+)
 from ._types import TASKS, CodeTest, Grade, Status
 
 __all__ = [
@@ -72,5 +81,8 @@ __all__ = [
     "dynasor_obtain_answer", "dynasor_probe", "dynasor_uncertain", "dynasor_windows", "DYNASOR_WINDOW_BITS",
     # DeepConf's confidence, read from the sampled tokens' log-probabilities (`_deepconf`)
     "DEEPCONF_TOPK", "DEEPCONF_WINDOW", "GroupConfidence", "deepconf_min_confs", "deepconf_stop_token",
+    "warmup_confidence", "warmup_min_conf",
+    # ThinkBrake's check and its two forks, read as its source reads them (`_thinkbrake`)
+    "CHECK_TEXT", "close_ids", "close_table", "ends_with_check", "thinkbrake_margin",
     "token_confidence",
 ]

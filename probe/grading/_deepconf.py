@@ -22,6 +22,20 @@ Restated from facebookresearch/deepconf, commit 675529d (read, not copied):
   (0 for no token). The warm-up threshold is a percentile of these
   (``wrapper.py`` line 208).
 
+**warm-up min_conf** (``utils.py`` ``process_output``, lines 282-303): what
+the online threshold is a percentile of (``wrapper.py`` line 208) is read over
+a warm-up trace's *whole* output (thinking, end marker, answer and the stop
+token vLLM keeps), with a token's confidence computed differently from the
+processor's: ``compute_confidence`` (lines 41-50) negates the mean of *every*
+log-probability vLLM returns for the token with ``logprobs = 20`` (wrapper.py
+line 196): the 20 largest, plus the sampled token's own when it is not among
+them (21 values then), rounded to 3 decimals; ``compute_least_grouped``
+(lines 53-62) takes the sliding means of ``window`` of them, each a fresh
+``sum`` rounded to 3 decimals, or, for fewer tokens, their unrounded mean
+(0 for none, line 290); ``min_conf`` is the lowest (line 301).
+`warmup_confidence` / `warmup_min_conf` restate these, NumPy's rounding
+included (``round`` of a NumPy float is `numpy.round`).
+
 The probe records, per position `k`, `min_conf` of the trajectory's first
 `L(k)` thinking tokens (``deepconf_min_conf``): read at `k`, it says whether
 DeepConf's processor would have ended the trace inside the step just played
@@ -134,3 +148,33 @@ def deepconf_stop_token(confidence: Sequence[float], threshold: float,
         if g.full and mean < float(threshold):
             return t
     return None
+
+
+def warmup_confidence(returned_mean: Sequence[float]) -> list[float]:
+    """DeepConf's warm-up token confidences (``utils.py`` ``compute_confidence``, lines 41-50): minus
+    the mean of every log-probability returned for each token (`Completion.prompt_returned_mean`),
+    rounded to 3 decimals as NumPy rounds."""
+    import numpy as np
+
+    return [float(np.round(-np.float64(m), 3)) for m in returned_mean]
+
+
+def warmup_min_conf(confs: Sequence[float], window: int = DEEPCONF_WINDOW) -> float:
+    """``min_conf`` of a warm-up trace (``utils.py`` lines 53-62, 290, 301): the lowest sliding mean
+    of `window` confidences, each a fresh left-to-right sum rounded to 3 decimals; for a shorter
+    trace the unrounded mean of all; 0 for none.
+
+    >>> warmup_min_conf([1.0, 2.0, 4.0], window=2), warmup_min_conf([1.0, 2.0], window=4)
+    (1.5, 1.5)
+    """
+    import numpy as np
+
+    w = int(window)
+    if w < 1:
+        raise ArgumentError(f"a DeepConf window holds at least one token, got {window}")
+    c = [float(x) for x in confs]
+    if not c:
+        return 0.0
+    if len(c) < w:
+        return sum(c) / len(c)
+    return min(float(np.round(sum(c[i:i + w]) / w, 3)) for i in range(len(c) - w + 1))

@@ -58,9 +58,11 @@ estimate; the suffixes are 24 and 84 characters, so it moves a position's cost b
 
 def _field_work(T: float, pos: float, x: Lengths, field_probes: Sequence[str]) -> dict[str, dict[str, float]]:
     """The field probes' share of the "probe" phase (`probe.stp._field_probes`): per position a dynasor
-    or deer request (its suffix prefilled after the cached prefix, its own tokens decoded), and per
-    trajectory one DeepConf confidence request: prompt + thinking prefilled with prompt log-probabilities,
-    which vLLM never serves from its prefix cache (0.32 `sampling_params.py` lines 622-629)."""
+    or deer request (its suffix prefilled after the cached prefix, its own tokens decoded) and a
+    thinkbrake fork (one token decoded on the cached prefix, charged at every position), and per
+    trajectory one DeepConf confidence request: prompt + whole output (thinking; for a finished trajectory
+    the marker, its own answer and stop id) prefilled with prompt log-probabilities, which vLLM never
+    serves from its prefix cache (0.32 `sampling_params.py` lines 622-629)."""
     from otbench.probe.grading import DEER_MAX_TOKENS, DEER_PROMPT, DYNASOR_MAX_TOKENS, DYNASOR_SUFFIX
 
     out = {"requests": 0.0, "decoded": 0.0, "prompt": 0.0, "uncached": 0.0, "context": 0.0}
@@ -73,8 +75,17 @@ def _field_work(T: float, pos: float, x: Lengths, field_probes: Sequence[str]) -
             out["prompt"] += pos * (mean_prefix + suffix)
             out["uncached"] += pos * suffix
             out["context"] += pos * dec * (mean_prefix + suffix + dec / 2)
+    if "thinkbrake" in field_probes:
+        # ThinkBrake's fork 0 (one token on the cached prefix) at every position: an upper bound, as
+        # only positions ending with '.\n\n' send it; its fork 1 is the position's own signal read
+        # for Qwen3 and DeepSeek-R1 (another family's extra read is not charged)
+        out["requests"] += pos
+        out["decoded"] += pos
+        out["prompt"] += pos * mean_prefix
+        out["context"] += pos * mean_prefix
     if "deepconf" in field_probes:
-        whole = x.prompt + x.thinking
+        # the output as the think request decodes it (`workload`: the marker's first id, own answer, stop)
+        whole = x.prompt + x.thinking + (1 - x.forced) * (x.own + 2)
         out["requests"] += T
         out["decoded"] += T
         out["prompt"] += T * whole

@@ -35,7 +35,8 @@ class _Unit:
     """A unit in flight: its think result, outputs as they arrive, then its grades."""
 
     __slots__ = ("q", "r", "think", "L", "outs", "sigs", "own", "field", "answer_out", "missing",
-                 "probe_seed", "answer_seed", "first", "texts", "dyn", "deer", "dyn_unit", "conf")
+                 "probe_seed", "answer_seed", "first", "texts", "dyn", "deer", "dyn_unit", "conf", "warm", "tb",
+                 "tb_sample", "tb_end")
 
     def __init__(self, q: int, r: int):
         self.q, self.r = q, r
@@ -55,6 +56,10 @@ class _Unit:
         self.deer: list = []                # per position: future of its DEER trial answer
         self.dyn_unit = None                # future of the Dynasor classes and agreement runs
         self.conf = None                    # the thinking tokens' top-20 means (field probe deepconf)
+        self.warm = None                    # DeepConf's warm-up min_conf of the whole output
+        self.tb: list = []                  # per position: ThinkBrake's check plan (None: no check)
+        self.tb_sample: list = []           # per position: fork 0's sampled token's log-probability
+        self.tb_end: list = []              # per position: fork 1's end token's, where it is its own read
 
 
 CONFIDENCE = -2
@@ -240,13 +245,17 @@ class _Driver:
             u.missing += 1
         self.pending.extend((key, k) for k in range(m))
         u.missing += (3 + len(_field_probes.position_probes(j["field_probes"]))) * m
+        if "thinkbrake" in j["field_probes"]:    # its forks only where it checks
+            u.tb, u.tb_sample, u.tb_end = _field_probes.thinkbrake_plan(self, u), [None] * m, [None] * m
+            u.missing += _field_probes.thinkbrake_count(u)
 
     def _position(self, key, k: int) -> "_Position":
         """A queued position's requests, built once, with what the KV ledger needs of them."""
         u, j, fmt = self.active[key], self.job, self.fmt
         prompt, th = j["prompts"][u.q], u.think
         if k == CONFIDENCE:
-            reqs = [((key, "c", 0), _field_probes.confidence_request(prompt, th.thinking), "probe")]
+            reqs = [((key, "c", 0), _field_probes.confidence_request(prompt, _field_probes.whole_output(th, fmt)),
+                     "probe")]
         elif k < 0:
             reqs = [((key, "a", 0), GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
                                                u.answer_seed, j["answer_limit"], fmt.answer_stop_ids), "probe")]
@@ -341,15 +350,21 @@ class _Driver:
                                             thinking_limit=j["thinking_limit"],
                                             answer_limit=j["answer_limit"]))
             return
-        if kind in ("s", "o"):
+        if kind in ("s", "o", "f"):
             self.phase_in_flight["signal"] -= 1
             self._count(tag, "signal", 1, 1)
-            (u.sigs if kind == "s" else u.own)[k] = res
+            if kind == "f":                     # ThinkBrake's fork 1 (`_field_probes`)
+                _field_probes.deliver(self, u, kind, k, res)
+            else:
+                (u.sigs if kind == "s" else u.own)[k] = res
         elif kind == "c":
             self.phase_in_flight["probe"] -= 1
             self._count(tag, "probe", _gen_tokens(res), len(res))
-            u.conf = _field_probes.thinking_confidence(res[0], j["prompts"][u.q], u.think.thinking)
-        elif kind in ("d", "e"):
+            prompt = j["prompts"][u.q]
+            u.conf = _field_probes.thinking_confidence(res[0], prompt, u.think.thinking)
+            u.warm = _field_probes.output_warmup_conf(res[0], prompt, _field_probes.whole_output(u.think, self.fmt),
+                                                      j["deepconf_window"])
+        elif kind in ("d", "e", "b"):
             self.phase_in_flight["probe"] -= 1
             self._count(tag, "probe", _gen_tokens(res), len(res))
             _field_probes.deliver(self, u, kind, k, res)

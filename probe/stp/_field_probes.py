@@ -1,9 +1,13 @@
 """The field methods' own probes in the probe loop (``probe.field_probes``): requests and results.
 
-``deepconf`` decodes nothing: its signal is read from the log-probabilities of
+``deepconf`` decodes nothing: its signals are read from the log-probabilities of
 the trajectory's own tokens (`otbench.probe.grading._deepconf`), the top 20
-of each, by one prefill of prompt + thinking with prompt log-probabilities
-(`confidence_request`), so imported trajectories have it too. (Asking the
+of each, by one prefill of prompt + whole output (thinking, marker, own answer
+and its stop id: `whole_output`) with prompt log-probabilities
+(`confidence_request`), so imported trajectories have them too: the
+processor's ``deepconf_min_conf`` per position from the thinking's top-20
+means, and the warm-up ``deepconf_warmup_conf`` of the whole output from the
+mean of every value vLLM returns per token (`output_warmup_conf`). (Asking the
 think request itself for them would be cheaper, but vLLM 0.32 replaces every
 request's top log-probabilities in a step that also holds a signal read,
 `GenRequest.top_logprobs`.) Its cost: a prefill of the trajectory that vLLM
@@ -27,7 +31,15 @@ exactly as its source decodes it (`otbench.probe.grading` `DYNASOR_*`,
   decoded without stops and cut afterwards as DEER's request stops
   (`deer_cut`: its stop strings or end-of-sequence).
 
-End-of-sequence, for both, is the family's answer stop ids (end of turn, end
+* ``thinkbrake``: only where the thinking so far ends with ``.\n\n``
+  (``thinkbrake_check``), ThinkBrake's two forks (`otbench.probe.grading._thinkbrake`):
+  one token sampled with the run's sampling parameters on the retained prefix
+  (its raw log-probability), and the end token's log-probability after the text
+  + ``.\n`` -- which is the position's own signal read where its context is that
+  text (`thinkbrake_plan`), else a signal read of its own; ``thinkbrake_margin``
+  is the first minus the second.
+
+End-of-sequence, for dynasor and deer, is the family's answer stop ids (end of turn, end
 of text): where the source's server stops on the model's end-of-sequence.
 
 Seeds: ``derive_seed(..., "dynasor" | "deer", k)``, apart from the otbench
@@ -40,7 +52,7 @@ in the method's own run's cache already), not the engine's extra decoding.
 from collections.abc import Sequence
 
 from otbench.probe.config import Sampling, derive_seed
-from otbench.probe.engines import GenRequest
+from otbench.probe.engines import GenRequest, SignalRequest
 from otbench.probe.grading import (
     DEEPCONF_TOPK,
     DEER_MAX_TOKENS,
@@ -49,16 +61,23 @@ from otbench.probe.grading import (
     DYNASOR_MAX_TOKENS,
     DYNASOR_SAMPLING,
     DYNASOR_SUFFIX,
+    close_ids,
+    close_table,
     deepconf_min_confs,
+    ends_with_check,
+    thinkbrake_margin,
     token_confidence,
+    warmup_confidence,
+    warmup_min_conf,
 )
 from otbench.errors import ArgumentError
 
-FIELD_PROBES = ("dynasor", "deer", "deepconf")
+FIELD_PROBES = ("dynasor", "deer", "deepconf", "thinkbrake")
 """The field methods whose own signals the probe stage can record per position (``probe.field_probes``)."""
 POSITION_PROBES = ("dynasor", "deer")
 """Those decoded as a request of their own at every position; ``deepconf`` sends one confidence
-request per trajectory instead (`confidence_request`)."""
+request per trajectory instead (`confidence_request`), ``thinkbrake`` its forks only at the
+positions where ThinkBrake checks (`thinkbrake_plan`)."""
 DYNASOR_SAMPLING_PARAMS = Sampling(**DYNASOR_SAMPLING)
 DEER_SAMPLING_PARAMS = Sampling(**DEER_SAMPLING)
 GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0, presence_penalty=0.0)
@@ -80,12 +99,17 @@ def position_probes(field_probes: Sequence[str]) -> tuple[str, ...]:
     return tuple(p for p in field_probes if p in POSITION_PROBES)
 
 
-def suffix_ids(tokenizer, field_probes: Sequence[str]) -> dict[str, list[int]]:
-    """The job entries of the sources' suffixes, each tokenized on its own ({} without field probes)."""
-    if not position_probes(field_probes):
-        return {}
-    return {"dynasor_ids": list(tokenizer.encode(DYNASOR_SUFFIX, add_special_tokens=False)),
-            "deer_ids": list(tokenizer.encode(DEER_PROMPT, add_special_tokens=False))}
+def suffix_ids(tokenizer, field_probes: Sequence[str], forms: Sequence[str] = ()) -> dict:
+    """The job entries of the sources' suffixes, each tokenized on its own, and for ``thinkbrake``
+    the vocabulary's `forms` with the table of fork 1's rewritten last token (`close_table`); {}
+    without field probes."""
+    out: dict = {}
+    if position_probes(field_probes):
+        out.update(dynasor_ids=list(tokenizer.encode(DYNASOR_SUFFIX, add_special_tokens=False)),
+                   deer_ids=list(tokenizer.encode(DEER_PROMPT, add_special_tokens=False)))
+    if "thinkbrake" in field_probes:
+        out.update(thinkbrake_forms=tuple(forms), thinkbrake_close=close_table(tokenizer, forms))
+    return out
 
 
 def peer_request(probe: str, head: Sequence[int], suffix: Sequence[int], seed: int,
@@ -105,10 +129,27 @@ def peer_request(probe: str, head: Sequence[int], suffix: Sequence[int], seed: i
     raise ArgumentError(f"no field probe {probe!r} (known: {', '.join(FIELD_PROBES)})")
 
 
-def confidence_request(prompt: Sequence[int], thinking: Sequence[int]) -> GenRequest:
-    """One prefill of prompt + thinking returning each token's top-20 mean (`GenRequest.prompt_top_logprobs`);
-    it decodes one token, greedily (seed unused), which nothing reads."""
-    return GenRequest(list(prompt) + list(thinking), 1, 0, 1, (), ignore_eos=True,
+def whole_output(th, fmt) -> tuple[int, ...]:
+    """The trajectory's whole output as its think request sampled it, for DeepConf's warm-up
+    confidence (``utils.py`` reads every output token): the thinking; for a finished native-thinking
+    trajectory the end marker, its own answer and the stop id that ended it (`ThinkResult.answer_stop`,
+    when known); for one that ended on another stop id, that id. A trajectory cut at a limit is its
+    tokens up to the cut (the run decoded no more of it)."""
+    out = list(th.thinking)
+    if fmt.family.native_thinking and th.finished:
+        out += list(fmt.end_ids) + list(th.answer or ())
+        if th.answer_stop is not None:
+            out.append(int(th.answer_stop))
+    elif th.stop_id is not None and th.stop_id >= 0:      # the generic reply's or another stop id
+        out.append(int(th.stop_id))
+    return tuple(out)
+
+
+def confidence_request(prompt: Sequence[int], output: Sequence[int]) -> GenRequest:
+    """One prefill of prompt + output (the thinking first: `whole_output`) returning each token's top-20
+    mean and the mean of every value returned (`GenRequest.prompt_top_logprobs`); it decodes one
+    token, greedily (seed unused), which nothing reads."""
+    return GenRequest(list(prompt) + list(output), 1, 0, 1, (), ignore_eos=True,
                       prompt_top_logprobs=DEEPCONF_TOPK, sampling=GREEDY)
 
 
@@ -122,25 +163,85 @@ def thinking_confidence(c, prompt: Sequence[int], thinking: Sequence[int]) -> tu
     return tuple(top[start:start + len(thinking)])
 
 
+def output_warmup_conf(c, prompt: Sequence[int], output: Sequence[int], window: int) -> float:
+    """DeepConf's warm-up ``min_conf`` of the whole output (`whole_output`), from the confidence
+    request's completion `c` (`otbench.probe.grading.warmup_confidence`, `warmup_min_conf`)."""
+    got = c.prompt_returned_mean
+    if got is None or len(got) < len(prompt) + len(output) - 1:
+        raise RuntimeError("the engine returned no mean of the returned prompt log-probabilities for a "
+                           "DeepConf confidence request (Completion.prompt_returned_mean)")
+    start = len(prompt) - 1
+    return warmup_min_conf(warmup_confidence(got[start:start + len(output)]), window)
+
+
 def _seed(job, u, phase: str, k: int) -> int:
     qs = job["questions"][u.q]
     return derive_seed(job["model"], qs.dataset, qs.id, u.r, phase, k)
 
 
+def thinkbrake_plan(driver, u) -> list:
+    """Per position of unit `u` (its thinking just segmented): None where ThinkBrake does not check
+    (the thinking so far does not end with ``.\n\n``, `ends_with_check`), "signal" where fork 1's
+    context is the position's signal context (its ``logp_end`` is fork 1: Qwen3, DeepSeek-R1), else
+    "own" (fork 1 is a request of its own). Fork 0 is a request at every check."""
+    j, fmt, th = driver.job, driver.fmt, u.think
+    prompt, out = j["prompts"][u.q], []
+    for Lk in u.L:
+        if not ends_with_check(j["thinkbrake_forms"], th.thinking, Lk):
+            out.append(None)
+            continue
+        ctx = close_ids(prompt, th.thinking, Lk, j["thinkbrake_close"])
+        out.append("signal" if ctx == fmt.signal_context(prompt, th.thinking, Lk) else "own")
+    return out
+
+
+def thinkbrake_requests(driver, key, u, k: int, head: list) -> list:
+    """ThinkBrake's forks at a check (`otbench.probe.grading._thinkbrake`): fork 0, one token sampled
+    with the run's sampling parameters after `head` (prompt + thinking[:L(k)], which ends with
+    ``.\n\n``), its raw log-probability returned; fork 1, where its context is not the position's
+    signal context, the end token's log-probability after the text + ``.\n`` (`close_ids`)."""
+    j, fmt, plan = driver.job, driver.fmt, u.tb[k]
+    if plan is None:
+        return []
+    out = [((key, "b", k), GenRequest(head, 1, _seed(j, u, "thinkbrake", k), 1, (), ignore_eos=True,
+                                      logprobs=True), "probe")]
+    if plan == "own":
+        ctx = close_ids(j["prompts"][u.q], u.think.thinking, u.L[k], j["thinkbrake_close"])
+        out.append(((key, "f", k), SignalRequest(ctx, fmt.signal_id), "signal"))
+    return out
+
+
+def thinkbrake_count(u) -> int:
+    """The requests `thinkbrake_requests` sends for unit `u` (its checks' fork 0s and own fork 1s)."""
+    return sum(1 + (p == "own") for p in u.tb if p is not None)
+
+
 def requests(driver, key, u, k: int) -> list:
-    """The job's field probes of unit `u` at position `k`: ``(tag, request, "probe")`` with tags
-    ``(key, "d" | "e", k)``, submitted by the driver with the position's other requests."""
+    """The job's field probes of unit `u` at position `k`: ``(tag, request, phase)`` with tags
+    ``(key, "d" | "e" | "b" | "f", k)``, submitted by the driver with the position's other requests."""
     j, fmt = driver.job, driver.fmt
     head = list(j["prompts"][u.q]) + list(u.think.thinking[:u.L[k]])
-    return [((key, tag, k), peer_request(probe, head, j[f"{probe}_ids"], _seed(j, u, probe, k),
-                                         fmt.answer_stop_ids), "probe")
-            for probe, tag in (("dynasor", "d"), ("deer", "e")) if probe in j["field_probes"]]
+    out = [((key, tag, k), peer_request(probe, head, j[f"{probe}_ids"], _seed(j, u, probe, k),
+                                        fmt.answer_stop_ids), "probe")
+           for probe, tag in (("dynasor", "d"), ("deer", "e")) if probe in j["field_probes"]]
+    if "thinkbrake" in j["field_probes"]:
+        out += thinkbrake_requests(driver, key, u, k, head)
+    return out
 
 
 def deliver(driver, u, kind: str, k: int, res) -> None:
     """A field probe's completion arrived: hand it to the grading lane to be read."""
     j = driver.job
+    if kind == "f":
+        u.tb_end[k] = res.logp_end
+        return
     c = res[0]
+    if kind == "b":
+        if c.logprobs is None or len(c.logprobs) != 1:
+            raise RuntimeError(f"the {getattr(driver.stream, 'name', 'engine')} stream returned no "
+                               "log-probability for ThinkBrake's one sampled token that asked for it")
+        u.tb_sample[k] = c.logprobs[0]
+        return
     if kind == "d":
         u.dyn[k] = driver.lane.dynasor(c.token_ids, c.stop_id is not None, j["dynasor_ids"][-CONTEXT_IDS:])
         return
@@ -153,7 +254,7 @@ def deliver(driver, u, kind: str, k: int, res) -> None:
 
 def unit_fields(job, u, seeds: dict) -> dict:
     """The `UnitResult` fields of unit `u`'s field probes (none unless the job asks); their seeds
-    go into `seeds` under "dynasor" / "deer"."""
+    go into `seeds` under "dynasor" / "deer" / "thinkbrake"."""
     out: dict = {}
     m = len(u.L)
     if "dynasor" in job["field_probes"]:
@@ -170,10 +271,17 @@ def unit_fields(job, u, seeds: dict) -> dict:
         out.update(deer_conf=tuple(t.conf for t in trials),
                    deer_tokens=tuple(t.decoded + prefill for t in trials))
         seeds["deer"] = [_seed(job, u, "deer", k) for k in range(m)]
+    if "thinkbrake" in job["field_probes"]:
+        end = [s.logp_end if p == "signal" else u.tb_end[k] for k, (p, s) in enumerate(zip(u.tb, u.sigs))]
+        out.update(thinkbrake_check=tuple(int(p is not None) for p in u.tb),
+                   thinkbrake_margin=tuple(0.0 if p is None else thinkbrake_margin(u.tb_sample[k], end[k])
+                                           for k, p in enumerate(u.tb)))
+        seeds["thinkbrake"] = [_seed(job, u, "thinkbrake", k) for k in range(m)]
     if "deepconf" in job["field_probes"]:
         if u.conf is None:
             raise RuntimeError("a unit of a job with field probe \"deepconf\" finished without its "
                                "confidence request")
         conf = token_confidence(u.conf)
         out["deepconf_min_conf"] = deepconf_min_confs(conf, u.L, job["deepconf_window"])
+        out["deepconf_warmup_conf"] = (u.warm,) * m       # one value per trajectory, at every position
     return out

@@ -44,7 +44,7 @@ Example (`otbench probe run --config job.toml --out DIR`)::
     # direct_answer = true           # also one answer per question to the no-thinking prompt
     # boundary = "vocab"             # segmentation rule (default: the model entry's; docs/rules.md)
     # hesitation_words = ["wait", "hold", "but", "okay", "no", "hmm"]   # the hesitation signal's words
-    # field_probes = ["dynasor", "deer", "deepconf"]   # each field method's own signal per position (docs/rules.md)
+    # field_probes = ["dynasor", "deer", "deepconf", "thinkbrake"]   # each field method's own signal (docs/rules.md)
     # deepconf_window = 2048         # DeepConf's group-confidence window (with "deepconf" above)
 
     [sampling]                       # optional overrides of the family's defaults

@@ -176,8 +176,11 @@ STP_KEYS: dict[str, dict[str, Key]] = {
         "field_probes": Key(field_probes, "also decode each listed field method's own probe at every "
                                           "position (`dynasor`, `deer`), as its source does: the "
                                           "`dynasor_*` / `deer_*` signals; `deepconf` reads its "
-                                          "`deepconf_min_conf` from the sampled tokens' top-20 "
-                                          "log-probabilities (no extra decode)", list, default=()),
+                                          "`deepconf_min_conf` and `deepconf_warmup_conf` from the "
+                                          "sampled tokens' log-probabilities (no extra decode); "
+                                          "`thinkbrake` sends ThinkBrake's two forks where the thinking "
+                                          "so far ends with `.\\n\\n` (`thinkbrake_check`, "
+                                          "`thinkbrake_margin`)", list, default=()),
         "deepconf_window": Key(integer(1, 1 << 24), "tokens of DeepConf's group confidence (its "
                                                     "`window_size`); only with `deepconf` in "
                                                     "`field_probes`", int, default=2048),

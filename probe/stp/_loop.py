@@ -98,7 +98,7 @@ class UnitStream:
                    thinking_limit=thinking_limit, answer_limit=answer_limit,
                    hesitation=hesitation_pattern(hesitation_words), field_probes=fp,
                    deepconf_window=int(deepconf_window))
-        job.update(_field_probes.suffix_ids(tokenizer, fp))
+        job.update(_field_probes.suffix_ids(tokenizer, fp, fmt.vocab.forms))
         self.stats = stats if stats is not None else RunStats()
         self._engine, self._given = engine, given or {}
         self.max_units = max_units

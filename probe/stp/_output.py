@@ -43,7 +43,7 @@ def measurement_set(results: Sequence[UnitResult], *, model: str, P: int,
     """A validated `MeasurementSet` from unit results (any order).
 
     Signals: `logp_end`, `logp_other` and `margin = logp_other - logp_end`
-    per position (docs/rules.md).
+    per position (docs/rules.md), the others of `SIGNALS` and the job's field probes'.
     """
     from otbench.analysis.measurement import from_ragged, ragged
 
@@ -63,6 +63,10 @@ def measurement_set(results: Sequence[UnitResult], *, model: str, P: int,
         signals["answer_conf"] = ragged([u.answer_conf for u in rs], np.float64)
         signals["hesitation"] = ragged([u.hesitation for u in rs], np.float64)
         signals["answer_tokens"] = ragged([u.answer_tokens for u in rs], np.float64)
+    # The prompt's length at every position (the net cost's partial KV block reads it); a unit
+    # without its count (none is written without one) leaves the column out.
+    if rs and all(u.prompt_tokens is not None for u in rs):
+        signals["prompt_tokens"] = ragged([[u.prompt_tokens] * len(u.L) for u in rs], np.float64)
     # The field methods' own probes (probe.field_probes): a column where every unit recorded it.
     for name in PEER_FIELDS:
         if rs and all(len(getattr(u, name)) == len(u.L) for u in rs):

@@ -15,12 +15,14 @@ from otbench.probe.tokens import ProbeFormat
 from ._ids import compact
 
 SIGNALS = ("logp_end", "logp_other", "margin", "margin_own", "answer", "answer_conf", "hesitation",
-           "answer_tokens")
+           "answer_tokens", "prompt_tokens")
 """Signal columns written by the probe: `margin = logp_other - logp_end` is the
 ThinkBrake quantity (stop at the first boundary where it is <= θ; docs/rules.md);
 `margin_own` the same read in the model's own context (`SIGNAL_DEFINITIONS`);
 the field signals `answer`, `answer_conf`, `hesitation`, `answer_tokens`
-(`otbench.analysis.measurement.SIGNAL_DEFINITIONS`, `otbench.probe.grading.probe_signals`)."""
+(`otbench.analysis.measurement.SIGNAL_DEFINITIONS`, `otbench.probe.grading.probe_signals`);
+`prompt_tokens`, the trajectory's prompt length at every position (`PROMPT_DEFINITION`), which the
+net cost's partial KV block reads (`otbench.analysis.methods.partial_block`)."""
 
 OWN_CONTEXT = {
     "margin_own": "logp_other - logp_end read after prompt + thinking[:L] as the model wrote it "
@@ -30,7 +32,8 @@ OWN_CONTEXT = {
 
 
 PEER_FIELDS = ("dynasor_answer", "dynasor_window", "dynasor_uncertain", "dynasor_tokens",
-               "deer_conf", "deer_tokens", "deepconf_min_conf")
+               "deer_conf", "deer_tokens", "deepconf_min_conf", "deepconf_warmup_conf", "thinkbrake_check",
+               "thinkbrake_margin")
 """`UnitResult` fields of the field methods' own probes (`probe.field_probes`), one per signal
 column of the same name (`otbench.analysis.measurement.PEER_SIGNAL_DEFINITIONS`)."""
 
@@ -40,18 +43,22 @@ def signal_definitions(field_probes: Sequence[str] = ()) -> dict[str, str]:
     signals of the field methods' own probes a job asks for (`probe.field_probes`)."""
     from otbench.analysis.measurement import (
         DEEPCONF_SIGNALS,
+        DEEPCONF_WARMUP_SIGNALS,
         DEER_SIGNALS,
         DYNASOR_SIGNALS,
         PEER_SIGNAL_DEFINITIONS,
+        THINKBRAKE_SIGNALS,
+        PROMPT_DEFINITION,
         SIGNAL_DEFINITIONS,
     )
 
-    own = {"dynasor": DYNASOR_SIGNALS, "deer": DEER_SIGNALS, "deepconf": DEEPCONF_SIGNALS}
+    own = {"dynasor": DYNASOR_SIGNALS, "deer": DEER_SIGNALS,
+           "deepconf": DEEPCONF_SIGNALS + DEEPCONF_WARMUP_SIGNALS, "thinkbrake": THINKBRAKE_SIGNALS}
     peers = {k: PEER_SIGNAL_DEFINITIONS[k] for p in field_probes for k in own[p]}
     return {"logp_end": "log p(thinking-end token | retained prefix)",
             "logp_other": "log p(most likely other token | retained prefix)",
             "margin": "logp_other - logp_end (ThinkBrake: stop when margin <= theta)",
-            **OWN_CONTEXT, **SIGNAL_DEFINITIONS, **peers}
+            **OWN_CONTEXT, **SIGNAL_DEFINITIONS, "prompt_tokens": PROMPT_DEFINITION, **peers}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,12 +91,16 @@ class UnitResult:
         of each position's first probe (`SIGNAL_DEFINITIONS`); empty in a
         record written before.
       dynasor_answer, dynasor_window, dynasor_uncertain, dynasor_tokens,
-      deer_conf, deer_tokens, deepconf_min_conf: [n+1] signals of the field methods' own probes
+      deer_conf, deer_tokens, deepconf_min_conf, deepconf_warmup_conf, thinkbrake_check,
+      thinkbrake_margin: [n+1] signals of the field methods' own probes
         (`PEER_FIELDS`, `PEER_SIGNAL_DEFINITIONS`), when the job asked for them
         (`probe.field_probes`); empty otherwise, and then left out of the record.
       seeds: {"think": int, "answer": int | None, "probe": [n+1 ints]};
         "answer" is None when the answer came from the think request (or the
         reply is graded), the forced answer's own seed otherwise.
+      prompt_tokens: ``len(prompt)``, kept when the ids are dropped (`_runner._summary`); filled
+        from `prompt` when not given (a journal record holds the ids, not this count), None for
+        a result without its prompt ids.
     """
 
     group: str
@@ -124,8 +135,14 @@ class UnitResult:
     deer_conf: tuple[float, ...] = ()
     deer_tokens: tuple[int, ...] = ()
     deepconf_min_conf: tuple[float, ...] = ()
+    deepconf_warmup_conf: tuple[float, ...] = ()
+    thinkbrake_check: tuple[int, ...] = ()
+    thinkbrake_margin: tuple[float, ...] = ()
+    prompt_tokens: int | None = None
 
     def __post_init__(self):
+        if self.prompt_tokens is None and len(self.prompt):
+            object.__setattr__(self, "prompt_tokens", len(self.prompt))
         # Probe answers are held as int32 arrays (`_ids`) whatever the caller passed,
         # so results compare by value; NumPy views (the final writer's reads) stay views.
         pt = self.probe_tokens
@@ -146,6 +163,7 @@ class UnitResult:
         for k in PEER_FIELDS:           # a job without field probes writes the records it always did
             if not rec[k]:
                 del rec[k]
+        del rec["prompt_tokens"]        # the record holds the ids it counts: its form is unchanged
         rec["seeds"] = dict(self.seeds)
         return rec
 
@@ -284,6 +302,10 @@ class ThinkResult:
         reply itself is graded (the generic family).
       verdict: an imported trajectory's (y, y_status) kept from its source
         (`_verdicts`); None: `y` is the grade of the answer, as sampled.
+      answer_stop: the stop id that ended the own `answer` within the answer
+        limit (the request's last sampled token); None when the answer was cut
+        at the limit, when there is none, or when it is not known (imported).
+        DeepConf's whole-output confidence reads it; results compare without it.
     """
 
     seed: int
@@ -292,6 +314,7 @@ class ThinkResult:
     stop_id: int | None
     answer: tuple[int, ...] | None
     verdict: tuple[int, str] | None = None
+    answer_stop: int | None = dataclasses.field(default=None, compare=False)   # an import has none
 
 
 def _find(ids: Sequence[int], marker: Sequence[int], limit: int) -> int:
@@ -334,7 +357,9 @@ def split_trajectory(ids: Sequence[int], stop_id: int | None, fmt: ProbeFormat, 
     end = tuple(fmt.end_ids)
     at = _find(ids, end, thinking_limit)
     if at >= 0:
-        return ThinkResult(seed, ids[:at], True, end[0], ids[at + len(end):][:answer_limit])
+        own = ids[at + len(end):]
+        last = stop_id if stop_id is not None and stop_id >= 0 and len(own) < answer_limit else None
+        return ThinkResult(seed, ids[:at], True, end[0], own[:answer_limit], answer_stop=last)
     if len(ids) >= thinking_limit:
         return ThinkResult(seed, ids[:thinking_limit], False, None, None)
     return ThinkResult(seed, ids, False, stop_id, None)

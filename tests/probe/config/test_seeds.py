@@ -19,7 +19,7 @@ def twin(model, benchmark, question, trajectory, phase, position=None):
 
 @given(_text, _text, _text, st.integers(0, 10**6), st.sampled_from(PHASES), st.integers(0, 999))
 def test_the_documented_formula(model, benchmark, question, trajectory, phase, k):
-    position = k if phase in ("probe", "dynasor", "deer") else None
+    position = k if phase in ("probe", "dynasor", "deer", "thinkbrake") else None
     seed = derive_seed(model, benchmark, question, trajectory, phase, position)
     assert seed == twin(model, benchmark, question, trajectory, phase, position)
     assert 0 <= seed < 2 ** 62          # seed + j stays below 2**63 for any request's samples
@@ -28,7 +28,7 @@ def test_the_documented_formula(model, benchmark, question, trajectory, phase, k
 def test_the_field_probe_phases_take_a_position():
     # The field methods' own probes (probe.field_probes) are drawn per position, apart from the
     # otbench probe at that position.
-    for phase in ("dynasor", "deer"):
+    for phase in ("dynasor", "deer", "thinkbrake"):
         with pytest.raises(ValueError, match=f"`position` is required for phase '{phase}'"):
             derive_seed("m", "math", "q1", 0, phase)
         assert derive_seed("m", "math", "q1", 0, phase, 3) != derive_seed("m", "math", "q1", 0, "probe", 3)

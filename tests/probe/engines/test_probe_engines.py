@@ -504,7 +504,8 @@ def test_prompt_top_means_agree_and_survive_a_signal_read_in_the_same_step(vllm_
     _, fmt, _, prompts = setup
     ids = list(prompts[0]) + list(range(200, 240))
     req = confidence_request(prompts[0], range(200, 240))
-    hf = hf_engine.generate([req], GREEDY)[0][0].prompt_top_mean
+    hf_c = hf_engine.generate([req], GREEDY)[0][0]
+    hf = hf_c.prompt_top_mean
     assert len(hf) == len(ids) - 1
     s = vllm_engine.stream(GREEDY)
     s.submit("c", req)
@@ -518,6 +519,9 @@ def test_prompt_top_means_agree_and_survive_a_signal_read_in_the_same_step(vllm_
             errors.append(str(e))
             break
     np.testing.assert_allclose(done["c"][0].prompt_top_mean, hf, atol=1e-3)
+    # DeepConf's warm-up reads the mean of every value vLLM returns (the token's own and the top 20,
+    # counted once, `_vllm_logprobs._returned_means`): the transformers engine's twin of it
+    np.testing.assert_allclose(done["c"][0].prompt_returned_mean, hf_c.prompt_returned_mean, atol=1e-3)
     assert not errors or "logprob_token_ids" in errors[0]
 
 
@@ -549,3 +553,25 @@ def test_prompt_top_means_do_not_depend_on_order_or_on_the_prefix_cache(vllm_eng
     for i in range(3):
         assert cold[i].shape == warm[i].shape == (len(reqs[i].prompt) - 1,)
         np.testing.assert_allclose(warm[i], cold[i], atol=1e-4, rtol=0)
+
+
+def test_thinkbrake_and_deepconf_field_probes_agree_across_engines(vllm_engine, hf_engine, setup):
+    """ThinkBrake's two forks and DeepConf's warm-up value on vLLM equal the transformers engine's
+    (greedy, so fork 0 samples the same token; a given trajectory with '.\\n\\n' boundaries)."""
+    from otbench.probe.stp._loop import ThinkResult
+
+    tok, fmt, qs, prompts = setup
+    thinking = tuple(int(t) for t in tok.encode("we add the digits.\n\nso the sum is four\n\nwe check it.\n\nthen",
+                                                 add_special_tokens=False))
+    given = {(0, 0): ThinkResult(5, thinking, True, fmt.end_ids[0], (7, 8), answer_stop=fmt.answer_stop_ids[0])}
+    got = []
+    for engine in (hf_engine, vllm_engine):
+        got.append(probe_units(engine, fmt, model="tiny", questions=qs, prompts=prompts, units=[(0, 0)], P=2,
+                               b=1, thinking_limit=200, answer_limit=6, sampling=GREEDY,
+                               grade_batch=resolve_grader("minimal")[1], tokenizer=tok, given=given,
+                               field_probes=("thinkbrake", "deepconf"))[0])
+    hf, vl = got
+    assert hf.thinkbrake_check == vl.thinkbrake_check and sum(hf.thinkbrake_check) >= 2
+    np.testing.assert_allclose(hf.thinkbrake_margin, vl.thinkbrake_margin, atol=1e-3)
+    np.testing.assert_allclose(hf.deepconf_warmup_conf, vl.deepconf_warmup_conf, atol=2e-3)
+    assert hf.deepconf_warmup_conf[0] > 0

@@ -215,3 +215,112 @@ def test_vllm_sampled_logprobs_gathered_at_once_equal_the_per_position_reading()
     assert got[5] != float(flat.logprobs[flat.start_indices[5]])      # the looked-up case happened
     assert VLLMEngine._sampled(flat, ids[:10]) == want[:10]
     assert VLLMEngine._sampled(flat, []) == ()
+
+
+# --- the warm-up value (utils.py compute_confidence, compute_least_grouped, process_output) ---
+
+def _source_warmup(token_dicts, window):
+    """utils.py lines 41-62 and 288-301 in plain Python: `token_dicts` per output token a dict
+    {id: logprob} as vLLM returns it; np.mean of its values, round(-mean, 3) on a NumPy float (so
+    NumPy's rounding), the sliding means of `window`, each round(sum / len, 3), or the plain mean."""
+    confs = [round(-np.mean(list(d.values())), 3) for d in token_dicts if d]
+    if not confs:
+        return 0
+    if len(confs) < window:
+        groups = [sum(confs) / len(confs)]
+    else:
+        groups = [round(sum(confs[i:i + window]) / window, 3) for i in range(len(confs) - window + 1)]
+    return min(groups)
+
+
+@given(st.lists(st.floats(-12.0, 0.0, allow_nan=False), min_size=0, max_size=60),
+       st.integers(1, 12), st.integers(0, 2 ** 31 - 1))
+def test_warmup_min_conf_equals_the_source_twin(means, window, seed):
+    """`warmup_confidence` + `warmup_min_conf` on the per-token means of every returned value give
+    the source's `min_conf` bit for bit (dicts of one value each carry the mean itself)."""
+    from otbench.probe.grading import warmup_confidence, warmup_min_conf
+
+    got = warmup_min_conf(warmup_confidence(means), window)
+    want = _source_warmup([{0: m} for m in means], window)
+    assert got == float(want)
+
+
+def test_warmup_pinned_cases():
+    from otbench.probe.grading import warmup_confidence, warmup_min_conf
+
+    # NumPy rounds 2.0005 (stored a hair below) and 0.0125 the way np.round does
+    assert warmup_confidence([-2.0005, -0.0125, -1.0]) == [float(np.round(2.0005, 3)), 0.012, 1.0]
+    assert warmup_min_conf([], 4) == 0.0
+    assert warmup_min_conf([1.0, 3.0], 4) == 2.0                       # short: the unrounded mean
+    assert warmup_min_conf([1.0, 1.0, 1.0, 4.0], 3) == 1.0              # windows 1.0 and 2.0
+    assert warmup_min_conf([0.1, 0.2, 0.4], 2) == 0.15                  # round(0.15000000000000002, 3)
+    with pytest.raises(Exception, match="at least one token"):
+        warmup_min_conf([1.0], 0)
+
+
+def test_vllm_returned_means_read_both_prompt_logprob_forms():
+    """`_returned_means` on what vLLM 0.32 builds for prompt log-probabilities: the token's own entry
+    first, then the top k; counted once when it is among them (the dict form merges it), so the
+    mean is over k or k + 1 values -- the values DeepConf's compute_confidence averages."""
+    logprobs = pytest.importorskip("vllm.logprobs")
+    from otbench.probe.engines._vllm_logprobs import _returned_means
+
+    rng = np.random.default_rng(2)
+    k, want = 20, []
+    flat, dicts = logprobs.FlatLogprobs(), []
+    for target in (flat, dicts):
+        target.append(None)                        # the first prompt token: nothing predicts it
+    for pos in range(6):
+        lp = np.minimum(np.sort(rng.normal(-5, 2, size=40))[::-1], 0.0)
+        ids = rng.permutation(1000)[:40]
+        own = 3 if pos % 2 else 30                  # inside the top k, then outside it
+        tok = [int(ids[own]), *map(int, ids[:k])]
+        vals = [float(lp[own]), *map(float, lp[:k])]
+        for target in (flat, dicts):
+            logprobs.append_logprobs_for_next_position(target, tok, vals, [None] * (k + 1), own + 1, k)
+        want.append(float(np.mean(vals[1:] if own < k else vals)))
+    for form in (flat, dicts):
+        got = _returned_means(form, 1, 6, k)
+        assert np.allclose(got, want, rtol=0, atol=1e-12)
+        assert _source_warmup([form[i] and {t: v.logprob for t, v in form[i].items()} for i in range(1, 7)], 4) \
+            == pytest.approx(_source_warmup([{0: m} for m in got], 4), abs=1e-12)
+    with pytest.raises(RuntimeError, match="positions of prompt"):
+        _returned_means(flat, 1, 7, k)
+
+
+def test_openai_prompt_returned_means():
+    from otbench.probe.engines._openai_wire import prompt_returned_means, prompt_top_means
+
+    choice = {"prompt_logprobs": [None, {"5": {"logprob": -0.5}, "1": {"logprob": -0.1}, "2": {"logprob": -0.2}},
+                                  {"1": {"logprob": -0.1}, "2": {"logprob": -0.3}}]}
+    assert prompt_top_means(choice, 3, 2, "server") == pytest.approx((-0.15, -0.2))
+    assert prompt_returned_means(choice, 3, "server") == pytest.approx((-0.8 / 3, -0.2))
+
+
+def test_transformers_engine_prompt_returned_mean(hf_engine):
+    """The transformers engine's `prompt_returned_mean`: per prompt token the mean of its own raw
+    log-probability and the 20 largest, counted once (a plain NumPy reading of the same logits)."""
+    import torch
+
+    from otbench.probe.stp._field_probes import GREEDY, confidence_request
+
+    prompt, output = [1, 2, 3, 4, 5], [9, 17, 3, 250, 8, 8]
+    for _ in range(3):                   # three greedy tokens (inside the top 20), then the others
+        with torch.inference_mode():
+            last = hf_engine._model(input_ids=torch.tensor([prompt])).logits[0, -1]
+        prompt = prompt + [int(torch.argmax(last))]
+    prompt, output = prompt[:5], prompt[5:] + output
+    c = hf_engine.generate([confidence_request(prompt, output)], GREEDY)[0][0]
+    ids = prompt + output
+    assert len(c.prompt_returned_mean) == len(c.prompt_top_mean) == len(ids) - 1
+    with torch.inference_mode():
+        lp = torch.log_softmax(hf_engine._model(input_ids=torch.tensor([ids])).logits[0].float(), -1).numpy()
+    inside = 0
+    for i in range(1, len(ids)):
+        row = lp[i - 1].astype(np.float64)
+        top = list(np.argsort(-row, kind="stable")[:20])
+        inside += ids[i] in top
+        vals = [row[ids[i]]] + [row[j] for j in top if j != ids[i]]
+        assert math.isclose(c.prompt_returned_mean[i - 1], float(np.mean(vals)), abs_tol=1e-5)
+        assert math.isclose(c.prompt_top_mean[i - 1], float(np.mean(row[top])), abs_tol=1e-5)
+    assert 0 < inside < len(ids) - 1                  # both cases met

@@ -99,7 +99,7 @@ def test_workload_and_device_time_match_a_hand_computation():
 
 
 def test_field_probes_add_their_requests_and_deepconfs_uncached_prefill_by_hand():
-    # the same two trajectories as above; deepconf: one request per trajectory, prompt + thinking
+    # the same two trajectories as above; deepconf: one request per trajectory, prompt + whole output
     # prefilled without the prefix cache (prompt log-probabilities), one token decoded; dynasor: per
     # position its 84-character suffix (21 tokens at 4 characters each) after the cached prefix, 20 decoded
     x = Lengths(thinking=512, thinking_sq=512 ** 2, positions=3, prefix=0 + 256 + 512, answer=10, own=10,
@@ -108,14 +108,21 @@ def test_field_probes_add_their_requests_and_deepconfs_uncached_prefill_by_hand(
     dc = workload(2, x, R=1, P=2, field_probes=("deepconf",))
     assert dc.requests["probe"] - plain.requests["probe"] == 2
     assert dc.decoded["probe"] - plain.decoded["probe"] == 2
-    assert dc.uncached["probe"] - plain.uncached["probe"] == 2 * (20 + 512)
-    assert dc.prompt["probe"] - plain.prompt["probe"] == 2 * (20 + 512)
+    # the whole output (DeepConf's warm-up value): thinking + the marker's first id + own answer + stop
+    assert dc.uncached["probe"] - plain.uncached["probe"] == 2 * (20 + 512 + 10 + 2)
+    assert dc.prompt["probe"] - plain.prompt["probe"] == 2 * (20 + 512 + 10 + 2)
     assert (dc.decoded["think"], dc.uncached["signal"]) == (plain.decoded["think"], plain.uncached["signal"])
     dyn = workload(2, x, R=1, P=2, field_probes=("dynasor",))
     assert dyn.requests["probe"] - plain.requests["probe"] == 6
     assert dyn.decoded["probe"] - plain.decoded["probe"] == 6 * 20
     assert dyn.uncached["probe"] - plain.uncached["probe"] == pytest.approx(6 * 84 / 4)
     assert dyn.prompt["probe"] - plain.prompt["probe"] == pytest.approx(6 * (20 + 768 / 3 + 21))
+    # thinkbrake: one token decoded on the cached prefix at each of the 6 positions (an upper bound)
+    tb = workload(2, x, R=1, P=2, field_probes=("thinkbrake",))
+    assert tb.requests["probe"] - plain.requests["probe"] == 6
+    assert tb.decoded["probe"] - plain.decoded["probe"] == 6
+    assert tb.uncached["probe"] == plain.uncached["probe"]
+    assert tb.prompt["probe"] - plain.prompt["probe"] == pytest.approx(6 * (20 + 768 / 3))
 
 
 def test_prior_plan_adds_up_and_names_its_sources(tmp_path: Path):

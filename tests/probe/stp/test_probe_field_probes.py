@@ -130,12 +130,13 @@ def test_the_signals_match_a_recomputation(runs, hf_engine):
 def deepconf_run(runs, tmp_path_factory, tiny_model, otbench_cache):
     from test_probe_resume import _run
 
+
     d = tmp_path_factory.mktemp("deepconf")
     _run(_job(d / "dc.toml", tiny_model, 'field_probes = ["deepconf"]\n'), d / "dc")
     return runs[0], d / "dc"
 
 
-def test_deepconf_reads_the_think_requests_own_logprobs(deepconf_run, hf_engine):
+def test_deepconf_reads_the_think_requests_own_logprobs(deepconf_run, hf_engine, tiny_model):
     """``field_probes = ["deepconf"]`` decodes nothing of its own: every other column and table is
     the plain run's, and ``deepconf_min_conf`` equals DeepConf's min_conf recomputed from one prefill
     of prompt + thinking with its top-20 prompt log-probabilities (the probe's confidence request),
@@ -149,7 +150,7 @@ def test_deepconf_reads_the_think_requests_own_logprobs(deepconf_run, hf_engine)
     from otbench.probe.stp._results import signal_definitions
 
     plain, dc = (load(p) for p in deepconf_run)
-    assert set(dc.signals) == set(plain.signals) | {"deepconf_min_conf"}
+    assert set(dc.signals) == set(plain.signals) | {"deepconf_min_conf", "deepconf_warmup_conf"}
     for k, v in plain.signals.items():
         assert np.array_equal(v, dc.signals[k], equal_nan=True), k
     for name in ("L", "C", "y", "n"):
@@ -158,10 +159,22 @@ def test_deepconf_reads_the_think_requests_own_logprobs(deepconf_run, hf_engine)
         assert load_table(deepconf_run[0], table).equals(load_table(deepconf_run[1], table))
     assert dc.provenance["deepconf"] == {"window": DEEPCONF_WINDOW, "top_k": 20}
     assert dc.provenance["signals"] == signal_definitions(["deepconf"])
+    assert {"deepconf_min_conf", "deepconf_warmup_conf"} <= set(dc.provenance["signals"])
     from otbench.probe.stp._job import load_job
 
-    sampling = load_job(deepconf_run[1].parent / "dc.toml").sampling      # the family's, temperature 0.6
+    job = load_job(deepconf_run[1].parent / "dc.toml")
+    sampling = job.sampling                                    # the family's, temperature 0.6
+    from otbench.probe.config import load_family
+    from otbench.probe.tokens import build_vocabulary, compile_format
+
+    tok = hf_engine.tokenizer()
+    fmt = compile_format(load_family("qwen3-thinking"), tok, build_vocabulary(tok, hf_engine.vocab_size()))
+    finished = 0
     rows = load_table(deepconf_run[1], "tokens").to_pylist()
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    twin = AutoModelForCausalLM.from_pretrained(str(tiny_model), torch_dtype=torch.float32)
     for t, row in enumerate(rows):
         seed = derive_seed("tiny", row["dataset"], row["question"], row["trajectory"], "think")
         c = hf_engine.generate([GenRequest(list(row["prompt"]), 1, seed, 400, (), top_logprobs=20)],
@@ -176,7 +189,44 @@ def test_deepconf_reads_the_think_requests_own_logprobs(deepconf_run, hf_engine)
         got = dc.signals["deepconf_min_conf"][t, :n + 1]
         assert np.allclose(got, want, rtol=1e-6, atol=1e-6)
         assert got[0] == 0.0 and np.all(got[np.asarray(row["L"][:n + 1]) > 0] > 0)   # no token yet: 0
+        # the warm-up value: the whole output as sampled (the think request sent again: thinking,
+        # marker, own answer, and the stop id it ended on), read by the brute-force twin below
+        if row["finished"]:
+            out = th + list(fmt.end_ids) + list(row["answer"])
+            assert list(c.token_ids[:len(out)]) == out
+            after = c.token_ids[len(out):len(out) + 1]
+            if len(row["answer"]) < job.answer_limit and after and after[0] in fmt.answer_stop_ids:
+                out.append(after[0])                   # the stop id the think request ended on
+        else:
+            out = th + ([row["stop_id"]] if row["stop_id"] is not None else [])
+        finished += bool(row["finished"])
+        want = _warmup_twin(twin, row["prompt"], out, DEEPCONF_WINDOW)
+        assert dc.signals["deepconf_warmup_conf"][t].tolist() == pytest.approx([want] * dc.L.shape[1],
+                                                                               rel=0, abs=2e-6)
     assert len(rows) >= 2
+    print(f"{finished} of {len(rows)} trajectories finished their thinking")
+
+
+def _warmup_twin(model, prompt, output, window: int) -> float:
+    """DeepConf's warm-up min_conf (deepconf utils.py lines 41-62, 282-303) of `output` after `prompt`,
+    by a forward pass of the tiny model and plain NumPy: per output token the mean of the 20 largest
+    log-probabilities and its own when it is not among them, negated and rounded to 3 decimals; the
+    lowest rounded mean of `window` of them, or the mean of all for fewer."""
+    import torch
+    ids = list(prompt) + list(output)
+    with torch.inference_mode():
+        lp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1).numpy()
+    confs = []
+    for i in range(len(prompt), len(ids)):
+        row = lp[i - 1].astype(np.float64)
+        top = np.argsort(-row, kind="stable")[:20]
+        vals = [row[ids[i]]] + [row[j] for j in top if j != ids[i]]
+        confs.append(round(-np.mean(vals), 3))
+    if len(confs) < window:
+        return sum(confs) / len(confs) if confs else 0.0
+    return min(round(sum(confs[i:i + window]) / window, 3) for i in range(len(confs) - window + 1))
+
+
 
 
 def test_the_deepconf_window_key(tmp_path, tiny_model):
@@ -195,3 +245,32 @@ def test_the_deepconf_window_key(tmp_path, tiny_model):
         load_job(_job(tmp_path / "f.toml", tiny_model, 'deepconf_window = 16\n'))
     with pytest.raises(JobError, match=r"probe\.deepconf_window must be"):
         load_job(_job(tmp_path / "g.toml", tiny_model, 'field_probes = ["deepconf"]\ndeepconf_window = 0\n'))
+
+
+@pytest.fixture(scope="module")
+def own_rules_run(tmp_path_factory, tiny_model, otbench_cache):
+    from test_probe_resume import JOB, _run
+
+    d = tmp_path_factory.mktemp("ownrules")
+    text = JOB.format(model=tiny_model, n=4, R=2, temperature=0.6, model_id="tiny")
+    (d / "j.toml").write_text(text.replace("units_per_batch = 1\n", 'units_per_batch = 1\n'
+                                           'field_probes = ["thinkbrake", "deepconf"]\n'))
+    _run(d / "j.toml", d / "set")
+    return d / "set"
+
+
+def test_bench_scores_the_peers_own_rules_on_a_probed_set(own_rules_run):
+    """A probed set with ``field_probes = ["thinkbrake", "deepconf"]`` and the prompt's length:
+    `thinkbrake` is scored (a set without its signals is refused), `deepconf-exit` fits on the
+    source's warm-up value, and the net cost's partial block counts the prompt."""
+    from otbench.analysis.bench import assign_splits, evaluate
+    from otbench.analysis.measurement import load, load_table
+
+    ms = assign_splits(load(own_rules_run))
+    assert {"thinkbrake_check", "thinkbrake_margin", "deepconf_warmup_conf", "prompt_tokens"} <= set(ms.signals)
+    prompts = [len(p) for p in load_table(own_rules_run, "tokens").column("prompt").to_pylist()]
+    assert ms.signals["prompt_tokens"][:, 0].tolist() == [float(p) for p in prompts]
+    tb = evaluate(ms, "thinkbrake").to_json()
+    assert tb["net"]["signal_cost"]["partial_block_prefix"] == "prompt_tokens + L(j)"
+    dc = evaluate(ms, "deepconf-exit").to_json()
+    assert dc["config"]["method_config"]["warmup"].startswith("the source's: signal.deepconf_warmup_conf")

@@ -130,18 +130,26 @@ def test_a_set_without_the_new_signals_still_loads(tmp_path: Path):
         for k in ("logp_end_own", "logp_other_own", "answer_id", "answer_conf", "hesitation", "answer_tokens"):
             rec.pop(k)
         old.append(UnitResult.from_record(rec))
+    # an old record holds the prompt ids, so the prompt's length is known: prompt_tokens is written
     ms = measurement_set(old, model="m", P=2, provenance={"signals": signal_definitions()})
-    assert set(ms.signals) == {"logp_end", "logp_other", "margin"}
+    assert set(ms.signals) == {"logp_end", "logp_other", "margin", "prompt_tokens"}
     assert set(ms.provenance["signals"]) == set(ms.signals)
+    assert ms.signals["prompt_tokens"][0, :3].tolist() == [float(len(old[0].prompt))] * 3
+    assert "prompt_tokens" not in old[0].to_record()          # the record's form is unchanged
     save(ms, tmp_path / "old")
     back = load(tmp_path / "old")
-    assert set(back.signals) == {"logp_end", "logp_other", "margin"}
+    assert set(back.signals) == {"logp_end", "logp_other", "margin", "prompt_tokens"}
+    # the count survives dropping the ids (the runner's summaries); a unit without either: no column
+    summary = dataclasses.replace(old[0], prompt=())
+    assert summary.prompt_tokens == len(old[0].prompt)
+    bare = dataclasses.replace(old[1], prompt=(), prompt_tokens=None)
+    assert "prompt_tokens" not in measurement_set([summary, bare], model="m", P=2).signals
     # one unit with them and one without: the columns are left out (never half-filled)
     new = dataclasses.replace(old[0], logp_end_own=(-1.0, -2.0, -3.0), logp_other_own=(-0.5,) * 3,
                               answer_id=(-1, 1, 0), answer_conf=(.1, .2, .3), hesitation=(0, 1, 0),
                               answer_tokens=(3, 4, 5))
     ms2 = measurement_set([new, old[1]], model="m", P=2)
-    assert set(ms2.signals) == {"logp_end", "logp_other", "margin"}
+    assert set(ms2.signals) == {"logp_end", "logp_other", "margin", "prompt_tokens"}
     ms3 = measurement_set([new], model="m", P=2, provenance={"signals": signal_definitions()})
     assert set(ms3.signals) == set(SIGNALS)
     assert ms3.signals["margin_own"][0, :3].tolist() == [0.5, 1.5, 2.5]

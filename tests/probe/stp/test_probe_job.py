@@ -38,7 +38,7 @@ def test_seeds_differ_by_every_field():
 
 
 @pytest.mark.parametrize("args,msg", [
-    (("m", "b", "q", 0, "gen"), r"`phase` must be one of think, answer, probe, direct, dynasor, deer, got 'gen'"),
+    (("m", "b", "q", 0, "gen"), r"`phase` must be one of think, answer, probe, direct, dynasor, deer, thinkbrake, got 'gen'"),
     (("m", "b", "q", 0, "probe"), r"`position` is required for phase 'probe' and only for it"),
     (("m", "b", "q", 0, "think", 3), r"`position` is required for phase 'probe' and only for it"),
     (("m", "b", "q", -1, "think"), r"`trajectory` must be a non-negative integer, got -1"),
@@ -248,7 +248,8 @@ kind = "minimal"
     from otbench.analysis.measurement._io import load
     ms = load(out)
     assert ms.provenance["probe"]["b"] == 8 and set(ms.signals) == {"logp_end", "logp_other", "margin", "margin_own", "answer",
-                                                             "answer_conf", "hesitation", "answer_tokens"}
+                                                             "answer_conf", "hesitation", "answer_tokens",
+                                                             "prompt_tokens"}
     assert set(ms.provenance["signals"]) == set(ms.signals)
     assert json.loads((out / "run.json").read_text())["think"]["requests"] == 4
 

@@ -10,6 +10,7 @@
   continuous submission (digests pinned from that code for this job).
 """
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -56,6 +57,30 @@ def test_qwen_split_at_the_marker(tok):
     # the decoded parts are the text before and after the marker
     assert tok.decode(list(got.thinking)) + "</think>" + tok.decode(list(got.answer)) == \
         tok.decode(think + end + answer)
+
+
+def test_the_answer_stop_and_the_whole_output(tok):
+    """`ThinkResult.answer_stop` is the stop id the own answer ended on within the answer limit (not
+    compared: an imported trajectory has none); `whole_output` is what the think request sampled,
+    DeepConf's warm-up trace: thinking, marker, own answer, that stop."""
+    from otbench.probe.stp._field_probes import whole_output
+
+    fmt = _fmt(tok, "qwen3-thinking")
+    think, end = _ids(tok, "we add.\n\nso 4.\n"), _ids(tok, "</think>")
+    answer, im_end = _ids(tok, "\n\n\\boxed{4}"), _ids(tok, "<|im_end|>")[0]
+    done = _split(fmt, think + end + answer, stop=im_end)
+    assert done.answer_stop == im_end and done == dataclasses.replace(done, answer_stop=None)
+    assert whole_output(done, fmt) == tuple(think + end + answer + [im_end])
+    assert _split(fmt, think + end + answer, stop=im_end, A=len(answer)).answer_stop is None   # at the limit
+    assert _split(fmt, think + end + answer, stop=None).answer_stop is None
+    assert whole_output(dataclasses.replace(done, answer_stop=None), fmt) == tuple(think + end + answer)
+    other = _split(fmt, think, stop=im_end)                      # ended on end of turn inside the thinking
+    assert whole_output(other, fmt) == tuple(think + [im_end])
+    cut = _split(fmt, think + end + answer, T=3)                 # cut at the thinking limit
+    assert whole_output(cut, fmt) == tuple(think[:3])
+    gfmt = _fmt(tok, "generic-chat")
+    generic = _split(gfmt, think, stop=gfmt.think_stop_ids[0])   # the reply and the stop it ended on
+    assert whole_output(generic, gfmt) == tuple(think + [gfmt.think_stop_ids[0]])
 
 
 def test_thinking_limit_is_applied_as_a_separate_request_would(tok):
@@ -158,6 +183,10 @@ def test_a_failed_parquet_write_is_raised_not_hung(tmp_path: Path, monkeypatch):
 # exact hash covers the signals' names, so it moved (from eac37e50...); with the new columns
 # dropped it is eac37e50... again, and both token tables and the old signals are unchanged
 # (checked bitwise when re-pinning).
+#
+# Issue 58 added the signal prompt_tokens (each trajectory's prompt length at every position): the
+# test drops it and checks it against the tokens table, so with it dropped every pinned digest is
+# the one recorded before.
 BEFORE = {
     "exact_hash": "4dfa032aab4111f7894c6e6f87098e6886656101caa185217528e1ed2b6ee755",
     "tokens": "fdac704a9036521c775e0d75aed965f04a8330b552f1a145ce503396e8705ce8",
@@ -173,7 +202,10 @@ def test_same_set_as_the_batched_loop(tmp_path: Path, tiny_model, otbench_cache)
 
     out = tmp_path / "set"
     s = _run(write_job(tmp_path / "job.toml", tiny_model, n=3, R=2), out)
-    ms = load(out)
+    full = load(out)
+    prompts = [len(p) for p in load_table(out, "tokens").column("prompt").to_pylist()]
+    assert full.signals["prompt_tokens"].tolist() == [[float(p)] * full.L.shape[1] for p in prompts]
+    ms = dataclasses.replace(full, signals={k: v for k, v in full.signals.items() if k != "prompt_tokens"})
     got = {"exact_hash": content_hash(ms, signals=False), "tokens": _digest(load_table(out, "tokens")),
            "probes": _digest(load_table(out, "probes"))}
     assert got == BEFORE
