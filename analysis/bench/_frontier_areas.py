@@ -13,83 +13,17 @@ an action of its strategy, so ``∫ F >= ∫ M`` cell by cell and a replicate's
 gap is never negative.
 
 The area of the step `F` (largest reward whose least cost is `<= b`) is an
-exact integer: with `g[r]` the least cost of an offset reward of at least
-`r` and `base` the reward every unit gets at no cost,
-``∫_0^T F(b) db = base * T + Σ_{r >= 1} max(0, T - g[r])`` (level `r` is held
-on `[g[r], T]`). With numba it comes from the compiled CPU kernels
-(`frontier._cpu.frontier_area_batch`, replicates in parallel); without it
-from the NumPy DP (`frontier._host_dp`), one replicate at a time. Both run
-the same recurrence on the same units and give the same integers (tested);
-neither loads JAX.
+exact integer (`otbench.analysis.frontier.replicate_areas`, with numba in
+the compiled CPU kernels, else in the NumPy DP; the same integers).
 """
 
 from collections.abc import Sequence
 
 import numpy as np
-from otbench.analysis.frontier import _cpu, _host_dp
-from otbench.analysis.frontier._units import CellData, Occurrences, actions, cell_data, fb_events
+from otbench.analysis.frontier import point_rows, replicate_areas
 from otbench.analysis.measurement import MeasurementSet
 
 from ._intervals import chain_weights, weights
-
-
-def _cell_data(test: MeasurementSet, cell: int) -> tuple[np.ndarray, CellData]:
-    rows = test.cell_rows(cell)
-    return rows, cell_data(test.L[rows], test.C[rows], test.n[rows], test.probes[rows],
-                           test.question[rows])
-
-
-def _occurrences(d: CellData, local: np.ndarray) -> Occurrences:
-    """`_units.Occurrences` of cell-local draws `local` int64[rep, slot, draw] (-1 pads)."""
-    qof = np.repeat(np.arange(d.num_questions), np.diff(d.qoff))
-    b, s = np.nonzero(local[:, :, 0] >= 0)                      # occurrences in (rep, slot) order
-    q = qof[local[b, s, 0]]
-    R = np.diff(d.qoff)[q]
-    start = np.cumsum(R) - R
-    mult = np.zeros(int(R.sum()), dtype=np.int64)
-    for o in range(b.size):
-        drawn = local[b[o], s[o]]
-        np.add.at(mult, start[o] + drawn[drawn >= 0] - d.qoff[q[o]], 1)
-    return Occurrences(problem=b.astype(np.int64), question=q.astype(np.int64), mult=mult,
-                       num_problems=local.shape[0])
-
-
-def _host_areas(strategy: str, d: CellData, local: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    acts = actions(strategy, d, _occurrences(d, local), fb_events(d) if strategy == "fb" else None)
-    base = acts.base_total()
-    out = np.zeros((local.shape[0], 2), dtype=np.int64)
-    for b in range(local.shape[0]):
-        g = _host_dp.solve(acts, b)[1:]
-        T = int(tokens[b])
-        out[b] = (int(base[b]) * T + int(np.maximum(T - g, 0).sum()), int(base[b]) + int((g <= 0).sum()))
-    return out
-
-
-def cell_frontier_areas(test: MeasurementSet, cell: int, strategy: str, rows: np.ndarray, *,
-                        engine: str = "auto") -> np.ndarray:
-    """int64[rep, 2] per replicate: ``∫_0^T F(b) db`` of `cell`'s `strategy` frontier (reward x
-    tokens) and `F(0)`, on the draw `rows` int64[rep, slot, draw] (rows of `test`, -1 pads;
-    `weights`' `on_cell` form). `engine`: "auto" (numba when installed), "cpu" or "host"."""
-    cell_rows, d = _cell_data(test, cell)
-    ok = rows >= 0
-    local = np.where(ok, np.searchsorted(cell_rows, np.where(ok, rows, cell_rows[0])), -1)
-    lend = d.L[:, -1].astype(np.int64)
-    tokens = np.where(ok, lend[np.maximum(local, 0)], 0).sum(axis=(1, 2))
-    if engine == "host" or (engine == "auto" and not _cpu.available()):
-        return _host_areas(strategy, d, local, tokens)
-    local_q = np.repeat(np.arange(d.num_questions), np.diff(d.qoff)).astype(np.int64)
-    return _cpu.frontier_area_batch(strategy, _cpu.cpu_cell(d), local_q, local, tokens,
-                                    _host_dp.dtype_for(int(tokens.max(initial=0))))
-
-
-def _point_rows(test: MeasurementSet, cell: int) -> np.ndarray:
-    """int64[1, question, draw]: the evaluated split itself as one replicate's draw."""
-    cell_rows, d = _cell_data(test, cell)
-    R = np.diff(d.qoff)
-    out = np.full((1, d.num_questions, int(R.max())), -1, dtype=np.int64)
-    for q in range(d.num_questions):
-        out[0, q, :R[q]] = cell_rows[d.qoff[q]:d.qoff[q + 1]]
-    return out
 
 
 def macro_frontier(test: MeasurementSet, W: np.ndarray, per_cell: dict[int, np.ndarray]) -> np.ndarray:
@@ -126,11 +60,11 @@ def frontier_draws(test: MeasurementSet, replicates: int, seed: int, strategies:
         c = cell_of.get((model, group))
         if c is not None:
             for s in strategies:
-                per[s][c] = cell_frontier_areas(test, c, s, rows, engine=engine)
+                per[s][c] = replicate_areas(test, c, s, rows, engine=engine)
 
     W = weights(test, replicates, seed, on_cell=on_cell)
     ones = np.ones((1, test.num_trajectories), dtype=np.int32)
-    point = {s: float(macro_frontier(test, ones, {c: cell_frontier_areas(
-        test, c, s, _point_rows(test, c), engine=engine) for c in cell_of.values()})[0])
+    point = {s: float(macro_frontier(test, ones, {c: replicate_areas(
+        test, c, s, point_rows(test, c), engine=engine) for c in cell_of.values()})[0])
         for s in strategies}
     return W, {s: macro_frontier(test, W, per[s]) for s in strategies}, point

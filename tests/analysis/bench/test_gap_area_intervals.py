@@ -8,10 +8,12 @@ from otbench.analysis import simulate
 from otbench.analysis.bench import assign_splits, evaluate, leaderboard
 from otbench.analysis.bench._areas import step_integral
 from otbench.analysis.bench._evaluate import _cell_totals
-from otbench.analysis.bench._frontier_areas import _point_rows, cell_frontier_areas, frontier_draws
+from otbench.analysis.bench._frontier_areas import frontier_draws
 from otbench.analysis.bench._intervals import intervals, own_interval, weights
 from otbench.analysis.bench._leaderboard import MARK
 from otbench.analysis.frontier import _cpu
+from otbench.analysis.frontier import point_rows as _point_rows
+from otbench.analysis.frontier import replicate_areas as cell_frontier_areas
 
 METHODS = ("thinkbrake-onectx", "budget-forcing", "thinkswitcher")
 
@@ -148,3 +150,10 @@ def test_a_flag_travels_into_every_form_of_the_leaderboard(tiny):
     assert f"] {MARK}" in flagged.format() and why in flagged.to_csv()
     assert flagged.to_json()["rows"][0]["net_gap_area_full_outside"] == why
     assert MARK not in board.format()
+
+
+def test_an_unknown_engine_is_refused(tiny):
+    _, test = tiny
+    c = int(test.cell[0])
+    with pytest.raises(ValueError, match="`engine` must be auto, cpu or host"):
+        cell_frontier_areas(test, c, "dee", _point_rows(test, c), engine="gpu")
