@@ -35,22 +35,29 @@ def _occurrences(d: CellData, local: np.ndarray) -> Occurrences:
     q = qof[local[b, s, 0]]
     R = np.diff(d.qoff)[q]
     start = np.cumsum(R) - R
-    mult = np.zeros(int(R.sum()), dtype=np.int64)
-    for o in range(b.size):
-        drawn = local[b[o], s[o]]
-        np.add.at(mult, start[o] + drawn[drawn >= 0] - d.qoff[q[o]], 1)
+    occ_id = np.full(local.shape[:2], -1, dtype=np.int64)
+    occ_id[b, s] = np.arange(b.size)
+    vb, vs, vj = np.nonzero(local >= 0)                        # every drawn row, by occurrence
+    o = occ_id[vb, vs]
+    mult = np.bincount(start[o] + local[vb, vs, vj] - d.qoff[q[o]], minlength=int(R.sum()))
     return Occurrences(problem=b.astype(np.int64), question=q.astype(np.int64), mult=mult,
                        num_problems=local.shape[0])
 
 
-def _host_areas(strategy: str, d: CellData, local: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    acts = actions(strategy, d, _occurrences(d, local), fb_events(d) if strategy == "fb" else None)
-    base = acts.base_total()
+def _host_areas(strategy: str, d: CellData, local: np.ndarray, tokens: np.ndarray,
+                chunk: int = 32) -> np.ndarray:
     out = np.zeros((local.shape[0], 2), dtype=np.int64)
-    for b in range(local.shape[0]):
-        g = _host_dp.solve(acts, b)[1:]
-        T = int(tokens[b])
-        out[b] = (int(base[b]) * T + int(np.maximum(T - g, 0).sum()), int(base[b]) + int((g <= 0).sum()))
+    ev = fb_events(d) if strategy == "fb" else None
+    # a chunk of replicates at a time: `_host_dp.solve` scans every unit of `acts` per problem
+    for first in range(0, local.shape[0], chunk):
+        part = local[first:first + chunk]
+        acts = actions(strategy, d, _occurrences(d, part), ev)
+        base = acts.base_total()
+        for b in range(part.shape[0]):
+            g = _host_dp.solve(acts, b)[1:]
+            T = int(tokens[first + b])
+            out[first + b] = (int(base[b]) * T + int(np.maximum(T - g, 0).sum()),
+                              int(base[b]) + int((g <= 0).sum()))
     return out
 
 
