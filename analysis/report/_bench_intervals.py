@@ -142,8 +142,9 @@ def interval_caption(bench: Sequence[Mapping[str, Any]]) -> str:
 
 
 def panel_line(d: Mapping[str, Any]) -> str | None:
-    """The figure panel's interval line: rank interval and gap behind the best (None: none)."""
+    """The figure panel's interval lines: rank interval, its own gap area's interval, and the gap
+    behind the best (None: none)."""
     if not _block(d).get("intervals"):
         return None
-    # Two short lines: one would overrun the panel's width into its neighbour's title.
-    return f"rank 95%: {rank_text(d)}\nbehind best: {behind_text(d)} pp"
+    # Three short lines: fewer would overrun the panel's width into its neighbour's title.
+    return f"rank 95%: {rank_text(d)}\ngap 95%: {gap_text(d)} pp\nbehind best: {behind_text(d)} pp"
