@@ -214,7 +214,8 @@ def list_cmd() -> None:
 @click.option("--replicates", "replicates", type=Count(min=0, max=1_000_000), default=2000,
               show_default=True,
               help="Bootstrap replicates of the leaderboard's 95% intervals (rank within the "
-                   "strategy, gap area behind the best method; two-stage paired draw at the "
+                   "strategy, gap area behind the best method, each method's own gap area with "
+                   "its oracle frontier re-solved per replicate; two-stage paired draw at the "
                    "recorded seed 20260721, docs/rules.md); 0: no intervals.")
 @log_options
 def compare_cmd(directory: Path, methods: tuple[str, ...], theta_grid: int | None, split: str,

@@ -63,6 +63,13 @@ whose signals the simulated set lacks, so `bench compare` skips it); every resul
 points, `kv_block` and `partial_block_prefix` change; every gross number is unchanged. Table 19
 (CSV and LaTeX): the method's name and its net columns. Every other digest is unchanged.
 
+Re-pinned for issue 58 (each method's own gap-area interval). `bench.json`: every result's
+`leaderboard` block gains `gap_area_full_lo`/`_hi`/`_outside` and the same three `net_` keys (the
+oracle frontier re-solved on each of the leaderboard's replicates, same draw and seed); with those
+six keys removed the document hashes to its old digest. Table 19 (CSV and LaTeX): two display
+columns (gross and net gap area [0,1] 95%), six CSV columns (their ends and the outside reason),
+a caption sentence, and four LaTeX parts instead of three. Every other digest is unchanged.
+
 What is compared: JSON documents with their `provenance` blocks removed
 (they name library versions) and canonically re-serialized; CSV and LaTeX
 tables as bytes; the set's logical content hash. PNG bytes depend on the

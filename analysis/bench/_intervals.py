@@ -1,11 +1,11 @@
-"""Bootstrap intervals of the leaderboard: rank intervals and each method's gap behind the best.
+"""Bootstrap intervals of the leaderboard: ranks, the gap behind the best, each method's own gap area.
 
 Ranking inside a strategy (`_leaderboard.leaderboard_key`) is by the macro
 gap area over `[0, 1]`, ``gap_full = ∫ (F - M) dx``, chained over cells.
 Every method of a strategy faces the same frontier `F` in a replicate, so
 ``gap_full(i) - gap_full(j) = ∫ M_j - ∫ M_i``: ranks and the gap behind the
-best method are functions of the methods' own step curves alone, and no
-frontier is solved per replicate. (The realized-share tie-break is monotone
+best method are functions of the methods' own step curves alone, and need
+no frontier per replicate (a method's own gap area does). (The realized-share tie-break is monotone
 in the same ``∫ M`` within a replicate, so it never reorders what the gap
 does not.) What this gives, per method, over `replicates` draws:
 
@@ -17,8 +17,14 @@ does not.) What this gives, per method, over `replicates` draws:
   the strategy's best method on the point estimate, per replicate -- paired,
   since all methods are scored on the same drawn trajectories; 0 inside the
   interval says the data do not separate the two;
+* ``gap_area_full`` and its interval: the method's own macro gap area over
+  `[0, 1]`, ``∫ F - ∫ M``, with ``∫ F`` its strategy's exact frontier
+  re-solved on every replicate (`_frontier_areas`; this one does need the
+  frontier), and ``gap_area_full_outside``: why the estimate lies outside
+  its interval, measured on the replicates, or None (`own_interval`);
 * the same for the net points (``net_rank_interval``,
-  ``net_gap_behind_best``): costs plus the signal tokens of each stop.
+  ``net_gap_behind_best``, ``net_gap_area_full``): costs plus the signal
+  tokens of each stop, against the same frontier.
 
 The draw is OTBench's two-stage paired bootstrap of the evaluated split
 (docs/rules.md "The bootstrap"): stage 1 draws, per group, as many questions
@@ -37,7 +43,7 @@ Areas per replicate are float64 sums of integer step widths (exact to
 """
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,8 +70,16 @@ class Stops:
     signal: np.ndarray
 
 
-def weights(ms: MeasurementSet, replicates: int, seed: int) -> np.ndarray:
-    """int32[replicates, traj] multiplicities of the two-stage paired draw (module docstring)."""
+def weights(ms: MeasurementSet, replicates: int, seed: int,
+            on_cell: Callable[[int, int, np.ndarray], None] | None = None) -> np.ndarray:
+    """int32[replicates, traj] multiplicities of the two-stage paired draw (module docstring).
+
+    With `on_cell`, the same draw is also handed over occurrence by occurrence, once per
+    (model, group): `on_cell(model, group, rows)`, `rows` int64[replicates, slot, draw] the rows
+    of `ms` each drawn question occurrence drew (-1 pads; a slot without a first row is no
+    occurrence). The oracle frontier needs it: its DR and FB units are the occurrences, which
+    the multiplicities merge. Reading it never changes the random stream.
+    """
     T = ms.num_trajectories
     out = np.zeros((replicates, T), dtype=np.int32)
     if not T:
@@ -88,6 +102,12 @@ def weights(ms: MeasurementSet, replicates: int, seed: int) -> np.ndarray:
         counts = np.bincount((drawn + Q * np.arange(replicates)[:, None]).ravel(),
                              minlength=replicates * Q).reshape(replicates, Q)
         for m in models:
+            occ = None
+            if on_cell is not None:
+                segs = [seg_of_q.get((int(m), int(q))) for q in pool]
+                width = max((n for _, n in filter(None, segs)), default=0)
+                occ = np.full((replicates, Q, width), -1, dtype=np.int64)
+                slot = np.zeros(replicates, dtype=np.int64)
             for qi, q in enumerate(pool):
                 seg = seg_of_q.get((int(m), int(q)))
                 if seg is None:
@@ -103,6 +123,13 @@ def weights(ms: MeasurementSet, replicates: int, seed: int) -> np.ndarray:
                 flat = (picks + n * np.arange(replicates)[:, None, None])[np.broadcast_to(live, picks.shape)]
                 out[:, order[f:f + n]] += np.bincount(flat, minlength=replicates * n).reshape(
                     replicates, n).astype(np.int32)
+                if occ is not None:
+                    for j in range(top):
+                        reps = np.flatnonzero(hits > j)
+                        occ[reps, slot[reps], :n] = order[f + picks[reps, j]]
+                        slot[reps] += 1
+            if occ is not None and occ.shape[2]:
+                on_cell(int(m), int(g), occ)
     return out
 
 
@@ -123,7 +150,7 @@ def curve_area(cost: np.ndarray, reward: np.ndarray, zero: np.ndarray, total: np
     return np.sum(ys * (right - left), axis=1)
 
 
-def _chain_weights(ms: MeasurementSet) -> np.ndarray:
+def chain_weights(ms: MeasurementSet) -> np.ndarray:
     """float64[cell] the equal-weight chain: 1 / (models x cells of the model)."""
     cm = np.asarray(ms.cell_model)
     present = np.unique(ms.cell)
@@ -143,7 +170,7 @@ def macro_areas(test: MeasurementSet, W: np.ndarray, stops: Stops, zero_k: np.nd
     Sk = stops.signal.astype(np.float64)
     Ck = test.C[t[None, :], stops.k].astype(np.float64)
     Wf = W.astype(np.float64)
-    w = _chain_weights(test)
+    w = chain_weights(test)
     total = np.zeros((2, W.shape[0]))
     norm = np.zeros(W.shape[0])
     for c in np.unique(test.cell):
@@ -157,8 +184,10 @@ def macro_areas(test: MeasurementSet, W: np.ndarray, stops: Stops, zero_k: np.nd
         for i, cc in enumerate((cost, cost + Wc @ Sk[:, rows].T)):
             area = curve_area(cc, reward, zero, T)
             with np.errstate(invalid="ignore", divide="ignore"):
-                # no thinking in the cell (T = 0): the curve is its zero-thinking accuracy
-                val = np.where(T > 0, area / np.where(T > 0, T * P, 1.0), zero / np.where(ok, P, 1.0))
+                # no thinking in the cell (T = 0): every point costs 0, so the curve is its best
+                # reward there, as `_areas.cell_areas` reads it (at least the zero-thinking one)
+                at0 = np.maximum(zero, reward.max(axis=1, initial=0.0))
+                val = np.where(T > 0, area / np.where(T > 0, T * P, 1.0), at0 / np.where(ok, P, 1.0))
             total[i] += np.where(ok, w[c] * val, 0.0)
         norm += np.where(ok, w[c], 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -196,9 +225,11 @@ def intervals(ms: MeasurementSet, results: Sequence[Any], *, replicates: int = R
         if r.stops.k.shape[1] != test.num_trajectories:
             raise ArgumentError(f"result {r.method!r} was not evaluated on this set's split "
                                 f"({r.stops.k.shape[1]} trajectories, the split has {test.num_trajectories})")
+    from ._frontier_areas import frontier_draws
     from ._walk import zero_positions
 
-    W = weights(test, int(replicates), int(seed))
+    present = [s for s in ("dr", "fb", "dee") if any(r.strategy == s for r in results)]
+    W, front, front_point = frontier_draws(test, int(replicates), int(seed), present)
     zero_k = zero_positions(test.L)
     out: dict[str, dict[str, Any]] = {}
     for strategy in ("dr", "fb", "dee"):
@@ -225,4 +256,26 @@ def intervals(ms: MeasurementSet, results: Sequence[Any], *, replicates: int = R
                 d[f"{pre}gap_behind_best_interval"] = [float(x) for x in np.percentile(b, PERCENTILES)] \
                     if b.size else [None, None]
                 d[f"{pre}best"] = names[best]
+                gap = front[strategy] - areas[:, i]              # its own gap area over [0, 1]
+                d[f"{pre}gap_area_full"] = float(front_point[strategy] - point[i])
+                d.update(own_interval(d[f"{pre}gap_area_full"], gap, pre))
     return out
+
+
+def own_interval(estimate: float, reps: np.ndarray, pre: str = "") -> dict[str, Any]:
+    """A method's own gap-area interval from its replicates (float64[rep], NaN: no cell drawn), and
+    why the estimate lies outside it, measured on the replicates (None inside; docs/rules.md)."""
+    x = reps[~np.isnan(reps)]
+    if not x.size:
+        return {f"{pre}gap_area_full_interval": [None, None], f"{pre}gap_area_full_outside": None}
+    lo, hi = (float(v) for v in np.percentile(x, PERCENTILES))
+    why = None
+    if not lo <= estimate <= hi:
+        side = "below" if np.mean(x < estimate) > np.mean(x > estimate) else "above"
+        share = 100.0 * np.mean(x < estimate if side == "below" else x > estimate)
+        why = (f"{share:.1f}% of its {x.size:,} defined replicates lie {side} the estimate (a gap "
+               f"area is an oracle optimum re-solved on each draw minus the method's fixed stops, "
+               f"so its replicates need not centre on the estimate)")
+        if x.size < reps.size:
+            why += f"; undefined in {reps.size - x.size:,} of {reps.size:,} replicates (no cell drawn)"
+    return {f"{pre}gap_area_full_interval": [lo, hi], f"{pre}gap_area_full_outside": why}

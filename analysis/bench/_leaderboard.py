@@ -15,8 +15,11 @@ when some cell of a result has fewer than `MIN_RANK_QUESTIONS` questions in
 the evaluated split (the leaderboard carries the warning in every format).
 Given the set, `leaderboard(results, ms)` adds bootstrap intervals
 (`_intervals`): each method's 95 % rank interval within its strategy and its
-gap area behind the strategy's best method with a paired interval, gross and
-net, from the two-stage paired draw at a recorded seed.
+gap area behind the strategy's best method with a paired interval, and its own
+gap area over [0, 1] with an interval (the oracle frontier re-solved on every
+replicate, `_frontier_areas`), gross and net, from the two-stage paired draw at
+a recorded seed. A gap area outside its own interval is marked `MARK` and its
+measured reason printed beside the table (docs/rules.md).
 """
 
 import dataclasses
@@ -33,6 +36,8 @@ from ._intervals import REPLICATES, SEED, intervals
 from otbench.errors import ArgumentError
 
 SCHEMA = "otbench.leaderboard/1"
+MARK = "\u2020"
+"""The mark of a gap-area interval that does not contain its own estimate (the report's mark too)."""
 MIN_RANK_QUESTIONS = 10
 RANKED_BY = ("gap area to the oracle frontier over relative cost [0, 1] (lower first), "
              "then realized area share over no thinking (higher first)")
@@ -66,6 +71,12 @@ INTERVAL_COLUMNS = (
     ("net_gap_behind_best", "net_gap_behind_best (fraction)", "net behind best (pp) [95%]"),
     ("net_gap_behind_best_lo", "net_gap_behind_best_lo (fraction)", None),
     ("net_gap_behind_best_hi", "net_gap_behind_best_hi (fraction)", None),
+    ("gap_area_full_lo", "gap_area_full_lo (fraction)", "gap area [0,1] 95% (pp)"),
+    ("gap_area_full_hi", "gap_area_full_hi (fraction)", None),
+    ("gap_area_full_outside", "gap_area_full_outside (text)", None),
+    ("net_gap_area_full_lo", "net_gap_area_full_lo (fraction)", "net gap area [0,1] 95% (pp)"),
+    ("net_gap_area_full_hi", "net_gap_area_full_hi (fraction)", None),
+    ("net_gap_area_full_outside", "net_gap_area_full_outside (text)", None),
 )
 """Columns added when the leaderboard has bootstrap intervals (`Leaderboard.intervals`)."""
 
@@ -166,6 +177,8 @@ class Leaderboard(Tidy):
                   f"percentage points.", ""]
         if self.intervals:
             lines += [_interval_note(self.intervals), ""]
+            notes = outside_notes(self.rows)
+            lines += notes + ([""] if notes else [])
         lines += [f"> Warning: {w}" for w in self.warnings] + ([""] if self.warnings else [])
         cols = [c for c in self._columns if c[2] is not None]
         lines.append("| " + " | ".join(m for _, _, m in cols) + " |")
@@ -181,7 +194,8 @@ class Leaderboard(Tidy):
         iv = bool(self.intervals)
         lines.append(f"{'strategy':8s}  {'rank':>4s}  {'method':24s}  {'realized':>8s}  "
                      f"{'gap area':>9s}  {'net rank':>8s}  {'net real.':>9s}  {'net gap':>9s}  "
-                     f"{'curve':>7s}" + (f"  {'rank 95%':>8s}  {'behind best pp [95%]':>24s}" if iv else ""))
+                     f"{'curve':>7s}" + (f"  {'rank 95%':>8s}  {'behind best pp [95%]':>24s}  "
+                                         f"{'gap 95% (pp)':>16s}  {'net gap 95% (pp)':>16s}" if iv else ""))
         for r in self.rows:
             share = "n/a" if r["realized_share"] is None else f"{100 * r['realized_share']:.1f}%"
             gap = "n/a" if r["gap_area_full"] is None else f"{100 * r['gap_area_full']:.2f} pp"
@@ -189,13 +203,15 @@ class Leaderboard(Tidy):
                 f"{100 * r['net_realized_share']:.1f}%"
             ngap = "n/a" if r["net_gap_area_full"] is None else \
                 f"{100 * r['net_gap_area_full']:.2f} pp"
-            extra = f"  {_md('rank_lo', r):>8s}  {_md('gap_behind_best', r):>24s}" if iv else ""
+            extra = (f"  {_md('rank_lo', r):>8s}  {_md('gap_behind_best', r):>24s}  "
+                     f"{_md('gap_area_full_lo', r):>16s}  {_md('net_gap_area_full_lo', r):>16s}") if iv else ""
             lines.append(f"{r['strategy']:8s}  {r['rank']:4d}  {r['method']:24s}  {share:>8s}  "
                          f"{gap:>9s}  {r['net_rank']:8d}  {nshare:>9s}  {ngap:>9s}  "
                          f"{r['curve_points']:>3d}/{r['points']:<3d}" + extra)
         lines.append(f"ranked within each strategy by {RANKED_BY}; {NET_RANKED_BY}")
         if iv:
             lines.append(_interval_note(self.intervals))
+            lines += outside_notes(self.rows)
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines) + "\n"
 
@@ -222,8 +238,17 @@ def leaderboard_block(board: Leaderboard, method: str) -> dict[str, Any]:
 
 def _interval_note(iv: dict[str, Any]) -> str:
     return (f"95% intervals: two-stage paired bootstrap of the evaluated split ({iv['replicates']:,} "
-            f"replicates, seed {iv['seed']}): rank within the strategy, and the gap area over [0, 1] "
-            f"behind the strategy's best method (0 inside: the data do not separate the two)")
+            f"replicates, seed {iv['seed']}): rank within the strategy, the gap area over [0, 1] "
+            f"behind the strategy's best method (0 inside: the data do not separate the two), and "
+            f"the method's own gap area over [0, 1] against its strategy's oracle frontier re-solved "
+            f"on each replicate, gross and net")
+
+
+def outside_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per gap-area estimate outside its own interval (marked `MARK`), with the reason
+    measured on the replicates (docs/rules.md: such an estimate is flagged where it is printed)."""
+    return [f"{MARK} {r['method']} ({'net' if pre else 'gross'} gap area): {r[f'{pre}gap_area_full_outside']}"
+            for r in rows for pre in ("", "net_") if r.get(f"{pre}gap_area_full_outside")]
 
 
 def _md(key: str, r: dict[str, Any]) -> str:
@@ -232,6 +257,12 @@ def _md(key: str, r: dict[str, Any]) -> str:
         pre = key[:-2]
         lo, hi = r[f"{pre}lo"], r[f"{pre}hi"]
         return "n/a" if lo is None else (f"{lo}" if lo == hi else f"{lo}–{hi}")
+    if key in ("gap_area_full_lo", "net_gap_area_full_lo"):
+        pre = key[:-len("gap_area_full_lo")]
+        lo, hi = v, r[f"{pre}gap_area_full_hi"]
+        if lo is None:
+            return "n/a"
+        return f"[{100 * lo:.2f}, {100 * hi:.2f}]" + (f" {MARK}" if r[f"{pre}gap_area_full_outside"] else "")
     if key in ("gap_behind_best", "net_gap_behind_best"):
         lo, hi = r[f"{key}_lo"], r[f"{key}_hi"]
         if v is None:
@@ -292,9 +323,12 @@ def leaderboard(results: Sequence[BenchResult], ms: Any = None, *, replicates: i
                 d = iv[r.method]
                 for pre in ("", "net_"):
                     (lo, hi), (glo, ghi) = d[f"{pre}rank_interval"], d[f"{pre}gap_behind_best_interval"]
+                    (alo, ahi) = d[f"{pre}gap_area_full_interval"]
                     rows[-1].update({f"{pre}rank_lo": lo, f"{pre}rank_hi": hi,
                                      f"{pre}gap_behind_best": d[f"{pre}gap_behind_best"],
-                                     f"{pre}gap_behind_best_lo": glo, f"{pre}gap_behind_best_hi": ghi})
+                                     f"{pre}gap_behind_best_lo": glo, f"{pre}gap_behind_best_hi": ghi,
+                                     f"{pre}gap_area_full_lo": alo, f"{pre}gap_area_full_hi": ahi,
+                                     f"{pre}gap_area_full_outside": d[f"{pre}gap_area_full_outside"]})
     for r in results:
         w = small_split_warning(r)
         if w is not None and w not in warnings:

@@ -3,12 +3,13 @@
 Decision units and their pruned actions (`_units`), exact budget arithmetic
 (`_budgets`), per-cell frontiers and macro summaries (`_frontiers`, solved
 by the NumPy DP `_host_dp`), and the bootstrap's replicate entry points
-(`_replicates`, `_pipeline`) with their kernels: the min-plus DP as a JAX
+(`_replicates`, `_pipeline`), the frontier's exact area per replicate
+(`_replicate_areas`, for the OTBench leaderboard's gap-area intervals), with their kernels: the min-plus DP as a JAX
 `lax.scan` (`_dp`) and the compiled CPU kernels (`_cpu`, with numba).
 
 The point frontiers need no JAX: importing this package loads it only when
 a JAX-using name (`Pipeline`, `cell_infos`, `ReplicateFrontiers`,
-`frontier_replicates`) is first used (PEP 562), and those modules import
+`frontier_replicates`, `replicate_areas`, `point_rows`) is first used (PEP 562), and those modules import
 `otbench.analysis.core` (which switches JAX to x64) before any JAX work.
 Why: `otbench frontier` on a CPU spent more on starting JAX than on its DP.
 """
@@ -31,14 +32,16 @@ from ._units import STRATEGIES
 
 # JAX-using names -> their private module, imported on first use
 _LAZY = {"Pipeline": "_pipeline", "cell_infos": "_pipeline",
-         "ReplicateFrontiers": "_replicates", "frontier_replicates": "_replicates"}
+         "ReplicateFrontiers": "_replicates", "frontier_replicates": "_replicates",
+         "point_rows": "_replicate_areas", "replicate_areas": "_replicate_areas"}
 
 __all__ = [
     "MACRO_WEIGHTING", "STRATEGIES",
     "Cell", "FrontierHierarchyError", "FrontierResult", "Pipeline", "ReplicateFrontiers",
     "StrategyFrontier",
     "budget_grid", "budgets", "cell_infos", "check_hierarchy", "frontier_replicates",
-    "frontiers", "pareto_points", "query", "state_bytes", "strategies_iv", "summarize",
+    "frontiers", "pareto_points", "point_rows", "query", "replicate_areas", "state_bytes",
+    "strategies_iv", "summarize",
 ]
 
 
@@ -56,4 +59,5 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:   # static tools see the names the hook provides
     from ._pipeline import Pipeline, cell_infos  # noqa: F401
+    from ._replicate_areas import point_rows, replicate_areas  # noqa: F401
     from ._replicates import ReplicateFrontiers, frontier_replicates  # noqa: F401

@@ -431,14 +431,12 @@ def _combine(g, h, front, n, a_rew, a_cost, lo, hi, cast):
 
 
 @_jit()
-def solve_query(u_off, a_cost, a_rew, budgets, sentinel, out):
-    """Min-plus DP over the units, then `out[i]` = largest offset reward with cost <= `budgets[i]`.
+def solve_state(u_off, a_cost, a_rew, sentinel):
+    """Min-plus DP over the units: `g[0..total]`, the least cost of an offset reward of at least `r`.
 
     Args:
       u_off, a_cost, a_rew: non-identity actions of each unit (offset rewards >= 1).
-      budgets: int64[query].
       sentinel: int32 or int64 scalar: the state's type and its unreachable value.
-      out: int64[query] written.
     """
     U = u_off.shape[0] - 1
     top = np.zeros(U, dtype=np.int64)
@@ -469,7 +467,14 @@ def solve_query(u_off, a_cost, a_rew, budgets, sentinel, out):
         reach += top[j]
         _combine(g, h, front, reach + 1, a_rew, a_cost, u_off[j], u_off[j + 1], cast)
         g, h = h, g
-    final = g[front:front + total + 1]
+    return g[front:front + total + 1]
+
+
+@_jit()
+def solve_query(u_off, a_cost, a_rew, budgets, sentinel, out):
+    """`solve_state`, then `out[i]` = largest offset reward with cost <= `budgets[i]` (int64[query])."""
+    final = solve_state(u_off, a_cost, a_rew, sentinel)
+    total = final.shape[0] - 1
     for i in range(budgets.shape[0]):
         # searchsorted(final, budget, 'right') - 1: final is non-decreasing, final[0] = 0
         b = budgets[i]
@@ -507,6 +512,51 @@ def _fb_batch(loc, local_q, C0, eoff, erow, evalue, edL, edC, budgets, sentinel,
         base, u_off, c, r = fb_units(loc[b], local_q, C0, eoff, erow, evalue, edL, edC, mult)
         solve_query(u_off, c, r, budgets[b], sentinel, out[b])
         out[b] += base
+
+
+@_jit()
+def _area_into(base, u_off, a_cost, a_rew, tokens, sentinel, out):
+    """`out[0]` = `∫_0^T F(b) db` of the frontier step `F` (largest reward with least cost <= b),
+    exact in reward x tokens; `out[1]` = `F(0)` (what a cell without thinking tokens scores).
+
+    With `g` non-decreasing, `∫_0^T F = base * T + sum_{r >= 1} max(0, T - g[r])`: offset
+    reward level `r` is held on `[g[r], T]`.
+    """
+    final = solve_state(u_off, a_cost, a_rew, sentinel)
+    area = base * tokens
+    at0 = 0
+    for r in range(1, final.shape[0]):
+        c = np.int64(final[r])
+        if c >= tokens:
+            break
+        area += tokens - c
+    while at0 + 1 < final.shape[0] and final[at0 + 1] <= 0:
+        at0 += 1
+    out[0] = area
+    out[1] = base + at0
+
+
+@_jit(parallel=True)
+def _dee_area(loc, d_off, d_cost, d_rew, d_base, tokens, sentinel, out):
+    for b in _prange(loc.shape[0]):
+        base, u_off, c, r = dee_units(loc[b], d_off, d_cost, d_rew, d_base)
+        _area_into(base, u_off, c, r, tokens[b], sentinel, out[b])
+
+
+@_jit(parallel=True)
+def _dr_area(loc, zero, Lend, Cend, tokens, sentinel, out):
+    for b in _prange(loc.shape[0]):
+        base, u_off, c, r = dr_units(loc[b], zero, Lend, Cend)
+        _area_into(base, u_off, c, r, tokens[b], sentinel, out[b])
+
+
+@_jit(parallel=True)
+def _fb_area(loc, local_q, C0, eoff, erow, evalue, edL, edC, tokens, sentinel, out):
+    T = local_q.shape[0]
+    for b in _prange(loc.shape[0]):
+        mult = np.zeros(T, dtype=np.int64)
+        base, u_off, c, r = fb_units(loc[b], local_q, C0, eoff, erow, evalue, edL, edC, mult)
+        _area_into(base, u_off, c, r, tokens[b], sentinel, out[b])
 
 
 _LAUNCH = threading.Lock()
@@ -575,3 +625,25 @@ def occurrence_units(strategy: str, cell: CPUCell, local_q, loc: np.ndarray):
     return out
 
 
+def frontier_area_batch(strategy: str, cell: CPUCell, local_q: np.ndarray, loc: np.ndarray,
+                        tokens: np.ndarray, dtype) -> np.ndarray:
+    """int64[rep, 2] per replicate: the frontier's exact area `∫_0^T F(b) db` (reward x tokens)
+    and its reward at cost 0, `T` = `tokens[rep]` the replicate's full-thinking tokens.
+
+    `loc` and `dtype` as in `frontier_batch` (the same units and DP; only the read-out differs).
+    """
+    loc = np.ascontiguousarray(loc, dtype=np.int64)
+    tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+    out = np.zeros((loc.shape[0], 2), dtype=np.int64)
+    sent = sentinel(dtype)
+    with _LAUNCH:
+        if strategy == "dee":
+            _dee_area(loc, cell.d_off, cell.d_cost, cell.d_rew, cell.d_base, tokens, sent, out)
+        elif strategy == "dr":
+            _dr_area(loc, cell.zero, cell.Lend, cell.Cend, tokens, sent, out)
+        elif strategy == "fb":
+            _fb_area(loc, local_q, cell.C0, cell.eoff, cell.erow, cell.evalue, cell.edL,
+                     cell.edC, tokens, sent, out)
+        else:
+            raise ArgumentError(f"unknown strategy {strategy!r}")
+    return out

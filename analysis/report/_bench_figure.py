@@ -101,9 +101,9 @@ def otbench_figure(bench: Sequence[Mapping[str, Any]],
     docs = [d for d in bench if d["strategy"] in order]
     ncols = 1 if len(docs) == 1 else 2
     nrows = -(-len(docs) // ncols)
-    # Two more title lines per panel with the leaderboard's intervals: the rows grow by them,
+    # Three more title lines per panel with the leaderboard's intervals: the rows grow by them,
     # so the plots keep their height.
-    extra = 0.3 if any(panel_line(d) for d in docs) else 0.0
+    extra = 0.45 if any(panel_line(d) for d in docs) else 0.0
     fig = new_figure((COLUMN_IN, 1.0 + (PANEL_IN + extra) * nrows))
     grid = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     axes = [ax for row in grid for ax in row]

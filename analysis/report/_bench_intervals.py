@@ -2,7 +2,8 @@
 
 `otbench bench compare` prints, per method, the 95 % rank interval within
 its strategy, the paired interval of its gap area behind the strategy's best
-method (gross and net), and a warning when the evaluated split is too small
+method, the interval of its own gap area over [0, 1] (gross and net; an
+estimate outside it marked with the measured reason), and a warning when the evaluated split is too small
 to rank. It writes the same numbers into each method's result
 (``leaderboard``, `otbench.analysis.bench.leaderboard_block`); the report
 shows them beside the point values, so a table a paper prints carries the
@@ -16,7 +17,8 @@ from typing import Any
 
 from . import _tables as tabs
 
-IV_HEADER = ["rank 95%", "behind best (pp) [95%]", "net rank 95%", "net behind best (pp) [95%]"]
+IV_HEADER = ["rank 95%", "behind best (pp) [95%]", "net rank 95%", "net behind best (pp) [95%]",
+             "gap area [0,1] 95% (pp)", "net gap area [0,1] 95% (pp)"]
 """Display columns the leaderboard's intervals add to the OTBench table."""
 CSV_HEADER = ["rank", "method", "strategy", "split", "curve/points (count)", "gap area (pp)",
               "gap area [0,1] (pp)", "realized (%)", "net gap area [0,1] (pp)",
@@ -24,8 +26,11 @@ CSV_HEADER = ["rank", "method", "strategy", "split", "curve/points (count)", "ga
               "rank_lo (95%)", "rank_hi (95%)", "behind best (pp)", "behind best lo (pp)",
               "behind best hi (pp)", "net rank_lo (95%)", "net rank_hi (95%)",
               "net behind best (pp)", "net behind best lo (pp)", "net behind best hi (pp)",
-              "warning (text)"]
-"""The OTBench table's CSV columns: every interval end in its own column, and the warning."""
+              "gap area [0,1] lo (pp)", "gap area [0,1] hi (pp)", "gap area outside (text)",
+              "net gap area [0,1] lo (pp)", "net gap area [0,1] hi (pp)",
+              "net gap area outside (text)", "warning (text)"]
+"""The OTBench table's CSV columns: every interval end in its own column, the measured reason
+of a gap area outside its own interval (empty inside), and the warning."""
 
 
 def _block(d: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -52,6 +57,24 @@ def behind_text(d: Mapping[str, Any], pre: str = "") -> str:
     return f"{100 * v:.2f}" + ("" if iv[0] is None else f" {tabs.fmt_interval(iv, 100.0, 2)}")
 
 
+def gap_text(d: Mapping[str, Any], pre: str = "") -> str:
+    """``[lo, hi]`` of the result's own gap area over [0, 1] (pp), `tabs.EXCLUDES` when its
+    estimate lies outside; `tabs.MISSING` without it."""
+    b = _block(d)
+    iv = (b.get(f"{pre}gap_area_full_lo"), b.get(f"{pre}gap_area_full_hi"))
+    if iv[0] is None or iv[1] is None:
+        return tabs.MISSING
+    return tabs.fmt_interval(iv, 100.0, 2) + (f" {tabs.EXCLUDES}" if b.get(f"{pre}gap_area_full_outside") else "")
+
+
+def outside_text(bench: Sequence[Mapping[str, Any]]) -> str:
+    """The measured reasons of the gap areas outside their own intervals (caption text; empty without)."""
+    found = [f"{d['method']} ({'net' if pre else 'gross'}): {_block(d)[f'{pre}gap_area_full_outside']}"
+             for d in bench for pre in ("", "net_") if _block(d).get(f"{pre}gap_area_full_outside")]
+    return (f" {tabs.EXCLUDES} the gap area lies outside its own interval, measured: "
+            + "; ".join(found) + ".") if found else ""
+
+
 def warning(d: Mapping[str, Any]) -> str | None:
     """The small-split warning of one result, from its own cells (as `bench compare` prints it)."""
     from otbench.analysis.bench import small_split_warning
@@ -65,7 +88,7 @@ def warning(d: Mapping[str, Any]) -> str | None:
 
 
 def interval_cells(d: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
-    """The four interval cells of one table row: (display, CSV columns); the warning ends the CSV row."""
+    """The six interval cells of one table row: (display, CSV columns); the warning ends the CSV row."""
     b = _block(d)
 
     def num(key, scale=1.0):
@@ -77,6 +100,10 @@ def interval_cells(d: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
         out.append((rank_text(d, pre), (num(f"{pre}rank_lo"), num(f"{pre}rank_hi"))))
         out.append((behind_text(d, pre), tuple(num(f"{pre}gap_behind_best{e}", 100.0)
                                                for e in ("", "_lo", "_hi"))))
+    for pre in ("", "net_"):
+        out.append((gap_text(d, pre), (num(f"{pre}gap_area_full_lo", 100.0),
+                                       num(f"{pre}gap_area_full_hi", 100.0),
+                                       b.get(f"{pre}gap_area_full_outside") or "")))
     text, cols = out[-1]
     out[-1] = (text, cols + (warning(d) or "",))
     return out
@@ -101,19 +128,23 @@ def interval_caption(bench: Sequence[Mapping[str, Any]]) -> str:
         text = (f"Rank 95%: the 2.5/97.5 percentile ranks within the strategy (tied methods share "
                 f"a rank in every replicate); behind best: the gap area over [0, 1] behind the "
                 f"strategy's best method with its paired 95% interval (pp; 0 inside: the data do "
-                f"not separate the two); gross and net; two-stage paired bootstrap of the "
+                f"not separate the two); gap area [0,1] 95%: the method's own gap area over "
+                f"[0, 1] with its strategy's oracle frontier re-solved on every replicate "
+                f"(docs/rules.md); gross and net; two-stage paired bootstrap of the "
                 f"evaluated split, {reps}, as `otbench bench compare` printed them.")
+        text += outside_text(bench)
         if any(not _block(d).get("intervals") for d in bench):
             text += " n/a: a result without leaderboard intervals (`bench run`, or `--replicates 0`)."
     else:
-        text = ("Rank and behind-best intervals: n/a (no result carries them; `otbench bench "
-                "compare` computes them).")
+        text = ("Rank, behind-best and gap-area intervals: n/a (no result carries them; `otbench "
+                "bench compare` computes them).")
     return text + "".join(f" Warning: {w}." for w in warnings_of(bench))
 
 
 def panel_line(d: Mapping[str, Any]) -> str | None:
-    """The figure panel's interval line: rank interval and gap behind the best (None: none)."""
+    """The figure panel's interval lines: rank interval, its own gap area's interval, and the gap
+    behind the best (None: none)."""
     if not _block(d).get("intervals"):
         return None
-    # Two short lines: one would overrun the panel's width into its neighbour's title.
-    return f"rank 95%: {rank_text(d)}\nbehind best: {behind_text(d)} pp"
+    # Three short lines: fewer would overrun the panel's width into its neighbour's title.
+    return f"rank 95%: {rank_text(d)}\ngap 95%: {gap_text(d)} pp\nbehind best: {behind_text(d)} pp"

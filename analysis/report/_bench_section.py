@@ -124,9 +124,10 @@ def otbench_section(ctx) -> Section:
                 f"hollow: dominated) lie on the frontier. Crosses: the oracle at each point's own "
                 f"per-cell costs, against which its gap is measured; from {_n(T)} trajectories."
                 + (" Below each panel's gap and realized share: its 95% rank interval within "
-                   "the strategy and its gap area behind the strategy's best method with the "
-                   "paired 95% interval (pp), as in the table." if any(panel_line(d) for d in bench)
-                   else "")
+                   "the strategy, the 95% interval of its own gap area over [0, 1] (pp; † the "
+                   "estimate lies outside it, reason in the table's caption), and its gap area "
+                   "behind the strategy's best method with the paired 95% interval (pp), as in "
+                   "the table." if any(panel_line(d) for d in bench) else "")
                 + "".join(f" Warning: {w}." for w in warnings_of(bench)),
         trajectories=T))
     ranked = _ranked(bench)

@@ -115,6 +115,8 @@ def test_an_identical_twin_is_never_separated(small):
     # Tied methods get equal intervals, and the leaderboard gives them one rank.
     assert iv["thinkbrake-twin"]["rank_interval"] == iv["thinkbrake-onectx"]["rank_interval"] == [1, 1]
     assert iv["thinkbrake-twin"]["net_rank_interval"] == iv["thinkbrake-onectx"]["net_rank_interval"]
+    for k in ("gap_area_full_interval", "net_gap_area_full_interval"):
+        assert iv["thinkbrake-twin"][k] == iv["thinkbrake-onectx"][k]
     board = leaderboard([a, twin], ms, replicates=100)
     assert [(r["rank"], r["net_rank"], r["rank_lo"], r["rank_hi"]) for r in board.rows] == [(1, 1, 1, 1)] * 2
 
@@ -132,6 +134,11 @@ def test_ragged_sets_give_defined_intervals(ms):
         if d["best"] == r.method:
             assert d["gap_behind_best"] == 0.0 and lo == hi == 0.0
         assert 1 <= d["rank_interval"][0] <= d["rank_interval"][1] <= 1   # alone in its strategy
+        # its own gap area: the evaluator's estimate, and an interval of non-negative replicates
+        assert abs(d["gap_area_full"] - r.summary["gap_area_full"]) < 1e-12
+        glo, ghi = d["gap_area_full_interval"]
+        assert np.isfinite([glo, ghi]).all() and -1e-12 <= glo <= ghi
+        assert (d["gap_area_full_outside"] is None) == (glo <= d["gap_area_full"] <= ghi)
 
 
 def test_the_leaderboard_carries_them_in_every_form(small):

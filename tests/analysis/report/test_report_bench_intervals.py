@@ -1,6 +1,6 @@
 """The report's OTBench table and figure carry the intervals and warning `bench compare` prints
-(issue 58): rank and behind-best intervals, equal for tied methods, and the small-split warning
-in HTML, LaTeX and CSV."""
+(issue 58): rank, behind-best and own gap-area intervals, equal for tied methods, and the
+small-split warning in HTML, LaTeX and CSV."""
 
 import csv
 import json
@@ -54,17 +54,27 @@ def test_table_19_carries_rank_and_behind_best_intervals_in_every_form(compared)
                          ("gap_behind_best_lo", "behind best lo (pp)"),
                          ("gap_behind_best_hi", "behind best hi (pp)")):
             assert float(got[col]) == pytest.approx(100 * b[key], abs=1e-4)
+        for pre, col in (("", "gap area [0,1]"), ("net_", "net gap area [0,1]")):
+            # the method's own gap-area interval, and the measured reason when it is outside
+            assert float(got[f"{col} lo (pp)"]) == pytest.approx(100 * b[f"{pre}gap_area_full_lo"], abs=1e-4)
+            assert float(got[f"{col} hi (pp)"]) == pytest.approx(100 * b[f"{pre}gap_area_full_hi"], abs=1e-4)
+            assert got[f"{col.replace(' [0,1]', '')} outside (text)"] == (b[f"{pre}gap_area_full_outside"] or "")
     # Tied methods: one rank and equal intervals, in the report as on the leaderboard.
     tb, twin = by["thinkbrake-onectx"], by["thinkbrake-twin"]
     assert tb["rank"] == twin["rank"] == "1"
-    assert [tb[k] for k in ("rank_lo (95%)", "rank_hi (95%)", "behind best lo (pp)")] == \
-        [twin[k] for k in ("rank_lo (95%)", "rank_hi (95%)", "behind best lo (pp)")]
+    same = ("rank_lo (95%)", "rank_hi (95%)", "behind best lo (pp)", "gap area [0,1] lo (pp)",
+            "gap area [0,1] hi (pp)", "net gap area [0,1] lo (pp)", "net gap area [0,1] hi (pp)")
+    assert [tb[k] for k in same] == [twin[k] for k in same]
     tex = (out / "tables" / "table19_otbench.tex").read_text()
     page = index.read_text()
     lo, hi = board.rows[0]["rank_lo"], board.rows[0]["rank_hi"]
     shown = f"{lo}" if lo == hi else f"{lo}–{hi}"
     assert "rank 95\\%" in tex and "rank 95%" in page and f"<td>{shown}</td>" in page
     assert "behind best (pp) [95\\%]" in tex and "60 replicates at seed 5" in page
+    assert "gap area [0,1] 95\\% (pp)" in tex and "gap area [0,1] 95% (pp)" in page
+    g = board.rows[0]
+    assert f"[{100 * g['gap_area_full_lo']:.2f}, {100 * g['gap_area_full_hi']:.2f}]" in page
+    assert "oracle frontier re-solved on every replicate" in tex
 
 
 def test_the_small_split_warning_travels_into_html_latex_and_csv(compared):
@@ -93,7 +103,7 @@ def test_a_result_without_intervals_shows_na(tmp_path):
         json.dumps({**r.to_json(), "content_hash": content_hash(ms)}))
     write_report(d, tmp_path / "rep", grid=11)
     tex = (tmp_path / "rep" / "tables" / "table19_otbench.tex").read_text()
-    assert "Rank and behind-best intervals: n/a" in tex
+    assert "Rank, behind-best and gap-area intervals: n/a" in tex
     rows = list(csv.DictReader(ln for ln in (tmp_path / "rep" / "tables" / "table19_otbench.csv").open()
                                if not ln.startswith("#")))
     assert rows[0]["rank_lo (95%)"] == "" and rows[0]["warning (text)"] == small_split_warning(r)
