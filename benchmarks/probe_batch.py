@@ -29,7 +29,8 @@ every sequence charged at full length, nothing shared); B1 the planner's
 batch for this job's measured shape (`_kv.steady_batch`: the function the
 driver admits by).
 
-Last line: `probe_batch: sequences per step D vs plain generate G (ratio D/G), preemptions N, old bound B0, new bound B1`.
+Last line: `probe_batch: sequences per step D vs plain generate G (ratio D/G), preemptions N, old bound B0, new bound B1;
+engine busy seconds S_D vs S_G` (the time the engine was stepping with requests running, loop and plain generate).
 Goal: D/G >= 0.9 and N = 0 at the defaults.
 """
 
@@ -96,13 +97,14 @@ class _LedgerProbe:
                 f"positions were queued at {100 * waiting:.0f} % of them")
 
 
-def _shape(units) -> tuple[float, float, float]:
-    """(mean prompt, mean retained thinking per position, mean probe answer) of the measured units."""
+def _shape(units) -> tuple[float, float, float, float]:
+    """(mean prompt, mean retained thinking per position, mean probe answer, mean positions per trajectory)
+    of the measured units."""
     prompts = [len(u.prompt) for u in units]
     kept = [L for u in units for L in u.L]
     answers = [len(a) for u in units for pos in u.probe_tokens for a in pos]
     mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
-    return mean(prompts), mean(kept), mean(answers)
+    return mean(prompts), mean(kept), mean(answers), mean([len(u.L) for u in units])
 
 
 def main(argv=None) -> int:
@@ -178,6 +180,7 @@ def main(argv=None) -> int:
                 t = time.perf_counter()
                 stats, _ = _probe(ex, units, jr, keys, questions, {}, False)
                 wall = time.perf_counter() - t
+                loop_busy = steps.busy(first)[0]
             finally:
                 jr.close()
         busy, _, _, n_steps, D = steps.busy(first)
@@ -197,15 +200,17 @@ def main(argv=None) -> int:
         llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p, _ in sent.requests],
                      [copy.deepcopy(sp) for _, sp in sent.requests], use_tqdm=False)
         busy, _, _, n_steps, G = steps.busy(first)
+        gen_busy = busy
         print(f"plain generate of the same requests: {time.perf_counter() - t:.1f} s, {n_steps} steps, "
               f"{G:.1f} sequences running per busy step, "
               f"{ex.engine.cache_stats()['preemptions'] - pre0} preemptions", flush=True)
     finally:
         ex.close()
-    prompt, kept, answer = _shape(got)
-    b1 = steady_batch(kv, prompt=prompt, prefix=kept, answer=answer, P=job.P, block=BLOCK)
+    prompt, kept, answer, positions = _shape(got)
+    b1 = steady_batch(kv, prompt=prompt, prefix=kept, answer=answer, P=job.P, block=BLOCK, positions=positions)
     print(f"probe_batch: sequences per step {D:.1f} vs plain generate {G:.1f} (ratio {D / max(G, 1e-9):.2f}), "
-          f"preemptions {stats.preemptions}, old bound {b0}, new bound {b1:.0f}")
+          f"preemptions {stats.preemptions}, old bound {b0}, new bound {b1:.0f}; engine busy seconds "
+          f"{loop_busy:.1f} vs {gen_busy:.1f}")
     return 0
 
 

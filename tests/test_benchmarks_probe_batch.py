@@ -9,7 +9,7 @@ import pytest
 from _bench_smoke import run_smoke
 
 LAST = re.compile(r"^probe_batch: sequences per step (\d+\.\d) vs plain generate (\d+\.\d) \(ratio (\d+\.\d\d)\), "
-                  r"preemptions (\d+), old bound (\d+), new bound (\d+)$")
+                  r"preemptions (\d+), old bound (\d+), new bound (\d+); engine busy seconds (\d+\.\d) vs (\d+\.\d)$")
 
 
 @pytest.mark.slow
@@ -23,3 +23,4 @@ def test_probe_batch_runs_at_its_smoke_size():
     assert m, last
     # the figures are the benchmark's to judge; here: both batches measured, the old bound as scaled
     assert float(m[1]) > 0 and float(m[2]) > 0 and int(m[5]) >= 1 and int(m[6]) >= 1
+    assert float(m[7]) > 0 and float(m[8]) > 0
