@@ -33,9 +33,10 @@ trajectory per question, SUMS only, float32) for the test suite. Last line:
 
     plan_calibration: predicted/measured engine seconds R (calibrated on a run of N units, checked on M); planned batch B vs the driver's D (B/D)
 
-Goal: R within [0.8, 1.2], B/D within [0.9, 1.1]. D is run.json's `mean_batch` (the engine sequences
-in flight averaged over the time the engine was stepped), B the plan's decode batch weighted by each
-group's answers.
+Goal: R within [0.8, 1.2], B/D within [0.9, 1.1]. D is run.json's `mean_batch` (the sequences the
+engine decoded, averaged over the time it was stepped: its unfinished sequences, at most what its
+scheduler runs at once; those beyond wait in its queue and are not a batch), B the plan's decode
+batch weighted by each group's answers.
 """
 
 import argparse

@@ -105,7 +105,7 @@ class _Driver:
 
     def __init__(self, engine, fmt, job: dict, stats: RunStats, lane: GradeLane, *,
                  max_requests: int, max_thinking: int, max_holding: int,
-                 kv_cache: tuple[int, int] | None = None):
+                 kv_cache: tuple[int, int] | None = None, capacity: int | None = None):
         self.fmt, self.job, self.stats, self.lane = fmt, job, stats, lane
         self.steps = 0                       # engine steps polled (a sequence decodes <= 1 token each)
         self.stream = engine.stream(job["sampling"])
@@ -122,6 +122,7 @@ class _Driver:
         self.grading: dict[tuple[int, int], Any] = {}
         self.phase_in_flight = {"think": 0, "probe": 0, "signal": 0}
         self.max_requests, self.max_thinking, self.max_holding = max_requests, max_thinking, max_holding
+        self.capacity = capacity          # sequences the engine's scheduler runs at once (None: unbounded)
         self.holding: set = set()        # units with a position submitted, until their result is taken
         self.pending: collections.deque = collections.deque()   # (unit key, position; -1: forced answer)
         self.sequences = 0                                       # probe-phase sequences in flight
@@ -430,7 +431,12 @@ class _Driver:
         if busy:
             self.stats.busy_seconds += dt
         total = sum(self.seqs.values())
-        self.stats.sequence_seconds += dt * total
+        # the batch the engine decoded this step: its unfinished sequences (the stream's count where it
+        # has one: a finished sample of a request still decoding is not), at most what its scheduler
+        # runs at once; the rest wait in its queue
+        live = self.live() if total else 0
+        running = total if live is None else live
+        self.stats.sequence_seconds += dt * (running if self.capacity is None else min(running, self.capacity))
         for (bench, p), n in self.seqs.items():
             share = dt * n / total
             getattr(self.stats, p).engine_seconds += share

@@ -109,7 +109,7 @@ class UnitStream:
         self._lane = GradeLane(grade_batch, tokenizer, fmt.answer_prefix_ids)
         self._d = _Driver(engine, fmt, job, self.stats, self._lane, max_requests=max_requests,
                           max_thinking=thinking_bound(max_units), max_holding=holding_bound(max_units),
-                          kv_cache=kv_cache)
+                          kv_cache=kv_cache, capacity=self.capacity)
         self._mark()
 
     def _mark(self) -> None:
