@@ -273,8 +273,9 @@ class RunStats:
             d[k]["tokens_per_s"] = getattr(self, k).tokens_per_s
         d["cache_hit_rate"] = self.cache_hits / self.cache_queries if self.cache_queries else None
         d["busy_fraction"] = self.busy_seconds / self.wall_seconds if self.wall_seconds > 0 else None
-        # engine sequences in flight, averaged over the time the engine was stepped: the batch the
-        # driver ran, which `otbench plan` predicts (`_kv.steady_batch`)
+        # the engine's unfinished sequences, at most its scheduler's max_num_seqs, averaged over the time
+        # the engine was stepped: the batch the driver ran, which `otbench plan` predicts
+        # (`_kv.steady_batch`)
         d["mean_batch"] = self.sequence_seconds / self.busy_seconds if self.busy_seconds > 0 else None
         del d["benchmarks"]                 # per group: in `run.json`'s cost block (`_cost`)
         return d
