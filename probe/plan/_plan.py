@@ -95,7 +95,7 @@ def _field_work(T: float, pos: float, x: Lengths, field_probes: Sequence[str]) -
 
 
 def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 0,
-             field_probes: Sequence[str] = ()) -> Work:
+             field_probes: Sequence[str] = (), thinking_limit: int = 0) -> Work:
     """The tokens of `questions` x `R` trajectories with per-trajectory means `x`, per phase.
 
     think: one request per trajectory decoding its thinking, the marker's first
@@ -106,7 +106,9 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
     position (the probe's margin context and the model's own context,
     `margin_own`), plus the job's field probes (`_field_work`). `context` sums,
     over decoded tokens, the context each is decoded at (KV read per token);
-    `uncached` is the prompt the prefix cache cannot serve.
+    `uncached` is the prompt the prefix cache cannot serve. `thinking_limit`
+    (0: not known) sets the full length the driver holds a trajectory being
+    sampled to (`shape`, for the batch).
     """
     T = float(questions * R)
     m = PRIORS["marker_tokens"][0]
@@ -135,8 +137,10 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
                  "signal": sig * T * (x.positions * x.prompt + x.prefix)},
         # a position's probe group as the driver admits it (`_kv.steady_batch`): the prompt, the mean
         # retained thinking, the mean answer, P, and the positions of a trajectory (their nested
-        # prefixes share whole blocks)
-        shape=(x.prompt + m, x.prefix / max(x.positions, 1.0), x.answer, P, x.positions),
+        # prefixes share whole blocks), and the trajectories sampled beside them: their mean length and
+        # the full length the driver holds them to (`_kv.steady_batch`)
+        shape=(x.prompt + m, x.prefix / max(x.positions, 1.0), x.answer, P, x.positions,
+               x.prompt + x.thinking, x.prompt + thinking_limit + answer_limit if thinking_limit else 0.0),
     )
 
 
@@ -144,7 +148,7 @@ def _no_think(w: Work) -> Work:
     """`w` without its think requests (the trajectories are imported, not sampled)."""
     zero = lambda d: {**d, "think": 0.0}  # noqa: E731
     return dataclasses.replace(w, requests=zero(w.requests), decoded=zero(w.decoded), prompt=zero(w.prompt),
-                               uncached=zero(w.uncached), context=zero(w.context))
+                               uncached=zero(w.uncached), context=zero(w.context), shape=w.shape[:5])
 
 
 def _hours(w: Work, arch: Architecture, tput: Throughput, eff: float, calibration=None) -> dict[str, float]:
@@ -269,7 +273,8 @@ def _group_plan(job, n_questions: int, measured: Lengths | None, g: str, arch, t
         xs = {w: _prior_lengths(job.b, job.thinking_limit, job.answer_limit, w, group=g)
               for w in ("low", "mid", "high")}
     ws = {w: workload(n_questions, x, R=job.R, P=job.P, answer_limit=job.answer_limit,
-                      field_probes=tuple(getattr(job, "field_probes", ()))) for w, x in xs.items()}
+                      field_probes=tuple(getattr(job, "field_probes", ())), thinking_limit=job.thinking_limit)
+          for w, x in xs.items()}
     if job.trajectories is not None:          # imported trajectories: nothing is sampled
         ws = {w: _no_think(v) for w, v in ws.items()}
     hours = {"low": _hours(ws["low"], arch, tput, hi_e, calibration),

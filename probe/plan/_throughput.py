@@ -186,13 +186,14 @@ class Throughput:
         """Sequences decoded at once: the scheduler's limit or the answers of the probe groups that the
         driver admits into the KV cache (`probe.stp.steady_batch`, the driver's own count), for
         groups of `shape` = (prompt, mean retained thinking, mean answer, P[, positions per
-        trajectory]) tokens."""
+        trajectory, a trajectory's mean and full lengths]) tokens."""
         from otbench.probe.stp import steady_batch
 
         prompt, prefix, answer, P, *rest = shape
+        positions, mean, full = (list(rest) + [1.0, 0.0, 0.0][len(rest):])[:3]
         return steady_batch(self.kv_capacity(arch), prompt=prompt, prefix=prefix, answer=answer, P=int(P),
-                            block=self.block, max_num_seqs=self.max_num_seqs,
-                            positions=rest[0] if rest else 1.0)
+                            block=self.block, max_num_seqs=self.max_num_seqs, positions=positions,
+                            trajectory_tokens=mean, trajectory_full=full if full > mean else 0.0)
 
     def seconds(self, arch: Architecture, *, decoded: float, context: float, prefill: float,
                 batch: float, efficiency: float) -> float:

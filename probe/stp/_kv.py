@@ -44,6 +44,8 @@ preemption is never silent.
 import dataclasses
 from collections.abc import Sequence
 
+from ._bounds import default_units, holding_bound
+
 DEFAULT_BLOCK = 16
 """vLLM's block size on GPU (`CacheConfig.block_size`, 16 for the attention backends the probe uses);
 used where an engine does not report its own."""
@@ -238,7 +240,7 @@ class KVLedger:
 
 def steady_batch(kv_tokens: float, *, prompt: float, prefix: float, answer: float, P: int,
                  block: int = DEFAULT_BLOCK, max_num_seqs: int = 256, signals: int = 2,
-                 positions: float = 1.0) -> float:
+                 positions: float = 1.0, trajectory_tokens: float = 0.0, trajectory_full: float = 0.0) -> float:
     """Sequences decoding at once when the ledger is full of probe groups of this shape (the planner's
     batch): groups of `P` answers and `signals` one-token reads over a retained prefix of
     `prompt + prefix` tokens (the mean over positions), each answer charged at its mean length plus
@@ -249,18 +251,29 @@ def steady_batch(kv_tokens: float, *, prompt: float, prefix: float, answer: floa
     of `w` consecutive positions of one trajectory whose prefixes are nested: the run holds the whole
     blocks of its longest prefix once (`KVLedger`), about `prompt + prefix + (w - 1) * step / 2`
     with the positions `step = 2 * prefix / positions` apart (spread evenly over the thinking), and
-    `w` is every position of the trajectory, or as many groups as fit where fewer do."""
+    `w` is every position of the trajectory, or as many groups as fit where fewer do.
+
+    Trajectories being sampled beside the probes hold `trajectory_tokens` each (prompt and thinking,
+    as the ledger charges them: their mean length) and decode one sequence each; the probe groups get
+    the rest. The driver keeps as many as its bounds allow (`_loop.UnitStream.wants`): as many as
+    hold the cache at their full length `trajectory_full` (prompt + decode limit; `fits_think`),
+    at most the default units in flight less those in their probe phase (`_bounds`)."""
     shared = float(prompt) + float(prefix)
     partial = shared - (shared // block) * block
     own = P * blocks(partial + answer + GROWTH_TOKENS, block) + signals * blocks(partial + 1, block)
     positions = max(float(positions), 1.0)
     step = 2.0 * float(prefix) / positions
     w = positions
+    trajectories = 0.0
+    if trajectory_full > 0:
+        units = default_units(max_num_seqs)
+        trajectories = float(min(units - holding_bound(units), int(kv_tokens) // block // blocks(trajectory_full, block)))
+    cache = float(kv_tokens) / block - trajectories * blocks(float(trajectory_tokens) + GROWTH_TOKENS, block)
     for _ in range(8):               # w = min(positions, groups(w)): groups grows as w falls; settles fast
         longest = (shared + (w - 1.0) * step / 2.0) // block
-        groups = (float(kv_tokens) / block) / max(longest / w + own, 1.0)
+        groups = max(cache, 0.0) / max(longest / w + own, 1.0)
         if groups >= w or w <= 1.0:
             break
         w = max(1.0, groups)
     # the signals end after their one token: the decoding batch is the answers
-    return max(1.0, min(float(max_num_seqs), groups * P))
+    return max(1.0, min(float(max_num_seqs), float(trajectories) + groups * P))

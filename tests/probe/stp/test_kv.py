@@ -199,3 +199,39 @@ def test_a_sequence_is_charged_its_expected_length_until_it_outgrows_it():
     ctxs = [(70, 4, 100), (71, 1, 1)]
     assert led.need(64, ctxs, kind="probe") == 4 + 4 * (blocks(70 + 40 + GROWTH_TOKENS, 16) - 4) + 1
     assert led.need(64, ctxs) == 4 + 4 * (blocks(70 + GROWTH_TOKENS, 16) - 4) + 1
+
+
+def test_the_planners_batch_leaves_the_trajectories_their_share():
+    """Trajectories sampled beside the probes: as many as hold the cache at their full length (at most the
+    default units less those probing), each charged its mean length; the ledger admits the probe groups
+    into the rest, and `steady_batch` counts both (the trajectories decode one sequence each)."""
+    block, kv, prompt, thinking, limit, answer, P, positions = 16, 777_000, 600, 9000, 32_768 + 4096, 900, 16, 30
+    full = prompt + limit
+    led = KVLedger(kv, block)
+    led.expect("think", thinking)                 # each charged its mean length: prompt + mean thinking
+    led.expect("probe", answer)
+    T = 0
+    while (T + 1) * blocks(full, block) <= led.capacity and T < 64 - 8:      # `fits_think`, the unit bounds
+        led.add(("t", T), ("t", T), prompt, prompt, 1, limit, 0, prompt, ((("q", T), prompt // block),), "think")
+        T += 1
+    assert T == kv // block // blocks(full, block)
+    step, admitted = thinking / positions, 0
+    for t in range(10 ** 4):
+        path = (("all", 0), (("q", 1000 + t), prompt // block), (("u", t), None))
+        for k in range(positions):
+            shared = prompt + int((k + 1) * step) - 1
+            ctxs = [(shared + 8, P, 10 ** 6)] + [(shared + 8, 1, 1)] * 2
+            if not led.fits_group(0, shared, ctxs, shared, path, "probe"):
+                break
+            for i, (length, n, cap) in enumerate(ctxs):
+                led.add((t, k, i), (t, k), shared, length, n, cap, 0, shared, path, "probe")
+            admitted += 1
+        else:
+            continue
+        break
+    mean = (positions + 1) * step / 2 - 1
+    got = steady_batch(kv, prompt=prompt + 8, prefix=mean, answer=answer, P=P, block=block, max_num_seqs=10 ** 9,
+                       positions=positions, trajectory_tokens=prompt + thinking, trajectory_full=full)
+    assert (got - T) / P == pytest.approx(admitted, rel=0.10)
+    assert steady_batch(kv, prompt=prompt + 8, prefix=mean, answer=answer, P=P, block=block, max_num_seqs=10 ** 9,
+                        positions=positions) > got            # without them the probes had the whole cache
