@@ -97,14 +97,15 @@ class _LedgerProbe:
                 f"positions were queued at {100 * waiting:.0f} % of them")
 
 
-def _shape(units) -> tuple[float, float, float, float]:
-    """(mean prompt, mean retained thinking per position, mean probe answer, mean positions per trajectory)
-    of the measured units."""
+def _shape(units) -> tuple[float, float, float, float, float]:
+    """(mean prompt, mean retained thinking per position, mean probe answer, mean positions per trajectory,
+    mean prompt + thinking) of the measured units."""
     prompts = [len(u.prompt) for u in units]
     kept = [L for u in units for L in u.L]
     answers = [len(a) for u in units for pos in u.probe_tokens for a in pos]
     mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
-    return mean(prompts), mean(kept), mean(answers), mean([len(u.L) for u in units])
+    return mean(prompts), mean(kept), mean(answers), mean([len(u.L) for u in units]), \
+        mean([len(u.prompt) + len(u.thinking) for u in units])
 
 
 def main(argv=None) -> int:
@@ -206,8 +207,9 @@ def main(argv=None) -> int:
               f"{ex.engine.cache_stats()['preemptions'] - pre0} preemptions", flush=True)
     finally:
         ex.close()
-    prompt, kept, answer, positions = _shape(got)
-    b1 = steady_batch(kv, prompt=prompt, prefix=kept, answer=answer, P=job.P, block=BLOCK, positions=positions)
+    prompt, kept, answer, positions, whole = _shape(got)
+    b1 = steady_batch(kv, prompt=prompt, prefix=kept, answer=answer, P=job.P, block=BLOCK, positions=positions,
+                      trajectory_tokens=whole, trajectory_full=longest + job.thinking_limit + job.answer_limit)
     print(f"probe_batch: sequences per step {D:.1f} vs plain generate {G:.1f} (ratio {D / max(G, 1e-9):.2f}), "
           f"preemptions {stats.preemptions}, old bound {b0}, new bound {b1:.0f}; engine busy seconds "
           f"{loop_busy:.1f} vs {gen_busy:.1f}")

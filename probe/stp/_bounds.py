@@ -5,7 +5,7 @@ engine's `capacity()`, or fewer: what its KV cache holds, below) unless the
 job sets it:
 
 * units in flight (`probe.units_in_flight`, default a quarter of the
-  capacity): units between admission and result; each holds its
+  capacity, and at least the capacity up to 64: `default_units`): units between admission and result; each holds its
   trajectory's ids and, in its probe phase, its answers until graded;
 * trajectories being sampled: half of those units at most while the
   engine is full, so trajectories run ahead of the probes that need them
@@ -87,9 +87,18 @@ FALLBACK_CAPACITY = 256
 """Capacity assumed for an engine that reports none (vLLM's CPU default of `max_num_seqs`)."""
 
 
+UNITS_FLOOR = 64
+"""Units in flight by default at least (up to the engine's capacity): ~0.3 GiB of paper-shaped units."""
+
+
 def default_units(capacity: int) -> int:
-    """Units in flight by default: a quarter of the engine's sequences, at least 2."""
-    return max(2, int(capacity) // 4)
+    """Units in flight by default: a quarter of the engine's sequences, and at least as many as it runs
+    (up to `UNITS_FLOOR`), at least 2.
+
+    A unit sampling its trajectory is one sequence: with fewer units than the engine runs, the engine
+    idles whenever they are all sampling (benchmarks/plan_calibration.py, `max_num_seqs` 16: 4 units
+    kept 11.9 sequences running on average), and the unit bound is only there for host memory."""
+    return max(2, min(int(capacity), UNITS_FLOOR), int(capacity) // 4)
 
 
 def default_requests(capacity: int) -> int:
