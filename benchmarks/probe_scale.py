@@ -241,12 +241,13 @@ kind = "minimal"
 
 def one_size(units: int, work: Path) -> dict:
     """Run `units` units in this process at the default bounds; peak RSS, times, requests."""
-    from otbench.probe.engines import _interface
+    from otbench.descriptors import ENGINE_SPECS, EngineSpec
     from otbench.probe.stp import _loop, load_job, run_job
 
     global StandInVLLMEngine
     StandInVLLMEngine = _engine_class()
-    _interface.ENGINES.register(SYNTHETIC_KIND, f"{__name__}:StandInVLLMEngine")
+    ENGINE_SPECS.register(EngineSpec(SYNTHETIC_KIND, f"{__name__}:StandInVLLMEngine",
+                                     note="SYNTHETIC engine core, benchmark only"))
     init = _loop._Driver.__init__
 
     def spy(self, *a, **kw):                    # read the loop's own peak of sequences in flight

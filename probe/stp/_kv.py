@@ -42,6 +42,8 @@ preemption is never silent.
 """
 
 import dataclasses
+import heapq
+from collections import Counter
 from collections.abc import Sequence
 
 from ._bounds import default_units, holding_bound
@@ -91,6 +93,8 @@ class _Request:
     cap: int           # max_tokens
     step: int          # the driver's engine step at submission
     kind: str | None = None   # whose expected length it is charged (`KVLedger.expect`)
+    charge: int = 0    # its blocks at the ledger's count step (`KVLedger._at`), where kept
+    ver: int = 0       # bumped as `charge` is recomputed: older heap entries are stale
 
 
 @dataclasses.dataclass
@@ -100,6 +104,7 @@ class _Group:
     tree: int          # those that are the trajectory's own tokens (prompt + thinking), shareable
     path: tuple        # ((node, its last whole block or None), ...): whose blocks the `tree` ones are
     count: int = 0
+    spans: tuple = ()  # ((node, blocks of it this group's prefix holds), ...)
 
 
 class KVLedger:
@@ -126,9 +131,20 @@ class KVLedger:
         self.capacity = int(kv_tokens) // self.block
         self._groups: dict[object, _Group] = {}
         self._requests: dict[object, _Request] = {}
-        self._memo: tuple[int, int] | None = None       # (step, held) of the last full count
-        self._nodes: dict[object, int] = {}             # node -> its blocks held, valid with `_memo`
+        self._memo: tuple[int, int] | None = None       # (step, held) of the last count
         self._expected: dict[str, float] = {}          # kind -> tokens a sequence of it decodes, mean
+        # The count, kept up to date as requests come and go rather than redone per engine step (thousands
+        # of requests in flight, a count per step): the groups' prefix blocks (node -> the most blocks a
+        # group in flight holds of it, and the multiset it is the most of), and each request's charge at
+        # step `_at`, which changes only where a block boundary or its cap is reached (`_due`, in `_heap`).
+        self._nodes: dict[object, int] = {}
+        self._spans: dict[object, Counter] = {}
+        self._prefix = 0                                # the groups' blocks: own ones + the nodes'
+        self._kept = 0                                  # the charges of the requests in `_requests`...
+        self._asked: dict[object, _Request] = {}        # ...but these: several samples, `live` asked per count
+        self._heap: list = []                           # (step its charge changes, seq, request, ver)
+        self._seq = 0
+        self._at = 0
 
     def expect(self, kind: str, tokens: float) -> None:
         """Charge every sequence of `kind` at least `tokens` decoded (capped at its `max_tokens`): the
@@ -136,8 +152,13 @@ class KVLedger:
         each its expected final length rather than its length now keeps the sequences admitted
         within the cache as they grow, in expectation; one longer than that is charged its own
         length as it goes."""
+        old = int(self._expected.get(kind, 0.0))
         self._expected[kind] = float(tokens)
         self._memo = None
+        if int(tokens) != old:               # the charges read the whole tokens only
+            for tag, r in self._requests.items():
+                if r.kind == kind and tag not in self._asked:
+                    self._recharge(r)
 
     def __len__(self) -> int:
         return len(self._requests)
@@ -151,38 +172,86 @@ class KVLedger:
             full = int(shared) // self.block
             t = min(int(tree) // self.block, full) if path else 0
             g = self._groups[group] = _Group(full, full - t, t, tuple(path))
+            g.spans = _spans(g)
         g.count += 1
+        before = self._prefix
+        if g.count == 1:
+            self._join(g)
+        if tag in self._requests:                 # a tag reused: the old request is gone
+            self._drop(self._requests[tag])
+            self._asked.pop(tag, None)
         r = _Request(group, int(length), int(n), int(max_tokens), int(step), kind)
         self._requests[tag] = r
+        if self._live is not None and r.n > 1:
+            self._asked[tag] = r
+        else:
+            self._recharge(r)
         if self._memo is not None:
             memo_step, held = self._memo
-            extra = (g.own + self._grow(g)) if g.count == 1 else 0
-            self._memo = (memo_step, held + extra + self._charge(r, memo_step))
+            self._memo = (memo_step, held + self._prefix - before + self._charge(r, memo_step))
 
-    def _grow(self, g: _Group) -> int:
-        """Blocks `g`'s shared tokens add to the nodes' counts (which it updates)."""
-        added, start, nodes = 0, 0, self._nodes
-        for node, last in g.path:
-            end = g.tree if last is None else min(int(last), g.tree)
-            if end > start:
-                span = end - start
-                have = nodes.get(node, 0)
-                if span > have:
-                    nodes[node] = span
-                    added += span - have
-            if last is None or int(last) >= g.tree:
-                break
-            start = int(last)
-        return added
+    def _join(self, g: _Group) -> None:
+        """Count a new group's prefix: its own blocks and, per node, the blocks past the most held."""
+        self._prefix += g.own
+        for node, span in g.spans:
+            self._spans.setdefault(node, Counter())[span] += 1
+            have = self._nodes.get(node, 0)
+            if span > have:
+                self._nodes[node] = span
+                self._prefix += span - have
+
+    def _leave(self, g: _Group) -> None:
+        """The last request of `g` is gone: its prefix blocks are held only where another group holds them."""
+        self._prefix -= g.own
+        for node, span in g.spans:
+            c = self._spans[node]
+            c[span] -= 1
+            if c[span]:
+                continue
+            del c[span]
+            if span == self._nodes[node]:
+                most = max(c) if c else 0
+                self._prefix -= span - most
+                if c:
+                    self._nodes[node] = most
+                else:
+                    del self._nodes[node], self._spans[node]
+
+    def _recharge(self, r: _Request) -> None:
+        """Charge `r` at step `_at`, and queue the step its charge next changes."""
+        self._kept -= r.charge
+        r.charge = self._charge(r, self._at)
+        self._kept += r.charge
+        r.ver += 1
+        due = self._due(r)
+        if due is not None:
+            self._seq += 1
+            heapq.heappush(self._heap, (due, self._seq, r, r.ver))
+
+    def _due(self, r: _Request) -> int | None:
+        """The first step after `_at` whose charge of `r` differs (None: none, until `expect` changes)."""
+        decoded = min(r.cap, max(self._at - r.step, int(self._expected.get(r.kind, 0.0))) + GROWTH_TOKENS)
+        more = blocks(r.length + decoded, self.block) * self.block - r.length + 1   # one block more
+        if decoded >= r.cap or more > r.cap:
+            return None
+        return r.step + more - GROWTH_TOKENS
+
+    def _drop(self, r: _Request) -> None:
+        self._kept -= r.charge
+        r.charge = 0
+        r.ver += 1                                # its queued changes are stale
 
     def remove(self, tag) -> None:
         self._memo = None
         r = self._requests.pop(tag, None)
         if r is None:
             return
+        if self._asked.pop(tag, None) is None:
+            self._drop(r)
         g = self._groups[r.group]
         g.count -= 1
         if not g.count:
+            self._leave(g)
             del self._groups[r.group]
 
     def _charge(self, r: _Request, step: int, n: int | None = None) -> int:
@@ -194,15 +263,40 @@ class KVLedger:
         """Blocks held at most at engine step `step`, growth allowance included."""
         if self._memo is not None and self._memo[0] == step:
             return self._memo[1]
-        self._nodes = {}
-        total = sum(g.own + self._grow(g) for g in self._groups.values())
-        if self._live is None:
-            total += sum(self._charge(r, step) for r in self._requests.values())
-        else:
-            for tag, r in self._requests.items():
-                n = self._live(tag) if r.n > 1 else None     # a finished sample's blocks are free
-                total += self._charge(r, step, None if n is None else min(n, r.n))
+        total = self._count(int(step))
         self._memo = (step, total)
+        return total
+
+    def _count(self, step: int) -> int:
+        """The count at `step`, from the kept charges: those whose step of change has come are redone."""
+        if step < self._at:                       # an earlier step: every charge again
+            self._at = step
+            self._heap = []
+            for tag, r in self._requests.items():
+                if tag not in self._asked:
+                    self._recharge(r)
+        self._at = step
+        heap = self._heap
+        while heap and heap[0][0] <= step:
+            _, _, r, ver = heapq.heappop(heap)
+            if ver == r.ver:
+                self._recharge(r)
+        total = self._prefix + self._kept
+        for tag, r in self._asked.items():
+            n = self._live(tag)                   # a finished sample's blocks are free
+            total += self._charge(r, step, None if n is None else min(n, r.n))
+        return total
+
+    def recount(self, step: int) -> int:
+        """`held(step)` counted afresh from every group and request (what `held` keeps up to date)."""
+        nodes: dict = {}
+        for g in self._groups.values():
+            for node, span in g.spans:
+                nodes[node] = max(nodes.get(node, 0), span)
+        total = sum(g.own for g in self._groups.values()) + sum(nodes.values())
+        for tag, r in self._requests.items():
+            n = self._live(tag) if self._live is not None and r.n > 1 else None
+            total += self._charge(r, step, None if n is None else min(n, r.n))
         return total
 
     def fits(self, step: int, extra: int) -> bool:
@@ -236,6 +330,19 @@ class KVLedger:
                 break
             start = int(last)
         return total - have
+
+
+def _spans(g: _Group) -> tuple:
+    """(node, blocks) of the nodes on `g`'s path that its shared tokens reach."""
+    out, start = [], 0
+    for node, last in g.path:
+        end = g.tree if last is None else min(int(last), g.tree)
+        if end > start:
+            out.append((node, end - start))
+        if last is None or int(last) >= g.tree:
+            break
+        start = int(last)
+    return tuple(out)
 
 
 def steady_batch(kv_tokens: float, *, prompt: float, prefix: float, answer: float, P: int,

@@ -235,3 +235,40 @@ def test_the_planners_batch_leaves_the_trajectories_their_share():
     assert (got - T) / P == pytest.approx(admitted, rel=0.10)
     assert steady_batch(kv, prompt=prompt + 8, prefix=mean, answer=answer, P=P, block=block, max_num_seqs=10 ** 9,
                         positions=positions) > got            # without them the probes had the whole cache
+
+
+_op = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 5), st.integers(0, 70), st.integers(0, 90), st.integers(1, 4),
+              st.integers(1, 60), st.integers(0, 3), st.sampled_from([None, "probe", "think"])),
+    st.tuples(st.just("remove"), st.integers(0, 30)),
+    st.tuples(st.just("step"), st.integers(-3, 40)),
+    st.tuples(st.just("expect"), st.sampled_from(["probe", "think"]), st.floats(0, 80)),
+    st.tuples(st.just("live"), st.integers(0, 30), st.integers(0, 4)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_op, max_size=60), st.sampled_from([4, 16]), st.booleans())
+def test_the_kept_count_is_a_full_recount(ops, block, with_live):
+    """`held` keeps its count up to date as requests come and go, steps pass and expected lengths move;
+    after every operation it equals a count afresh over every group and request (`recount`), where
+    groups share nodes, tags are reused, steps go back, and samples finish (`live`)."""
+    live: dict = {}
+    led = KVLedger(10 ** 6, block, live=live.get if with_live else None)
+    now, tag = 0, 0
+    for op in ops:
+        if op[0] == "add":
+            _, g, shared, extra, n, cap, lag, kind = op
+            tag += 1
+            q = g % 2                                   # groups 0, 2, 4 and 1, 3, 5 share a question's node
+            path = (("all", 2), (("q", q), 3 + q), (("u", g), None))
+            led.add(tag % 31, g, shared, shared + extra, n, cap, now - lag, tree=shared, path=path, kind=kind)
+        elif op[0] == "remove":
+            led.remove(op[1])
+        elif op[0] == "step":
+            now = max(0, now + op[1])
+        elif op[0] == "expect":
+            led.expect(op[1], op[2])
+        else:
+            live[op[1]] = op[2]
+        assert led._count(now) == led.recount(now)      # the kept count, not the per-step memo

@@ -263,3 +263,24 @@ def test_open_grader_keeps_one_pool_and_grades_the_same():
         close()
     assert name == "otbench" and first == resolve_grader("otbench")[1](items)
     assert [c for c, _ in first] == [True, False, True, True]
+
+
+def test_the_loop_raises_the_young_gc_threshold_and_puts_it_back():
+    """The probe loop collects young objects less often while it runs (`_loop.YOUNG_THRESHOLD`) and leaves
+    the process's thresholds as it found them; a higher threshold already set is kept."""
+    import gc
+
+    from otbench.probe.stp import _loop
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with _loop._young_collections():
+            assert gc.get_threshold() == (_loop.YOUNG_THRESHOLD, 10, 10)
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(10 * _loop.YOUNG_THRESHOLD, 5, 5)
+        with _loop._young_collections():
+            assert gc.get_threshold() == (10 * _loop.YOUNG_THRESHOLD, 5, 5)
+        assert gc.get_threshold() == (10 * _loop.YOUNG_THRESHOLD, 5, 5)
+    finally:
+        gc.set_threshold(*before)
