@@ -313,9 +313,9 @@ def test_completions_strip_the_stop_id_like_the_in_process_engine():
           {"token_ids": [5, 6], "finish_reason": "length"},
           {"token_ids": [5], "finish_reason": "stop", "stop_reason": "</s>"}]
     got = completions(ch, {7}, {2}, "w")
-    # no log-probabilities were asked: the three log-probability fields stay None
-    assert [tuple(c) for c in got] == [((5, 6), 7, None, None, None), ((5,), 2, None, None, None),
-                                       ((5, 6), None, None, None, None), ((5,), -1, None, None, None)]
+    # no log-probabilities were asked: the four log-probability fields stay None
+    assert [tuple(c) for c in got] == [((5, 6), 7, None, None, None, None), ((5,), 2, None, None, None, None),
+                                       ((5, 6), None, None, None, None, None), ((5,), -1, None, None, None, None)]
 
 
 def test_sampled_token_logprobs_are_asked_and_read_when_the_request_wants_them():
