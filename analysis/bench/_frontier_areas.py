@@ -23,7 +23,7 @@ import numpy as np
 from otbench.analysis.frontier import point_rows, replicate_areas
 from otbench.analysis.measurement import MeasurementSet
 
-from ._intervals import chain_weights, weights
+from ._draws import chain_weights, weights
 
 
 def macro_frontier(test: MeasurementSet, W: np.ndarray, per_cell: dict[int, np.ndarray]) -> np.ndarray:

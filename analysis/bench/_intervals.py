@@ -43,13 +43,15 @@ Areas per replicate are float64 sums of integer step widths (exact to
 """
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from otbench.analysis.measurement import SPLITS, MeasurementSet
 
 from otbench.errors import ArgumentError
+
+from ._draws import chain_weights
 
 SEED = 20260721
 """The project's recorded bootstrap seed (docs/rules.md)."""
@@ -70,69 +72,6 @@ class Stops:
     signal: np.ndarray
 
 
-def weights(ms: MeasurementSet, replicates: int, seed: int,
-            on_cell: Callable[[int, int, np.ndarray], None] | None = None) -> np.ndarray:
-    """int32[replicates, traj] multiplicities of the two-stage paired draw (module docstring).
-
-    With `on_cell`, the same draw is also handed over occurrence by occurrence, once per
-    (model, group): `on_cell(model, group, rows)`, `rows` int64[replicates, slot, draw] the rows
-    of `ms` each drawn question occurrence drew (-1 pads; a slot without a first row is no
-    occurrence). The oracle frontier needs it: its DR and FB units are the occurrences, which
-    the multiplicities merge. Reading it never changes the random stream.
-    """
-    T = ms.num_trajectories
-    out = np.zeros((replicates, T), dtype=np.int32)
-    if not T:
-        return out
-    rng = np.random.default_rng(seed)
-    group = ms.cell_group[ms.cell]
-    model = ms.cell_model[ms.cell]
-    seg_key = np.stack([model, ms.question], axis=1)
-    order = np.lexsort((np.arange(T), ms.question, model))          # segments: (model, question)
-    _, first, size = np.unique(seg_key[order], axis=0, return_index=True, return_counts=True)
-    seg_of_q: dict[tuple[int, int], tuple[int, int]] = {}
-    for f, n in zip(first, size):
-        t = order[f]
-        seg_of_q[(int(model[t]), int(ms.question[t]))] = (int(f), int(n))
-    models = np.unique(model)
-    for g in np.unique(group):
-        pool = np.unique(ms.question[group == g])
-        Q = pool.size
-        drawn = rng.integers(0, Q, size=(replicates, Q))                            # stage 1
-        counts = np.bincount((drawn + Q * np.arange(replicates)[:, None]).ravel(),
-                             minlength=replicates * Q).reshape(replicates, Q)
-        for m in models:
-            occ = None
-            if on_cell is not None:
-                segs = [seg_of_q.get((int(m), int(q))) for q in pool]
-                width = max((n for _, n in filter(None, segs)), default=0)
-                occ = np.full((replicates, Q, width), -1, dtype=np.int64)
-                slot = np.zeros(replicates, dtype=np.int64)
-            for qi, q in enumerate(pool):
-                seg = seg_of_q.get((int(m), int(q)))
-                if seg is None:
-                    continue
-                f, n = seg
-                hits = counts[:, qi]                                              # times q was drawn
-                if not hits.any():
-                    continue
-                top = int(hits.max())
-                # stage 2: per occurrence, n trajectories of the segment with replacement
-                picks = rng.integers(0, n, size=(replicates, top, n))
-                live = np.arange(top)[None, :, None] < hits[:, None, None]
-                flat = (picks + n * np.arange(replicates)[:, None, None])[np.broadcast_to(live, picks.shape)]
-                out[:, order[f:f + n]] += np.bincount(flat, minlength=replicates * n).reshape(
-                    replicates, n).astype(np.int32)
-                if occ is not None:
-                    for j in range(top):
-                        reps = np.flatnonzero(hits > j)
-                        occ[reps, slot[reps], :n] = order[f + picks[reps, j]]
-                        slot[reps] += 1
-            if occ is not None and occ.shape[2]:
-                on_cell(int(m), int(g), occ)
-    return out
-
-
 def curve_area(cost: np.ndarray, reward: np.ndarray, zero: np.ndarray, total: np.ndarray) -> np.ndarray:
     """float64[rep] `∫_0^T M(b) db` of the step curve `M = max(zero, best reward with cost <= b)`.
 
@@ -148,18 +87,6 @@ def curve_area(cost: np.ndarray, reward: np.ndarray, zero: np.ndarray, total: np
     left = np.clip(xs, 0.0, hi)
     right = np.clip(np.concatenate([xs[:, 1:], hi], axis=1), 0.0, hi)
     return np.sum(ys * (right - left), axis=1)
-
-
-def chain_weights(ms: MeasurementSet) -> np.ndarray:
-    """float64[cell] the equal-weight chain: 1 / (models x cells of the model)."""
-    cm = np.asarray(ms.cell_model)
-    present = np.unique(ms.cell)
-    w = np.zeros(ms.num_cells)
-    models = np.unique(cm[present])
-    for m in models:
-        cells = present[cm[present] == m]
-        w[cells] = 1.0 / (models.size * cells.size)
-    return w
 
 
 def macro_areas(test: MeasurementSet, W: np.ndarray, stops: Stops, zero_k: np.ndarray

@@ -9,7 +9,8 @@ from otbench.analysis.bench import assign_splits, evaluate, leaderboard
 from otbench.analysis.bench._areas import step_integral
 from otbench.analysis.bench._evaluate import _cell_totals
 from otbench.analysis.bench._frontier_areas import frontier_draws
-from otbench.analysis.bench._intervals import intervals, own_interval, weights
+from otbench.analysis.bench._draws import weights
+from otbench.analysis.bench._intervals import intervals, own_interval
 from otbench.analysis.bench._leaderboard import MARK
 from otbench.analysis.frontier import _cpu
 from otbench.analysis.frontier import point_rows as _point_rows

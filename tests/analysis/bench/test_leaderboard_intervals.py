@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from otbench.analysis import simulate
 from otbench.analysis.bench import assign_splits, compare, evaluate, leaderboard
 from otbench.analysis.bench._areas import cell_areas
-from otbench.analysis.bench._intervals import _ranks, curve_area, intervals, weights
+from otbench.analysis.bench._draws import weights
+from otbench.analysis.bench._intervals import _ranks, curve_area, intervals
 
 
 @pytest.fixture(scope="module")
