@@ -172,7 +172,7 @@ class KVLedger:
             full = int(shared) // self.block
             t = min(int(tree) // self.block, full) if path else 0
             g = self._groups[group] = _Group(full, full - t, t, tuple(path))
-            g.spans = _spans(g)
+            g.spans = _spans(g.path, g.tree)
         g.count += 1
         before = self._prefix
         if g.count == 1:
@@ -321,25 +321,18 @@ class KVLedger:
                              int(self._expected.get(kind, 0.0)) + GROWTH_TOKENS if kind else None)
         if not path or self._memo is None:
             return total
-        full = int(shared) // self.block
-        t, start, have = min(int(tree) // self.block, full), 0, 0
-        for node, last in path:
-            end = t if last is None else min(int(last), t)
-            have += min(max(end - start, 0), self._nodes.get(node, 0))
-            if last is None or int(last) >= t:
-                break
-            start = int(last)
-        return total - have
+        t = min(int(tree) // self.block, int(shared) // self.block)
+        return total - sum(min(span, self._nodes.get(node, 0)) for node, span in _spans(path, t))
 
 
-def _spans(g: _Group) -> tuple:
-    """(node, blocks) of the nodes on `g`'s path that its shared tokens reach."""
+def _spans(path: tuple, tree: int) -> tuple:
+    """(node, blocks) of the nodes on `path` that `tree` shared whole blocks reach."""
     out, start = [], 0
-    for node, last in g.path:
-        end = g.tree if last is None else min(int(last), g.tree)
+    for node, last in path:
+        end = tree if last is None else min(int(last), tree)
         if end > start:
             out.append((node, end - start))
-        if last is None or int(last) >= g.tree:
+        if last is None or int(last) >= tree:
             break
         start = int(last)
     return tuple(out)
