@@ -160,7 +160,8 @@ def main(argv=None) -> int:
     add, first_probe = core.add_request, []
 
     def mark(request_id, prompt, params, *a, **kw):     # the step at which the first probe went in
-        if not first_probe and params.n == job.P:
+        # (a probe's answers, or a forced answer: the requests decoding at most `answer_limit` tokens)
+        if not first_probe and params.max_tokens == job.answer_limit:
             first_probe.append(len(steps.rows))
         return add(request_id, prompt, params, *a, **kw)
     core.add_request = mark

@@ -17,10 +17,11 @@ planner's device model: `KV_TOKENS`) in 16-token blocks, so the driver
 admits by its KV ledger (`probe/stp/_kv.py`) as on that GPU; the stand-in
 finishes everything at once, so the ledger's count stays below the cache
 and the scheduler's bounds are what binds: the most the defaults allow,
-the worst case for the driver's memory. Probe answers come back with
-their tokens' log-probabilities (the recorded field signals ask
-`logprobs=0`) in the flat form the adapter asks for (`FlatLogprobs`), as
-fresh lists like those vLLM's front end holds. Per scheduler step it finishes the first 1,024
+the worst case for the driver's memory. A position's first probe
+answer comes back with its tokens' log-probabilities (its answer
+confidence asks `logprobs=0`; the other P - 1 answers go as a second
+request without them) in the flat form the adapter asks for
+(`FlatLogprobs`), as fresh lists like those vLLM's front end holds. Per scheduler step it finishes the first 1,024
 sequences of its FCFS queue, and it holds what vLLM's engine core holds
 per queued sequence (a request of n samples fanned out into n children,
 each holding as many bytes per prompt id as `v1/request.Request` does,
@@ -36,7 +37,7 @@ per process). N = 32 by default: both sizes run at the full sequence bound
 (2,048) and, the engine being instant so that grading is the slowest
 stage, at the bound on units in their probe phase (32, `holding_bound`);
 8N = 256 units also fill the bound on units in flight. 8N is ~106 k probe
-requests (~150 M answer ids), about 5 minutes on two shared cores, most
+requests (~150 M answer ids), about a minute on two shared cores, most
 of it the grading lane; N is the smallest size at which every bound is
 reached at both sizes (at N = 16 the probe-phase bound is not, and B/A
 measured 1.22).
@@ -67,10 +68,10 @@ MAX_NUM_SEQS = 1024
 """The stand-in's scheduler batch: vLLM's default `max_num_seqs` on an H200-class GPU."""
 THINK_TOKENS, B, ANSWER = 12_000, 480, 1400
 CORE_BYTES_PER_ID = 53
+"""Engine-core host bytes per prompt id of a sequence (the figure of `otbench.probe.stp._bounds`)."""
 KV_TOKENS = 777_000
 """KV-cache tokens of Qwen3-4B on one H200 at vLLM's defaults, as `otbench plan` models it
 (`probe/plan/_throughput.py`: 0.9 x 141 GB less 7.5 GiB of weights and 4 GiB, at 144 KiB a token)."""
-"""Engine-core host bytes per prompt id of a sequence (the figure of `otbench.probe.stp._bounds`)."""
 CORE_CPU = [0.0]
 """Thread CPU seconds spent inside the stand-in core (drawing tokens, copying prompts): not driver cost."""
 PEAK = [0]

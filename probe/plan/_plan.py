@@ -102,7 +102,7 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
     id and its own answer (+ the stop id); a trajectory cut at the thinking
     limit decodes on through the answer room of its request (`answer_limit`
     + 1) and gets its answer from a forced request instead; probe: P answers
-    per position (+ the forced answers); signal: two one-token reads per
+    per position in two requests (+ the forced answers); signal: two one-token reads per
     position (the probe's margin context and the model's own context,
     `margin_own`), plus the job's field probes (`_field_work`). `context` sums,
     over decoded tokens, the context each is decoded at (KV read per token);
@@ -120,12 +120,15 @@ def workload(questions: int, x: Lengths, *, R: int, P: int, answer_limit: int = 
     # one trajectory's retained prefixes: sum_k (prompt + L(k) + marker) = positions (prompt + marker) + prefix
     pre = x.positions * (x.prompt + m) + x.prefix
     sig = 2.0                            # signal reads per position: margin and margin_own
+    # probe requests per position: the first answer (with its log-probabilities) and the other P - 1
+    # (`probe.stp._driver`), each prompt read once; the second request's prefix is cached
+    per = 2.0 if P > 1 else 1.0
     fw = _field_work(T, pos, x, field_probes)
     return Work(
         trajectories=T, positions=pos, answers=answers,
-        requests={"think": T, "probe": pos + forced + fw["requests"], "signal": sig * pos},
+        requests={"think": T, "probe": per * pos + forced + fw["requests"], "signal": sig * pos},
         decoded={"think": think_dec, "probe": probe_dec + fw["decoded"], "signal": sig * pos},
-        prompt={"think": T * x.prompt, "probe": T * pre + forced * (x.prompt + x.thinking + m) + fw["prompt"],
+        prompt={"think": T * x.prompt, "probe": per * T * pre + forced * (x.prompt + x.thinking + m) + fw["prompt"],
                 "signal": sig * T * (x.positions * x.prompt + x.prefix)},
         # the think request's prompt; each position's new step and marker (its earlier steps are
         # cached from the position before); the signals share the probes' prefixes

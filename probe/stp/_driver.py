@@ -42,7 +42,7 @@ class _Unit:
         self.q, self.r = q, r
         self.think: ThinkResult | None = None
         self.L: tuple[int, ...] = ()
-        self.outs: list = []
+        self.outs: list = []                # per position: its first answer's ids, then the rest's
         self.sigs: list = []
         self.own: list = []                 # per position: the signal in the model's own context
         self.field: list = []               # per position: future of the first probe's field signals
@@ -51,7 +51,7 @@ class _Unit:
         self.probe_seed: list[int] = []
         self.answer_seed: int | None = None
         self.first = None                   # future of the original answer's text (grading lane)
-        self.texts: list = []               # per position: future of its P answers' texts
+        self.texts: list = []               # per position, two: futures of its first and other answers' texts
         self.dyn: list = []                 # per position: future of its Dynasor probe (field_probes)
         self.deer: list = []                # per position: future of its DEER trial answer
         self.dyn_unit = None                # future of the Dynasor classes and agreement runs
@@ -226,7 +226,8 @@ class _Driver:
                                  fmt.vocab.mask, j["b"], span=fmt.span)
         u.L = tuple(int(x) for x in L_flat)
         m = len(u.L)
-        u.outs, u.sigs, u.texts, u.own, u.field = [None] * m, [None] * m, [None] * m, [None] * m, [None] * m
+        u.outs, u.sigs, u.own, u.field = [[None, ()] for _ in range(m)], [None] * m, [None] * m, [None] * m
+        u.texts = [None, None] * m if j["P"] > 1 else [None] * m
         u.dyn, u.deer = [None] * m, [None] * m
         u.probe_seed = [derive_seed(j["model"], qs.dataset, qs.id, u.r, "probe", k) for k in range(m)]
         # What is graded first: the model's own ids after the marker, the
@@ -245,7 +246,7 @@ class _Driver:
             self.pending.append((key, CONFIDENCE))
             u.missing += 1
         self.pending.extend((key, k) for k in range(m))
-        u.missing += (3 + len(_field_probes.position_probes(j["field_probes"]))) * m
+        u.missing += (3 + (j["P"] > 1) + len(_field_probes.position_probes(j["field_probes"]))) * m
         if "thinkbrake" in j["field_probes"]:    # its forks only where it checks
             u.tb, u.tb_sample, u.tb_end = _field_probes.thinkbrake_plan(self, u), [None] * m, [None] * m
             u.missing += _field_probes.thinkbrake_count(u)
@@ -261,10 +262,21 @@ class _Driver:
             reqs = [((key, "a", 0), GenRequest(fmt.answer_context(prompt, th.thinking, th.finished), 1,
                                                u.answer_seed, j["answer_limit"], fmt.answer_stop_ids), "probe")]
         else:
-            Lk = u.L[k]
-            reqs = [((key, "p", k), GenRequest(fmt.probe_prompt(prompt, th.thinking, Lk), j["P"],
-                                               u.probe_seed[k], j["answer_limit"], fmt.answer_stop_ids,
-                                               logprobs=True), "probe"),
+            Lk, P, seed = u.L[k], j["P"], u.probe_seed[k]
+            probe = fmt.probe_prompt(prompt, th.thinking, Lk)
+            # The P answers as two requests: the first with its tokens' log-probabilities (its
+            # answer confidence, the only ones read), the other P - 1 without. Sample j keeps seed
+            # + j (`GenRequest`; vLLM seeds an n-sample request's child j so, `v1/engine/
+            # parallel_sampling.py` `ParentRequest`), so the answers are those of one P-sample request,
+            # and the engine runs the same P sequences on the same cached prefix; but vLLM's front
+            # end no longer builds, and the driver no longer reads and frees, log-probability lists
+            # for P - 1 answers (15 x ~1,400 positions per position at the paper's shape).
+            reqs = [((key, "p", k), GenRequest(probe, 1, seed, j["answer_limit"], fmt.answer_stop_ids,
+                                               logprobs=True), "probe")]
+            if P > 1:
+                reqs.append(((key, "r", k), GenRequest(probe, P - 1, seed + 1, j["answer_limit"],
+                                                       fmt.answer_stop_ids), "probe"))
+            reqs += [
                     ((key, "s", k), SignalRequest(fmt.signal_context(prompt, th.thinking, Lk), fmt.signal_id),
                      "signal"),
                     # The same signal in the model's own context: after prompt + thinking[:L], the boundary
@@ -375,9 +387,12 @@ class _Driver:
             if kind == "a":
                 u.answer_out = tuple(res[0].token_ids)
                 u.first = self.lane.decode([(u.answer_out, True)])   # the prefix is in the prompt
+            elif kind == "r":                   # the position's answers after its first
+                u.texts[2 * k + 1] = self.lane.decode([(c.token_ids, True) for c in res])
+                u.outs[k][1] = tuple(compact(c.token_ids) for c in res)
             else:
-                u.texts[k] = self.lane.decode([(c.token_ids, True) for c in res])
-                u.outs[k] = tuple(compact(c.token_ids) for c in res)
+                u.texts[k * (1 + (j["P"] > 1))] = self.lane.decode([(c.token_ids, True) for c in res])
+                u.outs[k][0] = compact(res[0].token_ids)
                 first = res[0]
                 if first.logprobs is None:
                     raise RuntimeError(f"the {getattr(self.stream, 'name', 'engine')} stream returned no "
@@ -410,7 +425,7 @@ class _Driver:
             finished=th.finished, stop_id=th.stop_id, answer=tuple(own),
             y=int((th.verdict or gs[0])[0]), y_status=(th.verdict or gs[0])[1], L=u.L,  # _verdicts
             C=tuple(sum(int(c) for c, _ in gs[1 + k * P:1 + (k + 1) * P]) for k in range(len(u.L))),
-            probe_tokens=tuple(u.outs),
+            probe_tokens=tuple((first, *rest) for first, rest in u.outs),
             probe_status=probe_status,
             logp_end=tuple(s.logp_end for s in u.sigs), logp_other=tuple(s.logp_other for s in u.sigs),
             other_id=tuple(s.other_id for s in u.sigs),

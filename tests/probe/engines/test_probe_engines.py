@@ -134,8 +134,9 @@ def _expected_counts(units, setup, greedy: bool):
         forced = not u.finished
         for k, Lk in enumerate(u.L):
             pr = exp["probe"]
-            pr["requests"] += 1
-            pr["prompt"] += (P if greedy else 1) * len(fmt.probe_prompt(prompts[q], u.thinking, Lk))
+            # two requests: the first answer (with log-probabilities) and the other P - 1
+            pr["requests"] += 2
+            pr["prompt"] += (P if greedy else 2) * len(fmt.probe_prompt(prompts[q], u.thinking, Lk))
             n = sum(len(a) for a in u.probe_tokens[k])
             pr["lo"] += n
             pr["hi"] += n + P

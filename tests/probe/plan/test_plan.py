@@ -62,12 +62,15 @@ def test_workload_and_device_time_match_a_hand_computation():
     w = workload(2, x, R=1, P=2)
     m = PRIORS["marker_tokens"][0]                              # 8 tokens appended per position
     assert (w.trajectories, w.positions, w.answers) == (2, 6, 12)
+    # probe: two requests per position (the first answer with log-probabilities, the other P - 1);
     # signal: two one-token reads per position (the margin context and the own context, margin_own)
-    assert w.requests == {"think": 2, "probe": 6, "signal": 12}
+    assert w.requests == {"think": 2, "probe": 12, "signal": 12}
     # think: thinking + own answer + marker's first id + stop = 512 + 10 + 2 per trajectory
     assert w.decoded == {"think": 2 * 524, "probe": 12 * 11, "signal": 12}
-    # probe prompts: sum over k of (20 + L(k) + 8) = 3 * 28 + 768 = 852 per trajectory
-    assert w.prompt["probe"] == 2 * (3 * (20 + m) + 768)
+    # probe prompts: sum over k of (20 + L(k) + 8) = 3 * 28 + 768 = 852 per trajectory, read by both
+    # of a position's requests (the second from the prefix cache: `uncached` below)
+    assert w.prompt["probe"] == 2 * 2 * (3 * (20 + m) + 768)
+    assert workload(2, x, R=1, P=1).prompt["probe"] == 2 * (3 * (20 + m) + 768)
     assert w.prompt["signal"] == 2 * 2 * (3 * 20 + 768)
     # uncached: each trajectory's 512 thinking tokens once + 8 marker tokens at each of 3 positions
     assert w.uncached["probe"] == 2 * (512 + 3 * m)
