@@ -74,27 +74,51 @@ def _scaled_engine(blocks: int):
     _vllm.engine_kwargs = scaled
 
 
-class _LedgerProbe:
-    """Per driver poll: (blocks the ledger counts, the cache's blocks, positions queued, units active)."""
+class _UsageRecorder(_StepRecorder):
+    """`_StepRecorder`, and vLLM's own KV-cache usage per step (`SchedulerStats.kv_cache_usage`, 0-1)."""
 
-    def __init__(self):
+    def __init__(self, client):
+        super().__init__(client)
+        self.usage: list[float] = []
+
+    def __call__(self, *a, **kw):
+        n = len(self.rows)
+        out = super().__call__(*a, **kw)
+        if len(self.rows) > n:
+            self.usage.append(float(getattr(out.scheduler_stats, "kv_cache_usage", 0.0) or 0.0))
+        return out
+
+
+class _LedgerProbe:
+    """Per driver poll: (blocks the ledger counts, the cache's blocks, positions queued, units active,
+    the engine step it polls: an index into the step recorder's rows)."""
+
+    def __init__(self, steps: _UsageRecorder):
         from otbench.probe.stp import _driver
 
-        self.rows: list[tuple[int, int, int, int]] = []
+        self.rows: list[tuple[int, int, int, int, int]] = []
         poll = _driver._Driver.poll
 
         def sampled(d):
             if d.kv is not None:
-                self.rows.append((d.kv.held(d.steps), d.kv.capacity, len(d.pending), len(d.active)))
+                self.rows.append((d.kv.held(d.steps), d.kv.capacity, len(d.pending), len(d.active),
+                                  len(steps.rows)))
             return poll(d)
         _driver._Driver.poll = sampled
 
-    def line(self) -> str:
+    def line(self, steps: _UsageRecorder) -> str:
         n = max(len(self.rows), 1)
-        use = sum(h / c for h, c, _, _ in self.rows) / n
-        waiting = sum(1 for _, _, p, _ in self.rows if p) / n
+        use = sum(h / c for h, c, _, _, _ in self.rows) / n
+        waiting = sum(1 for _, _, p, _, _ in self.rows if p) / n
+        # the steps polled while positions waited for room: there the admission, not the supply of
+        # trajectories, sets the batch
+        queued = [i for _, _, p, _, i in self.rows if p and i < len(steps.rows)]
+        mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
         return (f"the ledger counted {100 * use:.0f} % of the cache on average over {len(self.rows)} polls; "
-                f"positions were queued at {100 * waiting:.0f} % of them")
+                f"positions were queued at {100 * waiting:.0f} % of them; at those, "
+                f"{mean([steps.rows[i][1] for i in queued]):.1f} sequences running, the ledger counting "
+                f"{100 * mean([h / c for h, c, p, _, _ in self.rows if p]):.0f} % and vLLM using "
+                f"{100 * mean([steps.usage[i] for i in queued if i < len(steps.usage)]):.0f} % of the cache")
 
 
 def _shape(units) -> tuple[float, float, float, float, float]:
@@ -156,7 +180,7 @@ def main(argv=None) -> int:
           f"thinking <= {job.thinking_limit}, answers <= {job.answer_limit}", flush=True)
     llm = ex.engine._llm
     core = llm.llm_engine
-    steps, sent = _StepRecorder(core.engine_core), _RequestRecorder(core)
+    steps, sent = _UsageRecorder(core.engine_core), _RequestRecorder(core)
     add, first_probe = core.add_request, []
 
     def mark(request_id, prompt, params, *a, **kw):     # the step at which the first probe went in
@@ -166,7 +190,7 @@ def main(argv=None) -> int:
         return add(request_id, prompt, params, *a, **kw)
     core.add_request = mark
     units, keys = _unit_keys(job, ex.setup, questions, None, grader)
-    got, probe = [], _LedgerProbe()
+    got, probe = [], _LedgerProbe(steps)
     try:
         llm.reset_prefix_cache()
         with tempfile.TemporaryDirectory() as d:
@@ -192,7 +216,7 @@ def main(argv=None) -> int:
         print(f"probe loop: {len(units)} units, {len(sent.requests)} engine requests in {wall:.1f} s, "
               f"{n_steps} steps, {D:.1f} sequences running per busy step ({D_probe:.1f} over the "
               f"{probe_steps} steps from the first probe on), {stats.preemptions} preemptions; "
-              + probe.line(), flush=True)
+              + probe.line(steps), flush=True)
         sent.on = False
         from vllm.inputs import TokensPrompt
         llm.reset_prefix_cache()
@@ -204,7 +228,8 @@ def main(argv=None) -> int:
         busy, _, _, n_steps, G = steps.busy(first)
         gen_busy = busy
         print(f"plain generate of the same requests: {time.perf_counter() - t:.1f} s, {n_steps} steps, "
-              f"{G:.1f} sequences running per busy step, "
+              f"{G:.1f} sequences running per busy step, vLLM using "
+              f"{100 * sum(steps.usage[first:]) / max(len(steps.usage) - first, 1):.0f} % of the cache, "
               f"{ex.engine.cache_stats()['preemptions'] - pre0} preemptions", flush=True)
     finally:
         ex.close()
