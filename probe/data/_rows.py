@@ -14,6 +14,12 @@ from otbench.errors import OtbenchError
 from otbench.files import arrow_file, csv_records, loads_json, open_regular
 
 
+MAX_LINE = 64 << 20
+"""Longest JSONL line (bytes) of a benchmark file, as the set import bounds its lines: a question is
+kilobytes, so a longer line is not a row (a binary file, a stream without line breaks) and reading
+it whole could exhaust memory."""
+
+
 class DatasetError(OtbenchError, ValueError):
     """A benchmark file (or hub row) that breaks its schema: message `FILE:LINE: rule`."""
 
@@ -80,7 +86,9 @@ def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
             raise DatasetError(f"{path}: no such file")
         raise DatasetError(f"{path}: expected a .jsonl, .parquet or .csv file")
     with _open(path) as f:
-        for i, raw in enumerate(f, 1):
+        for i, raw in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), 1):
+            if len(raw) > MAX_LINE:
+                raise DatasetError(f"{path}:{i}: line longer than {MAX_LINE >> 20} MiB (not a JSONL row)")
             if not raw.strip():
                 continue
             yield f"{path}:{i}", _loads(raw, f"{path}:{i}")

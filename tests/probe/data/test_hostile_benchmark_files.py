@@ -59,6 +59,26 @@ def test_hostile_benchmark_files(name, tmp_path):
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_line_past_the_bound_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    # A stream without line breaks (here a 4 KiB line against a bound lowered to 1 KiB) is refused at
+    # its line; the rows before it and a line at exactly the bound are read.
+    from otbench.probe.data import _rows
+
+    monkeypatch.setattr(_rows, "MAX_LINE", 1024)
+    first = json.dumps(ROW).encode() + b"\n"
+    base = len(json.dumps({**ROW, "unique_id": "b", "problem": ""}).encode()) + 1
+    at_bound = json.dumps({**ROW, "unique_id": "b", "problem": "x" * (1024 - base)}).encode() + b"\n"
+    assert len(at_bound) == 1024
+    ok = tmp_path / "ok.jsonl"
+    ok.write_bytes(first + at_bound)
+    assert len(load_benchmark("MATH500", str(ok))) == 2
+    p = tmp_path / "long.jsonl"
+    p.write_bytes(first + b'{"problem": "' + b"x" * 4096 + b'"}\n')
+    with pytest.raises(DatasetError) as e:
+        load_benchmark("MATH500", str(p))
+    assert str(e.value) == f"{p}:2: line longer than 0 MiB (not a JSONL row)"
+
+
 def test_a_bom_at_the_start_of_a_csv_is_the_usual_excel_mark_and_accepted(tmp_path):
     p = tmp_path / "g.csv"
     p.write_bytes(b"\xef\xbb\xbf" + (GPQA_HEAD + "q,a,b,c,d,r1\n").encode())
