@@ -132,8 +132,31 @@ class GuardedGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as e:     # a subcommand's: its usage and hint lines go too
             raise _one_line_usage(e) from None
+        except BrokenPipeError as e:
+            if not _stdout_gone():
+                raise DataError(one_line(e)) from None
+            # The reader of the output went away (`otbench plan job.toml | head`): stop quietly, as
+            # Unix tools do; what is still buffered goes nowhere rather than failing again at exit
+            # (Python's documented handling of EPIPE on stdout: `signal` module, "Note on SIGPIPE").
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            raise SystemExit(1) from None
         except (OtbenchError, OSError) as e:
             raise DataError(one_line(e)) from None
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (POLLERR on its write end)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        p = select.poll()
+        p.register(fd, select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in p.poll(0))
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _name_usage_errors(cmd: click.Command) -> None:

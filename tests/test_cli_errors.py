@@ -292,3 +292,27 @@ def test_an_installed_package_that_fails_to_import_keeps_its_traceback(monkeypat
                                         r"here \(no module numba\): pip install"):
         with extra_errors("probe run"):
             raise broken
+
+
+def test_output_closed_by_its_reader_ends_quietly(tmp_path):
+    # `otbench plan job.toml | head -1`: the reader goes away; no "[Errno 32] Broken pipe" line and
+    # no exit 2 (not bad input), and nothing at interpreter exit either. The pipe's read end is
+    # closed before the command writes anything, so every write meets EPIPE.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    job = Path(__file__).resolve().parent.parent / "artifacts" / "jobs" / "demo.toml"
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, "-c", "from otbench.cli import main; main()", "plan", str(job)],
+                           stdout=w, stderr=subprocess.PIPE, timeout=120, cwd=tmp_path)
+    finally:
+        os.close(w)
+    assert (p.returncode, p.stderr.decode()) == (1, "")
+    # the same command to a reader that stays: the plan, exit 0
+    q = subprocess.run([sys.executable, "-c", "from otbench.cli import main; main()", "plan", str(job)],
+                       capture_output=True, timeout=120, cwd=tmp_path)
+    assert q.returncode == 0 and q.stdout.decode().startswith("plan for ")
