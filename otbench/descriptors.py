@@ -72,10 +72,11 @@ class BenchmarkSpec:
       task: its ``--tasks`` name (lower case).
       grader: how its answers are graded: ``"math"``, ``"choice"`` or ``"code"`` (the
         questions' task; the job's grader reads it).
-      loader: its row mapper, ``module:function`` taking ``(row, loc, **kw)`` and giving a
-        ``Question`` (or None to skip the row); "" for an embedded source.
-      embedded: one of the probe's offline sources (``embedded = name``, its `EMBEDDED_SOURCES`:
-        generated or packaged questions, no file or Hub rows, no loader here).
+      loader: ``module:function``: for a file benchmark its row mapper, taking ``(row, loc, **kw)``
+        and giving a ``Question`` (or None to skip the row); for an embedded source its questions,
+        ``(n, seed, group) -> list[Question]`` (`otbench.probe.data._embedded`).
+      embedded: one of the probe's offline sources (``embedded = name``: generated or packaged
+        questions, no file or Hub rows).
       hub: the default Hugging Face location (dataset id, configuration, split), or None.
       calibration: the questions the simulator draws at the paper's scale (`analysis.measurement`,
         its calibration); 0: not simulated.
@@ -201,6 +202,7 @@ ENGINE_SPECS = Descriptors("engine", EngineSpec, (
 hardware and credentials: no ``module:object`` plug-in targets, only declared kinds."""
 
 _ROWS = "otbench.probe.data._benchmarks"
+_EMBEDDED = "otbench.probe.data._embedded"
 
 BENCHMARK_SPECS = Descriptors("benchmark", BenchmarkSpec, (
     BenchmarkSpec("MATH500", "MATH500", "math500", "math", f"{_ROWS}:_math500",
@@ -214,17 +216,23 @@ BENCHMARK_SPECS = Descriptors("benchmark", BenchmarkSpec, (
                   hub=("Idavidrein/gpqa", "gpqa_diamond", "train"), calibration=198),
     BenchmarkSpec("LiveCodeBench", "LiveCodeBench", "livecodebench", "code", f"{_ROWS}:_lcb",
                   hub=("livecodebench/code_generation_lite", None, "test"), calibration=175),
-    BenchmarkSpec("sums", "SUMS", "sums", "math", embedded=True),
-    BenchmarkSpec("arithmetic", "ARITH", "arithmetic", "math", embedded=True),
-    BenchmarkSpec("champ", "CHAMP", "champ", "math", embedded=True),
+    BenchmarkSpec("sums", "SUMS", "sums", "math", f"{_EMBEDDED}:sums", embedded=True),
+    BenchmarkSpec("arithmetic", "ARITH", "arithmetic", "math", f"{_EMBEDDED}:arithmetic", embedded=True),
+    BenchmarkSpec("champ", "CHAMP", "champ", "math", f"{_EMBEDDED}:champ", embedded=True),
 ), key="name", target="loader", group="otbench.benchmarks", plugins=False)
 """The benchmarks, name -> `BenchmarkSpec`, in the order ``otbench probe tasks`` lists them;
-`BENCHMARK_SPECS.targets` maps a file benchmark to its row loader (imported when used)."""
+`BENCHMARK_SPECS.targets` maps a benchmark to its row loader or, for an embedded source, its
+questions (imported when used)."""
 
 
 def engine_kinds() -> tuple[str, ...]:
     """Every engine kind, built-in first."""
     return ENGINE_SPECS.names()
+
+
+def embedded_sources() -> tuple[str, ...]:
+    """The offline sources (``embedded = ...``), built-in first."""
+    return tuple(n for n in BENCHMARK_SPECS.names() if BENCHMARK_SPECS[n].embedded)
 
 
 def file_benchmarks() -> tuple[str, ...]:

@@ -53,19 +53,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from otbench.descriptors import BENCHMARK_SPECS
+
 from ._benchmarks import (
     TEXT_ID_PREFIX,
     DatasetError,
     Question,
     _rows,
-    champ_questions,
     map_unique,
 )
 from ._schemas import schema_mapper
-from ._sums import arithmetic_questions, sum_questions
 
-EMBEDDED_SOURCES = ("sums", "arithmetic", "champ")
-"""Offline sources (`embedded = ...`): seeded generators and the CHAMP problems of `champ-dataset`."""
+EMBEDDED_SOURCES = tuple(s.name for s in BENCHMARK_SPECS.declared() if s.embedded)
+"""The built-in offline sources (`embedded = ...`): seeded generators and the CHAMP problems of
+`champ-dataset` (`otbench.probe.data._embedded`); `otbench.descriptors.embedded_sources()` adds
+installed ones."""
 
 _RELEASE = re.compile(r"\A(?:release_v(\d+)|release_latest|v(\d+)(?:_v(\d+))?)\Z")
 
@@ -267,17 +269,13 @@ def load_source(src: Mapping[str, Any], *, seed: int = 0) -> tuple[list[Question
 
 
 def _embedded(src: Mapping[str, Any], seed: int) -> tuple[list[Question], dict[str, Any]]:
-    """An embedded offline source: "sums", "arithmetic" (seeded generators) or "champ" (CHAMP problems)."""
+    """An embedded offline source: the questions its `BenchmarkSpec`'s loader makes (`_embedded`)."""
     kind, n = src["embedded"], src.get("n")
     seed = int(src.get("seed", seed))
-    if kind == "champ":
-        qs = champ_questions(src.get("group", "CHAMP"))
-        qs = qs[:n] if n else qs
-    else:
-        make = sum_questions if kind == "sums" else arithmetic_questions
-        qs = make(n or 8, seed=seed, **({"group": src["group"]} if "group" in src else {}))
+    make = BENCHMARK_SPECS.targets.resolve(kind)
+    qs = list(make(n, seed, src.get("group")))
     record = {"embedded": kind, "questions": len(qs)}
-    if kind != "champ":
+    if getattr(make, "seeded", True):
         record["seed"] = seed
     return qs, record
 

@@ -314,7 +314,8 @@ _SOURCE_KEYS = {"benchmark", "embedded", "path", "hub", "config", "split", "revi
 
 def _source_iv(s, where: str, base: Path | None) -> dict:
     """One `[[data.sources]]` table: where the rows are, and which schema reads them."""
-    from otbench.probe.data import EMBEDDED_SOURCES, TASK_COLUMNS, UserSchema
+    from otbench.descriptors import embedded_sources
+    from otbench.probe.data import TASK_COLUMNS, UserSchema
 
     if not isinstance(s, dict):
         raise JobError(f"{where} must be a table, got {type(s).__name__}")
@@ -328,8 +329,8 @@ def _source_iv(s, where: str, base: Path | None) -> dict:
     if "n" in s:
         _pos_int(s, "n", where)
     if "embedded" in s:
-        if s["embedded"] not in EMBEDDED_SOURCES:
-            raise JobError(f"{where}.embedded must be one of {', '.join(EMBEDDED_SOURCES)}, "
+        if s["embedded"] not in embedded_sources():
+            raise JobError(f"{where}.embedded must be one of {', '.join(embedded_sources())}, "
                            f"got {s['embedded']!r}")
         extra = sorted(set(s) - {"embedded", "n", "seed", "group"})
         if extra:

@@ -43,6 +43,11 @@ TOY = textwrap.dedent('''
     def toy_rows(row, loc, **_):
         return Question("TOY", "TOY", str(row["n"]), "math", f"What is {row['a']} plus {row['b']}?",
                         str(row["a"] + row["b"]))
+
+
+    def toy_made(n, seed, group):
+        return [Question(group or "TOYGEN", "toygen", str(k), "math", f"What is {seed} plus {k}?",
+                         str(seed + k)) for k in range(n or 2)]
 ''')
 
 
@@ -59,6 +64,38 @@ def toy(tmp_path, monkeypatch):
     yield rows
     ENGINE_SPECS.unregister("toy")
     BENCHMARK_SPECS.unregister("TOY")
+
+
+def test_an_embedded_source_is_one_record_too(toy, tmp_path):
+    """An offline source (`embedded = name`) declared by one record whose loader makes its questions:
+    the job accepts it, the data loader runs it with the source's n, seed and group, and records the
+    seed; the built-in ones read their records the same way."""
+    from otbench.descriptors import embedded_sources
+    from otbench.probe.data import EMBEDDED_SOURCES, load_sources
+
+    plugin = tmp_path / "toy_plugin.py"
+    BENCHMARK_SPECS.register(BenchmarkSpec("toygen", group="TOYGEN", task="toygen", grader="math",
+                                           loader=f"{plugin}:toy_made", embedded=True))
+    try:
+        assert embedded_sources() == (*EMBEDDED_SOURCES, "toygen") and EMBEDDED_SOURCES == (
+            "sums", "arithmetic", "champ")
+        src = {"embedded": "toygen", "n": 3, "seed": 5, "group": "G"}
+        job = job_from_dict({"model": {"path": str(tmp_path), "family": "generic-chat"},
+                             "data": {"sources": [src]}})
+        qs, rec = load_sources(job.data["sources"])
+        assert [(q.group, q.text, q.reference) for q in qs] == [
+            ("G", f"What is 5 plus {k}?", str(5 + k)) for k in range(3)]
+        assert rec.sources == ({"embedded": "toygen", "questions": 3, "seed": 5},)
+    finally:
+        BENCHMARK_SPECS.unregister("toygen")
+    with pytest.raises(JobError, match=r"data\.sources\[0\]\.embedded must be one of sums, arithmetic, "
+                                       r"champ, got 'toygen'"):
+        job_from_dict({"model": {"path": str(tmp_path), "family": "generic-chat"},
+                       "data": {"sources": [src]}})
+    # the built-ins: CHAMP's questions do not depend on a seed, and its record names none
+    _, rec = load_sources([{"embedded": "champ", "n": 2}, {"embedded": "sums", "n": 2, "seed": 3}])
+    assert rec.sources == ({"embedded": "champ", "questions": 2}, {"embedded": "sums", "questions": 2,
+                                                                   "seed": 3})
 
 
 def test_the_toy_records_reach_every_table_that_lists_engines_and_benchmarks(toy, tmp_path):
