@@ -282,12 +282,12 @@ def rows(path: str | Path) -> Iterator[tuple[str, Any]]:
         for i, r in enumerate(records, 1):
             yield f"{p}:row {i}", r
         return
-    from otbench.files import loads_json  # the one guarded JSON reader (depth, sizes, keys)
+    from otbench.files import bounded_lines, loads_json  # the one guarded JSON reader (depth, sizes, keys)
 
     with _open(p) as f:     # each line bounded: a file without line breaks is not a log
-        for i, line in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), 1):
-            if len(line) > MAX_LINE:
-                raise EvalLogError(f"{p}:{i}: line longer than {MAX_LINE >> 20} MiB (not a JSONL record)")
+        too_long = lambda i: EvalLogError(f"{p}:{i}: line longer than {MAX_LINE >> 20} MiB "  # noqa: E731
+                                          f"(not a JSONL record)")
+        for i, line in bounded_lines(f, MAX_LINE, too_long):
             if not line.strip():
                 continue
             yield f"{p}:{i}", loads_json(line, f"{p}:{i}")

@@ -21,7 +21,7 @@ from ._json import loads_json, read_json, read_json_bytes
 from ._json_text import dumps_indented
 from ._ledger import LEDGER, written_by_otbench
 from ._provenance import git_commit, provenance
-from ._read import arrow_file, open_regular, read_regular, read_regular_text
+from ._read import arrow_file, bounded_lines, open_regular, read_regular, read_regular_text
 from ._rules import (
     check_output,
     foreign_entries,
@@ -33,7 +33,7 @@ from ._rules import (
 from ._temporaries import clean_stale, drop_temporary, new_temporary, pid_alive
 
 __all__ = [
-    "LEDGER", "RECORDED", "arrow_file", "atomic_dir", "atomic_path", "check_output",
+    "LEDGER", "RECORDED", "arrow_file", "atomic_dir", "atomic_path", "bounded_lines", "check_output",
     "check_output_dir", "clean_stale", "csv_field", "csv_records", "csv_text", "drop_temporary",
     "dumps_indented", "foreign_entries", "git_commit", "is_measurement_set", "loads_json",
     "new_temporary", "open_regular", "output_rules", "pid_alive", "provenance", "read_json",

@@ -3,7 +3,7 @@
 import fcntl
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 
@@ -96,6 +96,16 @@ def read_regular_text(path: str | os.PathLike, limit: int, *, what: str,
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise fail(f"not UTF-8 text (byte {e.start})") from None
+
+
+def bounded_lines(f: BinaryIO, limit: int, fail: Callable[[int], Exception]) -> Iterator[tuple[int, bytes]]:
+    """(line number from 1, line) of the binary stream `f`, each read with at most `limit` bytes: a
+    longer line (a binary file, a stream without line breaks) raises `fail(its line number)` before
+    it is read whole."""
+    for i, line in enumerate(iter(lambda: f.readline(limit + 1), b""), 1):
+        if len(line) > limit:
+            raise fail(i)
+        yield i, line
 
 
 def arrow_file(f: BinaryIO):

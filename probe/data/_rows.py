@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from otbench.errors import OtbenchError
-from otbench.files import arrow_file, csv_records, loads_json, open_regular
+from otbench.files import arrow_file, bounded_lines, csv_records, loads_json, open_regular
 
 
 MAX_LINE = 64 << 20
@@ -86,9 +86,9 @@ def _raw_rows(path: str) -> Iterator[tuple[str, Any]]:
             raise DatasetError(f"{path}: no such file")
         raise DatasetError(f"{path}: expected a .jsonl, .parquet or .csv file")
     with _open(path) as f:
-        for i, raw in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), 1):
-            if len(raw) > MAX_LINE:
-                raise DatasetError(f"{path}:{i}: line longer than {MAX_LINE >> 20} MiB (not a JSONL row)")
+        too_long = lambda i: DatasetError(f"{path}:{i}: line longer than {MAX_LINE >> 20} MiB "  # noqa: E731
+                                          f"(not a JSONL row)")
+        for i, raw in bounded_lines(f, MAX_LINE, too_long):
             if not raw.strip():
                 continue
             yield f"{path}:{i}", _loads(raw, f"{path}:{i}")
