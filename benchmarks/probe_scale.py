@@ -14,11 +14,15 @@ the engine is full, 2,048 probe-phase sequences; it counts its unfinished
 sequences as vLLM's `get_num_unfinished_requests` does, which the loop's
 bound reads). It reports the KV cache of Qwen3-4B on one H200 (the
 planner's device model: `KV_TOKENS`) in 16-token blocks, so the driver
-admits by its KV ledger (`probe/stp/_kv.py`) as on that GPU; the stand-in
-finishes everything at once, so the ledger's count stays below the cache
-and the scheduler's bounds are what binds: the most the defaults allow,
-the worst case for the driver's memory. A position's first probe
-answer comes back with its tokens' log-probabilities (its answer
+admits by its KV ledger (`probe/stp/_kv.py`) as on that GPU. Every
+stand-in answer runs to the 1,400-token limit, so the ledger projects each
+answer sample to hold ~1,400 tokens until it ends (`KVLedger.peak`; before
+any has finished, its `max_tokens`): the cache (777 k tokens) binds at
+about 560 answer samples in flight, before the 2,048-sequence bound does,
+as it would on that GPU with answers that long. The answer ids in flight
+are then bounded by the cache's tokens, whichever bound binds.
+
+A position's first probe answer comes back with its tokens' log-probabilities (its answer
 confidence asks `logprobs=0`; the other P - 1 answers go as a second
 request without them) in the flat form the adapter asks for
 (`FlatLogprobs`), as fresh lists like those vLLM's front end holds. Per scheduler step it finishes the first 1,024
@@ -33,14 +37,12 @@ Units have the paper's shape: 26 positions (thinking of 12,000 tokens, a
 step boundary every b = 480), P = 16 probes per position, 1,400-token
 answers: 17 engine sequences per position, ~6,200-token probe prefixes
 on average. Sizes: N and 8N units, each in a fresh process (peak RSS is
-per process). N = 32 by default: both sizes run at the full sequence bound
-(2,048) and, the engine being instant so that grading is the slowest
-stage, at the bound on units in their probe phase (32, `holding_bound`);
-8N = 256 units also fill the bound on units in flight. 8N is ~106 k probe
-requests (~150 M answer ids), about a minute on two shared cores, most
-of it the grading lane; N is the smallest size at which every bound is
-reached at both sizes (at N = 16 the probe-phase bound is not, and B/A
-measured 1.22).
+per process). N = 32 by default: both sizes run at the KV cache's bound
+and, the engine being instant so that grading is the slowest stage, at
+the bound on units in their probe phase (32, `holding_bound`); 8N = 256
+units also fill the bound on units in flight. 8N is ~106 k probe requests
+(~150 M answer ids), about a minute on two shared cores, most of it the
+grading lane.
 
 X = CPU time of the thread that runs the job, less the stand-in core's own
 CPU time, per probe request (one answer sample) of the 8N run. Decoding and
@@ -48,7 +50,7 @@ grading (grading lane), file writes and Parquet encoding (writer threads)
 run beside it and are reported separately.
 
 Last line: `probe_scale: peak RSS A MiB at N units, B MiB at 8N units; driver X us per probe request; in flight Q requests`
-(Q: the most probe-phase engine sequences in flight at once, 8N run).
+(Q: the most probe-phase engine sequences in flight at once, 8N run: the KV cache's bound).
 """
 
 import argparse

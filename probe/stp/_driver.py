@@ -19,7 +19,6 @@ from otbench.probe.grading import number_answers
 
 from . import _field_probes
 from ._ids import compact
-from . import _kv
 from ._kv import KVLedger, blocks
 from ._lane import GradeLane
 from ._results import (
@@ -316,7 +315,9 @@ class _Driver:
         full = blocks(self.longest + self.think_limit(), self.kv.block)
         if self.phase_in_flight["think"] and (self.phase_in_flight["think"] + 1) * full > self.kv.capacity:
             return False
-        return self.kv.fits(self.steps, blocks(self.longest + _kv.GROWTH_TOKENS, self.kv.block))
+        # beside what is in flight as the ledger projects it (`KVLedger.peak`): the new trajectory grows
+        # throughout, the probes until they end
+        return self.kv.fits_group(self.steps, self.longest, [(self.longest, 1, self.think_limit())], kind="think")
 
     def think_limit(self) -> int:
         """Tokens a think request may decode: the thinking limit, and for a native-thinking family the
@@ -351,8 +352,9 @@ class _Driver:
         u = self.active[key]
         j = self.job
         self.sequences -= self._cost.pop(tag, 0)
-        if self.kv is not None:
-            self.kv.remove(tag)
+        if self.kv is not None:        # with what each sample decoded: the lengths the ledger projects by
+            gen = isinstance(res, list) and res and hasattr(res[0], "token_ids")     # not a Signal
+            self.kv.remove(tag, [len(c.token_ids) + (c.stop_id is not None) for c in res] if gen else None)
         if kind == "t":
             self.phase_in_flight["think"] -= 1
             self._count(tag, "think", _gen_tokens(res), len(res))

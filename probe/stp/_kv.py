@@ -26,13 +26,18 @@ A trajectory being sampled holds its prompt and the tokens decoded so far.
 
 The driver cannot see a sequence's length while it decodes, but a sequence
 decodes at most one token per engine step (no speculative decoding in the
-probe's engine), so `min(max_tokens, steps since submission)` bounds it; the
-ledger charges each sequence that bound plus `GROWTH_TOKENS`, the token it
-may add before the driver's next decision, and at least the mean length of the
-sequences of its phase that have finished (`KVLedger.expect`): a sequence
-only grows until it ends, so admitting by what each will hold at its end, in
-expectation, keeps the sequences admitted within the cache as they grow,
-where admitting by what they hold now lets them outgrow it (measured by
+probe's engine), so `min(max_tokens, steps since submission)` bounds it.
+The driver admits by the *projected peak* (`KVLedger.peak`): every sequence
+in flight grows one token a step until its expected end, the mean of the
+finished lengths of its phase and `max_tokens` that exceed what it has
+decoded so far (answers that stop early and answers that run to the limit
+make two modes; before any has finished, its `max_tokens`); a trajectory
+grows throughout. A new group fits when the most blocks all of them will
+hold at any coming step fit in the cache. Sequences admitted at different
+steps end at different steps, so this admits more than charging each its
+final length at once (`held` + `need`, kept for the log) while still
+keeping what is admitted within the cache as it grows, in expectation;
+admitting by what they hold now lets them outgrow it (measured by
 benchmarks/probe_batch.py: 19 preemptions against 0). vLLM
 preempts a running request (and recomputes it later) only when a decode step
 finds no free block (`v1/core/sched/scheduler.py`, `schedule`:
@@ -145,6 +150,10 @@ class KVLedger:
         self._heap: list = []                           # (step its charge changes, seq, request, ver)
         self._seq = 0
         self._at = 0
+        self._hist: dict[tuple, list] = {}              # (kind, max_tokens) -> finished lengths' counts (`remove`)
+        self._tails: dict[tuple, tuple] = {}            # their suffix counts and sums (`_tail`)
+        self._version = 0                               # bumped as requests come and go or lengths move
+        self._cols = None                               # (step, version) -> `_rows`
 
     def expect(self, kind: str, tokens: float) -> None:
         """Charge every sequence of `kind` at least `tokens` decoded (capped at its `max_tokens`): the
@@ -155,6 +164,7 @@ class KVLedger:
         old = int(self._expected.get(kind, 0.0))
         self._expected[kind] = float(tokens)
         self._memo = None
+        self._version += 1
         if int(tokens) != old:               # the charges read the whole tokens only
             for tag, r in self._requests.items():
                 if r.kind == kind and tag not in self._asked:
@@ -174,10 +184,13 @@ class KVLedger:
             g = self._groups[group] = _Group(full, full - t, t, tuple(path))
             g.spans = _spans(g.path, g.tree)
         g.count += 1
+        cols, self._cols = self._cols, None
+        self._version += 1
         before = self._prefix
         if g.count == 1:
             self._join(g)
-        if tag in self._requests:                 # a tag reused: the old request is gone
+        replaced = tag in self._requests
+        if replaced:                              # a tag reused: the old request is gone
             self._drop(self._requests[tag])
             self._asked.pop(tag, None)
         r = _Request(group, int(length), int(n), int(max_tokens), int(step), kind)
@@ -189,6 +202,18 @@ class KVLedger:
         if self._memo is not None:
             memo_step, held = self._memo
             self._memo = (memo_step, held + self._prefix - before + self._charge(r, memo_step))
+        if cols is not None and cols[0] == (int(step), self._version - 1) and not replaced:
+            # the projection's rows of this step, with this request's: a pump admits many groups a step,
+            # and rebuilding the rows for each would walk every request in flight per admission
+            n = r.n
+            if tag in self._asked:
+                live = self._live(tag)
+                n = r.n if live is None else min(int(live), r.n)
+            if n > 0:
+                row = (r.length, n, r.cap, 0, self._end(r, int(step)), r.length // self.block - g.full)
+                self._cols = ((int(step), self._version), _append(cols[1], row))
+            else:
+                self._cols = ((int(step), self._version), cols[1])
 
     def _join(self, g: _Group) -> None:
         """Count a new group's prefix: its own blocks and, per node, the blocks past the most held."""
@@ -241,11 +266,21 @@ class KVLedger:
         r.charge = 0
         r.ver += 1                                # its queued changes are stale
 
-    def remove(self, tag) -> None:
+    def remove(self, tag, decoded: Sequence[int] | None = None) -> None:
+        """Request `tag` ended; `decoded`: the tokens each of its samples decoded, the lengths its kind's
+        projection learns from (`_end`)."""
         self._memo = None
+        self._version += 1
         r = self._requests.pop(tag, None)
         if r is None:
             return
+        if decoded and r.kind not in (None, "think"):
+            hist = self._hist.get((r.kind, r.cap))
+            if hist is None:
+                hist = self._hist[r.kind, r.cap] = [0] * (r.cap + 1)
+            for d in decoded:
+                hist[min(max(int(d), 0), r.cap)] += 1
+            self._tails.pop((r.kind, r.cap), None)
         if self._asked.pop(tag, None) is None:
             self._drop(r)
         g = self._groups[r.group]
@@ -307,11 +342,133 @@ class KVLedger:
     def fits_group(self, step: int, shared: int, contexts, tree: int = 0, path: tuple = (),
                    kind: str | None = None) -> bool:
         """Whether a new group (as `add` takes it; `contexts`: (length, samples, max_tokens) per request)
-        fits beside what is held at `step` (`fits`, with `need`)."""
+        fits beside the sequences in flight, from now until the last of its and their probes ends
+        (`peak`): what they will hold at the worst moment, not the sum of what each holds at its end."""
         if not self._requests:
             return True
-        held = self.held(step)
-        return held + self.need(shared, contexts, tree, path, kind) <= self.capacity
+        return self.peak(step, shared, contexts, tree, path, kind) <= self.capacity
+
+    # -- the projection ------------------------------------------------------------------------
+    # Every sequence in flight grows by one token a step until it ends; a probe-phase sequence is
+    # expected to end at its phase's mean finished length (`expect`; its own length + growth once
+    # past it), a trajectory not before the projection's horizon. Sequences admitted at different
+    # steps end at different steps: what the cache must hold is the largest total over the coming
+    # steps, which the sum of the final lengths (`held`) overstates by up to twice where they are
+    # staggered (benchmarks/probe_batch.py: the ledger's count 92 % of the cache where positions
+    # waited, vLLM's own 75 %). The total only grows between two ends, so its largest value is at
+    # the step before one of them ends (or now): those are the offsets it is evaluated at, exactly.
+
+    def _rows(self, step: int):
+        """Per request in flight (samples still decoding > 0): arrays (context, samples, max_tokens,
+        decoded now, expected end in decoded tokens (inf: none within the horizon), own context blocks),
+        built once per step and set of requests."""
+        import numpy as np
+
+        key = (step, self._version)
+        if self._cols is not None and self._cols[0] == key:
+            return self._cols[1]
+        rows = []
+        for tag, r in self._requests.items():
+            n = r.n
+            if tag in self._asked:
+                live = self._live(tag)
+                n = r.n if live is None else min(int(live), r.n)
+            if n <= 0:
+                continue
+            rows.append((r.length, n, r.cap, max(0, step - r.step), self._end(r, step),
+                         r.length // self.block - self._groups[r.group].full))
+        cols = tuple(np.array(c, dtype=np.float64) for c in zip(*rows)) if rows else None
+        self._cols = (key, cols)
+        return cols
+
+    def _end(self, r: "_Request", step: int) -> float:
+        """The decoded tokens `r` is expected to end at, given that it has not ended yet: the mean of the
+        lengths of its kind's finished sequences of the same max_tokens that are longer than what it
+        has decoded (`remove`'s `decoded`: answers that stop early and answers that run to the limit
+        make two modes, and a sequence past the first is expected at the second), else its phase's
+        mean (`expect`), else its max_tokens; at least its own length and growth. A trajectory (or a
+        request of no phase) is projected to grow throughout."""
+        if r.kind in (None, "think"):
+            return float("inf")
+        now = max(0, step - r.step)
+        tail = self._tail(r.kind, r.cap)
+        if tail is not None:
+            count, total = tail
+            # in whole tokens, rounded up: a sequence decodes whole tokens, one a step
+            end = -(-total[now + 1] // count[now + 1]) if now + 1 < len(count) and count[now + 1] else r.cap
+        else:
+            mean = self._expected.get(r.kind)
+            end = r.cap if mean is None else int(mean)    # nothing of its kind finished yet: max_tokens
+        return float(min(r.cap, max(end, now + GROWTH_TOKENS)))
+
+    def _tail(self, kind, cap):
+        """(count, total) with count[i], total[i] the number and sum of the finished lengths >= i of the
+        sequences of `kind` and max_tokens `cap`; None: none finished. Rebuilt only when asked after a
+        removal (numpy suffix sums: answers of the paper's 1,400 tokens make it 1,400 entries long, and
+        a poll removes many requests)."""
+        import numpy as np
+
+        key = (kind, cap)
+        got = self._tails.get(key)
+        if got is None:
+            hist = self._hist.get(key)
+            if not hist:
+                return None
+            h = np.asarray(hist, dtype=np.int64)
+            count = np.append(np.cumsum(h[::-1])[::-1], 0)
+            if not count[0]:
+                return None
+            total = np.append(np.cumsum((h * np.arange(h.size, dtype=np.int64))[::-1])[::-1], 0)
+            got = self._tails[key] = (count.tolist(), total.tolist())
+        return got
+
+    def _usage(self, cols, offsets):
+        """Blocks the requests `cols` hold at each of `offsets` steps from now (the alive ones)."""
+        import numpy as np
+
+        length, n, cap, now, end, own = (c[:, None] for c in cols)
+        t = np.asarray(offsets, dtype=np.float64)[None, :]
+        decoded = np.minimum(np.minimum(cap, end), now + t + GROWTH_TOKENS)
+        b = self.block
+        held = own + n * (np.ceil((length + decoded) / b) - np.floor(length / b))
+        return ((now + t < end) * held).sum(axis=0)
+
+    def peak(self, step: int, shared: int = 0, contexts=(), tree: int = 0, path: tuple = (),
+             kind: str | None = None) -> int:
+        """The most blocks the sequences in flight, with a new group of `contexts` (as `fits_group`
+        takes it; none: without one), will hold at once from engine step `step` on, as projected."""
+        import numpy as np
+
+        prefix = self._prefix_now(step)
+        full = int(shared) // self.block
+        new = None
+        if contexts:
+            prefix += full
+            if path and self._memo is not None:
+                t = min(int(tree) // self.block, full)
+                prefix -= sum(min(span, self._nodes.get(node, 0)) for node, span in _spans(path, t))
+            r0 = _Request(None, 0, 0, 0, step, kind)
+            ends = []
+            for length, n, cap in contexts:
+                r0.cap = int(cap)
+                ends.append(self._end(r0, step))
+            new = tuple(np.array(c, dtype=np.float64) for c in zip(*[
+                (int(length), int(n), int(cap), 0.0, e, int(length) // self.block - full)
+                for (length, n, cap), e in zip(contexts, ends)]))
+        cols = self._rows(step)
+        parts = [c for c in (cols, new) if c is not None]
+        if not parts:
+            return int(prefix)
+        ends = np.concatenate([c[4] - c[3] for c in parts])
+        finite = ends[np.isfinite(ends)]
+        offsets = np.unique(np.concatenate([[0.0], np.maximum(finite - 1.0, 0.0)]))
+        total = sum(self._usage(c, offsets) for c in parts)
+        return int(prefix + total.max())
+
+    def _prefix_now(self, step: int) -> int:
+        """The whole blocks of the prefixes of the groups in flight (kept with `held`'s count)."""
+        self.held(step)
+        return self._prefix
 
     def need(self, shared: int, contexts, tree: int = 0, path: tuple = (), kind: str | None = None) -> int:
         """Blocks a new group of `contexts` takes at submission beside what is held now: `group_blocks`,
@@ -323,6 +480,15 @@ class KVLedger:
             return total
         t = min(int(tree) // self.block, int(shared) // self.block)
         return total - sum(min(span, self._nodes.get(node, 0)) for node, span in _spans(path, t))
+
+
+def _append(cols, row):
+    """The projection's column arrays (`KVLedger._rows`) with one more row (None: none before)."""
+    import numpy as np
+
+    if cols is None:
+        return tuple(np.array([v], dtype=np.float64) for v in row)
+    return tuple(np.append(c, v) for c, v in zip(cols, row))
 
 
 def _spans(path: tuple, tree: int) -> tuple:
@@ -353,9 +519,10 @@ def steady_batch(kv_tokens: float, *, prompt: float, prefix: float, answer: floa
     with the positions `step = 2 * prefix / positions` apart (spread evenly over the thinking), and
     `w` is every position of the trajectory, or as many groups as fit where fewer do.
 
-    Trajectories being sampled beside the probes hold `trajectory_tokens` each (prompt and thinking,
-    as the ledger charges them: their mean length) and decode one sequence each; the probe groups get
-    the rest. The driver keeps as many as its bounds allow (`_loop.UnitStream.wants`): as many as
+    Trajectories being sampled beside the probes (`trajectory_tokens` each at their end: prompt and
+    thinking, the mean) are charged as the ledger projects them in the steady state, sampled at every
+    age alike: the prompt, half the thinking, and the tokens they decode while a probe group runs
+    (`answer`); they decode one sequence each; the probe groups get the rest. The driver keeps as many as its bounds allow (`_loop.UnitStream.wants`): as many as
     hold the cache at their full length `trajectory_full` (prompt + decode limit; `fits_think`),
     at most the default units in flight less those in their probe phase (`_bounds`)."""
     shared = float(prompt) + float(prefix)
@@ -368,7 +535,11 @@ def steady_batch(kv_tokens: float, *, prompt: float, prefix: float, answer: floa
     if trajectory_full > 0:
         units = default_units(max_num_seqs)
         trajectories = float(min(units - holding_bound(units), int(kv_tokens) // block // blocks(trajectory_full, block)))
-    cache = float(kv_tokens) / block - trajectories * blocks(float(trajectory_tokens) + GROWTH_TOKENS, block)
+    # a trajectory being sampled is charged what it holds now and what it decodes while the probes admitted
+    # beside it run (`KVLedger.peak`: it grows throughout the projection): in the steady state, sampled at
+    # every age alike, its prompt, half its thinking and the answers' mean length
+    sampled = float(prompt) + max(float(trajectory_tokens) - float(prompt), 0.0) / 2.0 + float(answer)
+    cache = float(kv_tokens) / block - trajectories * blocks(sampled + GROWTH_TOKENS, block)
     for _ in range(8):               # w = min(positions, groups(w)): groups grows as w falls; settles fast
         longest = (shared + (w - 1.0) * step / 2.0) // block
         groups = max(cache, 0.0) / max(longest / w + own, 1.0)

@@ -5,7 +5,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from otbench.probe.stp._kv import GROWTH_TOKENS, KVLedger, blocks, group_blocks, steady_batch
+from otbench.probe.stp._kv import GROWTH_TOKENS, KVLedger, _Request, blocks, group_blocks, steady_batch
 
 
 def _vllm_blocks(seqs, block: int) -> int:
@@ -203,18 +203,22 @@ def test_a_sequence_is_charged_its_expected_length_until_it_outgrows_it():
 
 def test_the_planners_batch_leaves_the_trajectories_their_share():
     """Trajectories sampled beside the probes: as many as hold the cache at their full length (at most the
-    default units less those probing), each charged its mean length; the ledger admits the probe groups
-    into the rest, and `steady_batch` counts both (the trajectories decode one sequence each)."""
+    default units less those probing), sampled at every age alike (the steady state), each projected to
+    grow while the probes run; the ledger admits the probe groups into the rest, and `steady_batch`
+    counts both (the trajectories decode one sequence each)."""
     block, kv, prompt, thinking, limit, answer, P, positions = 16, 777_000, 600, 9000, 32_768 + 4096, 900, 16, 30
     full = prompt + limit
     led = KVLedger(kv, block)
-    led.expect("think", thinking)                 # each charged its mean length: prompt + mean thinking
+    led.expect("think", thinking)
     led.expect("probe", answer)
     T = 0
     while (T + 1) * blocks(full, block) <= led.capacity and T < 64 - 8:      # `fits_think`, the unit bounds
-        led.add(("t", T), ("t", T), prompt, prompt, 1, limit, 0, prompt, ((("q", T), prompt // block),), "think")
         T += 1
     assert T == kv // block // blocks(full, block)
+    for i in range(T):                            # sampled at ages spread evenly over the thinking
+        age = int((i + 0.5) * thinking / T)
+        led.add(("t", i), ("t", i), prompt, prompt, 1, limit, -age, prompt, ((("q", i), prompt // block),),
+                "think")
     step, admitted = thinking / positions, 0
     for t in range(10 ** 4):
         path = (("all", 0), (("q", 1000 + t), prompt // block), (("u", t), None))
@@ -272,3 +276,110 @@ def test_the_kept_count_is_a_full_recount(ops, block, with_live):
         else:
             live[op[1]] = op[2]
         assert led._count(now) == led.recount(now)      # the kept count, not the per-step memo
+
+
+def _simulated_peak(led: KVLedger, step: int, new=()) -> int:
+    """`peak` by brute force: every request in flight (and each of `new`, submitted now) decodes one token
+    a step until its expected end (a trajectory, or a request of no phase, throughout), and the most
+    blocks held at any step up to the last end, prefixes as `held` counts them; plain Python."""
+    reqs = []
+    for tag, r in led._requests.items():
+        n = r.n if tag not in led._asked else min(r.n, led._live(tag))
+        reqs.append((r.length, n, r.cap, max(0, step - r.step), led._end(r, step), led._groups[r.group].full))
+    reqs += list(new)
+    horizon = max([int(end - now) - 1 for _, n, _, now, end, _ in reqs
+                   if n > 0 and end != float("inf") and end > now] + [0])
+    best = 0
+    for t in range(horizon + 1):
+        total = 0
+        for length, n, cap, now, end, full in reqs:
+            if n > 0 and now + t < end:
+                decoded = min(cap, end, now + t + GROWTH_TOKENS)
+                total += length // led.block - full + n * (blocks(length + decoded, led.block) - length // led.block)
+        best = max(best, total)
+    return led._prefix_now(step) + best
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 80), st.integers(0, 40), st.integers(1, 4),
+                          st.integers(1, 90), st.integers(0, 60), st.sampled_from([None, "probe", "think", "signal"])),
+                min_size=1, max_size=12),
+       st.sampled_from([4, 16, 32]), st.dictionaries(st.sampled_from(["probe", "think"]), st.floats(0, 70)),
+       st.integers(0, 4), st.lists(st.tuples(st.sampled_from(["probe", "signal"]), st.sampled_from([1, 40, 90]),
+                                             st.lists(st.integers(0, 95), min_size=1, max_size=5)), max_size=4))
+def test_the_projected_peak_is_the_most_held_at_any_coming_step(reqs, block, means, live_n, finished):
+    """`peak` (what `fits_group` admits by) equals a step-by-step simulation of the sequences in flight
+    decoding to their expected ends, with and without a new group; it is evaluated only where a sequence
+    is about to end, which the simulation checks at every step."""
+    live: dict = {}
+    led = KVLedger(10 ** 6, block, live=live.get)
+    for kind, mean in means.items():
+        led.expect(kind, mean)
+    for j, (kind, cap, lengths) in enumerate(finished):     # finished sequences: the lengths projected by
+        led.add(("done", j), ("done", j), 0, 0, len(lengths), cap, 0, kind=kind)
+        led.remove(("done", j), lengths)
+    now = 60
+    for i, (g, _, extra, n, cap, age, kind) in enumerate(reqs):
+        shared = (0, 20, 37, 64)[g]               # a group's requests share its prefix
+        if n > 1:
+            live[i] = min(n, live_n)
+        led.add(i, g, shared, shared + extra, n, cap, now - age, kind=kind)
+        if age == 0:                              # submitted this step: its row joins the step's rows
+            assert led.peak(now) == _simulated_peak(led, now)
+    assert led.peak(now) == _simulated_peak(led, now)
+    led._cols = None                              # the rows built afresh: the same
+    assert led.peak(now) == _simulated_peak(led, now)
+    ctxs = [(50, 3, 40), (50, 1, 1)]
+    r0 = _Request(None, 0, 0, 0, now, "probe")
+    new = []
+    for length, n, cap in ctxs:
+        r0.cap = cap
+        new.append((length, n, cap, 0, led._end(r0, now), 48 // block))
+    assert led.peak(now, 48, ctxs, kind="probe") == _simulated_peak(led, now, new) + 48 // block
+
+
+def test_a_sequence_past_the_short_answers_is_expected_at_the_long_ones():
+    """Answers that stop at 4 tokens and answers that run to the limit (60): a new one is expected at their
+    mean; one that has decoded 10 tokens is past the first mode and expected at 60; one past every
+    finished length, at its max_tokens; another kind or max_tokens learns nothing from them."""
+    led = KVLedger(10 ** 6, 16)
+    led.add("a", "a", 0, 0, 4, 60, 0, kind="probe")
+    led.remove("a", [4, 4, 60, 60])
+    r = _Request(None, 0, 1, 60, 100, "probe")
+    assert led._end(r, 100) == 32.0 and led._end(r, 110) == 60.0 and led._end(r, 99) == 32.0
+    r.cap = 90
+    assert led._end(r, 100) == 90.0                    # no finished sequence of max_tokens 90
+    led.expect("probe", 20)
+    assert led._end(r, 100) == 20.0 and led._end(r, 150) == 50.0 + GROWTH_TOKENS
+
+
+def test_a_request_joining_the_steps_rows_counts_its_live_samples():
+    live: dict = {1: 0}
+    led = KVLedger(10 ** 6, 4, live=live.get)
+    led.add(0, 0, 0, 0, 1, 30, 60, kind="probe")
+    first = led.peak(60)
+    led.add(1, 0, 0, 0, 3, 30, 60, kind="probe")          # its samples already all ended
+    assert led.peak(60) == first == _simulated_peak(led, 60)
+    live[1] = 2
+    led.remove(1)
+    led.add(1, 0, 0, 0, 3, 30, 60, kind="probe")
+    assert led.peak(60) == _simulated_peak(led, 60) > first
+
+
+def test_staggered_sequences_admit_more_than_their_final_lengths_would():
+    """Probe groups admitted a step apart end a step apart: the projection admits a group the sum of final
+    lengths (`held` + `need`) would refuse, and refuses one that would really outgrow the cache."""
+    led = KVLedger(40 * 16, 16)
+    led.expect("probe", 64)
+    for i in range(8):                            # ages 0, 8, ..., 56 of 64: the oldest end first
+        led.add(i, i, 0, 0, 1, 200, 60 - 8 * i, kind="probe")
+    ctxs = [(0, 1, 200)]
+    assert led.held(60) + led.need(0, ctxs, kind="probe") > led.capacity - 30   # 9 x 5 blocks at their ends
+    assert led.peak(60, 0, ctxs, kind="probe") < led.held(60) + led.need(0, ctxs, kind="probe")
+    assert led.fits_group(60, 0, ctxs, kind="probe")
+    for i in range(8, 40):                        # admit while it fits: never past the cache by simulation
+        if not led.fits_group(60, 0, ctxs, kind="probe"):
+            break
+        led.add(i, i, 0, 0, 1, 200, 60, kind="probe")
+    assert _simulated_peak(led, 60) <= led.capacity
+    assert not led.fits_group(60, 0, ctxs, kind="probe")
