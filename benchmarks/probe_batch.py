@@ -106,34 +106,36 @@ class _UsageRecorder(_StepRecorder):
 
 class _LedgerProbe:
     """Per driver poll: (blocks the ledger counts, the cache's blocks, positions queued, units active,
-    the engine step it polls: an index into the step recorder's rows)."""
+    the engine step it polls: an index into the step recorder's rows, the projected peak it admits by)."""
 
     def __init__(self, steps: _UsageRecorder):
         from otbench.probe.stp import _driver
 
-        self.rows: list[tuple[int, int, int, int, int]] = []
+        self.rows: list[tuple[int, int, int, int, int, int]] = []
         poll = _driver._Driver.poll
 
         def sampled(d):
             if d.kv is not None:
                 self.rows.append((d.kv.held(d.steps), d.kv.capacity, len(d.pending), len(d.active),
-                                  len(steps.rows)))
+                                  len(steps.rows), d.kv.peak(d.steps)))
             return poll(d)
         _driver._Driver.poll = sampled
 
     def line(self, steps: _UsageRecorder) -> str:
         n = max(len(self.rows), 1)
-        use = sum(h / c for h, c, _, _, _ in self.rows) / n
-        waiting = sum(1 for _, _, p, _, _ in self.rows if p) / n
-        # the steps polled while positions waited for room: there the admission, not the supply of
+        use = sum(r[0] / r[1] for r in self.rows) / n
+        waiting = sum(1 for r in self.rows if r[2]) / n
+        # the polls while positions waited for room: there the admission, not the supply of
         # trajectories, sets the batch
-        queued = [i for _, _, p, _, i in self.rows if p and i < len(steps.rows)]
+        queued = [r for r in self.rows if r[2] and r[4] < len(steps.rows)]
         mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
         return (f"the ledger counted {100 * use:.0f} % of the cache on average over {len(self.rows)} polls; "
                 f"positions were queued at {100 * waiting:.0f} % of them; at those, "
-                f"{mean([steps.rows[i][1] for i in queued]):.1f} sequences running, the ledger counting "
-                f"{100 * mean([h / c for h, c, p, _, _ in self.rows if p]):.0f} % and vLLM using "
-                f"{100 * mean([steps.usage[i] for i in queued if i < len(steps.usage)]):.0f} % of the cache")
+                f"{mean([steps.rows[r[4]][1] for r in queued]):.1f} sequences running, vLLM using "
+                f"{100 * mean([steps.usage[r[4]] for r in queued if r[4] < len(steps.usage)]):.0f} % of the "
+                f"cache, the sequences in flight projected to hold {100 * mean([r[5] / r[1] for r in queued]):.0f} % "
+                f"at their peak (what the admission reads) and {100 * mean([r[0] / r[1] for r in queued]):.0f} % "
+                f"each at its expected end")
 
 
 def _shape(units) -> tuple[float, float, float, float, float]:

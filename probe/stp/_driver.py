@@ -305,9 +305,10 @@ class _Driver:
         """Whether a think request of the longest prompt fits in the KV cache beside what is in flight,
         and the think requests in flight, each at its full length, would still fit in the cache alone.
 
-        A trajectory grows for thousands of steps after it is admitted, far past any room the ledger
-        keeps (`_kv.GROWTH_TOKENS`); the probes around it end within `answer_limit` tokens and then
-        wait for room. So only the trajectories are held to their full length: together they can
+        A trajectory grows for thousands of steps after it is admitted, far past the ledger's
+        projection (`KVLedger.peak`: until the last probe in flight is expected to end); the probes
+        around it end within `answer_limit` tokens and then wait for room. So only the trajectories
+        are held to their full length: together they can
         never outgrow the cache, however long they think (Qwen3-4B on one H200 at the paper's limits:
         ~21 at once, beside hundreds of probe sequences)."""
         if self.kv is None:

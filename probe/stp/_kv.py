@@ -51,6 +51,7 @@ import heapq
 from collections import Counter
 from collections.abc import Sequence
 
+from . import _kv_peak
 from ._bounds import default_units, holding_bound
 
 DEFAULT_BLOCK = 16
@@ -211,7 +212,7 @@ class KVLedger:
                 n = r.n if live is None else min(int(live), r.n)
             if n > 0:
                 row = (r.length, n, r.cap, 0, self._end(r, int(step)), r.length // self.block - g.full)
-                self._cols = ((int(step), self._version), _append(cols[1], row))
+                self._cols = ((int(step), self._version), _kv_peak.append_row(cols[1], row))
             else:
                 self._cols = ((int(step), self._version), cols[1])
 
@@ -348,22 +349,12 @@ class KVLedger:
             return True
         return self.peak(step, shared, contexts, tree, path, kind) <= self.capacity
 
-    # -- the projection ------------------------------------------------------------------------
-    # Every sequence in flight grows by one token a step until it ends; a probe-phase sequence is
-    # expected to end at its phase's mean finished length (`expect`; its own length + growth once
-    # past it), a trajectory not before the projection's horizon. Sequences admitted at different
-    # steps end at different steps: what the cache must hold is the largest total over the coming
-    # steps, which the sum of the final lengths (`held`) overstates by up to twice where they are
-    # staggered (benchmarks/probe_batch.py: the ledger's count 92 % of the cache where positions
-    # waited, vLLM's own 75 %). The total only grows between two ends, so its largest value is at
-    # the step before one of them ends (or now): those are the offsets it is evaluated at, exactly.
+    # -- the projection (`_kv_peak`) --------------------------------------------------------
 
     def _rows(self, step: int):
         """Per request in flight (samples still decoding > 0): arrays (context, samples, max_tokens,
         decoded now, expected end in decoded tokens (inf: none within the horizon), own context blocks),
         built once per step and set of requests."""
-        import numpy as np
-
         key = (step, self._version)
         if self._cols is not None and self._cols[0] == key:
             return self._cols[1]
@@ -377,7 +368,7 @@ class KVLedger:
                 continue
             rows.append((r.length, n, r.cap, max(0, step - r.step), self._end(r, step),
                          r.length // self.block - self._groups[r.group].full))
-        cols = tuple(np.array(c, dtype=np.float64) for c in zip(*rows)) if rows else None
+        cols = _kv_peak.rows_of(rows)
         self._cols = (key, cols)
         return cols
 
@@ -390,55 +381,21 @@ class KVLedger:
         request of no phase) is projected to grow throughout."""
         if r.kind in (None, "think"):
             return float("inf")
-        now = max(0, step - r.step)
-        tail = self._tail(r.kind, r.cap)
-        if tail is not None:
-            count, total = tail
-            # in whole tokens, rounded up: a sequence decodes whole tokens, one a step
-            end = -(-total[now + 1] // count[now + 1]) if now + 1 < len(count) and count[now + 1] else r.cap
-        else:
-            mean = self._expected.get(r.kind)
-            end = r.cap if mean is None else int(mean)    # nothing of its kind finished yet: max_tokens
-        return float(min(r.cap, max(end, now + GROWTH_TOKENS)))
+        return _kv_peak.expected_end(self._tail(r.kind, r.cap), self._expected.get(r.kind), r.cap,
+                                     max(0, step - r.step))
 
     def _tail(self, kind, cap):
-        """(count, total) with count[i], total[i] the number and sum of the finished lengths >= i of the
-        sequences of `kind` and max_tokens `cap`; None: none finished. Rebuilt only when asked after a
-        removal (numpy suffix sums: answers of the paper's 1,400 tokens make it 1,400 entries long, and
-        a poll removes many requests)."""
-        import numpy as np
-
+        """`_kv_peak.suffix_sums` of the finished lengths of `kind` and max_tokens `cap`, kept until the next
+        removal of one."""
         key = (kind, cap)
-        got = self._tails.get(key)
-        if got is None:
-            hist = self._hist.get(key)
-            if not hist:
-                return None
-            h = np.asarray(hist, dtype=np.int64)
-            count = np.append(np.cumsum(h[::-1])[::-1], 0)
-            if not count[0]:
-                return None
-            total = np.append(np.cumsum((h * np.arange(h.size, dtype=np.int64))[::-1])[::-1], 0)
-            got = self._tails[key] = (count.tolist(), total.tolist())
-        return got
-
-    def _usage(self, cols, offsets):
-        """Blocks the requests `cols` hold at each of `offsets` steps from now (the alive ones)."""
-        import numpy as np
-
-        length, n, cap, now, end, own = (c[:, None] for c in cols)
-        t = np.asarray(offsets, dtype=np.float64)[None, :]
-        decoded = np.minimum(np.minimum(cap, end), now + t + GROWTH_TOKENS)
-        b = self.block
-        held = own + n * (np.ceil((length + decoded) / b) - np.floor(length / b))
-        return ((now + t < end) * held).sum(axis=0)
+        if key not in self._tails:
+            self._tails[key] = _kv_peak.suffix_sums(self._hist.get(key))
+        return self._tails[key]
 
     def peak(self, step: int, shared: int = 0, contexts=(), tree: int = 0, path: tuple = (),
              kind: str | None = None) -> int:
         """The most blocks the sequences in flight, with a new group of `contexts` (as `fits_group`
         takes it; none: without one), will hold at once from engine step `step` on, as projected."""
-        import numpy as np
-
         prefix = self._prefix_now(step)
         full = int(shared) // self.block
         new = None
@@ -452,18 +409,13 @@ class KVLedger:
             for length, n, cap in contexts:
                 r0.cap = int(cap)
                 ends.append(self._end(r0, step))
-            new = tuple(np.array(c, dtype=np.float64) for c in zip(*[
-                (int(length), int(n), int(cap), 0.0, e, int(length) // self.block - full)
-                for (length, n, cap), e in zip(contexts, ends)]))
+            new = _kv_peak.rows_of([(int(length), int(n), int(cap), 0.0, e, int(length) // self.block - full)
+                                    for (length, n, cap), e in zip(contexts, ends)])
         cols = self._rows(step)
         parts = [c for c in (cols, new) if c is not None]
         if not parts:
             return int(prefix)
-        ends = np.concatenate([c[4] - c[3] for c in parts])
-        finite = ends[np.isfinite(ends)]
-        offsets = np.unique(np.concatenate([[0.0], np.maximum(finite - 1.0, 0.0)]))
-        total = sum(self._usage(c, offsets) for c in parts)
-        return int(prefix + total.max())
+        return int(prefix + _kv_peak.peak_blocks(parts, self.block))
 
     def _prefix_now(self, step: int) -> int:
         """The whole blocks of the prefixes of the groups in flight (kept with `held`'s count)."""
@@ -480,15 +432,6 @@ class KVLedger:
             return total
         t = min(int(tree) // self.block, int(shared) // self.block)
         return total - sum(min(span, self._nodes.get(node, 0)) for node, span in _spans(path, t))
-
-
-def _append(cols, row):
-    """The projection's column arrays (`KVLedger._rows`) with one more row (None: none before)."""
-    import numpy as np
-
-    if cols is None:
-        return tuple(np.array([v], dtype=np.float64) for v in row)
-    return tuple(np.append(c, v) for c, v in zip(cols, row))
 
 
 def _spans(path: tuple, tree: int) -> tuple:
