@@ -206,10 +206,7 @@ class KVLedger:
         if cols is not None and cols[0] == (int(step), self._version - 1) and not replaced:
             # the projection's rows of this step, with this request's: a pump admits many groups a step,
             # and rebuilding the rows for each would walk every request in flight per admission
-            n = r.n
-            if tag in self._asked:
-                live = self._live(tag)
-                n = r.n if live is None else min(int(live), r.n)
+            n = self._decoding(tag, r)
             if n > 0:
                 row = (r.length, n, r.cap, 0, self._end(r, int(step)), r.length // self.block - g.full)
                 self._cols = ((int(step), self._version), _kv_peak.append_row(cols[1], row))
@@ -360,10 +357,7 @@ class KVLedger:
             return self._cols[1]
         rows = []
         for tag, r in self._requests.items():
-            n = r.n
-            if tag in self._asked:
-                live = self._live(tag)
-                n = r.n if live is None else min(int(live), r.n)
+            n = self._decoding(tag, r)
             if n <= 0:
                 continue
             rows.append((r.length, n, r.cap, max(0, step - r.step), self._end(r, step),
@@ -371,6 +365,13 @@ class KVLedger:
         cols = _kv_peak.rows_of(rows)
         self._cols = (key, cols)
         return cols
+
+    def _decoding(self, tag, r: _Request) -> int:
+        """Samples of `r` still decoding: the engine's stream says for a request of several (`live`)."""
+        if tag not in self._asked:
+            return r.n
+        live = self._live(tag)
+        return r.n if live is None else min(int(live), r.n)
 
     def _end(self, r: "_Request", step: int) -> float:
         """The decoded tokens `r` is expected to end at, given that it has not ended yet: the mean of the
@@ -400,10 +401,7 @@ class KVLedger:
         full = int(shared) // self.block
         new = None
         if contexts:
-            prefix += full
-            if path and self._memo is not None:
-                t = min(int(tree) // self.block, full)
-                prefix -= sum(min(span, self._nodes.get(node, 0)) for node, span in _spans(path, t))
+            prefix += full - self._held_of(shared, tree, path)
             r0 = _Request(None, 0, 0, 0, step, kind)
             ends = []
             for length, n, cap in contexts:
@@ -428,10 +426,15 @@ class KVLedger:
         as counted by the last `held`)."""
         total = group_blocks(shared, contexts, self.block,
                              int(self._expected.get(kind, 0.0)) + GROWTH_TOKENS if kind else None)
+        return total - self._held_of(shared, tree, path)
+
+    def _held_of(self, shared: int, tree: int, path: tuple) -> int:
+        """Whole blocks of a new group's prefix that groups in flight hold already (the nodes of `path`, as
+        counted by the last `held`; none before a count)."""
         if not path or self._memo is None:
-            return total
+            return 0
         t = min(int(tree) // self.block, int(shared) // self.block)
-        return total - sum(min(span, self._nodes.get(node, 0)) for node, span in _spans(path, t))
+        return sum(min(span, self._nodes.get(node, 0)) for node, span in _spans(path, t))
 
 
 def _spans(path: tuple, tree: int) -> tuple:
