@@ -383,7 +383,7 @@ class KVLedger:
         if r.kind in (None, "think"):
             return float("inf")
         return _kv_peak.expected_end(self._tail(r.kind, r.cap), self._expected.get(r.kind), r.cap,
-                                     max(0, step - r.step))
+                                     max(0, step - r.step), GROWTH_TOKENS)
 
     def _tail(self, kind, cap):
         """`_kv_peak.suffix_sums` of the finished lengths of `kind` and max_tokens `cap`, kept until the next
@@ -413,7 +413,7 @@ class KVLedger:
         parts = [c for c in (cols, new) if c is not None]
         if not parts:
             return int(prefix)
-        return int(prefix + _kv_peak.peak_blocks(parts, self.block))
+        return int(prefix + _kv_peak.peak_blocks(parts, self.block, GROWTH_TOKENS))
 
     def _prefix_now(self, step: int) -> int:
         """The whole blocks of the prefixes of the groups in flight (kept with `held`'s count)."""

@@ -18,7 +18,6 @@ throughout), its context's whole blocks beyond its group's shared ones).
 
 import numpy as np
 
-from . import _kv          # its GROWTH_TOKENS read at each call (a benchmark may set it)
 
 
 def suffix_sums(hist) -> tuple[list, list] | None:
@@ -35,18 +34,19 @@ def suffix_sums(hist) -> tuple[list, list] | None:
     return count.tolist(), total.tolist()
 
 
-def expected_end(tail, mean: float | None, cap: int, now: int) -> float:
+def expected_end(tail, mean: float | None, cap: int, now: int, growth: int) -> float:
     """The decoded tokens a sequence that has decoded `now` and not ended is expected to end at: the mean of
     the finished lengths longer than `now` (`tail`, `suffix_sums`: answers that stop early and answers that
     run to the limit make two modes, and one past the first is expected at the second), else `mean` (its
-    phase's, where no sequence of its max_tokens finished), else `cap`; at least `now` and the growth."""
+    phase's, where no sequence of its max_tokens finished), else `cap`; at least `now` and `growth` (the
+    ledger's `GROWTH_TOKENS`)."""
     if tail is not None:
         count, total = tail
         # in whole tokens, rounded up: a sequence decodes whole tokens, one a step
         end = -(-total[now + 1] // count[now + 1]) if now + 1 < len(count) and count[now + 1] else cap
     else:
         end = cap if mean is None else int(mean)      # nothing of its kind finished yet: max_tokens
-    return float(min(cap, max(end, now + _kv.GROWTH_TOKENS)))
+    return float(min(cap, max(end, now + growth)))
 
 
 def rows_of(rows) -> tuple | None:
@@ -61,19 +61,19 @@ def append_row(cols, row) -> tuple:
     return tuple(np.append(c, v) for c, v in zip(cols, row))
 
 
-def usage(cols, offsets, block: int) -> np.ndarray:
+def usage(cols, offsets, block: int, growth: int) -> np.ndarray:
     """Blocks the requests `cols` hold at each of `offsets` steps from now (those not ended by then)."""
     length, n, cap, now, end, own = (c[:, None] for c in cols)
     t = np.asarray(offsets, dtype=np.float64)[None, :]
-    decoded = np.minimum(np.minimum(cap, end), now + t + _kv.GROWTH_TOKENS)
+    decoded = np.minimum(np.minimum(cap, end), now + t + growth)
     held = own + n * (np.ceil((length + decoded) / block) - np.floor(length / block))
     return ((now + t < end) * held).sum(axis=0)
 
 
-def peak_blocks(parts, block: int) -> float:
+def peak_blocks(parts, block: int, growth: int) -> float:
     """The most blocks the requests of `parts` (column arrays, each as `rows_of` makes them) hold at once
     from now on: the total at now and at the step before each expected end."""
     ends = np.concatenate([c[4] - c[3] for c in parts])
     finite = ends[np.isfinite(ends)]
     offsets = np.unique(np.concatenate([[0.0], np.maximum(finite - 1.0, 0.0)]))
-    return float(sum(usage(c, offsets, block) for c in parts).max())
+    return float(sum(usage(c, offsets, block, growth) for c in parts).max())
