@@ -83,8 +83,13 @@ def _context(req) -> tuple[int, int, int]:
     return len(req.context), 1, 1
 
 
+def _decoded(c) -> int:
+    """Tokens a completion decoded: its ids and the stop token the engine drops from them."""
+    return len(c.token_ids) + (c.stop_id is not None)
+
+
 def _gen_tokens(comps) -> int:
-    return sum(len(c.token_ids) + (c.stop_id is not None) for c in comps)
+    return sum(map(_decoded, comps))
 
 
 class _Driver:
@@ -355,7 +360,7 @@ class _Driver:
         self.sequences -= self._cost.pop(tag, 0)
         if self.kv is not None:        # with what each sample decoded: the lengths the ledger projects by
             gen = isinstance(res, list) and res and hasattr(res[0], "token_ids")     # not a Signal
-            self.kv.remove(tag, [len(c.token_ids) + (c.stop_id is not None) for c in res] if gen else None)
+            self.kv.remove(tag, [_decoded(c) for c in res] if gen else None)
         if kind == "t":
             self.phase_in_flight["think"] -= 1
             self._count(tag, "think", _gen_tokens(res), len(res))

@@ -416,8 +416,8 @@ class KVLedger:
         return int(prefix + _kv_peak.peak_blocks(parts, self.block, GROWTH_TOKENS))
 
     def _prefix_now(self, step: int) -> int:
-        """The whole blocks of the prefixes of the groups in flight (kept with `held`'s count)."""
-        self.held(step)
+        """The whole blocks of the prefixes of the groups in flight: kept as requests come and go (`_join`,
+        `_leave`), so the admission does not redo `held`'s count of every request at each step."""
         return self._prefix
 
     def need(self, shared: int, contexts, tree: int = 0, path: tuple = (), kind: str | None = None) -> int:
@@ -426,12 +426,13 @@ class KVLedger:
         as counted by the last `held`)."""
         total = group_blocks(shared, contexts, self.block,
                              int(self._expected.get(kind, 0.0)) + GROWTH_TOKENS if kind else None)
-        return total - self._held_of(shared, tree, path)
+        # as counted by the last `held`: none before a count
+        return total - (self._held_of(shared, tree, path) if self._memo is not None else 0)
 
     def _held_of(self, shared: int, tree: int, path: tuple) -> int:
-        """Whole blocks of a new group's prefix that groups in flight hold already (the nodes of `path`, as
-        counted by the last `held`; none before a count)."""
-        if not path or self._memo is None:
+        """Whole blocks of a new group's prefix that groups in flight hold already (the nodes of `path`,
+        kept as requests come and go)."""
+        if not path:
             return 0
         t = min(int(tree) // self.block, int(shared) // self.block)
         return sum(min(span, self._nodes.get(node, 0)) for node, span in _spans(path, t))
